@@ -1,0 +1,1 @@
+"""Small units that observe and judge. Each returns CheckResult values; none prints or exits."""

@@ -1,0 +1,229 @@
+"""The declared deployment: pydantic models, the YAML loader and the embedded default.
+
+An inventory names hosts, the three roles (one or more instances each) and what final-health expects. Errors name
+the file, the dotted path to the field and what was expected (InventoryError, exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pdctl.errors import InventoryError
+
+ROLES = ("prefill", "decode", "router")
+RoleName = Literal["prefill", "decode", "router"]
+ArgValue = Union[bool, int, float, str, list[Union[int, float, str]]]
+
+# Ports of the seed deployment (and of the embedded default).
+DEFAULT_PORTS = {"prefill": 30000, "decode": 30002, "router": 30001}
+DEFAULT_BOOTSTRAP_PORT = 8998
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Host(_Strict):
+    """A machine. `transport: local` runs commands here; `ssh` reaches `address` over one SSH connection."""
+
+    transport: Literal["local", "ssh"] = "local"
+    address: str = "127.0.0.1"
+    user: str | None = None
+    port: int = Field(22, ge=1, le=65535)
+    key: str | None = None                   # private key file
+    known_hosts: str | None = None           # default: ~/.ssh/known_hosts
+    accept_new_host_key: bool = False        # only an explicit yes trusts an unknown key
+    ssh_config: str | None = None            # default: ~/.ssh/config when it exists
+    connect_timeout: float = Field(10.0, gt=0)
+    command_timeout: float = Field(60.0, gt=0)
+    http: Literal["direct", "tunnel"] = "direct"   # tunnel: reach role ports via the SSH connection
+    internal_address: str | None = None      # how other roles reach this host; default 127.0.0.1 (same host)
+    service_manager: Literal["systemd", "pidfile"] = "pidfile"
+    python: str = "python3"                  # interpreter that runs engine/sglang on this host
+    state_dir: str | None = None             # pidfiles, logs, rendered launchers; default per transport
+    workdir: str | None = None               # cwd of launched processes (bundled engine: a checkout with engine/)
+
+
+class RoleInstance(_Strict):
+    """One process of a role on a host."""
+
+    host: str = "local"
+    port: int = Field(..., ge=1, le=65535)
+    listen_host: str = "127.0.0.1"
+    bootstrap_port: int | None = Field(None, ge=1, le=65535)   # prefill only
+    service: str | None = None               # systemd unit or pidfile name; default pdctl-<role>-<index>
+    args: dict[str, ArgValue] = Field(default_factory=dict)     # extra launch flags: {"--flag": value|true}
+    env: dict[str, str] = Field(default_factory=dict)
+    ready_timeout: float = Field(300.0, gt=0)
+
+    @field_validator("args")
+    @classmethod
+    def _flags_start_with_dashes(cls, v: dict[str, ArgValue]) -> dict[str, ArgValue]:
+        for flag in v:
+            if not flag.startswith("--"):
+                raise ValueError(f"launch flag {flag!r} must start with '--'")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values_as_text(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): ("" if val is None else str(val)) for k, val in v.items()}
+        return v
+
+
+class Roles(_Strict):
+    prefill: list[RoleInstance] = Field(..., min_length=1)
+    decode: list[RoleInstance] = Field(..., min_length=1)
+    router: list[RoleInstance] = Field(..., min_length=1)
+
+
+class Probe(_Strict):
+    """The end-to-end chat completion of final-health."""
+
+    model: str | None = None                 # default: the served model name
+    prompt: str = "hi"
+    max_tokens: int = Field(8, ge=1)
+    timeout: float = Field(30.0, gt=0)
+
+
+class Expect(_Strict):
+    """Flags and env final-health expects on a role beyond those the role declares."""
+
+    flags: dict[str, ArgValue] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class FinalHealth(_Strict):
+    health_timeout: float = Field(4.0, gt=0)   # the seed's curl -m4
+    metrics_timeout: float = Field(5.0, gt=0)
+    probe: Probe = Field(default_factory=Probe)
+    expect: dict[RoleName, Expect] = Field(default_factory=dict)
+
+
+class Inventory(_Strict):
+    name: str = "local"
+    engine: Literal["bundled", "sglang"] = "bundled"
+    model_path: str | None = None            # sglang: required; bundled: optional engine checkpoint
+    served_model_name: str = "pdctl-tiny"
+    transfer_backend: str = "nixl"
+    hosts: dict[str, Host] = Field(default_factory=lambda: {"local": Host()})
+    roles: Roles
+    final_health: FinalHealth = Field(default_factory=FinalHealth)
+    source: str = Field("<embedded default>", exclude=True)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "Inventory":
+        for role in ROLES:
+            for i, inst in enumerate(getattr(self.roles, role)):
+                if inst.host not in self.hosts:
+                    known = ", ".join(sorted(self.hosts)) or "none"
+                    raise ValueError(f"roles.{role}.{i}.host: unknown host {inst.host!r} (hosts: {known})")
+                if role != "prefill" and inst.bootstrap_port is not None:
+                    raise ValueError(f"roles.{role}.{i}.bootstrap_port: only prefill has a bootstrap port")
+        if self.engine == "sglang" and not self.model_path:
+            raise ValueError("model_path: required when engine is 'sglang'")
+        seen: dict[tuple[str, int], str] = {}
+        for role, i, inst in self.instances():
+            ports = [inst.port] + ([self.bootstrap_port(inst)] if role == "prefill" else [])
+            for p in ports:
+                key = (inst.host, p)
+                if key in seen:
+                    raise ValueError(f"roles.{role}.{i}.port: port {p} on host {inst.host!r} is also used by {seen[key]}")
+                seen[key] = f"{role}[{i}]"
+        return self
+
+    # -- derived views ---------------------------------------------------------------------------------------
+    def instances(self, role: str | None = None) -> list[tuple[str, int, RoleInstance]]:
+        """(role, index, instance) for every instance, in the safe start order prefill -> decode -> router."""
+        out = []
+        for r in ROLES if role is None else (role,):
+            out.extend((r, i, inst) for i, inst in enumerate(getattr(self.roles, r)))
+        return out
+
+    @staticmethod
+    def bootstrap_port(inst: RoleInstance) -> int:
+        return inst.bootstrap_port or DEFAULT_BOOTSTRAP_PORT
+
+    def service_name(self, role: str, index: int) -> str:
+        inst = getattr(self.roles, role)[index]
+        return inst.service or f"pdctl-{self.name}-{role}-{index}"
+
+    def label(self, role: str, index: int) -> str:
+        inst = getattr(self.roles, role)[index]
+        return f"{role}[{index}]@{inst.host}:{inst.port}"
+
+    def address_from(self, target_host: str, from_host: str) -> str:
+        """The address at which `from_host` reaches `target_host` (127.0.0.1 when they are the same host)."""
+        if target_host == from_host:
+            return "127.0.0.1"
+        host = self.hosts[target_host]
+        return host.internal_address or host.address
+
+
+def _format_validation_error(source: str, err: ValidationError) -> str:
+    lines = [f"{source}: invalid inventory"]
+    for e in err.errors():
+        path = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        got = e.get("input")
+        got_txt = "" if e["type"] in ("missing",) or isinstance(got, (dict, list)) else f" (got {got!r})"
+        lines.append(f"  {path}: {msg}{got_txt}")
+    return "\n".join(lines)
+
+
+def parse_inventory(data: Any, source: str) -> Inventory:
+    """Validate a mapping as an inventory. Raises InventoryError naming `source` and each bad field."""
+    if not isinstance(data, dict):
+        raise InventoryError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        inv = Inventory.model_validate(data)
+    except ValidationError as err:
+        raise InventoryError(_format_validation_error(source, err)) from None
+    inv.source = source
+    return inv
+
+
+def load_inventory(path: str | os.PathLike | None) -> Inventory:
+    """Load and validate the inventory at `path`; None means the embedded default."""
+    if path is None:
+        return embedded_default()
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InventoryError(f"{p}: cannot read inventory: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise InventoryError(f"{p}:{where} not valid YAML: {getattr(e, 'problem', e)}") from None
+    return parse_inventory(data, str(p))
+
+
+def embedded_default() -> Inventory:
+    """All three roles of the bundled engine on this machine, ports as in the seed, pidfile services."""
+    return parse_inventory(
+        {
+            "name": "local",
+            "engine": "bundled",
+            "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
+            "roles": {
+                "prefill": [{"host": "local", "port": DEFAULT_PORTS["prefill"], "bootstrap_port": DEFAULT_BOOTSTRAP_PORT}],
+                "decode": [{"host": "local", "port": DEFAULT_PORTS["decode"]}],
+                "router": [{"host": "local", "port": DEFAULT_PORTS["router"]}],
+            },
+        },
+        "<embedded default>",
+    )

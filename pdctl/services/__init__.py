@@ -1,0 +1,1 @@
+"""How a role's process is managed on its host: systemd units or pidfiles."""

@@ -1,0 +1,54 @@
+"""The service-manager interface shared by systemd and pidfile managers.
+
+A ServiceSpec is everything needed to (re)create a role's process. `install` reports whether anything changed so
+that a re-run of deploy with nothing changed restarts nothing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str                      # unit name (systemd) or pidfile stem
+    argv: tuple[str, ...]          # the launch command, unquoted; managers quote it
+    env: dict[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    active: bool
+    main_pid: int | None
+    started_at: float | None       # epoch seconds the main process started (from /proc or systemd), None if down
+    detail: str = ""               # e.g. systemd ActiveState/SubState, or "stale pidfile"
+
+
+class ServiceManager(ABC):
+    @abstractmethod
+    def install(self, spec: ServiceSpec) -> bool:
+        """Write the unit/launcher for `spec`. Returns True when it differs from what was installed."""
+
+    @abstractmethod
+    def start(self, name: str) -> None:
+        """Start the service; no-op if running. Raises StepFailed if it exits at once."""
+
+    @abstractmethod
+    def stop(self, name: str, *, grace: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds. No-op if not running."""
+
+    def restart(self, name: str, *, grace: float = 20.0) -> None:
+        self.stop(name, grace=grace)
+        self.start(name)
+
+    @abstractmethod
+    def status(self, name: str) -> ServiceStatus:
+        """Observe the service: active, main pid and its start time."""
+
+    @abstractmethod
+    def log_tail(self, name: str, lines: int = 200) -> str:
+        """The last `lines` lines of the service's log (journal or log file)."""
