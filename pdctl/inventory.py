@@ -43,7 +43,7 @@ class Host(_Strict):
     http: Literal["direct", "tunnel"] = "direct"   # tunnel: reach role ports via the SSH connection
     internal_address: str | None = None      # how other roles reach this host; default 127.0.0.1 (same host)
     service_manager: Literal["systemd", "pidfile"] = "pidfile"
-    python: str = "python3"                  # interpreter that runs engine/sglang on this host
+    python: str | None = None                # interpreter for engine/sglang; default: this one (local), python3 (ssh)
     state_dir: str | None = None             # pidfiles, logs, rendered launchers; default per transport
     workdir: str | None = None               # cwd of launched processes (bundled engine: a checkout with engine/)
 

@@ -41,6 +41,10 @@ class ServiceManager(ABC):
     def stop(self, name: str, *, grace: float = 20.0) -> None:
         """SIGTERM, then SIGKILL after `grace` seconds. No-op if not running."""
 
+    def is_current(self, spec: ServiceSpec) -> bool:
+        """True when `spec` is exactly what is installed now, so deploy would change nothing. Writes nothing."""
+        raise NotImplementedError
+
     def restart(self, name: str, *, grace: float = 20.0) -> None:
         self.stop(name, grace=grace)
         self.start(name)

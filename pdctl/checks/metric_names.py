@@ -1,0 +1,40 @@
+"""The SGLang Prometheus metric names pdctl reads, in one place (names as SGLang 0.5.23 exposes them).
+
+Labels on scheduler metrics: model_name, engine_type (prefill|decode|unified), tp_rank, pp_rank, moe_ep_rank
+[, dp_rank]. Tokenizer metrics (requests, tokens, aborts) carry only model_name and engine_type.
+"""
+
+from __future__ import annotations
+
+# PD queue gauges (scheduler, per tp_rank). There is no num_prefill_prealloc_queue_reqs.
+PREFILL_BOOTSTRAP_QUEUE = "sglang:num_prefill_bootstrap_queue_reqs"
+PREFILL_INFLIGHT_QUEUE = "sglang:num_prefill_inflight_queue_reqs"
+DECODE_PREALLOC_QUEUE = "sglang:num_decode_prealloc_queue_reqs"
+DECODE_TRANSFER_QUEUE = "sglang:num_decode_transfer_queue_reqs"
+NUM_RUNNING_REQS = "sglang:num_running_reqs"
+NUM_QUEUE_REQS = "sglang:num_queue_reqs"
+GEN_THROUGHPUT = "sglang:gen_throughput"
+
+PD_QUEUE_GAUGES = (PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE, DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE)
+#: what `verify inflight` samples: the PD queues plus running requests
+INFLIGHT_GAUGES = PD_QUEUE_GAUGES + (NUM_RUNNING_REQS,)
+
+# Failure counters (scheduler, per tp_rank): must be 0, or not increased since a baseline.
+TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
+BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs_total"
+PREFILL_RETRIES = "sglang:num_prefill_retries_total"
+FAILURE_COUNTERS = (TRANSFER_FAILED, BOOTSTRAP_FAILED)
+
+# Tokenizer counters (no tp_rank label).
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+PROMPT_TOKENS = "sglang:prompt_tokens_total"
+NUM_REQUESTS = "sglang:num_requests_total"
+NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
+
+# Histograms on the prefill side.
+KV_TRANSFER_LATENCY_MS = "sglang:kv_transfer_latency_ms"
+KV_TRANSFER_SPEED_GB_S = "sglang:kv_transfer_speed_gb_s"
+KV_TRANSFER_BOOTSTRAP_MS = "sglang:kv_transfer_bootstrap_ms"
+
+#: the hint when a family pdctl needs is absent: SGLang serves /metrics only with this flag
+ENABLE_METRICS_HINT = "start the server with --enable-metrics (without it SGLang serves no /metrics)"

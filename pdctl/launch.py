@@ -1,0 +1,112 @@
+"""Render each role's launch command and env from the inventory, for the bundled engine and for real SGLang.
+
+The command lines use SGLang's own flag names, so the same inventory drives `engine: bundled` on a laptop and
+`engine: sglang` in production; only the module that is launched differs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pdctl.inventory import ArgValue, Inventory
+from pdctl.services.base import ServiceSpec
+
+SERVER_MODULE = {"bundled": "engine.launch_server", "sglang": "sglang.launch_server"}
+ROUTER_MODULE = "sglang_router.launch_router"
+
+
+def flag_tokens(args: dict[str, ArgValue]) -> list[str]:
+    """{"--a": True, "--b": 96, "--c": [1, 2], "--d": False} -> ["--a", "--b", "96", "--c", "1", "2"]."""
+    out: list[str] = []
+    for flag, value in args.items():
+        if value is True:
+            out.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, list):
+            out.append(flag)
+            out.extend(str(v) for v in value)
+        else:
+            out.extend([flag, str(value)])
+    return out
+
+
+def python_for(inv: Inventory, host_name: str) -> str:
+    host = inv.hosts[host_name]
+    if host.python:
+        return host.python
+    return sys.executable if host.transport == "local" else "python3"
+
+
+def worker_url(inv: Inventory, role: str, index: int, from_host: str) -> str:
+    inst = getattr(inv.roles, role)[index]
+    return f"http://{inv.address_from(inst.host, from_host)}:{inst.port}"
+
+
+def base_flags(inv: Inventory, role: str, index: int) -> dict[str, ArgValue]:
+    """The flags pdctl itself sets for a role (before the inventory's own `args`)."""
+    inst = getattr(inv.roles, role)[index]
+    if role == "router":
+        return {"--host": inst.listen_host, "--port": inst.port}
+    flags: dict[str, ArgValue] = {}
+    if inv.model_path:
+        flags["--model-path"] = inv.model_path
+    flags.update({
+        "--served-model-name": inv.served_model_name,
+        "--disaggregation-mode": role,
+        "--host": inst.listen_host,
+        "--port": inst.port,
+        "--disaggregation-transfer-backend": inv.transfer_backend,
+        "--enable-metrics": True,
+    })
+    if role == "prefill":
+        flags["--disaggregation-bootstrap-port"] = inv.bootstrap_port(inst)
+    return flags
+
+
+def role_argv(inv: Inventory, role: str, index: int) -> list[str]:
+    """The full launch command of one role instance, unquoted."""
+    inst = getattr(inv.roles, role)[index]
+    py = python_for(inv, inst.host)
+    if role == "router":
+        argv = [py, "-m", ROUTER_MODULE, "--pd-disaggregation"]
+        for i, p in enumerate(inv.roles.prefill):
+            argv += ["--prefill", worker_url(inv, "prefill", i, inst.host), str(inv.bootstrap_port(p))]
+        for i, _d in enumerate(inv.roles.decode):
+            argv += ["--decode", worker_url(inv, "decode", i, inst.host)]
+        return argv + flag_tokens({**base_flags(inv, role, index), **inst.args})
+    argv = [py, "-m", SERVER_MODULE[inv.engine]]
+    return argv + flag_tokens({**base_flags(inv, role, index), **inst.args})
+
+
+def role_env(inv: Inventory, role: str, index: int) -> dict[str, str]:
+    inst = getattr(inv.roles, role)[index]
+    env = dict(inst.env)
+    if inv.engine == "bundled":
+        # Two workers and a router share few cores: keep torch's thread pools small unless told otherwise.
+        env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def service_spec(inv: Inventory, role: str, index: int) -> ServiceSpec:
+    inst = getattr(inv.roles, role)[index]
+    return ServiceSpec(
+        name=inv.service_name(role, index),
+        argv=tuple(role_argv(inv, role, index)),
+        env=role_env(inv, role, index),
+        workdir=inv.hosts[inst.host].workdir,
+        description=f"pdctl {inv.name} {role}[{index}] ({inv.engine})",
+    )
+
+
+def declared_flags(inv: Inventory, role: str, index: int) -> dict[str, ArgValue]:
+    """What final-health expects to find on the live cmdline: pdctl's flags, the role's args, final_health.expect."""
+    inst = getattr(inv.roles, role)[index]
+    expect = inv.final_health.expect.get(role)
+    return {**base_flags(inv, role, index), **inst.args, **(expect.flags if expect else {})}
+
+
+def declared_env(inv: Inventory, role: str, index: int) -> dict[str, str]:
+    inst = getattr(inv.roles, role)[index]
+    expect = inv.final_health.expect.get(role)
+    return {**inst.env, **(expect.env if expect else {})}

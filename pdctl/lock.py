@@ -1,0 +1,105 @@
+"""The deployment lock: one mutating operation at a time per inventory, visible to every operator.
+
+The lock is a directory created with `mkdir` (atomic on POSIX) on the first prefill's host, so operators on
+different machines see the same lock. Its owner.json says who holds it, since when and for what. A lock left by a
+process that died on the same machine is taken over; any other held lock refuses with LockHeld (exit 4).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from shlex import quote
+
+from pdctl.errors import LockHeld, StepFailed
+from pdctl.transport.base import Transport
+
+
+@dataclass
+class LockInfo:
+    operator: str
+    action: str
+    since: float
+    hostname: str
+    pid: int
+    token: str
+
+    def describe(self) -> str:
+        age = int(time.time() - self.since)
+        return f"{self.operator} ({self.action}, pid {self.pid} on {self.hostname}, for {age}s)"
+
+
+class DeploymentLock:
+    """Context manager. `DeploymentLock(transport, lock_dir, operator, action)`; raises LockHeld if taken."""
+
+    def __init__(self, transport: Transport, lock_dir: str, operator: str, action: str):
+        self.transport = transport
+        self.lock_dir = lock_dir
+        self.info = LockInfo(operator=operator, action=action, since=time.time(),
+                             hostname=socket.gethostname(), pid=os.getpid(), token=uuid.uuid4().hex)
+        self.held = False
+
+    def _owner(self) -> LockInfo | None:
+        raw = self.transport.read_file(f"{self.lock_dir}/owner.json")
+        if not raw:
+            return None
+        try:
+            return LockInfo(**json.loads(raw))
+        except (ValueError, TypeError):
+            return None
+
+    def _holder_dead(self, owner: LockInfo) -> bool:
+        # Only a holder on this very machine can be checked; a remote holder is trusted to be alive.
+        if owner.hostname != socket.gethostname():
+            return False
+        try:
+            os.kill(owner.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def acquire(self) -> None:
+        parent = os.path.dirname(self.lock_dir)
+        for _attempt in range(2):
+            res = self.transport.run(f"mkdir -p {quote(parent)} && mkdir {quote(self.lock_dir)}", timeout=15)
+            if res.ok:
+                self.transport.put_file(f"{self.lock_dir}/owner.json", json.dumps(self.info.__dict__))
+                self.held = True
+                return
+            if res.timed_out:
+                raise StepFailed(f"lock: timed out creating {self.lock_dir} on {self.transport.name}")
+            owner = self._owner()
+            if owner is None:
+                # mkdir lost a race with a holder still writing owner.json, or a dead holder left an empty dir
+                time.sleep(0.2)
+                owner = self._owner()
+            if owner is not None and self._holder_dead(owner):
+                self.transport.run(f"rm -rf {quote(self.lock_dir)}", timeout=15)
+                continue
+            who = owner.describe() if owner else "an unknown holder (no owner.json)"
+            raise LockHeld(
+                f"deployment lock {self.lock_dir} on {self.transport.name} is held by {who}",
+                hint="wait for that operation to finish; if its holder is gone, remove the lock directory by hand",
+            )
+        raise LockHeld(f"deployment lock {self.lock_dir} on {self.transport.name} could not be taken")
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        owner = self._owner()
+        if owner is None or owner.token == self.info.token:
+            self.transport.run(f"rm -rf {quote(self.lock_dir)}", timeout=15)
+        self.held = False
+
+    def __enter__(self) -> "DeploymentLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -1,0 +1,87 @@
+"""A Deployment: the inventory plus one live connection per host and a service manager per host.
+
+Every op takes a Deployment so that a command reuses one SSH connection per host across all its steps.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pdctl.inventory import Inventory, RoleInstance
+from pdctl.progress import Progress
+from pdctl.services.base import ServiceManager, ServiceStatus
+from pdctl.transport.base import Transport
+
+
+class Deployment:
+    def __init__(self, inv: Inventory, progress: Progress | None = None):
+        from pdctl.transport.connect import TransportPool
+
+        self.inv = inv
+        self.progress = progress or Progress()
+        self._pool = TransportPool(inv.hosts)
+        self._managers: dict[str, ServiceManager] = {}
+        self._lock = threading.Lock()
+
+    # -- reaching hosts --------------------------------------------------------------------------------------
+    def transport(self, host_name: str) -> Transport:
+        with self._lock:
+            return self._pool.get(host_name)
+
+    def services(self, host_name: str) -> ServiceManager:
+        from pdctl.services.connect import service_manager
+
+        t = self.transport(host_name)
+        with self._lock:
+            if host_name not in self._managers:
+                self._managers[host_name] = service_manager(self.inv.hosts[host_name], t)
+            return self._managers[host_name]
+
+    def instance(self, role: str, index: int) -> RoleInstance:
+        return getattr(self.inv.roles, role)[index]
+
+    def base_url(self, role: str, index: int) -> str:
+        inst = self.instance(role, index)
+        return self.transport(inst.host).http_base_url(inst.port, host=_probe_host(inst.listen_host))
+
+    def bootstrap_url(self, index: int) -> str:
+        inst = self.instance("prefill", index)
+        return self.transport(inst.host).http_base_url(self.inv.bootstrap_port(inst), host=_probe_host(inst.listen_host))
+
+    def status(self, role: str, index: int) -> ServiceStatus:
+        inst = self.instance(role, index)
+        return self.services(inst.host).status(self.inv.service_name(role, index))
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> "Deployment":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _probe_host(listen_host: str) -> str:
+    # A role listening on all interfaces is probed on loopback of its host, as the seed's curl did.
+    return "127.0.0.1" if listen_host in ("0.0.0.0", "::", "") else listen_host
+
+
+def host_state_dir(dep: Deployment, host_name: str) -> str:
+    """pdctl's directory on a host: the inventory's state_dir, else the XDG state dir (local) or /var/lib/pdctl."""
+    from pdctl import state
+
+    host = dep.inv.hosts[host_name]
+    if host.state_dir:
+        return host.state_dir
+    return str(state.state_dir()) if host.transport == "local" else "/var/lib/pdctl"
+
+
+def deployment_lock(dep: Deployment, action: str):
+    """The inventory's lock, kept on the first prefill's host so every operator sees it."""
+    from pdctl import state
+    from pdctl.lock import DeploymentLock
+
+    host = dep.inv.roles.prefill[0].host
+    lock_dir = f"{host_state_dir(dep, host)}/locks/{dep.inv.name}.lock"
+    return DeploymentLock(dep.transport(host), lock_dir, state.operator(), action)

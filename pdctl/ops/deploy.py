@@ -1,0 +1,110 @@
+"""`pdctl deploy`: render every role's service, install what changed, co-restart in the safe order, verify.
+
+Re-running with nothing changed and everything up restarts nothing. Any change (or any role down) co-restarts the
+whole pair in order prefill -> decode -> router: restarting decode alone against a running prefill is the seed's
+degraded-bootstrap hazard, so deploy never does it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdctl import audit, launch
+from pdctl.errors import PdctlError
+from pdctl.ops.context import Deployment, deployment_lock
+from pdctl.ops.sequence import StepRecord, ordered_restart
+from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
+from pdctl.secrets import mask_env
+
+
+@dataclass
+class RolePlan:
+    label: str
+    role: str
+    index: int
+    service: str
+    argv: list[str]
+    env: dict[str, str]
+    changed: bool
+    running: bool
+
+
+@dataclass
+class DeployPlan:
+    roles: list[RolePlan]
+    action: str            # "none" or "co-restart"
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "reason": self.reason,
+                "roles": [{**r.__dict__, "env": mask_env(r.env)} for r in self.roles]}
+
+
+@dataclass
+class DeployResult:
+    plan: DeployPlan
+    steps: list[StepRecord] = field(default_factory=list)
+    health: HealthReport | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.health is None or self.health.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "plan": self.plan.to_dict(),
+                "steps": [s.__dict__ for s in self.steps],
+                "final_health": self.health.to_dict() if self.health else None}
+
+
+def plan_deploy(dep: Deployment) -> DeployPlan:
+    """Observe what is installed and running; decide what deploy would do. Changes nothing."""
+    roles = []
+    for role, i, inst in dep.inv.instances():
+        spec = launch.service_spec(dep.inv, role, i)
+        mgr = dep.services(inst.host)
+        roles.append(RolePlan(
+            label=dep.inv.label(role, i), role=role, index=i, service=spec.name,
+            argv=list(spec.argv), env=dict(spec.env),
+            changed=not mgr.is_current(spec), running=mgr.status(spec.name).active,
+        ))
+    changed = [r.label for r in roles if r.changed]
+    down = [r.label for r in roles if not r.running]
+    if not changed and not down:
+        return DeployPlan(roles, "none", "every role is installed as declared and running")
+    why = []
+    if changed:
+        why.append("changed: " + ", ".join(changed))
+    if down:
+        why.append("not running: " + ", ".join(down))
+    return DeployPlan(roles, "co-restart", "; ".join(why))
+
+
+def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> DeployResult:
+    """Apply the plan under the deployment lock, then run final-health. Appends an audit record."""
+    plan = plan_deploy(dep)
+    result = DeployResult(plan)
+    if dry_run:
+        return result
+    started = time.time()
+    outcome = "error"
+    try:
+        with deployment_lock(dep, "deploy"):
+            if plan.action == "co-restart":
+                for r in plan.roles:
+                    inst = dep.instance(r.role, r.index)
+                    with dep.progress.step(f"install {r.service}"):
+                        dep.services(inst.host).install(launch.service_spec(dep.inv, r.role, r.index))
+                result.steps = ordered_restart(dep)
+                save_lineage_record(dep)
+            if verify:
+                result.health = final_health(dep)
+        outcome = "ok" if result.ok else "final-health failed"
+        return result
+    except PdctlError as e:
+        outcome = f"{type(e).__name__}: {e.message.splitlines()[0]}"
+        raise
+    finally:
+        audit.append("deploy", inventory=dep.inv.source, args={"dry_run": dry_run}, result=outcome, started=started,
+                     extra={"plan": plan.to_dict(), "final_health": result.health.to_dict() if result.health else None})

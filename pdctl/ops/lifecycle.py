@@ -1,0 +1,62 @@
+"""`pdctl status`, `pdctl down`, `pdctl logs`: observe every role, stop in reverse order, read a role's log."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pdctl import audit
+from pdctl.errors import PdctlError, UsageError
+from pdctl.ops.context import Deployment, deployment_lock
+from pdctl.ops.sequence import StepRecord, ordered_stop
+
+
+def status(dep: Deployment) -> list[dict[str, Any]]:
+    """One row per role instance: service, active, pid, uptime, URL. Unreachable hosts give a row, not a raise."""
+
+    def one(role: str, i: int) -> dict[str, Any]:
+        row: dict[str, Any] = {"label": dep.inv.label(role, i), "role": role, "index": i,
+                               "host": dep.instance(role, i).host, "service": dep.inv.service_name(role, i)}
+        try:
+            st = dep.status(role, i)
+        except PdctlError as e:
+            return {**row, "active": False, "pid": None, "uptime_s": None, "detail": e.message.splitlines()[0]}
+        up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None
+        return {**row, "active": st.active, "pid": st.main_pid, "uptime_s": up, "detail": st.detail}
+
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        return list(ex.map(lambda t: one(t[0], t[1]), dep.inv.instances()))
+
+
+def down(dep: Deployment, *, dry_run: bool = False) -> list[StepRecord] | list[str]:
+    """Stop router -> decode -> prefill under the lock. Dry run returns the plan."""
+    if dry_run:
+        return [f"stop {dep.inv.label(r, i)}" for r, i, _ in reversed(dep.inv.instances())]
+    started = time.time()
+    outcome = "error"
+    steps: list[StepRecord] = []
+    try:
+        with deployment_lock(dep, "down"):
+            steps = ordered_stop(dep)
+        outcome = "ok"
+        return steps
+    except PdctlError as e:
+        outcome = f"{type(e).__name__}: {e.message.splitlines()[0]}"
+        raise
+    finally:
+        audit.append("down", inventory=dep.inv.source, args={}, result=outcome, started=started,
+                     extra={"steps": [s.__dict__ for s in steps]})
+
+
+def logs(dep: Deployment, role: str, *, index: int = 0, lines: int = 200) -> str:
+    """The last `lines` of a role instance's log, with the role's secret env values scrubbed."""
+    from pdctl.secrets import is_secret_name, mask_text
+
+    instances = getattr(dep.inv.roles, role)
+    if not 0 <= index < len(instances):
+        raise UsageError(f"--index {index}: {role} has {len(instances)} instance(s)")
+    inst = instances[index]
+    text = dep.services(inst.host).log_tail(dep.inv.service_name(role, index), lines=lines)
+    secrets = [v for k, v in inst.env.items() if is_secret_name(k) and v]
+    return mask_text(text, secrets)

@@ -1,0 +1,99 @@
+"""`pdctl restart --pair` (the clean co-restart) and `pdctl restart --role R` (guarded).
+
+The pair restart takes the deployment lock, restarts prefill -> decode -> router each gated on readiness, runs
+final-health, records the new lineage and appends an audit record. Restarting prefill or decode alone while the
+other runs on is the seed's degraded-bootstrap hazard and is refused unless the operator overrides it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdctl import audit
+from pdctl.errors import HazardRefused, PdctlError
+from pdctl.ops.context import Deployment, deployment_lock
+from pdctl.ops.sequence import StepRecord, ordered_restart
+from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
+
+PAIR = ("prefill", "decode", "router")
+
+
+@dataclass
+class RestartResult:
+    roles: tuple[str, ...]
+    dry_run: bool
+    plan: list[str]
+    steps: list[StepRecord] = field(default_factory=list)
+    health: HealthReport | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.health is None or self.health.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "roles": list(self.roles), "dry_run": self.dry_run, "plan": self.plan,
+                "warnings": self.warnings, "steps": [s.__dict__ for s in self.steps],
+                "final_health": self.health.to_dict() if self.health else None}
+
+
+def restart_plan(dep: Deployment, roles: tuple[str, ...]) -> list[str]:
+    plan = []
+    for role, i, _ in dep.inv.instances():
+        if role in roles:
+            label = dep.inv.label(role, i)
+            plan += [f"restart {label} ({dep.inv.service_name(role, i)})", f"wait {label} ready"]
+    return plan + ["final-health"]
+
+
+def hazard_of(dep: Deployment, roles: tuple[str, ...]) -> str | None:
+    """Why restarting only `roles` is hazardous now, or None."""
+    if set(roles) >= {"prefill", "decode"}:
+        return None
+    if "decode" in roles:
+        other = "prefill"
+    elif "prefill" in roles:
+        other = "decode"
+    else:
+        return None   # the router alone re-reads its workers; no KV bootstrap state is involved
+    running = [dep.inv.label(other, i) for other_, i, _ in dep.inv.instances(other) if dep.status(other, i).active]
+    if not running:
+        return None
+    return (f"restarting {'/'.join(roles)} while {', '.join(running)} runs on leaves the KV bootstrap of the pair "
+            "degraded (the seed's decode-only restarts: transfers then fail silently while /health stays green)")
+
+
+def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = False,
+            override_hazard: bool = False, verify: bool = True) -> RestartResult:
+    """Restart `roles` in the safe order under the lock. Raises HazardRefused, LockHeld, StepFailed."""
+    roles = tuple(r for r in PAIR if r in roles)
+    result = RestartResult(roles, dry_run, restart_plan(dep, roles))
+    hazard = hazard_of(dep, roles)
+    if hazard and not override_hazard:
+        raise HazardRefused(f"refused: {hazard}", hint="run `pdctl restart --pair`, or pass --override-hazard")
+    if hazard:
+        result.warnings.append(f"hazard overridden: {hazard}")
+    if dry_run:
+        return result
+    started = time.time()
+    outcome = "error"
+    action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
+    try:
+        with deployment_lock(dep, action):
+            result.steps = ordered_restart(dep, roles)
+            if roles == PAIR:
+                save_lineage_record(dep)
+            if verify:
+                result.health = final_health(dep)
+        outcome = "ok" if result.ok else "final-health failed"
+        return result
+    except PdctlError as e:
+        outcome = f"{type(e).__name__}: {e.message.splitlines()[0]}"
+        raise
+    finally:
+        audit.append(action, inventory=dep.inv.source,
+                     args={"roles": list(roles), "override_hazard": override_hazard}, result=outcome,
+                     started=started, extra={"steps": [s.__dict__ for s in result.steps], "warnings": result.warnings,
+                                             "final_health": result.health.to_dict() if result.health else None})

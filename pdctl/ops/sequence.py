@@ -1,0 +1,88 @@
+"""The one safe order: (re)start prefill -> decode -> router, each gated on readiness; stop in reverse.
+
+Shared by deploy and restart. A failed step stops the sequence; the StepFailed raised says which step failed and
+what state every role is in at that moment, so the operator knows exactly where things stand.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from pdctl.errors import PdctlError, StepFailed
+from pdctl.ops.context import Deployment
+from pdctl.ops.readiness import wait_ready
+
+
+@dataclass
+class StepRecord:
+    step: str
+    seconds: float
+    ok: bool
+    detail: str = ""
+
+
+def role_states(dep: Deployment) -> dict[str, str]:
+    """label -> 'running (pid N, up Xs)' / 'stopped' / 'unknown: why', observed now."""
+    out = {}
+    for role, i, _ in dep.inv.instances():
+        label = dep.inv.label(role, i)
+        try:
+            st = dep.status(role, i)
+        except PdctlError as e:
+            out[label] = f"unknown: {e.message.splitlines()[0]}"
+            continue
+        if st.active:
+            up = f", up {time.time() - st.started_at:.0f}s" if st.started_at else ""
+            out[label] = f"running (pid {st.main_pid}{up})"
+        else:
+            out[label] = f"stopped{f' ({st.detail})' if st.detail else ''}"
+    return out
+
+
+def _fail(dep: Deployment, step: str, err: Exception, done: list[StepRecord]) -> StepFailed:
+    states = role_states(dep)
+    lines = [f"stopped at step '{step}': {getattr(err, 'message', str(err))}"]
+    if done:
+        lines.append("steps completed: " + ", ".join(s.step for s in done if s.ok))
+    lines.append("state of each role now:")
+    lines += [f"  {label}: {s}" for label, s in states.items()]
+    failed = StepFailed("\n".join(lines), hint="fix the cause, then run `pdctl restart --pair` to restart in order")
+    failed.steps = done  # type: ignore[attr-defined]
+    return failed
+
+
+def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decode", "router"),
+                    *, grace: float = 20.0) -> list[StepRecord]:
+    """Restart every instance of `roles`, in the safe order, each waited on until ready."""
+    done: list[StepRecord] = []
+    for role, i, inst in dep.inv.instances():
+        if role not in roles:
+            continue
+        label = dep.inv.label(role, i)
+        name = dep.inv.service_name(role, i)
+        for what, action in ((f"restart {label}", lambda: dep.services(inst.host).restart(name, grace=grace)),
+                             (f"wait {label} ready", lambda: wait_ready(dep, role, i))):
+            t0 = time.monotonic()
+            try:
+                with dep.progress.step(what):
+                    action()
+            except PdctlError as e:
+                raise _fail(dep, what, e, done) from None
+            done.append(StepRecord(what, time.monotonic() - t0, True))
+    return done
+
+
+def ordered_stop(dep: Deployment, *, grace: float = 20.0) -> list[StepRecord]:
+    """Stop router -> decode -> prefill (the reverse of the start order)."""
+    done: list[StepRecord] = []
+    for role, i, inst in reversed(dep.inv.instances()):
+        what = f"stop {dep.inv.label(role, i)}"
+        t0 = time.monotonic()
+        try:
+            with dep.progress.step(what):
+                dep.services(inst.host).stop(dep.inv.service_name(role, i), grace=grace)
+        except PdctlError as e:
+            raise _fail(dep, what, e, done) from None
+        done.append(StepRecord(what, time.monotonic() - t0, True))
+    return done

@@ -1,0 +1,199 @@
+"""`verify final-health`: the seed's closing check as layers, independent probes run in parallel.
+
+Layers: health (every role), e2e (a chat completion through each router, content checked), transfer
+(transfer_failed and bootstrap_failed are 0, or not increased since a baseline), flags (live cmdline/env of each
+main process against the inventory), lineage (a decode/router restarted alone after its prefill), and optionally
+inflight (issue 4's verdict over a window).
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pdctl import launch, state
+from pdctl.checks.result import CheckResult, Status
+from pdctl.ops.context import Deployment
+
+LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
+LINEAGE_WINDOW_S = 900.0   # without a co-restart record: decode/router started this long after prefill = hazard
+
+
+@dataclass
+class HealthReport:
+    inventory: str
+    layers: dict[str, list[CheckResult]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.failed for rs in self.layers.values() for r in rs)
+
+    def failures(self) -> list[CheckResult]:
+        return [r for rs in self.layers.values() for r in rs if r.failed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "inventory": self.inventory,
+            "ok": self.ok,
+            "layers": {k: [r.to_dict() for r in v] for k, v in self.layers.items()},
+        }
+
+
+def _health_layer(dep: Deployment) -> list[CheckResult]:
+    from pdctl.checks.health import probe_health, probe_router_ready
+
+    timeout = dep.inv.final_health.health_timeout
+    jobs: list[tuple[str, Callable[[], CheckResult]]] = []
+    for role, i, _inst in dep.inv.instances():
+        label = dep.inv.label(role, i)
+        base = dep.base_url(role, i)
+        jobs.append((label, lambda b=base: probe_health(b, "/health", timeout)))
+        if role == "router":
+            jobs.append((label, lambda b=base: probe_router_ready(b, timeout=timeout)))
+    return _run_parallel(jobs)
+
+
+def _e2e_layer(dep: Deployment) -> list[CheckResult]:
+    from pdctl.checks.e2e import probe_chat
+
+    p = dep.inv.final_health.probe
+    model = p.model or dep.inv.served_model_name
+    jobs = []
+    for _role, i, _inst in dep.inv.instances("router"):
+        base = dep.base_url("router", i)
+        jobs.append((dep.inv.label("router", i),
+                     lambda b=base: probe_chat(b, model=model, prompt=p.prompt, max_tokens=p.max_tokens, timeout=p.timeout)))
+    return _run_parallel(jobs)
+
+
+def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
+    """label -> MetricSet (or the exception that stopped us reading it), for every prefill and decode."""
+    from pdctl.checks.sampling import fetch_metrics
+
+    out: dict[str, Any] = {}
+
+    def one(role: str, i: int):
+        try:
+            return fetch_metrics(dep.base_url(role, i), timeout=dep.inv.final_health.metrics_timeout)
+        except Exception as e:  # reported as a failed check, never swallowed
+            return e
+
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        futs = {dep.inv.label(r, i): ex.submit(one, r, i) for r, i, _ in dep.inv.instances() if r != "router"}
+        for label, f in futs.items():
+            out[label] = f.result()
+    return out
+
+
+def transfer_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
+    """The current failure counters per worker, to compare against later (`--since-baseline`)."""
+    from pdctl.checks.transfer import counters_of
+
+    return {label: counters_of(m) for label, m in read_transfer_counters(dep).items() if not isinstance(m, Exception)}
+
+
+def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | None) -> list[CheckResult]:
+    from pdctl.checks.transfer import judge_transfer
+
+    results: list[CheckResult] = []
+    for label, m in read_transfer_counters(dep).items():
+        if isinstance(m, Exception):
+            results.append(CheckResult("transfer", label, "/metrics", Status.FAIL, observed=str(m).splitlines()[0],
+                                       detail="could not read metrics"))
+            continue
+        results.extend(judge_transfer(label, m, (baseline or {}).get(label) if baseline is not None else None))
+    return results
+
+
+def live_processes(dep: Deployment) -> dict[str, Any]:
+    """label -> (role, index, ServiceStatus, ProcessInfo|None) for every role instance, read in parallel."""
+    from pdctl.checks.proc import read_process
+
+    def one(role: str, i: int):
+        st = dep.status(role, i)
+        info = read_process(dep.transport(dep.instance(role, i).host), st.main_pid) if st.active and st.main_pid else None
+        return role, i, st, info
+
+    with ThreadPoolExecutor(max_workers=8) as ex:
+        futs = {dep.inv.label(r, i): ex.submit(one, r, i) for r, i, _ in dep.inv.instances()}
+        return {label: f.result() for label, f in futs.items()}
+
+
+def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
+    from pdctl.checks.flags import judge_flags
+
+    results = []
+    for label, (role, i, st, info) in procs.items():
+        if info is None:
+            results.append(CheckResult("flags", label, "main process", Status.FAIL,
+                                       observed=st.detail or "not running", expected="running",
+                                       detail=f"service {dep.inv.service_name(role, i)} has no live main process"))
+            continue
+        results.extend(judge_flags(label, info.argv, info.env,
+                                   launch.declared_flags(dep.inv, role, i), launch.declared_env(dep.inv, role, i)))
+    return results
+
+
+def lineage_snapshot(procs: dict[str, Any]) -> dict[str, Any]:
+    """label -> (role, pid, start_epoch) of the live main processes."""
+    return {label: (role, st.main_pid, st.started_at) for label, (role, _i, st, _info) in procs.items() if st.active}
+
+
+def load_lineage_record(dep: Deployment) -> dict[str, Any] | None:
+    p = state.lineage_path(dep.inv.name)
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_lineage_record(dep: Deployment, procs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Remember the pids and start times of a clean co-start, for the lineage layer of later checks."""
+    snap = lineage_snapshot(procs if procs is not None else live_processes(dep))
+    record = {label: {"role": role, "pid": pid, "start": start} for label, (role, pid, start) in snap.items()}
+    state.lineage_path(dep.inv.name).write_text(json.dumps(record, indent=1))
+    return record
+
+
+def _lineage_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
+    from pdctl.checks.lineage import judge_lineage
+
+    return judge_lineage(lineage_snapshot(procs), load_lineage_record(dep), LINEAGE_WINDOW_S)
+
+
+def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | None = None,
+                 layers: tuple[str, ...] = LAYERS) -> HealthReport:
+    """Run the asked layers; independent ones in parallel. Never raises for an unhealthy deployment."""
+    report = HealthReport(inventory=dep.inv.name)
+    with dep.progress.step("final-health"), ThreadPoolExecutor(max_workers=4) as ex:
+        futs = {}
+        if "health" in layers:
+            futs["health"] = ex.submit(_health_layer, dep)
+        if "e2e" in layers:
+            futs["e2e"] = ex.submit(_e2e_layer, dep)
+        if "transfer" in layers:
+            futs["transfer"] = ex.submit(_transfer_layer, dep, baseline)
+        procs_f = ex.submit(live_processes, dep) if {"flags", "lineage"} & set(layers) else None
+        for name in LAYERS:
+            if name in futs:
+                report.layers[name] = futs[name].result()
+        if procs_f is not None:
+            procs = procs_f.result()
+            if "flags" in layers:
+                report.layers["flags"] = _flags_layer(dep, procs)
+            if "lineage" in layers:
+                report.layers["lineage"] = _lineage_layer(dep, procs)
+    return report
+
+
+def _run_parallel(jobs: list[tuple[str, Callable[[], CheckResult]]]) -> list[CheckResult]:
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs)))) as ex:
+        futs = [(label, ex.submit(fn)) for label, fn in jobs]
+        out = []
+        for label, f in futs:
+            r = f.result()
+            r.target = label
+            out.append(r)
+        return out

@@ -1,0 +1,69 @@
+"""Pick a transport for an inventory host, and keep one per host for the length of a command."""
+
+from __future__ import annotations
+
+import threading
+
+from pdctl.inventory import Host
+from pdctl.transport.base import Transport
+
+
+def connect(name: str, host: Host, *, eager: bool = False) -> Transport:
+    """A Transport for the inventory host `name`.
+
+    SSH connects lazily on first use unless `eager` (then UnreachableError / HostKeyRefused are raised here).
+    """
+    if host.transport == "local":
+        from pdctl.transport.local import LocalTransport
+
+        return LocalTransport(name)
+    from pdctl.transport.ssh import SshTransport
+
+    t = SshTransport(name, host)
+    if eager:
+        t.open()
+    return t
+
+
+class TransportPool:
+    """One transport per host name, created on first `get`, closed together by `close()` (or the with-block).
+
+    Thread-safe: parallel checks on the same host share one connection.
+    """
+
+    def __init__(self, hosts: dict[str, Host] | None = None):
+        self.hosts = dict(hosts or {})
+        self._transports: dict[str, Transport] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str, host: Host | None = None) -> Transport:
+        with self._lock:
+            t = self._transports.get(name)
+            if t is None:
+                if host is None:
+                    try:
+                        host = self.hosts[name]
+                    except KeyError:
+                        raise KeyError(f"unknown host {name!r}") from None
+                t = self._transports[name] = connect(name, host)
+            return t
+
+    __getitem__ = get
+
+    def close(self) -> None:
+        """Close every transport; safe to call twice."""
+        with self._lock:
+            transports, self._transports = list(self._transports.values()), {}
+        for t in transports:
+            try:
+                t.close()
+            except Exception:
+                pass
+
+    close_all = close
+
+    def __enter__(self) -> "TransportPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

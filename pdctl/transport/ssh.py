@@ -1,0 +1,402 @@
+"""SshTransport: one paramiko SSH connection per host, reused for commands, SFTP and HTTP tunnels.
+
+Host keys are checked against known_hosts (the inventory's file or ~/.ssh/known_hosts): an unknown key is refused
+unless the host says `accept_new_host_key: true` (then it is appended to that file); a changed key is always refused.
+Connect failures (refused, timeout, auth) raise UnreachableError naming the host. paramiko is imported lazily so that
+`import pdctl` stays fast.
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import hashlib
+import os
+import select
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from pdctl.errors import HostKeyRefused, UnreachableError
+from pdctl.inventory import Host
+from pdctl.shell import export_prefix, quote
+from pdctl.transport.base import CommandResult, Transport
+
+_PID_MARK = "PDCTL-PID "
+
+
+def key_fingerprint(key) -> str:
+    """OpenSSH-style SHA256 fingerprint of a paramiko PKey: `SHA256:<base64 without padding>`."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(address: str, port: int) -> str:
+    """The name a host is recorded under in known_hosts: `addr` on port 22, else `[addr]:port`."""
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where and as whom to connect, after ssh_config is applied."""
+
+    address: str
+    port: int
+    user: str
+    key_files: tuple[str, ...]
+    known_hosts: str
+
+
+def resolve_target(host: Host) -> SshTarget:
+    """Apply ssh_config (HostName, User, Port, IdentityFile) to the inventory's host.
+
+    Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22.
+    """
+    address, port, user, keys = host.address, host.port, host.user, [host.key] if host.key else []
+    cfg_path = host.ssh_config or os.path.expanduser("~/.ssh/config")
+    if os.path.exists(cfg_path):
+        import paramiko
+
+        cfg = paramiko.SSHConfig.from_path(cfg_path).lookup(host.address)
+        address = cfg.get("hostname", address)
+        if host.port == 22 and "port" in cfg:
+            port = int(cfg["port"])
+        user = user or cfg.get("user")
+        if not keys:
+            keys = [os.path.expanduser(k) for k in cfg.get("identityfile", [])]
+    known = os.path.expanduser(host.known_hosts or "~/.ssh/known_hosts")
+    return SshTarget(address, port, user or getpass.getuser(), tuple(os.path.expanduser(k) for k in keys), known)
+
+
+class SshTransport(Transport):
+    """Commands, files and HTTP on one SSH host. Connects on first use (or `open()`); thread-safe."""
+
+    def __init__(self, name: str, host: Host):
+        self.name = name
+        self.host = host
+        self.target = resolve_target(host)
+        self._client = None
+        self._lock = threading.Lock()
+        self._forwarders: dict[tuple[str, int], _Forwarder] = {}
+
+    # -- connection ------------------------------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        return f"{self.target.address}:{self.target.port}"
+
+    def open(self):
+        """Connect (once) and return the paramiko SSHClient. Raises UnreachableError or HostKeyRefused."""
+        with self._lock:
+            if self._client is not None:
+                t = self._client.get_transport()
+                if t is not None and t.is_active():
+                    return self._client
+                self._client.close()
+                self._client = None
+            self._client = self._connect()
+            return self._client
+
+    def _connect(self):
+        import paramiko
+
+        tgt = self.target
+        client = paramiko.SSHClient()
+        if os.path.exists(tgt.known_hosts):
+            try:
+                client.get_host_keys().load(tgt.known_hosts)
+            except (OSError, paramiko.SSHException) as e:
+                raise HostKeyRefused(
+                    f"host {self.name!r} ({self.where}): cannot read known_hosts {tgt.known_hosts}: {e}"
+                ) from None
+        client.set_missing_host_key_policy(_HostKeyPolicy(self))
+        timeout = self.host.connect_timeout
+        try:
+            client.connect(
+                hostname=tgt.address,
+                port=tgt.port,
+                username=tgt.user,
+                key_filename=list(tgt.key_files) or None,
+                look_for_keys=not tgt.key_files,
+                allow_agent=not tgt.key_files,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+            )
+        except HostKeyRefused:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as e:
+            client.close()
+            raise HostKeyRefused(
+                f"host {self.name!r} ({self.where}): host key CHANGED, refusing to connect: "
+                f"offered {e.key.get_name()} {key_fingerprint(e.key)}, "
+                f"known_hosts {tgt.known_hosts} has {e.expected_key.get_name()} {key_fingerprint(e.expected_key)}",
+                hint=(
+                    "a changed host key is never accepted automatically; if the change is expected, remove the old "
+                    f"entry: ssh-keygen -R {quote(known_hosts_name(tgt.address, tgt.port))} -f {quote(tgt.known_hosts)}"
+                ),
+            ) from None
+        except paramiko.AuthenticationException as e:
+            client.close()
+            raise self._unreachable(f"authentication failed for user {tgt.user!r}: {e}") from None
+        except (socket.timeout, TimeoutError) as e:
+            client.close()
+            raise self._unreachable(f"connect timed out after {timeout:g}s ({e or 'timeout'})") from None
+        except paramiko.ssh_exception.NoValidConnectionsError as e:
+            client.close()
+            causes = "; ".join(sorted({os.strerror(err.errno) if err.errno else str(err) for err in e.errors.values()}))
+            raise self._unreachable(causes or str(e)) from None
+        except (OSError, paramiko.SSHException, EOFError) as e:
+            client.close()
+            raise self._unreachable(f"{type(e).__name__}: {e}") from None
+        tr = client.get_transport()
+        tr.set_keepalive(15)
+        return client
+
+    def _unreachable(self, cause: str) -> UnreachableError:
+        return UnreachableError(
+            f"host {self.name!r} ({self.target.user}@{self.where}) unreachable over SSH: {cause}",
+            target=self.name,
+            hint="check the address, port, user and key in the inventory, and that sshd runs there",
+        )
+
+    # -- commands --------------------------------------------------------------------------------------------
+    def run(self, command: str, *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
+        """Run `command` under the login shell. A command overrunning `timeout` has its process group killed."""
+        client = self.open()
+        wrapped = f"printf '{_PID_MARK}%s\\n' $$ >&2\n{export_prefix(env)}{command}"
+        try:
+            chan = client.get_transport().open_session(timeout=self.host.connect_timeout)
+            chan.exec_command(wrapped)
+        except Exception as e:  # the connection dropped between open() and here
+            raise self._unreachable(f"cannot open a session: {type(e).__name__}: {e}") from None
+        out, err = bytearray(), bytearray()
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        try:
+            while True:
+                got = False
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                    got = True
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                    got = True
+                if got:
+                    continue
+                if chan.exit_status_ready() and (chan.eof_received or chan.closed):
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                select.select([chan], [], [], min(remaining, 0.1))
+            if timed_out:
+                self._kill_remote(err)
+                exit_code = -9
+            else:
+                exit_code = chan.recv_exit_status()
+        finally:
+            chan.close()
+        stderr = _strip_pid_mark(err.decode(errors="replace"))
+        if timed_out:
+            stderr += f"\n[pdctl] command timed out after {timeout:g}s on {self.name}"
+        return CommandResult(exit_code, out.decode(errors="replace"), stderr, timed_out)
+
+    def _kill_remote(self, err: bytes) -> None:
+        """Kill the process group of a timed-out command (sshd makes the shell a session leader)."""
+        first = bytes(err).split(b"\n", 1)[0].decode(errors="replace")
+        if not first.startswith(_PID_MARK):
+            return
+        pid = int(first[len(_PID_MARK):])
+        try:
+            chan = self._client.get_transport().open_session(timeout=self.host.connect_timeout)
+            chan.exec_command(f"kill -KILL -- -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
+            chan.recv_exit_status()
+            chan.close()
+        except Exception:
+            pass
+
+    # -- files -----------------------------------------------------------------------------------------------
+    def put_file(self, path: str, content: str | bytes, *, mode: int = 0o644) -> None:
+        """Write via SFTP to a temp file next to `path`, chmod, then posix-rename over it. Creates parent dirs."""
+        data = content.encode() if isinstance(content, str) else content
+        parent = os.path.dirname(path) or "."
+        res = self.run(f"mkdir -p -- {quote(parent)}", timeout=self.host.command_timeout)
+        if not res.ok:
+            raise OSError(f"{self.name}: cannot create {parent}: {res.stderr.strip()}")
+        tmp = f"{parent}/.pdctl-{uuid.uuid4().hex[:12]}.tmp"
+        sftp = self.open().open_sftp()
+        try:
+            sftp.get_channel().settimeout(self.host.command_timeout)
+            try:
+                with sftp.open(tmp, "wb") as f:
+                    f.write(data)
+                sftp.chmod(tmp, mode)
+                sftp.posix_rename(tmp, path)
+            except BaseException:
+                try:
+                    sftp.remove(tmp)
+                except Exception:
+                    pass
+                raise
+        finally:
+            sftp.close()
+
+    def read_file(self, path: str, *, timeout: float = 10.0) -> bytes | None:
+        sftp = self.open().open_sftp()
+        try:
+            sftp.get_channel().settimeout(timeout)
+            with sftp.open(path, "rb") as f:
+                return f.read()
+        except (OSError, socket.timeout):
+            return None
+        finally:
+            sftp.close()
+
+    # -- http ------------------------------------------------------------------------------------------------
+    def http_base_url(self, port: int, *, host: str = "127.0.0.1") -> str:
+        """direct: http://{address}:{port}; tunnel: a local forwarder to host:port through this connection."""
+        if self.host.http == "direct":
+            addr = self.target.address if host in ("127.0.0.1", "localhost") else host
+            return f"http://{addr}:{port}"
+        key = (host, port)
+        with self._lock:
+            fwd = self._forwarders.get(key)
+        if fwd is None:
+            client = self.open()
+            with self._lock:
+                fwd = self._forwarders.get(key)
+                if fwd is None:
+                    fwd = _Forwarder(client.get_transport(), host, port)
+                    self._forwarders[key] = fwd
+        return f"http://127.0.0.1:{fwd.local_port}"
+
+    def close(self) -> None:
+        with self._lock:
+            forwarders, self._forwarders = list(self._forwarders.values()), {}
+            client, self._client = self._client, None
+        for fwd in forwarders:
+            fwd.close()
+        if client is not None:
+            client.close()
+
+    def __repr__(self) -> str:
+        return f"SshTransport({self.name!r}, {self.target.user}@{self.where})"
+
+
+def _strip_pid_mark(stderr: str) -> str:
+    if stderr.startswith(_PID_MARK):
+        return stderr.split("\n", 1)[1] if "\n" in stderr else ""
+    return stderr
+
+
+class _HostKeyPolicy:
+    """Called by paramiko only when known_hosts has no key at all for the host."""
+
+    def __init__(self, transport: SshTransport):
+        self.t = transport
+
+    def missing_host_key(self, client, hostname: str, key) -> None:
+        tgt, host = self.t.target, self.t.host
+        fp = f"{key.get_name()} {key_fingerprint(key)}"
+        if not host.accept_new_host_key:
+            raise HostKeyRefused(
+                f"host {self.t.name!r} ({self.t.where}): unknown host key {fp}, not in {tgt.known_hosts}",
+                hint=(
+                    f"verify the fingerprint out of band, then set `accept_new_host_key: true` on host "
+                    f"{self.t.name!r} in the inventory to accept it and record it in {tgt.known_hosts}"
+                ),
+            )
+        append_known_host(tgt.known_hosts, hostname, key)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+def append_known_host(path: str, hostname: str, key) -> None:
+    """Append `hostname keytype base64` to the known_hosts file at `path` (created 0600, parent 0700)."""
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+    line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as f:
+        if f.tell() > 0:
+            with open(path, "rb") as r:
+                r.seek(-1, os.SEEK_END)
+                if r.read(1) != b"\n":
+                    f.write("\n")
+        f.write(line)
+
+
+class _Forwarder:
+    """A listening socket on 127.0.0.1:<ephemeral> piping each connection through a direct-tcpip channel."""
+
+    def __init__(self, ssh_transport, host: str, port: int):
+        self.ssh = ssh_transport
+        self.host, self.port = host, port
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.local_port = self.sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._conns_lock = threading.Lock()
+        self._thread = threading.Thread(target=self._accept_loop, name=f"pdctl-fwd-{port}", daemon=True)
+        self._thread.start()
+
+    def _accept_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, peer = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._pipe, args=(conn, peer), daemon=True).start()
+
+    def _pipe(self, conn: socket.socket, peer) -> None:
+        with self._conns_lock:
+            self._conns.add(conn)
+        chan = None
+        try:
+            chan = self.ssh.open_channel("direct-tcpip", (self.host, self.port), peer, timeout=10)
+            while not self._stop.is_set():
+                r, _, _ = select.select([conn, chan], [], [], 0.2)
+                if conn in r:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    chan.sendall(data)
+                if chan in r:
+                    data = chan.recv(65536)
+                    if not data:
+                        break
+                    conn.sendall(data)
+        except Exception:
+            pass  # the client sees its connection closed; the HTTP layer reports it
+        finally:
+            if chan is not None:
+                chan.close()
+            conn.close()
+            with self._conns_lock:
+                self._conns.discard(conn)
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        with self._conns_lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._thread.join(timeout=2)
