@@ -1,0 +1,28 @@
+"""`pdctl deploy`."""
+
+from __future__ import annotations
+
+import typer
+
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
+
+
+@handle_errors
+def deploy(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
+           no_verify: bool = typer.Option(False, "--no-verify", help="Skip final-health after starting.")) -> None:
+    """Render, install and start prefill -> decode -> router (each gated on readiness), then run final-health."""
+    from pdctl import render
+    from pdctl.ops.deploy import deploy as run_deploy
+
+    with open_deployment(inventory, quiet=json_out) as dep:
+        result = run_deploy(dep, dry_run=dry_run, verify=not no_verify)
+    if json_out:
+        render.emit_json(result.to_dict())
+    else:
+        render.deploy_plan(result.plan)
+        if result.steps:
+            render.console().print(render.steps_table(result.steps))
+        if result.health:
+            render.health_report(result.health)
+    if not result.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,59 @@
+"""`pdctl status`, `pdctl down`, `pdctl logs`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
+
+
+@handle_errors
+def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
+    """Show each role's service, state, pid and uptime. Exit 1 if any role is not running."""
+    from pdctl import render
+    from pdctl.ops.lifecycle import status as run
+
+    with open_deployment(inventory, quiet=True) as dep:
+        rows = run(dep)
+    if json_out:
+        render.emit_json({"inventory": dep.inv.name, "roles": rows})
+    else:
+        render.status_table(rows)
+    if not all(r["active"] for r in rows):
+        raise typer.Exit(1)
+
+
+@handle_errors
+def down(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False) -> None:
+    """Stop router -> decode -> prefill under the deployment lock."""
+    from pdctl import render
+    from pdctl.ops.lifecycle import down as run
+
+    with open_deployment(inventory, quiet=json_out) as dep:
+        steps = run(dep, dry_run=dry_run)
+    if json_out:
+        render.emit_json({"dry_run": dry_run, "steps": [s if isinstance(s, str) else s.__dict__ for s in steps]})
+    elif dry_run:
+        render.lines(["plan:"] + [f"  {s}" for s in steps])
+    else:
+        render.console().print(render.steps_table(steps))
+
+
+@handle_errors
+def logs(
+    role: Annotated[str, typer.Argument(help="prefill, decode or router")],
+    inventory: InventoryOpt = None,
+    index: Annotated[int, typer.Option("--index", help="Which instance of the role.")] = 0,
+    lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines from the end.")] = 200,
+) -> None:
+    """Print the last lines of a role's log (journal or log file), secret env values scrubbed."""
+    from pdctl.errors import UsageError
+    from pdctl.ops.lifecycle import logs as run
+
+    if role not in ("prefill", "decode", "router"):
+        raise UsageError(f"ROLE {role!r}: choose prefill, decode or router")
+    with open_deployment(inventory, quiet=True) as dep:
+        text = run(dep, role, index=index, lines=lines)
+    typer.echo(text, nl=not text.endswith("\n"))

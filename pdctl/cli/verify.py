@@ -1,0 +1,53 @@
+"""`pdctl verify ...`: read-only checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+
+app = typer.Typer(help="Read-only checks of a deployment.", no_args_is_help=True)
+
+
+@app.command("final-health")
+@handle_errors
+def final_health(
+    inventory: InventoryOpt = None,
+    json_out: JsonOpt = False,
+    layer: Annotated[Optional[list[str]], typer.Option(
+        "--layer", help="Run only these layers (repeat): health, e2e, transfer, flags, lineage.")] = None,
+    record_baseline: Annotated[bool, typer.Option(
+        "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline.")] = False,
+    since_baseline: Annotated[bool, typer.Option(
+        "--since-baseline", help="Transfer layer: fail only if failures grew since the recorded baseline.")] = False,
+) -> None:
+    """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage."""
+    from pdctl import render, state
+    from pdctl.errors import UsageError
+    from pdctl.ops.verify import LAYERS, final_health as run, transfer_baseline
+
+    layers = tuple(layer) if layer else LAYERS
+    bad = [name for name in layers if name not in LAYERS]
+    if bad:
+        raise UsageError(f"--layer {bad[0]!r}: unknown layer (choose from {', '.join(LAYERS)})")
+    with open_deployment(inventory, quiet=json_out) as dep:
+        path = state.state_dir() / f"baseline-{dep.inv.name}.json"
+        baseline = None
+        if since_baseline:
+            try:
+                baseline = json.loads(path.read_text())
+            except (OSError, ValueError):
+                raise UsageError(f"--since-baseline: no baseline recorded for {dep.inv.name!r} "
+                                 f"(run with --record-baseline first; looked in {path})") from None
+        if record_baseline:
+            path.write_text(json.dumps(transfer_baseline(dep)))
+        report = run(dep, baseline=baseline, layers=layers)
+    if json_out:
+        render.emit_json(report.to_dict())
+    else:
+        render.health_report(report)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,135 @@
+"""The only place that prints: rich tables and progress on the console, or one JSON document on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pdctl.checks.result import CheckResult, Status
+from pdctl.progress import Event
+
+_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
+
+
+def console(stderr: bool = False) -> Console:
+    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+
+
+def emit_json(doc: Any) -> None:
+    """Exactly one JSON document on stdout, nothing else."""
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def error(message: str, hint: str | None = None, code: int | None = None) -> None:
+    c = console(stderr=True)
+    c.print(Text("error: ", style="bold red") + Text(message))
+    if hint:
+        c.print(Text("hint: ", style="yellow") + Text(hint))
+
+
+class ProgressPrinter:
+    """A progress sink writing one line per step (and a throttled line per wait) to stderr."""
+
+    def __init__(self, quiet: bool = False):
+        self.c = console(stderr=True)
+        self.quiet = quiet
+        self._last_wait = 0.0
+
+    def __call__(self, ev: Event) -> None:
+        if self.quiet:
+            return
+        if ev.kind == "step":
+            self.c.print(Text("  -> ", style="cyan") + Text(ev.what))
+        elif ev.kind == "done":
+            self.c.print(Text("  ok ", style="green") + Text(f"{ev.what} ({ev.elapsed:.1f}s)"))
+        elif ev.kind == "failed":
+            self.c.print(Text("  !! ", style="bold red") + Text(f"{ev.what} failed after {ev.elapsed:.1f}s: {ev.detail}"))
+        elif ev.kind == "waiting":
+            now = time.monotonic()
+            if now - self._last_wait >= 2.0:
+                self._last_wait = now
+                limit = f"/{ev.limit:.0f}s" if ev.limit else ""
+                self.c.print(Text(f"     waiting for {ev.what}: {ev.elapsed:.0f}s{limit}" +
+                                  (f" ({ev.detail})" if ev.detail else ""), style="dim"))
+        elif ev.kind == "info":
+            self.c.print(Text(f"     {ev.what}" + (f": {ev.detail}" if ev.detail else ""), style="dim"))
+
+
+def check_table(title: str, results: Iterable[CheckResult]) -> Table:
+    t = Table(title=title, title_justify="left", expand=False)
+    for col in ("target", "check", "status", "observed", "expected", "detail"):
+        t.add_column(col, overflow="fold")
+    for r in results:
+        t.add_row(r.target, r.name, Text(r.status.value.upper(), style=_STYLE[r.status]),
+                  r.observed, r.expected, r.detail)
+    return t
+
+
+LAYER_TITLES = {
+    "health": "1. component health",
+    "e2e": "2. end-to-end probe through the router",
+    "transfer": "3. KV transfer failures",
+    "flags": "4. live flags and env vs inventory",
+    "lineage": "5. restart lineage",
+    "inflight": "6. inflight queues",
+}
+
+
+def health_report(report) -> None:
+    c = console()
+    for layer, results in report.layers.items():
+        c.print(check_table(LAYER_TITLES.get(layer, layer), results))
+    verdict = Text("final-health: PASS", style="bold green") if report.ok else \
+        Text(f"final-health: FAIL ({len(report.failures())} check(s) failed)", style="bold red")
+    c.print(verdict)
+
+
+def steps_table(steps) -> Table:
+    t = Table(title="steps", title_justify="left")
+    t.add_column("step")
+    t.add_column("seconds", justify="right")
+    t.add_column("result")
+    for s in steps:
+        t.add_row(s.step, f"{s.seconds:.1f}", Text("ok" if s.ok else "failed", style="green" if s.ok else "red"))
+    return t
+
+
+def deploy_plan(plan) -> None:
+    from pdctl.secrets import mask_env
+    from pdctl.shell import quote_argv
+
+    c = console()
+    for r in plan.roles:
+        state = ("changed" if r.changed else "unchanged") + (", running" if r.running else ", not running")
+        c.print(Text(f"{r.label}  service {r.service}  [{state}]", style="bold"))
+        env = mask_env(r.env)
+        if env:
+            c.print(Text("  env: " + " ".join(f"{k}={v}" for k, v in env.items())))
+        c.print(Text("  " + quote_argv(r.argv)))
+    c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
+
+
+def status_table(rows: list[dict[str, Any]]) -> None:
+    t = Table(title="roles", title_justify="left")
+    for col in ("role", "service", "state", "pid", "uptime", "detail"):
+        t.add_column(col)
+    for r in rows:
+        state = Text("running", style="green") if r["active"] else Text("stopped", style="red")
+        up = f"{r['uptime_s']:.0f}s" if r.get("uptime_s") is not None else ""
+        t.add_row(r["label"], r["service"], state, str(r["pid"] or ""), up, r.get("detail") or "")
+    console().print(t)
+
+
+def lines(items: Iterable[str], style: str | None = None) -> None:
+    c = console()
+    for s in items:
+        c.print(Text(s, style=style or ""))
