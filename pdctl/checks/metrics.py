@@ -189,7 +189,11 @@ def _parse_sample(line: str) -> Sample:
     name = m.group(0)
     pos = m.end()
     labels: dict[str, str] = {}
-    if pos < len(line) and line[pos] == "{":
+    brace = pos
+    while brace < len(line) and line[brace] in " \t":
+        brace += 1
+    if brace < len(line) and line[brace] == "{":
+        pos = brace
         pos = _parse_labels(line, pos + 1, labels)
     rest = line[pos:]
     # OpenMetrics exemplar: `value [ts] # {labels} value [ts]`

@@ -1,0 +1,136 @@
+"""parse_metrics on the real SGLang 0.5.23 expositions (copied from ../shared/reference/captures) and on edge cases."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from pdctl.checks import metric_names as N
+from pdctl.checks.metrics import AmbiguousSelection, MetricsParseError, parse_metrics
+
+FIX = Path(__file__).parent / "fixtures"
+PREFILL = (FIX / "sglang-0.5.23-metrics-prefill-idle.prom").read_text()
+DECODE = (FIX / "sglang-0.5.23-metrics-decode-idle.prom").read_text()
+
+
+@pytest.mark.parametrize("text,engine", [(PREFILL, "prefill"), (DECODE, "decode")])
+def test_captures_parse_every_sample_line(text, engine):
+    m = parse_metrics(text)
+    sample_lines = [l for l in text.splitlines() if l and not l.startswith("#")]
+    assert len(m) == len(sample_lines) == 580
+    assert {s.labels["engine_type"] for s in m} == {engine}
+    fams = m.families()
+    typed = {n for n in fams if fams[n].type != "untyped"}
+    assert typed == set(fams)  # every family of the capture has a TYPE
+    for name in N.PD_QUEUE_GAUGES + (N.NUM_RUNNING_REQS,):
+        assert fams[name].type == "gauge"
+        assert m.select(name, tp_rank="0") == 0.0
+    for name in N.FAILURE_COUNTERS + (N.GENERATION_TOKENS, N.NUM_REQUESTS, N.NUM_ABORTED_REQUESTS):
+        assert fams[name].type == "counter", name
+    assert fams[N.TRANSFER_FAILED].label_names == ("engine_type", "model_name", "moe_ep_rank", "pp_rank", "tp_rank")
+
+
+def test_seed_grep_equivalent_on_prefill_capture():
+    """The seed's `grep '^sglang:num_transfer_failed_reqs_total{.*tp_rank="0"' | grep -oE '[0-9.]+$'`."""
+    seed = [l for l in PREFILL.splitlines() if re.match(r'^sglang:num_transfer_failed_reqs_total\{.*tp_rank="0"', l)]
+    assert len(seed) == 1
+    seed_value = float(re.search(r"[0-9.]+$", seed[0]).group(0))
+    m = parse_metrics(PREFILL)
+    assert m.select(N.TRANSFER_FAILED, tp_rank="0") == seed_value == 0.0
+    assert m.select(N.TRANSFER_FAILED, tp_rank=0) == 0.0  # label values compared as text
+    assert [s.series() for s in m.grep(r'^sglang:num_transfer_failed_reqs_total\{.*tp_rank="0"')] == [
+        'sglang:num_transfer_failed_reqs_total{engine_type="prefill",model_name="deepseek-v4-flash",'
+        'moe_ep_rank="0",pp_rank="0",tp_rank="0"}'
+    ]
+    assert m.select(N.TRANSFER_FAILED, tp_rank="1") is None
+
+
+def test_histogram_family_groups_bucket_sum_count_and_created_is_own_family():
+    m = parse_metrics(PREFILL)
+    fams = m.families()
+    h = fams[N.KV_TRANSFER_LATENCY_MS]
+    assert h.type == "histogram" and "le" in h.label_names and h.sample_count == 15
+    inf = m.samples(N.KV_TRANSFER_LATENCY_MS + "_bucket", le="+Inf")
+    assert len(inf) == 1 and inf[0].value == 0.0
+    assert m.value(N.KV_TRANSFER_LATENCY_MS + "_count") == 0.0
+    created = fams[N.KV_TRANSFER_LATENCY_MS + "_created"]
+    assert created.type == "gauge"
+    assert m.select(N.KV_TRANSFER_LATENCY_MS + "_created") == pytest.approx(1.7959551369724612e09)
+    assert m.family(N.KV_TRANSFER_LATENCY_MS + "_bucket").name == N.KV_TRANSFER_LATENCY_MS
+
+
+def test_declared_family_without_series_is_distinguished_from_absent():
+    m = parse_metrics(PREFILL)
+    # tokenizer counters are declared at rest but have no series until the first request
+    assert m.has(N.GENERATION_TOKENS) and m.families()[N.GENERATION_TOKENS].sample_count == 0
+    assert m.value(N.GENERATION_TOKENS) is None
+    assert not m.has("sglang:num_prefill_prealloc_queue_reqs")  # does not exist upstream
+
+
+def test_tokenizer_metrics_have_no_tp_rank():
+    m = parse_metrics(PREFILL)
+    assert m.value(N.NUM_ABORTED_REQUESTS) == 0.0
+    assert m.select(N.NUM_ABORTED_REQUESTS, tp_rank="0") is None
+
+
+EDGE = r'''# HELP demo_total A counter with a \\ backslash and a \n newline in its help.
+# TYPE demo_total counter
+demo_total{path="/a\"b",note="line1\nline2",win="C:\\x",} 3 1700000000000
+demo_total{path="/c"} 4.5e+00
+# TYPE lat histogram
+lat_bucket{le="0.1"} 1
+lat_bucket{le="+Inf"} 2
+lat_sum 0.3
+lat_count 2
+lat_created 1.7e9
+# TYPE weird gauge
+weird{k="v"} NaN
+weird{k="w"} -Inf
+weird{k="x"} +Inf
+no_type_metric 7
+  spaced { a = "1" , b="2" }   8
+# TYPE om counter
+om_total 5 # {trace_id="abc"} 1.0 1700000000.1
+# EOF
+'''
+
+
+def test_edge_cases_escapes_specials_timestamps():
+    m = parse_metrics(EDGE)
+    fams = m.families()
+    assert fams["demo_total"].help == "A counter with a \\ backslash and a \n newline in its help."
+    s = m.samples("demo_total", path='/a"b')
+    assert len(s) == 1
+    assert s[0].labels == {"path": '/a"b', "note": "line1\nline2", "win": "C:\\x"}
+    assert s[0].timestamp_ms == 1700000000000
+    assert m.value("demo_total") == 7.5
+    with pytest.raises(AmbiguousSelection):
+        m.select("demo_total")
+    assert fams["lat"].type == "histogram" and fams["lat"].sample_count == 5  # bucket, sum, count, created
+    assert m.select("lat_bucket", le="+Inf") == 2
+    assert math.isnan(m.select("weird", k="v"))
+    assert m.select("weird", k="w") == -math.inf and m.select("weird", k="x") == math.inf
+    assert fams["no_type_metric"].type == "untyped" and m.value("no_type_metric") == 7
+    assert m.samples("spaced")[0].labels == {"a": "1", "b": "2"} and m.value("spaced") == 8
+    assert m.value("om_total") == 5 and fams["om"].type == "counter"
+
+
+@pytest.mark.parametrize("bad", [
+    'x{a="1"',                # unterminated
+    'x{a=1} 2',               # unquoted
+    'x{a="1"} notanumber',
+    'x 1 2 3',
+    '{a="1"} 2',
+    'x{a="1" b="2"} 3',
+])
+def test_malformed_lines_raise_naming_the_line(bad):
+    with pytest.raises(MetricsParseError, match="line 2"):
+        parse_metrics("# TYPE x gauge\n" + bad + "\n")
+
+
+def test_empty_text_is_an_empty_set():
+    m = parse_metrics("")
+    assert len(m) == 0 and m.families() == {} and not m.has(N.TRANSFER_FAILED)
