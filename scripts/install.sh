@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install everything pdctl, the bundled engine and the tests need, on a fresh machine. Idempotent.
+# torch goes first and pinned: anything that pulled a bare "torch" would fetch a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v systemd-analyze >/dev/null 2>&1 \
+   || ! command -v ip >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq openssh-server openssh-client systemd iproute2 >/dev/null
+  else
+    echo "install.sh: not root: install openssh-server, systemd and iproute2 yourself for the SSH/netns tests" >&2
+  fi
+fi
+
+"$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
+"$PY" -m pip install -q --disable-pip-version-check -e ".[engine,test]"
