@@ -1,0 +1,54 @@
+"""Launch command rendering for both engines uses SGLang's flag names."""
+
+from pathlib import Path
+
+from pdctl import launch
+from pdctl.inventory import embedded_default, load_inventory
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seed-production.yaml"
+
+
+def test_flag_tokens():
+    assert launch.flag_tokens({"--a": True, "--b": 96, "--c": [1, 2], "--d": False}) == ["--a", "--b", "96", "--c", "1", "2"]
+
+
+def test_bundled_default_commands():
+    inv = embedded_default()
+    pre = launch.role_argv(inv, "prefill", 0)
+    assert pre[1:3] == ["-m", "engine.launch_server"]
+    joined = " ".join(pre)
+    for part in ("--disaggregation-mode prefill", "--port 30000", "--disaggregation-bootstrap-port 8998",
+                 "--disaggregation-transfer-backend nixl", "--enable-metrics"):
+        assert part in joined
+    router = " ".join(launch.role_argv(inv, "router", 0))
+    assert "sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 8998 " \
+           "--decode http://127.0.0.1:30002" in router
+    assert "--port 30001" in router
+
+
+def test_sglang_commands_carry_declared_flags_and_env():
+    inv = load_inventory(EXAMPLE)
+    dec = launch.role_argv(inv, "decode", 0)
+    assert dec[1:3] == ["-m", "sglang.launch_server"]
+    assert "--disable-overlap-schedule" in dec
+    assert dec[dec.index("--cuda-graph-max-bs-decode") + 1] == "96"
+    assert launch.role_env(inv, "decode", 0)["SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"] == "0"
+    assert launch.declared_flags(inv, "decode", 0)["--disable-overlap-schedule"] is True
+    spec = launch.service_spec(inv, "decode", 0)
+    assert spec.name == "sglang-dsv4-decode"
+
+
+def test_multi_host_router_reaches_workers_by_internal_address():
+    inv = load_inventory(EXAMPLE).model_copy(deep=True)
+    from pdctl.inventory import parse_inventory
+
+    data = {
+        "hosts": {"a": {"transport": "ssh", "address": "10.0.0.1", "internal_address": "10.0.0.1"},
+                  "b": {"transport": "ssh", "address": "10.0.0.2"}},
+        "roles": {"prefill": [{"host": "a", "port": 30000, "listen_host": "0.0.0.0"}],
+                  "decode": [{"host": "b", "port": 30002}],
+                  "router": [{"host": "b", "port": 30001}]},
+    }
+    inv = parse_inventory(data, "multi.yaml")
+    router = launch.role_argv(inv, "router", 0)
+    assert "http://10.0.0.1:30000" in router and "http://127.0.0.1:30002" in router
