@@ -1,0 +1,33 @@
+"""Pick the service manager for an inventory host."""
+
+from __future__ import annotations
+
+import os
+
+from pdctl.inventory import Host
+from pdctl.services.base import ServiceManager
+from pdctl.transport.base import Transport
+
+REMOTE_STATE_DIR = "/var/lib/pdctl"
+
+
+def default_state_dir(host: Host) -> str:
+    """host.state_dir, else $XDG_STATE_HOME/pdctl (default ~/.local/state/pdctl) for local, /var/lib/pdctl for ssh."""
+    if host.state_dir:
+        return host.state_dir
+    if host.transport == "local":
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        return os.path.join(base, "pdctl")
+    return REMOTE_STATE_DIR
+
+
+def service_manager(host: Host, transport: Transport, *, state_dir: str | None = None) -> ServiceManager:
+    """A SystemdManager or PidfileManager (state under `state_dir` or `default_state_dir(host)`) per
+    host.service_manager."""
+    if host.service_manager == "systemd":
+        from pdctl.services.systemd import SystemdManager
+
+        return SystemdManager(transport, command_timeout=host.command_timeout)
+    from pdctl.services.pidfile import PidfileManager
+
+    return PidfileManager(transport, state_dir or default_state_dir(host), command_timeout=host.command_timeout)

@@ -1,0 +1,269 @@
+"""PidfileManager: services without systemd (the embedded default, CI, plain hosts).
+
+Files under `state_dir` on the host: `<name>.json` (argv, env, workdir), `<name>.pid` (pid, start time),
+`<name>.log` (stdout+stderr, appended). The start time comes from /proc/<pid>/stat so a reused pid is never mistaken
+for the service. Every host-side action goes through the Transport, so local and SSH behave the same.
+
+The pure parsers (`parse_proc_stat`, `parse_proc_stat_starttime`, `ticks_to_epoch`, `parse_proc_probe`) are shared
+with the systemd manager.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from pdctl.errors import StepFailed
+from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
+from pdctl.shell import env_assignments, quote, quote_argv
+from pdctl.transport.base import Transport
+
+#: variables a launched process inherits from the host's shell; the spec's env is added on top
+INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ")
+
+START_CHECK_SECONDS = 1.0
+
+
+# -- pure parsers ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str          # R, S, D, Z, T, ...
+    pgrp: int
+    starttime: int      # clock ticks after boot (field 22)
+
+
+def parse_proc_stat(stat_text: str) -> ProcStat:
+    """Parse one /proc/<pid>/stat line. The comm field may hold spaces and parentheses: split at the last ')'."""
+    text = stat_text.strip()
+    lpar, rpar = text.find("("), text.rfind(")")
+    if lpar < 0 or rpar < lpar:
+        raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}")
+    pid = int(text[:lpar].strip())
+    rest = text[rpar + 1:].split()
+    # rest[0] is field 3 (state); field N is rest[N - 3]
+    if len(rest) < 20:
+        raise ValueError(f"truncated /proc/<pid>/stat line: {text[:80]!r}")
+    return ProcStat(pid=pid, state=rest[0], pgrp=int(rest[2]), starttime=int(rest[19]))
+
+
+def parse_proc_stat_starttime(stat_text: str) -> int:
+    """Field 22 of /proc/<pid>/stat: the process start time in clock ticks since boot."""
+    return parse_proc_stat(stat_text).starttime
+
+
+def ticks_to_epoch(ticks: int, btime: int, clk_tck: int) -> float:
+    """Epoch seconds of a start time in ticks since boot, given /proc/stat's btime and SC_CLK_TCK."""
+    return btime + ticks / clk_tck
+
+
+def parse_btime(proc_stat_text: str) -> int:
+    """The `btime` line of /proc/stat (boot time, epoch seconds)."""
+    for line in proc_stat_text.splitlines():
+        if line.startswith("btime "):
+            return int(line.split()[1])
+    raise ValueError("no btime line in /proc/stat output")
+
+
+@dataclass(frozen=True)
+class ProcStart:
+    pid: int
+    state: str
+    start_ticks: int
+    started_at: float   # epoch seconds
+
+    @property
+    def alive(self) -> bool:
+        return self.state not in ("Z", "X", "x")
+
+
+# The probe prints three marked sections so that one round trip answers "is pid alive, and since when".
+_PROBE = "stat=$(cat /proc/{pid}/stat 2>/dev/null) || exit 1; echo \"STAT $stat\"; grep '^btime ' /proc/stat; echo \"CLK_TCK $(getconf CLK_TCK)\""
+
+
+def proc_probe_command(pid: int) -> str:
+    """Shell command whose output `parse_proc_probe` understands; exits 1 when the pid does not exist."""
+    return _PROBE.format(pid=int(pid))
+
+
+def parse_proc_probe(text: str) -> ProcStart | None:
+    """Parse the output of `proc_probe_command`; None if it lacks the stat line."""
+    stat = btime = clk = None
+    for line in text.splitlines():
+        if line.startswith("STAT "):
+            stat = parse_proc_stat(line[5:])
+        elif line.startswith("btime "):
+            btime = int(line.split()[1])
+        elif line.startswith("CLK_TCK "):
+            clk = int(line.split()[1])
+    if stat is None or btime is None:
+        return None
+    return ProcStart(stat.pid, stat.state, stat.starttime, ticks_to_epoch(stat.starttime, btime, clk or 100))
+
+
+def read_proc_start(transport: Transport, pid: int, *, timeout: float = 10.0) -> ProcStart | None:
+    """Observe /proc/<pid> on the transport's host: state and start time; None if no such process."""
+    res = transport.run(proc_probe_command(pid), timeout=timeout)
+    if not res.ok:
+        return None
+    try:
+        return parse_proc_probe(res.stdout)
+    except ValueError:
+        return None
+
+
+# -- the manager ----------------------------------------------------------------------------------------------
+class PidfileManager(ServiceManager):
+    """Detached processes tracked by pidfiles under `state_dir` on the transport's host."""
+
+    def __init__(self, transport: Transport, state_dir: str, *, command_timeout: float = 30.0):
+        self.t = transport
+        self.state_dir = state_dir.rstrip("/") or "/"
+        self.command_timeout = command_timeout
+
+    # paths
+    def spec_path(self, name: str) -> str:
+        return f"{self.state_dir}/{name}.json"
+
+    def pid_path(self, name: str) -> str:
+        return f"{self.state_dir}/{name}.pid"
+
+    def log_path(self, name: str) -> str:
+        return f"{self.state_dir}/{name}.log"
+
+    def _run(self, cmd: str, timeout: float | None = None):
+        return self.t.run(cmd, timeout=timeout or self.command_timeout)
+
+    # -- install ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def render_spec(spec: ServiceSpec) -> str:
+        return json.dumps(
+            {"name": spec.name, "argv": list(spec.argv), "env": dict(spec.env), "workdir": spec.workdir,
+             "description": spec.description},
+            indent=2, sort_keys=True,
+        ) + "\n"
+
+    def install(self, spec: ServiceSpec) -> bool:
+        """Write `<state_dir>/<name>.json`. Returns True if it differs from what was there. Safe while running."""
+        content = self.render_spec(spec)
+        current = self.t.read_file(self.spec_path(spec.name))
+        if current is not None and current.decode(errors="replace") == content:
+            return False
+        self.t.put_file(self.spec_path(spec.name), content, mode=0o600)
+        return True
+
+    def installed_spec(self, name: str) -> ServiceSpec | None:
+        raw = self.t.read_file(self.spec_path(name))
+        if raw is None:
+            return None
+        d = json.loads(raw)
+        return ServiceSpec(name=name, argv=tuple(d["argv"]), env=dict(d.get("env") or {}), workdir=d.get("workdir"),
+                           description=d.get("description") or "")
+
+    # -- start -----------------------------------------------------------------------------------------------
+    def launch_command(self, spec: ServiceSpec) -> str:
+        """The shell command that starts `spec` detached and prints its pid (setsid: pid == process group)."""
+        inherited = " ".join(f'{v}="${{{v}:-}}"' for v in INHERITED_ENV)
+        assigns = env_assignments(spec.env)
+        cd = f"cd {quote(spec.workdir)} && " if spec.workdir else ""
+        return (
+            f"mkdir -p {quote(self.state_dir)} && {cd}"
+            f"{{ setsid env -i {inherited} {assigns} {quote_argv(spec.argv)} "
+            f"</dev/null >>{quote(self.log_path(spec.name))} 2>&1 & }} ; echo $!"
+        )
+
+    def start(self, name: str) -> None:
+        """Start detached; no-op if running. Raises StepFailed if not installed or if it exits within ~1 s."""
+        if self.status(name).active:
+            return
+        spec = self.installed_spec(name)
+        if spec is None:
+            raise StepFailed(f"{self.t.name}: service {name!r} is not installed ({self.spec_path(name)} missing)")
+        res = self._run(self.launch_command(spec))
+        pid_text = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
+        if not res.ok or not pid_text.isdigit():
+            raise StepFailed(
+                f"{self.t.name}: could not launch {name!r}: exit {res.exit_code}: {(res.stderr or res.stdout).strip()}"
+            )
+        pid = int(pid_text)
+        info = read_proc_start(self.t, pid)
+        if info is not None:
+            self.t.put_file(
+                self.pid_path(name),
+                json.dumps({"pid": pid, "start_ticks": info.start_ticks, "started_at": info.started_at}) + "\n",
+                mode=0o644,
+            )
+        ticks = info.start_ticks if info is not None else None
+        deadline = time.monotonic() + START_CHECK_SECONDS
+        while True:
+            alive = info is not None and info.alive
+            if not alive:
+                tail = self.log_tail(name, 30)
+                raise StepFailed(
+                    f"{self.t.name}: {name!r} (pid {pid}) exited within {START_CHECK_SECONDS:g}s of start; "
+                    f"log {self.log_path(name)} ends with:\n{tail}"
+                )
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+            info = read_proc_start(self.t, pid)
+            if info is not None and info.start_ticks != ticks:
+                info = None
+
+    # -- observe ---------------------------------------------------------------------------------------------
+    def _recorded(self, name: str) -> dict:
+        raw = self.t.read_file(self.pid_path(name))
+        if raw is None:
+            return {}
+        try:
+            d = json.loads(raw)
+            return d if isinstance(d, dict) and isinstance(d.get("pid"), int) else {}
+        except ValueError:
+            return {}
+
+    def status(self, name: str) -> ServiceStatus:
+        """Active only if the recorded pid is alive AND its /proc start time matches the recorded one."""
+        rec = self._recorded(name)
+        if not rec:
+            return ServiceStatus(name, False, None, None, "not running (no pidfile)")
+        pid = rec["pid"]
+        info = read_proc_start(self.t, pid)
+        if info is None or not info.alive:
+            return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} is gone")
+        if info.start_ticks != rec.get("start_ticks"):
+            return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} now belongs to another process")
+        return ServiceStatus(name, True, pid, info.started_at, "running")
+
+    # -- stop ------------------------------------------------------------------------------------------------
+    def stop(self, name: str, *, grace: float = 20.0) -> None:
+        """SIGTERM the process group, wait up to `grace` (polling), then SIGKILL. Removes the pidfile."""
+        st = self.status(name)
+        if not st.active:
+            self._run(f"rm -f -- {quote(self.pid_path(name))}")
+            return
+        pid = st.main_pid
+        start_ticks = self._recorded(name).get("start_ticks")
+        self._run(f"kill -TERM -- -{pid} 2>/dev/null || kill -TERM {pid} 2>/dev/null; true")
+        if not self._wait_gone(pid, start_ticks, grace):
+            self._run(f"kill -KILL -- -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
+            if not self._wait_gone(pid, start_ticks, 10.0):
+                raise StepFailed(f"{self.t.name}: {name!r} (pid {pid}) survived SIGKILL for 10s")
+        # stragglers of the group (children that ignored SIGTERM); the group id cannot be reused while they live
+        self._run(f"kill -KILL -- -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}")
+
+    def _wait_gone(self, pid: int, start_ticks: int | None, limit: float) -> bool:
+        deadline = time.monotonic() + limit
+        delay = 0.02
+        while True:
+            info = read_proc_start(self.t, pid)
+            if info is None or not info.alive or info.start_ticks != start_ticks:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 0.2)
+
+    def log_tail(self, name: str, lines: int = 200) -> str:
+        res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null")
+        return res.stdout

@@ -1,0 +1,239 @@
+"""SystemdManager: a role as a systemd unit under /etc/systemd/system, driven with systemctl over the Transport.
+
+`render_unit` is pure (and checked by `systemd-analyze verify` in tests); `parse_systemctl_show` is the pure half of
+`status`. The main process' start time is read from /proc (the helper the pidfile manager uses), so both managers
+report the same clock.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+
+from pdctl.errors import StepFailed
+from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
+from pdctl.services.pidfile import read_proc_start
+from pdctl.shell import check_env_name, quote
+from pdctl.transport.base import Transport
+
+UNIT_DIR = "/etc/systemd/system"
+SHOW_PROPERTIES = (
+    "Id", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainPID", "ExecMainStatus",
+    "ExecMainStartTimestamp", "ExecMainStartTimestampMonotonic", "NRestarts", "FragmentPath",
+)
+START_CHECK_SECONDS = 1.0
+
+_BARE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+# -- pure rendering -------------------------------------------------------------------------------------------
+def _escape_common(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("NUL byte in a unit value")
+    return value.replace("%", "%%")
+
+
+def systemd_quote_arg(arg: str) -> str:
+    """One ExecStart argument: `$` -> `$$` (no variable expansion), `%` -> `%%` (no specifiers), C-style escapes
+    inside double quotes when the argument is not a plain word."""
+    s = _escape_common(str(arg)).replace("$", "$$")
+    if s == ";":
+        return "\\;"
+    if s and _BARE.match(s) and not s.startswith(("@", "-", "+", "!", ":")):
+        return s
+    s = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    return f'"{s}"'
+
+
+def systemd_exec_line(argv: tuple[str, ...] | list[str]) -> str:
+    if not argv:
+        raise ValueError("empty argv")
+    if not str(argv[0]).startswith("/"):
+        raise ValueError(f"ExecStart needs an absolute path, got {argv[0]!r}")
+    return " ".join(systemd_quote_arg(a) for a in argv)
+
+
+def systemd_environment_line(name: str, value: str) -> str:
+    """`Environment="NAME=value"` with `%`, `\\`, `"` escaped (Environment= does not expand `$`)."""
+    check_env_name(name)
+    v = _escape_common(str(value))
+    v = v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    return f'Environment="{name}={v}"'
+
+
+def unit_name(name: str) -> str:
+    return name if name.endswith(".service") else f"{name}.service"
+
+
+def render_unit(spec: ServiceSpec, restart: str = "on-failure", *, restart_sec: float = 5,
+                timeout_stop_sec: float = 30) -> str:
+    """The unit file text for `spec`. Pure. Raises ValueError on an unusable spec (relative ExecStart, bad env)."""
+    desc = _escape_common(spec.description or f"pdctl {spec.name}").replace("\n", " ")
+    lines = [
+        "# Managed by pdctl: changes here are overwritten by `pdctl deploy`.",
+        "[Unit]",
+        f"Description={desc}",
+        "After=network-online.target",
+        "Wants=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+    ]
+    if spec.workdir:
+        if "\n" in spec.workdir or not spec.workdir.startswith("/"):
+            raise ValueError(f"WorkingDirectory must be an absolute path, got {spec.workdir!r}")
+        lines.append(f"WorkingDirectory={_escape_common(spec.workdir)}")
+    lines += [systemd_environment_line(k, v) for k, v in spec.env.items()]
+    lines += [
+        f"ExecStart={systemd_exec_line(spec.argv)}",
+        f"Restart={restart}",
+        f"RestartSec={restart_sec:g}",
+        "KillMode=mixed",
+        f"TimeoutStopSec={timeout_stop_sec:g}",
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# -- pure parsing ---------------------------------------------------------------------------------------------
+def parse_systemctl_show(text: str) -> dict[str, str]:
+    """`Key=Value` lines of `systemctl show` into a dict (values kept as text; the first `=` splits)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        out[key.strip()] = value.rstrip("\r")
+    return out
+
+
+def parse_systemd_timestamp(value: str) -> float | None:
+    """`Tue 2025-03-11 09:41:07 UTC` -> epoch seconds. Only UTC/GMT or a numeric offset; None otherwise."""
+    m = re.match(r"^(?:\w{3} )?(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d+))? ?(\S+)?$", value.strip())
+    if not m:
+        return None
+    y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
+    frac = float("0." + m.group(7)) if m.group(7) else 0.0
+    tz = m.group(8) or "UTC"
+    epoch = calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0)) + frac
+    if tz in ("UTC", "GMT", "Z"):
+        return epoch
+    off = re.match(r"^([+-])(\d\d):?(\d\d)$", tz)
+    if off:
+        sign = 1 if off.group(1) == "+" else -1
+        return epoch - sign * (int(off.group(2)) * 3600 + int(off.group(3)) * 60)
+    return None
+
+
+def status_from_show(name: str, show: dict[str, str]) -> ServiceStatus:
+    """Judge a parsed `systemctl show`: active means ActiveState=active with a MainPID. Start time from the
+    ExecMainStartTimestamp when it is in UTC (the manager replaces it with the /proc time when it can)."""
+    active_state = show.get("ActiveState", "unknown")
+    sub = show.get("SubState", "unknown")
+    pid = int(show.get("MainPID") or 0) or None
+    active = active_state == "active" and pid is not None
+    detail = f"{active_state}/{sub}"
+    if show.get("LoadState") not in (None, "loaded"):
+        detail += f" (LoadState={show['LoadState']})"
+    if show.get("Result") not in (None, "", "success"):
+        detail += f" (Result={show['Result']})"
+    started = parse_systemd_timestamp(show.get("ExecMainStartTimestamp", "")) if active else None
+    return ServiceStatus(name, active, pid if active else None, started, detail)
+
+
+# -- the manager ----------------------------------------------------------------------------------------------
+class SystemdManager(ServiceManager):
+    """Units in `unit_dir` on the transport's host; needs root (or equivalent) there."""
+
+    def __init__(self, transport: Transport, *, unit_dir: str = UNIT_DIR, restart: str = "on-failure",
+                 timeout_stop_sec: float = 30, command_timeout: float = 60.0):
+        self.t = transport
+        self.unit_dir = unit_dir.rstrip("/")
+        self.restart_policy = restart
+        self.timeout_stop_sec = timeout_stop_sec
+        self.command_timeout = command_timeout
+
+    def unit_path(self, name: str) -> str:
+        return f"{self.unit_dir}/{unit_name(name)}"
+
+    def _systemctl(self, *args: str, timeout: float | None = None):
+        cmd = "systemctl " + " ".join(quote(a) for a in args)
+        return self.t.run(cmd, timeout=timeout or self.command_timeout)
+
+    def _fail(self, what: str, name: str, res) -> StepFailed:
+        out = (res.stderr or res.stdout).strip()
+        return StepFailed(f"{self.t.name}: {what} {unit_name(name)} failed (exit {res.exit_code}): {out}")
+
+    def install(self, spec: ServiceSpec) -> bool:
+        """Write the unit if its text changed, then `systemctl daemon-reload`. Returns whether it changed."""
+        text = render_unit(spec, self.restart_policy, timeout_stop_sec=self.timeout_stop_sec)
+        path = self.unit_path(spec.name)
+        current = self.t.read_file(path)
+        if current is not None and current.decode(errors="replace") == text:
+            return False
+        self.t.put_file(path, text, mode=0o644)
+        res = self._systemctl("daemon-reload")
+        if not res.ok:
+            raise self._fail("daemon-reload after writing", spec.name, res)
+        return True
+
+    def start(self, name: str) -> None:
+        """`systemctl start`; then for ~1 s make sure it did not fail or enter auto-restart (StepFailed with the
+        journal tail if it did). No-op if active."""
+        if self.status(name).active:
+            return
+        res = self._systemctl("start", unit_name(name))
+        if not res.ok:
+            raise StepFailed(f"{self._fail('start of', name, res).message}\n{self.log_tail(name, 30)}")
+        self._check_stays_up(name)
+
+    def _check_stays_up(self, name: str) -> None:
+        deadline = time.monotonic() + START_CHECK_SECONDS
+        while True:
+            show = self.show(name)
+            state, sub = show.get("ActiveState"), show.get("SubState")
+            if state in ("failed", "inactive") or sub == "auto-restart":
+                raise StepFailed(
+                    f"{self.t.name}: {unit_name(name)} exited right after start ({state}/{sub}, "
+                    f"Result={show.get('Result')}); journal ends with:\n{self.log_tail(name, 30)}"
+                )
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+
+    def stop(self, name: str, *, grace: float = 20.0) -> None:
+        """`systemctl stop`: SIGTERM to the main process (KillMode=mixed), SIGKILL after the unit's TimeoutStopSec."""
+        res = self._systemctl("stop", unit_name(name), timeout=max(grace, self.timeout_stop_sec) + 30)
+        if not res.ok:
+            raise self._fail("stop of", name, res)
+
+    def restart(self, name: str, *, grace: float = 20.0) -> None:
+        res = self._systemctl("restart", unit_name(name), timeout=max(grace, self.timeout_stop_sec) + 30)
+        if not res.ok:
+            raise StepFailed(f"{self._fail('restart of', name, res).message}\n{self.log_tail(name, 30)}")
+        self._check_stays_up(name)
+
+    def show(self, name: str) -> dict[str, str]:
+        args = ["show", unit_name(name)]
+        for p in SHOW_PROPERTIES:
+            args += ["-p", p]
+        res = self._systemctl(*args)
+        if not res.ok:
+            raise self._fail("systemctl show of", name, res)
+        return parse_systemctl_show(res.stdout)
+
+    def status(self, name: str) -> ServiceStatus:
+        st = status_from_show(name, self.show(name))
+        if st.active and st.main_pid:
+            info = read_proc_start(self.t, st.main_pid)
+            if info is not None and info.alive:
+                st = ServiceStatus(st.name, True, st.main_pid, info.started_at, st.detail)
+        return st
+
+    def log_tail(self, name: str, lines: int = 200) -> str:
+        res = self.t.run(f"journalctl -u {quote(unit_name(name))} -n {int(lines)} --no-pager", timeout=self.command_timeout)
+        return res.stdout if res.ok else (res.stdout + res.stderr)
