@@ -34,13 +34,13 @@ def _escape_common(value: str) -> str:
     return value.replace("%", "%%")
 
 
-def systemd_quote_arg(arg: str) -> str:
+def systemd_quote_arg(arg: str, *, first: bool = False) -> str:
     """One ExecStart argument: `$` -> `$$` (no variable expansion), `%` -> `%%` (no specifiers), C-style escapes
     inside double quotes when the argument is not a plain word."""
     s = _escape_common(str(arg)).replace("$", "$$")
     if s == ";":
         return "\\;"
-    if s and _BARE.match(s) and not s.startswith(("@", "-", "+", "!", ":")):
+    if s and _BARE.match(s) and not (first and s.startswith(("@", "-", "+", "!", ":"))):
         return s
     s = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
     return f'"{s}"'
@@ -51,7 +51,7 @@ def systemd_exec_line(argv: tuple[str, ...] | list[str]) -> str:
         raise ValueError("empty argv")
     if not str(argv[0]).startswith("/"):
         raise ValueError(f"ExecStart needs an absolute path, got {argv[0]!r}")
-    return " ".join(systemd_quote_arg(a) for a in argv)
+    return " ".join(systemd_quote_arg(a, first=(i == 0)) for i, a in enumerate(argv))
 
 
 def systemd_environment_line(name: str, value: str) -> str:
