@@ -1,0 +1,92 @@
+"""The end-to-end probe (layer "e2e"): one chat completion through the router, status, latency AND content.
+
+Why content: a failed KV transfer can still come back HTTP 200 with one token repeated ("aaaa aaaa aaaa"), and the
+seed's one-liner only looked at the status code. `judge_completion_content` is the pure part.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pdctl.checks.http_util import client, describe_error, join
+from pdctl.checks.result import CheckResult, Status
+
+LAYER = "e2e"
+CHAT_PATH = "/v1/chat/completions"
+
+
+def _repeated_unit(s: str, min_repeats: int) -> str | None:
+    """The shortest unit u with s == u * k for some k >= min_repeats, else None."""
+    n = len(s)
+    for size in range(1, n // min_repeats + 1):
+        if n % size == 0 and s[:size] * (n // size) == s:
+            return s[:size]
+    return None
+
+
+def judge_completion_content(text: str | None, completion_tokens: int | None = None) -> tuple[bool, str]:
+    """(ok, reason) for a completion's text. Pure.
+
+    Not ok: empty or whitespace-only; or, when there are at least 3 tokens (or the token count is unknown), the
+    known failed-transfer symptom of one token repeated: the same word 3+ times and nothing else ("aaaa aaaa aaaa"),
+    or one short unit repeated 3+ times with no separator ("aaaaaaaa", "!!!!", "thethethe").
+    """
+    if text is None or not text.strip():
+        return False, "empty completion" + (f" ({completion_tokens} completion tokens)" if completion_tokens else "")
+    if completion_tokens is not None and completion_tokens < 3:
+        return True, "non-empty (too few tokens to judge repetition)"
+    s = text.strip()
+    words = s.split()
+    if len(words) >= 3 and len(set(words)) == 1:
+        return False, f"one token repeated: {words[0][:20]!r} x{len(words)} (failed-transfer symptom)"
+    if len(words) == 1 and len(s) >= 3:
+        unit = _repeated_unit(s, 3)
+        if unit is not None and len(unit) <= max(1, len(s) // 3):
+            return False, f"one token repeated: {unit[:20]!r} x{len(s) // len(unit)} (failed-transfer symptom)"
+    return True, "non-empty, not a single repeated token"
+
+
+def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi", max_tokens: int = 8,
+               timeout: float = 30.0, *, target: str | None = None) -> CheckResult:
+    """POST one chat completion to the router. Never raises: unreachable, non-200, bad JSON or bad content = FAIL.
+
+    data: url, status_code, latency_ms, usage (prompt/completion tokens), finish_reason, content (first 200 chars).
+    """
+    url = join(router_base_url, CHAT_PATH)
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+                            "temperature": 0, "stream": False}
+    if model:
+        body["model"] = model
+    data: dict[str, Any] = {"url": url, "timeout_s": timeout, "model": model, "max_tokens": max_tokens}
+    tgt = target or router_base_url
+    t0 = time.monotonic()
+    try:
+        with client(timeout) as c:
+            r = c.post(url, json=body)
+    except Exception as e:
+        data["latency_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        cause = describe_error(e, timeout)
+        data["error"] = cause
+        return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=cause, expected="HTTP 200, content",
+                           detail=f"POST {url}: {cause}", data=data)
+    latency = round((time.monotonic() - t0) * 1000, 1)
+    data.update(status_code=r.status_code, latency_ms=latency)
+    if r.status_code != 200:
+        snippet = r.text.strip().replace("\n", " ")[:200]
+        return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=f"HTTP {r.status_code}",
+                           expected="HTTP 200", detail=f"POST {url} answered {r.status_code}: {snippet}", data=data)
+    try:
+        doc = r.json()
+        choice = doc["choices"][0]
+        content = (choice.get("message") or {}).get("content")
+        usage = doc.get("usage") or {}
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed="HTTP 200, not a chat completion",
+                           expected="choices[0].message.content", detail=f"unexpected body: {r.text[:200]}", data=data)
+    data.update(usage=usage, finish_reason=choice.get("finish_reason"),
+                content=(content or "")[:200])
+    ok, reason = judge_completion_content(content, usage.get("completion_tokens"))
+    shown = f"HTTP 200 in {latency:g} ms, {usage.get('completion_tokens', '?')} tokens"
+    return CheckResult(LAYER, tgt, "chat completion", Status.PASS if ok else Status.FAIL, observed=shown,
+                       expected="HTTP 200, non-empty varied content", detail=reason, data=data)

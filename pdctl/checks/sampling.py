@@ -1,0 +1,35 @@
+"""Observe a server's /metrics: one GET, then the pure parser. The judging lives in transfer.py and inflight.py."""
+
+from __future__ import annotations
+
+from pdctl.checks.http_util import client, describe_error, join
+from pdctl.checks.metric_names import ENABLE_METRICS_HINT
+from pdctl.checks.metrics import MetricSet, parse_metrics
+from pdctl.errors import CheckFailed, UnreachableError
+
+
+class MetricsUnavailable(CheckFailed):
+    """The server answered but served no metrics (SGLang without --enable-metrics answers 404)."""
+
+    def __init__(self, message: str, *, url: str, status_code: int, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.url = url
+        self.status_code = status_code
+
+
+def fetch_metrics(base_url: str, timeout: float = 5.0) -> MetricSet:
+    """GET base_url/metrics and parse it. Changes nothing on the server.
+
+    Raises UnreachableError(target=url) when the server cannot be reached or does not answer in `timeout`;
+    MetricsUnavailable (exit 1, hint --enable-metrics) on a non-200 answer; MetricsParseError on unreadable text.
+    """
+    url = join(base_url, "/metrics")
+    try:
+        with client(timeout) as c:
+            r = c.get(url)
+    except Exception as e:
+        raise UnreachableError(f"cannot read {url}: {describe_error(e, timeout)}", target=url) from None
+    if r.status_code != 200:
+        hint = ENABLE_METRICS_HINT if r.status_code == 404 else None
+        raise MetricsUnavailable(f"{url} answered HTTP {r.status_code}", url=url, status_code=r.status_code, hint=hint)
+    return parse_metrics(r.text)
