@@ -1,0 +1,93 @@
+"""KV transfer failures (layer "transfer"): the seed's `transfer_failed (must be 0)`, done so that silence is not 0.
+
+The seed's one-liner grepped `sglang:num_transfer_failed_reqs_total{...tp_rank="0"}` and printed nothing at all, and
+nothing read as fine. Here a missing family (metrics disabled, or a renamed metric) is a FAIL with the
+`--enable-metrics` hint, and every tp_rank is reported, not only rank 0.
+Pure: `counters_of(metrics)` (a baseline snapshot) and `judge_transfer(label, metrics, baseline)`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from pdctl.checks.metric_names import BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, TRANSFER_FAILED
+from pdctl.checks.metrics import MetricSet, Sample
+from pdctl.checks.result import CheckResult, Status
+
+LAYER = "transfer"
+_WHAT = {TRANSFER_FAILED: "KV transfers failed", BOOTSTRAP_FAILED: "bootstrap handshakes failed"}
+_ACTION = ("if decode was restarted against a long-running prefill this is the degraded-bootstrap hazard: "
+           "run `pdctl restart --pair`; else read the prefill/decode logs for the failing rooms")
+
+
+def counters_of(metrics: MetricSet) -> dict[str, float]:
+    """Every failure-counter series -> value, keyed by its Prometheus notation. JSON-safe: store it as a baseline."""
+    return {s.series(): s.value for name in FAILURE_COUNTERS for s in metrics.samples(name)}
+
+
+def _rank_of(s: Sample) -> str:
+    parts = [f"tp{s.labels['tp_rank']}" if "tp_rank" in s.labels else "tp?"]
+    for key, short in (("dp_rank", "dp"), ("pp_rank", "pp")):
+        if s.labels.get(key) not in (None, "0"):
+            parts.append(f"{short}{s.labels[key]}")
+    return "/".join(parts)
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[str, float] | None) -> CheckResult:
+    what = _WHAT.get(name, name)
+    if not metrics.has(name):
+        return CheckResult(LAYER, label, name, Status.FAIL, observed="metric absent", expected="0",
+                           detail=f"{name} is not exposed, so failures cannot be seen: {ENABLE_METRICS_HINT}",
+                           data={"hint": "--enable-metrics", "reason": "absent"})
+    samples = metrics.samples(name)
+    if not samples:
+        return CheckResult(LAYER, label, name, Status.FAIL, observed="no series", expected="0",
+                           detail=f"{name} is declared but has no series: cannot confirm 0 (engine not initialised?)",
+                           data={"reason": "no series"})
+    per_rank: dict[str, float] = {}
+    increases: dict[str, float] = {}
+    notes: list[str] = []
+    for s in samples:
+        rank = _rank_of(s)
+        per_rank[rank] = per_rank.get(rank, 0.0) + s.value
+        if baseline is None:
+            increases[rank] = increases.get(rank, 0.0) + s.value
+            continue
+        key = s.series()
+        before = baseline.get(key)
+        if before is None:
+            inc = s.value
+            notes.append(f"{rank}: series not in the baseline, counted from 0")
+        elif s.value < before:
+            inc = s.value  # counter reset: the process restarted since the baseline
+            notes.append(f"{rank}: counter went {_fmt(before)} -> {_fmt(s.value)} (process restarted since baseline)")
+        else:
+            inc = s.value - before
+        increases[rank] = increases.get(rank, 0.0) + inc
+    bad = {r: v for r, v in increases.items() if v > 0 or math.isnan(v)}
+    observed = " ".join(f"{r}={_fmt(v)}" for r, v in sorted(per_rank.items()))
+    data = {"per_rank": per_rank, "baseline_used": baseline is not None, "notes": notes}
+    if baseline is not None:
+        data["increase"] = increases
+    expected = "not increased since baseline" if baseline is not None else "0 on every rank"
+    if not bad:
+        return CheckResult(LAYER, label, name, Status.PASS, observed=observed, expected=expected,
+                           detail="; ".join(notes), data=data)
+    total = sum(v for v in bad.values() if not math.isnan(v))
+    since = " since the baseline" if baseline is not None else ""
+    ranks = ", ".join(f"{r} +{_fmt(v)}" if baseline is not None else f"{r}={_fmt(v)}" for r, v in sorted(bad.items()))
+    return CheckResult(LAYER, label, name, Status.FAIL, observed=observed, expected=expected,
+                       detail=f"{_fmt(total)} {what}{since} ({ranks}); {_ACTION}", data=data)
+
+
+def judge_transfer(label: str, metrics: MetricSet, baseline: Mapping[str, float] | None = None) -> list[CheckResult]:
+    """One CheckResult per failure counter (transfer_failed, bootstrap_failed) of one server. Pure.
+
+    Without a baseline every rank must be 0; with one (from `counters_of`), no series may have increased.
+    """
+    return [_judge_counter(label, metrics, name, baseline) for name in FAILURE_COUNTERS]
