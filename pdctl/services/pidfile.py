@@ -244,13 +244,13 @@ class PidfileManager(ServiceManager):
             return
         pid = st.main_pid
         start_ticks = self._recorded(name).get("start_ticks")
-        self._run(f"kill -TERM -- -{pid} 2>/dev/null || kill -TERM {pid} 2>/dev/null; true")
+        self._run(f"kill -TERM -{pid} 2>/dev/null || kill -TERM {pid} 2>/dev/null; true")
         if not self._wait_gone(pid, start_ticks, grace):
-            self._run(f"kill -KILL -- -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
+            self._run(f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
             if not self._wait_gone(pid, start_ticks, 10.0):
                 raise StepFailed(f"{self.t.name}: {name!r} (pid {pid}) survived SIGKILL for 10s")
         # stragglers of the group (children that ignored SIGTERM); the group id cannot be reused while they live
-        self._run(f"kill -KILL -- -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}")
+        self._run(f"kill -KILL -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}")
 
     def _wait_gone(self, pid: int, start_ticks: int | None, limit: float) -> bool:
         deadline = time.monotonic() + limit

@@ -214,7 +214,7 @@ class SshTransport(Transport):
         pid = int(first[len(_PID_MARK):])
         try:
             chan = self._client.get_transport().open_session(timeout=self.host.connect_timeout)
-            chan.exec_command(f"kill -KILL -- -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
+            chan.exec_command(f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
             chan.recv_exit_status()
             chan.close()
         except Exception:
