@@ -1,0 +1,192 @@
+"""Inflight verdict (issue 4, layer "inflight"): drained, busy or pinned, from gauges sampled over a window.
+
+The seed's question: is a residual inflight of 1 normal work (a post-prefill request waiting for decode to pull its
+KV) or a pin (the 16-minute wedge: nonzero inflight, zero decode activity)? The answer needs a window, not a point:
+  drained  every PD queue gauge is 0 in every sample of the window (and so at the end);
+  busy     something is queued or running, but there is progress: decode generation tokens moved, or the queue
+           contents changed (requests came and went);
+  pinned   something is queued or running and NOTHING moved over the whole window: no generation tokens, no gauge
+           changed.
+Limits, stated in the evidence: gauges are counts, not request ids, so one pinned room under steady traffic that keeps
+the counts moving reads as busy (the seed's "can't definitively say" case); a window shorter than asked gives a
+verdict marked inconclusive.
+Pure: `judge_inflight(samples, window_s)`; `inflight_point(prefill_sets, decode_sets)` builds one sample's values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from pdctl.checks.metric_names import (DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE, GENERATION_TOKENS,
+                                       NUM_RUNNING_REQS, PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE)
+from pdctl.checks.metrics import MetricSet
+from pdctl.checks.result import CheckResult, Status
+
+LAYER = "inflight"
+VERDICTS = ("drained", "busy", "pinned")
+
+InflightSample = tuple[float, Mapping[str, float], "float | None"]
+
+
+@dataclass
+class InflightVerdict:
+    verdict: str                                  # drained | busy | pinned
+    window_s: float
+    covered_s: float                              # time span the samples actually cover
+    conclusive: bool                              # covered_s >= window_s
+    samples: int
+    last: dict[str, float]                        # gauges at the last sample
+    peak: dict[str, float]                        # max of each gauge over the window
+    generation_tokens_delta: float | None         # decode progress over the window (None: not measured)
+    queue_changes: int                            # consecutive samples whose gauges differ
+    nonzero_for_s: float                          # how long the gauges have been continuously nonzero at the end
+    no_progress_for_s: float                      # time since the last progress seen (bounded by the window)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        held = {k: _fmt(v) for k, v in self.last.items() if v}
+        if self.verdict == "drained":
+            s = f"all PD queues 0 for {self.covered_s:g}s"
+        elif self.verdict == "busy":
+            prog = []
+            if self.generation_tokens_delta:
+                prog.append(f"+{_fmt(self.generation_tokens_delta)} generation tokens")
+            if self.queue_changes:
+                prog.append(f"queue changed {self.queue_changes}x")
+            s = f"nonzero ({_gauges(held) or 'drained at the end'}) with progress: {', '.join(prog)}"
+        else:
+            s = (f"{_gauges(held)} with NO decode progress and no queue change for {self.no_progress_for_s:g}s")
+        if not self.conclusive:
+            s += f" (only {self.covered_s:g}s of the {self.window_s:g}s window sampled: inconclusive)"
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["summary"] = self.summary
+        return d
+
+    def to_check_result(self, target: str) -> CheckResult:
+        """drained = PASS; busy = WARN (normal work, worth a look); pinned = FAIL; inconclusive = at most WARN."""
+        status = {"drained": Status.PASS, "busy": Status.WARN, "pinned": Status.FAIL}[self.verdict]
+        if not self.conclusive and status is not Status.WARN:
+            status = Status.WARN
+        detail = self.summary
+        if self.verdict == "pinned":
+            detail += ("; observed: no change in any gauge or in generation tokens; inferred: a room is stuck in the "
+                       "prefill inflight/transfer queue (the seed's wedge). Collect logs, then `pdctl restart --pair`")
+        return CheckResult(LAYER, target, "inflight", status, observed=self.verdict,
+                           expected="drained, or busy with progress", detail=detail, data=self.to_dict())
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _gauges(d: Mapping[str, str]) -> str:
+    return " ".join(f"{k.removeprefix('sglang:')}={v}" for k, v in d.items())
+
+
+def _val(x: float | None) -> float:
+    return 0.0 if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def judge_inflight(samples: Sequence[InflightSample], window_s: float) -> InflightVerdict:
+    """Judge the window ending at the last sample. `samples`: (t seconds, {gauge: value}, decode generation tokens
+    total or None). Order does not matter. The last sample at or before the window start anchors the window.
+    Raises ValueError when there is no sample or window_s <= 0. Pure.
+    """
+    if not samples:
+        raise ValueError("judge_inflight needs at least one sample")
+    if window_s <= 0:
+        raise ValueError("window_s must be > 0")
+    ordered = sorted(samples, key=lambda s: s[0])
+    t_end = ordered[-1][0]
+    start = t_end - window_s
+    first = 0
+    for i, s in enumerate(ordered):
+        if s[0] <= start + 1e-9:
+            first = i
+    win = ordered[first:]
+    covered = t_end - win[0][0]
+    conclusive = covered >= window_s - 1e-9
+    notes: list[str] = []
+
+    keys: list[str] = []
+    for _t, g, _gen in win:
+        keys.extend(k for k in g if k not in keys)
+
+    def vec(g: Mapping[str, float]) -> tuple[float, ...]:
+        return tuple(_val(g.get(k)) for k in keys)
+
+    peak = {k: max(_val(g.get(k)) for _t, g, _ in win) for k in keys}
+    last = {k: _val(win[-1][1].get(k)) for k in keys}
+    nonzero = [any(v > 0 for v in vec(g)) for _t, g, _ in win]
+
+    gen_delta: float | None = None
+    queue_changes = 0
+    last_progress_t = win[0][0]
+    reset_seen = False
+    for (t0, g0, n0), (t1, g1, n1) in zip(win, win[1:]):
+        progressed = False
+        if vec(g0) != vec(g1):
+            queue_changes += 1
+            progressed = True
+        if n0 is not None and n1 is not None and not (math.isnan(n0) or math.isnan(n1)):
+            gen_delta = (gen_delta or 0.0)
+            if n1 > n0:
+                gen_delta += n1 - n0
+                progressed = True
+            elif n1 < n0:
+                gen_delta += n1  # counter reset: decode restarted
+                reset_seen = True
+                notes.append(f"generation tokens reset at t={t1:g} (decode restarted?)")
+                progressed = True
+        if progressed:
+            last_progress_t = t1
+    if all(s[2] is None for s in win):
+        notes.append("decode generation tokens not measured: progress judged from queue changes only")
+
+    nonzero_for = 0.0
+    if nonzero[-1]:
+        j = len(win) - 1
+        while j > 0 and nonzero[j - 1]:
+            j -= 1
+        nonzero_for = t_end - win[j][0]
+
+    if not any(nonzero):
+        verdict = "drained"
+    elif queue_changes or (gen_delta or 0) > 0 or reset_seen:
+        verdict = "busy"
+        notes.append("counts, not request ids: a single stuck room under steady traffic would also read as busy")
+    else:
+        verdict = "pinned"
+    return InflightVerdict(verdict=verdict, window_s=window_s, covered_s=covered, conclusive=conclusive,
+                           samples=len(win), last=last, peak=peak, generation_tokens_delta=gen_delta,
+                           queue_changes=queue_changes, nonzero_for_s=nonzero_for,
+                           no_progress_for_s=t_end - last_progress_t, notes=notes)
+
+
+PREFILL_GAUGES = (PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE)
+DECODE_GAUGES = (DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE, NUM_RUNNING_REQS)
+
+
+def inflight_point(prefill: Iterable[MetricSet], decode: Iterable[MetricSet]) -> tuple[dict[str, float], float | None]:
+    """One sample's values from the /metrics of every prefill and decode: the PD queue gauges of each side at
+    tp_rank 0 (every TP rank reports the same queue, as in the seed's selection), summed over instances, and the
+    decode side's generation tokens total (None when no decode exposes it; 0 when declared without series yet)."""
+    prefill, decode = list(prefill), list(decode)
+    gauges: dict[str, float] = {}
+    for sets, names in ((prefill, PREFILL_GAUGES), (decode, DECODE_GAUGES)):
+        for name in names:
+            vals = [m.value(name, tp_rank="0") for m in sets]
+            vals = [v for v in vals if v is not None]
+            if vals:
+                gauges[name] = math.fsum(vals)
+    gen: float | None = None
+    for m in decode:
+        if m.has(GENERATION_TOKENS):
+            gen = (gen or 0.0) + (m.value(GENERATION_TOKENS) or 0.0)
+    return gauges, gen
