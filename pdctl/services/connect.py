@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from pdctl.inventory import Host
 from pdctl.services.base import ServiceManager
 from pdctl.transport.base import Transport
+
+if TYPE_CHECKING:
+    from pdctl.inventory import Host
 
 REMOTE_STATE_DIR = "/var/lib/pdctl"
 

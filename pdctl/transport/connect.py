@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from pdctl.inventory import Host
 from pdctl.transport.base import Transport
+
+if TYPE_CHECKING:
+    from pdctl.inventory import Host
 
 
 def connect(name: str, host: Host, *, eager: bool = False) -> Transport:

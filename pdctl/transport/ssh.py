@@ -18,11 +18,14 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pdctl.errors import HostKeyRefused, UnreachableError
-from pdctl.inventory import Host
 from pdctl.shell import export_prefix, quote
 from pdctl.transport.base import CommandResult, Transport
+
+if TYPE_CHECKING:
+    from pdctl.inventory import Host
 
 _PID_MARK = "PDCTL-PID "
 
