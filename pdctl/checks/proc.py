@@ -13,9 +13,14 @@ import binascii
 import shlex
 from dataclasses import dataclass, field
 
+from pdctl.errors import PdctlError
 from pdctl.secrets import mask_argv, mask_env
 
 GONE_MARK = "PDCTL_PROC_GONE"
+
+
+class ProcReadError(PdctlError):
+    """The /proc read command itself failed on a reachable host (no /bin/sh or base64, timed out)."""
 
 
 @dataclass
@@ -122,12 +127,12 @@ def read_process(transport, pid: int, *, timeout: float = 10.0) -> ProcessInfo |
     """Read argv, env and start time of `pid` on the transport's host in one command.
 
     Returns None when the pid does not exist (or vanished during the read). Changes nothing on the host. Raises
-    UnreachableError (from the transport) when the host cannot be reached, and RuntimeError when the command itself
-    failed (e.g. no /bin/sh or base64), with its stderr.
+    UnreachableError (from the transport) when the host cannot be reached, and ProcReadError when the command
+    itself failed (e.g. no base64, timed out), with its stderr.
     """
     res = transport.run(proc_command(pid), timeout=timeout)
     if not res.ok:
         why = "timed out" if res.timed_out else f"exit {res.exit_code}"
-        raise RuntimeError(f"reading /proc/{pid} on {getattr(transport, 'name', '?')} failed ({why}): "
+        raise ProcReadError(f"reading /proc/{pid} on {getattr(transport, 'name', '?')} failed ({why}): "
                            f"{res.stderr.strip()[:300]}")
     return parse_proc_dump(pid, res.stdout)

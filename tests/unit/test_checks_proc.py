@@ -112,3 +112,17 @@ def test_read_process_on_a_real_child(transport):
         child.kill()
         child.wait()
     assert read_process(transport, child.pid, timeout=10) is None  # reaped: the pid is gone
+
+
+def test_read_process_command_failure_is_a_pdctl_error():
+    from pdctl.checks.proc import ProcReadError
+    from pdctl.transport.base import CommandResult
+
+    class Broken:
+        name = "broken"
+
+        def run(self, command, *, timeout, env=None):
+            return CommandResult(127, "", "sh: base64: not found")
+
+    with pytest.raises(ProcReadError, match="base64: not found"):
+        read_process(Broken(), 1)
