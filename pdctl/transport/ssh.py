@@ -269,6 +269,9 @@ class SshTransport(Transport):
         key = (host, port)
         with self._lock:
             fwd = self._forwarders.get(key)
+            if fwd is not None and not fwd.ssh.is_active():   # the connection dropped: forward over a new one
+                self._forwarders.pop(key).close()
+                fwd = None
         if fwd is None:
             client = self.open()
             with self._lock:
