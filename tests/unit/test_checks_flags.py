@@ -88,3 +88,22 @@ def test_bool_flag_given_with_explicit_values():
 def test_unreadable_environ_is_not_a_silent_pass():
     res = judge_flags("d", ARGV, None, {}, {"SGLANG_SM120_MMA_TARGET_CTAS": "512"})
     assert res[0].status is Status.WARN and res[0].observed == "unreadable"
+
+
+def test_contract_with_rendered_launch_commands():
+    """What pdctl.launch renders and declares must judge clean (the embedded default and the seed inventory)."""
+    import pytest
+
+    launch = pytest.importorskip("pdctl.launch")
+    from pdctl.inventory import embedded_default, load_inventory
+
+    root = Path(__file__).resolve().parents[2]
+    invs = [embedded_default()]
+    if (root / "examples" / "seed-production.yaml").exists():
+        invs.append(load_inventory(root / "examples" / "seed-production.yaml"))
+    for inv in invs:
+        for role, i, _ in inv.instances():
+            argv, env = launch.role_argv(inv, role, i), launch.role_env(inv, role, i)
+            res = judge_flags(inv.label(role, i), argv, env, launch.declared_flags(inv, role, i),
+                              launch.declared_env(inv, role, i))
+            assert [r for r in res if r.status is not Status.PASS] == [], (inv.name, role)
