@@ -160,8 +160,12 @@ def test_stop_kills_children_in_the_group(manager, tmp_path):
         assert time.monotonic() < deadline
         time.sleep(0.02)
     child = int(marker.read_text())
-    manager.stop("parent", grace=5)
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert not _alive(child)
+    try:
+        manager.stop("parent", grace=5)
+        deadline = time.monotonic() + 5
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not _alive(child)
+    finally:
+        if _alive(child):                                        # never leak it, even when the test fails
+            os.kill(child, signal.SIGKILL)
