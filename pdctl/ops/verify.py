@@ -15,7 +15,9 @@ from typing import Any, Callable
 
 from pdctl import launch, state
 from pdctl.checks.result import CheckResult, Status
+from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
+from pdctl.services.base import ServiceStatus
 
 LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
 LINEAGE_WINDOW_S = 900.0   # without a co-restart record: decode/router started this long after prefill = hazard
@@ -51,7 +53,8 @@ def _health_layer(dep: Deployment) -> list[CheckResult]:
         base = dep.base_url(role, i)
         jobs.append((label, lambda b=base: probe_health(b, "/health", timeout)))
         if role == "router":
-            jobs.append((label, lambda b=base: probe_router_ready(b, timeout=timeout)))
+            workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
+            jobs.append((label, lambda b=base: probe_router_ready(b, timeout=timeout, expect_workers=workers)))
     return _run_parallel(jobs)
 
 
@@ -100,8 +103,9 @@ def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | Non
     results: list[CheckResult] = []
     for label, m in read_transfer_counters(dep).items():
         if isinstance(m, Exception):
+            hint = getattr(m, "hint", None)
             results.append(CheckResult("transfer", label, "/metrics", Status.FAIL, observed=str(m).splitlines()[0],
-                                       detail="could not read metrics"))
+                                       detail="could not read metrics" + (f"; {hint}" if hint else "")))
             continue
         results.extend(judge_transfer(label, m, (baseline or {}).get(label) if baseline is not None else None))
     return results
@@ -112,8 +116,13 @@ def live_processes(dep: Deployment) -> dict[str, Any]:
     from pdctl.checks.proc import read_process
 
     def one(role: str, i: int):
-        st = dep.status(role, i)
-        info = read_process(dep.transport(dep.instance(role, i).host), st.main_pid) if st.active and st.main_pid else None
+        try:
+            st = dep.status(role, i)
+            info = read_process(dep.transport(dep.instance(role, i).host), st.main_pid) \
+                if st.active and st.main_pid else None
+        except PdctlError as e:  # one unreachable host must not hide the other roles' results
+            st = ServiceStatus(dep.inv.service_name(role, i), False, None, None, detail=e.message.splitlines()[0])
+            info = None
         return role, i, st, info
 
     with ThreadPoolExecutor(max_workers=8) as ex:
@@ -151,8 +160,9 @@ def load_lineage_record(dep: Deployment) -> dict[str, Any] | None:
 
 def save_lineage_record(dep: Deployment, procs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Remember the pids and start times of a clean co-start, for the lineage layer of later checks."""
-    snap = lineage_snapshot(procs if procs is not None else live_processes(dep))
-    record = {label: {"role": role, "pid": pid, "start": start} for label, (role, pid, start) in snap.items()}
+    from pdctl.checks.lineage import make_lineage_record
+
+    record = make_lineage_record(lineage_snapshot(procs if procs is not None else live_processes(dep)))
     state.lineage_path(dep.inv.name).write_text(json.dumps(record, indent=1))
     return record
 
