@@ -1,0 +1,167 @@
+"""Decode side of the KV transfer: resolve the prefill rank through the bootstrap server, send this
+process's NIXL identity once per prefill rank and each room's destination pages, collect
+notifications (S = success + first token, F = failed), heartbeat the bootstrap server."""
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from engine.disaggregation.kvpoll import KVPoll
+from engine.disaggregation.status import StatusTable
+
+
+def env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class DecodeKVManager:
+    def __init__(self, backend, pool, metrics):
+        self.backend, self.pool, self.metrics = backend, pool, metrics
+        self.status = StatusTable(sticky=True)
+        self.first_token: dict[int, int] = {}
+        self.room_addr: dict[int, str] = {}       # room -> bootstrap "host:port"
+        self.room_rank: dict[int, str] = {}       # room -> prefill rank url
+        self.prefill_info: dict[str, dict] = {}   # bootstrap addr -> /route answer
+        self.registered: set[str] = set()         # prefill rank urls that know our NIXL identity
+        self.hb_fail: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.pool_exec = ThreadPoolExecutor(4, thread_name_prefix="kv-recv")
+        self.http = httpx.Client(timeout=5)
+        self.bootstrap_timeout = env_float("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300)
+        self.hb_interval = env_float("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5)
+        self.hb_max = int(env_float("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2))
+        threading.Thread(target=self._heartbeat, name="kv-heartbeat", daemon=True).start()
+
+    # -- per room -----------------------------------------------------------------------------
+    def start_room(self, room: int, host: str, port: int, pages: list[int]) -> None:
+        """Bootstrapping -> WaitingForInput (destination sent) or Failed; runs in a worker thread."""
+        self.status.update(room, KVPoll.Bootstrapping)
+        addr = f"{host}:{port}"
+        with self.lock:
+            self.room_addr[room] = addr
+        self.pool_exec.submit(self._bootstrap_room, room, addr, pages)
+
+    def _bootstrap_room(self, room: int, addr: str, pages: list[int]) -> None:
+        t0 = time.monotonic()
+        deadline = t0 + self.bootstrap_timeout
+        while True:
+            if self.status.get(room) in (None, KVPoll.Failed):
+                return  # aborted meanwhile
+            try:
+                rank = self._rank_url(addr)
+                if rank not in self.registered:
+                    r = self.http.post(f"{rank}/kv/peer", json={
+                        "metadata": base64.b64encode(self.backend.metadata()).decode(),
+                        "base_addr": self.pool.base_addr, "page_bytes": self.pool.page_bytes,
+                        "scratch_page": self.pool.scratch_page})
+                    r.raise_for_status()
+                    with self.lock:
+                        self.registered.add(rank)
+                r = self.http.post(f"{rank}/kv/room", json={"room": room, "agent_name": self.backend.agent_name,
+                                                           "pages": pages})
+                if r.status_code == 400 and "room aborted" in r.text:
+                    self.status.update(room, KVPoll.Failed)
+                    return
+                if r.status_code == 400 and "unknown peer" in r.text:
+                    with self.lock:  # prefill restarted: register again
+                        self.registered.discard(rank)
+                    raise httpx.HTTPError("peer unknown at prefill")
+                r.raise_for_status()
+                with self.lock:
+                    self.room_rank[room] = rank
+                self.status.update(room, KVPoll.WaitingForInput)
+                self.metrics.observe("kv_transfer_bootstrap_ms", (time.monotonic() - t0) * 1000)
+                return
+            except (httpx.HTTPError, KeyError, ValueError):
+                with self.lock:  # the prefill may have restarted on a new rank port: resolve again
+                    info = self.prefill_info.pop(addr, None)
+                    if info:
+                        self.registered.discard(f"http://{info['rank_ip']}:{info['rank_port']}")
+                if time.monotonic() > deadline:
+                    if self.status.update(room, KVPoll.Failed) is not None:
+                        self.metrics.inc("num_bootstrap_failed_reqs")
+                    return
+                time.sleep(0.2)
+
+    def _rank_url(self, addr: str) -> str:
+        with self.lock:
+            info = self.prefill_info.get(addr)
+        if info is None:
+            r = self.http.get(f"http://{addr}/route")
+            if r.status_code != 200:
+                raise httpx.HTTPError(f"bootstrap {addr}: {r.status_code} {r.text}")
+            info = r.json()
+            with self.lock:
+                self.prefill_info[addr] = info
+        return f"http://{info['rank_ip']}:{info['rank_port']}"
+
+    def abort_room(self, room: int) -> None:
+        """Fail locally and tell prefill (upstream's decode-side ABORT)."""
+        self.status.update(room, KVPoll.Failed)
+        with self.lock:
+            rank = self.room_rank.get(room)
+        if rank:
+            self.pool_exec.submit(self._send_abort, rank, room)
+
+    def _send_abort(self, rank: str, room: int) -> None:
+        try:
+            self.http.post(f"{rank}/kv/abort", json={"room": room}, timeout=2)
+        except httpx.HTTPError:
+            pass
+
+    def poll(self) -> None:
+        """Apply notifications from prefill: '<room>:S:<first_token>' or '<room>:F'."""
+        for _peer, msg in self.backend.poll_notifs():
+            try:
+                parts = msg.decode().split(":")
+                room = int(parts[0])
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if parts[1] == "S":
+                if self.status.get(room) not in (None, KVPoll.Failed):
+                    self.first_token[room] = int(parts[2])
+                    self.status.update(room, KVPoll.Success)
+            elif parts[1] == "F":
+                self.status.update(room, KVPoll.Failed)
+
+    def clear(self, room: int) -> None:
+        self.status.clear(room)
+        with self.lock:
+            self.first_token.pop(room, None)
+            self.room_addr.pop(room, None)
+            self.room_rank.pop(room, None)
+
+    # -- heartbeat ----------------------------------------------------------------------------
+    def _heartbeat(self) -> None:
+        while True:
+            time.sleep(self.hb_interval)
+            with self.lock:
+                addrs = set(self.room_addr.values()) | set(self.prefill_info)
+            for addr in addrs:
+                try:
+                    ok = self.http.get(f"http://{addr}/health", timeout=2).status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                n = 0 if ok else self.hb_fail.get(addr, 0) + 1
+                self.hb_fail[addr] = n
+                if n >= self.hb_max:
+                    self._drop(addr)
+
+    def _drop(self, addr: str) -> None:
+        """Prefill unreachable: forget its info and fail every room of it not yet Success."""
+        with self.lock:
+            info = self.prefill_info.pop(addr, None)
+            if info:
+                self.registered.discard(f"http://{info['rank_ip']}:{info['rank_port']}")
+            rooms = [r for r, a in self.room_addr.items() if a == addr]
+        for r in rooms:
+            if self.status.get(r) != KVPoll.Success:
+                self.status.update(r, KVPoll.Failed)

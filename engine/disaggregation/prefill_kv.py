@@ -1,0 +1,220 @@
+"""Prefill side of the KV transfer: the rank's control socket (decode sends peers, rooms, aborts),
+the room status table and the transfer worker that WRITEs each chunk into the decode's pages."""
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+from engine.disaggregation.kvpoll import KVPoll
+from engine.disaggregation.status import StatusTable
+
+
+@dataclass
+class Peer:
+    name: str
+    base_addr: int
+    page_bytes: int
+
+
+@dataclass
+class TransferInfo:
+    room: int
+    peer: str
+    dst_pages: list[int]
+
+
+@dataclass
+class Chunk:
+    room: int
+    src_pages: list[int]
+    dst_offset: int          # index of the first destination page for this chunk
+    is_last: bool
+    first_token: int = -1
+    t_start: float = field(default_factory=time.monotonic)
+
+
+class _Ctl(BaseHTTPRequestHandler):
+    server: "_CtlServer"
+
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            out = self.server.mgr.handle(self.path, body)
+            code = 200
+        except Exception as e:  # a bad message must never kill the control socket
+            out, code = {"error": str(e)}, 400
+        data = json.dumps(out).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _CtlServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, host, mgr):
+        super().__init__((host, 0), _Ctl)
+        self.mgr = mgr
+
+
+class PrefillKVManager:
+    def __init__(self, backend, pool, drills, metrics, host: str, bootstrap_port: int):
+        self.backend, self.pool, self.drills, self.metrics = backend, pool, drills, metrics
+        self.status = StatusTable(sticky=not drills.status_update_race)
+        self.transfer_infos: dict[int, TransferInfo] = {}
+        self.peers: dict[str, Peer] = {}
+        self.peers_seen: list[str] = []  # every decode agent ever seen (never pruned, like upstream)
+        self.aborted_rooms: dict[int, float] = {}
+        self.lock = threading.Lock()
+        self.q: queue.Queue[Chunk] = queue.Queue()
+        self.ctl = _CtlServer(host, self)
+        self.host, self.bootstrap_port = host, bootstrap_port
+        threading.Thread(target=self.ctl.serve_forever, name="kv-ctl", daemon=True).start()
+        threading.Thread(target=self._transfer_worker, name="kv-transfer", daemon=True).start()
+
+    def register_with_bootstrap(self, timeout_s: float = 30.0) -> None:
+        info = {"rank_ip": self.host, "rank_port": self.ctl.server_address[1], "tp_rank": 0, "tp_size": 1,
+                "pp_size": 1, "page_size": self.pool.page_size, "kv_dtype": "float32",
+                "page_bytes": self.pool.page_bytes, "agent_name": self.backend.agent_name}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                r = httpx.put(f"http://{self.host}:{self.bootstrap_port}/route", json=info, timeout=5)
+                if r.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+
+    # -- control messages from decode ----------------------------------------------------------
+    def handle(self, path: str, body: dict) -> dict:
+        if path == "/kv/peer":
+            name = self.backend.add_peer(base64.b64decode(body["metadata"]))
+            with self.lock:
+                self.peers[name] = Peer(name, int(body["base_addr"]), int(body["page_bytes"]))
+                if name not in self.peers_seen:
+                    self.peers_seen.append(name)
+            # Warm the UCX connection now: the first transfer to a new peer is slow.
+            warm = body.get("scratch_page")
+            if warm is not None:
+                self.backend.write(name, [self.pool.scratch_page], int(body["base_addr"]), [int(warm)],
+                                   int(body["page_bytes"]), b"", timeout_s=10)
+            return {"ok": True, "agent_name": name}
+        if path == "/kv/room":
+            room = int(body["room"])
+            with self.lock:
+                if room in self.aborted_rooms:
+                    raise ValueError("room aborted")
+                if body["agent_name"] not in self.peers:
+                    raise ValueError("unknown peer; send /kv/peer first")
+                self.transfer_infos[room] = TransferInfo(room, body["agent_name"], [int(p) for p in body["pages"]])
+            self.status.update(room, KVPoll.WaitingForInput)
+            return {"ok": True}
+        if path == "/kv/abort":
+            self.fail_room(int(body["room"]), notify=False)
+            return {"ok": True}
+        raise ValueError(f"unknown control path {path}")
+
+    # -- used by the scheduler ----------------------------------------------------------------
+    def has_dest(self, room: int) -> bool:
+        with self.lock:
+            return room in self.transfer_infos
+
+    def was_aborted(self, room: int) -> bool:
+        with self.lock:
+            return room in self.aborted_rooms
+
+    def fail_room(self, room: int, notify: bool = True) -> None:
+        """Abort path: Failed, forget the destination, tell decode (upstream's AbortReq handling)."""
+        self.status.update(room, KVPoll.Failed)
+        with self.lock:
+            info = self.transfer_infos.pop(room, None)
+            now = time.monotonic()
+            self.aborted_rooms[room] = now
+            for r in [r for r, t in self.aborted_rooms.items() if now - t > 600]:
+                del self.aborted_rooms[r]
+        if notify and info is not None:
+            self.backend.send_notif(info.peer, f"{room}:F".encode())
+
+    def clear(self, room: int) -> None:
+        self.status.clear(room)
+        with self.lock:
+            self.transfer_infos.pop(room, None)
+
+    def enqueue(self, chunk: Chunk) -> None:
+        self.q.put(chunk)
+
+    # -- transfer worker ----------------------------------------------------------------------
+    def _transfer_worker(self) -> None:
+        race = self.drills.status_update_race
+        room_start: dict[int, float] = {}
+        room_bytes: dict[int, int] = {}
+        while True:
+            c = self.q.get()
+            try:
+                with self.lock:
+                    info = self.transfer_infos.get(c.room)
+                if info is None:
+                    if not race:
+                        self.status.update(c.room, KVPoll.Failed)  # Fix B
+                    continue
+                room_start.setdefault(c.room, c.t_start)
+                if self.drills.transfer_delay_ms:
+                    time.sleep(self.drills.transfer_delay_ms / 1000)
+                    with self.lock:
+                        gone = c.room not in self.transfer_infos
+                    if gone:  # aborted while we were "in flight": never touch freed decode pages
+                        if race:
+                            self.status.update(c.room, KVPoll.Transferring)  # the late write of the seed
+                        else:
+                            self.status.update(c.room, KVPoll.Failed)
+                        continue
+                ok, silent = self._write(c, info)
+                if not ok:
+                    self.status.update(c.room, KVPoll.Failed)
+                    if not silent:
+                        self.backend.send_notif(info.peer, f"{c.room}:F".encode())
+                    continue
+                room_bytes[c.room] = room_bytes.get(c.room, 0) + len(c.src_pages) * self.pool.page_bytes
+                if c.is_last:
+                    self.status.update(c.room, KVPoll.Success)
+                    dt = time.monotonic() - room_start.pop(c.room, c.t_start)
+                    mb = room_bytes.pop(c.room, 0) / 1e6
+                    self.metrics.observe("kv_transfer_latency_ms", dt * 1000)
+                    self.metrics.observe("kv_transfer_total_mb", mb)
+                    if dt > 0:
+                        self.metrics.observe("kv_transfer_speed_gb_s", mb / 1000 / dt)
+                else:
+                    self.status.update(c.room, KVPoll.Transferring)
+            finally:
+                self.pool.free(c.src_pages)
+                if c.is_last:
+                    room_start.pop(c.room, None)
+                    room_bytes.pop(c.room, None)
+
+    def _write(self, c: Chunk, info: TransferInfo) -> bool:
+        with self.lock:
+            peer = self.peers.get(info.peer)
+            degraded = (self.drills.degraded_bootstrap and self.peers_seen and info.peer != self.peers_seen[0])
+        if peer is None:
+            return False, False
+        if degraded:
+            return False, True  # silent: no data, no notification reaches this decode
+        dst = info.dst_pages[c.dst_offset: c.dst_offset + len(c.src_pages)]
+        if len(dst) != len(c.src_pages):
+            return False, False
+        notif = f"{c.room}:S:{c.first_token}".encode() if c.is_last else b""
+        return self.backend.write(info.peer, c.src_pages, peer.base_addr, dst, peer.page_bytes, notif), False

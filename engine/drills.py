@@ -1,0 +1,56 @@
+"""Fault drills that reproduce the seed incidents on demand. Off unless named in env PDCTL_DRILLS
+(comma list) or with --drill NAME.
+
+- status-update-race: upstream's pre-fix update_status (max() lets Failed become Transferring) and a
+  transfer worker that skips a room it no longer knows without forcing Failed; also disables the
+  engine's inflight timeout (upstream has none), so a pinned room stays pinned.
+- transfer-delay-ms=N: sleep N ms in the transfer worker per chunk (widens the abort window).
+- degraded-bootstrap: the prefill remembers every decode NIXL peer; transfers to any peer other than
+  the first one seen since start fail silently (decode never sees success; prefill counts
+  transfer_failed; every /health stays 200).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+DRILL_NAMES = ("status-update-race", "transfer-delay-ms=N", "degraded-bootstrap")
+
+
+@dataclass(frozen=True)
+class Drills:
+    status_update_race: bool = False
+    transfer_delay_ms: int = 0
+    degraded_bootstrap: bool = False
+
+    def names(self) -> list[str]:
+        out = []
+        if self.status_update_race:
+            out.append("status-update-race")
+        if self.transfer_delay_ms:
+            out.append(f"transfer-delay-ms={self.transfer_delay_ms}")
+        if self.degraded_bootstrap:
+            out.append("degraded-bootstrap")
+        return out
+
+
+def parse(cli: list[str] | None = None, env: str | None = None) -> Drills:
+    """Combine --drill values and PDCTL_DRILLS; raises ValueError on an unknown drill."""
+    env = os.environ.get("PDCTL_DRILLS", "") if env is None else env
+    items = [x.strip() for x in env.split(",") if x.strip()] + [x.strip() for x in (cli or []) if x.strip()]
+    kw: dict = {}
+    for it in items:
+        if it == "status-update-race":
+            kw["status_update_race"] = True
+        elif it == "degraded-bootstrap":
+            kw["degraded_bootstrap"] = True
+        elif it.startswith("transfer-delay-ms="):
+            try:
+                kw["transfer_delay_ms"] = int(it.split("=", 1)[1])
+            except ValueError:
+                raise ValueError(f"bad drill {it!r}: transfer-delay-ms needs an integer") from None
+            if kw["transfer_delay_ms"] < 0:
+                raise ValueError(f"bad drill {it!r}: delay must be >= 0")
+        else:
+            raise ValueError(f"unknown drill {it!r} (known: {', '.join(DRILL_NAMES)})")
+    return Drills(**kw)

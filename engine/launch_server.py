@@ -1,0 +1,130 @@
+"""`python -m engine.launch_server ...`: SGLang's flags, one process per role (prefill, decode, null).
+argv is never rewritten, so /proc/PID/cmdline shows the flags (pdctl's drift check reads them)."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+
+import torch
+
+from engine import __version__
+from engine.server_args import parse_args
+from engine.tokenizer import DEFAULT_MODEL_DIR
+
+torch.set_num_threads(1)  # two workers and a router share two cores
+
+DEFAULT_PAGE_SIZE = 64
+DEFAULT_MAX_TOTAL_TOKENS = 131072
+
+
+class EngineState:
+    def __init__(self, args):
+        self.args = args
+        self.ready = False
+        self.t0 = time.time()
+        self.model_path = os.path.abspath(args.model_path) if args.model_path else str(DEFAULT_MODEL_DIR)
+        self.scheduler = None
+        self.metrics = None
+        self.context_length = 32768
+
+    def server_info(self) -> dict:
+        info = {k: v for k, v in self.args.as_dict().items() if k not in ("drill", "drills")}
+        info.update({
+            "model_path": self.model_path,
+            "version": __version__,
+            "engine": "pdctl-bundled-cpu",
+            "drills": self.args.drills.names(),
+            "page_size_effective": self.page_size,
+            "context_length": self.context_length,
+            "internal_states": [{
+                "disaggregation_mode": self.args.disaggregation_mode,
+                "num_active_reqs": self.scheduler.num_active() if self.scheduler else 0,
+                "last_gen_throughput": self.metrics.g["gen_throughput"]._value.get() if self.metrics else 0.0,
+                "memory_usage": {"kv_pool_used_fraction": self.metrics.g["token_usage"]._value.get()
+                                 if self.metrics else 0.0},
+            }],
+        })
+        return info
+
+
+def build(args):
+    """Construct model, metrics, KV plumbing and the scheduler for args' mode. Returns EngineState."""
+    from engine.metrics import Metrics
+    from engine.model import TinyLM
+    from engine.scheduler import Scheduler
+
+    st = EngineState(args)
+    model = TinyLM.load(args.model_path) if args.model_path and os.path.exists(
+        os.path.join(args.model_path, "config.json")) else TinyLM()
+    if args.random_seed is not None:
+        torch.manual_seed(args.random_seed)
+    st.context_length = min(args.context_length or model.cfg.context_length, model.cfg.context_length)
+    st.metrics = Metrics(args.served_model_name, args.disaggregation_mode)
+    st.page_size = args.page_size or DEFAULT_PAGE_SIZE
+    mode = args.disaggregation_mode
+    if mode == "null":
+        st.scheduler = Scheduler(model, args, st.metrics)
+        return st
+    from engine.disaggregation.kv_pool import KVPool
+    total = args.max_total_tokens or DEFAULT_MAX_TOTAL_TOKENS
+    pool = KVPool(model.cfg.n_layers, model.cfg.d_model, st.page_size, total // st.page_size + 1)
+    agent = f"{mode}-{socket.gethostname()}-{args.port}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    if args.disaggregation_transfer_backend == "nixl":
+        from engine.disaggregation.nixl_backend import NixlBackend
+        backend = NixlBackend(agent, pool)
+    else:
+        from engine.disaggregation.fake_backend import FakeBackend
+        backend = FakeBackend(agent, pool)
+    if mode == "prefill":
+        from engine.disaggregation.bootstrap_server import BootstrapServer
+        from engine.disaggregation.prefill_kv import PrefillKVManager
+        from engine.scheduler_prefill import PrefillScheduler
+        st.bootstrap = BootstrapServer(args.host, args.disaggregation_bootstrap_port).start()
+        kv = PrefillKVManager(backend, pool, args.drills, st.metrics, args.host, args.disaggregation_bootstrap_port)
+        kv.register_with_bootstrap()
+        st.scheduler = PrefillScheduler(model, args, st.metrics, kv)
+    else:
+        from engine.disaggregation.decode_kv import DecodeKVManager
+        from engine.scheduler_decode import DecodeScheduler
+        kv = DecodeKVManager(backend, pool, st.metrics)
+        st.scheduler = DecodeScheduler(model, args, st.metrics, kv, fake=backend.name == "fake")
+    st.kv = kv
+    return st
+
+
+def _warmup_then_ready(st: EngineState) -> None:
+    """Run one local generation (so the first real request is not slow), then report ready."""
+    from engine.req import Req
+    done = threading.Event()
+    st.scheduler.submit(Req(rid="WARMUP", input_ids=list(b"warm up"), max_new_tokens=2, health=True, room=0,
+                            sink=lambda ev: done.set() if ev[0] in ("done", "error") else None))
+    done.wait(60)
+    st.ready = True
+    logging.getLogger("engine").info("The server is fired up and ready to roll!")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="[%(asctime)s %(name)s] %(message)s")
+    import uvicorn
+
+    from engine.http_server import build_app
+    try:
+        st = build(args)
+    except OSError as e:
+        print(f"error: cannot start: {e}", file=sys.stderr)
+        sys.exit(1)
+    st.scheduler.start()
+    app = build_app(st)
+    threading.Thread(target=_warmup_then_ready, args=(st,), daemon=True).start()
+    uvicorn.run(app, host=args.host, port=args.port, log_level=(args.log_level_http or "warning").lower(),
+                timeout_keep_alive=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Prefill mode: bootstrap queue -> chunked prefill (each chunk staged in the pool and queued for
+transfer) -> inflight queue until the room is Success or Failed.
+
+Beyond upstream, a room may not sit in the inflight queue forever: after
+SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT seconds (default 300) it is failed and counted -- except under
+the status-update-race drill, which reproduces upstream (no such timeout)."""
+from __future__ import annotations
+
+import time
+
+from engine.disaggregation.kvpoll import KVPoll
+from engine.disaggregation.prefill_kv import Chunk
+from engine.req import Req
+from engine.scheduler import Scheduler, env_float
+
+PREFILL_DONE = {"type": "length", "length": 0}
+
+
+class PrefillScheduler(Scheduler):
+    engine_type = "prefill"
+
+    def __init__(self, model, args, metrics, kv):
+        super().__init__(model, args, metrics)
+        self.kv = kv
+        P = kv.pool.page_size
+        self.chunk = max(P, (self.chunk // P) * P)  # chunks end on page boundaries
+        self.bootstrap: list[Req] = []
+        self.inflight: list[Req] = []
+        self.inflight_since: dict[str, float] = {}
+        self.bootstrap_timeout = env_float("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300)
+        self.inflight_timeout = env_float("SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT", 300)
+
+    def admit(self, r: Req) -> None:
+        if r.health:
+            self.waiting.insert(0, r)
+            return
+        self.kv.status.update(r.room, KVPoll.Bootstrapping)
+        self.bootstrap.append(r)
+
+    def on_abort(self, r: Req) -> None:
+        if r.room is not None and not r.health:
+            self.kv.fail_room(r.room)
+        if r in self.inflight:
+            # Upstream keeps the room queued until its poll reads Failed; the caller is answered now.
+            self.by_rid.pop(r.rid, None)
+            return
+        for q in (self.bootstrap, self.waiting):
+            if r in q:
+                q.remove(r)
+        self._release(r)
+        self._drop(r)
+
+    def _release(self, r: Req) -> None:
+        if r.room is not None and not r.health and r not in self.inflight:
+            self.kv.clear(r.room)
+
+    def step(self) -> bool:
+        now = time.monotonic()
+        for r in list(self.bootstrap):
+            st = self.kv.status.get(r.room)
+            if self.kv.has_dest(r.room) and st != KVPoll.Failed:
+                self.bootstrap.remove(r)
+                self.waiting.append(r)
+                self.metrics.observe("kv_transfer_bootstrap_ms", (now - r.created) * 1000)
+            elif self.kv.was_aborted(r.room) or st == KVPoll.Failed:
+                self.bootstrap.remove(r)
+                self._drop(r)
+                self.kv.clear(r.room)
+                r.fail(500, "KV transfer aborted by decode before prefill started")
+            elif now - r.created > self.bootstrap_timeout:
+                self.bootstrap.remove(r)
+                self._drop(r)
+                self.kv.status.update(r.room, KVPoll.Failed)
+                self.kv.clear(r.room)
+                self.metrics.inc("num_bootstrap_failed_reqs")
+                r.fail(500, f"bootstrap timeout after {self.bootstrap_timeout:g}s (decode never sent its KV destination)")
+        did = self._prefill_chunk()
+        self._poll_inflight(now)
+        return did
+
+    def _prefill_chunk(self) -> bool:
+        if not self.waiting:
+            return False
+        r = self.waiting[0]
+        if r.health:
+            res = self.prefill_one_chunk()
+            return res is not None
+        n_tokens = min(len(r.input_ids), r.prefill_pos + self.chunk) - r.prefill_pos
+        src = self.kv.pool.alloc(self.kv.pool.pages_for(n_tokens))
+        if src is None:
+            return False  # staging pages busy: the transfer worker frees them
+        res = self.prefill_one_chunk()
+        if res is None:
+            self.kv.pool.free(src)
+            return False
+        r, s, e, logits = res
+        self.kv.pool.write_tokens(src, r.cache.kv[:, :, s:e])
+        last = logits is not None
+        first = r.out_ids[0] if last and r.out_ids else -1
+        if last:
+            r.cache = None  # KV now lives in the staging pages until the transfer worker is done
+        self.kv.enqueue(Chunk(r.room, src, s // self.kv.pool.page_size, last, first))
+        return True
+
+    def on_prefill_done(self, r: Req, logits) -> None:
+        tok = self.model.sample(logits, r.temperature, r.top_p, r.generator())
+        if r.health:
+            self.emit(r, tok)
+            if not r.done:
+                self.complete(r, {"type": "length", "length": 1})
+            return
+        r.out_ids.append(tok)  # handed to decode with the last chunk, not streamed here
+        self.inflight.append(r)
+        self.inflight_since[r.rid] = time.monotonic()
+
+    def _poll_inflight(self, now: float) -> None:
+        pin_ok = self.kv.drills.status_update_race
+        for r in list(self.inflight):
+            st = self.kv.status.get(r.room)
+            if st == KVPoll.Success:
+                self._leave_inflight(r)
+                self.metrics.observe("e2e_request_latency_seconds", now - r.created)
+                r.finish(PREFILL_DONE)
+            elif st == KVPoll.Failed or st is None:
+                self._leave_inflight(r)
+                self.metrics.inc("num_transfer_failed_reqs")
+                r.fail(500, "KV transfer failed")
+            elif not pin_ok and now - self.inflight_since[r.rid] > self.inflight_timeout:
+                self.kv.fail_room(r.room)
+                self._leave_inflight(r)
+                self.metrics.inc("num_transfer_failed_reqs")
+                r.fail(500, f"KV transfer timed out in the inflight queue after {self.inflight_timeout:g}s")
+
+    def _leave_inflight(self, r: Req) -> None:
+        self.inflight.remove(r)
+        self.inflight_since.pop(r.rid, None)
+        self.by_rid.pop(r.rid, None)
+        self.kv.clear(r.room)
+
+    def extra_gauges(self) -> None:
+        self.metrics.set("num_prefill_bootstrap_queue_reqs", len(self.bootstrap))
+        self.metrics.set("num_prefill_inflight_queue_reqs", len(self.inflight))
+        self.metrics.set("token_usage", self.kv.pool.used_fraction())
