@@ -67,21 +67,12 @@ def _probe_host(listen_host: str) -> str:
     return "127.0.0.1" if listen_host in ("0.0.0.0", "::", "") else listen_host
 
 
-def host_state_dir(dep: Deployment, host_name: str) -> str:
-    """pdctl's directory on a host: the inventory's state_dir, else the XDG state dir (local) or /var/lib/pdctl."""
-    from pdctl import state
-
-    host = dep.inv.hosts[host_name]
-    if host.state_dir:
-        return host.state_dir
-    return str(state.state_dir()) if host.transport == "local" else "/var/lib/pdctl"
-
-
 def deployment_lock(dep: Deployment, action: str):
     """The inventory's lock, kept on the first prefill's host so every operator sees it."""
     from pdctl import state
     from pdctl.lock import DeploymentLock
+    from pdctl.services.connect import default_state_dir
 
     host = dep.inv.roles.prefill[0].host
-    lock_dir = f"{host_state_dir(dep, host)}/locks/{dep.inv.name}.lock"
+    lock_dir = f"{default_state_dir(dep.inv.hosts[host])}/locks/{dep.inv.name}.lock"
     return DeploymentLock(dep.transport(host), lock_dir, state.operator(), action)

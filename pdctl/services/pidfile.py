@@ -146,12 +146,14 @@ class PidfileManager(ServiceManager):
 
     def install(self, spec: ServiceSpec) -> bool:
         """Write `<state_dir>/<name>.json`. Returns True if it differs from what was there. Safe while running."""
-        content = self.render_spec(spec)
-        current = self.t.read_file(self.spec_path(spec.name))
-        if current is not None and current.decode(errors="replace") == content:
+        if self.is_current(spec):
             return False
-        self.t.put_file(self.spec_path(spec.name), content, mode=0o600)
+        self.t.put_file(self.spec_path(spec.name), self.render_spec(spec), mode=0o600)
         return True
+
+    def is_current(self, spec: ServiceSpec) -> bool:
+        current = self.t.read_file(self.spec_path(spec.name))
+        return current is not None and current.decode(errors="replace") == self.render_spec(spec)
 
     def installed_spec(self, name: str) -> ServiceSpec | None:
         raw = self.t.read_file(self.spec_path(name))

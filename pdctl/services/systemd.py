@@ -168,14 +168,18 @@ class SystemdManager(ServiceManager):
         out = (res.stderr or res.stdout).strip()
         return StepFailed(f"{self.t.name}: {what} {unit_name(name)} failed (exit {res.exit_code}): {out}")
 
+    def _render(self, spec: ServiceSpec) -> str:
+        return render_unit(spec, self.restart_policy, timeout_stop_sec=self.timeout_stop_sec)
+
+    def is_current(self, spec: ServiceSpec) -> bool:
+        current = self.t.read_file(self.unit_path(spec.name))
+        return current is not None and current.decode(errors="replace") == self._render(spec)
+
     def install(self, spec: ServiceSpec) -> bool:
         """Write the unit if its text changed, then `systemctl daemon-reload`. Returns whether it changed."""
-        text = render_unit(spec, self.restart_policy, timeout_stop_sec=self.timeout_stop_sec)
-        path = self.unit_path(spec.name)
-        current = self.t.read_file(path)
-        if current is not None and current.decode(errors="replace") == text:
+        if self.is_current(spec):
             return False
-        self.t.put_file(path, text, mode=0o644)
+        self.t.put_file(self.unit_path(spec.name), self._render(spec), mode=0o644)
         res = self._systemctl("daemon-reload")
         if not res.ok:
             raise self._fail("daemon-reload after writing", spec.name, res)
