@@ -19,7 +19,12 @@ _STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", 
 
 
 def console(stderr: bool = False) -> Console:
-    width = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None
+    stream = sys.stderr if stderr else sys.stdout
+    if os.environ.get("COLUMNS", "").isdigit():
+        width: int | None = int(os.environ["COLUMNS"])
+    else:
+        # Piped into a file or a pager: rich would assume 80 columns and fold every table cell.
+        width = None if stream.isatty() else 160
     return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from pdctl import launch, state
 from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.router import judge_router_workers, title_rewritten
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
 from pdctl.services.base import ServiceStatus
@@ -140,9 +141,28 @@ def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
                                        observed=st.detail or "not running", expected="running",
                                        detail=f"service {dep.inv.service_name(role, i)} has no live main process"))
             continue
+        if role == "router" and title_rewritten(info.argv):
+            results.extend(judge_flags(label, info.argv, info.env, {}, launch.declared_env(dep.inv, role, i)))
+            results.extend(_router_workers(dep, i, label))
+            continue
         results.extend(judge_flags(label, info.argv, info.env,
                                    launch.declared_flags(dep.inv, role, i), launch.declared_env(dep.inv, role, i)))
     return results
+
+
+def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult]:
+    """The router hides its argv; check the workers it routes to instead."""
+    import httpx
+
+    host = dep.instance("router", index).host
+    try:
+        body = httpx.get(f"{dep.base_url('router', index)}/workers", timeout=dep.inv.final_health.health_timeout).json()
+    except (httpx.HTTPError, ValueError):
+        body = None
+    prefill = [(launch.worker_url(dep.inv, "prefill", i, host), dep.inv.bootstrap_port(p))
+               for i, p in enumerate(dep.inv.roles.prefill)]
+    decode = [launch.worker_url(dep.inv, "decode", i, host) for i in range(len(dep.inv.roles.decode))]
+    return judge_router_workers(label, body, prefill, decode)
 
 
 def lineage_snapshot(procs: dict[str, Any]) -> dict[str, Any]:
