@@ -18,7 +18,8 @@ class NixlBackend:
     def __init__(self, agent_name: str, pool: KVPool):
         self.agent_name = agent_name
         self.pool = pool
-        self.agent = nixl_agent(agent_name, nixl_agent_config(backends=["UCX"]))
+        self.agent = nixl_agent(agent_name, nixl_agent_config(enable_prog_thread=False, backends=["UCX"]))
+        # (no progress thread: a busy-polling one would eat a core; check_xfer_state drives progress)
         self.reg = self.agent.register_memory(pool.pool)
         self._lock = threading.Lock()  # the python agent is not documented thread-safe
 

@@ -217,4 +217,4 @@ class PrefillKVManager:
         if len(dst) != len(c.src_pages):
             return False, False
         notif = f"{c.room}:S:{c.first_token}".encode() if c.is_last else b""
-        return self.backend.write(info.peer, c.src_pages, peer.base_addr, dst, peer.page_bytes, notif), False
+        return self.backend.write(info.peer, c.src_pages, peer.base_addr, dst, peer.page_bytes, notif, timeout_s=10), False
