@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from pdctl.cli import deploy, lifecycle, restart, verify
+from pdctl.cli import history, run
 
 app = typer.Typer(
     name="pdctl",
@@ -19,3 +20,5 @@ app.command("restart")(restart.restart)
 app.command("status")(lifecycle.status)
 app.command("down")(lifecycle.down)
 app.command("logs")(lifecycle.logs)
+app.command("run")(run.run)
+app.command("history")(history.history)

@@ -1,0 +1,65 @@
+"""`pdctl run PLAYBOOK`: run an on-call runbook (a playbook) step by step, gated, audited."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors
+
+
+@handle_errors
+def run(
+    playbook: Annotated[str, typer.Argument(help="A playbook file, or the name of a shipped playbook "
+                                                 "(final-health, co-restart, stall-triage, abort-storm-ab, deploy-fix).")],
+    inventory: InventoryOpt = None,
+    var: Annotated[Optional[list[str]], typer.Option(
+        "--var", help="Set a playbook variable: NAME=VALUE (repeatable; VALUE read as YAML).")] = None,
+    apply: Annotated[bool, typer.Option(
+        "--apply", help="Let steps marked `when: apply` run (e.g. the co-restart of stall-triage).")] = False,
+    dry_run: DryRunOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Show the plan, run each step with its gate, stop at the first failed gate; exit with that step's code."""
+    from pdctl import render_playbook as show
+    from pdctl.cli.common import open_deployment
+    from pdctl.errors import UsageError
+    from pdctl.inventory import load_inventory
+    from pdctl.playbook import runner
+    from pdctl.playbook.schema import load_playbook, resolve_playbook
+    from pdctl.playbook.vars import parse_cli_vars
+    from pdctl.playbook.steps import StepUnavailable
+
+    try:
+        cli_vars = parse_cli_vars(var)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    pb = load_playbook(resolve_playbook(playbook))
+    p = runner.plan(pb, load_inventory(inventory), cli_vars=cli_vars, apply=apply)
+    missing = runner.unavailable(p)
+    if dry_run:
+        if json_out:
+            from pdctl import render
+
+            render.emit_json({"dry_run": True, **p.to_dict(), "unavailable": missing})
+        else:
+            show.plan(p, unavailable=missing)
+        return
+    if missing:
+        raise StepUnavailable(f"{pb.source}: cannot run: " + "; ".join(missing),
+                              hint="issue 4 (storm, triage, verify inflight) is not in this build yet")
+    if not json_out:
+        show.plan(p, stderr=False)
+    printer = show.StepPrinter(len(p.sequence), quiet=json_out)
+    hooks = runner.Hooks(step_started=printer.started, step_finished=printer.finished)
+    with open_deployment(inventory, quiet=json_out) as dep:
+        result = runner.run(p, dep, hooks=hooks)
+    if json_out:
+        from pdctl import render
+
+        render.emit_json(result.to_dict())
+    else:
+        show.summary(result)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

@@ -1,0 +1,306 @@
+"""Run a playbook: plan (substitute vars, validate args, evaluate `when`), then execute the steps in order.
+
+Each step's action gives a StepOutcome; its gate decides whether the run goes on. On a failed gate, the step's
+`on_failure` says what happens: `stop` (the default: later steps are not run), `continue` (the failure still sets
+the exit code), or `{run: HANDLER}` (run the handler step; if its gate passes the failure is recovered and the run
+goes on; if the handler is skipped by its `when` or fails, the run stops). The run's exit code is that of the first
+failed gate that was not recovered: the failed action's own code (1 for a failed check, 3 unreachable, 4 refused).
+Every run (not a dry run) appends one audit record, also when it fails or is interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from pydantic import BaseModel
+
+from pdctl.errors import PlaybookError
+from pdctl.playbook import steps as kinds
+from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
+from pdctl.playbook.vars import VarError, build_scope, substitute, truthy
+
+
+@dataclass
+class PlannedStep:
+    index: int                          # 1-based position in the file
+    spec: StepSpec
+    kind: kinds.StepKind
+    args: BaseModel
+    shown_args: dict[str, Any]          # substituted, secrets masked: what the plan shows
+    runs: bool                          # `when` is true (or absent)
+    skip_reason: Optional[str] = None
+
+    @property
+    def describe(self) -> str:
+        return self.kind.describe(self.args)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "name": self.spec.name, "action": self.spec.action, "command": self.describe,
+                "args": self.shown_args, "gate": self.spec.gate or "action ok", "on_failure": self.spec.on_failure_text,
+                "when": self.spec.when, "handler": self.spec.handler, "runs": self.runs, "skip_reason": self.skip_reason,
+                "mutating": self.kind.mutating}
+
+
+@dataclass
+class Plan:
+    playbook: Playbook
+    inventory: str
+    vars: dict[str, Any]
+    apply: bool
+    steps: list[PlannedStep]                     # in file order, handlers included
+
+    @property
+    def sequence(self) -> list[PlannedStep]:
+        return [s for s in self.steps if not s.spec.handler]
+
+    def handler(self, name: str) -> PlannedStep:
+        return next(s for s in self.steps if s.spec.name == name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"playbook": self.playbook.name, "description": self.playbook.description,
+                "source": self.playbook.source, "inventory": self.inventory, "vars": self.vars, "apply": self.apply,
+                "steps": [s.to_dict() for s in self.steps]}
+
+
+@dataclass
+class StepRun:
+    index: int
+    name: str
+    action: str
+    status: str                      # passed | failed | recovered | skipped | not run
+    duration_s: float = 0.0
+    gate: str = ""                   # the gate verdict in words
+    exit_code: int = 0
+    handler_of: Optional[str] = None
+    outcome: Optional[kinds.StepOutcome] = None
+    note: str = ""
+
+    @property
+    def summary(self) -> str:
+        return self.outcome.summary if self.outcome else self.note
+
+    def to_dict(self, *, with_data: bool = True) -> dict[str, Any]:
+        d = {"index": self.index, "name": self.name, "action": self.action, "status": self.status,
+             "duration_s": round(self.duration_s, 3), "gate": self.gate, "exit_code": self.exit_code,
+             "summary": self.summary}
+        if self.handler_of:
+            d["handler_of"] = self.handler_of
+        if self.outcome:
+            d["result"] = self.outcome.to_dict(with_data=with_data)
+        return d
+
+
+@dataclass
+class RunResult:
+    plan: Plan
+    steps: list[StepRun] = field(default_factory=list)
+    exit_code: int = 0
+    failed_step: Optional[str] = None
+    interrupted: bool = False
+    recommendations: list[str] = field(default_factory=list)
+    health: Any = None                # the last final-health report a step produced
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.interrupted
+
+    @property
+    def outcome_text(self) -> str:
+        if self.interrupted:
+            return "interrupted"
+        if self.ok:
+            return "ok"
+        s = next(x for x in self.steps if x.name == self.failed_step and x.status == "failed")
+        return f"failed at step {s.index} '{s.name}': {s.gate}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"playbook": self.plan.playbook.name, "ok": self.ok, "exit_code": self.exit_code,
+                "result": self.outcome_text, "failed_step": self.failed_step, "recommendations": self.recommendations,
+                "plan": self.plan.to_dict(), "steps": [s.to_dict() for s in self.steps],
+                "final_health": self.health.to_dict() if self.health is not None else None}
+
+
+# -- planning ---------------------------------------------------------------------------------------------------------
+
+def _mask_shown(value: Any, key: str = "") -> Any:
+    from pdctl.secrets import is_secret_name, mask_text, MASK
+
+    if isinstance(value, dict):
+        return {k: _mask_shown(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_shown(v, key) for v in value]
+    if isinstance(value, str):
+        return MASK if key and is_secret_name(key) and value else mask_text(value)
+    return value
+
+
+def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bool = False) -> Plan:
+    """Substitute vars into every step, validate the args, evaluate `when`. Changes nothing, connects nowhere.
+    Raises PlaybookError naming the step and field for an unknown var or a bad argument value."""
+    from pdctl.secrets import mask_value
+    from pdctl.shell import quote
+
+    try:
+        scope = build_scope(inv, pb.vars, cli_vars or {}, apply)
+    except VarError as e:
+        raise PlaybookError(f"{pb.source}: field 'vars': {e}") from None
+    planned, problems = [], []
+    for i, s in enumerate(pb.steps, 1):
+        kind = kinds.REGISTRY[s.action]
+        try:
+            args = dict(s.args)
+            if kind.name == "shell" and isinstance(args.get("command"), str):
+                cmd = args.pop("command")
+                args = substitute(args, scope)
+                args["command"] = substitute(cmd, scope, quote=quote)
+            else:
+                args = substitute(args, scope)
+        except VarError as e:
+            problems.append(f"  {where(i, s.name, 'args')}: {e}")
+            continue
+        runs, skip = True, None
+        if s.when:
+            try:
+                runs = truthy(s.when, scope)
+            except VarError as e:
+                problems.append(f"  {where(i, s.name, 'when')}: {e}")
+                continue
+            if not runs:
+                skip = f"when: {s.when} is false" + (" (pass --apply to run it)" if "apply" in s.when else "")
+        bad = kinds.check_args(kind, args, with_values=True)
+        if bad:
+            problems += [f"  {where(i, s.name, f)}: {m}" for f, m in bad]
+            continue
+        if kind.name == "wait" and args.get("until"):
+            u = args["until"]
+            ukind = kinds.REGISTRY[u["action"]]
+            problems += [f"  {where(i, s.name, 'args.until.' + f)}: {m}"
+                         for f, m in kinds.check_args(ukind, u.get("args") or {}, with_values=True)]
+        planned.append(PlannedStep(i, s, kind, kind.args.model_validate(args), _mask_shown(args), runs, skip))
+    if problems:
+        raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
+    shown_vars = {k: (mask_value(str(v), k) if isinstance(v, str) else v) for k, v in scope["vars"].items()}
+    return Plan(pb, inv.source, shown_vars, apply, planned)
+
+
+def unavailable(p: Plan) -> list[str]:
+    """Why each step kind that would run is not available in this build (issue-4 ops), one line each."""
+    out = []
+    for s in p.steps:
+        if s.runs:
+            why = s.kind.available()
+            if why:
+                out.append(f"{where(s.index, s.spec.name, 'action')}: {why}")
+    return out
+
+
+# -- running ------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Hooks:
+    """How the CLI watches a run. Each is called in the run's thread; defaults do nothing."""
+
+    step_started: Callable[[PlannedStep, Optional[str]], None] = lambda step, handler_of: None
+    step_finished: Callable[[StepRun], None] = lambda run: None
+
+
+def _execute(ps: PlannedStep, ctx: kinds.RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
+    hooks.step_started(ps, handler_of)
+    t0 = time.monotonic()
+    what = f"step {ps.index} {ps.spec.name} ({ps.describe})"
+    ctx.dep.progress.info(what)
+    out = kinds.run_kind(ps.kind, ctx, ps.args)
+    passed, why = kinds.evaluate_gate(ps.spec.gate, out)
+    sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",
+                 time.monotonic() - t0, ("passed: " if passed else "failed: ") + why,
+                 0 if passed else (out.exit_code or 1), handler_of, out)
+    hooks.step_finished(sr)
+    return sr
+
+
+def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResult:
+    """Execute the plan against an open Deployment. Never raises for a failed step (the result says); re-raises
+    KeyboardInterrupt after recording it. Appends one audit record."""
+    from pdctl import audit
+
+    hooks = hooks or Hooks()
+    ctx = kinds.RunContext(dep, apply=p.apply)
+    result = RunResult(p)
+    started = time.time()
+    stopped = False
+    try:
+        for ps in p.sequence:
+            if stopped:
+                result.steps.append(StepRun(ps.index, ps.spec.name, ps.spec.action, "not run",
+                                            note=f"not run: the run stopped at {result.failed_step}"))
+                continue
+            if not ps.runs:
+                sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "skipped", note=ps.skip_reason or "")
+                result.steps.append(sr)
+                hooks.step_finished(sr)
+                continue
+            sr = _execute(ps, ctx, hooks, None)
+            result.steps.append(sr)
+            _collect(result, sr)
+            if sr.status == "passed":
+                continue
+            policy = ps.spec.on_failure
+            if isinstance(policy, RunHandler):
+                h = p.handler(policy.run)
+                if not h.runs:
+                    hs = StepRun(h.index, h.spec.name, h.spec.action, "skipped", handler_of=ps.spec.name,
+                                 note=h.skip_reason or "")
+                    result.steps.append(hs)
+                    hooks.step_finished(hs)
+                    result.recommendations.append(
+                        f"step '{ps.spec.name}' failed; handler '{h.spec.name}' ({h.describe}) was not run "
+                        f"because {h.skip_reason}")
+                else:
+                    hs = _execute(h, ctx, hooks, ps.spec.name)
+                    result.steps.append(hs)
+                    _collect(result, hs)
+                    if hs.status == "passed":
+                        sr.status = "recovered"
+                        sr.gate += f" (recovered by handler '{h.spec.name}')"
+                        continue
+            _fail(result, sr)
+            if policy != "continue":
+                stopped = True
+    except KeyboardInterrupt:
+        result.interrupted = True
+        result.exit_code = result.exit_code or 130
+        raise
+    finally:
+        _audit(audit, result, started, audit_log)
+    return result
+
+
+def _collect(result: RunResult, sr: StepRun) -> None:
+    out = sr.outcome
+    if out is None:
+        return
+    if out.health is not None:
+        result.health = out.health
+    if sr.status == "failed" and out.recommendation:
+        result.recommendations.append(f"{sr.name}: {out.recommendation}")
+    if sr.status == "failed" and out.data.get("hint"):
+        result.recommendations.append(f"{sr.name}: {out.data['hint']}")
+
+
+def _fail(result: RunResult, sr: StepRun) -> None:
+    if result.failed_step is None:
+        result.failed_step = sr.name
+        result.exit_code = sr.exit_code or 1
+
+
+def _audit(audit, result: RunResult, started: float, path) -> None:
+    p = result.plan
+    audit.append(f"run {p.playbook.name}", inventory=p.inventory,
+                 args={"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply},
+                 result=result.outcome_text, started=started, path=path,
+                 extra={"exit_code": result.exit_code,
+                        "steps": [s.to_dict(with_data=False) for s in result.steps],
+                        "recommendations": result.recommendations,
+                        "final_health": result.health.to_dict() if result.health is not None else None})

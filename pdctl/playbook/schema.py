@@ -1,0 +1,219 @@
+"""The playbook file: pydantic models and the YAML loader.
+
+A playbook is `name`, `description`, `vars` (defaults) and `steps`, each step
+`{name, action, args, gate, on_failure, when, handler, description}`. Every error names the file, the step (1-based
+index and name) and the field, and raises PlaybookError (exit 2). Step kinds, their argument models and gate keys
+live in `pdctl.playbook.steps`; this module checks a playbook against them without running anything.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pdctl.errors import PlaybookError
+
+STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunHandler(_Strict):
+    """`on_failure: {run: NAME}`: run the handler step NAME; if its gate passes the failure is recovered."""
+
+    run: str
+
+
+OnFailure = Union[Literal["stop", "continue"], RunHandler]
+
+
+class StepSpec(_Strict):
+    name: str
+    action: str
+    description: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    gate: dict[str, Any] = Field(default_factory=dict)
+    on_failure: OnFailure = "stop"
+    when: Optional[str] = None          # a var name (`apply`) or `not NAME`; the step is skipped when false
+    handler: bool = False               # runs only when another step's on_failure names it
+
+    @property
+    def on_failure_text(self) -> str:
+        return f"run {self.on_failure.run}" if isinstance(self.on_failure, RunHandler) else self.on_failure
+
+
+class Playbook(_Strict):
+    name: str
+    description: str = ""
+    vars: dict[str, Any] = Field(default_factory=dict)
+    steps: list[StepSpec] = Field(..., min_length=1)
+    source: str = Field("<memory>", exclude=True)
+
+    def step(self, name: str) -> StepSpec:
+        for s in self.steps:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def index_of(self, name: str) -> int:
+        """1-based position of step `name` in the file."""
+        return next(i for i, s in enumerate(self.steps, 1) if s.name == name)
+
+
+def where(index: int, name: str | None, field: str | None) -> str:
+    """`step 2 'co-restart', field 'gate.verdict'`: how every message points into a playbook."""
+    s = f"step {index}" + (f" '{name}'" if name else "")
+    return s + (f", field '{field}'" if field else "")
+
+
+def _raw_step_name(data: Any, i: int) -> str | None:
+    try:
+        n = data["steps"][i].get("name")
+        return n if isinstance(n, str) else None
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _format_pydantic(source: str, data: Any, err: ValidationError) -> list[str]:
+    lines = []
+    for e in err.errors():
+        loc = list(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        got = e.get("input")
+        got_txt = "" if e["type"] == "missing" or isinstance(got, (dict, list)) else f" (got {got!r})"
+        if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
+            # on_failure's union reports one error per branch; name the field once, plainly.
+            field = ".".join(str(p) for p in loc[2:] if not str(p).startswith(("literal[", "RunHandler")))
+            if loc[2:3] == ["on_failure"]:
+                msg, field = "expected stop, continue or {run: STEP_NAME}", "on_failure"
+            line = f"  {where(loc[1] + 1, _raw_step_name(data, loc[1]), field or None)}: {msg}{got_txt}"
+        else:
+            line = f"  field '{'.'.join(str(p) for p in loc) or '(top level)'}': {msg}{got_txt}"
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def check_playbook(pb: Playbook) -> list[str]:
+    """Cross-step and per-kind checks: names, actions, args keys and types, gate keys, handlers. Problem lines."""
+    from pdctl.playbook import steps as kinds
+
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    for i, s in enumerate(pb.steps, 1):
+        if not STEP_NAME.match(s.name):
+            problems.append(f"  {where(i, s.name, 'name')}: use letters, digits, '-', '_' or '.' (got {s.name!r})")
+        if s.name in seen:
+            problems.append(f"  {where(i, s.name, 'name')}: duplicate step name (also step {seen[s.name]})")
+        seen.setdefault(s.name, i)
+        kind = kinds.REGISTRY.get(s.action)
+        if kind is None:
+            problems.append(f"  {where(i, s.name, 'action')}: unknown action {s.action!r} "
+                            f"(choose from {', '.join(kinds.REGISTRY)})")
+            continue
+        problems += [f"  {where(i, s.name, f)}: {m}" for f, m in kinds.check_args(kind, s.args, with_values=False)]
+        problems += [f"  {where(i, s.name, f)}: {m}" for f, m in kinds.check_gate(kind, s.gate)]
+        if s.when is not None and not re.fullmatch(r"(not\s+)?[A-Za-z_][A-Za-z0-9_.]*", s.when.strip()):
+            problems.append(f"  {where(i, s.name, 'when')}: expected a var name or 'not NAME' (got {s.when!r})")
+    for i, s in enumerate(pb.steps, 1):
+        if isinstance(s.on_failure, RunHandler):
+            target = s.on_failure.run
+            if target == s.name:
+                problems.append(f"  {where(i, s.name, 'on_failure.run')}: a step cannot be its own handler")
+            elif target not in seen:
+                problems.append(f"  {where(i, s.name, 'on_failure.run')}: no step named {target!r} "
+                                f"(steps: {', '.join(seen)})")
+            elif not pb.step(target).handler:
+                problems.append(f"  {where(i, s.name, 'on_failure.run')}: step {target!r} is not a handler "
+                                "(mark it `handler: true` so it runs only on failure)")
+            elif isinstance(pb.step(target).on_failure, RunHandler):
+                problems.append(f"  {where(i, s.name, 'on_failure.run')}: handler {target!r} has its own "
+                                "on_failure run; handlers do not chain")
+    if all(s.handler for s in pb.steps):
+        problems.append("  field 'steps': every step is a handler; nothing would run")
+    return problems
+
+
+def parse_playbook(data: Any, source: str) -> Playbook:
+    """Validate a mapping as a playbook. Raises PlaybookError naming `source`, each bad step and field."""
+    if not isinstance(data, dict):
+        raise PlaybookError(f"{source}: invalid playbook\n  expected a mapping at the top level, "
+                            f"got {type(data).__name__}")
+    try:
+        pb = Playbook.model_validate(data)
+    except ValidationError as err:
+        raise PlaybookError("\n".join([f"{source}: invalid playbook"] + _format_pydantic(source, data, err)),
+                            hint="see docs/playbooks/README.md for the playbook format") from None
+    pb.source = source
+    problems = check_playbook(pb)
+    if problems:
+        raise PlaybookError("\n".join([f"{source}: invalid playbook"] + problems),
+                            hint="see docs/playbooks/README.md for the playbook format")
+    return pb
+
+
+def load_playbook(path: str | Path) -> Playbook:
+    """Read, parse and check the playbook file at `path`. Raises PlaybookError."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise PlaybookError(f"{p}: cannot read playbook: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
+        raise PlaybookError(f"{p}:{at} not valid YAML: {getattr(e, 'problem', e)}") from None
+    return parse_playbook(data, str(p))
+
+
+# -- finding a playbook by name -------------------------------------------------------------------------------
+
+def shipped_dirs() -> list[Path]:
+    """Where shipped playbooks are looked up, in order: each dir of $PDCTL_PLAYBOOK_PATH (colon-separated), the
+    `playbooks/` directory next to the installed `pdctl` package (a checkout or an editable install), and
+    `pdctl/playbook/shipped/` (package data, for wheels that bundle them)."""
+    import os
+
+    out = [Path(d) for d in os.environ.get("PDCTL_PLAYBOOK_PATH", "").split(os.pathsep) if d]
+    here = Path(__file__).resolve().parent
+    out += [here.parents[1] / "playbooks", here / "shipped"]
+    return out
+
+
+def shipped_playbooks() -> dict[str, Path]:
+    """name -> file of every playbook found in `shipped_dirs()` (the first one found wins)."""
+    found: dict[str, Path] = {}
+    for d in shipped_dirs():
+        if d.is_dir():
+            for f in sorted(d.glob("*.yaml")):
+                found.setdefault(f.stem, f)
+    return found
+
+
+def resolve_playbook(ref: str) -> Path:
+    """A path to an existing file, else the shipped playbook of that name. Raises PlaybookError (exit 2)."""
+    p = Path(ref)
+    if p.is_file():
+        return p
+    name = p.name.removesuffix(".yaml").removesuffix(".yml")
+    if p.parent == Path(".") or str(p.parent) == "":
+        shipped = shipped_playbooks()
+        if name in shipped:
+            return shipped[name]
+        names = ", ".join(sorted(shipped)) or "none found"
+        raise PlaybookError(f"{ref}: no such file and no shipped playbook of that name (shipped: {names})",
+                            hint="looked in: " + ", ".join(str(d) for d in shipped_dirs()))
+    raise PlaybookError(f"{ref}: no such playbook file")

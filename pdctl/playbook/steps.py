@@ -1,0 +1,607 @@
+"""The registry of step kinds a playbook can use, their argument models, and the gates that judge their results.
+
+Each kind is a StepKind: an argument model (pydantic, unknown keys refused), the gate keys it understands, whether it
+changes the deployment, and `run(ctx, args) -> StepOutcome`. Kinds call the ops library (`pdctl.ops.*`); the issue-4
+ops (storm, triage, verify inflight) are imported lazily through `_issue4`, and a kind whose op is missing from this
+build fails with StepUnavailable (exit 2) naming what is missing. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from pdctl.errors import PdctlError, UsageError
+
+ROLE = Literal["prefill", "decode", "router"]
+KNOWN_LAYERS = ("health", "e2e", "transfer", "flags", "lineage", "inflight")
+
+
+class StepUnavailable(UsageError):
+    """A step kind whose op is not part of this build (exit 2)."""
+
+
+@dataclass
+class StepOutcome:
+    """What a step's action observed. `ok` is the action's own verdict; the gate decides whether the run goes on."""
+
+    ok: bool
+    summary: str
+    exit_code: int = 0                   # what a failed gate exits with (1 = a check failed; from an error otherwise)
+    verdict: Optional[str] = None        # storm / inflight / triage verdict
+    layers: dict[str, bool] = field(default_factory=dict)   # verify layers: name -> no FAIL in it
+    exit_status: Optional[int] = None    # shell: the command's exit code
+    stdout: str = ""
+    stderr: str = ""
+    recommendation: Optional[str] = None
+    health: Any = None                   # a HealthReport when the step ran final-health
+    data: dict[str, Any] = field(default_factory=dict)
+    error: Optional[str] = None          # the action raised: its message (the gate then fails)
+
+    def to_dict(self, *, with_data: bool = True) -> dict[str, Any]:
+        d = {"ok": self.ok, "summary": self.summary, "verdict": self.verdict, "layers": self.layers,
+             "exit_status": self.exit_status, "recommendation": self.recommendation, "error": self.error}
+        if self.exit_status is not None:
+            d["stdout"], d["stderr"] = self.stdout[-2000:], self.stderr[-2000:]
+        if with_data:
+            d["data"] = self.data
+        return {k: v for k, v in d.items() if v not in (None, {}, "")} | {"ok": self.ok}
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _OpenArgs(BaseModel):
+    """Args passed through to an issue-4 op; keys are checked against the op's signature when it is available."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class StepKind:
+    name: str
+    args: type[BaseModel]
+    gate_keys: tuple[str, ...]
+    mutating: bool
+    run: Callable[["RunContext", BaseModel], StepOutcome]
+    describe: Callable[[BaseModel], str]
+    summary: str = ""
+    available: Callable[[], Optional[str]] = lambda: None   # None = available, else why not
+    signature_of: Optional[Callable[[], Optional[inspect.Signature]]] = None
+
+
+@dataclass
+class RunContext:
+    """What a step can use: the open Deployment (one connection per host) and the run's flags."""
+
+    dep: Any
+    apply: bool = False
+    cancelled: Callable[[], bool] = lambda: False
+
+
+# -- gates --------------------------------------------------------------------------------------------------------
+
+def _str_list(v: Any) -> list[str]:
+    if isinstance(v, str):
+        return [v]
+    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        return v
+    raise ValueError("expected a name or a non-empty list of names")
+
+
+def _int_list(v: Any) -> list[int]:
+    if isinstance(v, bool):
+        raise ValueError("expected an integer or a list of integers")
+    if isinstance(v, int):
+        return [v]
+    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return v
+    raise ValueError("expected an integer or a list of integers")
+
+
+def _layers_list(v: Any) -> list[str]:
+    names = _str_list(v)
+    bad = [n for n in names if n not in KNOWN_LAYERS]
+    if bad:
+        raise ValueError(f"unknown layer {bad[0]!r} (choose from {', '.join(KNOWN_LAYERS)})")
+    return names
+
+
+def _bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError("expected true or false")
+    return v
+
+
+def _text(v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise ValueError("expected a non-empty string")
+    return v
+
+
+GATE_SPECS: dict[str, Callable[[Any], Any]] = {
+    "ok": _bool, "layers_pass": _layers_list, "verdict": _str_list, "exit_code": _int_list,
+    "stdout_contains": _text,
+}
+
+
+def check_gate(kind: StepKind, gate: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, problem) for every gate key the kind does not understand or whose value is malformed."""
+    out = []
+    for k, v in gate.items():
+        if k not in kind.gate_keys:
+            out.append((f"gate.{k}", f"not a gate of action {kind.name!r} (its gates: {', '.join(kind.gate_keys)})"))
+            continue
+        try:
+            GATE_SPECS[k](v)
+        except ValueError as e:
+            out.append((f"gate.{k}", str(e)))
+    return out
+
+
+def evaluate_gate(gate: dict[str, Any], out: StepOutcome) -> tuple[bool, str]:
+    """(passed, why). No gate = the action's own ok. An action that raised never passes."""
+    if out.error is not None:
+        return False, f"error: {out.error.splitlines()[0]}"
+    if not gate:
+        return out.ok, "action ok" if out.ok else "action not ok"
+    why = []
+    for k, v in gate.items():
+        if k == "ok":
+            good = out.ok is v
+            why.append(f"ok={str(out.ok).lower()}" + ("" if good else f" (want {str(v).lower()})"))
+        elif k == "layers_pass":
+            names = GATE_SPECS[k](v)
+            missing = [n for n in names if n not in out.layers]
+            failing = [n for n in names if n in out.layers and not out.layers[n]]
+            good = not missing and not failing
+            why.append(f"layers {', '.join(names)} pass" if good else
+                       "layers " + "; ".join(x for x in (f"failed: {', '.join(failing)}" if failing else "",
+                                                          f"not run: {', '.join(missing)}" if missing else "") if x))
+        elif k == "verdict":
+            names = GATE_SPECS[k](v)
+            good = out.verdict in names
+            why.append(f"verdict {out.verdict}" + ("" if good else f" (want {' or '.join(names)})"))
+        elif k == "exit_code":
+            codes = GATE_SPECS[k](v)
+            good = out.exit_status in codes
+            why.append(f"exit code {out.exit_status}" + ("" if good else f" (want {' or '.join(map(str, codes))})"))
+        elif k == "stdout_contains":
+            good = v in out.stdout
+            why.append(f"stdout {'contains' if good else 'lacks'} {v!r}")
+        else:  # refused at load time; kept for safety
+            good = False
+            why.append(f"unknown gate {k}")
+        if not good:
+            return False, "; ".join(why)
+    return True, "; ".join(why)
+
+
+def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool) -> list[tuple[str, str]]:
+    """(field, problem) for the args. Without values (load time, `${...}` not yet substituted) only keys are
+    checked; with values the whole model is validated."""
+    out: list[tuple[str, str]] = []
+    model = kind.args
+    if model.model_config.get("extra") == "forbid":
+        for k in args:
+            if k not in model.model_fields:
+                out.append((f"args.{k}", f"unknown argument of action {kind.name!r} "
+                                         f"(its arguments: {', '.join(model.model_fields) or 'none'})"))
+    elif kind.signature_of is not None:
+        sig = kind.signature_of()
+        if sig is not None and not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            params = [n for n in sig.parameters if n not in _INTERNAL_PARAMS]
+            for k in args:
+                if k not in params:
+                    out.append((f"args.{k}", f"unknown argument of action {kind.name!r} "
+                                             f"(its arguments: {', '.join(params) or 'none'})"))
+    if out or not with_values:
+        if not with_values and kind.name == "wait":
+            out += _check_wait_until(args)
+        return out
+    try:
+        model.model_validate(args)
+    except ValidationError as err:
+        for e in err.errors():
+            loc = ".".join(str(p) for p in e["loc"])
+            msg = e["msg"].removeprefix("Value error, ")
+            out.append((f"args.{loc}" if loc else "args", msg + ("" if e["type"] == "missing" else
+                                                               f" (got {e.get('input')!r})")))
+    return out
+
+
+def _check_wait_until(args: dict[str, Any]) -> list[tuple[str, str]]:
+    until = args.get("until")
+    if not isinstance(until, dict):
+        return []
+    kind = REGISTRY.get(until.get("action", ""))
+    if kind is None or kind.mutating or kind.name == "wait":
+        ok = ", ".join(n for n, k in REGISTRY.items() if not k.mutating and n != "wait")
+        return [("args.until.action", f"expected a read-only check ({ok}), got {until.get('action')!r}")]
+    return [(f"args.until.{f}", m) for f, m in check_args(kind, until.get("args") or {}, with_values=False)] + \
+        [(f"args.until.{f}", m) for f, m in check_gate(kind, until.get("gate") or {})]
+
+
+def _failure(e: PdctlError) -> StepOutcome:
+    return StepOutcome(False, e.message.splitlines()[0], exit_code=e.exit_code, error=e.message,
+                       data={"hint": e.hint} if e.hint else {})
+
+
+def _health_outcome(report, prefix: str = "final-health") -> tuple[bool, dict[str, bool], str]:
+    layers = {name: not any(r.failed for r in rs) for name, rs in report.layers.items()}
+    fails = report.failures()
+    if report.ok:
+        return True, layers, f"{prefix}: PASS ({', '.join(layers)})"
+    first = "; ".join(f"{r.target} {r.name}: {r.observed or r.detail}" for r in fails[:3])
+    return False, layers, f"{prefix}: FAIL in {', '.join(n for n, v in layers.items() if not v)} ({first})"
+
+
+# -- verify ---------------------------------------------------------------------------------------------------------
+
+class VerifyArgs(_Args):
+    layers: Optional[list[Literal["health", "e2e", "transfer", "flags", "lineage", "inflight"]]] = None
+    since_baseline: bool = False
+
+
+def _run_verify(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
+    import json
+
+    from pdctl import state
+    from pdctl.ops import verify
+
+    layers = tuple(a.layers) if a.layers else verify.LAYERS
+    supported = set(getattr(verify, "ALL_LAYERS", verify.LAYERS)) | set(verify.LAYERS)
+    missing = [x for x in layers if x not in supported]
+    if missing and "inflight" in missing:
+        # issue 4 may add the inflight layer under another name; otherwise say plainly that it is missing
+        raise StepUnavailable("verify layer 'inflight' is not available in this build (pdctl.ops.verify has no "
+                              "inflight layer yet)", hint="use an `inflight` step, or drop the layer")
+    baseline = None
+    if a.since_baseline:
+        p = state.state_dir() / f"baseline-{ctx.dep.inv.name}.json"
+        try:
+            baseline = json.loads(p.read_text())
+        except (OSError, ValueError):
+            raise UsageError(f"since_baseline: no baseline recorded for {ctx.dep.inv.name!r} ({p})",
+                             hint="run `pdctl verify final-health --record-baseline` first") from None
+    report = verify.final_health(ctx.dep, baseline=baseline, layers=layers)
+    ok, per_layer, summary = _health_outcome(report)
+    return StepOutcome(ok, summary, exit_code=0 if ok else 1, layers=per_layer, health=report,
+                       data={"final_health": report.to_dict()})
+
+
+# -- restart / deploy -------------------------------------------------------------------------------------------------
+
+class RestartArgs(_Args):
+    pair: bool = True
+    roles: Optional[list[ROLE]] = None
+    override_hazard: bool = False
+    verify: bool = True
+
+    @model_validator(mode="after")
+    def _what(self) -> "RestartArgs":
+        if self.roles and self.pair:
+            raise ValueError("give pair: true or roles: [...], not both (set pair: false with roles)")
+        if not self.roles and not self.pair:
+            raise ValueError("nothing to restart: pair is false and no roles given")
+        return self
+
+
+def _run_restart(ctx: RunContext, a: RestartArgs) -> StepOutcome:
+    from pdctl.ops.restart import PAIR, restart
+
+    roles = PAIR if a.pair else tuple(a.roles or ())
+    res = restart(ctx.dep, roles=roles, override_hazard=a.override_hazard, verify=a.verify)
+    steps = f"{len(res.steps)} restart steps in {sum(s.seconds for s in res.steps):.1f}s"
+    if res.health is None:
+        return StepOutcome(True, f"restarted {'/'.join(roles)}: {steps}", data=res.to_dict())
+    ok, layers, fh = _health_outcome(res.health)
+    return StepOutcome(ok, f"restarted {'/'.join(roles)}: {steps}; {fh}", exit_code=0 if ok else 1, layers=layers,
+                       health=res.health, data=res.to_dict())
+
+
+class DeployArgs(_Args):
+    verify: bool = True
+
+
+def _run_deploy(ctx: RunContext, a: DeployArgs) -> StepOutcome:
+    from pdctl.ops.deploy import deploy
+
+    res = deploy(ctx.dep, verify=a.verify)
+    what = f"deploy: {res.plan.action} ({res.plan.reason})"
+    if res.health is None:
+        return StepOutcome(True, what, data=res.to_dict())
+    ok, layers, fh = _health_outcome(res.health)
+    return StepOutcome(ok, f"{what}; {fh}", exit_code=0 if ok else 1, layers=layers, health=res.health,
+                       data=res.to_dict())
+
+
+# -- issue 4: storm, triage, inflight (lazy) -------------------------------------------------------------------------
+
+_ISSUE4 = {
+    "storm": ("pdctl.ops.storm", ("storm", "run_storm")),
+    "triage": ("pdctl.ops.triage", ("triage", "run_triage")),
+    "inflight": ("pdctl.ops.inflight", ("sample_inflight", "verify_inflight")),
+}
+
+
+def _issue4(kind: str) -> Callable[..., Any]:
+    """The op function of an issue-4 kind. Raises StepUnavailable when this build does not have it."""
+    import importlib
+
+    module, names = _ISSUE4[kind]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        if getattr(e, "name", None) and not module.startswith(str(e.name)):
+            raise  # the module exists but something it imports is broken: show that
+        raise StepUnavailable(f"step kind {kind!r} is not available in this build: {module} is missing",
+                              hint=f"`pdctl {kind if kind != 'inflight' else 'verify inflight'}` ships with issue 4")
+    for n in names:
+        fn = getattr(mod, n, None)
+        if callable(fn):
+            return fn
+    raise StepUnavailable(f"step kind {kind!r} is not available in this build: {module} has none of "
+                          f"{', '.join(names)}")
+
+
+def _issue4_available(kind: str) -> Callable[[], Optional[str]]:
+    def check() -> Optional[str]:
+        try:
+            _issue4(kind)
+            return None
+        except StepUnavailable as e:
+            return e.message
+    return check
+
+
+def _issue4_signature(kind: str) -> Callable[[], Optional[inspect.Signature]]:
+    def sig() -> Optional[inspect.Signature]:
+        try:
+            return inspect.signature(_issue4(kind))
+        except (StepUnavailable, ValueError, TypeError):
+            return None
+    return sig
+
+
+#: parameters of the issue-4 ops that are plumbing, never playbook arguments
+_INTERNAL_PARAMS = {"dep", "deployment", "progress", "stop", "what", "clock", "sleep", "on_sample", "cancel",
+                    "http", "client", "rng", "seed_rng"}
+
+
+def _call_issue4(kind: str, ctx: RunContext, args: BaseModel) -> Any:
+    fn = _issue4(kind)
+    kwargs = dict(args.model_dump(exclude_unset=True))
+    kwargs.update(args.model_extra or {})
+    return fn(ctx.dep, **kwargs)
+
+
+def _as_dict(res: Any) -> dict[str, Any]:
+    if hasattr(res, "to_dict"):
+        return res.to_dict()
+    if isinstance(res, dict):
+        return res
+    return {"result": repr(res)}
+
+
+def _verdict_of(res: Any, d: dict[str, Any]) -> Optional[str]:
+    v = getattr(res, "verdict", None) if not isinstance(res, dict) else res.get("verdict")
+    if v is None:
+        v = d.get("verdict")
+    if v is not None and not isinstance(v, str):
+        v = getattr(v, "verdict", None) or getattr(v, "value", None) or (v.get("verdict") if isinstance(v, dict) else None)
+    return v
+
+
+def _ok_of(res: Any, d: dict[str, Any], verdict: Optional[str], good: tuple[str, ...]) -> bool:
+    ok = getattr(res, "ok", None) if not isinstance(res, dict) else res.get("ok")
+    if callable(ok):
+        ok = ok()
+    if ok is None:
+        ok = d.get("ok")
+    if ok is None:
+        ok = verdict in good
+    return bool(ok)
+
+
+def _issue4_outcome(kind: str, res: Any, good: tuple[str, ...]) -> StepOutcome:
+    d = _as_dict(res)
+    verdict = _verdict_of(res, d)
+    ok = _ok_of(res, d, verdict, good)
+    rec = getattr(res, "recommendation", None) or d.get("recommendation")
+    summary = getattr(res, "summary", None) or d.get("summary") or d.get("finding") or \
+        (d.get("judgement") or {}).get("summary") or ""
+    if not isinstance(summary, str):
+        summary = str(summary)
+    if isinstance(rec, (list, tuple)):
+        rec = "; ".join(map(str, rec))
+    head = f"{kind}: " + (f"verdict {verdict}" if verdict else ("ok" if ok else "not ok"))
+    return StepOutcome(ok, head + (f"; {summary}" if summary else ""), exit_code=0 if ok else 1, verdict=verdict,
+                       recommendation=str(rec) if rec else None, data=d)
+
+
+class StormArgs(_OpenArgs):
+    requests: Optional[int] = Field(None, ge=1)
+    target: Optional[str] = None
+
+
+class TriageArgs(_OpenArgs):
+    pass
+
+
+class InflightArgs(_Args):
+    window_s: float = Field(30.0, gt=0, le=3600)
+    interval_s: float = Field(3.0, gt=0, le=600)
+
+
+def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
+    return _issue4_outcome("storm", _call_issue4("storm", ctx, a), ("drained",))
+
+
+def _run_triage(ctx: RunContext, a: TriageArgs) -> StepOutcome:
+    return _issue4_outcome("triage", _call_issue4("triage", ctx, a), ("healthy", "ok", "clean"))
+
+
+def _run_inflight(ctx: RunContext, a: InflightArgs) -> StepOutcome:
+    return _issue4_outcome("inflight", _call_issue4("inflight", ctx, a), ("drained", "busy"))
+
+
+# -- shell ----------------------------------------------------------------------------------------------------------------
+
+class ShellArgs(_Args):
+    role: ROLE
+    index: int = Field(0, ge=0)
+    command: Union[str, list[str]]
+    timeout: float = Field(60.0, gt=0, le=3600)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+def shell_command(a: ShellArgs) -> str:
+    """The command line sent to the host: a list is quoted element by element; env names checked, values quoted.
+    (`${...}` values inside a string command were quoted when substituted.)"""
+    from pdctl.shell import env_assignments, quote_argv
+
+    cmd = quote_argv(a.command) if isinstance(a.command, list) else a.command
+    return f"env {env_assignments(a.env)} sh -c {quote_argv([cmd])}" if a.env else cmd
+
+
+def _run_shell(ctx: RunContext, a: ShellArgs) -> StepOutcome:
+    from pdctl.secrets import mask_text, secret_values
+
+    instances = getattr(ctx.dep.inv.roles, a.role)
+    if a.index >= len(instances):
+        raise UsageError(f"shell: {a.role} has {len(instances)} instance(s), no index {a.index}")
+    inst = instances[a.index]
+    secrets = secret_values({**inst.env, **a.env})
+    res = ctx.dep.transport(inst.host).run(shell_command(a), timeout=a.timeout)
+    out, err = mask_text(res.stdout, secrets), mask_text(res.stderr, secrets)
+    last = (out.strip().splitlines() or err.strip().splitlines() or [""])[-1][:160]
+    if res.timed_out:
+        summary = f"timed out after {a.timeout:g}s on {inst.host} (timeout {a.timeout:g}s expired)"
+    else:
+        summary = f"exit {res.exit_code} on {inst.host}" + (f": {last}" if last else "")
+    return StepOutcome(res.ok, summary, exit_code=0 if res.ok else 1,
+                       exit_status=None if res.timed_out else res.exit_code, stdout=out, stderr=err,
+                       data={"host": inst.host, "timed_out": res.timed_out})
+
+
+# -- wait -----------------------------------------------------------------------------------------------------------------
+
+class UntilSpec(_Args):
+    action: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    gate: dict[str, Any] = Field(default_factory=dict)
+
+
+class WaitArgs(_Args):
+    seconds: Optional[float] = Field(None, gt=0, le=86400)
+    until: Optional[UntilSpec] = None
+    timeout: float = Field(300.0, gt=0, le=86400)
+    interval: float = Field(2.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _one(self) -> "WaitArgs":
+        if (self.seconds is None) == (self.until is None):
+            raise ValueError("give exactly one of seconds (a fixed wait) or until (a check to pass)")
+        return self
+
+
+def _run_wait(ctx: RunContext, a: WaitArgs) -> StepOutcome:
+    progress = ctx.dep.progress
+    t0 = time.monotonic()
+    if a.seconds is not None:
+        while (elapsed := time.monotonic() - t0) < a.seconds:
+            progress.waiting(f"{a.seconds:g}s to pass", elapsed, a.seconds)
+            time.sleep(min(0.5, a.seconds - elapsed))
+        return StepOutcome(True, f"waited {a.seconds:g}s")
+    spec = a.until
+    kind = REGISTRY[spec.action]
+    args = kind.args.model_validate(spec.args)
+    tries, why = 0, ""
+    while True:
+        tries += 1
+        try:
+            out = kind.run(ctx, args)
+        except StepUnavailable:
+            raise
+        except PdctlError as e:
+            out = _failure(e)
+        passed, why = evaluate_gate(spec.gate, out)
+        elapsed = time.monotonic() - t0
+        if passed:
+            return StepOutcome(True, f"{spec.action} passed after {elapsed:.1f}s ({tries} tries): {why}",
+                               verdict=out.verdict, layers=out.layers, health=out.health)
+        if elapsed + a.interval > a.timeout:
+            return StepOutcome(False, f"{spec.action} did not pass within the wait timeout of {a.timeout:g}s "
+                                      f"({tries} tries); last: {why}", exit_code=1, verdict=out.verdict,
+                               layers=out.layers, health=out.health, data={"last": out.to_dict()})
+        progress.waiting(f"{spec.action} to pass", elapsed, a.timeout, detail=why)
+        if ctx.cancelled():
+            raise KeyboardInterrupt
+        time.sleep(a.interval)
+
+
+# -- descriptions for the plan ---------------------------------------------------------------------------------------------
+
+def _describe_args(a: BaseModel) -> str:
+    d = a.model_dump(exclude_unset=True)
+    d.update(getattr(a, "model_extra", None) or {})
+    return " ".join(f"{k}={v}" for k, v in d.items())
+
+
+def _describe_verify(a: VerifyArgs) -> str:
+    return "verify final-health" + (f" --layer {','.join(a.layers)}" if a.layers else " (all layers)") + \
+        (" --since-baseline" if a.since_baseline else "")
+
+
+def _describe_restart(a: RestartArgs) -> str:
+    s = "restart --pair" if a.pair else "restart " + " ".join(f"--role {r}" for r in a.roles or ())
+    return s + (" --override-hazard" if a.override_hazard else "") + ("" if a.verify else " --no-verify")
+
+
+def _describe_shell(a: ShellArgs) -> str:
+    from pdctl.secrets import mask_text
+
+    return f"shell on {a.role}[{a.index}]: {mask_text(shell_command(a))}"
+
+
+def _describe_wait(a: WaitArgs) -> str:
+    if a.seconds is not None:
+        return f"wait {a.seconds:g}s"
+    return f"wait until {a.until.action} passes (every {a.interval:g}s, at most {a.timeout:g}s)"
+
+
+REGISTRY: dict[str, StepKind] = {k.name: k for k in (
+    StepKind("verify", VerifyArgs, ("ok", "layers_pass"), False, _run_verify, _describe_verify,
+             "final-health, all layers or the ones named"),
+    StepKind("restart", RestartArgs, ("ok", "layers_pass"), True, _run_restart, _describe_restart,
+             "the ordered co-restart (pair), then final-health"),
+    StepKind("deploy", DeployArgs, ("ok", "layers_pass"), True, _run_deploy,
+             lambda a: "deploy" + ("" if a.verify else " --no-verify"), "render, install, co-start, final-health"),
+    StepKind("storm", StormArgs, ("ok", "verdict"), True, _run_storm,
+             lambda a: ("storm " + _describe_args(a)).strip(), "abort storm with a drain verdict (issue 4)",
+             _issue4_available("storm"), _issue4_signature("storm")),
+    StepKind("triage", TriageArgs, ("ok", "verdict"), False, _run_triage,
+             lambda a: ("triage " + _describe_args(a)).strip(), "the stall decision path (issue 4)",
+             _issue4_available("triage"), _issue4_signature("triage")),
+    StepKind("inflight", InflightArgs, ("ok", "verdict"), False, _run_inflight,
+             lambda a: f"verify inflight --window {a.window_s:g} --interval {a.interval_s:g}", "drained / busy / pinned (issue 4)",
+             _issue4_available("inflight"), _issue4_signature("inflight")),
+    StepKind("wait", WaitArgs, ("ok",), False, _run_wait, _describe_wait,
+             "a fixed duration, or until a read-only check passes (bounded)"),
+    StepKind("shell", ShellArgs, ("ok", "exit_code", "stdout_contains"), True, _run_shell, _describe_shell,
+             "a command on a role's host, output captured"),
+)}
+
+
+def run_kind(kind: StepKind, ctx: RunContext, args: BaseModel) -> StepOutcome:
+    """Run one step's action. A PdctlError becomes a failed outcome carrying its exit code; nothing else is caught."""
+    try:
+        return kind.run(ctx, args)
+    except PdctlError as e:
+        return _failure(e)

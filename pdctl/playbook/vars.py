@@ -1,0 +1,105 @@
+"""`${...}` substitution in step args and `when`, from the inventory, the playbook's vars and `--var k=v`.
+
+Names: `inventory.FIELD` (any inventory field: `inventory.name`, `inventory.served_model_name`), `roles.ROLE.I.FIELD`
+(`roles.decode.0.port`), `hosts.NAME.FIELD`, `vars.NAME` or just `NAME` (playbook vars overridden by --var), and
+`apply` (true with --apply). A string that is exactly one `${x}` keeps the value's type (a port stays an int); inside
+a longer string the value is inserted as text, shell-quoted when the string is a shell command. `$${` is a literal
+`${`. Pure functions; unknown names raise VarError.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+_REF = re.compile(r"\$\$\{|\$\{([^{}]*)\}")
+
+
+class VarError(ValueError):
+    """An unknown or unusable `${name}`."""
+
+
+def parse_cli_vars(items: list[str] | None) -> dict[str, Any]:
+    """`["k=v", ...]` -> {k: v}, each value read as YAML (10 -> int, true -> bool, text -> str). Raises ValueError."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"--var {item!r}: expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        k = k.strip()
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
+            raise ValueError(f"--var {item!r}: {k!r} is not a valid name")
+        if k == "apply":
+            raise ValueError("--var apply=...: use the --apply flag")
+        try:
+            out[k] = yaml.safe_load(v) if v.strip() else ""
+        except yaml.YAMLError:
+            out[k] = v
+        if isinstance(out[k], (dict, list)) or out[k] is None:
+            out[k] = v
+    return out
+
+
+def build_scope(inv, playbook_vars: dict[str, Any], cli_vars: dict[str, Any], apply: bool) -> dict[str, Any]:
+    """The names `${...}` can reach. Playbook var defaults may themselves use inventory names."""
+    data = inv.model_dump(mode="json")
+    base = {"inventory": data, "roles": data["roles"], "hosts": data["hosts"], "apply": apply}
+    resolved = {k: substitute(v, {**base, "vars": {}}) for k, v in playbook_vars.items()}
+    resolved.update(cli_vars)
+    return {**resolved, **base, "vars": resolved}
+
+
+def lookup(name: str, scope: dict[str, Any]) -> Any:
+    parts = [p for p in name.strip().split(".")]
+    if not parts or not all(parts):
+        raise VarError(f"${{{name}}}: empty name")
+    cur: Any = scope
+    for i, p in enumerate(parts):
+        if isinstance(cur, dict) and p in cur:
+            cur = cur[p]
+        elif isinstance(cur, list) and p.isdigit() and int(p) < len(cur):
+            cur = cur[int(p)]
+        else:
+            at = ".".join(parts[:i]) or "(top)"
+            if i == 0:
+                known = sorted(k for k in scope if k != "vars")
+                raise VarError(f"${{{name}}}: unknown variable {p!r} (known: {', '.join(known)}; "
+                               "pass --var NAME=VALUE to set one)")
+            options = ", ".join(map(str, cur)) if isinstance(cur, dict) else f"0..{len(cur) - 1}" \
+                if isinstance(cur, list) else type(cur).__name__
+            raise VarError(f"${{{name}}}: {at} has no {p!r} (has: {options})")
+    return cur
+
+
+def substitute(value: Any, scope: dict[str, Any], *, quote: Callable[[Any], str] | None = None) -> Any:
+    """`value` with every `${name}` replaced (recursively in lists and dicts). Raises VarError."""
+    if isinstance(value, dict):
+        return {k: substitute(v, scope, quote=quote) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, scope, quote=quote) for v in value]
+    if not isinstance(value, str) or "$" not in value:
+        return value
+    whole = _REF.fullmatch(value)
+    if whole and whole.group(1) is not None and quote is None:
+        return lookup(whole.group(1), scope)
+
+    def one(m: re.Match) -> str:
+        if m.group(1) is None:
+            return "${"
+        v = lookup(m.group(1), scope)
+        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return quote(text) if quote else text
+
+    return _REF.sub(one, value)
+
+
+def truthy(when: str, scope: dict[str, Any]) -> bool:
+    """`apply` / `not apply` / any var name, as a boolean (strings: true/yes/1/on)."""
+    w = when.strip()
+    neg = w.startswith("not ")
+    v = lookup(w[4:].strip() if neg else w, scope)
+    if isinstance(v, str):
+        v = v.strip().lower() in ("1", "true", "yes", "on")
+    return (not bool(v)) if neg else bool(v)

@@ -1,0 +1,112 @@
+"""Printing for `pdctl run` and `pdctl history`: the plan, a line per step as it starts and ends, the summary,
+and the audit log table. Like pdctl.render, the only place these commands print."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from rich.table import Table
+from rich.text import Text
+
+from pdctl.render import console
+
+_STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim"}
+
+
+def plan(p, *, stderr: bool = False, unavailable: Iterable[str] = ()) -> None:
+    """The steps before a run starts (and the whole output of --dry-run)."""
+    c = console(stderr=stderr)
+    pb = p.playbook
+    c.print(Text(f"playbook {pb.name}", style="bold") + Text(f"  ({pb.source})", style="dim"))
+    if pb.description:
+        c.print(Text(pb.description.strip().splitlines()[0], style="dim"))
+    c.print(Text(f"inventory: {p.inventory}   apply: {'yes' if p.apply else 'no'}", style="dim"))
+    if p.vars:
+        c.print(Text("vars: " + " ".join(f"{k}={v}" for k, v in p.vars.items()), style="dim"))
+    t = Table(title="plan", title_justify="left")
+    for col in ("#", "step", "does", "gate", "on failure", "runs"):
+        t.add_column(col, overflow="fold")
+    for s in p.steps:
+        gate = ", ".join(f"{k}: {v}" for k, v in s.spec.gate.items()) or "action ok"
+        if s.spec.handler:
+            runs = Text("as handler" + ("" if s.runs else f"; {s.skip_reason}"), style="yellow" if s.runs else "dim")
+        else:
+            runs = Text("yes", style="green") if s.runs else Text(f"no: {s.skip_reason}", style="dim")
+        t.add_row(str(s.index), s.spec.name, s.describe, gate, s.spec.on_failure_text, runs)
+    c.print(t)
+    for why in unavailable:
+        c.print(Text("warning: ", style="yellow") + Text(why))
+
+
+class StepPrinter:
+    """Hooks for the runner: one line when a step starts, one with its result and gate verdict when it ends."""
+
+    def __init__(self, total: int, *, quiet: bool = False):
+        self.c = console(stderr=True)
+        self.total = total
+        self.quiet = quiet
+
+    def started(self, step, handler_of) -> None:
+        if self.quiet:
+            return
+        via = f" (handler of {handler_of})" if handler_of else ""
+        self.c.print(Text(f"==> step {step.index}/{self.total} {step.spec.name}{via}: ", style="bold cyan") +
+                     Text(step.describe))
+
+    def finished(self, run) -> None:
+        if self.quiet:
+            return
+        style = _STATUS_STYLE.get(run.status, "")
+        head = Text(f"<== step {run.index}/{self.total} {run.name}: ", style="bold") + \
+            Text(run.status.upper(), style=style)
+        if run.status in ("skipped", "not run"):
+            self.c.print(head + Text(f"  {run.note}", style="dim"))
+            return
+        self.c.print(head + Text(f" ({run.duration_s:.1f}s)  gate {run.gate}"))
+        if run.outcome and run.outcome.summary:
+            self.c.print(Text(f"    {run.outcome.summary}", style="dim"))
+        if run.outcome and run.outcome.exit_status is not None and run.status == "failed":
+            for line in (run.outcome.stdout + run.outcome.stderr).strip().splitlines()[-5:]:
+                self.c.print(Text(f"    | {line}", style="dim"))
+
+
+def summary(result) -> None:
+    c = console()
+    t = Table(title=f"run {result.plan.playbook.name}", title_justify="left")
+    for col in ("#", "step", "action", "status", "seconds", "gate", "result"):
+        t.add_column(col, overflow="fold")
+    for s in result.steps:
+        name = s.name + (f" (handler of {s.handler_of})" if s.handler_of else "")
+        t.add_row(str(s.index), name, s.action, Text(s.status, style=_STATUS_STYLE.get(s.status, "")),
+                  f"{s.duration_s:.1f}" if s.status not in ("skipped", "not run") else "",
+                  s.gate, s.summary)
+    c.print(t)
+    if result.health is not None:
+        from pdctl.render import health_report
+
+        health_report(result.health)
+    for r in result.recommendations:
+        c.print(Text("recommendation: ", style="yellow") + Text(r))
+    if result.ok:
+        c.print(Text(f"playbook {result.plan.playbook.name}: PASS", style="bold green"))
+    else:
+        c.print(Text(f"playbook {result.plan.playbook.name}: FAIL (exit {result.exit_code}) - {result.outcome_text}",
+                     style="bold red"))
+
+
+def history(records: list[dict[str, Any]]) -> None:
+    t = Table(title="audit log", title_justify="left")
+    for col in ("time", "operator", "action", "result", "seconds", "inventory"):
+        t.add_column(col, overflow="fold")
+    for r in records:
+        if "corrupt" in r:
+            t.add_row("", "", Text("CORRUPT LINE", style="bold red"), Text(str(r["corrupt"])[:120], style="red"), "", "")
+            continue
+        res = str(r.get("result", ""))
+        t.add_row(str(r.get("time", "")), str(r.get("operator", "")), str(r.get("action", "")),
+                  Text(res, style="green" if res == "ok" else "red"), f"{r.get('duration_s', 0):.1f}",
+                  str(r.get("inventory", "")))
+    c = console()
+    c.print(t)
+    if not records:
+        c.print(Text("no records", style="dim"))
