@@ -79,6 +79,11 @@ class PrefillKVManager:
         self.aborted_rooms: dict[int, float] = {}
         self.lock = threading.Lock()
         self.q: queue.Queue[Chunk] = queue.Queue()
+        # The chunk the worker holds right now: an abort of its room interrupts the drill delay and
+        # waits until the worker has written its status, as an abort landing mid-RDMA would see.
+        self.current_room: int | None = None
+        self.abort_evt = threading.Event()
+        self.current_done = threading.Event()
         self.ctl = _CtlServer(host, self)
         self.host, self.bootstrap_port = host, bootstrap_port
         threading.Thread(target=self.ctl.serve_forever, name="kv-ctl", daemon=True).start()
@@ -124,7 +129,11 @@ class PrefillKVManager:
             self.status.update(room, KVPoll.WaitingForInput)
             return {"ok": True}
         if path == "/kv/abort":
-            self.fail_room(int(body["room"]), notify=False)
+            room = int(body["room"])
+            with self.lock:
+                dup = room in self.aborted_rooms and room not in self.transfer_infos
+            if not dup:  # a second abort of an already-aborted room carries no news
+                self.fail_room(room, notify=False)
             return {"ok": True}
         raise ValueError(f"unknown control path {path}")
 
@@ -146,6 +155,10 @@ class PrefillKVManager:
             self.aborted_rooms[room] = now
             for r in [r for r, t in self.aborted_rooms.items() if now - t > 600]:
                 del self.aborted_rooms[r]
+            busy = self.current_room == room
+        if busy:
+            self.abort_evt.set()
+            self.current_done.wait(1.0)
         if notify and info is not None:
             self.backend.send_notif(info.peer, f"{room}:F".encode())
 
@@ -167,13 +180,16 @@ class PrefillKVManager:
             try:
                 with self.lock:
                     info = self.transfer_infos.get(c.room)
+                    self.current_room = c.room
+                    self.abort_evt.clear()
+                    self.current_done.clear()
                 if info is None:
                     if not race:
                         self.status.update(c.room, KVPoll.Failed)  # Fix B
                     continue
                 room_start.setdefault(c.room, c.t_start)
                 if self.drills.transfer_delay_ms:
-                    time.sleep(self.drills.transfer_delay_ms / 1000)
+                    self.abort_evt.wait(self.drills.transfer_delay_ms / 1000)
                     with self.lock:
                         gone = c.room not in self.transfer_infos
                     if gone:  # aborted while we were "in flight": never touch freed decode pages
@@ -200,6 +216,9 @@ class PrefillKVManager:
                 else:
                     self.status.update(c.room, KVPoll.Transferring)
             finally:
+                with self.lock:
+                    self.current_room = None
+                    self.current_done.set()
                 self.pool.free(c.src_pages)
                 if c.is_last:
                     room_start.pop(c.room, None)

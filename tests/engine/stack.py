@@ -1,0 +1,113 @@
+"""Start/stop a real prefill + decode + sglang-router on loopback for engine tests.
+Every process gets its own process group; stop() kills the groups even if a test failed."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def metric(url: str, name: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    m = re.search(rf"^{re.escape(name)}{{[^}}]*}} ([0-9.e+-]+)$", text, re.M)
+    return float(m.group(1)) if m else float("nan")
+
+
+def wait_for(pred, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            v = pred()
+            if v:
+                return v
+        except httpx.HTTPError:
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Stack:
+    def __init__(self, prefill_env=None, decode_env=None, drills: str = ""):
+        self.pp, self.dp, self.rp, self.bp, self.mp = (free_port() for _ in range(5))
+        self.prefill_env = {"PDCTL_DRILLS": drills, **(prefill_env or {})}
+        self.decode_env = {"PDCTL_DRILLS": "", **(decode_env or {})}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logdir = tempfile.mkdtemp(prefix="engine-test-")
+        self.prefill = f"http://127.0.0.1:{self.pp}"
+        self.decode = f"http://127.0.0.1:{self.dp}"
+        self.router = f"http://127.0.0.1:{self.rp}"
+
+    def _spawn(self, name, argv, env):
+        log = open(os.path.join(self.logdir, f"{name}.log"), "ab")
+        e = {**os.environ, "PYTHONPATH": ROOT, **env}
+        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=e, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+    def worker_argv(self, mode, port):
+        return [sys.executable, "-m", "engine.launch_server", "--disaggregation-mode", mode, "--host", "127.0.0.1",
+                "--port", str(port), "--disaggregation-bootstrap-port", str(self.bp),
+                "--disaggregation-transfer-backend", "nixl", "--enable-metrics", "--served-model-name", "tiny"]
+
+    def start_prefill(self):
+        self._spawn("prefill", self.worker_argv("prefill", self.pp), self.prefill_env)
+
+    def start_decode(self):
+        self._spawn("decode", self.worker_argv("decode", self.dp), self.decode_env)
+
+    def start_router(self):
+        self._spawn("router", [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
+                               "--prefill", self.prefill, str(self.bp), "--decode", self.decode,
+                               "--host", "127.0.0.1", "--port", str(self.rp), "--prometheus-port", str(self.mp),
+                               "--health-check-interval-secs", "1", "--health-failure-threshold", "1",
+                               "--health-success-threshold", "1"], {})
+
+    def wait_healthy(self, url, timeout=60):
+        wait_for(lambda: httpx.get(f"{url}/health", timeout=2).status_code == 200, timeout, f"{url}/health")
+
+    def start(self):
+        self.start_prefill()
+        self.start_decode()
+        self.wait_healthy(self.prefill)
+        self.wait_healthy(self.decode)
+        self.start_router()
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=60):
+        wait_for(lambda: httpx.get(f"{self.router}/readiness", timeout=2).status_code == 200, timeout,
+                 "router /readiness")
+
+    def kill(self, name, sig=signal.SIGKILL):
+        p = self.procs.pop(name, None)
+        if p and p.poll() is None:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            p.wait(10)
+
+    def stop(self):
+        for name in list(self.procs):
+            self.kill(name)
+
+    def logs(self) -> str:
+        out = []
+        for f in sorted(os.listdir(self.logdir)):
+            with open(os.path.join(self.logdir, f), errors="replace") as fh:
+                out.append(f"--- {f}\n" + fh.read()[-3000:])
+        return "\n".join(out)

@@ -1,0 +1,33 @@
+import subprocess
+import sys
+
+import pytest
+
+from engine import drills
+from engine.server_args import parse_args
+
+
+def test_defaults_and_gpu_flags_recorded():
+    a = parse_args(["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl",
+                    "--cuda-graph-max-bs-decode", "96", "--disable-overlap-schedule", "--tp-size", "2"])
+    d = a.as_dict()
+    assert d["disaggregation_bootstrap_port"] == 8998 and d["cuda_graph_max_bs_decode"] == 96
+    assert d["disable_overlap_schedule"] and d["tp_size"] == 2 and d["chunked_prefill_size"] == 512
+
+
+@pytest.mark.parametrize("argv", [["--bogus"], ["--tp-size", "x"], ["--cuda-graph-max-bs", "96"],
+                                  ["--disaggregation-mode", "prefill"],  # default backend mooncake unsupported
+                                  ["--drill", "nope"], ["--mem-fraction-static", "2"]])
+def test_bad_flags_exit_2_without_traceback(argv):
+    p = subprocess.run([sys.executable, "-m", "engine.launch_server", *argv], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and "error:" in p.stderr
+
+
+def test_drills_parse():
+    d = drills.parse(["degraded-bootstrap"], env="status-update-race, transfer-delay-ms=50")
+    assert d.names() == ["status-update-race", "transfer-delay-ms=50", "degraded-bootstrap"]
+    assert drills.parse([], env="").names() == []
+    with pytest.raises(ValueError):
+        drills.parse([], env="transfer-delay-ms=abc")
