@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pdctl.errors import PdctlError, UsageError
 
 ROLE = Literal["prefill", "decode", "router"]
+WAITABLE = ("verify", "inflight", "triage", "shell")   # what `wait: {until: ...}` may poll (no restart/deploy/storm)
 KNOWN_LAYERS = ("health", "e2e", "transfer", "flags", "lineage", "inflight")
 
 
@@ -73,6 +74,7 @@ class StepKind:
     summary: str = ""
     available: Callable[[], Optional[str]] = lambda: None   # None = available, else why not
     signature_of: Optional[Callable[[], Optional[inspect.Signature]]] = None
+    validate: Optional[Callable[[dict[str, Any], bool], list[tuple[str, str]]]] = None
 
 
 @dataclass
@@ -149,7 +151,7 @@ def evaluate_gate(gate: dict[str, Any], out: StepOutcome) -> tuple[bool, str]:
     if out.error is not None:
         return False, f"error: {out.error.splitlines()[0]}"
     if not gate:
-        return out.ok, "action ok" if out.ok else "action not ok"
+        return out.ok, ("action ok" if out.ok else "action not ok") + (f" ({out.summary})" if out.summary else "")
     why = []
     for k, v in gate.items():
         if k == "ok":
@@ -192,6 +194,9 @@ def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool) -> li
             if k not in model.model_fields:
                 out.append((f"args.{k}", f"unknown argument of action {kind.name!r} "
                                          f"(its arguments: {', '.join(model.model_fields) or 'none'})"))
+    elif kind.validate is not None:
+        out += kind.validate(args, with_values)
+        return out
     elif kind.signature_of is not None:
         sig = kind.signature_of()
         if sig is not None and not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
@@ -220,9 +225,8 @@ def _check_wait_until(args: dict[str, Any]) -> list[tuple[str, str]]:
     if not isinstance(until, dict):
         return []
     kind = REGISTRY.get(until.get("action", ""))
-    if kind is None or kind.mutating or kind.name == "wait":
-        ok = ", ".join(n for n, k in REGISTRY.items() if not k.mutating and n != "wait")
-        return [("args.until.action", f"expected a read-only check ({ok}), got {until.get('action')!r}")]
+    if kind is None or kind.name not in WAITABLE:
+        return [("args.until.action", f"expected a check to poll ({', '.join(WAITABLE)}), got {until.get('action')!r}")]
     return [(f"args.until.{f}", m) for f, m in check_args(kind, until.get("args") or {}, with_values=False)] + \
         [(f"args.until.{f}", m) for f, m in check_gate(kind, until.get("gate") or {})]
 
@@ -426,8 +430,8 @@ def _issue4_outcome(kind: str, res: Any, good: tuple[str, ...]) -> StepOutcome:
 
 
 class StormArgs(_OpenArgs):
-    requests: Optional[int] = Field(None, ge=1)
-    target: Optional[str] = None
+    """The fields of issue 4's StormConfig (requests, prompt_tokens, abort_min_s, abort_max_s, sample_every_s,
+    watch_s, target, max_new_tokens, calib_requests, spacing_s, seed, ...) plus `router`; checked by StormConfig."""
 
 
 class TriageArgs(_OpenArgs):
@@ -439,8 +443,56 @@ class InflightArgs(_Args):
     interval_s: float = Field(3.0, gt=0, le=600)
 
 
+def _storm_validate(args: dict[str, Any], with_values: bool) -> list[tuple[str, str]]:
+    """Check storm args against issue 4's StormConfig (names always; values once substituted)."""
+    import dataclasses
+
+    try:
+        from pdctl.ops.storm_plan import StormConfig
+    except ImportError:
+        return []          # not in this build: the run refuses the step as unavailable
+    names = [f.name for f in dataclasses.fields(StormConfig)] + ["router"]
+    bad = [(f"args.{k}", f"unknown argument of action 'storm' (its arguments: {', '.join(names)})")
+           for k in args if k not in names]
+    if bad or not with_values:
+        return bad
+    try:
+        StormConfig(**{k: v for k, v in args.items() if k != "router"})
+    except (ValueError, TypeError) as e:
+        return [("args", f"storm: {e}")]
+    return []
+
+
 def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
-    return _issue4_outcome("storm", _call_issue4("storm", ctx, a), ("drained",))
+    fn = _issue4("storm")
+    from pdctl.ops.storm_plan import StormConfig
+
+    kw = dict(a.model_extra or {})
+    router = kw.pop("router", None)
+    try:
+        cfg = StormConfig(**kw)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"storm: {e}") from None
+    rep = fn(ctx.dep, cfg, router=router)
+    v = rep.verdict
+    if rep.partial:
+        verdict = "interrupted"
+    elif rep.ok:
+        verdict = "drained"
+    else:
+        verdict = "pinned" if v is not None and v.pinned else "not-drained"
+    hits = getattr(rep, "hits", None)
+    hit_txt = ""
+    if hits is not None and hasattr(hits, "to_dict"):
+        hd = hits.to_dict()
+        rate = hd.get("hit_rate") if isinstance(hd, dict) else None
+        hit_txt = f"; transfer-window hit rate {rate:.0%}" if isinstance(rate, (int, float)) else ""
+    reason = v.reason if v is not None else "no verdict"
+    return StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}",
+                       exit_code=rep.exit_code() or 0, verdict=verdict,
+                       recommendation=("a room stayed pinned after the storm: collect logs, then "
+                                       "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"
+                       else None, data=rep.to_dict())
 
 
 def _run_triage(ctx: RunContext, a: TriageArgs) -> StepOutcome:
@@ -585,7 +637,7 @@ REGISTRY: dict[str, StepKind] = {k.name: k for k in (
              lambda a: "deploy" + ("" if a.verify else " --no-verify"), "render, install, co-start, final-health"),
     StepKind("storm", StormArgs, ("ok", "verdict"), True, _run_storm,
              lambda a: ("storm " + _describe_args(a)).strip(), "abort storm with a drain verdict (issue 4)",
-             _issue4_available("storm"), _issue4_signature("storm")),
+             _issue4_available("storm"), None, _storm_validate),
     StepKind("triage", TriageArgs, ("ok", "verdict"), False, _run_triage,
              lambda a: ("triage " + _describe_args(a)).strip(), "the stall decision path (issue 4)",
              _issue4_available("triage"), _issue4_signature("triage")),

@@ -1,0 +1,167 @@
+"""Playbook schema: malformed playbooks are refused with exit 2, naming the file, the step (index and name) and
+the field; vars substitute from the inventory and --var; the shipped playbooks all load and plan."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pdctl.cli.app import app
+from pdctl.errors import PlaybookError
+from pdctl.inventory import embedded_default
+from pdctl.playbook import runner
+from pdctl.playbook.schema import load_playbook, parse_playbook, resolve_playbook, shipped_playbooks
+from pdctl.playbook.vars import VarError, build_scope, parse_cli_vars, substitute
+
+SHIPPED = ("final-health", "co-restart", "stall-triage", "abort-storm-ab", "deploy-fix")
+
+
+def _write(tmp_path, data, name="pb.yaml"):
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(data, sort_keys=False) if not isinstance(data, str) else data)
+    return p
+
+
+def _invoke(args, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "200")
+    return CliRunner().invoke(app, args)
+
+
+def _err(data) -> str:
+    with pytest.raises(PlaybookError) as ei:
+        parse_playbook(data, "pb.yaml")
+    assert ei.value.exit_code == 2
+    return ei.value.message
+
+
+BASE = {"name": "t", "steps": [{"name": "one", "action": "verify"}, {"name": "two", "action": "shell",
+                                                                      "args": {"role": "decode", "command": "true"}}]}
+
+
+def _with(step_index, **changes):
+    import copy
+
+    d = copy.deepcopy(BASE)
+    d["steps"][step_index].update(changes)
+    return d
+
+
+@pytest.mark.parametrize("data, field", [
+    (_with(1, action="reboot"), "field 'action'"),
+    (_with(1, gate={"verdict": ["drained"]}), "field 'gate.verdict'"),
+    (_with(1, gate={"exit_code": "zero"}), "field 'gate.exit_code'"),
+    (_with(1, args={"role": "decode", "command": "true", "bogus": 1}), "field 'args.bogus'"),
+    (_with(1, on_failure="retry"), "field 'on_failure'"),
+    (_with(1, on_failure={"run": "nowhere"}), "field 'on_failure.run'"),
+    (_with(1, on_failure={"run": "one"}), "field 'on_failure.run'"),   # not a handler
+    (_with(1, colour="red"), "field 'colour'"),
+    (_with(1, name="one"), "field 'name'"),
+    (_with(1, when="apply or else"), "field 'when'"),
+])
+def test_malformed_step_names_step_index_name_and_field(data, field):
+    msg = _err(data)
+    assert "pb.yaml" in msg
+    assert "step 2 '" in msg and field in msg, msg
+
+
+def test_missing_action_and_bad_layer_are_named():
+    msg = _err({"name": "t", "steps": [{"name": "a"}]})
+    assert "step 1 'a', field 'action': required field is missing" in msg
+    msg = _err(_with(0, gate={"layers_pass": ["health", "vibes"]}))
+    assert "step 1 'one', field 'gate.layers_pass'" in msg and "vibes" in msg
+
+
+def test_top_level_errors():
+    assert "steps" in _err({"name": "t", "steps": []})
+    assert "field 'name'" in _err({"steps": [{"name": "a", "action": "verify"}]})
+    assert "expected a mapping" in _err(["not", "a", "playbook"])
+
+
+def test_bad_arg_value_after_substitution_names_step_and_field(tmp_path):
+    pb = parse_playbook({"name": "t", "vars": {"n": "many"},
+                         "steps": [{"name": "w", "action": "wait", "args": {"seconds": "${n}"}}]}, "pb.yaml")
+    with pytest.raises(PlaybookError) as ei:
+        runner.plan(pb, embedded_default())
+    assert "step 1 'w', field 'args.seconds'" in ei.value.message
+
+
+def test_unknown_var_names_step_and_field():
+    pb = parse_playbook({"name": "t", "steps": [{"name": "s", "action": "shell",
+                                                 "args": {"role": "decode", "command": "echo ${nope}"}}]}, "pb.yaml")
+    with pytest.raises(PlaybookError) as ei:
+        runner.plan(pb, embedded_default())
+    assert "step 1 's', field 'args'" in ei.value.message and "nope" in ei.value.message
+
+
+def test_cli_malformed_playbook_exits_2_naming_step_and_field(tmp_path, monkeypatch):
+    p = _write(tmp_path, _with(1, gate={"verdict": "drained"}))
+    r = _invoke(["run", str(p)], tmp_path, monkeypatch)
+    assert r.exit_code == 2, r.output
+    assert str(p) in r.output and "step 2 'two'" in r.output and "gate.verdict" in r.output
+
+
+def test_cli_invalid_yaml_and_missing_playbook_exit_2(tmp_path, monkeypatch):
+    p = _write(tmp_path, "name: t\nsteps: [\n")
+    r = _invoke(["run", str(p)], tmp_path, monkeypatch)
+    assert r.exit_code == 2 and "not valid YAML" in r.output
+    r = _invoke(["run", "no-such-playbook"], tmp_path, monkeypatch)
+    assert r.exit_code == 2 and "final-health" in r.output   # lists what is shipped
+
+
+def test_cli_bad_var_exits_2(tmp_path, monkeypatch):
+    r = _invoke(["run", "final-health", "--var", "novalue", "--dry-run"], tmp_path, monkeypatch)
+    assert r.exit_code == 2 and "NAME=VALUE" in r.output
+
+
+def test_substitution_from_inventory_vars_and_cli():
+    inv = embedded_default()
+    scope = build_scope(inv, {"port": "${roles.decode.0.port}", "n": 3}, parse_cli_vars(["n=7", "who=ops team"]),
+                        apply=False)
+    assert substitute("${roles.decode.0.port}", scope) == 30002          # whole string keeps its type
+    assert substitute("${port}", scope) == 30002                          # a playbook var built from the inventory
+    assert substitute("n=${n} ${inventory.name}", scope) == "n=7 local"   # --var wins over the default
+    assert substitute("$${literal}", scope) == "${literal}"
+    assert substitute("${apply}", scope) is False
+    from pdctl.shell import quote
+    assert substitute("echo ${who}", scope, quote=quote) == "echo 'ops team'"
+    with pytest.raises(VarError, match="has no 'portt'"):
+        substitute("${roles.decode.0.portt}", scope)
+    with pytest.raises(VarError, match="0..0"):
+        substitute("${roles.decode.3.port}", scope)
+
+
+def test_cli_vars_parse_as_yaml_and_refuse_apply():
+    assert parse_cli_vars(["a=1", "b=true", "c=x y", "d="]) == {"a": 1, "b": True, "c": "x y", "d": ""}
+    with pytest.raises(ValueError, match="--apply"):
+        parse_cli_vars(["apply=true"])
+    with pytest.raises(ValueError):
+        parse_cli_vars(["1bad=2"])
+
+
+def test_shipped_playbooks_are_found_by_name_and_plan():
+    found = shipped_playbooks()
+    for name in SHIPPED:
+        assert name in found, found
+        pb = load_playbook(resolve_playbook(name))
+        assert pb.name == name
+        p = runner.plan(pb, embedded_default(), cli_vars={"storm_requests": 4})
+        assert p.sequence
+
+
+def test_stall_triage_fix_steps_run_only_with_apply():
+    pb = load_playbook(resolve_playbook("stall-triage"))
+    without = {s.spec.name: s.runs for s in runner.plan(pb, embedded_default()).steps}
+    with_apply = {s.spec.name: s.runs for s in runner.plan(pb, embedded_default(), apply=True).steps}
+    assert without == {"triage": True, "co-restart": False, "final-health": False}
+    assert with_apply == {"triage": True, "co-restart": True, "final-health": True}
+
+
+def test_shipped_playbooks_dry_run_through_cli(tmp_path, monkeypatch):
+    for name in SHIPPED:
+        r = _invoke(["run", name, "--dry-run", "--json"], tmp_path, monkeypatch)
+        assert r.exit_code == 0, r.output
+        import json
+        doc = json.loads(r.stdout)
+        assert doc["dry_run"] is True and doc["playbook"] == name
