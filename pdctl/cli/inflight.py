@@ -1,0 +1,36 @@
+"""`pdctl verify inflight`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.ops.inflight import DEFAULT_INTERVAL_S, DEFAULT_WINDOW_S
+
+
+@handle_errors
+def inflight(
+    inventory: InventoryOpt = None,
+    window: Annotated[float, typer.Option("--window", help="Seconds to sample over.")] = DEFAULT_WINDOW_S,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = DEFAULT_INTERVAL_S,
+    json_out: JsonOpt = False,
+) -> None:
+    """Sample the PD queue gauges and decode progress over a window: drained (exit 0), busy (0, a warning: work is
+    moving) or pinned (1: nonzero with no progress for the whole window). Ctrl-C judges what was gathered (130)."""
+    from pdctl import render, render_storm
+    from pdctl.errors import UsageError
+    from pdctl.ops.inflight import sample_inflight
+
+    if window <= 0 or interval <= 0 or interval > window:
+        raise UsageError("--window and --interval must be > 0, and --interval at most --window")
+    with open_deployment(inventory, quiet=json_out) as dep:
+        rep = sample_inflight(dep, window, interval)
+    if json_out:
+        render.emit_json(rep.to_dict())
+    else:
+        render_storm.inflight_report(rep)
+    code = 130 if rep.partial else rep.exit_code()
+    if code:
+        raise typer.Exit(code)

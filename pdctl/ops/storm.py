@@ -1,0 +1,280 @@
+"""`pdctl storm`: the seed's abort storm through the inventory's router, with a verdict on whether inflight drains.
+
+Sequence: baseline sample -> (transfer-window) calibration with lone un-aborted requests -> the load (streaming
+requests, each closed by the client at its abort time) while a sampler reads every worker's /metrics every
+`sample_every` s -> after the load stops, keep sampling for `watch` s -> verdict (storm_plan.judge_watch), hit rate
+(storm_plan.judge_hits). Only the router, timing and metrics are used, so it runs against real SGLang unchanged.
+Only the inventory's own router is ever sent traffic. Every phase is bounded; Ctrl-C ends the run and returns what
+was gathered, marked partial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from pdctl.checks.metric_names import KV_TRANSFER_LATENCY_MS
+from pdctl.errors import UsageError
+from pdctl.ops.context import Deployment
+from pdctl.ops.inflight import Point, read_point, short_gauges
+from pdctl.ops.storm_client import generate_body, run_requests
+from pdctl.ops.storm_plan import (Calibration, HitReport, RequestOutcome, StormConfig, StormVerdict, aimed_schedule,
+                                  histogram_mean_delta, judge_hits, judge_watch, prompt_ids, random_schedule,
+                                  storm_bound_s)
+
+PREFILL_TTFT = "sglang:time_to_first_token_seconds"
+
+
+@dataclass
+class StormReport:
+    config: dict[str, Any]
+    router: str
+    calibration: Calibration | None = None
+    window: tuple[float, float] | None = None
+    spacing_s: float = 0.0
+    points: list[Point] = field(default_factory=list)      # t relative to the storm start
+    load_started_at: float = 0.0
+    load_stopped_at: float | None = None
+    outcomes: list[RequestOutcome] = field(default_factory=list)
+    hits: HitReport | None = None
+    verdict: StormVerdict | None = None
+    holders: dict[str, dict[str, float]] = field(default_factory=dict)
+    partial: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is not None and self.verdict.passed and not self.partial
+
+    def exit_code(self) -> int:
+        if self.partial:
+            return 130
+        return 0 if self.ok else 1
+
+    def series(self) -> list[dict[str, Any]]:
+        """Rows of the time series: t (since load start), phase, inflight total, transfer_failed total."""
+        rows = []
+        for p in self.points:
+            phase = "load" if self.load_stopped_at is None or p.t < self.load_stopped_at else "watch"
+            if p.t < self.load_started_at:
+                phase = "before"
+            rows.append({"t": round(p.t - self.load_started_at, 2), "phase": phase,
+                         "since_stop": round(p.t - self.load_stopped_at, 2) if self.load_stopped_at is not None
+                         and phase == "watch" else None,
+                         "inflight": None if not p.complete else p.inflight,
+                         "prefill_inflight": p.gauges.get("sglang:num_prefill_inflight_queue_reqs"),
+                         "transfer_failed": p.counter_total("transfer_failed") if p.complete else None,
+                         "generation_tokens": p.generation_tokens})
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "partial": self.partial, "router": self.router, "config": self.config,
+                "calibration": self.calibration.to_dict() if self.calibration else None,
+                "window_s": list(self.window) if self.window else None, "spacing_s": self.spacing_s,
+                "verdict": self.verdict.to_dict() if self.verdict else None,
+                "hits": self.hits.to_dict() if self.hits else None, "holders": self.holders,
+                "series": self.series(), "requests": [o.to_dict() for o in self.outcomes], "notes": self.notes}
+
+
+def router_url(dep: Deployment, target: str | None) -> str:
+    """The base URL of the inventory's router to send the storm to. `target` (optional, "host:port" or a URL) must
+    name one of the inventory's routers: anything else raises UsageError (exit 2) -- the storm never sends traffic
+    to a host the inventory does not declare."""
+    routers = [(i, inst) for _r, i, inst in dep.inv.instances("router")]
+    if not routers:
+        raise UsageError("the inventory declares no router")
+    if target is None:
+        return dep.base_url("router", routers[0][0])
+    u = urlsplit(target if "://" in target else f"http://{target}")
+    if u.scheme not in ("http", "") or u.port is None:
+        raise UsageError(f"--router {target!r}: give host:port of the inventory's router")
+    for i, inst in routers:
+        host = dep.inv.hosts[inst.host]
+        names = {host.address, inst.listen_host, dep.inv.label("router", i)}
+        if host.transport == "local" or host.address in ("127.0.0.1", "localhost"):
+            names |= {"127.0.0.1", "localhost"}
+        if u.hostname in names and u.port == inst.port:
+            return dep.base_url("router", i)
+    declared = ", ".join(f"{dep.inv.hosts[inst.host].address}:{inst.port}" for _i, inst in routers)
+    raise UsageError(f"--router {target!r} is not the inventory's router ({declared}): refused",
+                     hint="the storm only sends traffic to the inventory's own router")
+
+
+def _hist(dep: Deployment, name: str) -> tuple[float, float] | None:
+    """(sum, count) of a histogram summed over every prefill, None when no prefill exposes it."""
+    from pdctl.checks.sampling import fetch_metrics
+
+    total_s = total_c = 0.0
+    seen = False
+    for _r, i, _ in dep.inv.instances("prefill"):
+        try:
+            m = fetch_metrics(dep.base_url("prefill", i), timeout=dep.inv.final_health.metrics_timeout)
+        except Exception:
+            continue
+        s, c = m.value(name + "_sum"), m.value(name + "_count")
+        if s is not None and c is not None:
+            seen = True
+            total_s += s
+            total_c += c
+    return (total_s, total_c) if seen else None
+
+
+def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random) -> Calibration:
+    """Lone, un-aborted requests of the storm's prompt size, one after another; TTFT from the client, transfer
+    latency and prefill TTFT from the prefill histograms' deltas. Bounded: calib_requests x request_timeout."""
+    lat0, pre0 = _hist(dep, KV_TRANSFER_LATENCY_MS), _hist(dep, PREFILL_TTFT)
+    ttfts, failures = [], []
+    with dep.progress.step(f"calibrate: {cfg.calib_requests} lone request(s) of {cfg.prompt_tokens} tokens"):
+        for k in range(cfg.calib_requests):
+            body = generate_body(prompt_ids(cfg.prompt_tokens, rng), 4, cfg.path)
+            (o,) = asyncio.run(run_requests(base, cfg.path, [(0.0, None)], lambda _k: body,
+                                            timeout_s=cfg.request_timeout_s))
+            if o.first_token_s is not None and o.error is None:
+                ttfts.append(o.first_token_s)
+            else:
+                failures.append(o.error or "no token")
+            dep.progress.info(f"calibration {k + 1}/{cfg.calib_requests}",
+                              f"first token after {o.first_token_s:.2f}s" if o.first_token_s else (o.error or "?"))
+    lat1, pre1 = _hist(dep, KV_TRANSFER_LATENCY_MS), _hist(dep, PREFILL_TTFT)
+    lat = histogram_mean_delta(lat0, lat1)
+    pre = histogram_mean_delta(pre0, pre1)
+    return Calibration(ttfts, None if lat is None else lat / 1000.0, pre, failures)
+
+
+class _Sampler(threading.Thread):
+    """Reads a Point every `every` s until stopped; bounded by `max_points`."""
+
+    def __init__(self, dep: Deployment, t0: float, every: float, max_points: int, points: list[Point]):
+        super().__init__(name="storm-sampler", daemon=True)
+        self.dep, self.t0, self.every, self.max_points, self.points = dep, t0, every, max_points, points
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        k = 0
+        start = time.monotonic()
+        while not self.stop.is_set() and k < self.max_points:
+            self.points.append(read_point(self.dep, self.t0))
+            k += 1
+            self.stop.wait(max(0.0, k * self.every - (time.monotonic() - start) + 0.005))
+
+
+def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> StormReport:
+    """Run the storm. Sends traffic only to the inventory's router. Returns the report (never raises for an
+    unhealthy deployment); raises UsageError for a router outside the inventory; Ctrl-C -> a partial report."""
+    base = router_url(dep, router)
+    rng = random.Random(cfg.seed)
+    rep = StormReport(config={k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, router=base)
+    t0 = time.monotonic()
+    try:
+        rep.points.append(read_point(dep, t0))
+        if rep.points[0].complete and rep.points[0].inflight:
+            rep.notes.append(f"inflight was already {rep.points[0].inflight:g} before the storm "
+                             f"({short_gauges(rep.points[0].gauges)}): other traffic or an earlier pin")
+        calib = calibrate(dep, base, cfg, rng) if cfg.calib_requests else None
+        rep.calibration = calib
+        if calib is not None and calib.ok:
+            rep.window = calib.window(cfg.aim_lo_frac, cfg.aim_hi_frac)
+        if cfg.target == "transfer-window":
+            if not calib.ok:
+                rep.notes.append("calibration failed: " + "; ".join(calib.failures[:3]))
+                rep.verdict = StormVerdict(False, "calibration failed: no request reached its first token",
+                                           None, 0, 0, False, False)
+                return rep
+            rep.spacing_s = cfg.spacing_s if cfg.spacing_s is not None else round(1.1 * calib.service_time(), 3)
+            plan = [(launch, abort) for launch, abort in aimed_schedule(cfg.requests, rep.window, rep.spacing_s, rng)]
+        else:
+            rep.spacing_s = cfg.spacing_s or 0.0
+            plan = [(k * rep.spacing_s, a) for k, a in
+                    enumerate(random_schedule(cfg.requests, cfg.abort_min_s, cfg.abort_max_s, rng))]
+        bound = storm_bound_s(cfg, rep.spacing_s, max(a for _l, a in plan))
+        bodies = [generate_body(prompt_ids(cfg.prompt_tokens, rng), cfg.max_new_tokens, cfg.path)
+                  for _ in range(cfg.requests)]
+        max_points = int(math.ceil((bound + cfg.watch_s) / cfg.sample_every_s)) + 4
+        sampler = _Sampler(dep, t0, cfg.sample_every_s, max_points, rep.points)
+        rep.load_started_at = time.monotonic() - t0
+        done = [0]
+
+        def on_done(_o: RequestOutcome) -> None:
+            done[0] += 1
+            dep.progress.waiting("storm requests", time.monotonic() - t0 - rep.load_started_at, bound,
+                                 detail=f"{done[0]}/{cfg.requests} done")
+
+        sampler.start()
+        try:
+            with dep.progress.step(f"storm: {cfg.requests} requests, target {cfg.target}"):
+                rep.outcomes = asyncio.run(asyncio.wait_for(
+                    run_requests(base, cfg.path, plan, lambda k: bodies[k], timeout_s=cfg.request_timeout_s,
+                                 on_done=on_done), timeout=bound))
+        except asyncio.TimeoutError:
+            rep.notes.append(f"load phase hit its bound of {bound:.0f}s; unfinished requests were closed")
+        rep.load_stopped_at = time.monotonic() - t0
+        rep.points.append(read_point(dep, t0))      # t+0 of the watch
+        # the watch: keep sampling for `watch` s after the load stopped, then one last read at the end
+        with dep.progress.step(f"watch inflight for {cfg.watch_s:g}s (every {cfg.sample_every_s:g}s)"):
+            end = t0 + rep.load_stopped_at + cfg.watch_s
+            while time.monotonic() < end and sampler.is_alive():
+                left = end - time.monotonic()
+                dep.progress.waiting("inflight to drain", cfg.watch_s - left, cfg.watch_s,
+                                     detail=_last_detail(rep.points))
+                sampler.stop.wait(min(1.0, max(0.0, left)))
+            sampler.stop.set()
+            sampler.join(timeout=dep.inv.final_health.metrics_timeout + 5)
+            rep.points.append(read_point(dep, t0))
+    except KeyboardInterrupt:
+        rep.partial = True
+        rep.notes.append("interrupted (Ctrl-C): the report covers what was gathered; connections were closed")
+        if rep.load_stopped_at is None:
+            rep.load_stopped_at = time.monotonic() - t0
+    finally:
+        for th in threading.enumerate():
+            if isinstance(th, _Sampler):
+                th.stop.set()
+    _judge(rep, cfg)
+    return rep
+
+
+def _last_detail(points: list[Point]) -> str:
+    p = next((p for p in reversed(points) if p.complete), None)
+    return "" if p is None else (f"inflight={p.inflight:g} transfer_failed={p.counter_total('transfer_failed'):g}")
+
+
+def _judge(rep: StormReport, cfg: StormConfig) -> None:
+    rep.points.sort(key=lambda p: p.t)
+    good = [p for p in rep.points if p.complete]
+    if len(good) < len(rep.points):
+        rep.notes.append(f"{len(rep.points) - len(good)} sample(s) had an unreadable worker and were left out")
+    stop = rep.load_stopped_at
+    watch = [p for p in good if stop is not None and p.t >= stop - 1e-6]
+    if watch and rep.verdict is None:
+        covered = watch[-1].t - watch[0].t
+        rep.verdict = judge_watch([(p.t - stop, p.inflight, p.generation_tokens) for p in watch],
+                                  min(cfg.watch_s, max(covered, 1e-6)) if rep.partial else cfg.watch_s)
+        if not rep.verdict.passed:
+            last = watch[-1]
+            rep.holders = {label: {k: v for k, v in g.items() if v} for label, g in last.per_worker.items()
+                           if any(g.values())}
+            nonzero_since = stop
+            for p in reversed(watch):
+                if p.inflight == 0:
+                    break
+                nonzero_since = p.t
+            rep.verdict.reason += (f"; held by {', '.join(f'{k} ({short_gauges(v)})' for k, v in rep.holders.items())}"
+                                   f" for {watch[-1].t - nonzero_since:g}s since the load stopped" if rep.holders else "")
+    elif rep.verdict is None:
+        rep.verdict = StormVerdict(False, "no complete sample after the load stopped", None, 0, 0, False, False)
+    tf = None
+    if good:
+        tf = good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")
+    residual = watch[-1].gauges.get("sglang:num_prefill_inflight_queue_reqs") if watch else None
+    if rep.outcomes:
+        rep.hits = judge_hits(rep.outcomes, rep.window if rep.window else None,
+                              transfer_failed_delta=tf, residual_inflight=residual,
+                              concurrent=rep.spacing_s == 0 and cfg.requests > 1)
+        if rep.window is None and rep.calibration is None:
+            rep.hits.notes.append("no calibration (--calibrate 0): hits are not judged by timing")
