@@ -1,5 +1,37 @@
-"""`pdctl triage` (placeholder until ops.triage lands)."""
+"""`pdctl triage`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.ops.triage import DEFAULT_INTERVAL_S, DEFAULT_WINDOW_S
 
 
-def triage() -> None:
-    """The seeds' stall decision path (not yet wired)."""
+@handle_errors
+def triage(
+    inventory: InventoryOpt = None,
+    window: Annotated[float, typer.Option("--window", help="Seconds to sample queues and counters over.")] = DEFAULT_WINDOW_S,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = DEFAULT_INTERVAL_S,
+    json_out: JsonOpt = False,
+) -> None:
+    """The stall decision path: health of every role, an end-to-end probe, the inflight verdict, decode idle
+    (throughput, GPU utilisation), transfer/bootstrap failures, restart lineage; then findings (observed vs
+    inferred) and the action. Exit 0 healthy, 1 a finding needs action, 130 interrupted."""
+    from pdctl import render, render_storm
+    from pdctl.errors import UsageError
+    from pdctl.ops.triage import triage as run
+
+    if window <= 0 or interval <= 0 or interval > window:
+        raise UsageError("--window and --interval must be > 0, and --interval at most --window")
+    with open_deployment(inventory, quiet=json_out) as dep:
+        rep = run(dep, window_s=window, interval_s=interval)
+    if json_out:
+        render.emit_json(rep.to_dict())
+    else:
+        render_storm.triage_report(rep)
+    code = rep.exit_code()
+    if code:
+        raise typer.Exit(code)

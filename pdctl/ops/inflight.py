@@ -116,6 +116,7 @@ class InflightReport:
     verdict: InflightVerdict | None          # None when no complete sample was taken
     partial: bool = False                    # stopped early (Ctrl-C or stop event)
     notes: list[str] = field(default_factory=list)
+    t0: float = 0.0                          # the clock reading the samples' t are relative to
 
     @property
     def name(self) -> str:
@@ -210,7 +211,7 @@ def sample_inflight(dep: Deployment, window_s: float = DEFAULT_WINDOW_S, interva
     verdict, notes = judge_points(points, window_s)
     if partial:
         notes.append("interrupted: the series is partial")
-    return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes)
+    return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes, t0=t0)
 
 
 def short_gauges(g: dict[str, float]) -> str:
