@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pdctl.cli import deploy, lifecycle, restart, verify
+from pdctl.cli import deploy, lifecycle, restart, storm, triage, verify
 from pdctl.cli import history, run
 
 app = typer.Typer(
@@ -22,3 +22,5 @@ app.command("down")(lifecycle.down)
 app.command("logs")(lifecycle.logs)
 app.command("run")(run.run)
 app.command("history")(history.history)
+app.command("storm")(storm.storm)
+app.command("triage")(triage.triage)

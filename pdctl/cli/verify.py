@@ -7,9 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from pdctl.cli import inflight as inflight_cmd
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
 
 app = typer.Typer(help="Read-only checks of a deployment.", no_args_is_help=True)
+app.command("inflight")(inflight_cmd.inflight)
 
 
 @app.command("final-health")

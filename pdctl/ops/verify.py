@@ -21,6 +21,7 @@ from pdctl.ops.context import Deployment
 from pdctl.services.base import ServiceStatus
 
 LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
+OPTIONAL_LAYERS = ("inflight",)   # run only when asked: it samples over a window (ops.inflight)
 LINEAGE_WINDOW_S = 900.0   # without a co-restart record: decode/router started this long after prefill = hazard
 
 
@@ -215,6 +216,10 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
                 report.layers["flags"] = _flags_layer(dep, procs)
             if "lineage" in layers:
                 report.layers["lineage"] = _lineage_layer(dep, procs)
+    if "inflight" in layers:
+        from pdctl.ops.inflight import inflight_layer
+
+        report.layers["inflight"] = inflight_layer(dep)
     return report
 
 
