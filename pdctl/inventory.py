@@ -222,7 +222,9 @@ def embedded_default() -> Inventory:
             "roles": {
                 "prefill": [{"host": "local", "port": DEFAULT_PORTS["prefill"], "bootstrap_port": DEFAULT_BOOTSTRAP_PORT}],
                 "decode": [{"host": "local", "port": DEFAULT_PORTS["decode"]}],
-                "router": [{"host": "local", "port": DEFAULT_PORTS["router"]}],
+                # The router's default 60 s health interval keeps a restarted worker out for minutes.
+                "router": [{"host": "local", "port": DEFAULT_PORTS["router"],
+                            "args": {"--health-check-interval-secs": 2}}],
             },
         },
         "<embedded default>",

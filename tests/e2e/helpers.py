@@ -59,7 +59,8 @@ def local_inventory(name: str, ports: dict[str, int], *, decode_args: dict | Non
             "decode": [{"host": "local", "port": ports["decode"], "args": decode_args or {},
                         "env": decode_env or {}, "ready_timeout": 180}],
             "router": [{"host": "local", "port": ports["router"], "ready_timeout": 180,
-                        "args": {"--prometheus-port": ports["prometheus"]}}],
+                        "args": {"--prometheus-port": ports["prometheus"],
+                                                                     "--health-check-interval-secs": 2}}],
         },
     }
 
