@@ -271,7 +271,10 @@ def _judge(rep: StormReport, cfg: StormConfig) -> None:
     tf = None
     if good:
         tf = good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")
-    residual = watch[-1].gauges.get("sglang:num_prefill_inflight_queue_reqs") if watch else None
+    residual = None
+    if watch and good:   # rooms added to the prefill inflight queue by this storm and still held at the end
+        key = "sglang:num_prefill_inflight_queue_reqs"
+        residual = max(0.0, (watch[-1].gauges.get(key) or 0.0) - (good[0].gauges.get(key) or 0.0))
     if rep.outcomes:
         rep.hits = judge_hits(rep.outcomes, rep.window if rep.window else None,
                               transfer_failed_delta=tf, residual_inflight=residual,
