@@ -249,7 +249,8 @@ def _health_outcome(report, prefix: str = "final-health") -> tuple[bool, dict[st
 
 class VerifyArgs(_Args):
     layers: Optional[list[Literal["health", "e2e", "transfer", "flags", "lineage", "inflight"]]] = None
-    since_baseline: bool = False
+    since_baseline: bool = False       # transfer layer: fail only if failures grew since the recorded baseline
+    record_baseline: bool = False      # record the current failure counters as the baseline first
 
 
 def _run_verify(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
@@ -266,8 +267,10 @@ def _run_verify(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
         raise StepUnavailable("verify layer 'inflight' is not available in this build (pdctl.ops.verify has no "
                               "inflight layer yet)", hint="use an `inflight` step, or drop the layer")
     baseline = None
+    p = state.state_dir() / f"baseline-{ctx.dep.inv.name}.json"
+    if a.record_baseline:
+        p.write_text(json.dumps(verify.transfer_baseline(ctx.dep)))
     if a.since_baseline:
-        p = state.state_dir() / f"baseline-{ctx.dep.inv.name}.json"
         try:
             baseline = json.loads(p.read_text())
         except (OSError, ValueError):
@@ -608,7 +611,7 @@ def _describe_args(a: BaseModel) -> str:
 
 def _describe_verify(a: VerifyArgs) -> str:
     return "verify final-health" + (f" --layer {','.join(a.layers)}" if a.layers else " (all layers)") + \
-        (" --since-baseline" if a.since_baseline else "")
+        (" --record-baseline" if a.record_baseline else "") + (" --since-baseline" if a.since_baseline else "")
 
 
 def _describe_restart(a: RestartArgs) -> str:
