@@ -11,7 +11,7 @@ from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, op
 
 @handle_errors
 def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
-    """Show each role's service, state, pid and uptime. Exit 1 if any role is not running."""
+    """Show each role's service, state, pid and uptime. Exit 1 if a role is down, 3/4 if a host could not be asked."""
     from pdctl import render
     from pdctl.ops.lifecycle import status as run
 
@@ -21,6 +21,11 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
         render.emit_json({"inventory": dep.inv.name, "roles": rows})
     else:
         render.status_table(rows)
+    unreachable = [r["error_exit_code"] for r in rows if r.get("error_exit_code")]
+    for message, hint in dict.fromkeys((r["error"], r["hint"]) for r in rows if r.get("error")):
+        render.error(message, hint)
+    if unreachable:
+        raise typer.Exit(max(unreachable))
     if not all(r["active"] for r in rows):
         raise typer.Exit(1)
 

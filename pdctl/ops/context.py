@@ -52,6 +52,21 @@ class Deployment:
         inst = self.instance(role, index)
         return self.services(inst.host).status(self.inv.service_name(role, index))
 
+    def connect_all(self) -> None:
+        """Reach every host that runs a role, in parallel. Raises the first UnreachableError/HostKeyRefused, so a
+        command about a host that cannot be asked fails fast naming it instead of reporting every check failed."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        hosts = sorted({inst.host for _r, _i, inst in self.inv.instances()})
+
+        def reach(name: str) -> None:
+            t = self.transport(name)
+            t.run("true", timeout=self.inv.hosts[name].connect_timeout + 5)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(hosts)))) as ex:
+            for f in [ex.submit(reach, h) for h in hosts]:
+                f.result()
+
     def close(self) -> None:
         self._pool.close()
 

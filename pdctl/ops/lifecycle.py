@@ -21,7 +21,8 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
         try:
             st = dep.status(role, i)
         except PdctlError as e:
-            return {**row, "active": False, "pid": None, "uptime_s": None, "detail": e.message.splitlines()[0]}
+            return {**row, "active": False, "pid": None, "uptime_s": None, "detail": e.message.splitlines()[0],
+                    "error_exit_code": e.exit_code, "error": e.message, "hint": e.hint}
         up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None
         return {**row, "active": st.active, "pid": st.main_pid, "uptime_s": up, "detail": st.detail}
 

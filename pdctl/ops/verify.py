@@ -196,8 +196,10 @@ def _lineage_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
 
 def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | None = None,
                  layers: tuple[str, ...] = LAYERS) -> HealthReport:
-    """Run the asked layers; independent ones in parallel. Never raises for an unhealthy deployment."""
+    """Run the asked layers; independent ones in parallel. Never raises for an unhealthy deployment; raises
+    UnreachableError/HostKeyRefused when a host cannot be asked at all."""
     report = HealthReport(inventory=dep.inv.name)
+    dep.connect_all()
     with dep.progress.step("final-health"), ThreadPoolExecutor(max_workers=4) as ex:
         futs = {}
         if "health" in layers:
