@@ -47,6 +47,7 @@ class StormReport:
     holders: dict[str, dict[str, float]] = field(default_factory=dict)
     partial: bool = False
     notes: list[str] = field(default_factory=list)
+    t0: float = 0.0                                        # monotonic clock at the storm start
 
     @property
     def ok(self) -> bool:
@@ -170,7 +171,7 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
     base = router_url(dep, router)
     rng = random.Random(cfg.seed)
     rep = StormReport(config={k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, router=base)
-    t0 = time.monotonic()
+    t0 = rep.t0 = time.monotonic()
     try:
         rep.points.append(read_point(dep, t0))
         if rep.points[0].complete and rep.points[0].inflight:
