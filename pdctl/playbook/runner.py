@@ -232,12 +232,14 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     stopped = False
     try:
         for ps in p.sequence:
-            if stopped:
-                result.steps.append(StepRun(ps.index, ps.spec.name, ps.spec.action, "not run",
-                                            note=f"not run: the run stopped at {result.failed_step}"))
-                continue
             if not ps.runs:
                 sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "skipped", note=ps.skip_reason or "")
+                result.steps.append(sr)
+                hooks.step_finished(sr)
+                continue
+            if stopped:
+                sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "not run",
+                             note=f"not run: the run stopped at step '{result.failed_step}'")
                 result.steps.append(sr)
                 hooks.step_finished(sr)
                 continue

@@ -437,8 +437,9 @@ class StormArgs(_OpenArgs):
     watch_s, target, max_new_tokens, calib_requests, spacing_s, seed, ...) plus `router`; checked by StormConfig."""
 
 
-class TriageArgs(_OpenArgs):
-    pass
+class TriageArgs(_Args):
+    window_s: Optional[float] = Field(None, gt=0, le=3600)     # inflight/decode-idle window (default: triage's)
+    interval_s: Optional[float] = Field(None, gt=0, le=600)
 
 
 class InflightArgs(_Args):
@@ -499,7 +500,19 @@ def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
 
 
 def _run_triage(ctx: RunContext, a: TriageArgs) -> StepOutcome:
-    return _issue4_outcome("triage", _call_issue4("triage", ctx, a), ("healthy", "ok", "clean"))
+    fn = _issue4("triage")
+    rep = fn(ctx.dep, **a.model_dump(exclude_none=True))
+    findings = list(getattr(rep, "findings", []))
+    acting = [f for f in findings if f.severity == "action"]
+    if getattr(rep, "partial", False):
+        verdict = "interrupted"
+    else:
+        verdict = "action" if acting else ("warn" if findings else "clean")
+    titles = "; ".join(f.title for f in (acting or findings)) or "no finding: nothing looks wrong"
+    actions = list(dict.fromkeys(f.action for f in acting if f.action))
+    ok = verdict in ("clean", "warn")
+    return StepOutcome(ok, f"triage: {verdict}: {titles}", exit_code=rep.exit_code() or (0 if ok else 1),
+                       verdict=verdict, recommendation="; ".join(actions) or None, data=rep.to_dict())
 
 
 def _run_inflight(ctx: RunContext, a: InflightArgs) -> StepOutcome:
@@ -643,7 +656,7 @@ REGISTRY: dict[str, StepKind] = {k.name: k for k in (
              _issue4_available("storm"), None, _storm_validate),
     StepKind("triage", TriageArgs, ("ok", "verdict"), False, _run_triage,
              lambda a: ("triage " + _describe_args(a)).strip(), "the stall decision path (issue 4)",
-             _issue4_available("triage"), _issue4_signature("triage")),
+             _issue4_available("triage")),
     StepKind("inflight", InflightArgs, ("ok", "verdict"), False, _run_inflight,
              lambda a: f"verify inflight --window {a.window_s:g} --interval {a.interval_s:g}", "drained / busy / pinned (issue 4)",
              _issue4_available("inflight"), _issue4_signature("inflight")),

@@ -98,7 +98,7 @@ def test_handler_gated_on_apply_ends_in_a_recommendation(env):
     r = _run([str(p), "--json"])
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
-    assert [s["status"] for s in doc["steps"]] == ["failed", "skipped", "not run"]
+    assert [s["status"] for s in doc["steps"]] == ["failed", "skipped", "skipped"]
     assert any("--apply" in x for x in doc["recommendations"])
     assert not (t / "fixed").exists()
     r = _run([str(p), "--json", "--apply"])
