@@ -1,0 +1,71 @@
+"""ops.inflight.sample_inflight's loop: bounded, and Ctrl-C judges the partial series (reads faked, clock faked)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pdctl.ops import inflight as I
+from pdctl.progress import Progress
+
+INF = "sglang:num_prefill_inflight_queue_reqs"
+
+
+class FakeDep:
+    progress = Progress()
+
+
+def fake_reads(monkeypatch, values, clock):
+    it = iter(values)
+
+    def read_point(dep, t0=0.0, *, clock=clock):
+        v = next(it)
+        return I.Point(t=clock() - t0, gauges={INF: v}, generation_tokens=10.0,
+                       per_worker={"prefill[0]": {INF: v}}, counters={}, gen_throughput={})
+
+    monkeypatch.setattr(I, "read_point", read_point)
+
+
+def test_window_is_sampled_then_judged_pinned_with_holder(monkeypatch):
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731
+    fake_reads(monkeypatch, [1] * 20, clock)
+
+    def sleep(s):
+        now[0] += s
+
+    rep = I.sample_inflight(FakeDep(), 6, 2, clock=clock, sleep=sleep)
+    assert rep.name == "pinned" and rep.pinned and not rep.partial and rep.exit_code() == 1
+    assert 4 <= len(rep.points) <= 6
+    assert rep.holders() == {"prefill[0]": {INF: 1}}
+    assert "held by prefill[0]" in rep.to_check_results()[0].detail
+
+
+def test_ctrl_c_stops_and_judges_the_partial_series(monkeypatch):
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731
+    fake_reads(monkeypatch, [1] * 20, clock)
+    calls = [0]
+
+    def sleep(s):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        now[0] += s
+
+    rep = I.sample_inflight(FakeDep(), 30, 3, clock=clock, sleep=sleep)
+    assert rep.partial and len(rep.points) == 2 and rep.verdict is not None
+    r = rep.to_check_results()[0]
+    assert r.status.value == "warn" and "partial" in r.detail   # a partial pin is never a failure
+
+
+def test_busy_series_is_exit_zero(monkeypatch):
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731
+    fake_reads(monkeypatch, [1, 2, 1, 3, 0, 2, 1, 1, 1], clock)
+    rep = I.sample_inflight(FakeDep(), 6, 1, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert rep.name == "busy" and rep.exit_code() == 0
+
+
+def test_bad_window_is_refused():
+    with pytest.raises(ValueError):
+        I.sample_inflight(FakeDep(), 0, 1)
