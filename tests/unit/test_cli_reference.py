@@ -36,3 +36,22 @@ def test_generation_is_stable_whatever_the_callers_terminal():
     p = subprocess.run([sys.executable, "scripts/gen_cli_reference.py", "--stdout"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout == _generate()
+
+
+def test_inventory_reference_lists_every_field():
+    """docs/inventory.md names every field of every inventory model (so a new field cannot go undocumented)."""
+    from pdctl import inventory as m
+
+    text = (REPO / "docs" / "inventory.md").read_text()
+    for model in (m.Inventory, m.Host, m.RoleInstance, m.FinalHealth, m.Probe, m.Expect):
+        for name in model.model_fields:
+            if name == "source":
+                continue
+            assert f"`{name}`" in text or f"`probe.{name}`" in text, f"docs/inventory.md lacks {model.__name__}.{name}"
+
+
+def test_every_shipped_playbook_has_a_page():
+    from pdctl.playbook.schema import shipped_playbooks
+
+    for name in shipped_playbooks():
+        assert (REPO / "docs" / "playbooks" / f"{name}.md").exists(), name
