@@ -51,7 +51,7 @@ def run(
                               hint="issue 4 (storm, triage, verify inflight) is not in this build yet")
     if not json_out:
         show.plan(p, stderr=False)
-    printer = show.StepPrinter(len(p.sequence), quiet=json_out)
+    printer = show.StepPrinter(len(p.steps), quiet=json_out)
     hooks = runner.Hooks(step_started=printer.started, step_finished=printer.finished)
     with open_deployment(inventory, quiet=json_out) as dep:
         result = runner.run(p, dep, hooks=hooks)

@@ -209,8 +209,6 @@ class Hooks:
 def _execute(ps: PlannedStep, ctx: kinds.RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
     hooks.step_started(ps, handler_of)
     t0 = time.monotonic()
-    what = f"step {ps.index} {ps.spec.name} ({ps.describe})"
-    ctx.dep.progress.info(what)
     out = kinds.run_kind(ps.kind, ctx, ps.args)
     passed, why = kinds.evaluate_gate(ps.spec.gate, out)
     sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",

@@ -224,3 +224,18 @@ def test_two_runs_at_once_leave_one_valid_json_line_each(env):
         json.loads(out)
     recs = _audit(env)
     assert sorted(r["action"] for r in recs) == ["run par-a", "run par-b"]
+
+
+def test_a_step_kind_missing_from_the_build_is_refused_before_anything_runs(env, monkeypatch):
+    """Issue-4 kinds are imported lazily; without their op the run refuses up front (exit 2, 'not available')."""
+    from pdctl.playbook import steps
+
+    monkeypatch.setitem(steps._ISSUE4, "triage", ("pdctl.ops.no_such_triage", ("triage",)))
+    t = env["tmp"]
+    p = _pb(t, [sh("first", f"touch {t}/first"), {"name": "t", "action": "triage"}])
+    r = _run([str(p)])
+    assert r.exit_code == 2, r.output
+    assert "not available" in r.output and "step 2 't'" in r.output
+    assert not (t / "first").exists()
+    r = _run([str(p), "--dry-run"])
+    assert r.exit_code == 0 and "not available" in r.output
