@@ -260,7 +260,7 @@ def _run_verify(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
     from pdctl.ops import verify
 
     layers = tuple(a.layers) if a.layers else verify.LAYERS
-    supported = set(getattr(verify, "ALL_LAYERS", verify.LAYERS)) | set(verify.LAYERS)
+    supported = set(verify.LAYERS) | set(getattr(verify, "OPTIONAL_LAYERS", ()))
     missing = [x for x in layers if x not in supported]
     if missing and "inflight" in missing:
         # issue 4 may add the inflight layer under another name; otherwise say plainly that it is missing
