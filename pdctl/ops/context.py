@@ -6,11 +6,14 @@ Every op takes a Deployment so that a command reuses one SSH connection per host
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from pdctl.inventory import Inventory, RoleInstance
 from pdctl.progress import Progress
 from pdctl.services.base import ServiceManager, ServiceStatus
 from pdctl.transport.base import Transport
+
+if TYPE_CHECKING:  # pydantic stays off the `pdctl --help` path
+    from pdctl.inventory import Inventory, RoleInstance
 
 
 class Deployment:
