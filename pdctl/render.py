@@ -109,7 +109,7 @@ def steps_table(steps) -> Table:
 
 
 def deploy_plan(plan) -> None:
-    from pdctl.secrets import mask_env
+    from pdctl.secrets import mask_argv, mask_env
     from pdctl.shell import quote_argv
 
     c = console()
@@ -119,7 +119,9 @@ def deploy_plan(plan) -> None:
         env = mask_env(r.env)
         if env:
             c.print(Text("  env: " + " ".join(f"{k}={v}" for k, v in env.items())))
-        c.print(Text("  " + quote_argv(r.argv)))
+        c.print(Text("  " + quote_argv(mask_argv(r.argv))))
+        for change in r.changes:
+            c.print(Text(f"  change: {change}", style="yellow"))
     c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
 
 

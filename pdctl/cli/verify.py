@@ -20,7 +20,8 @@ def final_health(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
     layer: Annotated[Optional[list[str]], typer.Option(
-        "--layer", help="Run only these layers (repeat): health, e2e, transfer, flags, lineage.")] = None,
+        "--layer", help="Run only these layers (repeat): health, e2e, transfer, flags, lineage; inflight (a sampled "
+                   "window) only when named.")] = None,
     record_baseline: Annotated[bool, typer.Option(
         "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline.")] = False,
     since_baseline: Annotated[bool, typer.Option(
@@ -29,12 +30,13 @@ def final_health(
     """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage."""
     from pdctl import render, state
     from pdctl.errors import UsageError
-    from pdctl.ops.verify import LAYERS, final_health as run, transfer_baseline
+    from pdctl.ops.verify import LAYERS, OPTIONAL_LAYERS, final_health as run, transfer_baseline
 
     layers = tuple(layer) if layer else LAYERS
-    bad = [name for name in layers if name not in LAYERS]
+    known = LAYERS + OPTIONAL_LAYERS
+    bad = [name for name in layers if name not in known]
     if bad:
-        raise UsageError(f"--layer {bad[0]!r}: unknown layer (choose from {', '.join(LAYERS)})")
+        raise UsageError(f"--layer {bad[0]!r}: unknown layer (choose from {', '.join(known)})")
     with open_deployment(inventory, quiet=json_out) as dep:
         path = state.state_dir() / f"baseline-{dep.inv.name}.json"
         baseline = None

@@ -16,7 +16,8 @@ from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_restart
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
-from pdctl.secrets import mask_env
+from pdctl.secrets import mask_argv, mask_env
+from pdctl.services.base import spec_changes
 
 
 @dataclass
@@ -29,6 +30,7 @@ class RolePlan:
     env: dict[str, str]
     changed: bool
     running: bool
+    changes: list[str] = field(default_factory=list)   # what installing changes (secrets masked)
 
 
 @dataclass
@@ -39,7 +41,7 @@ class DeployPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"action": self.action, "reason": self.reason,
-                "roles": [{**r.__dict__, "env": mask_env(r.env)} for r in self.roles]}
+                "roles": [{**r.__dict__, "argv": mask_argv(r.argv), "env": mask_env(r.env)} for r in self.roles]}
 
 
 @dataclass
@@ -64,10 +66,14 @@ def plan_deploy(dep: Deployment) -> DeployPlan:
     for role, i, inst in dep.inv.instances():
         spec = launch.service_spec(dep.inv, role, i)
         mgr = dep.services(inst.host)
+        changed = not mgr.is_current(spec)
+        changes = []
+        if changed:
+            changes = spec_changes(mgr.installed_spec(spec.name), spec) or ["service definition differs"]
         roles.append(RolePlan(
             label=dep.inv.label(role, i), role=role, index=i, service=spec.name,
             argv=list(spec.argv), env=dict(spec.env),
-            changed=not mgr.is_current(spec), running=mgr.status(spec.name).active,
+            changed=changed, running=mgr.status(spec.name).active, changes=changes,
         ))
     changed = [r.label for r in roles if r.changed]
     down = [r.label for r in roles if not r.running]

@@ -28,6 +28,32 @@ class ServiceStatus:
     detail: str = ""               # e.g. systemd ActiveState/SubState, or "stale pidfile"
 
 
+def spec_changes(old: ServiceSpec | None, new: ServiceSpec) -> list[str]:
+    """What installing `new` over `old` changes, one line each, secret-looking env values masked."""
+    from pdctl.secrets import mask_argv, mask_env
+
+    if old is None:
+        return ["new service"]
+    out = []
+    if old.argv != new.argv:
+        was, now = mask_argv(list(old.argv)), mask_argv(list(new.argv))
+        removed = [a for a in was if a not in now]
+        added = [a for a in now if a not in was]
+        out.append("command: " + " ".join([f"-{a}" for a in removed] + [f"+{a}" for a in added])
+                   if removed or added else "command: argument order changed")
+    old_env, new_env = mask_env(old.env), mask_env(new.env)
+    for k in sorted(set(old.env) | set(new.env)):
+        if k not in new.env:
+            out.append(f"env: -{k}")
+        elif k not in old.env:
+            out.append(f"env: +{k}={new_env[k]}")
+        elif old.env[k] != new.env[k]:
+            out.append(f"env: {k} {old_env[k]} -> {new_env[k]}")
+    if old.workdir != new.workdir:
+        out.append(f"workdir: {old.workdir} -> {new.workdir}")
+    return out
+
+
 class ServiceManager(ABC):
     @abstractmethod
     def install(self, spec: ServiceSpec) -> bool:
@@ -44,6 +70,10 @@ class ServiceManager(ABC):
     def is_current(self, spec: ServiceSpec) -> bool:
         """True when `spec` is exactly what is installed now, so deploy would change nothing. Writes nothing."""
         raise NotImplementedError
+
+    def installed_spec(self, name: str) -> ServiceSpec | None:
+        """The spec installed now, when the manager can read it back (None: unknown or not installed)."""
+        return None
 
     def restart(self, name: str, *, grace: float = 20.0) -> None:
         self.stop(name, grace=grace)

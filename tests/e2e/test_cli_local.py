@@ -144,3 +144,29 @@ def test_secret_env_value_never_appears_in_any_output(deployment):
     for text in outputs + [audit_log]:
         assert SECRET not in text
     assert "HF_TOKEN" in outputs[2]   # the variable is checked and shown, only its value is masked
+
+
+def test_dry_run_deploy_of_a_changed_inventory_shows_the_change_and_changes_nothing(deployment, tmp_path):
+    st = deployment["state"]
+    data = json.loads(json.dumps(deployment["data"]))
+    data["roles"]["decode"][0]["args"]["--cuda-graph-max-bs-decode"] = 64
+    changed = write_inventory(tmp_path / "changed.yaml", data)
+    before = pdctl(["status", "-i", str(deployment["inv"]), "--json"], state=st).json()
+    r = pdctl(["deploy", "--dry-run", "-i", str(changed), "--json"], state=st)
+    assert r.code == 0, r.output
+    plan = r.json()["plan"]
+    assert plan["action"] == "co-restart"
+    decode = next(x for x in plan["roles"] if x["role"] == "decode")
+    assert decode["changed"] and any("-96" in c and "+64" in c for c in decode["changes"])
+    assert not any(x["changed"] for x in plan["roles"] if x["role"] != "decode")
+    after = pdctl(["status", "-i", str(deployment["inv"]), "--json"], state=st).json()
+    assert [x["pid"] for x in before["roles"]] == [x["pid"] for x in after["roles"]]
+
+
+def test_inflight_layer_runs_only_when_named_and_an_idle_pair_is_drained(deployment):
+    r = pdctl(["verify", "final-health", "-i", str(deployment["inv"]), "--json", "--layer", "inflight"],
+              state=deployment["state"])
+    assert r.code == 0, r.output
+    doc = r.json()
+    assert list(doc["layers"]) == ["inflight"]
+    assert statuses(doc, "inflight") == {"pass"}

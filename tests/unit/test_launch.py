@@ -52,3 +52,17 @@ def test_multi_host_router_reaches_workers_by_internal_address():
     inv = parse_inventory(data, "multi.yaml")
     router = launch.role_argv(inv, "router", 0)
     assert "http://10.0.0.1:30000" in router and "http://127.0.0.1:30002" in router
+
+
+def test_spec_changes_names_what_a_deploy_would_change_with_secrets_masked():
+    from pdctl.services.base import ServiceSpec, spec_changes
+
+    old = ServiceSpec("d", ("py", "--port", "30002"), {"HF_TOKEN": "hf_old_secret", "A": "1"})
+    new = ServiceSpec("d", ("py", "--port", "30002", "--disable-overlap-schedule"), {"HF_TOKEN": "hf_new_secret", "B": "2"})
+    lines = spec_changes(old, new)
+    assert "command: +--disable-overlap-schedule" in lines
+    assert "env: -A" in lines and "env: +B=2" in lines
+    assert any(line.startswith("env: HF_TOKEN") for line in lines)
+    assert "hf_" not in " ".join(lines)
+    assert spec_changes(None, new) == ["new service"]
+    assert spec_changes(new, new) == []
