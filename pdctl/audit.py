@@ -17,7 +17,7 @@ from pdctl import state
 
 
 def _mask_nested(obj: Any) -> Any:
-    from pdctl.secrets import mask_env
+    from pdctl.secrets import mask_env, mask_text
 
     if isinstance(obj, dict):
         out = {}
@@ -29,6 +29,8 @@ def _mask_nested(obj: Any) -> Any:
         return out
     if isinstance(obj, list):
         return [_mask_nested(v) for v in obj]
+    if isinstance(obj, str):
+        return mask_text(obj)   # SECRET=value or --api-key value inside an error message or a log tail
     return obj
 
 
@@ -41,12 +43,13 @@ def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, r
         "operator": state.operator(),
         "inventory": inventory,
         "action": action,
-        "args": args or {},
+        "args": _mask_nested(args or {}),
         "result": result,
         "duration_s": round(now - started, 3),
     }
     if extra:
         record.update(_mask_nested(extra))
+    record["result"] = _mask_nested(record["result"])
     line = (json.dumps(record, sort_keys=False, default=str) + "\n").encode()
     p = path or state.audit_log_path()
     p.parent.mkdir(parents=True, exist_ok=True)

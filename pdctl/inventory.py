@@ -23,6 +23,9 @@ DEFAULT_PORTS = {"prefill": 30000, "decode": 30002, "router": 30001}
 DEFAULT_BOOTSTRAP_PORT = 8998
 
 
+SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$"   # used in file paths, lock dirs and systemd unit names
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -55,7 +58,7 @@ class RoleInstance(_Strict):
     port: int = Field(..., ge=1, le=65535)
     listen_host: str = "127.0.0.1"
     bootstrap_port: int | None = Field(None, ge=1, le=65535)   # prefill only
-    service: str | None = None               # systemd unit or pidfile name; default pdctl-<role>-<index>
+    service: str | None = Field(None, pattern=SAFE_NAME)   # systemd unit or pidfile name; default pdctl-<name>-<role>-<i>
     args: dict[str, ArgValue] = Field(default_factory=dict)     # extra launch flags: {"--flag": value|true}
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout: float = Field(300.0, gt=0)
@@ -106,7 +109,7 @@ class FinalHealth(_Strict):
 
 
 class Inventory(_Strict):
-    name: str = "local"
+    name: str = Field("local", pattern=SAFE_NAME)
     engine: Literal["bundled", "sglang"] = "bundled"
     model_path: str | None = None            # sglang: required; bundled: optional engine checkpoint
     served_model_name: str = "pdctl-tiny"

@@ -18,6 +18,8 @@ from shlex import quote
 from pdctl.errors import LockHeld, StepFailed
 from pdctl.transport.base import Transport
 
+OWNERLESS_STALE_S = 30.0   # a lock dir with no owner.json this old was left by a holder that died mid-acquire
+
 
 @dataclass
 class LockInfo:
@@ -64,25 +66,52 @@ class DeploymentLock:
             return False
         return False
 
+    def _age(self) -> float | None:
+        """Seconds since the lock directory was made, by the host's clock (None if it is gone)."""
+        d = quote(self.lock_dir)
+        res = self.transport.run(f"echo $(( $(date +%s) - $(stat -c %Y {d}) ))", timeout=15)
+        try:
+            return float(res.stdout.strip()) if res.ok else None
+        except ValueError:
+            return None
+
+    def _take_over(self) -> None:
+        """Move a stale lock aside atomically, so two operators taking over at once cannot both win."""
+        aside = f"{self.lock_dir}.stale.{self.info.token}"
+        res = self.transport.run(f"mv -T {quote(self.lock_dir)} {quote(aside)} && rm -rf {quote(aside)}", timeout=15)
+        if not res.ok:
+            time.sleep(0.2)   # someone else moved it first; the next mkdir decides who holds it
+
     def acquire(self) -> None:
         parent = os.path.dirname(self.lock_dir)
-        for _attempt in range(2):
+        for _attempt in range(3):
             res = self.transport.run(f"mkdir -p {quote(parent)} && mkdir {quote(self.lock_dir)}", timeout=15)
             if res.ok:
-                self.transport.put_file(f"{self.lock_dir}/owner.json", json.dumps(self.info.__dict__))
+                try:
+                    self.transport.put_file(f"{self.lock_dir}/owner.json", json.dumps(self.info.__dict__))
+                except BaseException:
+                    self.transport.run(f"rm -rf {quote(self.lock_dir)}", timeout=15)
+                    raise
                 self.held = True
                 return
             if res.timed_out:
                 raise StepFailed(f"lock: timed out creating {self.lock_dir} on {self.transport.name}")
             owner = self._owner()
             if owner is None:
-                # mkdir lost a race with a holder still writing owner.json, or a dead holder left an empty dir
-                time.sleep(0.2)
+                # a holder between mkdir and writing owner.json; or one that died there
+                time.sleep(0.5)
                 owner = self._owner()
-            if owner is not None and self._holder_dead(owner):
-                self.transport.run(f"rm -rf {quote(self.lock_dir)}", timeout=15)
+            if owner is None:
+                age = self._age()
+                if age is None:
+                    continue          # released meanwhile: try again
+                if age > OWNERLESS_STALE_S:
+                    self._take_over()
+                    continue
+            elif self._holder_dead(owner):
+                self._take_over()
                 continue
-            who = owner.describe() if owner else "an unknown holder (no owner.json)"
+            who = owner.describe() if owner else "an unknown holder (no owner.json yet)"
             raise LockHeld(
                 f"deployment lock {self.lock_dir} on {self.transport.name} is held by {who}",
                 hint="wait for that operation to finish; if its holder is gone, remove the lock directory by hand",

@@ -35,6 +35,9 @@ def emit_json(doc: Any) -> None:
 
 
 def error(message: str, hint: str | None = None, code: int | None = None) -> None:
+    from pdctl.secrets import mask_text
+
+    message, hint = mask_text(message), (mask_text(hint) if hint else hint)
     c = console(stderr=True)
     c.print(Text("error: ", style="bold red") + Text(message))
     if hint:

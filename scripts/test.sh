@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-exec python3 -m pytest -q -p no:cacheprovider "$@"
+exec "${PYTHON:-python3}" -m pytest -q -p no:cacheprovider "$@"

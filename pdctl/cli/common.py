@@ -36,6 +36,19 @@ def handle_errors(fn: Callable) -> Callable:
 
             render.error("interrupted")
             raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as e:  # a bug or an unmapped failure: say what happened, exit 1, no traceback
+            import os
+            import traceback
+
+            from pdctl import render
+
+            if os.environ.get("PDCTL_DEBUG"):
+                traceback.print_exc()
+            render.error(f"unexpected {type(e).__name__}: {e}",
+                         "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback")
+            raise typer.Exit(1) from None
 
     return wrapper
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl import audit, launch
-from pdctl.errors import PdctlError
+from pdctl.errors import PdctlError, StepFailed
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_restart
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
@@ -69,7 +69,11 @@ def plan_deploy(dep: Deployment) -> DeployPlan:
         changed = not mgr.is_current(spec)
         changes = []
         if changed:
-            changes = spec_changes(mgr.installed_spec(spec.name), spec) or ["service definition differs"]
+            try:
+                old = mgr.installed_spec(spec.name)
+            except StepFailed as e:
+                old, changes = None, [f"installed definition unreadable ({e.message.splitlines()[0]}); rewritten"]
+            changes = changes or spec_changes(old, spec) or ["service definition differs"]
         roles.append(RolePlan(
             label=dep.inv.label(role, i), role=role, index=i, service=spec.name,
             argv=list(spec.argv), env=dict(spec.env),

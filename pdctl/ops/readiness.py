@@ -19,8 +19,11 @@ POLL_INTERVAL = 0.25
 def _get(url: str, timeout: float):
     import httpx
 
+    from pdctl.checks.http_util import client
+
     try:
-        return httpx.get(url, timeout=timeout)
+        with client(timeout) as c:
+            return c.get(url)
     except httpx.HTTPError as e:
         return e
 

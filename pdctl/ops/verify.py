@@ -109,7 +109,7 @@ def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | Non
             results.append(CheckResult("transfer", label, "/metrics", Status.FAIL, observed=str(m).splitlines()[0],
                                        detail="could not read metrics" + (f"; {hint}" if hint else "")))
             continue
-        results.extend(judge_transfer(label, m, (baseline or {}).get(label) if baseline is not None else None))
+        results.extend(judge_transfer(label, m, baseline.get(label) if baseline is not None else None))
     return results
 
 
@@ -155,9 +155,12 @@ def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult
     """The router hides its argv; check the workers it routes to instead."""
     import httpx
 
+    from pdctl.checks.http_util import client
+
     host = dep.instance("router", index).host
     try:
-        body = httpx.get(f"{dep.base_url('router', index)}/workers", timeout=dep.inv.final_health.health_timeout).json()
+        with client(dep.inv.final_health.health_timeout) as c:
+            body = c.get(f"{dep.base_url('router', index)}/workers").json()
     except (httpx.HTTPError, ValueError):
         body = None
     prefill = [(launch.worker_url(dep.inv, "prefill", i, host), dep.inv.bootstrap_port(p))

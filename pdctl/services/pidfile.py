@@ -159,8 +159,13 @@ class PidfileManager(ServiceManager):
         raw = self.t.read_file(self.spec_path(name))
         if raw is None:
             return None
-        d = json.loads(raw)
-        return ServiceSpec(name=name, argv=tuple(d["argv"]), env=dict(d.get("env") or {}), workdir=d.get("workdir"),
+        try:
+            d = json.loads(raw)
+            argv = tuple(d["argv"])
+        except (ValueError, KeyError, TypeError):
+            raise StepFailed(f"{self.t.name}: {self.spec_path(name)} is not a pdctl service spec "
+                             "(corrupt or written by hand); run `pdctl deploy` to rewrite it") from None
+        return ServiceSpec(name=name, argv=argv, env=dict(d.get("env") or {}), workdir=d.get("workdir"),
                            description=d.get("description") or "")
 
     # -- start -----------------------------------------------------------------------------------------------
@@ -267,5 +272,12 @@ class PidfileManager(ServiceManager):
             delay = min(delay * 1.5, 0.2)
 
     def log_tail(self, name: str, lines: int = 200) -> str:
+        """The log's last lines, with the service's secret env/flag values (and any SECRET=... text) masked."""
+        from pdctl.secrets import mask_text, secret_values
+
         res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null")
-        return res.stdout
+        try:
+            spec = self.installed_spec(name)
+        except (ValueError, KeyError, TypeError):
+            spec = None
+        return mask_text(res.stdout, secret_values(spec.env, spec.argv) if spec else ())

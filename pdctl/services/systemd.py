@@ -179,7 +179,7 @@ class SystemdManager(ServiceManager):
         """Write the unit if its text changed, then `systemctl daemon-reload`. Returns whether it changed."""
         if self.is_current(spec):
             return False
-        self.t.put_file(self.unit_path(spec.name), self._render(spec), mode=0o644)
+        self.t.put_file(self.unit_path(spec.name), self._render(spec), mode=0o600)
         res = self._systemctl("daemon-reload")
         if not res.ok:
             raise self._fail("daemon-reload after writing", spec.name, res)
@@ -239,5 +239,8 @@ class SystemdManager(ServiceManager):
         return st
 
     def log_tail(self, name: str, lines: int = 200) -> str:
+        """The journal's last lines, with SECRET=... assignments and --secret-flag values masked."""
+        from pdctl.secrets import mask_text
+
         res = self.t.run(f"journalctl -u {quote(unit_name(name))} -n {int(lines)} --no-pager", timeout=self.command_timeout)
-        return res.stdout if res.ok else (res.stdout + res.stderr)
+        return mask_text(res.stdout if res.ok else (res.stdout + res.stderr))

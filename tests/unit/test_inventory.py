@@ -65,3 +65,15 @@ def test_missing_file_is_a_usage_error(tmp_path):
     with pytest.raises(InventoryError) as e:
         load_inventory(tmp_path / "nope.yaml")
     assert "nope.yaml" in e.value.message
+
+
+@pytest.mark.parametrize("field, value", [("name", "../escape"), ("name", "a b"), ("service", "x/../../etc")])
+def test_names_that_become_paths_are_restricted(field, value):
+    data = {"roles": {"prefill": [{"port": 30000}], "decode": [{"port": 30002}], "router": [{"port": 30001}]}}
+    if field == "name":
+        data["name"] = value
+    else:
+        data["roles"]["decode"][0]["service"] = value
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(data, "inv.yaml")
+    assert field in e.value.message
