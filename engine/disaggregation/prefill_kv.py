@@ -224,7 +224,8 @@ class PrefillKVManager:
                     room_start.pop(c.room, None)
                     room_bytes.pop(c.room, None)
 
-    def _write(self, c: Chunk, info: TransferInfo) -> bool:
+    def _write(self, c: Chunk, info: TransferInfo) -> tuple[bool, bool]:
+        """Write one chunk's KV to the decode's pages: (written, silently dropped by the degraded-bootstrap drill)."""
         with self.lock:
             peer = self.peers.get(info.peer)
             degraded = (self.drills.degraded_bootstrap and self.peers_seen and info.peer != self.peers_seen[0])

@@ -1,6 +1,7 @@
 """Per-room transfer status table and its update rule.
 
-Fixed rule (Fix A): Failed and Success are terminal until the room is cleared. Pre-fix rule (the
+Fixed rule (Fix A): once Failed or Success is set, non-terminal writes are ignored until the room is cleared
+(a Failed write still lands on a Success room: an abort after the last chunk fails it). Pre-fix rule (the
 status-update-race drill): a write takes Failed, else max(current, new) -- so a late Transferring
 turns a Failed room back into Transferring, the seed's race.
 """

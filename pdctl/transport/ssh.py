@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pdctl.errors import HostKeyRefused, UnreachableError
+from pdctl.errors import HostKeyRefused, StepFailed, UnreachableError
 from pdctl.shell import export_prefix, quote
 from pdctl.transport.base import CommandResult, Transport
 
@@ -217,8 +217,11 @@ class SshTransport(Transport):
         pid = int(first[len(_PID_MARK):])
         try:
             chan = self._client.get_transport().open_session(timeout=self.host.connect_timeout)
+            chan.settimeout(self.host.connect_timeout)
             chan.exec_command(f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
-            chan.recv_exit_status()
+            deadline = time.monotonic() + self.host.connect_timeout
+            while not chan.exit_status_ready() and time.monotonic() < deadline:
+                time.sleep(0.05)
             chan.close()
         except Exception:
             pass
@@ -230,8 +233,16 @@ class SshTransport(Transport):
         parent = os.path.dirname(path) or "."
         res = self.run(f"mkdir -p -- {quote(parent)}", timeout=self.host.command_timeout)
         if not res.ok:
-            raise OSError(f"{self.name}: cannot create {parent}: {res.stderr.strip()}")
+            raise StepFailed(f"{self.name}: cannot create {parent}: {res.stderr.strip()}")
         tmp = f"{parent}/.pdctl-{uuid.uuid4().hex[:12]}.tmp"
+        import paramiko
+
+        try:
+            self._put_via_sftp(tmp, path, data, mode)
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise StepFailed(f"{self.name}: writing {path} over SFTP failed: {e}") from None
+
+    def _put_via_sftp(self, tmp: str, path: str, data: bytes, mode: int) -> None:
         sftp = self.open().open_sftp()
         try:
             sftp.get_channel().settimeout(self.host.command_timeout)
@@ -250,7 +261,12 @@ class SshTransport(Transport):
             sftp.close()
 
     def read_file(self, path: str, *, timeout: float = 10.0) -> bytes | None:
-        sftp = self.open().open_sftp()
+        import paramiko
+
+        try:
+            sftp = self.open().open_sftp()
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise UnreachableError(f"{self.name}: cannot open SFTP to read {path}: {e}", target=self.name) from None
         try:
             sftp.get_channel().settimeout(timeout)
             with sftp.open(path, "rb") as f:
