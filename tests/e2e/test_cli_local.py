@@ -12,8 +12,6 @@ import signal
 
 import pytest
 
-from pdctl.lock import DeploymentLock
-from pdctl.transport.local import LocalTransport
 from tests.e2e.helpers import layer, local_inventory, pdctl, statuses, write_inventory
 from tests.fixtures.net import free_port
 
@@ -92,18 +90,13 @@ def test_drift_in_env_or_flag_fails_layer_4_with_expected_vs_found(deployment, t
     assert "64" in bad["--cuda-graph-max-bs-decode"]["expected"] and "96" in bad["--cuda-graph-max-bs-decode"]["observed"]
 
 
-def test_lock_contention_refuses_and_names_the_holder(deployment):
+def test_lock_contention_refuses_and_names_the_holder(deployment, monkeypatch):
     from pdctl.inventory import load_inventory
     from pdctl.ops.context import Deployment, deployment_lock
 
-    os.environ["XDG_STATE_HOME"] = str(deployment["state"])
-    try:
-        dep = Deployment(load_inventory(deployment["inv"]))
-        with deployment_lock(dep, "test holds the lock"):
-            r = pdctl(["restart", "--pair", "-i", str(deployment["inv"])], state=deployment["state"])
-        dep.close()
-    finally:
-        os.environ.pop("XDG_STATE_HOME", None)
+    monkeypatch.setenv("XDG_STATE_HOME", str(deployment["state"]))
+    with Deployment(load_inventory(deployment["inv"])) as dep, deployment_lock(dep, "test holds the lock"):
+        r = pdctl(["restart", "--pair", "-i", str(deployment["inv"])], state=deployment["state"])
     assert r.code == 4, r.output
     assert "test holds the lock" in r.stderr and "held by" in r.stderr
 

@@ -27,7 +27,6 @@ def netns():
         assert [line.split(":")[1].strip() for line in links.splitlines()] == ["lo"]
         yield name
     finally:
-        subprocess.run(["ip", "netns", "pids", name], capture_output=True)
         pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
         for pid in pids:  # only processes inside our own namespace: all started by this test
             subprocess.run(["kill", "-9", pid], capture_output=True)
