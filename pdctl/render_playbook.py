@@ -3,17 +3,18 @@ and the audit log table. Like pdctl.render, the only place these commands print.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from pdctl.render import console
 
-_STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim"}
+_STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim",
+                "interrupted": "bold yellow"}
 
 
-def plan(p, *, stderr: bool = False, unavailable: Iterable[str] = ()) -> None:
+def plan(p, *, stderr: bool = False) -> None:
     """The steps before a run starts (and the whole output of --dry-run)."""
     c = console(stderr=stderr)
     pb = p.playbook
@@ -34,8 +35,6 @@ def plan(p, *, stderr: bool = False, unavailable: Iterable[str] = ()) -> None:
             runs = Text("yes", style="green") if s.runs else Text(f"no: {s.skip_reason}", style="dim")
         t.add_row(str(s.index), s.spec.name, s.describe, gate, s.spec.on_failure_text, runs)
     c.print(t)
-    for why in unavailable:
-        c.print(Text("warning: ", style="yellow") + Text(why))
 
 
 class StepPrinter:
@@ -89,6 +88,9 @@ def summary(result) -> None:
         c.print(Text("recommendation: ", style="yellow") + Text(r))
     if result.ok:
         c.print(Text(f"playbook {result.plan.playbook.name}: PASS", style="bold green"))
+    elif result.interrupted:
+        c.print(Text(f"playbook {result.plan.playbook.name}: INTERRUPTED (exit {result.exit_code}) - "
+                     f"{result.outcome_text}; no handler or later step was run", style="bold yellow"))
     else:
         c.print(Text(f"playbook {result.plan.playbook.name}: FAIL (exit {result.exit_code}) - {result.outcome_text}",
                      style="bold red"))

@@ -22,42 +22,36 @@ def run(
     json_out: JsonOpt = False,
 ) -> None:
     """Show the plan, run each step with its gate, stop at the first failed gate; exit with that step's code."""
+    from pdctl import render
     from pdctl import render_playbook as show
-    from pdctl.cli.common import open_deployment
     from pdctl.errors import UsageError
     from pdctl.inventory import load_inventory
+    from pdctl.ops.context import Deployment
     from pdctl.playbook import runner
     from pdctl.playbook.schema import load_playbook, resolve_playbook
     from pdctl.playbook.vars import parse_cli_vars
-    from pdctl.playbook.steps import StepUnavailable
+    from pdctl.progress import Progress
 
     try:
         cli_vars = parse_cli_vars(var)
     except ValueError as e:
         raise UsageError(str(e)) from None
     pb = load_playbook(resolve_playbook(playbook))
-    p = runner.plan(pb, load_inventory(inventory), cli_vars=cli_vars, apply=apply)
-    missing = runner.unavailable(p)
+    inv = load_inventory(inventory)
+    p = runner.plan(pb, inv, cli_vars=cli_vars, apply=apply)
     if dry_run:
         if json_out:
-            from pdctl import render
-
-            render.emit_json({"dry_run": True, **p.to_dict(), "unavailable": missing})
+            render.emit_json({"dry_run": True, **p.to_dict()})
         else:
-            show.plan(p, unavailable=missing)
+            show.plan(p)
         return
-    if missing:
-        raise StepUnavailable(f"{pb.source}: cannot run: " + "; ".join(missing),
-                              hint="issue 4 (storm, triage, verify inflight) is not in this build yet")
     if not json_out:
         show.plan(p, stderr=False)
     printer = show.StepPrinter(len(p.steps), quiet=json_out)
     hooks = runner.Hooks(step_started=printer.started, step_finished=printer.finished)
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with Deployment(inv, Progress(sink=render.ProgressPrinter(quiet=json_out))) as dep:
         result = runner.run(p, dep, hooks=hooks)
     if json_out:
-        from pdctl import render
-
         render.emit_json(result.to_dict())
     else:
         show.summary(result)

@@ -5,6 +5,8 @@ Each step's action gives a StepOutcome; its gate decides whether the run goes on
 the exit code), or `{run: HANDLER}` (run the handler step; if its gate passes the failure is recovered and the run
 goes on; if the handler is skipped by its `when` or fails, the run stops). The run's exit code is that of the first
 failed gate that was not recovered: the failed action's own code (1 for a failed check, 3 unreachable, 4 refused).
+Ctrl-C (a KeyboardInterrupt, or a step whose op returned a partial report after Ctrl-C) ends the run at once: no
+handler and no later step runs, the run is recorded as interrupted and its exit code is 130.
 Every run (not a dry run) appends one audit record, also when it fails or is interrupted.
 """
 
@@ -69,7 +71,7 @@ class StepRun:
     index: int
     name: str
     action: str
-    status: str                      # passed | failed | recovered | skipped | not run
+    status: str                      # passed | failed | recovered | skipped | not run | interrupted
     duration_s: float = 0.0
     gate: str = ""                   # the gate verdict in words
     exit_code: int = 0
@@ -109,7 +111,8 @@ class RunResult:
     @property
     def outcome_text(self) -> str:
         if self.interrupted:
-            return "interrupted"
+            at = next((x for x in self.steps if x.status == "interrupted"), None)
+            return "interrupted" + (f" at step {at.index} '{at.name}'" if at else "") + " (Ctrl-C)"
         if self.ok:
             return "ok"
         s = next(x for x in self.steps if x.name == self.failed_step and x.status == "failed")
@@ -185,17 +188,6 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
     return Plan(pb, inv.source, shown_vars, apply, planned)
 
 
-def unavailable(p: Plan) -> list[str]:
-    """Why each step kind that would run is not available in this build (issue-4 ops), one line each."""
-    out = []
-    for s in p.steps:
-        if s.runs:
-            why = s.kind.available()
-            if why:
-                out.append(f"{where(s.index, s.spec.name, 'action')}: {why}")
-    return out
-
-
 # -- running ------------------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -209,7 +201,13 @@ class Hooks:
 def _execute(ps: PlannedStep, ctx: kinds.RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
     hooks.step_started(ps, handler_of)
     t0 = time.monotonic()
-    out = kinds.run_kind(ps.kind, ctx, ps.args)
+    try:
+        out = kinds.run_kind(ps.kind, ctx, ps.args)
+    except KeyboardInterrupt as e:
+        e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "interrupted", time.monotonic() - t0,
+                             "interrupted (Ctrl-C)", 130, handler_of, getattr(e, "outcome", None),
+                             note="interrupted (Ctrl-C)")
+        raise
     passed, why = kinds.evaluate_gate(ps.spec.gate, out)
     sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",
                  time.monotonic() - t0, ("passed: " if passed else "failed: ") + why,
@@ -219,12 +217,13 @@ def _execute(ps: PlannedStep, ctx: kinds.RunContext, hooks: Hooks, handler_of: O
 
 
 def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResult:
-    """Execute the plan against an open Deployment. Never raises for a failed step (the result says); re-raises
-    KeyboardInterrupt after recording it. Appends one audit record."""
+    """Execute the plan against an open Deployment. Never raises for a failed step (the result says). Ctrl-C stops
+    the run where it is: the result is marked interrupted with exit code 130, no handler or later step runs.
+    Appends one audit record."""
     from pdctl import audit
 
     hooks = hooks or Hooks()
-    ctx = kinds.RunContext(dep, apply=p.apply)
+    ctx = kinds.RunContext(dep, apply=p.apply, secrets=kinds.inventory_secrets(dep.inv))
     result = RunResult(p)
     started = time.time()
     stopped = False
@@ -268,10 +267,17 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
             _fail(result, sr)
             if policy != "continue":
                 stopped = True
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         result.interrupted = True
-        result.exit_code = result.exit_code or 130
-        raise
+        result.exit_code = 130
+        sr = getattr(e, "step_run", None)
+        if sr is not None:
+            result.steps.append(sr)
+            _collect(result, sr)
+            try:
+                hooks.step_finished(sr)
+            except KeyboardInterrupt:
+                pass
     finally:
         _audit(audit, result, started, audit_log)
     return result

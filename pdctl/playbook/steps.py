@@ -1,14 +1,16 @@
 """The registry of step kinds a playbook can use, their argument models, and the gates that judge their results.
 
 Each kind is a StepKind: an argument model (pydantic, unknown keys refused), the gate keys it understands, whether it
-changes the deployment, and `run(ctx, args) -> StepOutcome`. Kinds call the ops library (`pdctl.ops.*`); the issue-4
-ops (storm, triage, verify inflight) are imported lazily through `_issue4`, and a kind whose op is missing from this
-build fails with StepUnavailable (exit 2) naming what is missing. Nothing here prints.
+changes the deployment, and `run(ctx, args) -> StepOutcome`. Kinds call the ops library (`pdctl.ops.*`, imported
+inside the functions). Nothing here prints.
+
+Ctrl-C: storm, triage and inflight sampling catch KeyboardInterrupt themselves and return a partial report. A step
+never turns such a report into an ordinary pass or failure: it raises StepInterrupted (a KeyboardInterrupt carrying
+what was gathered), so the runner stops the run without running handlers or later steps.
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Optional, Union
@@ -20,10 +22,6 @@ from pdctl.errors import PdctlError, UsageError
 ROLE = Literal["prefill", "decode", "router"]
 WAITABLE = ("verify", "inflight", "triage", "shell")   # what `wait: {until: ...}` may poll (no restart/deploy/storm)
 KNOWN_LAYERS = ("health", "e2e", "transfer", "flags", "lineage", "inflight")
-
-
-class StepUnavailable(UsageError):
-    """A step kind whose op is not part of this build (exit 2)."""
 
 
 @dataclass
@@ -57,12 +55,6 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class _OpenArgs(BaseModel):
-    """Args passed through to an issue-4 op; keys are checked against the op's signature when it is available."""
-
-    model_config = ConfigDict(extra="allow")
-
-
 @dataclass(frozen=True)
 class StepKind:
     name: str
@@ -72,9 +64,7 @@ class StepKind:
     run: Callable[["RunContext", BaseModel], StepOutcome]
     describe: Callable[[BaseModel], str]
     summary: str = ""
-    available: Callable[[], Optional[str]] = lambda: None   # None = available, else why not
-    signature_of: Optional[Callable[[], Optional[inspect.Signature]]] = None
-    validate: Optional[Callable[[dict[str, Any], bool], list[tuple[str, str]]]] = None
+    validate: Optional[Callable[[dict[str, Any], bool], list[tuple[str, str]]]] = None   # for open (extra=allow) args
 
 
 @dataclass
@@ -83,7 +73,7 @@ class RunContext:
 
     dep: Any
     apply: bool = False
-    cancelled: Callable[[], bool] = lambda: False
+    secrets: set[str] = field(default_factory=set)   # secret values of the inventory, scrubbed from error messages
 
 
 # -- gates --------------------------------------------------------------------------------------------------------
@@ -197,14 +187,6 @@ def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool) -> li
     elif kind.validate is not None:
         out += kind.validate(args, with_values)
         return out
-    elif kind.signature_of is not None:
-        sig = kind.signature_of()
-        if sig is not None and not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
-            params = [n for n in sig.parameters if n not in _INTERNAL_PARAMS]
-            for k in args:
-                if k not in params:
-                    out.append((f"args.{k}", f"unknown argument of action {kind.name!r} "
-                                             f"(its arguments: {', '.join(params) or 'none'})"))
     if out or not with_values:
         if not with_values and kind.name == "wait":
             out += _check_wait_until(args)
@@ -231,9 +213,43 @@ def _check_wait_until(args: dict[str, Any]) -> list[tuple[str, str]]:
         [(f"args.until.{f}", m) for f, m in check_gate(kind, until.get("gate") or {})]
 
 
-def _failure(e: PdctlError) -> StepOutcome:
-    return StepOutcome(False, e.message.splitlines()[0], exit_code=e.exit_code, error=e.message,
-                       data={"hint": e.hint} if e.hint else {})
+def inventory_secrets(inv) -> set[str]:
+    """The secret values the inventory declares (roles' env and launch flags, final_health.expect), to scrub from
+    free text such as an error message carrying a log tail."""
+    from pdctl.launch import flag_tokens
+    from pdctl.secrets import secret_values
+
+    out: set[str] = set()
+    for _role, _i, inst in inv.instances():
+        out |= secret_values(inst.env, flag_tokens(inst.args))
+    for exp in inv.final_health.expect.values():
+        out |= secret_values(exp.env, flag_tokens(exp.flags))
+    return out
+
+
+def _failure(e: PdctlError, secrets: set[str] = frozenset()) -> StepOutcome:
+    """A failed outcome from an error; its message and hint are masked (they may hold log tails with secrets)."""
+    from pdctl.secrets import mask_text
+
+    message = mask_text(e.message, secrets)
+    hint = mask_text(e.hint, secrets) if e.hint else None
+    return StepOutcome(False, message.splitlines()[0] if message else "", exit_code=e.exit_code, error=message,
+                       data={"hint": hint} if hint else {})
+
+
+class StepInterrupted(KeyboardInterrupt):
+    """Ctrl-C reached a step whose op caught it and returned a partial report. A KeyboardInterrupt, so everything
+    that stops on Ctrl-C stops on it; `outcome` is what the step had gathered (for the record)."""
+
+    def __init__(self, outcome: Optional[StepOutcome] = None):
+        super().__init__()
+        self.outcome = outcome
+
+
+def _stop_if_interrupted(partial: bool, outcome: StepOutcome) -> StepOutcome:
+    if partial:
+        raise StepInterrupted(outcome)
+    return outcome
 
 
 def _health_outcome(report, prefix: str = "final-health") -> tuple[bool, dict[str, bool], str]:
@@ -260,13 +276,8 @@ def _run_verify(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
     from pdctl.ops import verify
 
     layers = tuple(a.layers) if a.layers else verify.LAYERS
-    supported = set(verify.LAYERS) | set(getattr(verify, "OPTIONAL_LAYERS", ()))
-    missing = [x for x in layers if x not in supported]
-    if missing and "inflight" in missing:
-        # issue 4 may add the inflight layer under another name; otherwise say plainly that it is missing
-        raise StepUnavailable("verify layer 'inflight' is not available in this build (pdctl.ops.verify has no "
-                              "inflight layer yet)", hint="use an `inflight` step, or drop the layer")
     baseline = None
+    # the same file `pdctl verify final-health --record-baseline/--since-baseline` uses
     p = state.state_dir() / f"baseline-{ctx.dep.inv.name}.json"
     if a.record_baseline:
         p.write_text(json.dumps(verify.transfer_baseline(ctx.dep)))
@@ -328,113 +339,14 @@ def _run_deploy(ctx: RunContext, a: DeployArgs) -> StepOutcome:
                        data=res.to_dict())
 
 
-# -- issue 4: storm, triage, inflight (lazy) -------------------------------------------------------------------------
+# -- storm, triage, inflight -------------------------------------------------------------------------------------------
 
-_ISSUE4 = {
-    "storm": ("pdctl.ops.storm", ("storm", "run_storm")),
-    "triage": ("pdctl.ops.triage", ("triage", "run_triage")),
-    "inflight": ("pdctl.ops.inflight", ("sample_inflight", "verify_inflight")),
-}
+class StormArgs(BaseModel):
+    """The fields of pdctl.ops.storm_plan.StormConfig (requests, prompt_tokens, abort_min_s, abort_max_s,
+    sample_every_s, watch_s, target, max_new_tokens, calib_requests, spacing_s, seed, ...) plus `router`; checked
+    against StormConfig by _storm_validate."""
 
-
-def _issue4(kind: str) -> Callable[..., Any]:
-    """The op function of an issue-4 kind. Raises StepUnavailable when this build does not have it."""
-    import importlib
-
-    module, names = _ISSUE4[kind]
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as e:
-        if getattr(e, "name", None) and not module.startswith(str(e.name)):
-            raise  # the module exists but something it imports is broken: show that
-        raise StepUnavailable(f"step kind {kind!r} is not available in this build: {module} is missing",
-                              hint=f"`pdctl {kind if kind != 'inflight' else 'verify inflight'}` ships with issue 4")
-    for n in names:
-        fn = getattr(mod, n, None)
-        if callable(fn):
-            return fn
-    raise StepUnavailable(f"step kind {kind!r} is not available in this build: {module} has none of "
-                          f"{', '.join(names)}")
-
-
-def _issue4_available(kind: str) -> Callable[[], Optional[str]]:
-    def check() -> Optional[str]:
-        try:
-            _issue4(kind)
-            return None
-        except StepUnavailable as e:
-            return e.message
-    return check
-
-
-def _issue4_signature(kind: str) -> Callable[[], Optional[inspect.Signature]]:
-    def sig() -> Optional[inspect.Signature]:
-        try:
-            return inspect.signature(_issue4(kind))
-        except (StepUnavailable, ValueError, TypeError):
-            return None
-    return sig
-
-
-#: parameters of the issue-4 ops that are plumbing, never playbook arguments
-_INTERNAL_PARAMS = {"dep", "deployment", "progress", "stop", "what", "clock", "sleep", "on_sample", "cancel",
-                    "http", "client", "rng", "seed_rng"}
-
-
-def _call_issue4(kind: str, ctx: RunContext, args: BaseModel) -> Any:
-    fn = _issue4(kind)
-    kwargs = dict(args.model_dump(exclude_unset=True))
-    kwargs.update(args.model_extra or {})
-    return fn(ctx.dep, **kwargs)
-
-
-def _as_dict(res: Any) -> dict[str, Any]:
-    if hasattr(res, "to_dict"):
-        return res.to_dict()
-    if isinstance(res, dict):
-        return res
-    return {"result": repr(res)}
-
-
-def _verdict_of(res: Any, d: dict[str, Any]) -> Optional[str]:
-    v = getattr(res, "verdict", None) if not isinstance(res, dict) else res.get("verdict")
-    if v is None:
-        v = d.get("verdict")
-    if v is not None and not isinstance(v, str):
-        v = getattr(v, "verdict", None) or getattr(v, "value", None) or (v.get("verdict") if isinstance(v, dict) else None)
-    return v
-
-
-def _ok_of(res: Any, d: dict[str, Any], verdict: Optional[str], good: tuple[str, ...]) -> bool:
-    ok = getattr(res, "ok", None) if not isinstance(res, dict) else res.get("ok")
-    if callable(ok):
-        ok = ok()
-    if ok is None:
-        ok = d.get("ok")
-    if ok is None:
-        ok = verdict in good
-    return bool(ok)
-
-
-def _issue4_outcome(kind: str, res: Any, good: tuple[str, ...]) -> StepOutcome:
-    d = _as_dict(res)
-    verdict = _verdict_of(res, d)
-    ok = _ok_of(res, d, verdict, good)
-    rec = getattr(res, "recommendation", None) or d.get("recommendation")
-    summary = getattr(res, "summary", None) or d.get("summary") or d.get("finding") or \
-        (d.get("judgement") or {}).get("summary") or ""
-    if not isinstance(summary, str):
-        summary = str(summary)
-    if isinstance(rec, (list, tuple)):
-        rec = "; ".join(map(str, rec))
-    head = f"{kind}: " + (f"verdict {verdict}" if verdict else ("ok" if ok else "not ok"))
-    return StepOutcome(ok, head + (f"; {summary}" if summary else ""), exit_code=0 if ok else 1, verdict=verdict,
-                       recommendation=str(rec) if rec else None, data=d)
-
-
-class StormArgs(_OpenArgs):
-    """The fields of issue 4's StormConfig (requests, prompt_tokens, abort_min_s, abort_max_s, sample_every_s,
-    watch_s, target, max_new_tokens, calib_requests, spacing_s, seed, ...) plus `router`; checked by StormConfig."""
+    model_config = ConfigDict(extra="allow")
 
 
 class TriageArgs(_Args):
@@ -448,13 +360,11 @@ class InflightArgs(_Args):
 
 
 def _storm_validate(args: dict[str, Any], with_values: bool) -> list[tuple[str, str]]:
-    """Check storm args against issue 4's StormConfig (names always; values once substituted)."""
+    """Check storm args against StormConfig (names always; values once substituted)."""
     import dataclasses
 
-    try:
-        from pdctl.ops.storm_plan import StormConfig
-    except ImportError:
-        return []          # not in this build: the run refuses the step as unavailable
+    from pdctl.ops.storm_plan import StormConfig
+
     names = [f.name for f in dataclasses.fields(StormConfig)] + ["router"]
     bad = [(f"args.{k}", f"unknown argument of action 'storm' (its arguments: {', '.join(names)})")
            for k in args if k not in names]
@@ -468,7 +378,7 @@ def _storm_validate(args: dict[str, Any], with_values: bool) -> list[tuple[str, 
 
 
 def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
-    fn = _issue4("storm")
+    from pdctl.ops.storm import storm
     from pdctl.ops.storm_plan import StormConfig
 
     kw = dict(a.model_extra or {})
@@ -477,7 +387,7 @@ def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
         cfg = StormConfig(**kw)
     except (ValueError, TypeError) as e:
         raise UsageError(f"storm: {e}") from None
-    rep = fn(ctx.dep, cfg, router=router)
+    rep = storm(ctx.dep, cfg, router=router)
     v = rep.verdict
     if rep.partial:
         verdict = "interrupted"
@@ -492,31 +402,40 @@ def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
         rate = hd.get("hit_rate") if isinstance(hd, dict) else None
         hit_txt = f"; transfer-window hit rate {rate:.0%}" if isinstance(rate, (int, float)) else ""
     reason = v.reason if v is not None else "no verdict"
-    return StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}",
-                       exit_code=rep.exit_code() or 0, verdict=verdict,
-                       recommendation=("a room stayed pinned after the storm: collect logs, then "
-                                       "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"
-                       else None, data=rep.to_dict())
+    out = StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}",
+                      exit_code=rep.exit_code() or 0, verdict=verdict,
+                      recommendation=("a room stayed pinned after the storm: collect logs, then "
+                                      "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"
+                      else None, data=rep.to_dict())
+    return _stop_if_interrupted(rep.partial, out)
 
 
 def _run_triage(ctx: RunContext, a: TriageArgs) -> StepOutcome:
-    fn = _issue4("triage")
-    rep = fn(ctx.dep, **a.model_dump(exclude_none=True))
-    findings = list(getattr(rep, "findings", []))
-    acting = [f for f in findings if f.severity == "action"]
-    if getattr(rep, "partial", False):
+    from pdctl.ops.triage import triage
+
+    rep = triage(ctx.dep, **a.model_dump(exclude_none=True))
+    acting = [f for f in rep.findings if f.severity == "action"]
+    if rep.partial:
         verdict = "interrupted"
     else:
-        verdict = "action" if acting else ("warn" if findings else "clean")
-    titles = "; ".join(f.title for f in (acting or findings)) or "no finding: nothing looks wrong"
+        verdict = "action" if acting else ("warn" if rep.findings else "clean")
+    titles = "; ".join(f.title for f in (acting or rep.findings)) or "no finding: nothing looks wrong"
     actions = list(dict.fromkeys(f.action for f in acting if f.action))
     ok = verdict in ("clean", "warn")
-    return StepOutcome(ok, f"triage: {verdict}: {titles}", exit_code=rep.exit_code() or (0 if ok else 1),
-                       verdict=verdict, recommendation="; ".join(actions) or None, data=rep.to_dict())
+    out = StepOutcome(ok, f"triage: {verdict}: {titles}", exit_code=rep.exit_code() or (0 if ok else 1),
+                      verdict=verdict, recommendation="; ".join(actions) or None, data=rep.to_dict())
+    return _stop_if_interrupted(rep.partial, out)
 
 
 def _run_inflight(ctx: RunContext, a: InflightArgs) -> StepOutcome:
-    return _issue4_outcome("inflight", _call_issue4("inflight", ctx, a), ("drained", "busy"))
+    from pdctl.ops.inflight import sample_inflight
+
+    rep = sample_inflight(ctx.dep, a.window_s, a.interval_s)
+    code = rep.exit_code()
+    why = rep.verdict.summary if rep.verdict is not None else ("; ".join(rep.notes) or "no complete sample")
+    out = StepOutcome(code == 0, f"inflight: verdict {rep.name}" + (f"; {why}" if why else ""), exit_code=code,
+                      verdict=rep.name, data=rep.to_dict())
+    return _stop_if_interrupted(rep.partial, out)
 
 
 # -- shell ----------------------------------------------------------------------------------------------------------------
@@ -545,7 +464,7 @@ def _run_shell(ctx: RunContext, a: ShellArgs) -> StepOutcome:
     if a.index >= len(instances):
         raise UsageError(f"shell: {a.role} has {len(instances)} instance(s), no index {a.index}")
     inst = instances[a.index]
-    secrets = secret_values({**inst.env, **a.env})
+    secrets = secret_values({**inst.env, **a.env}) | ctx.secrets
     res = ctx.dep.transport(inst.host).run(shell_command(a), timeout=a.timeout)
     out, err = mask_text(res.stdout, secrets), mask_text(res.stderr, secrets)
     last = (out.strip().splitlines() or err.strip().splitlines() or [""])[-1][:160]
@@ -595,10 +514,10 @@ def _run_wait(ctx: RunContext, a: WaitArgs) -> StepOutcome:
         tries += 1
         try:
             out = kind.run(ctx, args)
-        except StepUnavailable:
-            raise
+        except UsageError:
+            raise                  # a misuse (e.g. no baseline recorded) does not get better by waiting
         except PdctlError as e:
-            out = _failure(e)
+            out = _failure(e, ctx.secrets)
         passed, why = evaluate_gate(spec.gate, out)
         elapsed = time.monotonic() - t0
         if passed:
@@ -609,8 +528,6 @@ def _run_wait(ctx: RunContext, a: WaitArgs) -> StepOutcome:
                                       f"({tries} tries); last: {why}", exit_code=1, verdict=out.verdict,
                                layers=out.layers, health=out.health, data={"last": out.to_dict()})
         progress.waiting(f"{spec.action} to pass", elapsed, a.timeout, detail=why)
-        if ctx.cancelled():
-            raise KeyboardInterrupt
         time.sleep(a.interval)
 
 
@@ -652,14 +569,13 @@ REGISTRY: dict[str, StepKind] = {k.name: k for k in (
     StepKind("deploy", DeployArgs, ("ok", "layers_pass"), True, _run_deploy,
              lambda a: "deploy" + ("" if a.verify else " --no-verify"), "render, install, co-start, final-health"),
     StepKind("storm", StormArgs, ("ok", "verdict"), True, _run_storm,
-             lambda a: ("storm " + _describe_args(a)).strip(), "abort storm with a drain verdict (issue 4)",
-             _issue4_available("storm"), None, _storm_validate),
+             lambda a: ("storm " + _describe_args(a)).strip(), "abort storm with a drain verdict",
+             _storm_validate),
     StepKind("triage", TriageArgs, ("ok", "verdict"), False, _run_triage,
-             lambda a: ("triage " + _describe_args(a)).strip(), "the stall decision path (issue 4)",
-             _issue4_available("triage")),
+             lambda a: ("triage " + _describe_args(a)).strip(), "the stall decision path"),
     StepKind("inflight", InflightArgs, ("ok", "verdict"), False, _run_inflight,
-             lambda a: f"verify inflight --window {a.window_s:g} --interval {a.interval_s:g}", "drained / busy / pinned (issue 4)",
-             _issue4_available("inflight"), _issue4_signature("inflight")),
+             lambda a: f"verify inflight --window {a.window_s:g} --interval {a.interval_s:g}",
+             "drained / busy / pinned"),
     StepKind("wait", WaitArgs, ("ok",), False, _run_wait, _describe_wait,
              "a fixed duration, or until a read-only check passes (bounded)"),
     StepKind("shell", ShellArgs, ("ok", "exit_code", "stdout_contains"), True, _run_shell, _describe_shell,
@@ -668,8 +584,9 @@ REGISTRY: dict[str, StepKind] = {k.name: k for k in (
 
 
 def run_kind(kind: StepKind, ctx: RunContext, args: BaseModel) -> StepOutcome:
-    """Run one step's action. A PdctlError becomes a failed outcome carrying its exit code; nothing else is caught."""
+    """Run one step's action. A PdctlError becomes a failed outcome carrying its exit code (message masked); nothing
+    else is caught: KeyboardInterrupt (and StepInterrupted, a partial report after Ctrl-C) reaches the runner."""
     try:
         return kind.run(ctx, args)
     except PdctlError as e:
-        return _failure(e)
+        return _failure(e, ctx.secrets)

@@ -8,6 +8,8 @@ the real CLI in a subprocess), with the engine's drills producing the failing ru
 - stall-triage, with the degraded-bootstrap drill and a decode-only restart, ends in the co-restart recommendation
   (exit 1); with --apply it co-restarts and passes.
 One deployment for the module (free ports, state in a temp dir), stopped by `pdctl down` and, failing that, by pid.
+The three inventories share the services; each test first deploys the build it needs (a no-op when it is already
+running), so any test runs alone or in any order.
 """
 
 from __future__ import annotations
@@ -28,12 +30,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 SECRET = "hf_playbook_secret_7c21"
 SMALL_STORM = ["--var", "storm_requests=6", "--var", "storm_prompt_tokens=3000", "--var", "storm_watch_s=8",
                "--var", "storm_sample_every_s=2"]
-
-
-def _issue4_has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 @pytest.fixture(scope="module")
@@ -65,11 +61,25 @@ def run(dep, *args, timeout=400):
     return pdctl(["run", *args], state=dep["state"], timeout=timeout)
 
 
+def use_build(dep, which: str, *, fresh: bool = False) -> None:
+    """Deploy the inventory `which` (clean, storm-drill, degraded); nothing restarts when it is already running.
+    fresh: also co-restart if an earlier test left transfer failures (a storm's aborts) or a decode-only restart in
+    the lineage, so that a passing final-health is expected."""
+    st, inv = dep["state"], dep[which]
+    r = pdctl(["deploy", "-i", inv, "--no-verify"], state=st)
+    assert r.code == 0, r.output
+    if fresh and pdctl(["verify", "final-health", "-i", inv, "--layer", "transfer", "--layer", "lineage"],
+                       state=st).code != 0:
+        r = pdctl(["restart", "--pair", "--no-verify", "-i", inv], state=st)
+        assert r.code == 0, r.output
+
+
 def audit(dep) -> list[dict]:
     return [json.loads(line) for line in (dep["state"] / "pdctl" / "audit.jsonl").read_text().splitlines()]
 
 
 def test_final_health_playbook_passes_on_a_clean_deployment(dep):
+    use_build(dep, "clean", fresh=True)
     r = run(dep, "final-health", "-i", dep["clean"], "--json")
     assert r.code == 0, r.output
     doc = r.json()
@@ -80,6 +90,7 @@ def test_final_health_playbook_passes_on_a_clean_deployment(dep):
 
 
 def test_final_health_playbook_fails_on_drift_with_exit_1(dep, tmp_path):
+    use_build(dep, "clean")
     data = copy.deepcopy(dep["data"])
     data["roles"]["decode"][0]["env"]["SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"] = "1"
     drifted = write_inventory(tmp_path / "drifted.yaml", data)
@@ -91,6 +102,7 @@ def test_final_health_playbook_fails_on_drift_with_exit_1(dep, tmp_path):
 
 
 def test_co_restart_playbook_restarts_in_order_and_audits_a_masked_snapshot(dep):
+    use_build(dep, "clean")
     before = pdctl(["status", "-i", dep["clean"], "--json"], state=dep["state"]).json()
     r = run(dep, "co-restart", "-i", dep["clean"], "--json")
     assert r.code == 0, r.output
@@ -105,6 +117,7 @@ def test_co_restart_playbook_restarts_in_order_and_audits_a_masked_snapshot(dep)
 
 
 def test_two_playbook_runs_at_once_leave_one_valid_audit_line_each(dep):
+    use_build(dep, "clean", fresh=True)
     n = len(audit(dep))
     cmd = [sys.executable, "-m", "pdctl", "run", "final-health", "-i", dep["clean"], "--json"]
     env = {"XDG_STATE_HOME": str(dep["state"]), "PDCTL_OPERATOR": "parallel", "COLUMNS": "200"}
@@ -119,8 +132,8 @@ def test_two_playbook_runs_at_once_leave_one_valid_audit_line_each(dep):
     assert [x["action"] for x in recs[n:]] == ["run final-health", "run final-health"]
 
 
-@pytest.mark.skipif(not _issue4_has("pdctl.ops.storm"), reason="issue 4's storm is not in this build")
 def test_deploy_fix_onto_the_racy_build_stops_at_the_storm(dep):
+    use_build(dep, "clean")     # deploy-fix itself deploys the racy build
     r = run(dep, "deploy-fix", "-i", dep["storm-drill"], "--json", *SMALL_STORM)
     assert r.code == 1, r.output
     doc = r.json()
@@ -128,16 +141,16 @@ def test_deploy_fix_onto_the_racy_build_stops_at_the_storm(dep):
     assert doc["steps"][3]["result"]["verdict"] in ("pinned", "not-drained")
 
 
-@pytest.mark.skipif(not _issue4_has("pdctl.ops.storm"), reason="issue 4's storm is not in this build")
 def test_abort_storm_ab_fails_on_the_racy_build(dep):
+    use_build(dep, "storm-drill")
     r = run(dep, "abort-storm-ab", "-i", dep["storm-drill"], "--json", *SMALL_STORM)
     assert r.code == 1, r.output
     doc = r.json()
     assert doc["failed_step"] == "storm" and doc["steps"][1]["result"]["verdict"] != "drained"
 
 
-@pytest.mark.skipif(not _issue4_has("pdctl.ops.storm"), reason="issue 4's storm is not in this build")
 def test_deploy_fix_back_to_the_clean_build_passes_and_abort_storm_ab_passes(dep):
+    use_build(dep, "storm-drill")   # deploy-fix puts the clean build back
     r = run(dep, "deploy-fix", "-i", dep["clean"], "--json", *SMALL_STORM)
     assert r.code == 0, r.output
     assert [s["status"] for s in r.json()["steps"]] == ["passed"] * 6
@@ -146,17 +159,9 @@ def test_deploy_fix_back_to_the_clean_build_passes_and_abort_storm_ab_passes(dep
     assert r.json()["steps"][1]["result"]["verdict"] == "drained"
 
 
-@pytest.mark.skipif(_issue4_has("pdctl.ops.storm"), reason="issue 4's storm is in this build")
-def test_storm_playbooks_refuse_when_storm_is_not_available(dep):
-    r = run(dep, "abort-storm-ab", "-i", dep["clean"], *SMALL_STORM)
-    assert r.code == 2 and "not available" in r.output
-
-
-@pytest.mark.skipif(not _issue4_has("pdctl.ops.triage"), reason="issue 4's triage is not in this build")
 def test_stall_triage_recommends_then_applies_the_co_restart(dep):
     st, inv = dep["state"], dep["degraded"]
-    r = pdctl(["deploy", "-i", inv, "--no-verify"], state=st)
-    assert r.code == 0, r.output
+    use_build(dep, "degraded")
     for _ in range(2):
         r = pdctl(["restart", "--role", "decode", "--override-hazard", "--no-verify", "-i", inv], state=st)
         assert r.code == 0, r.output
@@ -170,8 +175,3 @@ def test_stall_triage_recommends_then_applies_the_co_restart(dep):
     assert r.code == 0, r.output
     assert [s["status"] for s in r.json()["steps"]] == ["recovered", "passed", "passed"]
 
-
-@pytest.mark.skipif(_issue4_has("pdctl.ops.triage"), reason="issue 4's triage is in this build")
-def test_stall_triage_refuses_when_triage_is_not_available(dep):
-    r = run(dep, "stall-triage", "-i", dep["clean"])
-    assert r.code == 2 and "not available" in r.output

@@ -226,16 +226,92 @@ def test_two_runs_at_once_leave_one_valid_json_line_each(env):
     assert sorted(r["action"] for r in recs) == ["run par-a", "run par-b"]
 
 
-def test_a_step_kind_missing_from_the_build_is_refused_before_anything_runs(env, monkeypatch):
-    """Issue-4 kinds are imported lazily; without their op the run refuses up front (exit 2, 'not available')."""
+def _fake_shell(monkeypatch, fail_on: str, exc):
+    """Make shell steps whose command contains `fail_on` raise `exc`; the others run for real."""
+    import dataclasses
+
     from pdctl.playbook import steps
 
-    monkeypatch.setitem(steps._ISSUE4, "triage", ("pdctl.ops.no_such_triage", ("triage",)))
+    kind = steps.REGISTRY["shell"]
+
+    def run(ctx, a):
+        if fail_on in str(a.command):
+            raise exc
+        return kind.run(ctx, a)
+
+    monkeypatch.setitem(steps.REGISTRY, "shell", dataclasses.replace(kind, run=run))
+
+
+def _assert_interrupted(env, r, t, at_step):
+    assert r.exit_code == 130, r.output
+    assert not (t / "fixed").exists() and not (t / "after").exists()      # neither the handler nor a later step
+    recs = _audit(env)
+    assert len(recs) == 1
+    assert recs[0]["result"].startswith(f"interrupted at step {at_step}") and recs[0]["exit_code"] == 130
+    assert [s["status"] for s in recs[0]["steps"]][-1] == "interrupted"
+    assert "co-restart" not in [s["name"] for s in recs[0]["steps"]]
+    return recs[0]
+
+
+def test_ctrl_c_in_a_step_stops_the_run_without_its_on_failure_handler(env, monkeypatch):
     t = env["tmp"]
-    p = _pb(t, [sh("first", f"touch {t}/first"), {"name": "t", "action": "triage"}])
-    r = _run([str(p)])
-    assert r.exit_code == 2, r.output
-    assert "not available" in r.output and "step 2 't'" in r.output
-    assert not (t / "first").exists()
-    r = _run([str(p), "--dry-run"])
-    assert r.exit_code == 0 and "not available" in r.output
+    _fake_shell(monkeypatch, "CTRL-C", KeyboardInterrupt())
+    p = _pb(t, [sh("first", "true"),
+                sh("check", "echo CTRL-C", on_failure={"run": "co-restart"}),
+                sh("co-restart", f"touch {t}/fixed", handler=True),
+                sh("after", f"touch {t}/after")])
+    r = _run([str(p), "--apply"])
+    rec = _assert_interrupted(env, r, t, 2)
+    assert [s["status"] for s in rec["steps"]] == ["passed", "interrupted"]
+    assert "INTERRUPTED" in r.output
+
+
+def test_a_partial_triage_report_after_ctrl_c_is_an_interrupt_not_a_failure(env, monkeypatch):
+    """triage catches Ctrl-C itself and returns a partial report (here one that also needs action): the run must
+    stop with 130, not run the `on_failure: {run: co-restart}` handler as stall-triage --apply would."""
+    from pdctl.ops import triage as triage_mod
+
+    def partial_triage(dep, **kw):
+        return triage_mod.TriageReport(dep.inv.name, [], [triage_mod.Finding(
+            "degraded bootstrap", "action", ["x"], ["y"], "run `pdctl restart --pair`")], partial=True)
+
+    monkeypatch.setattr(triage_mod, "triage", partial_triage)
+    t = env["tmp"]
+    p = _pb(t, [{"name": "triage", "action": "triage", "on_failure": {"run": "co-restart"}},
+                sh("co-restart", f"touch {t}/fixed", handler=True, when="apply"),
+                sh("after", f"touch {t}/after")])
+    r = _run([str(p), "--apply", "--json"])
+    rec = _assert_interrupted(env, r, t, 1)
+    doc = json.loads(r.stdout)
+    assert doc["exit_code"] == 130 and not doc["ok"] and doc["steps"][0]["result"]["verdict"] == "interrupted"
+    assert rec["steps"][0]["action"] == "triage"
+
+
+def test_a_partial_storm_or_inflight_report_is_an_interrupt(env, monkeypatch):
+    from pdctl.ops import inflight as inflight_mod
+
+    monkeypatch.setattr(inflight_mod, "sample_inflight",
+                        lambda dep, w, i: inflight_mod.InflightReport(w, i, [], None, partial=True))
+    t = env["tmp"]
+    p = _pb(t, [{"name": "inflight", "action": "inflight", "on_failure": "continue"},
+                sh("after", f"touch {t}/after")])
+    _assert_interrupted(env, _run([str(p)]), t, 1)
+
+
+def test_step_error_messages_are_masked_with_the_inventorys_secrets(env, monkeypatch):
+    """An error message carrying a log tail with a role's secret env value is scrubbed before audit and output."""
+    from pdctl.errors import StepFailed
+    from pdctl.inventory import embedded_default
+
+    secret = "sk-roleenv-9f8e7d6c5b4a"
+    data = embedded_default().model_dump(mode="json")
+    data["roles"]["prefill"][0]["env"]["MY_API_KEY"] = secret
+    inv = env["tmp"] / "inv.yaml"
+    inv.write_text(yaml.safe_dump(data))
+    _fake_shell(monkeypatch, "LEAK", StepFailed(f"prefill did not start; log tail:\n  using key {secret}\n",
+                                                hint=f"see the log ({secret})"))
+    p = _pb(env["tmp"], [sh("leak", "echo LEAK")])
+    r = _run([str(p), "-i", str(inv), "--json"])
+    assert r.exit_code == 1, r.output
+    assert secret not in r.output and secret not in env["audit"].read_text()
+    assert "using key ***" in json.loads(r.stdout)["steps"][0]["result"]["error"]
