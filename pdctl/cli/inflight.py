@@ -7,24 +7,30 @@ from typing import Annotated
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
-from pdctl.ops.inflight import DEFAULT_INTERVAL_S, DEFAULT_WINDOW_S
+from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
+
+
+def check_window(window: float, interval: float) -> None:
+    """Validate a sampling window and interval (`verify inflight`, `triage`). Raises UsageError (exit 2)."""
+    if window <= 0 or interval <= 0 or interval > window:
+        from pdctl.errors import UsageError
+
+        raise UsageError("--window and --interval must be > 0, and --interval at most --window")
 
 
 @handle_errors
 def inflight(
     inventory: InventoryOpt = None,
-    window: Annotated[float, typer.Option("--window", help="Seconds to sample over.")] = DEFAULT_WINDOW_S,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = DEFAULT_INTERVAL_S,
+    window: Annotated[float, typer.Option("--window", help="Seconds to sample over.")] = INFLIGHT_WINDOW_S,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = INFLIGHT_INTERVAL_S,
     json_out: JsonOpt = False,
 ) -> None:
     """Sample the PD queue gauges and decode progress over a window: drained (exit 0), busy (0, a warning: work is
     moving) or pinned (1: nonzero with no progress for the whole window). Ctrl-C judges what was gathered (130)."""
     from pdctl import render, render_storm
-    from pdctl.errors import UsageError
     from pdctl.ops.inflight import sample_inflight
 
-    if window <= 0 or interval <= 0 or interval > window:
-        raise UsageError("--window and --interval must be > 0, and --interval at most --window")
+    check_window(window, interval)
     with open_deployment(inventory, quiet=json_out) as dep:
         rep = sample_inflight(dep, window, interval)
     if json_out:

@@ -7,24 +7,24 @@ from typing import Annotated, Optional
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
-from pdctl.ops import storm_plan as P
+from pdctl.ops import defaults as D
 
 
 @handle_errors
 def storm(
     inventory: InventoryOpt = None,
-    requests: Annotated[int, typer.Option("--requests", help="Storm requests (the seed: 90).")] = P.SEED_REQUESTS,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length in tokens.")] = P.SEED_PROMPT_TOKENS,
-    abort_min: Annotated[float, typer.Option("--abort-min", help="Random target: earliest abort, s after send.")] = P.SEED_ABORT_MIN_S,
-    abort_max: Annotated[float, typer.Option("--abort-max", help="Random target: latest abort, s after send.")] = P.SEED_ABORT_MAX_S,
-    sample_every: Annotated[float, typer.Option("--sample-every", help="Seconds between /metrics samples.")] = P.SEED_SAMPLE_EVERY_S,
-    watch: Annotated[float, typer.Option("--watch", help="Seconds to watch inflight after the load stops.")] = P.SEED_WATCH_S,
-    target: Annotated[str, typer.Option("--target", help="random (the seed's storm) or transfer-window (aimed).")] = "random",
+    requests: Annotated[int, typer.Option("--requests", help="Storm requests (the seed: 90).")] = D.SEED_REQUESTS,
+    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length in tokens.")] = D.SEED_PROMPT_TOKENS,
+    abort_min: Annotated[float, typer.Option("--abort-min", help="Random target: earliest abort, s after send.")] = D.SEED_ABORT_MIN_S,
+    abort_max: Annotated[float, typer.Option("--abort-max", help="Random target: latest abort, s after send.")] = D.SEED_ABORT_MAX_S,
+    sample_every: Annotated[float, typer.Option("--sample-every", help="Seconds between /metrics samples.")] = D.SEED_SAMPLE_EVERY_S,
+    watch: Annotated[float, typer.Option("--watch", help="Seconds to watch inflight after the load stops.")] = D.SEED_WATCH_S,
+    target: Annotated[str, typer.Option("--target", help="random (the seed's storm) or transfer-window (aimed).")] = D.STORM_TARGET,
     calibrate: Annotated[int, typer.Option("--calibrate", help="Lone calibration requests before the storm (0: none; "
-                                            "transfer-window needs >= 1).")] = 3,
+                                            "transfer-window needs >= 1).")] = D.STORM_CALIBRATE,
     spacing: Annotated[Optional[float], typer.Option("--spacing", help="Seconds between launches (default: 0 for random, "
                                                      "the calibrated service time for transfer-window).")] = None,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens each request asks for.")] = 128,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens each request asks for.")] = D.STORM_MAX_NEW_TOKENS,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed of the schedule and prompts.")] = None,
     router: Annotated[Optional[str], typer.Option("--router", help="host:port of the inventory's router (default: "
                                                   "its first router). Anything else is refused.")] = None,
@@ -35,9 +35,10 @@ def storm(
     from pdctl import render_storm
     from pdctl.errors import UsageError
     from pdctl.ops.storm import storm as run
+    from pdctl.ops.storm_plan import StormConfig
 
     try:
-        cfg = P.StormConfig(requests=requests, prompt_tokens=prompt_tokens, abort_min_s=abort_min,
+        cfg = StormConfig(requests=requests, prompt_tokens=prompt_tokens, abort_min_s=abort_min,
                             abort_max_s=abort_max, sample_every_s=sample_every, watch_s=watch, target=target,
                             calib_requests=calibrate, spacing_s=spacing, max_new_tokens=max_new_tokens, seed=seed)
     except ValueError as e:

@@ -7,25 +7,25 @@ from typing import Annotated
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
-from pdctl.ops.triage import DEFAULT_INTERVAL_S, DEFAULT_WINDOW_S
+from pdctl.cli.inflight import check_window
+from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
 
 
 @handle_errors
 def triage(
     inventory: InventoryOpt = None,
-    window: Annotated[float, typer.Option("--window", help="Seconds to sample queues and counters over.")] = DEFAULT_WINDOW_S,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = DEFAULT_INTERVAL_S,
+    window: Annotated[float, typer.Option("--window", help="Seconds to sample queues and counters over.")] = TRIAGE_WINDOW_S,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = TRIAGE_INTERVAL_S,
     json_out: JsonOpt = False,
 ) -> None:
     """The stall decision path: health of every role, an end-to-end probe, the inflight verdict, decode idle
     (throughput, GPU utilisation), transfer/bootstrap failures, restart lineage; then findings (observed vs
-    inferred) and the action. Exit 0 healthy, 1 a finding needs action, 130 interrupted."""
+    inferred) and the action. Exit 0 healthy, 1 a finding needs action (unreadable metrics included),
+    3 a host could not be reached, 4 refused (host key), 130 interrupted."""
     from pdctl import render, render_storm
-    from pdctl.errors import UsageError
     from pdctl.ops.triage import triage as run
 
-    if window <= 0 or interval <= 0 or interval > window:
-        raise UsageError("--window and --interval must be > 0, and --interval at most --window")
+    check_window(window, interval)
     with open_deployment(inventory, quiet=json_out) as dep:
         rep = run(dep, window_s=window, interval_s=interval)
     if json_out:

@@ -23,9 +23,10 @@ from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, GEN_THROUGHPUT, GENERAT
                                        TRANSFER_FAILED)
 from pdctl.checks.result import CheckResult, Status
 from pdctl.ops.context import Deployment
+from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 
-DEFAULT_WINDOW_S = 30.0
-DEFAULT_INTERVAL_S = 3.0
+DEFAULT_WINDOW_S = INFLIGHT_WINDOW_S
+DEFAULT_INTERVAL_S = INFLIGHT_INTERVAL_S
 
 
 @dataclass
@@ -228,8 +229,13 @@ def _progress_detail(p: Point) -> str:
 
 def inflight_layer(dep: Deployment, window_s: float = DEFAULT_WINDOW_S,
                    interval_s: float = DEFAULT_INTERVAL_S) -> list[CheckResult]:
-    """The optional "inflight" layer of final-health."""
-    return sample_inflight(dep, window_s, interval_s).to_check_results()
+    """The optional "inflight" layer of final-health. Ctrl-C while sampling re-raises KeyboardInterrupt (the CLI
+    exits 130, as `verify inflight` does): an interrupted window is no verdict, and softening it to a warning would
+    let final-health exit 0."""
+    rep = sample_inflight(dep, window_s, interval_s)
+    if rep.partial:       # no stop event here: partial means Ctrl-C
+        raise KeyboardInterrupt
+    return rep.to_check_results()
 
 
 __all__ = ["Point", "InflightReport", "read_point", "sample_inflight", "judge_points", "inflight_layer",

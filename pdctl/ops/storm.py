@@ -4,8 +4,9 @@ Sequence: baseline sample -> (transfer-window) calibration with lone un-aborted 
 requests, each closed by the client at its abort time) while a sampler reads every worker's /metrics every
 `sample_every` s -> after the load stops, keep sampling for `watch` s -> verdict (storm_plan.judge_watch), hit rate
 (storm_plan.judge_hits). Only the router, timing and metrics are used, so it runs against real SGLang unchanged.
-Only the inventory's own router is ever sent traffic. Every phase is bounded; Ctrl-C ends the run and returns what
-was gathered, marked partial.
+Only the inventory's own router is ever sent traffic. Every phase is bounded (a load phase cut by its bound keeps
+every finished request's outcome); Ctrl-C ends the run, stops and joins the sampler, and returns what was gathered,
+marked partial. Every storm appends one audit record (it is a load-generating action), interrupted or failed too.
 """
 
 from __future__ import annotations
@@ -165,13 +166,82 @@ class _Sampler(threading.Thread):
             self.stop.wait(max(0.0, k * self.every - (time.monotonic() - start) + 0.005))
 
 
+def run_load(base: str, cfg: StormConfig, plan: list[tuple[float, float | None]], make_body, *, bound_s: float,
+             outcomes: list[RequestOutcome], on_done=None, send=None) -> bool:
+    """The load phase: run `plan` through the router, bounded by `bound_s` seconds. Fills `outcomes` (the caller's
+    list) in place, so every finished request is kept when the bound cuts the load or Ctrl-C stops it; requests the
+    stop cut or never sent carry an `error` saying so. Returns True when the bound expired. KeyboardInterrupt
+    propagates (after the event loop closed every connection)."""
+    try:
+        asyncio.run(asyncio.wait_for(
+            run_requests(base, cfg.path, plan, make_body, timeout_s=cfg.request_timeout_s, on_done=on_done,
+                         outcomes=outcomes, send=send), timeout=bound_s))
+        return False
+    except asyncio.TimeoutError:
+        return True
+    finally:
+        for o in outcomes:
+            if o.finished_s is None and o.aborted_s is None and o.error is None:
+                o.error = "no outcome: the load phase was stopped (time bound or Ctrl-C)"
+
+
 def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> StormReport:
     """Run the storm. Sends traffic only to the inventory's router. Returns the report (never raises for an
-    unhealthy deployment); raises UsageError for a router outside the inventory; Ctrl-C -> a partial report."""
+    unhealthy deployment); raises UsageError for a router outside the inventory (before any traffic); Ctrl-C -> a
+    partial report. Appends one audit record ("storm") once the router is accepted: passed, failed, interrupted,
+    or the error that stopped it."""
+    from pdctl import audit
+
     base = router_url(dep, router)
-    rng = random.Random(cfg.seed)
     rep = StormReport(config={k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, router=base)
+    started = time.time()
+    result = "error"
+    try:
+        _run_storm(dep, cfg, base, rep)
+        result = audit_result(rep)
+        return rep
+    except KeyboardInterrupt:
+        result = "interrupted"
+        raise
+    except Exception as e:
+        msg = getattr(e, "message", None) or str(e) or "no message"
+        result = f"{type(e).__name__}: {msg.splitlines()[0]}"
+        raise
+    finally:
+        audit.append("storm", inventory=dep.inv.source, args=dict(rep.config, router=base), result=result,
+                     started=started, extra={"summary": summary(rep)})
+
+
+def audit_result(rep: StormReport) -> str:
+    """The audit record's result: "passed", "interrupted" or "failed: <the verdict's reason>". Pure."""
+    if rep.partial:
+        return "interrupted"
+    if rep.ok:
+        return "passed"
+    reason = rep.verdict.reason if rep.verdict else "no verdict"
+    return "failed: " + (reason if len(reason) <= 300 else reason[:297] + "...")
+
+
+def summary(rep: StormReport) -> dict[str, Any]:
+    """The storm's figures for the audit record (no time series, no per-request rows). Pure."""
+    good = [p for p in list(rep.points) if p.complete]
+    tf = (good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")) if good else None
+    return {"partial": rep.partial,
+            "verdict": rep.verdict.to_dict() if rep.verdict else None,
+            "requests": len(rep.outcomes),
+            "sent": sum(1 for o in rep.outcomes if not (o.error or "").startswith("not sent")),
+            "hits": rep.hits.to_dict() if rep.hits else None,
+            "window_s": list(rep.window) if rep.window else None, "spacing_s": rep.spacing_s,
+            "load_s": None if rep.load_stopped_at is None else round(rep.load_stopped_at - rep.load_started_at, 2),
+            "samples": len(rep.points), "peak_inflight": max((p.inflight for p in good), default=None),
+            "transfer_failed_delta": tf, "holders": rep.holders, "notes": rep.notes}
+
+
+def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -> None:
+    """The storm's phases, filling `rep`; ends with the judgement. Ctrl-C marks `rep` partial and still judges."""
+    rng = random.Random(cfg.seed)
     t0 = rep.t0 = time.monotonic()
+    sampler: _Sampler | None = None
     try:
         rep.points.append(read_point(dep, t0))
         if rep.points[0].complete and rep.points[0].inflight:
@@ -186,7 +256,7 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
                 rep.notes.append("calibration failed: " + "; ".join(calib.failures[:3]))
                 rep.verdict = StormVerdict(False, "calibration failed: no request reached its first token",
                                            None, 0, 0, False, False)
-                return rep
+                return
             rep.spacing_s = cfg.spacing_s if cfg.spacing_s is not None else round(1.1 * calib.service_time(), 3)
             plan = [(launch, abort) for launch, abort in aimed_schedule(cfg.requests, rep.window, rep.spacing_s, rng)]
         else:
@@ -207,13 +277,11 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
                                  detail=f"{done[0]}/{cfg.requests} done")
 
         sampler.start()
-        try:
-            with dep.progress.step(f"storm: {cfg.requests} requests, target {cfg.target}"):
-                rep.outcomes = asyncio.run(asyncio.wait_for(
-                    run_requests(base, cfg.path, plan, lambda k: bodies[k], timeout_s=cfg.request_timeout_s,
-                                 on_done=on_done), timeout=bound))
-        except asyncio.TimeoutError:
-            rep.notes.append(f"load phase hit its bound of {bound:.0f}s; unfinished requests were closed")
+        with dep.progress.step(f"storm: {cfg.requests} requests, target {cfg.target}"):
+            if run_load(base, cfg, plan, lambda k: bodies[k], bound_s=bound, outcomes=rep.outcomes,
+                        on_done=on_done):
+                rep.notes.append(f"load phase hit its bound of {bound:.0f}s; unfinished requests were closed "
+                                 "(their outcomes say so)")
         rep.load_stopped_at = time.monotonic() - t0
         rep.points.append(read_point(dep, t0))      # t+0 of the watch
         # the watch: keep sampling for `watch` s after the load stopped, then one last read at the end
@@ -224,8 +292,7 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
                 dep.progress.waiting("inflight to drain", cfg.watch_s - left, cfg.watch_s,
                                      detail=_last_detail(rep.points))
                 sampler.stop.wait(min(1.0, max(0.0, left)))
-            sampler.stop.set()
-            sampler.join(timeout=dep.inv.final_health.metrics_timeout + 5)
+            _stop_sampler(dep, sampler)
             rep.points.append(read_point(dep, t0))
     except KeyboardInterrupt:
         rep.partial = True
@@ -233,11 +300,17 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
         if rep.load_stopped_at is None:
             rep.load_stopped_at = time.monotonic() - t0
     finally:
-        for th in threading.enumerate():
-            if isinstance(th, _Sampler):
-                th.stop.set()
+        if sampler is not None and not _stop_sampler(dep, sampler):
+            rep.notes.append("the metrics sampler did not stop in time: samples after this point are left out")
     _judge(rep, cfg)
-    return rep
+
+
+def _stop_sampler(dep: Deployment, sampler: _Sampler) -> bool:
+    """Stop the sampler and wait for its current read (bounded by the metrics timeout). True when it has ended."""
+    sampler.stop.set()
+    if sampler.is_alive():
+        sampler.join(timeout=dep.inv.final_health.metrics_timeout + 5)
+    return not sampler.is_alive()
 
 
 def _last_detail(points: list[Point]) -> str:
@@ -246,7 +319,9 @@ def _last_detail(points: list[Point]) -> str:
 
 
 def _judge(rep: StormReport, cfg: StormConfig) -> None:
-    rep.points.sort(key=lambda p: p.t)
+    """The verdict and hit rate from the gathered points and outcomes. Works on a sorted COPY of the points: call it
+    only after the sampler was stopped (a sampler that missed its join could still append to the old list)."""
+    rep.points = sorted(list(rep.points), key=lambda p: p.t)
     good = [p for p in rep.points if p.complete]
     if len(good) < len(rep.points):
         rep.notes.append(f"{len(rep.points) - len(good)} sample(s) had an unreadable worker and were left out")

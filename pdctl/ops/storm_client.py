@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Callable
+from typing import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from pdctl.ops.storm_plan import RequestOutcome
@@ -92,6 +92,10 @@ async def stream_once(base_url: str, path: str, body: bytes, *, abort_after_s: f
         out.error = f"connect timed out after {limit:g}s"
     except OSError as e:
         out.error = f"{type(e).__name__}: {e}"
+    except asyncio.CancelledError:   # the load phase was stopped (its time bound, Ctrl-C): say so, then propagate
+        if out.finished_s is None and out.aborted_s is None and out.error is None:
+            out.error = f"cut after {clock() - t0:.2f}s: the load phase was stopped (time bound or Ctrl-C)"
+        raise
     finally:
         if writer is not None:
             writer.transport.abort()   # the client disconnect: immediate, no graceful wait
@@ -100,20 +104,34 @@ async def stream_once(base_url: str, path: str, body: bytes, *, abort_after_s: f
 
 async def run_requests(base_url: str, path: str, plan: list[tuple[float, float | None]], make_body: Callable[[int], bytes],
                        *, timeout_s: float, on_done: Callable[[RequestOutcome], None] | None = None,
-                       clock: Callable[[], float] = time.monotonic) -> list[RequestOutcome]:
+                       clock: Callable[[], float] = time.monotonic, outcomes: list[RequestOutcome] | None = None,
+                       send: Callable[..., Awaitable[RequestOutcome]] | None = None) -> list[RequestOutcome]:
     """Launch request k at plan[k][0] seconds after the start, aborted plan[k][1] s after its send (None = not
-    aborted). All in one event loop; bounded by the last launch plus its abort (or timeout)."""
+    aborted). All in one event loop; bounded by the last launch plus its abort (or timeout).
+
+    `outcomes` (optional): the caller's list, filled in place with one RequestOutcome per plan entry before any
+    request is sent, so that what finished survives a cancellation of this coroutine (the storm's time bound,
+    Ctrl-C); a request cut or never sent by the cancellation gets an `error` saying so. `send` replaces
+    `stream_once` (same signature; for tests). Returns the outcomes list."""
+    send = send or stream_once
     start = clock()
-    outcomes = [RequestOutcome(k, launch, abort if abort is not None else -1.0) for k, (launch, abort) in enumerate(plan)]
+    if outcomes is None:
+        outcomes = []
+    outcomes[:] = [RequestOutcome(k, launch, abort if abort is not None else -1.0)
+                   for k, (launch, abort) in enumerate(plan)]
 
     async def one(k: int) -> None:
         launch, abort = plan[k]
         delay = launch - (clock() - start)
-        if delay > 0:
-            await asyncio.sleep(delay)
+        try:
+            if delay > 0:
+                await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            outcomes[k].error = "not sent: the load phase was stopped first (time bound or Ctrl-C)"
+            raise
         outcomes[k].launch_at = clock() - start
-        await stream_once(base_url, path, make_body(k), abort_after_s=abort, timeout_s=timeout_s, out=outcomes[k],
-                          clock=clock)
+        await send(base_url, path, make_body(k), abort_after_s=abort, timeout_s=timeout_s, out=outcomes[k],
+                   clock=clock)
         if on_done:
             on_done(outcomes[k])
 

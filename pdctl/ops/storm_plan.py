@@ -22,15 +22,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-TARGETS = ("random", "transfer-window")
+# The seed's numbers are the CLI defaults; they live in pdctl.ops.defaults so that --help needs no ops module.
+from pdctl.ops.defaults import (SEED_ABORT_MAX_S, SEED_ABORT_MIN_S, SEED_PROMPT_TOKENS, SEED_REQUESTS,  # noqa: F401
+                                SEED_SAMPLE_EVERY_S, SEED_WATCH_S, STORM_CALIBRATE, STORM_MAX_NEW_TOKENS,
+                                STORM_TARGET)
 
-# The seed's numbers: the CLI defaults.
-SEED_REQUESTS = 90
-SEED_PROMPT_TOKENS = 20_000
-SEED_ABORT_MIN_S = 0.1
-SEED_ABORT_MAX_S = 3.0
-SEED_SAMPLE_EVERY_S = 12.0
-SEED_WATCH_S = 60.0
+TARGETS = ("random", "transfer-window")
 
 #: hard caps so that no flag can make a storm unbounded
 MAX_REQUESTS = 2000
@@ -47,9 +44,9 @@ class StormConfig:
     abort_max_s: float = SEED_ABORT_MAX_S
     sample_every_s: float = SEED_SAMPLE_EVERY_S
     watch_s: float = SEED_WATCH_S
-    target: str = "random"
-    max_new_tokens: int = 128
-    calib_requests: int = 3
+    target: str = STORM_TARGET
+    max_new_tokens: int = STORM_MAX_NEW_TOKENS
+    calib_requests: int = STORM_CALIBRATE
     aim_lo_frac: float = 0.6
     aim_hi_frac: float = 0.9
     spacing_s: float | None = None        # None: 0 for random, the calibrated service time for transfer-window

@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pdctl.ops.context import Deployment
+from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
 
-DEFAULT_WINDOW_S = 6.0
-DEFAULT_INTERVAL_S = 2.0
+DEFAULT_WINDOW_S = TRIAGE_WINDOW_S
+DEFAULT_INTERVAL_S = TRIAGE_INTERVAL_S
 NVIDIA_SMI = "nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits"
 PAIR_ACTION = "run `pdctl restart --pair` (prefill -> decode -> router, readiness-gated, verified)"
 
@@ -90,7 +91,9 @@ def judge_triage(obs: dict[str, Any]) -> list[Finding]:
     health: [check dicts]; e2e: [check dicts]; lineage: [check dicts];
     inflight: {"verdict", "conclusive", "summary", "holders"}; transfer_failed / bootstrap_failed: {label: total};
     transfer_failed_delta / bootstrap_failed_delta: float over the window; generation_tokens_delta: float|None;
-    gen_throughput: {label: value}; gpu_util: {host: [percent] | None}; window_s: float.
+    gen_throughput: {label: value}; gpu_util: {host: [percent] | None}; window_s: float;
+    unobserved: [str] -- what could not be read at all (a finding that needs action: "no finding" must mean
+    "looked and saw nothing wrong", never "could not look").
     """
     from pdctl.ops.inflight import short_gauges
 
@@ -127,6 +130,16 @@ def judge_triage(obs: dict[str, Any]) -> list[Finding]:
             ["the process is down, starting, or its HTTP server is wedged"],
             "read `pdctl logs ROLE` and `pdctl status`; then `pdctl restart --pair` (a lone restart of prefill or "
             "decode leaves the pair's KV bootstrap degraded)", kind="health"))
+
+    unobserved = obs.get("unobserved") or []
+    if unobserved:
+        findings.append(Finding(
+            "could not observe " + ("the PD queues and counters" if any("/metrics" in u for u in unobserved)
+                                    else "part of the deployment"), "action", list(unobserved),
+            ["without these readings triage cannot tell a healthy deployment from a wedged one: the absence of "
+             "other findings proves nothing"],
+            "check that each worker answers /metrics (`pdctl status`, `pdctl logs ROLE`; SGLang needs "
+            "--enable-metrics), then run `pdctl triage` again", kind="unobserved"))
 
     if inf.get("verdict") == "pinned":
         held = inf.get("holders") or {}
@@ -199,6 +212,7 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
            ) -> TriageReport:
     """Gather and judge. Read-only (the e2e probe is one short completion). Never raises for an unhealthy
     deployment; Ctrl-C returns what was gathered, marked partial."""
+    from pdctl.errors import RefusedError, UnreachableError
     from pdctl.ops.inflight import read_point, sample_inflight
     from pdctl.ops.verify import final_health
 
@@ -213,7 +227,9 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
             inf.points.append(read_point(dep, inf.t0))
         except KeyboardInterrupt:
             partial = True
-        except Exception as e:  # reported as an observation, never swallowed silently
+        except (UnreachableError, RefusedError):
+            raise   # a host could not be asked at all (exit 3) or refused (host key, exit 4): never "no finding"
+        except Exception as e:  # reported as an observation and an "unobserved" finding, never swallowed silently
             holder["error"] = e
 
     gpu: dict[str, list[float] | None] = {}
@@ -223,6 +239,9 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
 
     good = [p for p in inf.points if p.complete]
     obs: dict[str, Any] = {"window_s": window_s, "gpu_util": gpu}
+    unobserved = unobserved_lines(inf.points, inf.verdict is not None, holder.get("error"))
+    if unobserved:
+        obs["unobserved"] = unobserved
     observations: list[dict[str, Any]] = []
     fh = holder.get("fh")
     if fh is not None:
@@ -250,12 +269,17 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
         observations.append({"what": "inflight", "target": "prefill+decode",
                              "status": {"drained": "pass", "busy": "warn", "pinned": "fail"}[inf.verdict.verdict],
                              "observed": inf.verdict.summary})
+    else:
+        observations.append({"what": "inflight", "target": "prefill+decode", "status": "fail",
+                             "observed": "not observed: no complete /metrics sample"})
     observations.append({"what": "transfer failures (window)", "target": "prefill+decode",
-                         "status": "fail" if (obs.get("transfer_failed_delta") or obs.get("bootstrap_failed_delta"))
+                         "status": "skip" if not good else
+                         "fail" if (obs.get("transfer_failed_delta") or obs.get("bootstrap_failed_delta"))
                          else "pass",
                          "observed": f"transfer_failed +{obs.get('transfer_failed_delta', 0):g}, bootstrap_failed "
                                      f"+{obs.get('bootstrap_failed_delta', 0):g} over {window_s:g}s"})
-    observations.append({"what": "decode progress", "target": "decode", "status": "pass",
+    observations.append({"what": "decode progress", "target": "decode",
+                         "status": "pass" if "generation_tokens_delta" in obs else "skip",
                          "observed": f"generation tokens +{obs.get('generation_tokens_delta', 'n/a')}"
                                      + "".join(f"; gen_throughput {k}={v:g}" for k, v in obs.get("gen_throughput", {}).items())})
     for host, vals in gpu.items():
@@ -266,6 +290,26 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
     return TriageReport(dep.inv.name, observations, findings, facts={k: v for k, v in obs.items()
                                                                      if k not in ("health", "e2e", "transfer",
                                                                                   "lineage")}, partial=partial)
+
+
+def unobserved_lines(points: list, have_verdict: bool, fh_error: BaseException | None) -> list[str]:
+    """What triage could not read, one line each (the observed part of an "unobserved" finding). Pure.
+    `points`: the inflight samples (each with `errors`: label -> why its /metrics was unreadable)."""
+    lines = []
+    if not have_verdict:
+        errors: dict[str, str] = {}
+        for p in points:
+            errors.update(p.errors)
+        if points and all(p.errors and not p.per_worker for p in points):
+            head = f"no worker's /metrics could be read in any of {len(points)} sample(s)"
+        else:
+            head = f"no complete /metrics sample in {len(points)} sample(s): no inflight verdict"
+        lines.append(head + (": " + "; ".join(f"{k}: {v}" for k, v in errors.items()) if errors else ""))
+    if fh_error is not None:
+        msg = getattr(fh_error, "message", None) or str(fh_error) or type(fh_error).__name__
+        lines.append(f"health, end-to-end probe, transfer counters and restart lineage were not read: "
+                     f"{type(fh_error).__name__}: {msg.splitlines()[0]}")
+    return lines
 
 
 def _delta(first, last, key: str) -> float:

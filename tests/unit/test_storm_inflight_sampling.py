@@ -69,3 +69,44 @@ def test_busy_series_is_exit_zero(monkeypatch):
 def test_bad_window_is_refused():
     with pytest.raises(ValueError):
         I.sample_inflight(FakeDep(), 0, 1)
+
+
+def test_final_health_layer_reraises_ctrl_c(monkeypatch):
+    """An interrupted window is no verdict: the final-health layer lets the CLI exit 130 (as `verify inflight`)
+    instead of softening a partial FAIL to WARN and exiting 0."""
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731
+    fake_reads(monkeypatch, [1] * 20, clock)
+    real = I.sample_inflight
+
+    def interrupted_sampling(dep, window_s, interval_s):
+        def sleep(s):
+            raise KeyboardInterrupt
+
+        return real(dep, window_s, interval_s, clock=clock, sleep=sleep)
+
+    monkeypatch.setattr(I, "sample_inflight", interrupted_sampling)
+    with pytest.raises(KeyboardInterrupt):
+        I.inflight_layer(FakeDep(), 30, 3)
+
+
+def test_final_health_layer_judges_a_full_window(monkeypatch):
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731
+    fake_reads(monkeypatch, [1] * 20, clock)
+    real = I.sample_inflight
+    monkeypatch.setattr(I, "sample_inflight", lambda dep, w, i: real(
+        dep, w, i, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s)))
+    (r,) = I.inflight_layer(FakeDep(), 6, 2)
+    assert r.status.value == "fail" and "held by prefill[0]" in r.detail
+
+
+@pytest.mark.parametrize("window, interval", [(0, 1), (5, 0), (-1, -1), (2, 3)])
+def test_window_and_interval_are_checked_once_for_both_commands(window, interval):
+    from pdctl.cli import inflight, triage
+    from pdctl.errors import UsageError
+
+    assert triage.check_window is inflight.check_window
+    with pytest.raises(UsageError, match="--interval"):
+        inflight.check_window(window, interval)
+    inflight.check_window(6, 2)
