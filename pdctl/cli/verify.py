@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -28,9 +27,9 @@ def final_health(
         "--since-baseline", help="Transfer layer: fail only if failures grew since the recorded baseline.")] = False,
 ) -> None:
     """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage."""
-    from pdctl import render, state
+    from pdctl import render
     from pdctl.errors import UsageError
-    from pdctl.ops.verify import LAYERS, OPTIONAL_LAYERS, final_health as run, transfer_baseline
+    from pdctl.ops.verify import LAYERS, OPTIONAL_LAYERS, final_health_with_baseline
 
     layers = tuple(layer) if layer else LAYERS
     known = LAYERS + OPTIONAL_LAYERS
@@ -38,17 +37,7 @@ def final_health(
     if bad:
         raise UsageError(f"--layer {bad[0]!r}: unknown layer (choose from {', '.join(known)})")
     with open_deployment(inventory, quiet=json_out) as dep:
-        path = state.state_dir() / f"baseline-{dep.inv.name}.json"
-        baseline = None
-        if since_baseline:
-            try:
-                baseline = json.loads(path.read_text())
-            except (OSError, ValueError):
-                raise UsageError(f"--since-baseline: no baseline recorded for {dep.inv.name!r} "
-                                 f"(run with --record-baseline first; looked in {path})") from None
-        if record_baseline:
-            path.write_text(json.dumps(transfer_baseline(dep)))
-        report = run(dep, baseline=baseline, layers=layers)
+        report = final_health_with_baseline(dep, since_baseline=since_baseline, record=record_baseline, layers=layers)
     if json_out:
         render.emit_json(report.to_dict())
     else:

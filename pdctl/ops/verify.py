@@ -99,6 +99,39 @@ def transfer_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
     return {label: counters_of(m) for label, m in read_transfer_counters(dep).items() if not isinstance(m, Exception)}
 
 
+def baseline_path(dep: Deployment):
+    return state.state_dir() / f"baseline-{dep.inv.name}.json"
+
+
+def load_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
+    """The failure counters recorded by `record_baseline`. Raises UsageError when none was recorded."""
+    from pdctl.errors import UsageError
+
+    path = baseline_path(dep)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"no transfer baseline recorded for {dep.inv.name!r} (looked in {path})",
+                         hint="record one first: pdctl verify final-health --record-baseline") from None
+
+
+def record_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
+    """Save the current failure counters of every worker as the baseline for later `since_baseline` checks."""
+    snap = transfer_baseline(dep)
+    baseline_path(dep).write_text(json.dumps(snap))
+    return snap
+
+
+def final_health_with_baseline(dep: Deployment, *, since_baseline: bool, record: bool,
+                               layers: tuple[str, ...] = LAYERS) -> "HealthReport":
+    """final-health that compares transfer failures with the recorded baseline (`since_baseline`), then saves
+    the counters as the new baseline (`record`), in that order."""
+    baseline = load_baseline(dep) if since_baseline else None
+    if record:
+        record_baseline(dep)
+    return final_health(dep, baseline=baseline, layers=layers)
+
+
 def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | None) -> list[CheckResult]:
     from pdctl.checks.transfer import judge_transfer
 

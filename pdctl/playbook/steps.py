@@ -270,24 +270,11 @@ class VerifyArgs(_Args):
 
 
 def _run_verify(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
-    import json
-
-    from pdctl import state
     from pdctl.ops import verify
 
     layers = tuple(a.layers) if a.layers else verify.LAYERS
-    baseline = None
-    # the same file `pdctl verify final-health --record-baseline/--since-baseline` uses
-    p = state.state_dir() / f"baseline-{ctx.dep.inv.name}.json"
-    if a.record_baseline:
-        p.write_text(json.dumps(verify.transfer_baseline(ctx.dep)))
-    if a.since_baseline:
-        try:
-            baseline = json.loads(p.read_text())
-        except (OSError, ValueError):
-            raise UsageError(f"since_baseline: no baseline recorded for {ctx.dep.inv.name!r} ({p})",
-                             hint="run `pdctl verify final-health --record-baseline` first") from None
-    report = verify.final_health(ctx.dep, baseline=baseline, layers=layers)
+    report = verify.final_health_with_baseline(ctx.dep, since_baseline=a.since_baseline, record=a.record_baseline,
+                                               layers=layers)
     ok, per_layer, summary = _health_outcome(report)
     return StepOutcome(ok, summary, exit_code=0 if ok else 1, layers=per_layer, health=report,
                        data={"final_health": report.to_dict()})
