@@ -163,3 +163,17 @@ def test_inflight_layer_runs_only_when_named_and_an_idle_pair_is_drained(deploym
     doc = r.json()
     assert list(doc["layers"]) == ["inflight"]
     assert statuses(doc, "inflight") == {"pass"}
+
+
+def test_transfer_baseline_record_then_compare(deployment, tmp_path):
+    st, inv = deployment["state"], str(deployment["inv"])
+    rec = pdctl(["verify", "final-health", "-i", inv, "--layer", "transfer", "--record-baseline", "--json"], state=st)
+    assert rec.code == 0, rec.output
+    since = pdctl(["verify", "final-health", "-i", inv, "--layer", "e2e", "--layer", "transfer", "--since-baseline",
+                   "--json"], state=st)
+    assert since.code == 0, since.output
+    data = json.loads(json.dumps(deployment["data"]))
+    data["name"] = "never-recorded"
+    other = write_inventory(tmp_path / "other.yaml", data)
+    missing = pdctl(["verify", "final-health", "-i", str(other), "--layer", "transfer", "--since-baseline"], state=st)
+    assert missing.code == 2 and "record-baseline" in missing.output
