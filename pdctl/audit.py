@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -61,6 +62,34 @@ def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, r
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
     return record
+
+
+class Audited:
+    """What an audited action fills in while it runs: its result line and extra fields for the record."""
+
+    def __init__(self) -> None:
+        self.result = "error"
+        self.extra: dict[str, Any] = {}
+
+
+@contextmanager
+def audited(action: str, *, inventory: str, args: dict[str, Any]) -> Iterator[Audited]:
+    """Append exactly one record for `action` however it ends: the result the action set, the domain error that
+    stopped it (refusals included), or "interrupted"."""
+    from pdctl.errors import PdctlError
+
+    started = time.time()
+    rec = Audited()
+    try:
+        yield rec
+    except PdctlError as e:
+        rec.result = f"{type(e).__name__}: {e.message.splitlines()[0]}"
+        raise
+    except KeyboardInterrupt:
+        rec.result = "interrupted"
+        raise
+    finally:
+        append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
 
 
 def read(path: Path | None = None) -> Iterator[dict[str, Any]]:

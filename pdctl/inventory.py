@@ -199,20 +199,9 @@ def load_inventory(path: str | os.PathLike | None) -> Inventory:
     """Load and validate the inventory at `path`; None means the embedded default."""
     if path is None:
         return embedded_default()
-    import yaml
+    from pdctl.yamlfile import load_yaml
 
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InventoryError(f"{p}: cannot read inventory: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise InventoryError(f"{p}:{where} not valid YAML: {getattr(e, 'problem', e)}") from None
-    return parse_inventory(data, str(p))
+    return parse_inventory(load_yaml(path, InventoryError, "inventory"), str(Path(path)))
 
 
 def embedded_default() -> Inventory:

@@ -7,12 +7,11 @@ degraded-bootstrap hazard, so deploy never does it.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl import audit, launch
-from pdctl.errors import PdctlError, StepFailed
+from pdctl.errors import StepFailed
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_restart
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
@@ -92,29 +91,23 @@ def plan_deploy(dep: Deployment) -> DeployPlan:
 
 
 def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> DeployResult:
-    """Apply the plan under the deployment lock, then run final-health. Appends an audit record."""
-    plan = plan_deploy(dep)
-    result = DeployResult(plan)
+    """Plan, then (unless dry run) apply under the deployment lock and run final-health. Appends an audit record."""
     if dry_run:
+        return DeployResult(plan_deploy(dep))
+    with audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False}) as rec, \
+            deployment_lock(dep, "deploy"):
+        result = DeployResult(plan_deploy(dep))   # observed under the lock: nobody changes it meanwhile
+        rec.extra["plan"] = result.plan.to_dict()
+        if result.plan.action == "co-restart":
+            for r in result.plan.roles:
+                inst = dep.instance(r.role, r.index)
+                with dep.progress.step(f"install {r.service}"):
+                    dep.services(inst.host).install(launch.service_spec(dep.inv, r.role, r.index))
+            result.steps = ordered_restart(dep)
+            rec.extra["steps"] = [s.__dict__ for s in result.steps]
+            save_lineage_record(dep)
+        if verify:
+            result.health = final_health(dep)
+            rec.extra["final_health"] = result.health.to_dict()
+        rec.result = "ok" if result.ok else "final-health failed"
         return result
-    started = time.time()
-    outcome = "error"
-    try:
-        with deployment_lock(dep, "deploy"):
-            if plan.action == "co-restart":
-                for r in plan.roles:
-                    inst = dep.instance(r.role, r.index)
-                    with dep.progress.step(f"install {r.service}"):
-                        dep.services(inst.host).install(launch.service_spec(dep.inv, r.role, r.index))
-                result.steps = ordered_restart(dep)
-                save_lineage_record(dep)
-            if verify:
-                result.health = final_health(dep)
-        outcome = "ok" if result.ok else "final-health failed"
-        return result
-    except PdctlError as e:
-        outcome = f"{type(e).__name__}: {e.message.splitlines()[0]}"
-        raise
-    finally:
-        audit.append("deploy", inventory=dep.inv.source, args={"dry_run": dry_run}, result=outcome, started=started,
-                     extra={"plan": plan.to_dict(), "final_health": result.health.to_dict() if result.health else None})

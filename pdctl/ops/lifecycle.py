@@ -34,20 +34,11 @@ def down(dep: Deployment, *, dry_run: bool = False) -> list[StepRecord] | list[s
     """Stop router -> decode -> prefill under the lock. Dry run returns the plan."""
     if dry_run:
         return [f"stop {dep.inv.label(r, i)}" for r, i, _ in reversed(dep.inv.instances())]
-    started = time.time()
-    outcome = "error"
-    steps: list[StepRecord] = []
-    try:
-        with deployment_lock(dep, "down"):
-            steps = ordered_stop(dep)
-        outcome = "ok"
+    with audit.audited("down", inventory=dep.inv.source, args={}) as rec, deployment_lock(dep, "down"):
+        steps = ordered_stop(dep)
+        rec.extra["steps"] = [s.__dict__ for s in steps]
+        rec.result = "ok"
         return steps
-    except PdctlError as e:
-        outcome = f"{type(e).__name__}: {e.message.splitlines()[0]}"
-        raise
-    finally:
-        audit.append("down", inventory=dep.inv.source, args={}, result=outcome, started=started,
-                     extra={"steps": [s.__dict__ for s in steps]})
 
 
 def logs(dep: Deployment, role: str, *, index: int = 0, lines: int = 200) -> str:

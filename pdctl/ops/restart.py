@@ -7,12 +7,11 @@ other runs on is the seed's degraded-bootstrap hazard and is refused unless the 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl import audit
-from pdctl.errors import HazardRefused, PdctlError
+from pdctl.errors import HazardRefused
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_restart
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
@@ -67,33 +66,35 @@ def hazard_of(dep: Deployment, roles: tuple[str, ...]) -> str | None:
 
 def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = False,
             override_hazard: bool = False, verify: bool = True) -> RestartResult:
-    """Restart `roles` in the safe order under the lock. Raises HazardRefused, LockHeld, StepFailed."""
+    """Restart `roles` in the safe order under the lock. Raises HazardRefused, LockHeld, StepFailed.
+
+    The hazard is judged under the lock (so a concurrent restart cannot change it meanwhile) and a refusal is
+    audited like any other outcome. A dry run judges it without the lock and changes nothing."""
     roles = tuple(r for r in PAIR if r in roles)
     result = RestartResult(roles, dry_run, restart_plan(dep, roles))
-    hazard = hazard_of(dep, roles)
-    if hazard and not override_hazard:
-        raise HazardRefused(f"refused: {hazard}", hint="run `pdctl restart --pair`, or pass --override-hazard")
-    if hazard:
-        result.warnings.append(f"hazard overridden: {hazard}")
     if dry_run:
+        _judge_hazard(dep, result, override_hazard)
         return result
-    started = time.time()
-    outcome = "error"
     action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
-    try:
+    with audit.audited(action, inventory=dep.inv.source,
+                       args={"roles": list(roles), "override_hazard": override_hazard}) as rec:
         with deployment_lock(dep, action):
+            _judge_hazard(dep, result, override_hazard)
+            rec.extra["warnings"] = result.warnings
             result.steps = ordered_restart(dep, roles)
+            rec.extra["steps"] = [s.__dict__ for s in result.steps]
             if roles == PAIR:
                 save_lineage_record(dep)
             if verify:
                 result.health = final_health(dep)
-        outcome = "ok" if result.ok else "final-health failed"
+                rec.extra["final_health"] = result.health.to_dict()
+        rec.result = "ok" if result.ok else "final-health failed"
         return result
-    except PdctlError as e:
-        outcome = f"{type(e).__name__}: {e.message.splitlines()[0]}"
-        raise
-    finally:
-        audit.append(action, inventory=dep.inv.source,
-                     args={"roles": list(roles), "override_hazard": override_hazard}, result=outcome,
-                     started=started, extra={"steps": [s.__dict__ for s in result.steps], "warnings": result.warnings,
-                                             "final_health": result.health.to_dict() if result.health else None})
+
+
+def _judge_hazard(dep: Deployment, result: RestartResult, override: bool) -> None:
+    hazard = hazard_of(dep, result.roles)
+    if hazard and not override:
+        raise HazardRefused(f"refused: {hazard}", hint="run `pdctl restart --pair`, or pass --override-hazard")
+    if hazard:
+        result.warnings.append(f"hazard overridden: {hazard}")

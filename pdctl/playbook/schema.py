@@ -163,20 +163,9 @@ def parse_playbook(data: Any, source: str) -> Playbook:
 
 def load_playbook(path: str | Path) -> Playbook:
     """Read, parse and check the playbook file at `path`. Raises PlaybookError."""
-    import yaml
+    from pdctl.yamlfile import load_yaml
 
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise PlaybookError(f"{p}: cannot read playbook: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
-        raise PlaybookError(f"{p}:{at} not valid YAML: {getattr(e, 'problem', e)}") from None
-    return parse_playbook(data, str(p))
+    return parse_playbook(load_yaml(path, PlaybookError, "playbook"), str(Path(path)))
 
 
 # -- finding a playbook by name -------------------------------------------------------------------------------
