@@ -16,5 +16,5 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v 
   fi
 fi
 
-"$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
-"$PY" -m pip install -q --disable-pip-version-check -e ".[engine,test]"
+"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore "torch==2.13.0"
+"$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[engine,test]"

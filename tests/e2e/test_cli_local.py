@@ -106,6 +106,8 @@ def test_decode_alone_is_refused_then_flagged_then_cleared_by_pair_restart(deplo
     refused = pdctl(["restart", "--role", "decode", "-i", inv], state=st)
     assert refused.code == 4, refused.output
     assert "degraded" in refused.stderr
+    last = json.loads((st / "pdctl" / "audit.jsonl").read_text().splitlines()[-1])
+    assert last["action"] == "restart --role decode" and last["result"].startswith("HazardRefused")
 
     forced = pdctl(["restart", "--role", "decode", "--override-hazard", "-i", inv, "--no-verify"], state=st)
     assert forced.code == 0, forced.output

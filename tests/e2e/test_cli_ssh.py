@@ -48,6 +48,14 @@ def test_deploy_verify_restart_verify_over_ssh(ssh_deployment):
     again = pdctl(["verify", "final-health", "-i", inv, "--json"], state=st)
     assert again.code == 0, again.output
     assert statuses(again.json(), "e2e") == {"pass"}
+    # the co-restart record lives on the prefill host: another operator (no local state) sees the same lineage
+    assert (st / "remote-state" / "lineage" / "ssh-e2e.json").exists()
+    other_operator = st / "other-operator"
+    other_operator.mkdir()
+    seen = pdctl(["verify", "final-health", "-i", inv, "--json", "--layer", "lineage"], state=other_operator)
+    assert seen.code == 0, seen.output
+    assert all("unchanged since the last co-restart" in r["observed"] or r["target"].startswith("prefill")
+               for r in layer(seen.json(), "lineage"))
     assert any(r["name"] == "--disable-overlap-schedule" and r["status"] == "pass"
                for r in layer(again.json(), "flags"))
 
