@@ -173,12 +173,13 @@ def load_playbook(path: str | Path) -> Playbook:
 def shipped_dirs() -> list[Path]:
     """Where shipped playbooks are looked up, in order: each dir of $PDCTL_PLAYBOOK_PATH (colon-separated), the
     `playbooks/` directory next to the installed `pdctl` package (a checkout or an editable install), and
-    `pdctl/playbook/shipped/` (package data, for wheels that bundle them)."""
+    `<prefix>/share/pdctl/playbooks` (where a wheel install puts them: pyproject's data-files)."""
     import os
+    import sys
 
     out = [Path(d) for d in os.environ.get("PDCTL_PLAYBOOK_PATH", "").split(os.pathsep) if d]
     here = Path(__file__).resolve().parent
-    out += [here.parents[1] / "playbooks", here / "shipped"]
+    out += [here.parents[1] / "playbooks", Path(sys.prefix) / "share" / "pdctl" / "playbooks"]
     return out
 
 
