@@ -8,6 +8,7 @@ report the same clock.
 from __future__ import annotations
 
 import calendar
+import json
 import re
 import time
 
@@ -62,6 +63,22 @@ def systemd_environment_line(name: str, value: str) -> str:
     return f'Environment="{name}={v}"'
 
 
+SPEC_MARK = "# pdctl-spec: "
+
+
+def spec_from_unit(name: str, text: str) -> ServiceSpec | None:
+    """The spec pdctl embedded in a unit it rendered; None for a unit written by hand or an older pdctl."""
+    for line in text.splitlines():
+        if line.startswith(SPEC_MARK):
+            try:
+                d = json.loads(line[len(SPEC_MARK):])
+                return ServiceSpec(name=name, argv=tuple(d["argv"]), env=dict(d.get("env") or {}),
+                                   workdir=d.get("workdir"), description=d.get("description") or "")
+            except (ValueError, KeyError, TypeError):
+                return None
+    return None
+
+
 def unit_name(name: str) -> str:
     return name if name.endswith(".service") else f"{name}.service"
 
@@ -72,6 +89,9 @@ def render_unit(spec: ServiceSpec, restart: str = "on-failure", *, restart_sec: 
     desc = _escape_common(spec.description or f"pdctl {spec.name}").replace("\n", " ")
     lines = [
         "# Managed by pdctl: changes here are overwritten by `pdctl deploy`.",
+        # The spec itself, so a later deploy can say what it changes (the unit is 0600: it may hold secrets).
+        SPEC_MARK + json.dumps({"argv": list(spec.argv), "env": dict(spec.env), "workdir": spec.workdir,
+                                "description": spec.description}, sort_keys=True),
         "[Unit]",
         f"Description={desc}",
         "After=network-online.target",
@@ -170,6 +190,10 @@ class SystemdManager(ServiceManager):
 
     def _render(self, spec: ServiceSpec) -> str:
         return render_unit(spec, self.restart_policy, timeout_stop_sec=self.timeout_stop_sec)
+
+    def installed_spec(self, name: str) -> ServiceSpec | None:
+        raw = self.t.read_file(self.unit_path(name))
+        return spec_from_unit(name, raw.decode(errors="replace")) if raw else None
 
     def is_current(self, spec: ServiceSpec) -> bool:
         current = self.t.read_file(self.unit_path(spec.name))

@@ -136,3 +136,16 @@ def test_parse_systemd_timestamp():
     assert parse_systemd_timestamp("Tue 2025-03-11 10:41:07 +01:00") == calendar.timegm((2025, 3, 11, 9, 41, 7, 0, 0, 0))
     assert parse_systemd_timestamp("Tue 2025-03-11 09:41:07 CET") is None
     assert parse_systemd_timestamp("") is None
+
+
+def test_rendered_unit_carries_its_spec_for_change_reports():
+    from pdctl.services.base import spec_changes
+    from pdctl.services.systemd import spec_from_unit
+
+    spec = _sglang_decode()
+    back = spec_from_unit(spec.name, render_unit(spec))
+    assert back == spec
+    assert spec_from_unit(spec.name, "[Service]\nExecStart=/bin/true\n") is None
+    changed = type(spec)(spec.name, spec.argv + ("--enable-metrics",), {**spec.env, "EXTRA": "1"}, spec.workdir,
+                         spec.description)
+    assert spec_changes(back, changed) == ["command: +--enable-metrics", "env: +EXTRA=1"]
