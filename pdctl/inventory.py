@@ -41,6 +41,7 @@ class Host(_Strict):
     known_hosts: str | None = None           # default: ~/.ssh/known_hosts
     accept_new_host_key: bool = False        # only an explicit yes trusts an unknown key
     ssh_config: str | None = None            # default: ~/.ssh/config when it exists
+    proxy_jump: str | None = None            # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
     connect_timeout: float = Field(10.0, gt=0)
     command_timeout: float = Field(60.0, gt=0)
     http: Literal["direct", "tunnel"] = "direct"   # tunnel: reach role ports via the SSH connection

@@ -50,14 +50,17 @@ class SshTarget:
     user: str
     key_files: tuple[str, ...]
     known_hosts: str
+    proxy_jump: str | None = None       # [user@]host[:port][,...] (first hop is dialled first)
+    proxy_command: str | None = None    # ssh_config ProxyCommand, tokens already expanded
 
 
 def resolve_target(host: Host) -> SshTarget:
-    """Apply ssh_config (HostName, User, Port, IdentityFile) to the inventory's host.
+    """Apply ssh_config (HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand) to the inventory's host.
 
     Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22.
     """
     address, port, user, keys = host.address, host.port, host.user, [host.key] if host.key else []
+    jump, command = host.proxy_jump, None
     cfg_path = host.ssh_config or os.path.expanduser("~/.ssh/config")
     if os.path.exists(cfg_path):
         import paramiko
@@ -69,8 +72,28 @@ def resolve_target(host: Host) -> SshTarget:
         user = user or cfg.get("user")
         if not keys:
             keys = [os.path.expanduser(k) for k in cfg.get("identityfile", [])]
+        if jump is None and cfg.get("proxyjump", "none").lower() != "none":
+            jump = cfg["proxyjump"]
+        if jump is None and cfg.get("proxycommand", "none").lower() != "none":
+            command = cfg["proxycommand"]
     known = os.path.expanduser(host.known_hosts or "~/.ssh/known_hosts")
-    return SshTarget(address, port, user or getpass.getuser(), tuple(os.path.expanduser(k) for k in keys), known)
+    return SshTarget(address, port, user or getpass.getuser(), tuple(os.path.expanduser(k) for k in keys), known,
+                     jump, command)
+
+
+def parse_jump(spec: str) -> tuple[str | None, str, int | None, str | None]:
+    """`[user@]host[:port][,rest]` -> (user, host, port, rest). Pure; `[v6]:port` accepted."""
+    first, _, rest = spec.partition(",")
+    user, _, hostport = first.rpartition("@")
+    if hostport.startswith("["):
+        host, _, tail = hostport[1:].partition("]")
+        port = int(tail[1:]) if tail.startswith(":") else None
+    elif hostport.count(":") == 1:
+        host, _, p = hostport.partition(":")
+        port = int(p)
+    else:
+        host, port = hostport, None
+    return user or None, host, port, rest or None
 
 
 class SshTransport(Transport):
@@ -81,6 +104,7 @@ class SshTransport(Transport):
         self.host = host
         self.target = resolve_target(host)
         self._client = None
+        self._jump: SshTransport | None = None
         self._lock = threading.Lock()
         self._forwarders: dict[tuple[str, int], _Forwarder] = {}
 
@@ -115,8 +139,10 @@ class SshTransport(Transport):
                 ) from None
         client.set_missing_host_key_policy(_HostKeyPolicy(self))
         timeout = self.host.connect_timeout
+        sock = self._proxy_sock(timeout)
         try:
             client.connect(
+                sock=sock,
                 hostname=tgt.address,
                 port=tgt.port,
                 username=tgt.user,
@@ -158,6 +184,38 @@ class SshTransport(Transport):
         tr = client.get_transport()
         tr.set_keepalive(15)
         return client
+
+    def _proxy_sock(self, timeout: float):
+        """A socket-like path to the target through ProxyCommand or a jump host (same known_hosts and key
+        rules), or None for a direct connection."""
+        import paramiko
+
+        tgt = self.target
+        if tgt.proxy_command:
+            try:
+                return paramiko.ProxyCommand(tgt.proxy_command)
+            except (OSError, paramiko.SSHException) as e:
+                raise self._unreachable(f"ProxyCommand {tgt.proxy_command!r} failed: {e}") from None
+        if not tgt.proxy_jump:
+            return None
+        from pdctl.inventory import Host
+
+        try:
+            user, addr, port, rest = parse_jump(tgt.proxy_jump)
+        except ValueError:
+            raise self._unreachable(f"cannot parse proxy_jump {tgt.proxy_jump!r} ([user@]host[:port][,...])") from None
+        h = self.host
+        if self._jump is not None:   # reconnecting: the old hop goes with the old connection
+            self._jump.close()
+        hop = Host(transport="ssh", address=addr, port=port or 22, user=user, key=h.key, known_hosts=h.known_hosts,
+                   accept_new_host_key=h.accept_new_host_key, ssh_config=h.ssh_config,
+                   connect_timeout=h.connect_timeout, command_timeout=h.command_timeout, proxy_jump=rest)
+        self._jump = SshTransport(f"{self.name} (jump {addr})", hop)
+        try:
+            return self._jump.open().get_transport().open_channel(
+                "direct-tcpip", (tgt.address, tgt.port), ("127.0.0.1", 0), timeout=timeout)
+        except (OSError, paramiko.SSHException, EOFError) as e:
+            raise self._unreachable(f"jump host {addr} could not reach {self.where}: {e}") from None
 
     def _unreachable(self, cause: str) -> UnreachableError:
         return UnreachableError(
@@ -301,10 +359,13 @@ class SshTransport(Transport):
         with self._lock:
             forwarders, self._forwarders = list(self._forwarders.values()), {}
             client, self._client = self._client, None
+            jump, self._jump = self._jump, None
         for fwd in forwarders:
             fwd.close()
         if client is not None:
             client.close()
+        if jump is not None:
+            jump.close()
 
     def __repr__(self) -> str:
         return f"SshTransport({self.name!r}, {self.target.user}@{self.where})"
