@@ -129,6 +129,7 @@ class Inventory(_Strict):
                     raise ValueError(f"roles.{role}.{i}.host: unknown host {inst.host!r} (hosts: {known})")
                 if role != "prefill" and inst.bootstrap_port is not None:
                     raise ValueError(f"roles.{role}.{i}.bootstrap_port: only prefill has a bootstrap port")
+        self._check_reachable()
         if self.engine == "sglang" and not self.model_path:
             raise ValueError("model_path: required when engine is 'sglang'")
         seen: dict[tuple[str, int], str] = {}
@@ -140,6 +141,26 @@ class Inventory(_Strict):
                     raise ValueError(f"roles.{role}.{i}.port: port {p} on host {inst.host!r} is also used by {seen[key]}")
                 seen[key] = f"{role}[{i}]"
         return self
+
+    def _check_reachable(self) -> None:
+        """A role bound to loopback can only be dialled from its own host: refuse an inventory where another
+        host's role (or the operator, with http: direct over SSH) would have to reach it."""
+        for role, i, inst in self.instances():
+            if role == "router" or not _is_loopback(inst.listen_host):
+                continue
+            dialers = [(r, j, o) for r, j, o in self.instances("router")]
+            if role == "prefill":
+                dialers += self.instances("decode")
+            for r, j, other in dialers:
+                if other.host != inst.host:
+                    raise ValueError(
+                        f"roles.{role}.{i}.listen_host: {inst.listen_host} is reachable only on host {inst.host!r}, "
+                        f"but {r}[{j}] on host {other.host!r} must reach it; listen on 0.0.0.0 or the host's address")
+            host = self.hosts[inst.host]
+            if host.transport == "ssh" and host.http == "direct":
+                raise ValueError(
+                    f"roles.{role}.{i}.listen_host: {inst.listen_host} cannot be probed directly on {host.address}; "
+                    f"set hosts.{inst.host}.http: tunnel, or listen on the host's address")
 
     # -- derived views ---------------------------------------------------------------------------------------
     def instances(self, role: str | None = None) -> list[tuple[str, int, RoleInstance]]:
@@ -167,6 +188,10 @@ class Inventory(_Strict):
             return "127.0.0.1"
         host = self.hosts[target_host]
         return host.internal_address or host.address
+
+
+def _is_loopback(addr: str) -> bool:
+    return addr == "localhost" or addr == "::1" or addr.startswith("127.")
 
 
 def _format_validation_error(source: str, err: ValidationError) -> str:

@@ -82,6 +82,10 @@ def role_argv(inv: Inventory, role: str, index: int) -> list[str]:
 def role_env(inv: Inventory, role: str, index: int) -> dict[str, str]:
     inst = getattr(inv.roles, role)[index]
     env = dict(inst.env)
+    if role != "router" and inst.listen_host in ("0.0.0.0", "::", ""):
+        # Peers on other hosts dial the address a worker advertises (SGLang's SGLANG_HOST_IP); a wildcard is not one.
+        host = inv.hosts[inst.host]
+        env.setdefault("SGLANG_HOST_IP", host.internal_address or host.address)
     if inv.engine == "bundled":
         # Two workers and a router share few cores: keep torch's thread pools small unless told otherwise.
         env.setdefault("OMP_NUM_THREADS", "1")

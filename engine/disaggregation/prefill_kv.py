@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import queue
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,6 +16,29 @@ import httpx
 
 from engine.disaggregation.kvpoll import KVPoll
 from engine.disaggregation.status import StatusTable
+
+
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def local_host(listen_host: str) -> str:
+    """Where this process reaches its own listener: loopback when it listens on every interface."""
+    return "127.0.0.1" if listen_host in WILDCARDS else listen_host
+
+
+def advertised_host(listen_host: str) -> str:
+    """The address peers on other hosts should dial. For a wildcard listener: SGLANG_HOST_IP (as SGLang), else
+    the address this host's name resolves to when that is not loopback, else loopback (single-host use)."""
+    if listen_host not in WILDCARDS:
+        return listen_host
+    env = os.environ.get("SGLANG_HOST_IP") or os.environ.get("HOST_IP")
+    if env:
+        return env
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        ip = ""
+    return ip if ip and not ip.startswith("127.") else "127.0.0.1"
 
 
 @dataclass
@@ -90,13 +115,14 @@ class PrefillKVManager:
         threading.Thread(target=self._transfer_worker, name="kv-transfer", daemon=True).start()
 
     def register_with_bootstrap(self, timeout_s: float = 30.0) -> None:
-        info = {"rank_ip": self.host, "rank_port": self.ctl.server_address[1], "tp_rank": 0, "tp_size": 1,
+        # Decode dials rank_ip from its own host: a wildcard listen address must be advertised as a routable one.
+        info = {"rank_ip": advertised_host(self.host), "rank_port": self.ctl.server_address[1], "tp_rank": 0, "tp_size": 1,
                 "pp_size": 1, "page_size": self.pool.page_size, "kv_dtype": "float32",
                 "page_bytes": self.pool.page_bytes, "agent_name": self.backend.agent_name}
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                r = httpx.put(f"http://{self.host}:{self.bootstrap_port}/route", json=info, timeout=5)
+                r = httpx.put(f"http://{local_host(self.host)}:{self.bootstrap_port}/route", json=info, timeout=5)
                 if r.status_code == 200:
                     return
             except httpx.HTTPError:

@@ -75,7 +75,8 @@ def test_unknown_host_key_is_refused_with_exit_4(sshd, tmp_path):
 def test_unreachable_host_exits_3_naming_it(tmp_path):
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
     host = {"transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "user": "root",
-            "connect_timeout": 3, "known_hosts": str(tmp_path / "kh"), "ssh_config": str(tmp_path / "none")}
+            "connect_timeout": 3, "known_hosts": str(tmp_path / "kh"), "ssh_config": str(tmp_path / "none"),
+            "http": "tunnel"}
     data = local_inventory("gone", ports, host=host)
     data["hosts"] = {"gpu-gone": host}
     for role in ("prefill", "decode", "router"):

@@ -43,9 +43,9 @@ def _inventory(lab, sshds, tmp, *, http: str) -> dict:
         "hosts": {"hosta": _host(sshds["hosta"], tmp / "hosta-state", http=http),
                   "hostb": _host(sshds["hostb"], tmp / "hostb-state", http=http)},
         "roles": {
-            # Prefill listens on hosta's own address, not 0.0.0.0: the bundled engine advertises its --host as the
-            # KV rank address to decode peers, and 0.0.0.0 would send decode to its own host (see report).
-            "prefill": [{"host": "hosta", "port": PORTS["prefill"], "listen_host": hosta,
+            # Prefill listens on every interface: pdctl sets SGLANG_HOST_IP to hosta's internal address, which the
+            # engine advertises to decode as its KV rank address (a wildcard would send decode to its own host).
+            "prefill": [{"host": "hosta", "port": PORTS["prefill"], "listen_host": "0.0.0.0",
                          "bootstrap_port": PORTS["bootstrap"], "ready_timeout": 60,
                          "env": {**UCX_ENV, "UCX_PROTO_INFO": "y"}}],
             # decode and router on all interfaces: the router reaches decode on hostb's loopback, and the operator

@@ -77,3 +77,28 @@ def test_names_that_become_paths_are_restricted(field, value):
     with pytest.raises(InventoryError) as e:
         parse_inventory(data, "inv.yaml")
     assert field in e.value.message
+
+
+def _two_hosts(prefill_listen="127.0.0.1", http="tunnel"):
+    return {
+        "hosts": {"a": {"transport": "ssh", "address": "10.0.0.1", "http": http},
+                  "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"}},
+        "roles": {"prefill": [{"host": "a", "port": 30000, "listen_host": prefill_listen}],
+                  "decode": [{"host": "b", "port": 30002}],
+                  "router": [{"host": "b", "port": 30001}]},
+    }
+
+
+def test_loopback_role_dialled_from_another_host_is_refused():
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_two_hosts(), "multi.yaml")
+    assert "roles.prefill.0.listen_host" in e.value.message and "'b'" in e.value.message
+    parse_inventory(_two_hosts(prefill_listen="0.0.0.0"), "multi.yaml")   # reachable: accepted
+
+
+def test_loopback_role_probed_directly_over_ssh_is_refused():
+    data = _two_hosts(prefill_listen="0.0.0.0")
+    data["hosts"]["b"]["http"] = "direct"
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(data, "multi.yaml")
+    assert "roles.decode.0.listen_host" in e.value.message and "tunnel" in e.value.message

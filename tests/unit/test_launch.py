@@ -44,7 +44,7 @@ def test_multi_host_router_reaches_workers_by_internal_address():
 
     data = {
         "hosts": {"a": {"transport": "ssh", "address": "10.0.0.1", "internal_address": "10.0.0.1"},
-                  "b": {"transport": "ssh", "address": "10.0.0.2"}},
+                  "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"}},
         "roles": {"prefill": [{"host": "a", "port": 30000, "listen_host": "0.0.0.0"}],
                   "decode": [{"host": "b", "port": 30002}],
                   "router": [{"host": "b", "port": 30001}]},
@@ -52,6 +52,9 @@ def test_multi_host_router_reaches_workers_by_internal_address():
     inv = parse_inventory(data, "multi.yaml")
     router = launch.role_argv(inv, "router", 0)
     assert "http://10.0.0.1:30000" in router and "http://127.0.0.1:30002" in router
+    # the prefill listens on every interface: it advertises the host's internal address to decode
+    assert launch.role_env(inv, "prefill", 0)["SGLANG_HOST_IP"] == "10.0.0.1"
+    assert "SGLANG_HOST_IP" not in launch.role_env(inv, "decode", 0)
 
 
 def test_spec_changes_names_what_a_deploy_would_change_with_secrets_masked():
