@@ -211,6 +211,9 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
 
 def parse_inventory(data: Any, source: str) -> Inventory:
     """Validate a mapping as an inventory. Raises InventoryError naming `source` and each bad field."""
+    if data is None:
+        raise InventoryError(f"{source}: the inventory is empty",
+                             hint="start from examples/seed-production.yaml or docs/inventory.md")
     if not isinstance(data, dict):
         raise InventoryError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     try:

@@ -74,7 +74,9 @@ class ProgressPrinter:
 
 def check_table(title: str, results: Iterable[CheckResult]) -> Table:
     t = Table(title=title, title_justify="left", expand=False)
-    for col in ("target", "check", "status", "observed", "expected", "detail"):
+    t.add_column("target", no_wrap=True)
+    t.add_column("check", no_wrap=True)
+    for col in ("status", "observed", "expected", "detail"):
         t.add_column(col, overflow="fold")
     for r in results:
         t.add_row(r.target, r.name, Text(r.status.value.upper(), style=_STYLE[r.status]),
@@ -96,9 +98,27 @@ def health_report(report) -> None:
     c = console()
     for layer, results in report.layers.items():
         c.print(check_table(LAYER_TITLES.get(layer, layer), results))
-    verdict = Text("final-health: PASS", style="bold green") if report.ok else \
-        Text(f"final-health: FAIL ({len(report.failures())} check(s) failed)", style="bold red")
-    c.print(verdict)
+    if report.ok:
+        c.print(Text("final-health: PASS", style="bold green"))
+        return
+    failures = report.failures()
+    layers = ", ".join(dict.fromkeys(r.layer for r in failures))
+    c.print(Text(f"final-health: FAIL ({len(failures)} check(s) failed in: {layers})", style="bold red"))
+    for step in next_steps(failures):
+        c.print(Text("next: ", style="yellow") + Text(step))
+
+
+def next_steps(failures: list[CheckResult]) -> list[str]:
+    """What to run next, from the failed checks (their details name pdctl commands where they know one)."""
+    import re
+
+    steps = []
+    for r in failures:
+        steps += re.findall(r"`?(pdctl [a-z-]+(?: --?[a-z-]+)*)`?", r.detail)
+    if not steps and failures and all(r.layer == "health" or "refused" in r.observed for r in failures
+                                      if r.layer in ("health", "e2e")):
+        steps.append("pdctl status (are the roles running?), then pdctl logs ROLE")
+    return list(dict.fromkeys(s.rstrip("`.,;") for s in steps))
 
 
 def steps_table(steps) -> Table:
@@ -121,19 +141,39 @@ def deploy_plan(plan) -> None:
         c.print(Text(f"{r.label}  service {r.service}  [{state}]", style="bold"))
         env = mask_env(r.env)
         if env:
-            c.print(Text("  env: " + " ".join(f"{k}={v}" for k, v in env.items())))
-        c.print(Text("  " + quote_argv(mask_argv(r.argv))))
+            c.print(Text("  env: " + " ".join(f"{k}={v}" for k, v in env.items())), soft_wrap=True)
+        # soft_wrap: a command line stays one line, so it can be copied or grepped whatever the width
+        c.print(Text("  " + quote_argv(mask_argv(r.argv))), soft_wrap=True)
         for change in r.changes:
             c.print(Text(f"  change: {change}", style="yellow"))
     c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
 
 
+def deploy_outcome(plan, steps) -> None:
+    """After a deploy ran: what it did, in one line, then its steps."""
+    c = console()
+    if plan.action == "none":
+        c.print(Text(f"deploy: nothing to do ({plan.reason})", style="bold"))
+        return
+    c.print(Text(f"deploy: co-restarted prefill -> decode -> router ({plan.reason})", style="bold"))
+    for r in plan.roles:
+        for change in r.changes:
+            c.print(Text(f"  {r.label}: {change}", style="yellow"), soft_wrap=True)
+    if steps:
+        c.print(steps_table(steps))
+
+
 def status_table(rows: list[dict[str, Any]]) -> None:
     t = Table(title="roles", title_justify="left")
-    for col in ("role", "service", "state", "pid", "uptime", "detail"):
+    t.add_column("role", no_wrap=True)
+    t.add_column("service", no_wrap=True)
+    for col in ("state", "pid", "uptime", "detail"):
         t.add_column(col)
     for r in rows:
-        state = Text("running", style="green") if r["active"] else Text("stopped", style="red")
+        if r.get("error"):
+            state = Text("unreachable", style="yellow")   # not "stopped": we could not ask
+        else:
+            state = Text("running", style="green") if r["active"] else Text("stopped", style="red")
         up = f"{r['uptime_s']:.0f}s" if r.get("uptime_s") is not None else ""
         t.add_row(r["label"], r["service"], state, str(r["pid"] or ""), up, r.get("detail") or "")
     console().print(t)

@@ -19,9 +19,10 @@ def deploy(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out:
     if json_out:
         render.emit_json(result.to_dict())
     else:
-        render.deploy_plan(result.plan)
-        if result.steps:
-            render.console().print(render.steps_table(result.steps))
+        if dry_run:
+            render.deploy_plan(result.plan)
+        else:
+            render.deploy_outcome(result.plan, result.steps)
         if result.health:
             render.health_report(result.health)
     if not result.ok:

@@ -21,6 +21,8 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
         render.emit_json({"inventory": dep.inv.name, "roles": rows})
     else:
         render.status_table(rows)
+        if any(r["state"] == "stopped" for r in rows):
+            render.lines(["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow")
     unreachable = [r["error_exit_code"] for r in rows if r.get("error_exit_code")]
     for message, hint in dict.fromkeys((r["error"], r["hint"]) for r in rows if r.get("error")):
         render.error(message, hint)

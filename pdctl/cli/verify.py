@@ -19,8 +19,8 @@ def final_health(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
     layer: Annotated[Optional[list[str]], typer.Option(
-        "--layer", help="Run only these layers (repeat): health, e2e, transfer, flags, lineage; inflight (a sampled "
-                   "window) only when named.")] = None,
+        "--layer", help="Run only these layers (repeat, or comma-separate): health, e2e, transfer, flags, lineage; "
+                   "inflight (a sampled window) only when named.")] = None,
     record_baseline: Annotated[bool, typer.Option(
         "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline.")] = False,
     since_baseline: Annotated[bool, typer.Option(
@@ -31,7 +31,7 @@ def final_health(
     from pdctl.errors import UsageError
     from pdctl.ops.verify import LAYERS, OPTIONAL_LAYERS, final_health_with_baseline
 
-    layers = tuple(layer) if layer else LAYERS
+    layers = tuple(name.strip() for item in layer for name in item.split(",") if name.strip()) if layer else LAYERS
     known = LAYERS + OPTIONAL_LAYERS
     bad = [name for name in layers if name not in known]
     if bad:

@@ -21,10 +21,12 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
         try:
             st = dep.status(role, i)
         except PdctlError as e:
-            return {**row, "active": False, "pid": None, "uptime_s": None, "detail": e.message.splitlines()[0],
+            return {**row, "active": False, "state": "unreachable", "pid": None, "uptime_s": None,
+                    "detail": e.message.splitlines()[0],
                     "error_exit_code": e.exit_code, "error": e.message, "hint": e.hint}
         up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None
-        return {**row, "active": st.active, "pid": st.main_pid, "uptime_s": up, "detail": st.detail}
+        return {**row, "active": st.active, "state": "running" if st.active else "stopped", "pid": st.main_pid,
+                "uptime_s": up, "detail": st.detail}
 
     with ThreadPoolExecutor(max_workers=8) as ex:
         return list(ex.map(lambda t: one(t[0], t[1]), dep.inv.instances()))

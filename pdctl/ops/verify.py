@@ -9,6 +9,7 @@ inflight (issue 4's verdict over a window).
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -18,6 +19,7 @@ from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.router import judge_router_workers, title_rewritten
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
+from pdctl.progress import Event
 from pdctl.services.base import ServiceStatus
 
 LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
@@ -254,7 +256,9 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
     UnreachableError/HostKeyRefused when a host cannot be asked at all."""
     report = HealthReport(inventory=dep.inv.name)
     dep.connect_all()
-    with dep.progress.step("final-health"), ThreadPoolExecutor(max_workers=4) as ex:
+    started = time.monotonic()
+    dep.progress.emit(Event("step", "final-health"))
+    with ThreadPoolExecutor(max_workers=4) as ex:
         futs = {}
         if "health" in layers:
             futs["health"] = ex.submit(_health_layer, dep)
@@ -276,6 +280,10 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
         from pdctl.ops.inflight import inflight_layer
 
         report.layers["inflight"] = inflight_layer(dep)
+    elapsed = time.monotonic() - started
+    failed = report.failures()
+    dep.progress.emit(Event("done", "final-health", elapsed) if not failed else
+                      Event("failed", "final-health", elapsed, detail=f"{len(failed)} check(s) failed"))
     return report
 
 

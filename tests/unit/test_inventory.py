@@ -102,3 +102,13 @@ def test_loopback_role_probed_directly_over_ssh_is_refused():
     with pytest.raises(InventoryError) as e:
         parse_inventory(data, "multi.yaml")
     assert "roles.decode.0.listen_host" in e.value.message and "tunnel" in e.value.message
+
+
+def test_docs_embedded_default_block_matches_the_code():
+    import re
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "inventory.md").read_text()
+    block = re.search(r"## The embedded default\s+```yaml\n(.*?)```", doc, re.S).group(1)
+    assert parse_inventory(yaml.safe_load(block), "docs").model_dump() == embedded_default().model_dump()
