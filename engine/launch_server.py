@@ -111,6 +111,8 @@ def _warmup_then_ready(st: EngineState) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="[%(asctime)s %(name)s] %(message)s")
+    # One line per heartbeat and KV control call would push everything else out of a log tail.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     import uvicorn
 
     from engine.http_server import build_app
