@@ -12,6 +12,7 @@ Every run (not a dry run) appends one audit record, also when it fails or is int
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
@@ -52,6 +53,7 @@ class Plan:
     vars: dict[str, Any]
     apply: bool
     steps: list[PlannedStep]                     # in file order, handlers included
+    inventory_name: str = ""                     # the inventory's `name` (history -i matches it)
 
     @property
     def sequence(self) -> list[PlannedStep]:
@@ -73,11 +75,12 @@ class StepRun:
     action: str
     status: str                      # passed | failed | recovered | skipped | not run | interrupted
     duration_s: float = 0.0
-    gate: str = ""                   # the gate verdict in words
+    gate: str = ""                   # the gate verdict in words (with the action's summary when no gate is set)
     exit_code: int = 0
     handler_of: Optional[str] = None
     outcome: Optional[kinds.StepOutcome] = None
     note: str = ""
+    gate_brief: str = ""             # the gate verdict alone, for display next to the summary ("ok", "verdict pinned")
 
     @property
     def summary(self) -> str:
@@ -103,6 +106,20 @@ class RunResult:
     interrupted: bool = False
     recommendations: list[str] = field(default_factory=list)
     health: Any = None                # the last final-health report a step produced
+    health_reports: list[Any] = field(default_factory=list)   # every one, in run order
+
+    def health_by_layer(self):
+        """One HealthReport holding every layer any step checked, each from the last step that checked it, in
+        layer order (health, e2e, transfer, flags, lineage, inflight). None when no step checked any."""
+        if not self.health_reports:
+            return None
+        layers: dict[str, Any] = {}
+        for rep in self.health_reports:
+            layers.update(rep.layers)
+        order = {n: i for i, n in enumerate(kinds.KNOWN_LAYERS)}
+        merged = copy.copy(self.health_reports[-1])
+        merged.layers = dict(sorted(layers.items(), key=lambda kv: order.get(kv[0], len(order))))
+        return merged
 
     @property
     def ok(self) -> bool:
@@ -116,7 +133,7 @@ class RunResult:
         if self.ok:
             return "ok"
         s = next(x for x in self.steps if x.name == self.failed_step and x.status == "failed")
-        return f"failed at step {s.index} '{s.name}': {s.gate}"
+        return f"failed at step {s.index} '{s.name}': {s.gate.removeprefix('failed: ')}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"playbook": self.plan.playbook.name, "ok": self.ok, "exit_code": self.exit_code,
@@ -185,7 +202,7 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
     if problems:
         raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
     shown_vars = {k: (mask_value(str(v), k) if isinstance(v, str) else v) for k, v in scope["vars"].items()}
-    return Plan(pb, inv.source, shown_vars, apply, planned)
+    return Plan(pb, inv.source, shown_vars, apply, planned, inventory_name=inv.name)
 
 
 # -- running ------------------------------------------------------------------------------------------------------------
@@ -206,12 +223,13 @@ def _execute(ps: PlannedStep, ctx: kinds.RunContext, hooks: Hooks, handler_of: O
     except KeyboardInterrupt as e:
         e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "interrupted", time.monotonic() - t0,
                              "interrupted (Ctrl-C)", 130, handler_of, getattr(e, "outcome", None),
-                             note="interrupted (Ctrl-C)")
+                             note="interrupted (Ctrl-C)", gate_brief="interrupted")
         raise
     passed, why = kinds.evaluate_gate(ps.spec.gate, out)
     sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",
                  time.monotonic() - t0, ("passed: " if passed else "failed: ") + why,
-                 0 if passed else (out.exit_code or 1), handler_of, out)
+                 0 if passed else (out.exit_code or 1), handler_of, out,
+                 gate_brief=_brief(ps.spec.gate, out, passed, why))
     hooks.step_finished(sr)
     return sr
 
@@ -263,6 +281,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
                     if hs.status == "passed":
                         sr.status = "recovered"
                         sr.gate += f" (recovered by handler '{h.spec.name}')"
+                        sr.gate_brief += f"; recovered by handler '{h.spec.name}'"
                         continue
             _fail(result, sr)
             if policy != "continue":
@@ -289,10 +308,21 @@ def _collect(result: RunResult, sr: StepRun) -> None:
         return
     if out.health is not None:
         result.health = out.health
+        result.health_reports.append(out.health)
     if sr.status == "failed" and out.recommendation:
         result.recommendations.append(f"{sr.name}: {out.recommendation}")
     if sr.status == "failed" and out.data.get("hint"):
         result.recommendations.append(f"{sr.name}: {out.data['hint']}")
+
+
+def _brief(gate: dict[str, Any], out: kinds.StepOutcome, passed: bool, why: str) -> str:
+    """The gate verdict without the action's summary (shown beside it): "ok" / "not ok" for the default gate,
+    "error" when the action raised, else the gate's own words ("verdict pinned (want drained)")."""
+    if out.error is not None:
+        return "error"
+    if not gate:
+        return "ok" if passed else "not ok"
+    return why
 
 
 def _fail(result: RunResult, sr: StepRun) -> None:
@@ -306,7 +336,7 @@ def _audit(audit, result: RunResult, started: float, path) -> None:
     audit.append(f"run {p.playbook.name}", inventory=p.inventory,
                  args={"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply},
                  result=result.outcome_text, started=started, path=path,
-                 extra={"exit_code": result.exit_code,
+                 extra={"inventory_name": p.inventory_name, "exit_code": result.exit_code,
                         "steps": [s.to_dict(with_data=False) for s in result.steps],
                         "recommendations": result.recommendations,
                         "final_health": result.health.to_dict() if result.health is not None else None})

@@ -397,6 +397,21 @@ def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
     return _stop_if_interrupted(rep.partial, out)
 
 
+def triage_headline(rep) -> str:
+    """The words `pdctl triage` ends with (HEALTHY / ACTION NEEDED / WARNINGS), from the report's own `headline`
+    when it has one. The step's `verdict` (clean / warn / action, what gates match) is unchanged."""
+    head = getattr(rep, "headline", None)
+    if isinstance(head, str) and head.strip():
+        head = head.strip()
+        return head if head.lower().startswith("triage") else f"triage: {head}"
+    if rep.partial:
+        return "triage: INTERRUPTED (partial)"
+    if not rep.findings:
+        return "triage: HEALTHY: no finding needs action"
+    word = "ACTION NEEDED" if rep.needs_action else "WARNINGS"
+    return f"triage: {word} ({len(rep.findings)} finding(s))"
+
+
 def _run_triage(ctx: RunContext, a: TriageArgs) -> StepOutcome:
     from pdctl.ops.triage import triage
 
@@ -406,10 +421,11 @@ def _run_triage(ctx: RunContext, a: TriageArgs) -> StepOutcome:
         verdict = "interrupted"
     else:
         verdict = "action" if acting else ("warn" if rep.findings else "clean")
-    titles = "; ".join(f.title for f in (acting or rep.findings)) or "no finding: nothing looks wrong"
+    titles = "; ".join(f.title for f in (acting or rep.findings))
     actions = list(dict.fromkeys(f.action for f in acting if f.action))
     ok = verdict in ("clean", "warn")
-    out = StepOutcome(ok, f"triage: {verdict}: {titles}", exit_code=rep.exit_code() or (0 if ok else 1),
+    head = triage_headline(rep)
+    out = StepOutcome(ok, head + (f": {titles}" if titles else ""), exit_code=rep.exit_code() or (0 if ok else 1),
                       verdict=verdict, recommendation="; ".join(actions) or None, data=rep.to_dict())
     return _stop_if_interrupted(rep.partial, out)
 
@@ -521,13 +537,16 @@ def _run_wait(ctx: RunContext, a: WaitArgs) -> StepOutcome:
 # -- descriptions for the plan ---------------------------------------------------------------------------------------------
 
 def _describe_args(a: BaseModel) -> str:
+    from pdctl.playbook.vars import show_value
+
     d = a.model_dump(exclude_unset=True)
     d.update(getattr(a, "model_extra", None) or {})
-    return " ".join(f"{k}={v}" for k, v in d.items())
+    return " ".join(f"{k}={show_value(v)}" for k, v in d.items())
 
 
 def _describe_verify(a: VerifyArgs) -> str:
-    return "verify final-health" + (f" --layer {','.join(a.layers)}" if a.layers else " (all layers)") + \
+    # one `--layer X` per layer: the form every pdctl version accepts (older ones refuse a comma list)
+    return "verify final-health" + ("".join(f" --layer {n}" for n in a.layers) if a.layers else " (all layers)") + \
         (" --record-baseline" if a.record_baseline else "") + (" --since-baseline" if a.since_baseline else "")
 
 

@@ -42,6 +42,16 @@ def parse_cli_vars(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+def show_value(v: Any) -> str:
+    """A value as the operator wrote it: 6 not 6.0 (a float arg model turns 6 into 6.0), true/false not
+    True/False, text as is."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+        return str(int(v))
+    return str(v)
+
+
 def build_scope(inv, playbook_vars: dict[str, Any], cli_vars: dict[str, Any], apply: bool) -> dict[str, Any]:
     """The names `${...}` can reach. Playbook var defaults may themselves use inventory names."""
     data = inv.model_dump(mode="json")

@@ -87,6 +87,9 @@ def test_final_health_playbook_passes_on_a_clean_deployment(dep):
     assert set(doc["final_health"]["layers"]) == {"transfer", "flags", "lineage"}
     human = run(dep, "final-health", "-i", dep["clean"])
     assert human.code == 0 and "playbook final-health: PASS" in human.stdout and "plan" in human.stdout
+    for title in ("1. component health", "2. end-to-end probe", "3. KV transfer", "4. live flags", "5. restart lineage"):
+        assert title in human.stdout, title           # every layer's table, those of step 1 too
+    assert "--layer health --layer e2e" in human.stdout and "gate: ok" in human.stderr
 
 
 def test_final_health_playbook_fails_on_drift_with_exit_1(dep, tmp_path):
@@ -170,6 +173,7 @@ def test_stall_triage_recommends_then_applies_the_co_restart(dep):
     assert r.code == 1, r.output
     doc = r.json()
     assert [s["status"] for s in doc["steps"]] == ["failed", "skipped", "skipped"]
+    assert doc["steps"][0]["summary"].startswith("triage: ACTION NEEDED")      # pdctl triage's words
     assert any("restart --pair" in x or "--apply" in x for x in doc["recommendations"])
     r = run(dep, "stall-triage", "-i", inv, "--json", "--apply")
     assert r.code == 0, r.output
