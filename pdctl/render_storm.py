@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdctl import render
+from pdctl.checks.inflight import fmt_s
 
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -65,7 +66,7 @@ def inflight_report(rep) -> None:
             "sglang:num_running_reqs")), _n(p.generation_tokens),
                   "; ".join(f"{k}: {v}" for k, v in p.errors.items()))
     c.print(t)
-    c.print(Text("inflight " + sparkline([p.inflight if p.complete else None for p in rep.points])))
+    c.print(Text("inflight per sample: " + sparkline([p.inflight if p.complete else None for p in rep.points])))
     for r in rep.to_check_results():
         c.print(render.check_table("verdict", [r]))
     name = rep.name + (" (partial)" if rep.partial else "")
@@ -78,7 +79,7 @@ def inflight_report(rep) -> None:
 def _n(v: Any) -> str:
     if v is None:
         return "-"
-    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+    return str(int(v)) if float(v).is_integer() else f"{v:.2f}".rstrip("0").rstrip(".")
 
 
 # -- storm --------------------------------------------------------------------------------------------------------
@@ -103,17 +104,15 @@ def storm_report(rep) -> None:
     for col in ("t (s)", "phase", "inflight", "prefill inflight", "transfer_failed", "generation tokens"):
         t.add_column(col, justify="right" if col != "phase" else "left")
     for r in rows:
-        label = r["phase"] + (f" +{r['since_stop']:g}s" if r["since_stop"] is not None else "")
-        t.add_row(f"{r['t']:g}", label, _n(r["inflight"]), _n(r["prefill_inflight"]), _n(r["transfer_failed"]),
+        label = r["phase"] + (f" +{fmt_s(r['since_stop'])}" if r["since_stop"] is not None else "")
+        t.add_row(f"{r['t']:.1f}", label, _n(r["inflight"]), _n(r["prefill_inflight"]), _n(r["transfer_failed"]),
                   _n(r["generation_tokens"]))
     c.print(t)
-    c.print(Text("inflight        " + sparkline([r["inflight"] for r in rows])))
-    c.print(Text("transfer_failed " + sparkline([r["transfer_failed"] for r in rows])))
-    watch = [r for r in rows if r["phase"] == "watch"]
-    if watch:
-        c.print(Text("after load stopped:"))
-        for line in bar_chart([(f"t+{r['since_stop']:g}s", r["inflight"]) for r in watch]):
-            c.print(Text("  " + line))
+    over = rep.overcount_note()
+    if over:
+        c.print(Text(f"  * {over}", style="dim"))
+    c.print(Text("inflight per sample:        " + sparkline([r["inflight"] for r in rows])))
+    c.print(Text("transfer_failed per sample: " + sparkline([r["transfer_failed"] for r in rows])))
     if rep.hits:
         h = rep.hits
         rate = "n/a" if h.hit_rate is None else f"{100 * h.hit_rate:.0f}%"
@@ -128,6 +127,10 @@ def storm_report(rep) -> None:
     if rep.partial:
         c.print(Text("storm: INTERRUPTED (partial)" + (f": {v.reason}" if v else ""), style="yellow"))
     elif v is not None:
+        weak = rep.weak_reason
+        if v.passed and weak:
+            c.print(Text(f"storm: PASS (weak: {weak}): {v.reason}", style="yellow"))
+            return
         word = "PASS" if v.passed else ("FAIL: PINNED" if v.pinned else "FAIL")
         c.print(Text(f"storm: {word}: {v.reason}", style=_style(v.passed)))
 
@@ -144,7 +147,7 @@ def triage_report(rep) -> None:
                   o.get("observed", ""))
     c.print(t)
     if not rep.findings:
-        c.print(Text("triage: HEALTHY: no finding needs action", style="bold green"))
+        c.print(Text(rep.headline, style="bold green"))
         return
     for i, f in enumerate(rep.findings, 1):
         style = "bold red" if f.severity == "action" else "yellow"
@@ -154,8 +157,7 @@ def triage_report(rep) -> None:
         for o in f.inferred:
             c.print(Text(f"  inferred: {o}", style="dim"))
         c.print(Text(f"  action:   {f.action}", style="bold"))
-    word = "ACTION NEEDED" if rep.needs_action else "WARNINGS"
-    c.print(Text(f"triage: {word} ({len(rep.findings)} finding(s))", style=_style(not rep.needs_action and None)))
+    c.print(Text(rep.headline, style=_style(False if rep.needs_action else None)))
 
 
 def _status(s: str):

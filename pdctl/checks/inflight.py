@@ -49,7 +49,7 @@ class InflightVerdict:
     def summary(self) -> str:
         held = {k: _fmt(v) for k, v in self.last.items() if v}
         if self.verdict == "drained":
-            s = f"all PD queues 0 for {self.covered_s:g}s"
+            s = f"all PD queues 0 for {fmt_s(self.covered_s)}"
         elif self.verdict == "busy":
             prog = []
             if self.generation_tokens_delta:
@@ -58,9 +58,9 @@ class InflightVerdict:
                 prog.append(f"queue changed {self.queue_changes}x")
             s = f"nonzero ({_gauges(held) or 'drained at the end'}) with progress: {', '.join(prog)}"
         else:
-            s = (f"{_gauges(held)} with NO decode progress and no queue change for {self.no_progress_for_s:g}s")
+            s = (f"{_gauges(held)} with NO decode progress and no queue change for {fmt_s(self.no_progress_for_s)}")
         if not self.conclusive:
-            s += f" (only {self.covered_s:g}s of the {self.window_s:g}s window sampled: inconclusive)"
+            s += f" (only {fmt_s(self.covered_s)} of the {fmt_s(self.window_s)} window sampled: inconclusive)"
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,8 +81,25 @@ class InflightVerdict:
                            expected="drained, or busy with progress", detail=detail, data=self.to_dict())
 
 
-def _fmt(v: float) -> str:
-    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+def fmt_count(v: float | None) -> str:
+    """A counter or gauge for humans: an integer when it is one ('3', not '3.0'), else at most 2 decimals. Pure."""
+    if v is None:
+        return "n/a"
+    v = float(v)
+    if math.isnan(v):
+        return "n/a"
+    return str(int(v)) if v.is_integer() else f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+def fmt_s(seconds: float | None) -> str:
+    """Seconds for humans, one decimal: '6.0s', '0.0s' (never '2.665e-05s' or '6.00493s'). Pure."""
+    if seconds is None:
+        return "n/a"
+    s = f"{float(seconds):.1f}"
+    return ("0.0" if s == "-0.0" else s) + "s"
+
+
+_fmt = fmt_count
 
 
 def _gauges(d: Mapping[str, str]) -> str:
@@ -142,7 +159,7 @@ def judge_inflight(samples: Sequence[InflightSample], window_s: float) -> Inflig
             elif n1 < n0:
                 gen_delta += n1  # counter reset: decode restarted
                 reset_seen = True
-                notes.append(f"generation tokens reset at t={t1:g} (decode restarted?)")
+                notes.append(f"generation tokens reset at t={fmt_s(t1)} (decode restarted?)")
                 progressed = True
         if progressed:
             last_progress_t = t1

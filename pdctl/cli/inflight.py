@@ -25,8 +25,11 @@ def inflight(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = INFLIGHT_INTERVAL_S,
     json_out: JsonOpt = False,
 ) -> None:
-    """Sample the PD queue gauges and decode progress over a window: drained (exit 0), busy (0, a warning: work is
-    moving) or pinned (1: nonzero with no progress for the whole window). Ctrl-C judges what was gathered (130)."""
+    """Check whether requests are stuck in the PD queues (drained, busy or pinned).
+
+    Samples the PD queue gauges and decode progress over a window:
+    drained (exit 0), busy (0, a warning: work is moving) or pinned (1: nonzero with no progress
+    for the whole window). Ctrl-C judges what was gathered (130)."""
     from pdctl import render, render_storm
     from pdctl.ops.inflight import sample_inflight
 

@@ -17,8 +17,12 @@ def storm(
     prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length in tokens.")] = D.SEED_PROMPT_TOKENS,
     abort_min: Annotated[float, typer.Option("--abort-min", help="Random target: earliest abort, s after send.")] = D.SEED_ABORT_MIN_S,
     abort_max: Annotated[float, typer.Option("--abort-max", help="Random target: latest abort, s after send.")] = D.SEED_ABORT_MAX_S,
-    sample_every: Annotated[float, typer.Option("--sample-every", help="Seconds between /metrics samples.")] = D.SEED_SAMPLE_EVERY_S,
-    watch: Annotated[float, typer.Option("--watch", help="Seconds to watch inflight after the load stops.")] = D.SEED_WATCH_S,
+    sample_every: Annotated[float, typer.Option("--sample-every", "--interval",
+                                                help="Seconds between /metrics samples (--interval: the same name "
+                                                     "as in verify inflight and triage).")] = D.SEED_SAMPLE_EVERY_S,
+    watch: Annotated[float, typer.Option("--watch", "--window",
+                                         help="Seconds to watch inflight after the load stops (--window: the same "
+                                              "name as in verify inflight and triage).")] = D.SEED_WATCH_S,
     target: Annotated[str, typer.Option("--target", help="random (the seed's storm) or transfer-window (aimed).")] = D.STORM_TARGET,
     calibrate: Annotated[int, typer.Option("--calibrate", help="Lone calibration requests before the storm (0: none; "
                                             "transfer-window needs >= 1).")] = D.STORM_CALIBRATE,
@@ -30,8 +34,14 @@ def storm(
                                                   "its first router). Anything else is refused.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """The seed's abort storm: streaming requests through the router, each closed by the client at its abort time;
-    then watch inflight drain. Exit 0 drained and stayed 0, 1 not drained or pinned, 2 bad options, 130 interrupted."""
+    """Run an abort storm through the router and check that inflight drains.
+
+    Streaming requests go through the inventory's router, each closed by the client at its abort
+    time; then inflight is watched until it drains.
+
+    A pass where no abort landed in the transfer window is marked weak: the race was not exercised.
+
+    Exit 0 drained and stayed 0, 1 not drained or pinned, 2 bad options, 130 interrupted."""
     from pdctl import render_storm
     from pdctl.errors import UsageError
     from pdctl.ops.storm import storm as run

@@ -18,9 +18,12 @@ def triage(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = TRIAGE_INTERVAL_S,
     json_out: JsonOpt = False,
 ) -> None:
-    """The stall decision path: health of every role, an end-to-end probe, the inflight verdict, decode idle
-    (throughput, GPU utilisation), transfer/bootstrap failures, restart lineage; then findings (observed vs
-    inferred) and the action. Exit 0 healthy, 1 a finding needs action (unreadable metrics included),
+    """Diagnose a stall: findings (observed vs inferred) and the action to take.
+
+    Reads the service status and health of every role, an end-to-end probe, the inflight verdict,
+    decode idle (throughput, GPU utilisation), transfer/bootstrap failures and restart lineage.
+
+    Exit 0 healthy, 1 a finding needs action (stopped roles and unreadable metrics included),
     3 a host could not be reached, 4 refused (host key), 130 interrupted."""
     from pdctl import render, render_storm
     from pdctl.ops.triage import triage as run

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from pdctl.checks.inflight import fmt_count, fmt_s
 from pdctl.checks.metric_names import KV_TRANSFER_LATENCY_MS
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
@@ -59,6 +60,38 @@ class StormReport:
             return 130
         return 0 if self.ok else 1
 
+    @property
+    def weak_reason(self) -> str | None:
+        """Why a pass is weak evidence (the race was not shown to be exercised), or None: a failed or partial storm,
+        or a pass where at least one abort landed in the transfer window. A weak pass still exits 0. Pure."""
+        if not self.ok:
+            return None
+        h = self.hits
+        retry = ("try --target transfer-window" if self.config.get("target") != "transfer-window" else
+                 "try more --requests, or a longer prompt (--prompt-tokens) to widen the window")
+        if h is None:
+            return "no request outcome to judge; the race was not shown to be exercised; " + retry
+        if h.window is None:
+            return ("no transfer window was calibrated (--calibrate 0), so no abort is known to have landed in it; "
+                    "the race may not have been exercised; " + retry)
+        if h.hits == 0:
+            return (f"0 of {h.aborted} aborts landed in the transfer window; the race was not exercised; " + retry)
+        return None
+
+    def overcount_note(self) -> str | None:
+        """A footnote when the inflight total exceeds the storm's own requests during the load, or None. Pure."""
+        n = self.config.get("requests") or 0
+        load = [p for p in self.points if p.complete and p.t >= self.load_started_at
+                and (self.load_stopped_at is None or p.t < self.load_stopped_at + 1e-6)]
+        peak = max((p.inflight for p in load), default=0.0)
+        if peak <= n:
+            return None
+        before = self.points[0].inflight if self.points and self.points[0].complete else 0.0
+        extra = (f"; {fmt_count(before)} were already queued before the storm" if before else "")
+        return (f"inflight peaked at {fmt_count(peak)} with --requests {n}: inflight is the sum of the PD queue "
+                "gauges of prefill and decode, so a request whose KV is moving is counted on both sides (prefill "
+                "inflight queue and decode transfer queue)" + extra)
+
     def series(self) -> list[dict[str, Any]]:
         """Rows of the time series: t (since load start), phase, inflight total, transfer_failed total."""
         rows = []
@@ -80,7 +113,8 @@ class StormReport:
                 "calibration": self.calibration.to_dict() if self.calibration else None,
                 "window_s": list(self.window) if self.window else None, "spacing_s": self.spacing_s,
                 "verdict": self.verdict.to_dict() if self.verdict else None,
-                "hits": self.hits.to_dict() if self.hits else None, "holders": self.holders,
+                "hits": self.hits.to_dict() if self.hits else None, "weak_pass": self.weak_reason,
+                "holders": self.holders,
                 "series": self.series(), "requests": [o.to_dict() for o in self.outcomes], "notes": self.notes}
 
 
@@ -245,7 +279,7 @@ def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -
     try:
         rep.points.append(read_point(dep, t0))
         if rep.points[0].complete and rep.points[0].inflight:
-            rep.notes.append(f"inflight was already {rep.points[0].inflight:g} before the storm "
+            rep.notes.append(f"inflight was already {fmt_count(rep.points[0].inflight)} before the storm "
                              f"({short_gauges(rep.points[0].gauges)}): other traffic or an earlier pin")
         calib = calibrate(dep, base, cfg, rng) if cfg.calib_requests else None
         rep.calibration = calib
@@ -341,7 +375,7 @@ def _judge(rep: StormReport, cfg: StormConfig) -> None:
                     break
                 nonzero_since = p.t
             rep.verdict.reason += (f"; held by {', '.join(f'{k} ({short_gauges(v)})' for k, v in rep.holders.items())}"
-                                   f" for {watch[-1].t - nonzero_since:g}s since the load stopped" if rep.holders else "")
+                                   f" for {fmt_s(watch[-1].t - nonzero_since)} since the load stopped" if rep.holders else "")
     elif rep.verdict is None:
         rep.verdict = StormVerdict(False, "no complete sample after the load stopped", None, 0, 0, False, False)
     tf = None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 # The seed's numbers are the CLI defaults; they live in pdctl.ops.defaults so that --help needs no ops module.
+from pdctl.checks.inflight import fmt_count, fmt_s
 from pdctl.ops.defaults import (SEED_ABORT_MAX_S, SEED_ABORT_MIN_S, SEED_PROMPT_TOKENS, SEED_REQUESTS,  # noqa: F401
                                 SEED_SAMPLE_EVERY_S, SEED_WATCH_S, STORM_CALIBRATE, STORM_MAX_NEW_TOKENS,
                                 STORM_TARGET)
@@ -65,9 +66,9 @@ class StormConfig:
         if not 0 <= self.abort_min_s <= self.abort_max_s <= MAX_ABORT_S:
             raise ValueError(f"need 0 <= --abort-min <= --abort-max <= {MAX_ABORT_S:g}")
         if not 0 < self.sample_every_s <= max(self.watch_s, 0.001):
-            raise ValueError("--sample-every must be > 0 and at most --watch")
+            raise ValueError("--sample-every (--interval) must be > 0 and at most --watch (--window)")
         if not 0 < self.watch_s <= MAX_WATCH_S:
-            raise ValueError(f"--watch must be in (0, {MAX_WATCH_S:g}]")
+            raise ValueError(f"--watch (--window) must be in (0, {MAX_WATCH_S:g}]")
         if not 0 <= self.aim_lo_frac < self.aim_hi_frac <= 1.5:
             raise ValueError("aim fractions need 0 <= lo < hi <= 1.5")
         if not 0 <= self.calib_requests <= 20:
@@ -265,19 +266,19 @@ def judge_watch(series: Sequence[tuple[float, float, float | None]], watch_s: fl
             j -= 1
         drained = pts[j][0]
         if rose:
-            return StormVerdict(False, f"drained, rose again, drained at t+{drained:g}s (other traffic, or a room "
+            return StormVerdict(False, f"drained, rose again, drained at t+{fmt_s(drained)} (other traffic, or a room "
                                        "released late: look at the series)", drained, last, peak, True, False)
-        return StormVerdict(True, f"inflight drained to 0 by t+{drained:g}s and stayed 0 to t+{pts[-1][0]:g}s",
+        return StormVerdict(True, f"inflight drained to 0 by t+{fmt_s(drained)} and stayed 0 to t+{fmt_s(pts[-1][0])}",
                             drained, last, peak, False, False)
     gens = [g for _t, _v, g in pts if g is not None]
     stuck_values = len(set(values)) == 1
     no_gen = len(gens) < 2 or gens[-1] == gens[0]
     pinned = stuck_values and no_gen and covered >= watch_s - 1e-6
     if pinned:
-        reason = (f"inflight stuck at {last:g} for the whole {covered:g}s watch with no decode progress: pinned "
+        reason = (f"inflight stuck at {fmt_count(last)} for the whole {fmt_s(covered)} watch with no decode progress: pinned "
                   "(the seed's wedge)")
     else:
-        reason = f"inflight still {last:g} at the end of the {covered:g}s watch (never drained)"
+        reason = f"inflight still {fmt_count(last)} at the end of the {fmt_s(covered)} watch (never drained)"
     return StormVerdict(False, reason, None, last, peak, rose, pinned)
 
 

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pdctl.checks.inflight import fmt_count, fmt_s
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
 
@@ -20,6 +21,13 @@ DEFAULT_WINDOW_S = TRIAGE_WINDOW_S
 DEFAULT_INTERVAL_S = TRIAGE_INTERVAL_S
 NVIDIA_SMI = "nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits"
 PAIR_ACTION = "run `pdctl restart --pair` (prefill -> decode -> router, readiness-gated, verified)"
+DEPLOY_ACTION = "run `pdctl deploy` (starts prefill -> decode -> router, readiness-gated, then final-health)"
+
+#: the words `pdctl triage` ends with; TriageReport.headline builds the line from them
+HEALTHY = "HEALTHY"
+ACTION_NEEDED = "ACTION NEEDED"
+WARNINGS = "WARNINGS"
+INTERRUPTED = "INTERRUPTED"
 
 
 @dataclass
@@ -47,6 +55,18 @@ class TriageReport:
     def needs_action(self) -> bool:
         return any(f.severity == "action" for f in self.findings)
 
+    @property
+    def headline(self) -> str:
+        """The verdict line `pdctl triage` ends with, canonical for every renderer (the playbook's triage step too):
+        'triage: HEALTHY: no finding needs action', 'triage: ACTION NEEDED (2 finding(s))',
+        'triage: WARNINGS (1 finding(s))' or 'triage: INTERRUPTED (partial)'. Pure."""
+        if self.partial:
+            return f"triage: {INTERRUPTED} (partial)"
+        if not self.findings:
+            return f"triage: {HEALTHY}: no finding needs action"
+        word = ACTION_NEEDED if self.needs_action else WARNINGS
+        return f"triage: {word} ({len(self.findings)} finding(s))"
+
     def exit_code(self) -> int:
         if self.partial:
             return 130
@@ -54,6 +74,7 @@ class TriageReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"inventory": self.inventory, "ok": not self.needs_action, "partial": self.partial,
+                "headline": self.headline,
                 "findings": [f.to_dict() for f in self.findings], "observations": self.observations,
                 "facts": self.facts}
 
@@ -93,7 +114,10 @@ def judge_triage(obs: dict[str, Any]) -> list[Finding]:
     transfer_failed_delta / bootstrap_failed_delta: float over the window; generation_tokens_delta: float|None;
     gen_throughput: {label: value}; gpu_util: {host: [percent] | None}; window_s: float;
     unobserved: [str] -- what could not be read at all (a finding that needs action: "no finding" must mean
-    "looked and saw nothing wrong", never "could not look").
+    "looked and saw nothing wrong", never "could not look");
+    services: {label: {"role", "index", "service", "active": bool | None, "pid", "detail"}} -- the service manager's
+    view. A role whose service is not active is a "not running" finding, and refused connections to it (health,
+    the end-to-end probe) are explained by it: they are never read as KV transfer failures.
     """
     from pdctl.ops.inflight import short_gauges
 
@@ -111,17 +135,27 @@ def judge_triage(obs: dict[str, Any]) -> list[Finding]:
     thr = obs.get("gen_throughput") or {}
     gpu = obs.get("gpu_util") or {}
 
-    down = [h for h in health if h.get("status") == "fail"]
+    services = obs.get("services") or {}
+    stopped = [label for label, sv in services.items() if sv.get("active") is False]
+    down = [h for h in health if h.get("status") == "fail" and h.get("target") not in stopped]
+    down_stopped = [h for h in health if h.get("status") == "fail" and h.get("target") in stopped]
     e2e_bad = [e for e in e2e if e.get("status") == "fail"]
+    e2e_explained: list[dict[str, Any]] = []
+    if stopped:     # a probe through a deployment with a stopped role fails for that reason: no transfer evidence
+        e2e_explained, e2e_bad = e2e_bad, []
     hazards = _lineage_hazards(lineage)
 
     idle: list[str] = []
     if gen_d is not None:
-        idle.append(f"decode generated {gen_d:g} tokens over the {window or '?'}s window")
+        idle.append(f"decode generated {fmt_count(gen_d)} tokens over the "
+                    f"{fmt_s(window) if window else '?'} window")
     if thr:
         idle.append("decode gen_throughput " + ", ".join(f"{k}={v:g} tok/s" for k, v in thr.items()))
     for host, vals in gpu.items():
         idle.append(f"GPU utilisation on {host}: " + (", ".join(f"{v:g}%" for v in vals) if vals else "not available"))
+
+    if stopped:
+        findings.append(not_running_finding(services, stopped, down_stopped, e2e_explained))
 
     if down:
         findings.append(Finding(
@@ -146,7 +180,7 @@ def judge_triage(obs: dict[str, Any]) -> list[Finding]:
         obs_lines = [inf.get("summary", "inflight pinned")]
         obs_lines += [f"{k} holds {short_gauges(gs)}" for k, gs in held.items()]
         obs_lines += idle
-        if not down:
+        if not down and not stopped:
             obs_lines.append("every /health answered 200")
         sev = "action" if inf.get("conclusive", True) else "warn"
         findings.append(Finding(
@@ -161,21 +195,21 @@ def judge_triage(obs: dict[str, Any]) -> list[Finding]:
     failing = tf_d > 0 or bf_d > 0 or bool(e2e_bad)
     fail_obs = []
     if tf_d or bf_d:
-        fail_obs.append(f"transfer_failed +{tf_d:g}, bootstrap_failed +{bf_d:g} over the window "
-                        f"(totals {tf_tot:g} / {bf_tot:g})")
+        fail_obs.append(f"transfer_failed +{fmt_count(tf_d)}, bootstrap_failed +{fmt_count(bf_d)} over the window "
+                        f"(totals {fmt_count(tf_tot)} / {fmt_count(bf_tot)})")
     elif tf_tot or bf_tot:
-        fail_obs.append(f"transfer_failed total {tf_tot:g}, bootstrap_failed total {bf_tot:g} (no increase during "
-                        "the window)")
+        fail_obs.append(f"transfer_failed total {fmt_count(tf_tot)}, bootstrap_failed total {fmt_count(bf_tot)} "
+                        "(no increase during the window)")
     for e in e2e_bad:
         fail_obs.append(f"end-to-end probe through {e.get('target')}: {e.get('observed')} ({e.get('detail', '')})")
-    if not e2e_bad and e2e:
+    if not e2e_bad and not e2e_explained and e2e:
         fail_obs.append("end-to-end probe through the router: " + ", ".join(e.get("observed", "") for e in e2e))
     haz_obs = [f"{h.get('target')}: {h.get('observed')}" for h in hazards]
 
     if hazards and failing:
         findings.append(Finding(
             "KV transfers failing after a lone restart: the degraded-bootstrap hazard", "action",
-            fail_obs + haz_obs + ([] if down else ["every /health answered 200"]),
+            fail_obs + haz_obs + ([] if down or stopped else ["every /health answered 200"]),
             ["decode (or prefill) was restarted without its pair; the long-running prefill keeps stale NIXL peer "
              "state, so transfers to the new process fail silently (the seed's degraded bootstrap)"],
             PAIR_ACTION + "; then `pdctl verify final-health`", kind="degraded-bootstrap"))
@@ -208,6 +242,68 @@ def judge_triage(obs: dict[str, Any]) -> list[Finding]:
     return findings
 
 
+def short_label(label: str) -> str:
+    """'prefill[0]' from 'prefill[0]@gpu1:30000'. Pure."""
+    return label.split("@", 1)[0]
+
+
+def not_running_finding(services: dict[str, dict[str, Any]], stopped: list[str], health_fails: list[dict[str, Any]],
+                        e2e_fails: list[dict[str, Any]]) -> Finding:
+    """The "not running" finding: which roles have no process, the probes that were refused because of it, and the
+    action: `pdctl deploy` when nothing runs, else `pdctl restart --pair`. Pure."""
+    everything = len(stopped) == len(services)
+    observed = []
+    for label in stopped:
+        sv = services[label]
+        what = f"service {sv['service']}" if sv.get("service") else "its service"
+        observed.append(f"{label}: {what}: {sv.get('detail') or 'not running (no process)'}")
+    refused = [f"{h.get('target')} {h.get('name')}: {h.get('observed')}" for h in health_fails]
+    refused += [f"end-to-end probe through {e.get('target')}: {e.get('observed')}" for e in e2e_fails]
+    if refused:
+        observed.append("consistent with that: " + "; ".join(refused))
+    roles = sorted({sv.get("role") or short_label(label).split("[")[0] for label, sv in services.items()
+                    if label in stopped})
+    if everything:
+        inferred = ["the deployment is stopped (e.g. `pdctl down`, a reboot): refused connections to stopped servers "
+                    "say nothing about KV transfers, so no transfer or queue finding is drawn from them"]
+        action = DEPLOY_ACTION
+    else:
+        inferred = [f"{', '.join(short_label(s) for s in stopped)} stopped or exited while the rest runs on; requests "
+                    "through the router fail for that reason, not because of KV transfers"]
+        logs = " / ".join(f"`pdctl logs {r}`" for r in roles)
+        action = f"read {logs} for why it stopped; then " + PAIR_ACTION + \
+            " (a lone start of prefill or decode leaves the pair's KV bootstrap degraded)"
+    return Finding(f"not running: {', '.join(short_label(s) for s in stopped)} (no process)", "action",
+                   observed, inferred, action, kind="not-running")
+
+
+def service_states(dep: Deployment) -> dict[str, dict[str, Any]]:
+    """The service manager's view of every role instance (label -> role, index, service, active, pid, detail), read
+    in parallel. A host that cannot be asked raises (UnreachableError exit 3, RefusedError exit 4), as the rest of
+    triage does; any other failure to read a status gives active None (unknown: never judged as stopped)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pdctl.errors import RefusedError, UnreachableError
+
+    def one(role: str, i: int) -> dict[str, Any]:
+        row: dict[str, Any] = {"role": role, "index": i, "service": dep.inv.service_name(role, i)}
+        try:
+            st = dep.status(role, i)
+        except (UnreachableError, RefusedError):
+            raise
+        except Exception as e:
+            msg = getattr(e, "message", None) or str(e) or type(e).__name__
+            return {**row, "active": None, "pid": None, "detail": f"status not read: {msg.splitlines()[0]}"}
+        return {**row, "active": bool(st.active), "pid": st.main_pid, "detail": st.detail or ""}
+
+    instances = list(dep.inv.instances())
+    if not instances:
+        return {}
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(instances)))) as ex:
+        futs = {dep.inv.label(r, i): ex.submit(one, r, i) for r, i, _ in instances}
+        return {label: f.result() for label, f in futs.items()}
+
+
 def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: float = DEFAULT_INTERVAL_S
            ) -> TriageReport:
     """Gather and judge. Read-only (the e2e probe is one short completion). Never raises for an unhealthy
@@ -216,9 +312,20 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
     from pdctl.ops.inflight import read_point, sample_inflight
     from pdctl.ops.verify import final_health
 
+    from pdctl.ops.inflight import InflightReport
+
     holder: dict[str, Any] = {}
-    # 1. the inflight window first, with no traffic of ours (our own probe would read as progress)
-    inf = sample_inflight(dep, window_s, interval_s, what="triage samples")
+    # 0. the service manager's view: a stopped role explains every refused connection to it
+    services = service_states(dep)
+    stopped = {label for label, sv in services.items() if sv["active"] is False}
+    workers = [label for label, sv in services.items() if sv["role"] in ("prefill", "decode")]
+    # 1. the inflight window first, with no traffic of ours (our own probe would read as progress); not when no
+    #    worker runs at all (nothing to sample)
+    if workers and all(label in stopped for label in workers):
+        inf = InflightReport(window_s, interval_s, [], None,
+                             notes=["not sampled: no prefill or decode process is running"])
+    else:
+        inf = sample_inflight(dep, window_s, interval_s, what="triage samples")
     partial = inf.partial
     # 2. health, e2e probe, transfer counters, lineage; 3. one more sample so the probe's transfer is in the deltas
     if not partial:
@@ -238,11 +345,17 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
             gpu[inst.host] = gpu_utilisation(dep, inst.host)
 
     good = [p for p in inf.points if p.complete]
-    obs: dict[str, Any] = {"window_s": window_s, "gpu_util": gpu}
-    unobserved = unobserved_lines(inf.points, inf.verdict is not None, holder.get("error"))
+    obs: dict[str, Any] = {"window_s": window_s, "gpu_util": gpu, "services": services}
+    unobserved = unobserved_lines(inf.points, inf.verdict is not None, holder.get("error"), stopped=stopped)
     if unobserved:
         obs["unobserved"] = unobserved
     observations: list[dict[str, Any]] = []
+    for label, sv in services.items():
+        observations.append({"what": "service", "target": label,
+                             "status": "skip" if sv["active"] is None else "pass" if sv["active"] else "fail",
+                             "observed": f"{sv['service']}: " + (
+                                 sv["detail"] if sv["active"] is None or (not sv["active"] and sv["detail"]) else
+                                 f"running (pid {sv['pid']})" if sv["active"] else "not running (no process)")})
     fh = holder.get("fh")
     if fh is not None:
         for layer in ("health", "e2e", "transfer", "lineage"):
@@ -269,6 +382,10 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
         observations.append({"what": "inflight", "target": "prefill+decode",
                              "status": {"drained": "pass", "busy": "warn", "pinned": "fail"}[inf.verdict.verdict],
                              "observed": inf.verdict.summary})
+    elif stopped & set(workers):
+        observations.append({"what": "inflight", "target": "prefill+decode", "status": "skip",
+                             "observed": "not judged: " + ", ".join(short_label(w) for w in workers if w in stopped)
+                                         + " not running"})
     else:
         observations.append({"what": "inflight", "target": "prefill+decode", "status": "fail",
                              "observed": "not observed: no complete /metrics sample"})
@@ -276,12 +393,16 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
                          "status": "skip" if not good else
                          "fail" if (obs.get("transfer_failed_delta") or obs.get("bootstrap_failed_delta"))
                          else "pass",
-                         "observed": f"transfer_failed +{obs.get('transfer_failed_delta', 0):g}, bootstrap_failed "
-                                     f"+{obs.get('bootstrap_failed_delta', 0):g} over {window_s:g}s"})
+                         "observed": "not read: no complete /metrics sample" if not good else
+                                     f"transfer_failed +{fmt_count(obs.get('transfer_failed_delta', 0))}, "
+                                     f"bootstrap_failed +{fmt_count(obs.get('bootstrap_failed_delta', 0))} "
+                                     f"over {fmt_s(window_s)}"})
+    gen_txt = ("generation tokens +" + fmt_count(obs["generation_tokens_delta"])
+               if "generation_tokens_delta" in obs else "generation tokens not measured")
     observations.append({"what": "decode progress", "target": "decode",
                          "status": "pass" if "generation_tokens_delta" in obs else "skip",
-                         "observed": f"generation tokens +{obs.get('generation_tokens_delta', 'n/a')}"
-                                     + "".join(f"; gen_throughput {k}={v:g}" for k, v in obs.get("gen_throughput", {}).items())})
+                         "observed": gen_txt + "".join(f"; gen_throughput {k}={fmt_count(v)} tok/s"
+                                                       for k, v in obs.get("gen_throughput", {}).items())})
     for host, vals in gpu.items():
         observations.append({"what": "GPU utilisation", "target": host, "status": "skip" if vals is None else "pass",
                              "observed": "not available (no nvidia-smi)" if vals is None else
@@ -292,19 +413,29 @@ def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: f
                                                                                   "lineage")}, partial=partial)
 
 
-def unobserved_lines(points: list, have_verdict: bool, fh_error: BaseException | None) -> list[str]:
+def unobserved_lines(points: list, have_verdict: bool, fh_error: BaseException | None, *,
+                     stopped: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """What triage could not read, one line each (the observed part of an "unobserved" finding). Pure.
-    `points`: the inflight samples (each with `errors`: label -> why its /metrics was unreadable)."""
+    `points`: the inflight samples (each with `errors`: label -> why its /metrics was unreadable). `stopped`: labels
+    whose service is not running -- their unreadable /metrics is explained (the "not running" finding), so no
+    inflight verdict because of them alone is not an "unobserved" line."""
     lines = []
     if not have_verdict:
         errors: dict[str, str] = {}
         for p in points:
             errors.update(p.errors)
-        if points and all(p.errors and not p.per_worker for p in points):
-            head = f"no worker's /metrics could be read in any of {len(points)} sample(s)"
+        unexplained = {k: v for k, v in errors.items() if k not in stopped}
+        if stopped and not unexplained and not any(p.complete for p in points):
+            pass    # only stopped workers were unreadable (or none was sampled, as nothing ran): "not running" says it
         else:
-            head = f"no complete /metrics sample in {len(points)} sample(s): no inflight verdict"
-        lines.append(head + (": " + "; ".join(f"{k}: {v}" for k, v in errors.items()) if errors else ""))
+            if points and all(p.errors and not p.per_worker for p in points):
+                head = f"no worker's /metrics could be read in any of {len(points)} sample(s)"
+            else:
+                head = f"no complete /metrics sample in {len(points)} sample(s): no inflight verdict"
+            shown = unexplained if stopped else errors
+            lines.append(head + (": " + "; ".join(f"{k}: {v}" for k, v in shown.items()) if shown else "")
+                         + (f" (not running: {', '.join(short_label(s) for s in sorted(stopped))})"
+                            if stopped else ""))
     if fh_error is not None:
         msg = getattr(fh_error, "message", None) or str(fh_error) or type(fh_error).__name__
         lines.append(f"health, end-to-end probe, transfer counters and restart lineage were not read: "

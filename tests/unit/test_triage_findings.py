@@ -89,3 +89,75 @@ def test_component_down_needs_action():
 def test_parse_gpu_util():
     assert parse_gpu_util("87\n 0\nNo devices were found\n") == [87.0, 0.0]
     assert parse_gpu_util("") == []
+
+
+# -- roles not running: observed from the service manager, never inferred from refused connections ----------------
+
+def svc(active, role):
+    return {"role": role, "index": 0, "service": f"pdctl-t-{role}-0", "active": active, "pid": 7 if active else None,
+            "detail": ""}
+
+
+def services(stopped=(), unknown=()):
+    return {f"{r}[0]@local:{p}": svc(None if r in unknown else r not in stopped, r)
+            for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))}
+
+
+def refused_everywhere(stopped):
+    labels = {r: f"{r}[0]@local:{p}" for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))}
+    return dict(HEALTHY,
+                health=[h(labels[r], "fail" if r in stopped else "pass",
+                          "connection refused" if r in stopped else "HTTP 200") for r in labels],
+                e2e=[h(labels["router"], "fail", "connection refused", "chat completion")],
+                services=services(stopped), inflight={}, transfer_failed={}, bootstrap_failed={},
+                transfer_failed_delta=0.0, generation_tokens_delta=None)
+
+
+def test_all_stopped_is_one_not_running_finding_with_deploy():
+    f = judge_triage(refused_everywhere({"prefill", "decode", "router"}))
+    assert kinds(f) == ["not-running"]
+    assert f[0].title == "not running: prefill[0], decode[0], router[0] (no process)"
+    assert f[0].severity == "action" and "`pdctl deploy`" in f[0].action
+    assert any("service pdctl-t-decode-0: not running (no process)" in o for o in f[0].observed)
+    assert any("connection refused" in o for o in f[0].observed)          # the refusals are observed, explained
+    assert "KV" not in f[0].title and "transfer" not in " ".join(x.kind for x in f)
+
+
+def test_some_stopped_recommends_the_pair_restart():
+    f = judge_triage(refused_everywhere({"decode"}))
+    assert kinds(f) == ["not-running"]
+    assert f[0].title == "not running: decode[0] (no process)"
+    assert "pdctl restart --pair" in f[0].action and "deploy" not in f[0].action
+
+
+def test_transfer_counters_of_running_workers_still_count_when_one_role_is_stopped():
+    obs = dict(refused_everywhere({"router"}), transfer_failed={"prefill[0]": 2.0}, transfer_failed_delta=2.0)
+    assert kinds(judge_triage(obs)) == ["not-running", "transfer"]
+
+
+def test_unknown_status_is_not_judged_stopped():
+    obs = dict(HEALTHY, health=[h("decode[0]", "fail", "connection refused")], services=services(unknown={"decode"}))
+    assert kinds(judge_triage(obs)) == ["health"]
+
+
+def test_running_services_change_nothing():
+    assert judge_triage(dict(HEALTHY, services=services())) == []
+
+
+def test_numbers_are_formatted_for_humans():
+    obs = dict(HEALTHY, inflight={"verdict": "busy", "conclusive": True, "summary": "progress"},
+               generation_tokens_delta=500.0, window_s=6.0)
+    (f,) = judge_triage(obs)
+    assert "decode generated 500 tokens over the 6.0s window" in f.observed
+
+
+def test_headline_is_the_canonical_verdict_line():
+    from pdctl.ops.triage import Finding, TriageReport
+
+    warn = Finding("x", "warn", [], [], "nothing")
+    act = Finding("y", "action", [], [], "do")
+    assert TriageReport("t", [], []).headline == "triage: HEALTHY: no finding needs action"
+    assert TriageReport("t", [], [warn]).headline == "triage: WARNINGS (1 finding(s))"
+    assert TriageReport("t", [], [warn, act]).headline == "triage: ACTION NEEDED (2 finding(s))"
+    assert TriageReport("t", [], [act], partial=True).headline == "triage: INTERRUPTED (partial)"
+    assert TriageReport("t", [], [act]).to_dict()["headline"] == "triage: ACTION NEEDED (1 finding(s))"

@@ -20,21 +20,43 @@ UNREADABLE = {"prefill[0]": "cannot read http://127.0.0.1:30000/metrics: connect
               "decode[0]": "cannot read http://127.0.0.1:30002/metrics: connection refused"}
 
 
+ROLES = ("prefill", "decode", "router")
+
+
 class FakeInv:
     name = "t"
     source = "inv.yaml"
 
+    def __init__(self, roles=("decode",)):
+        self.roles = roles
+
     def instances(self, role=None):
-        return [("decode", 0, SimpleNamespace(host="gpu1"))] if role in (None, "decode") else []
+        return [(r, 0, SimpleNamespace(host="gpu1")) for r in self.roles if role in (None, r)]
+
+    def label(self, role, i):
+        return f"{role}[{i}]@gpu1:{30000 + ROLES.index(role)}"
+
+    def service_name(self, role, i):
+        return f"pdctl-t-{role}-{i}"
 
 
 class FakeDep:
-    def __init__(self):
-        self.inv = FakeInv()
+    def __init__(self, roles=("decode",), stopped=(), status_error=None):
+        self.inv = FakeInv(roles)
         self.progress = Progress()
+        self.stopped, self.status_error = set(stopped), status_error
 
     def transport(self, host):
         raise RuntimeError("no transport in this test")
+
+    def status(self, role, i):
+        from pdctl.services.base import ServiceStatus
+
+        if self.status_error is not None:
+            raise self.status_error
+        if role in self.stopped:
+            return ServiceStatus(self.inv.service_name(role, i), False, None, None, detail="")
+        return ServiceStatus(self.inv.service_name(role, i), True, 4242, 0.0)
 
 
 def _point(errors=None, gauges=None):
@@ -134,3 +156,100 @@ def test_judge_triage_unobserved_needs_action():
     f = judge_triage({"unobserved": ["no worker's /metrics could be read in any of 3 sample(s)"]})
     assert [x.kind for x in f] == ["unobserved"] and f[0].severity == "action"
     assert f[0].title == "could not observe the PD queues and counters"
+
+
+# -- roles not running (`pdctl down`): the service status explains the refused connections -------------------------
+
+REFUSED = "connection refused"
+
+
+def _stopped_final_health(dep, stopped):
+    """What final-health sees with `stopped` roles down: their /health refused; the probe through the router fails."""
+    def check(role, name, ok, observed):
+        return SimpleNamespace(to_dict=lambda: {"target": dep.inv.label(role, 0), "name": name, "observed": observed,
+                                                "status": "pass" if ok else "fail", "detail": "", "data": {}})
+
+    health = [check(r, "/health", r not in stopped, "HTTP 200" if r not in stopped else REFUSED) for r in ROLES]
+    e2e = [check("router", "chat completion", False, REFUSED if "router" in stopped else "HTTP 502")]
+    return SimpleNamespace(layers={"health": health, "e2e": e2e, "transfer": [], "lineage": []})
+
+
+def _refused_for(dep, stopped):
+    errs = {dep.inv.label(r, 0): f"cannot read /metrics: {REFUSED}" for r in ("prefill", "decode") if r in stopped}
+    return errs
+
+
+@pytest.fixture
+def stopped_env(monkeypatch):
+    calls = {"sample": 0}
+
+    def setup(stopped):
+        dep = FakeDep(roles=ROLES, stopped=stopped)
+        errs = _refused_for(dep, stopped)
+
+        def sample(dep_, window_s, interval_s, **_kw):
+            calls["sample"] += 1
+            pts = [_point(errs), _point(errs)]
+            for p in pts:
+                p.per_worker = {dep.inv.label(r, 0): {} for r in ("prefill", "decode") if r not in stopped}
+            verdict, notes = I.judge_points(pts, window_s)
+            return I.InflightReport(window_s, interval_s, pts, verdict, notes=notes)
+
+        monkeypatch.setattr(I, "sample_inflight", sample)
+        monkeypatch.setattr(I, "read_point", lambda d, t0=0.0, **_kw: _point(errs))
+        monkeypatch.setattr(V, "final_health", lambda d, layers=(): _stopped_final_health(dep, stopped))
+        return dep
+
+    setup.calls = calls
+    return setup
+
+
+def test_everything_stopped_is_not_running_with_deploy_not_transfer_failures(stopped_env):
+    dep = stopped_env(set(ROLES))
+    rep = T.triage(dep, window_s=2, interval_s=1)
+    assert stopped_env.calls["sample"] == 0          # nothing runs: no quiet window to wait for
+    assert [f.kind for f in rep.findings] == ["not-running"], [f.title for f in rep.findings]
+    (f,) = rep.findings
+    assert f.title == "not running: prefill[0], decode[0], router[0] (no process)"
+    assert f.severity == "action" and "`pdctl deploy`" in f.action and "restart" not in f.action
+    assert rep.exit_code() == 1 and rep.headline == "triage: ACTION NEEDED (1 finding(s))"
+    services = [o for o in rep.observations if o["what"] == "service"]
+    assert len(services) == 3 and {o["status"] for o in services} == {"fail"}
+    inflight = next(o for o in rep.observations if o["what"] == "inflight")
+    assert inflight["status"] == "skip" and "not running" in inflight["observed"]
+
+
+def test_decode_stopped_recommends_the_pair_restart(stopped_env):
+    dep = stopped_env({"decode"})
+    rep = T.triage(dep, window_s=2, interval_s=1)
+    assert stopped_env.calls["sample"] == 1
+    kinds = [f.kind for f in rep.findings]
+    assert kinds == ["not-running"], [f.title for f in rep.findings]
+    f = rep.findings[0]
+    assert f.title == "not running: decode[0] (no process)"
+    assert "pdctl restart --pair" in f.action and "`pdctl logs decode`" in f.action and "deploy" not in f.action
+    assert any("end-to-end probe" in o for o in f.observed)       # the failed probe is explained, not a transfer
+
+
+def test_status_of_an_unreachable_host_is_raised(monkeypatch):
+    dep = FakeDep(roles=ROLES, status_error=UnreachableError("host 'gpu1' unreachable over SSH", target="gpu1"))
+    with pytest.raises(UnreachableError, match="gpu1"):
+        T.triage(dep, window_s=2, interval_s=1)
+
+
+def test_unreadable_status_is_unknown_never_stopped(unreadable, monkeypatch):
+    dep = FakeDep(roles=ROLES, status_error=RuntimeError("systemctl: no such bus"))
+    monkeypatch.setattr(V, "final_health", lambda d, layers=(): SimpleNamespace(layers={}))
+    rep = T.triage(dep, window_s=2, interval_s=1)
+    assert "not-running" not in [f.kind for f in rep.findings]
+    assert "unobserved" in [f.kind for f in rep.findings]
+    assert {o["status"] for o in rep.observations if o["what"] == "service"} == {"skip"}
+
+
+def test_unobserved_lines_leave_out_stopped_workers():
+    errs = {"prefill[0]": REFUSED, "decode[0]": REFUSED}
+    assert unobserved_lines([_point(errs)], False, None, stopped={"prefill[0]", "decode[0]"}) == []
+    assert unobserved_lines([], False, None, stopped={"prefill[0]", "decode[0]"}) == []
+    (line,) = unobserved_lines([_point(errs)], False, None, stopped={"decode[0]"})
+    assert "prefill[0]: connection refused" in line and "decode[0]: connection" not in line
+    assert line.endswith("(not running: decode[0])")
