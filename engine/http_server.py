@@ -10,7 +10,6 @@ import uuid
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from engine import __version__
 from engine.req import Req
 from engine.tokenizer import ByteTokenizer
 

@@ -138,7 +138,7 @@ class TinyLM:
     def decode(self, tokens: list[int], caches: list[KVCache]) -> torch.Tensor:
         """One decode step for a batch: token b goes at caches[b].len. Returns logits [B, V]."""
         c, p = self.cfg, self.p
-        B, H, dh = len(tokens), c.n_heads, c.head_dim
+        H, dh = c.n_heads, c.head_dim
         pos = torch.tensor([kc.len for kc in caches])
         x = p["emb"][torch.tensor(tokens)] + self._pos(pos)
         for i in range(c.n_layers):

@@ -21,6 +21,8 @@ from pydantic import BaseModel
 
 from pdctl.errors import PlaybookError
 from pdctl.playbook import steps as kinds
+from pdctl.playbook.gates import evaluate_gate
+from pdctl.playbook.outcome import KNOWN_LAYERS, RunContext, StepKind, StepOutcome
 from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
 from pdctl.playbook.vars import VarError, build_scope, substitute, truthy
 
@@ -29,7 +31,7 @@ from pdctl.playbook.vars import VarError, build_scope, substitute, truthy
 class PlannedStep:
     index: int                          # 1-based position in the file
     spec: StepSpec
-    kind: kinds.StepKind
+    kind: StepKind
     args: BaseModel
     shown_args: dict[str, Any]          # substituted, secrets masked: what the plan shows
     runs: bool                          # `when` is true (or absent)
@@ -78,7 +80,7 @@ class StepRun:
     gate: str = ""                   # the gate verdict in words (with the action's summary when no gate is set)
     exit_code: int = 0
     handler_of: Optional[str] = None
-    outcome: Optional[kinds.StepOutcome] = None
+    outcome: Optional[StepOutcome] = None
     note: str = ""
     gate_brief: str = ""             # the gate verdict alone, for display next to the summary ("ok", "verdict pinned")
 
@@ -116,7 +118,7 @@ class RunResult:
         layers: dict[str, Any] = {}
         for rep in self.health_reports:
             layers.update(rep.layers)
-        order = {n: i for i, n in enumerate(kinds.KNOWN_LAYERS)}
+        order = {n: i for i, n in enumerate(KNOWN_LAYERS)}
         merged = copy.copy(self.health_reports[-1])
         merged.layers = dict(sorted(layers.items(), key=lambda kv: order.get(kv[0], len(order))))
         return merged
@@ -215,7 +217,7 @@ class Hooks:
     step_finished: Callable[[StepRun], None] = lambda run: None
 
 
-def _execute(ps: PlannedStep, ctx: kinds.RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
+def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
     hooks.step_started(ps, handler_of)
     t0 = time.monotonic()
     try:
@@ -225,7 +227,7 @@ def _execute(ps: PlannedStep, ctx: kinds.RunContext, hooks: Hooks, handler_of: O
                              "interrupted (Ctrl-C)", 130, handler_of, getattr(e, "outcome", None),
                              note="interrupted (Ctrl-C)", gate_brief="interrupted")
         raise
-    passed, why = kinds.evaluate_gate(ps.spec.gate, out)
+    passed, why = evaluate_gate(ps.spec.gate, out)
     sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",
                  time.monotonic() - t0, ("passed: " if passed else "failed: ") + why,
                  0 if passed else (out.exit_code or 1), handler_of, out,
@@ -241,7 +243,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     from pdctl import audit
 
     hooks = hooks or Hooks()
-    ctx = kinds.RunContext(dep, apply=p.apply, secrets=kinds.inventory_secrets(dep.inv))
+    ctx = RunContext(dep, apply=p.apply, secrets=kinds.inventory_secrets(dep.inv))
     result = RunResult(p)
     started = time.time()
     stopped = False
@@ -315,7 +317,7 @@ def _collect(result: RunResult, sr: StepRun) -> None:
         result.recommendations.append(f"{sr.name}: {out.data['hint']}")
 
 
-def _brief(gate: dict[str, Any], out: kinds.StepOutcome, passed: bool, why: str) -> str:
+def _brief(gate: dict[str, Any], out: StepOutcome, passed: bool, why: str) -> str:
     """The gate verdict without the action's summary (shown beside it): "ok" / "not ok" for the default gate,
     "error" when the action raised, else the gate's own words ("verdict pinned (want drained)")."""
     if out.error is not None:

@@ -106,6 +106,7 @@ def _format_pydantic(source: str, data: Any, err: ValidationError) -> list[str]:
 def check_playbook(pb: Playbook) -> list[str]:
     """Cross-step and per-kind checks: names, actions, args keys and types, gate keys, handlers. Problem lines."""
     from pdctl.playbook import steps as kinds
+    from pdctl.playbook.gates import check_gate
 
     problems: list[str] = []
     seen: dict[str, int] = {}
@@ -121,7 +122,7 @@ def check_playbook(pb: Playbook) -> list[str]:
                             f"(choose from {', '.join(kinds.REGISTRY)})")
             continue
         problems += [f"  {where(i, s.name, f)}: {m}" for f, m in kinds.check_args(kind, s.args, with_values=False)]
-        problems += [f"  {where(i, s.name, f)}: {m}" for f, m in kinds.check_gate(kind, s.gate)]
+        problems += [f"  {where(i, s.name, f)}: {m}" for f, m in check_gate(kind, s.gate)]
         if s.when is not None and not re.fullmatch(r"(not\s+)?[A-Za-z_][A-Za-z0-9_.]*", s.when.strip()):
             problems.append(f"  {where(i, s.name, 'when')}: expected a var name or 'not NAME' (got {s.when!r})")
     for i, s in enumerate(pb.steps, 1):

@@ -1,4 +1,4 @@
-"""The registry of step kinds a playbook can use, their argument models, and the gates that judge their results.
+"""The registry of step kinds a playbook can use and their argument models (gates: gates.py).
 
 Each kind is a StepKind: an argument model (pydantic, unknown keys refused), the gate keys it understands, whether it
 changes the deployment, and `run(ctx, args) -> StepOutcome`. Kinds call the ops library (`pdctl.ops.*`, imported
@@ -12,166 +12,15 @@ what was gathered), so the runner stops the run without running handlers or late
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pdctl.errors import PdctlError, UsageError
+from pdctl.playbook.gates import check_gate, evaluate_gate
+from pdctl.playbook.outcome import ROLE, RunContext, StepKind, StepOutcome, _Args
 
-ROLE = Literal["prefill", "decode", "router"]
 WAITABLE = ("verify", "inflight", "triage", "shell")   # what `wait: {until: ...}` may poll (no restart/deploy/storm)
-KNOWN_LAYERS = ("health", "e2e", "transfer", "flags", "lineage", "inflight")
-
-
-@dataclass
-class StepOutcome:
-    """What a step's action observed. `ok` is the action's own verdict; the gate decides whether the run goes on."""
-
-    ok: bool
-    summary: str
-    exit_code: int = 0                   # what a failed gate exits with (1 = a check failed; from an error otherwise)
-    verdict: Optional[str] = None        # storm / inflight / triage verdict
-    layers: dict[str, bool] = field(default_factory=dict)   # verify layers: name -> no FAIL in it
-    exit_status: Optional[int] = None    # shell: the command's exit code
-    stdout: str = ""
-    stderr: str = ""
-    recommendation: Optional[str] = None
-    health: Any = None                   # a HealthReport when the step ran final-health
-    data: dict[str, Any] = field(default_factory=dict)
-    error: Optional[str] = None          # the action raised: its message (the gate then fails)
-
-    def to_dict(self, *, with_data: bool = True) -> dict[str, Any]:
-        d = {"ok": self.ok, "summary": self.summary, "verdict": self.verdict, "layers": self.layers,
-             "exit_status": self.exit_status, "recommendation": self.recommendation, "error": self.error}
-        if self.exit_status is not None:
-            d["stdout"], d["stderr"] = self.stdout[-2000:], self.stderr[-2000:]
-        if with_data:
-            d["data"] = self.data
-        return {k: v for k, v in d.items() if v not in (None, {}, "")} | {"ok": self.ok}
-
-
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-@dataclass(frozen=True)
-class StepKind:
-    name: str
-    args: type[BaseModel]
-    gate_keys: tuple[str, ...]
-    mutating: bool
-    run: Callable[["RunContext", BaseModel], StepOutcome]
-    describe: Callable[[BaseModel], str]
-    summary: str = ""
-    validate: Optional[Callable[[dict[str, Any], bool], list[tuple[str, str]]]] = None   # for open (extra=allow) args
-
-
-@dataclass
-class RunContext:
-    """What a step can use: the open Deployment (one connection per host) and the run's flags."""
-
-    dep: Any
-    apply: bool = False
-    secrets: set[str] = field(default_factory=set)   # secret values of the inventory, scrubbed from error messages
-
-
-# -- gates --------------------------------------------------------------------------------------------------------
-
-def _str_list(v: Any) -> list[str]:
-    if isinstance(v, str):
-        return [v]
-    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-        return v
-    raise ValueError("expected a name or a non-empty list of names")
-
-
-def _int_list(v: Any) -> list[int]:
-    if isinstance(v, bool):
-        raise ValueError("expected an integer or a list of integers")
-    if isinstance(v, int):
-        return [v]
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return v
-    raise ValueError("expected an integer or a list of integers")
-
-
-def _layers_list(v: Any) -> list[str]:
-    names = _str_list(v)
-    bad = [n for n in names if n not in KNOWN_LAYERS]
-    if bad:
-        raise ValueError(f"unknown layer {bad[0]!r} (choose from {', '.join(KNOWN_LAYERS)})")
-    return names
-
-
-def _bool(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ValueError("expected true or false")
-    return v
-
-
-def _text(v: Any) -> str:
-    if not isinstance(v, str) or not v:
-        raise ValueError("expected a non-empty string")
-    return v
-
-
-GATE_SPECS: dict[str, Callable[[Any], Any]] = {
-    "ok": _bool, "layers_pass": _layers_list, "verdict": _str_list, "exit_code": _int_list,
-    "stdout_contains": _text,
-}
-
-
-def check_gate(kind: StepKind, gate: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, problem) for every gate key the kind does not understand or whose value is malformed."""
-    out = []
-    for k, v in gate.items():
-        if k not in kind.gate_keys:
-            out.append((f"gate.{k}", f"not a gate of action {kind.name!r} (its gates: {', '.join(kind.gate_keys)})"))
-            continue
-        try:
-            GATE_SPECS[k](v)
-        except ValueError as e:
-            out.append((f"gate.{k}", str(e)))
-    return out
-
-
-def evaluate_gate(gate: dict[str, Any], out: StepOutcome) -> tuple[bool, str]:
-    """(passed, why). No gate = the action's own ok. An action that raised never passes."""
-    if out.error is not None:
-        return False, f"error: {out.error.splitlines()[0]}"
-    if not gate:
-        return out.ok, ("action ok" if out.ok else "action not ok") + (f" ({out.summary})" if out.summary else "")
-    why = []
-    for k, v in gate.items():
-        if k == "ok":
-            good = out.ok is v
-            why.append(f"ok={str(out.ok).lower()}" + ("" if good else f" (want {str(v).lower()})"))
-        elif k == "layers_pass":
-            names = GATE_SPECS[k](v)
-            missing = [n for n in names if n not in out.layers]
-            failing = [n for n in names if n in out.layers and not out.layers[n]]
-            good = not missing and not failing
-            why.append(f"layers {', '.join(names)} pass" if good else
-                       "layers " + "; ".join(x for x in (f"failed: {', '.join(failing)}" if failing else "",
-                                                          f"not run: {', '.join(missing)}" if missing else "") if x))
-        elif k == "verdict":
-            names = GATE_SPECS[k](v)
-            good = out.verdict in names
-            why.append(f"verdict {out.verdict}" + ("" if good else f" (want {' or '.join(names)})"))
-        elif k == "exit_code":
-            codes = GATE_SPECS[k](v)
-            good = out.exit_status in codes
-            why.append(f"exit code {out.exit_status}" + ("" if good else f" (want {' or '.join(map(str, codes))})"))
-        elif k == "stdout_contains":
-            good = v in out.stdout
-            why.append(f"stdout {'contains' if good else 'lacks'} {v!r}")
-        else:  # refused at load time; kept for safety
-            good = False
-            why.append(f"unknown gate {k}")
-        if not good:
-            return False, "; ".join(why)
-    return True, "; ".join(why)
 
 
 def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool) -> list[tuple[str, str]]:

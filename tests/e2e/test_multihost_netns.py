@@ -36,7 +36,6 @@ def _host(server, state_dir, *, http: str) -> dict:
 
 
 def _inventory(lab, sshds, tmp, *, http: str) -> dict:
-    hosta = lab.addresses["hosta"]
     return {
         "name": "multihost",
         "engine": "bundled",
