@@ -130,3 +130,24 @@ def judge_flags(label: str, argv: Sequence[str], env: Mapping[str, str] | None,
     results = [_judge_one_flag(label, list(argv), flag, want) for flag, want in declared_args.items()]
     results += [_judge_one_env(label, env, name, want) for name, want in declared_env.items()]
     return results
+
+
+def flag_names(argv: Sequence[str]) -> list[str]:
+    """The `--flag` names in argv, in order, without values (`--f=v` -> `--f`); stops at a lone `--`."""
+    names = []
+    for tok in argv:
+        if tok == "--":
+            break
+        if tok.startswith("--") and len(tok) > 2:
+            names.append(tok.split("=", 1)[0])
+    return list(dict.fromkeys(names))
+
+
+def judge_undeclared(label: str, argv: Sequence[str], rendered: Sequence[str]) -> list[CheckResult]:
+    """A flag on the live command line that the rendered launch command does not have is drift too: someone
+    started the process by hand, or the inventory lost a flag the running process still has. One FAIL each."""
+    known = set(flag_names(rendered))
+    return [CheckResult(LAYER, label, flag, Status.FAIL, observed="present", expected="not in the inventory",
+                        detail=f"drift: {flag} is on the live command line but not declared; declare it or "
+                               f"redeploy (pdctl deploy)")
+            for flag in flag_names(argv) if flag not in known]

@@ -168,7 +168,7 @@ def live_processes(dep: Deployment) -> dict[str, Any]:
 
 
 def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
-    from pdctl.checks.flags import judge_flags
+    from pdctl.checks.flags import judge_flags, judge_undeclared
 
     results = []
     for label, (role, i, st, info) in procs.items():
@@ -183,6 +183,7 @@ def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
             continue
         results.extend(judge_flags(label, info.argv, info.env,
                                    launch.declared_flags(dep.inv, role, i), launch.declared_env(dep.inv, role, i)))
+        results.extend(judge_undeclared(label, info.argv, launch.role_argv(dep.inv, role, i)))
     return results
 
 

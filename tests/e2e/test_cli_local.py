@@ -81,6 +81,7 @@ def test_drift_in_env_or_flag_fails_layer_4_with_expected_vs_found(deployment, t
     data = json.loads(json.dumps(deployment["data"]))
     data["roles"]["decode"][0]["env"]["SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"] = "1"
     data["roles"]["decode"][0]["args"]["--cuda-graph-max-bs-decode"] = 64
+    del data["roles"]["decode"][0]["args"]["--disable-overlap-schedule"]   # live process still has it
     drifted = write_inventory(tmp_path / "drifted.yaml", data)
     r = pdctl(["verify", "final-health", "-i", str(drifted), "--json", "--layer", "flags"], state=deployment["state"])
     assert r.code == 1, r.output
@@ -88,6 +89,8 @@ def test_drift_in_env_or_flag_fails_layer_4_with_expected_vs_found(deployment, t
     assert bad["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"]["expected"] == "1"
     assert bad["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"]["observed"] == "0"
     assert "64" in bad["--cuda-graph-max-bs-decode"]["expected"] and "96" in bad["--cuda-graph-max-bs-decode"]["observed"]
+    assert bad["--disable-overlap-schedule"]["expected"] == "not in the inventory"
+    assert {x["target"].split("[")[0] for x in bad.values()} == {"decode"}   # prefill and router show no drift
 
 
 def test_lock_contention_refuses_and_names_the_holder(deployment, monkeypatch):

@@ -107,3 +107,15 @@ def test_contract_with_rendered_launch_commands():
             res = judge_flags(inv.label(role, i), argv, env, launch.declared_flags(inv, role, i),
                               launch.declared_env(inv, role, i))
             assert [r for r in res if r.status is not Status.PASS] == [], (inv.name, role)
+
+
+def test_undeclared_live_flags_are_drift():
+    from pdctl.checks.flags import flag_names, judge_undeclared
+
+    rendered = ["python", "-m", "sglang.launch_server", "--port", "30002", "--disable-overlap-schedule"]
+    live = rendered + ["--enable-hand-tuning", "--mem-fraction-static=0.9"]
+    assert flag_names(live) == ["--port", "--disable-overlap-schedule", "--enable-hand-tuning", "--mem-fraction-static"]
+    bad = judge_undeclared("decode[0]", live, rendered)
+    assert [r.name for r in bad] == ["--enable-hand-tuning", "--mem-fraction-static"]
+    assert all(r.failed for r in bad)
+    assert judge_undeclared("decode[0]", rendered, rendered) == []
