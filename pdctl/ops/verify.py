@@ -268,6 +268,7 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
         if "transfer" in layers:
             futs["transfer"] = ex.submit(_transfer_layer, dep, baseline)
         procs_f = ex.submit(live_processes, dep) if {"flags", "lineage"} & set(layers) else None
+        _show_waiting(dep, futs, started)
         for name in LAYERS:
             if name in futs:
                 report.layers[name] = futs[name].result()
@@ -286,6 +287,20 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
     dep.progress.emit(Event("done", "final-health", elapsed) if not failed else
                       Event("failed", "final-health", elapsed, detail=f"{len(failed)} check(s) failed"))
     return report
+
+
+def _show_waiting(dep: Deployment, futs: dict[str, Any], started: float) -> None:
+    """Say what final-health still waits for (typically the end-to-end probe of a hung pair), once a second."""
+    from concurrent.futures import wait
+
+    probe_limit = dep.inv.final_health.probe.timeout
+    pending = set(futs.values())
+    while pending:
+        _done, pending = wait(pending, timeout=1.0)
+        if pending:
+            names = [n for n, f in futs.items() if f in pending]
+            limit = probe_limit if "e2e" in names else dep.inv.final_health.health_timeout
+            dep.progress.waiting(f"final-health layer(s) {', '.join(names)}", time.monotonic() - started, limit)
 
 
 def _run_parallel(jobs: list[tuple[str, Callable[[], CheckResult]]]) -> list[CheckResult]:
