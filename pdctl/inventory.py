@@ -146,9 +146,9 @@ class Inventory(_Strict):
         """A role bound to loopback can only be dialled from its own host: refuse an inventory where another
         host's role (or the operator, with http: direct over SSH) would have to reach it."""
         for role, i, inst in self.instances():
-            if role == "router" or not _is_loopback(inst.listen_host):
+            if not _is_loopback(inst.listen_host):
                 continue
-            dialers = [(r, j, o) for r, j, o in self.instances("router")]
+            dialers = [] if role == "router" else self.instances("router")   # nobody but the operator dials a router
             if role == "prefill":
                 dialers += self.instances("decode")
             for r, j, other in dialers:

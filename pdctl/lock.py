@@ -75,12 +75,28 @@ class DeploymentLock:
         except ValueError:
             return None
 
-    def _take_over(self) -> None:
-        """Move a stale lock aside atomically, so two operators taking over at once cannot both win."""
+    def _take_over(self, stale_token: str | None) -> None:
+        """Move the stale lock (the one whose owner token we judged, or an owner-less one) aside with an atomic
+        rename, then check that what we moved is really that lock: if another operator took over first and made a
+        fresh lock meanwhile, we moved theirs, so we put it back and report it held."""
         aside = f"{self.lock_dir}.stale.{self.info.token}"
-        res = self.transport.run(f"mv -T {quote(self.lock_dir)} {quote(aside)} && rm -rf {quote(aside)}", timeout=15)
+        res = self.transport.run(f"mv -T {quote(self.lock_dir)} {quote(aside)}", timeout=15)
         if not res.ok:
             time.sleep(0.2)   # someone else moved it first; the next mkdir decides who holds it
+            return
+        raw = self.transport.read_file(f"{aside}/owner.json")
+        try:
+            moved = json.loads(raw).get("token") if raw else None
+        except ValueError:
+            moved = None
+        if moved == stale_token:
+            self.transport.run(f"rm -rf {quote(aside)}", timeout=15)
+            return
+        self.transport.run(f"mv -T {quote(aside)} {quote(self.lock_dir)} 2>/dev/null || rm -rf {quote(aside)}",
+                           timeout=15)
+        owner = self._owner()
+        raise LockHeld(f"deployment lock {self.lock_dir} on {self.transport.name} was just taken over by "
+                       f"{owner.describe() if owner else 'another operator'}")
 
     def acquire(self) -> None:
         parent = os.path.dirname(self.lock_dir)
@@ -106,10 +122,10 @@ class DeploymentLock:
                 if age is None:
                     continue          # released meanwhile: try again
                 if age > OWNERLESS_STALE_S:
-                    self._take_over()
+                    self._take_over(None)
                     continue
             elif self._holder_dead(owner):
-                self._take_over()
+                self._take_over(owner.token)
                 continue
             who = owner.describe() if owner else "an unknown holder (no owner.json yet)"
             raise LockHeld(

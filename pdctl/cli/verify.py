@@ -32,6 +32,8 @@ def final_health(
     from pdctl.ops.verify import LAYERS, OPTIONAL_LAYERS, final_health_with_baseline
 
     layers = tuple(name.strip() for item in layer for name in item.split(",") if name.strip()) if layer else LAYERS
+    if layer is not None and not layers:
+        raise UsageError("--layer: no layer named (choose from health, e2e, transfer, flags, lineage, inflight)")
     known = LAYERS + OPTIONAL_LAYERS
     bad = [name for name in layers if name not in known]
     if bad:

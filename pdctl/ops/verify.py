@@ -227,7 +227,7 @@ def load_lineage_record(dep: Deployment) -> dict[str, Any] | None:
             data = raw()
             if data:
                 return json.loads(data)
-        except (OSError, ValueError):
+        except (OSError, ValueError, PdctlError):
             continue
     return None
 
@@ -259,6 +259,21 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
     dep.connect_all()
     started = time.monotonic()
     dep.progress.emit(Event("step", "final-health"))
+    try:
+        _run_layers(dep, report, baseline, layers)
+    except BaseException as e:
+        dep.progress.emit(Event("failed", "final-health", time.monotonic() - started,
+                                detail=str(e).splitlines()[0] if str(e) else type(e).__name__))
+        raise
+    elapsed = time.monotonic() - started
+    failed = report.failures()
+    dep.progress.emit(Event("done", "final-health", elapsed) if not failed else
+                      Event("failed", "final-health", elapsed, detail=f"{len(failed)} check(s) failed"))
+    return report
+
+
+def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[str, ...]) -> None:
+    started = time.monotonic()
     with ThreadPoolExecutor(max_workers=4) as ex:
         futs = {}
         if "health" in layers:
@@ -282,11 +297,6 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
         from pdctl.ops.inflight import inflight_layer
 
         report.layers["inflight"] = inflight_layer(dep)
-    elapsed = time.monotonic() - started
-    failed = report.failures()
-    dep.progress.emit(Event("done", "final-health", elapsed) if not failed else
-                      Event("failed", "final-health", elapsed, detail=f"{len(failed)} check(s) failed"))
-    return report
 
 
 def _show_waiting(dep: Deployment, futs: dict[str, Any], started: float) -> None:

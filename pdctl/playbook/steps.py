@@ -247,18 +247,9 @@ def _run_storm(ctx: RunContext, a: StormArgs) -> StepOutcome:
 
 
 def triage_headline(rep) -> str:
-    """The words `pdctl triage` ends with (HEALTHY / ACTION NEEDED / WARNINGS), from the report's own `headline`
-    when it has one. The step's `verdict` (clean / warn / action, what gates match) is unchanged."""
-    head = getattr(rep, "headline", None)
-    if isinstance(head, str) and head.strip():
-        head = head.strip()
-        return head if head.lower().startswith("triage") else f"triage: {head}"
-    if rep.partial:
-        return "triage: INTERRUPTED (partial)"
-    if not rep.findings:
-        return "triage: HEALTHY: no finding needs action"
-    word = "ACTION NEEDED" if rep.needs_action else "WARNINGS"
-    return f"triage: {word} ({len(rep.findings)} finding(s))"
+    """The words `pdctl triage` ends with (HEALTHY / ACTION NEEDED / WARNINGS): the report's own headline. The
+    step's `verdict` (clean / warn / action, what gates match) is unchanged."""
+    return rep.headline
 
 
 def _run_triage(ctx: RunContext, a: TriageArgs) -> StepOutcome:

@@ -278,6 +278,6 @@ class PidfileManager(ServiceManager):
         res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null")
         try:
             spec = self.installed_spec(name)
-        except (ValueError, KeyError, TypeError):
+        except StepFailed:   # a corrupt spec must not hide the log; pattern masking still applies
             spec = None
         return mask_text(res.stdout, secret_values(spec.env, spec.argv) if spec else ())

@@ -83,9 +83,10 @@ def resolve_target(host: Host) -> SshTarget:
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int | None, str | None]:
-    """`[user@]host[:port][,rest]` -> (user, host, port, rest). Pure; `[v6]:port` accepted."""
-    first, _, rest = spec.partition(",")
-    user, _, hostport = first.rpartition("@")
+    """`hop1,hop2,...,hopN` (each `[user@]host[:port]`, `[v6]:port` accepted) -> the LAST hop, which dials the
+    target, as (user, host, port, earlier hops or None): like `ssh -J`, hop1 is dialled first. Pure."""
+    earlier, _, last = spec.rpartition(",")
+    user, _, hostport = last.rpartition("@")
     if hostport.startswith("["):
         host, _, tail = hostport[1:].partition("]")
         port = int(tail[1:]) if tail.startswith(":") else None
@@ -94,7 +95,7 @@ def parse_jump(spec: str) -> tuple[str | None, str, int | None, str | None]:
         port = int(p)
     else:
         host, port = hostport, None
-    return user or None, host, port, rest or None
+    return user or None, host, port, earlier or None
 
 
 class SshTransport(Transport):
@@ -156,10 +157,10 @@ class SshTransport(Transport):
                 channel_timeout=timeout,
             )
         except HostKeyRefused:
-            client.close()
+            self._abandon(client)
             raise
         except paramiko.BadHostKeyException as e:
-            client.close()
+            self._abandon(client)
             raise HostKeyRefused(
                 f"host {self.name!r} ({self.where}): host key CHANGED, refusing to connect: "
                 f"offered {e.key.get_name()} {key_fingerprint(e.key)}, "
@@ -170,21 +171,28 @@ class SshTransport(Transport):
                 ),
             ) from None
         except paramiko.AuthenticationException as e:
-            client.close()
+            self._abandon(client)
             raise self._unreachable(f"authentication failed for user {tgt.user!r}: {e}") from None
         except (socket.timeout, TimeoutError) as e:
-            client.close()
+            self._abandon(client)
             raise self._unreachable(f"connect timed out after {timeout:g}s ({e or 'timeout'})") from None
         except paramiko.ssh_exception.NoValidConnectionsError as e:
-            client.close()
+            self._abandon(client)
             causes = "; ".join(sorted({os.strerror(err.errno) if err.errno else str(err) for err in e.errors.values()}))
             raise self._unreachable(causes or str(e)) from None
         except (OSError, paramiko.SSHException, EOFError) as e:
-            client.close()
+            self._abandon(client)
             raise self._unreachable(f"{type(e).__name__}: {e}") from None
         tr = client.get_transport()
         tr.set_keepalive(15)
         return client
+
+    def _abandon(self, client) -> None:
+        """A connect failed: drop the half-made client and the jump hop opened for it."""
+        client.close()
+        jump, self._jump = self._jump, None
+        if jump is not None:
+            jump.close()
 
     def _proxy_sock(self, timeout: float):
         """A socket-like path to the target through ProxyCommand or a jump host (same known_hosts and key
@@ -202,7 +210,7 @@ class SshTransport(Transport):
         from pdctl.inventory import Host
 
         try:
-            user, addr, port, rest = parse_jump(tgt.proxy_jump)
+            user, addr, port, earlier = parse_jump(tgt.proxy_jump)
         except ValueError:
             raise self._unreachable(f"cannot parse proxy_jump {tgt.proxy_jump!r} ([user@]host[:port][,...])") from None
         h = self.host
@@ -210,7 +218,7 @@ class SshTransport(Transport):
             self._jump.close()
         hop = Host(transport="ssh", address=addr, port=port or 22, user=user, key=h.key, known_hosts=h.known_hosts,
                    accept_new_host_key=h.accept_new_host_key, ssh_config=h.ssh_config,
-                   connect_timeout=h.connect_timeout, command_timeout=h.command_timeout, proxy_jump=rest)
+                   connect_timeout=h.connect_timeout, command_timeout=h.command_timeout, proxy_jump=earlier)
         self._jump = SshTransport(f"{self.name} (jump {addr})", hop)
         try:
             return self._jump.open().get_transport().open_channel(

@@ -73,3 +73,14 @@ def test_unreachable_jump_names_the_host(chatty_sshd):
     with pytest.raises(UnreachableError) as e:
         SshTransport("gpu", host).run("true", timeout=10)
     assert "gpu" in e.value.message and e.value.exit_code == 3
+
+
+def test_two_hops_in_ssh_j_order(chatty_sshd):
+    from pdctl.transport.ssh import parse_jump
+
+    # like ssh -J a,b: a is dialled first, b (the last hop) dials the target
+    assert parse_jump("ua@a:1,ub@b:2") == ("ub", "b", 2, "ua@a:1")
+    hop = f"{chatty_sshd.user}@127.0.0.1:{chatty_sshd.port}"
+    before = _logins(chatty_sshd)
+    _run_true(chatty_sshd.make_host(proxy_jump=f"{hop},{hop}"))
+    assert _logins(chatty_sshd) - before == 3

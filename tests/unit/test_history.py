@@ -19,6 +19,9 @@ HAZARD = ("HazardRefused: refused: restarting decode while prefill[0]@gpu-1:3000
 
 @pytest.fixture
 def log(tmp_path, monkeypatch):
+    from pdctl.cli.history import _name_in_file
+
+    _name_in_file.cache_clear()   # the cache lives for one CLI process; tests share a process
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("PDCTL_AUDIT_LOG", raising=False)

@@ -112,3 +112,12 @@ def test_docs_embedded_default_block_matches_the_code():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "inventory.md").read_text()
     block = re.search(r"## The embedded default\s+```yaml\n(.*?)```", doc, re.S).group(1)
     assert parse_inventory(yaml.safe_load(block), "docs").model_dump() == embedded_default().model_dump()
+
+
+def test_loopback_router_probed_directly_over_ssh_is_refused():
+    data = _two_hosts(prefill_listen="0.0.0.0")
+    data["roles"]["decode"][0]["listen_host"] = "0.0.0.0"
+    data["hosts"]["b"]["http"] = "direct"
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(data, "multi.yaml")
+    assert "roles.router.0.listen_host" in e.value.message

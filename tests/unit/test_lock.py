@@ -49,3 +49,39 @@ def test_ownerless_lock_is_held_while_fresh_and_taken_over_when_stale(tmp_path):
     os.utime(d, (old, old))
     with DeploymentLock(t, str(d), "dave", "deploy") as mine:
         assert mine.held
+
+
+def test_two_operators_taking_over_one_stale_lock_never_both_hold_it(tmp_path):
+    import threading
+
+    t = LocalTransport()
+    d = tmp_path / "x.lock"
+    for _round in range(5):
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        ghost = DeploymentLock(t, str(d), "ghost", "deploy")
+        ghost.info.pid = dead.pid
+        d.mkdir()
+        (d / "owner.json").write_text(json.dumps(ghost.info.__dict__))
+        won, barrier = [], threading.Barrier(2)
+
+        def contend(name):
+            lk = DeploymentLock(t, str(d), name, "restart --pair")
+            barrier.wait()
+            try:
+                lk.acquire()
+                won.append(lk)
+            except LockHeld:
+                pass
+
+        threads = [threading.Thread(target=contend, args=(n,)) for n in ("erin", "frank")]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert len(won) <= 1
+        holder = json.loads((d / "owner.json").read_text())["operator"] if d.exists() else None
+        assert [lk.info.operator for lk in won] == ([holder] if holder else [])
+        for lk in won:
+            lk.release()
+        assert not d.exists()
