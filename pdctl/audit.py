@@ -74,19 +74,18 @@ class Audited:
 
 @contextmanager
 def audited(action: str, *, inventory: str, args: dict[str, Any]) -> Iterator[Audited]:
-    """Append exactly one record for `action` however it ends: the result the action set, the domain error that
-    stopped it (refusals included), or "interrupted"."""
-    from pdctl.errors import PdctlError
-
+    """Append exactly one record for `action` however it ends: the result the action set, the error that stopped
+    it (refusals included), or "interrupted"."""
     started = time.time()
     rec = Audited()
     try:
         yield rec
-    except PdctlError as e:
-        rec.result = f"{type(e).__name__}: {e.message.splitlines()[0]}"
-        raise
     except KeyboardInterrupt:
         rec.result = "interrupted"
+        raise
+    except Exception as e:
+        msg = getattr(e, "message", None) or str(e) or "no message"
+        rec.result = f"{type(e).__name__}: {msg.splitlines()[0]}"
         raise
     finally:
         append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)

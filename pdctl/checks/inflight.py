@@ -47,13 +47,13 @@ class InflightVerdict:
 
     @property
     def summary(self) -> str:
-        held = {k: _fmt(v) for k, v in self.last.items() if v}
+        held = {k: fmt_count(v) for k, v in self.last.items() if v}
         if self.verdict == "drained":
             s = f"all PD queues 0 for {fmt_s(self.covered_s)}"
         elif self.verdict == "busy":
             prog = []
             if self.generation_tokens_delta:
-                prog.append(f"+{_fmt(self.generation_tokens_delta)} generation tokens")
+                prog.append(f"+{fmt_count(self.generation_tokens_delta)} generation tokens")
             if self.queue_changes:
                 prog.append(f"queue changed {self.queue_changes}x")
             s = f"nonzero ({_gauges(held) or 'drained at the end'}) with progress: {', '.join(prog)}"
@@ -99,7 +99,6 @@ def fmt_s(seconds: float | None) -> str:
     return ("0.0" if s == "-0.0" else s) + "s"
 
 
-_fmt = fmt_count
 
 
 def _gauges(d: Mapping[str, str]) -> str:

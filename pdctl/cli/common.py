@@ -53,12 +53,13 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def open_deployment(inventory: Optional[Path], *, quiet: bool = False):
-    """Load the inventory and open a Deployment whose progress goes to stderr."""
+def open_deployment(inventory, *, quiet: bool = False):
+    """Open a Deployment whose progress goes to stderr, from an inventory path (None: the embedded default) or an
+    already loaded Inventory."""
     from pdctl import render
-    from pdctl.inventory import load_inventory
+    from pdctl.inventory import Inventory, load_inventory
     from pdctl.ops.context import Deployment
     from pdctl.progress import Progress
 
-    inv = load_inventory(inventory)
+    inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
     return Deployment(inv, Progress(sink=render.ProgressPrinter(quiet=quiet)))

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
 
 
 @handle_errors
@@ -26,11 +26,9 @@ def run(
     from pdctl import render_playbook as show
     from pdctl.errors import UsageError
     from pdctl.inventory import load_inventory
-    from pdctl.ops.context import Deployment
     from pdctl.playbook import runner
     from pdctl.playbook.schema import load_playbook, resolve_playbook
     from pdctl.playbook.vars import parse_cli_vars
-    from pdctl.progress import Progress
 
     try:
         cli_vars = parse_cli_vars(var)
@@ -49,7 +47,7 @@ def run(
         show.plan(p, stderr=False)
     printer = show.StepPrinter(len(p.steps), quiet=json_out)
     hooks = runner.Hooks(step_started=printer.started, step_finished=printer.finished)
-    with Deployment(inv, Progress(sink=render.ProgressPrinter(quiet=json_out))) as dep:
+    with open_deployment(inv, quiet=json_out) as dep:
         result = runner.run(p, dep, hooks=hooks)
     if json_out:
         render.emit_json(result.to_dict())

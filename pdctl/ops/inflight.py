@@ -25,8 +25,6 @@ from pdctl.checks.result import CheckResult, Status
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 
-DEFAULT_WINDOW_S = INFLIGHT_WINDOW_S
-DEFAULT_INTERVAL_S = INFLIGHT_INTERVAL_S
 
 
 @dataclass
@@ -175,7 +173,7 @@ def judge_points(points: list[Point], window_s: float) -> tuple[InflightVerdict 
     return judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in good], window_s), notes
 
 
-def sample_inflight(dep: Deployment, window_s: float = DEFAULT_WINDOW_S, interval_s: float = DEFAULT_INTERVAL_S, *,
+def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interval_s: float = INFLIGHT_INTERVAL_S, *,
                     stop: threading.Event | None = None, what: str = "inflight samples",
                     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] | None = None,
                     ) -> InflightReport:
@@ -227,8 +225,8 @@ def _progress_detail(p: Point) -> str:
     return (short_gauges(p.gauges) or "all queues 0") + gen
 
 
-def inflight_layer(dep: Deployment, window_s: float = DEFAULT_WINDOW_S,
-                   interval_s: float = DEFAULT_INTERVAL_S) -> list[CheckResult]:
+def inflight_layer(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S,
+                   interval_s: float = INFLIGHT_INTERVAL_S) -> list[CheckResult]:
     """The optional "inflight" layer of final-health. Ctrl-C while sampling re-raises KeyboardInterrupt (the CLI
     exits 130, as `verify inflight` does): an interrupted window is no verdict, and softening it to a warning would
     let final-health exit 0."""

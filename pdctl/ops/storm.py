@@ -228,22 +228,13 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
 
     base = router_url(dep, router)
     rep = StormReport(config={k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, router=base)
-    started = time.time()
-    result = "error"
-    try:
-        _run_storm(dep, cfg, base, rep)
-        result = audit_result(rep)
+    with audit.audited("storm", inventory=dep.inv.source, args=dict(rep.config, router=base)) as rec:
+        try:
+            _run_storm(dep, cfg, base, rep)
+        finally:
+            rec.extra["summary"] = summary(rep)   # what was gathered, also when stopped
+        rec.result = audit_result(rep)
         return rep
-    except KeyboardInterrupt:
-        result = "interrupted"
-        raise
-    except Exception as e:
-        msg = getattr(e, "message", None) or str(e) or "no message"
-        result = f"{type(e).__name__}: {msg.splitlines()[0]}"
-        raise
-    finally:
-        audit.append("storm", inventory=dep.inv.source, args=dict(rep.config, router=base), result=result,
-                     started=started, extra={"summary": summary(rep)})
 
 
 def audit_result(rep: StormReport) -> str:

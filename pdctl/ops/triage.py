@@ -17,8 +17,6 @@ from pdctl.checks.inflight import fmt_count, fmt_s
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
 
-DEFAULT_WINDOW_S = TRIAGE_WINDOW_S
-DEFAULT_INTERVAL_S = TRIAGE_INTERVAL_S
 NVIDIA_SMI = "nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits"
 PAIR_ACTION = "run `pdctl restart --pair` (prefill -> decode -> router, readiness-gated, verified)"
 DEPLOY_ACTION = "run `pdctl deploy` (starts prefill -> decode -> router, readiness-gated, then final-health)"
@@ -304,7 +302,7 @@ def service_states(dep: Deployment) -> dict[str, dict[str, Any]]:
         return {label: f.result() for label, f in futs.items()}
 
 
-def triage(dep: Deployment, *, window_s: float = DEFAULT_WINDOW_S, interval_s: float = DEFAULT_INTERVAL_S
+def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: float = TRIAGE_INTERVAL_S
            ) -> TriageReport:
     """Gather and judge. Read-only (the e2e probe is one short completion). Never raises for an unhealthy
     deployment; Ctrl-C returns what was gathered, marked partial."""
