@@ -176,7 +176,7 @@ def build_app(state) -> FastAPI:
 
     # -- generation ---------------------------------------------------------------------------
     def finish_reason_openai(reason: dict) -> str:
-        return "stop" if reason.get("type") == "stop" else "length"
+        return {"stop": "stop", "abort": "abort"}.get(reason.get("type"), "length")
 
     async def openai_like(request: Request, chat: bool):
         if (r := not_ready()):

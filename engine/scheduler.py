@@ -86,7 +86,9 @@ class Scheduler:
                 for r in targets:
                     self.metrics.inc("num_aborted_requests")
                     self.on_abort(r)
-                    r.fail(499, "Request aborted")
+                    # As SGLang: the caller gets its answer so far with finish_reason abort (HTTP 200), which a
+                    # router does not retry; a 5xx would be retried and the abort silently undone.
+                    r.finish({"type": "abort", "message": "Abort requested"})
 
     def admit(self, r: Req) -> None:
         self.waiting.append(r)

@@ -121,7 +121,9 @@ def _abort_in_transfer_window(s: Stack) -> tuple[httpx.Response | Exception, flo
 def test_abort_in_transfer_window_drains(stack):
     before = metric(stack.prefill, FAILED)
     r, _ = _abort_in_transfer_window(stack)
-    assert isinstance(r, Exception) or r.status_code != 200 or True  # the caller got an answer, not a hang
+    # The caller got an answer, not a hang. (Decode answers 500 "KV transfer failed", which sglang-router may
+    # retry as a new request: whatever the final status, the aborted room itself must drain, below.)
+    assert not isinstance(r, Exception), r
     wait_for(lambda: metric(stack.prefill, INFLIGHT) == 0, 10, "inflight to drain")
     assert metric(stack.prefill, FAILED) >= before + 1
     assert metric(stack.prefill, "sglang:num_aborted_requests_total") >= 1
