@@ -53,7 +53,7 @@ def logs(
     role: Annotated[str, typer.Argument(help="prefill, decode or router")],
     inventory: InventoryOpt = None,
     index: Annotated[int, typer.Option("--index", help="Which instance of the role.")] = 0,
-    lines: Annotated[int, typer.Option("-n", "--lines", help="How many lines from the end.")] = 200,
+    lines: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many lines from the end.")] = 200,
 ) -> None:
     """Print the last lines of a role's log (journal or log file), secret env values scrubbed."""
     from pdctl.errors import UsageError

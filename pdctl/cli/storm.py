@@ -28,6 +28,10 @@ def storm(
                                             "transfer-window needs >= 1).")] = D.STORM_CALIBRATE,
     spacing: Annotated[Optional[float], typer.Option("--spacing", help="Seconds between launches (default: 0 for random, "
                                                      "the calibrated service time for transfer-window).")] = None,
+    aim_from: Annotated[float, typer.Option("--aim-from", help="transfer-window: earliest abort, as a fraction of the "
+                                            "calibrated time to first token.")] = 0.6,
+    aim_to: Annotated[float, typer.Option("--aim-to", help="transfer-window: latest abort, as a fraction of the "
+                                          "calibrated time to first token.")] = 0.9,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens each request asks for.")] = D.STORM_MAX_NEW_TOKENS,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed of the schedule and prompts.")] = None,
     router: Annotated[Optional[str], typer.Option("--router", help="host:port of the inventory's router (default: "
@@ -50,7 +54,8 @@ def storm(
     try:
         cfg = StormConfig(requests=requests, prompt_tokens=prompt_tokens, abort_min_s=abort_min,
                             abort_max_s=abort_max, sample_every_s=sample_every, watch_s=watch, target=target,
-                            calib_requests=calibrate, spacing_s=spacing, max_new_tokens=max_new_tokens, seed=seed)
+                            calib_requests=calibrate, spacing_s=spacing, max_new_tokens=max_new_tokens, seed=seed,
+                            aim_lo_frac=aim_from, aim_hi_frac=aim_to)
     except ValueError as e:
         raise UsageError(str(e)) from None
     with open_deployment(inventory, quiet=json_out) as dep:

@@ -70,7 +70,7 @@ class StormConfig:
         if not 0 < self.watch_s <= MAX_WATCH_S:
             raise ValueError(f"--watch (--window) must be in (0, {MAX_WATCH_S:g}]")
         if not 0 <= self.aim_lo_frac < self.aim_hi_frac <= 1.5:
-            raise ValueError("aim fractions need 0 <= lo < hi <= 1.5")
+            raise ValueError("--aim-from/--aim-to (aim fractions) need 0 <= from < to <= 1.5")
         if not 0 <= self.calib_requests <= 20:
             raise ValueError("--calibrate must be 0..20")
         if self.target == "transfer-window" and self.calib_requests < 1:
