@@ -13,6 +13,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pdctl.errors import InventoryError
+from pdctl.yamlfile import load_yaml, plain_problem
 
 ROLES = ("prefill", "decode", "router")
 RoleName = Literal["prefill", "decode", "router"]
@@ -198,13 +199,7 @@ def _format_validation_error(source: str, err: ValidationError) -> str:
     lines = [f"{source}: invalid inventory"]
     for e in err.errors():
         path = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] == "extra_forbidden":
-            msg = "unknown field"
-        got = e.get("input")
-        got_txt = "" if e["type"] in ("missing",) or isinstance(got, (dict, list)) else f" (got {got!r})"
+        msg, got_txt = plain_problem(e)
         lines.append(f"  {path}: {msg}{got_txt}")
     return "\n".join(lines)
 
@@ -228,8 +223,6 @@ def load_inventory(path: str | os.PathLike | None) -> Inventory:
     """Load and validate the inventory at `path`; None means the embedded default."""
     if path is None:
         return embedded_default()
-    from pdctl.yamlfile import load_yaml
-
     return parse_inventory(load_yaml(path, InventoryError, "inventory"), str(Path(path)))
 
 

@@ -1,4 +1,5 @@
-"""Reading an operator's YAML file (inventory, playbook) with errors that name the file, line and column."""
+"""Reading an operator's YAML file (inventory, playbook): errors that name the file, line and column, and one
+plain wording of a validation problem for every such file."""
 
 from __future__ import annotations
 
@@ -24,3 +25,14 @@ def load_yaml(path: str | os.PathLike, error: type[UsageError], what: str) -> An
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
         raise error(f"{p}:{where} not valid YAML: {getattr(e, 'problem', e)}") from None
+
+
+def plain_problem(error: dict[str, Any]) -> tuple[str, str]:
+    """(what is wrong, " (got VALUE)" or "") for one entry of pydantic's `ValidationError.errors()`, in words an
+    operator reads: "required field is missing", "unknown field", or pydantic's message without its prefix."""
+    kind = error["type"]
+    msg = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
+        kind, error["msg"].removeprefix("Value error, "))
+    got = error.get("input")
+    got_txt = "" if kind == "missing" or isinstance(got, (dict, list)) else f" (got {got!r})"
+    return msg, got_txt

@@ -15,6 +15,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pdctl.errors import PlaybookError
+from pdctl.yamlfile import load_yaml, plain_problem
 
 STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -83,13 +84,7 @@ def _format_pydantic(source: str, data: Any, err: ValidationError) -> list[str]:
     lines = []
     for e in err.errors():
         loc = list(e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] == "extra_forbidden":
-            msg = "unknown field"
-        got = e.get("input")
-        got_txt = "" if e["type"] == "missing" or isinstance(got, (dict, list)) else f" (got {got!r})"
+        msg, got_txt = plain_problem(e)
         if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
             # on_failure's union reports one error per branch; name the field once, plainly.
             field = ".".join(str(p) for p in loc[2:] if not str(p).startswith(("literal[", "RunHandler")))
@@ -164,8 +159,6 @@ def parse_playbook(data: Any, source: str) -> Playbook:
 
 def load_playbook(path: str | Path) -> Playbook:
     """Read, parse and check the playbook file at `path`. Raises PlaybookError."""
-    from pdctl.yamlfile import load_yaml
-
     return parse_playbook(load_yaml(path, PlaybookError, "playbook"), str(Path(path)))
 
 
