@@ -1,9 +1,15 @@
-"""Prometheus text exposition: a pure parser and a small query API over the parsed samples.
+"""Prometheus text exposition: prometheus_client's parser, and a small query API over the parsed samples.
 
-`parse_metrics(text)` reads the text format 0.0.4 (what SGLang's prometheus_client serves) and the OpenMetrics
-variations that matter (`# EOF`, exemplars, `_created`): HELP/TYPE lines, label values with `\\`, `\"` and `\n`
-escapes, `+Inf`/`-Inf`/`NaN`, optional timestamps, histograms and summaries (`_bucket`, `_sum`, `_count`).
-Pure: no I/O. Raises MetricsParseError (naming the line) on a line it cannot read.
+`parse_metrics(text)` reads the text format 0.0.4 (what SGLang's prometheus_client serves) with
+`prometheus_client.parser.text_string_to_metric_families`, then groups the samples as pdctl always has:
+- a family is named as HELP/TYPE declares it, a counter with its `_total`, and its samples keep their names from
+  the text (the library renames both: it strips `_total` from a counter family, or appends it to its samples);
+- a sample no declaration covers (the library makes it an untyped family of its own) joins the declared family it
+  is a suffix of (`lat_created` -> histogram `lat`), else a family under its own name;
+- the type `untyped` is kept as such (the library says `unknown`), values are floats, timestamps in ms.
+The library is laxer than the format: of extra fields after the value it takes the last as the timestamp (an
+OpenMetrics exemplar's timestamp too; SGLang's text has no exemplars). Pure: no I/O. Raises MetricsParseError
+(naming the line number and the line) on a line the library cannot read.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ from typing import Iterable, Iterator
 
 from pdctl.errors import PdctlError
 
-_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+# HELP/TYPE lines: which names are declared, and which as counters; the library renames them (module docstring).
+_DECL_RE = re.compile(r'^[ \t]*#[ \t]+(HELP|TYPE)[ \t]+("[^"]*"|\S+)(?:[ \t]+(\S+))?', re.M)
 # Sample-name suffixes that belong to a family declared under the bare name.
 _SUFFIXES = ("_bucket", "_sum", "_count", "_created", "_total", "_info", "_gcount", "_gsum")
+_SUFFIXED_TYPES = ("histogram", "summary", "counter", "gaugehistogram", "info", "untyped")
 
 
 class MetricsParseError(PdctlError, ValueError):
@@ -142,154 +149,70 @@ class MetricSet:
 
 def parse_metrics(text: str) -> MetricSet:
     """Parse Prometheus text exposition into a MetricSet. Pure; raises MetricsParseError naming the bad line."""
+    from prometheus_client.parser import text_string_to_metric_families  # lazy: `pdctl --help` does not load it
+
+    try:
+        parsed = list(text_string_to_metric_families(text))
+    except (ValueError, IndexError) as e:  # IndexError: the library trips over some garbage lines
+        raise _parse_error(text, e) from None
+    declared, counters = set(), set()
+    for kind, name, typ in _DECL_RE.findall(text):
+        declared.add(name.strip('"'))
+        if kind == "TYPE" and typ == "counter":
+            counters.add(name.strip('"'))
     families: dict[str, Family] = {}
-
-    def fam_for_sample(sample_name: str) -> Family:
-        fam = families.get(sample_name)
-        if fam is not None:
-            return fam
-        for suf in _SUFFIXES:
-            if sample_name.endswith(suf):
-                base = families.get(sample_name[: -len(suf)])
-                if base is not None and base.type in ("histogram", "summary", "counter", "gaugehistogram", "info",
-                                                        "untyped", "unknown"):
-                    return base
-        fam = families[sample_name] = Family(sample_name)
-        return fam
-
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line[1:].strip().split(None, 2)
-            if len(parts) >= 2 and parts[0] in ("HELP", "TYPE"):
-                name = parts[1]
-                if not _NAME_RE.fullmatch(name):
-                    raise MetricsParseError(f"line {lineno}: bad metric name in {parts[0]}: {raw!r}")
-                fam = families.setdefault(name, Family(name))
-                rest = parts[2] if len(parts) > 2 else ""
-                if parts[0] == "HELP":
-                    fam.help = _unescape_help(rest)
-                else:
-                    fam.type = rest.strip().lower() or "untyped"
-            continue  # other comments, `# EOF`, `# UNIT`
-        try:
-            sample = _parse_sample(line)
-        except ValueError as e:
-            raise MetricsParseError(f"line {lineno}: {e}: {raw[:200]!r}") from None
-        fam_for_sample(sample.name).samples.append(sample)
+    for metric in parsed:
+        name, samples = metric.name, [_sample(s) for s in metric.samples]
+        if metric.type == "counter":
+            if name + "_total" in counters:
+                name += "_total"       # the library strips the declared `_total` from the family name
+            else:                      # ... or appends `_total` to samples of a counter declared without it
+                samples = [Sample(name, s.labels, s.value, s.timestamp_ms) for s in samples]
+        if name in declared:
+            fam = families.setdefault(name, Family(name))
+            if metric.type != "unknown":
+                fam.type = metric.type
+            fam.help = metric.documentation or fam.help
+            fam.samples.extend(samples)
+        else:                          # the library made an undeclared sample a family of its own
+            for s in samples:
+                _family_for(families, s.name).samples.append(s)
     return MetricSet(families)
 
 
-def _parse_sample(line: str) -> Sample:
-    m = _NAME_RE.match(line)
-    if not m:
-        raise ValueError("no metric name")
-    name = m.group(0)
-    pos = m.end()
-    labels: dict[str, str] = {}
-    brace = pos
-    while brace < len(line) and line[brace] in " \t":
-        brace += 1
-    if brace < len(line) and line[brace] == "{":
-        pos = brace
-        pos = _parse_labels(line, pos + 1, labels)
-    rest = line[pos:]
-    # OpenMetrics exemplar: `value [ts] # {labels} value [ts]`
-    if " # " in rest:
-        rest = rest.split(" # ", 1)[0]
-    fields = rest.split()
-    if not fields or len(fields) > 2:
-        raise ValueError("expected a value and an optional timestamp")
-    value = _parse_float(fields[0])
-    ts = None
-    if len(fields) == 2:
+def _family_for(families: dict[str, Family], sample_name: str) -> Family:
+    """The family an undeclared sample belongs to: `x_created` to histogram `x` and the like, else its own."""
+    fam = families.get(sample_name)
+    if fam is not None:
+        return fam
+    for suf in _SUFFIXES:
+        if sample_name.endswith(suf):
+            base = families.get(sample_name[: -len(suf)])
+            if base is not None and base.type in _SUFFIXED_TYPES:
+                return base
+    fam = families[sample_name] = Family(sample_name)
+    return fam
+
+
+def _sample(s) -> Sample:
+    """pdctl's Sample from the library's: float value, timestamp in ms (the library gives seconds)."""
+    ts = None if s.timestamp is None else round(float(s.timestamp) * 1000)
+    return Sample(s.name, dict(s.labels), float(s.value), ts)
+
+
+def _parse_error(text: str, err: Exception) -> MetricsParseError:
+    """Name the line the library could not read: the first line that fails on its own (its errors rarely say)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for lineno, line in enumerate(text.split("\n"), 1):   # the library reads lines split on \n only
+        if not line.strip():
+            continue
         try:
-            ts = int(float(fields[1]))
-        except ValueError:
-            raise ValueError(f"bad timestamp {fields[1]!r}") from None
-    return Sample(name, labels, value, ts)
-
-
-def _parse_labels(line: str, pos: int, out: dict[str, str]) -> int:
-    """Parse `a="x",b="y"}` from pos; return the index after `}`."""
-    n = len(line)
-    while True:
-        while pos < n and line[pos] in " \t":
-            pos += 1
-        if pos < n and line[pos] == "}":
-            return pos + 1
-        m = _LABEL_NAME_RE.match(line, pos)
-        if not m:
-            raise ValueError(f"bad label name at column {pos + 1}")
-        lname = m.group(0)
-        pos = m.end()
-        while pos < n and line[pos] in " \t":
-            pos += 1
-        if pos >= n or line[pos] != "=":
-            raise ValueError(f"expected '=' after label {lname}")
-        pos += 1
-        while pos < n and line[pos] in " \t":
-            pos += 1
-        if pos >= n or line[pos] != '"':
-            raise ValueError(f"expected '\"' to open the value of label {lname}")
-        pos += 1
-        buf = []
-        while True:
-            if pos >= n:
-                raise ValueError(f"unterminated value of label {lname}")
-            c = line[pos]
-            if c == "\\":
-                if pos + 1 >= n:
-                    raise ValueError(f"dangling escape in label {lname}")
-                e = line[pos + 1]
-                buf.append({"n": "\n", "\\": "\\", '"': '"'}.get(e, "\\" + e))
-                pos += 2
-            elif c == '"':
-                pos += 1
-                break
-            else:
-                buf.append(c)
-                pos += 1
-        out[lname] = "".join(buf)
-        while pos < n and line[pos] in " \t":
-            pos += 1
-        if pos < n and line[pos] == ",":
-            pos += 1
-        elif pos < n and line[pos] == "}":
-            return pos + 1
-        else:
-            raise ValueError(f"expected ',' or '}}' after label {lname}")
-
-
-def _parse_float(text: str) -> float:
-    t = text.strip()
-    low = t.lower()
-    if low in ("+inf", "inf"):
-        return math.inf
-    if low == "-inf":
-        return -math.inf
-    if low == "nan":
-        return math.nan
-    try:
-        return float(t)
-    except ValueError:
-        raise ValueError(f"bad sample value {t!r}") from None
-
-
-def _unescape_help(text: str) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text) and text[i + 1] in ("\\", "n"):
-            out.append("\n" if text[i + 1] == "n" else "\\")
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+            list(text_string_to_metric_families(line))
+        except (ValueError, IndexError) as e:
+            reason = str(e) or type(e).__name__
+            return MetricsParseError(f"line {lineno}: {reason}: {line[:200]!r}")
+    return MetricsParseError(f"cannot parse the metrics text: {err or type(err).__name__}")
 
 
 def _escape(v: str) -> str:

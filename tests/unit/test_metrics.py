@@ -115,20 +115,93 @@ def test_edge_cases_escapes_specials_timestamps():
     assert m.select("weird", k="w") == -math.inf and m.select("weird", k="x") == math.inf
     assert fams["no_type_metric"].type == "untyped" and m.value("no_type_metric") == 7
     assert m.samples("spaced")[0].labels == {"a": "1", "b": "2"} and m.value("spaced") == 8
-    assert m.value("om_total") == 5 and fams["om"].type == "counter"
+    assert m.value("om_total") == 5 and fams["om"].type == "counter"  # an exemplar does not stop the line
 
 
 @pytest.mark.parametrize("bad", [
     'x{a="1"',                # unterminated
     'x{a=1} 2',               # unquoted
     'x{a="1"} notanumber',
-    'x 1 2 3',
     '{a="1"} 2',
     'x{a="1" b="2"} 3',
+    'x',                      # no value
+    'x 1_000',                # Python's float() would take it; the exposition format does not
+    '# TYPE y nosuchtype',    # the library only notices when it closes the family, after reading further
+    '# TYPE y',
 ])
 def test_malformed_lines_raise_naming_the_line(bad):
-    with pytest.raises(MetricsParseError, match="line 2"):
-        parse_metrics("# TYPE x gauge\n" + bad + "\n")
+    with pytest.raises(MetricsParseError, match="line 2") as ei:
+        parse_metrics("# TYPE x gauge\n" + bad + "\nx 1\n")
+    assert repr(bad) in str(ei.value)
+
+
+def test_parse_error_in_a_real_capture_names_its_line_number_and_text():
+    lines = PREFILL.split("\n")
+    assert lines[204].startswith(N.TRANSFER_FAILED + "{")
+    bad = lines[204].replace('tp_rank="0"', "tp_rank=0")
+    lines[204] = bad
+    with pytest.raises(MetricsParseError) as ei:
+        parse_metrics("\n".join(lines))
+    msg = str(ei.value)
+    assert msg.startswith("line 205: ") and repr(bad) in msg
+    assert isinstance(ei.value, ValueError) and ei.value.exit_code == 1
+
+
+def test_extra_fields_read_as_the_library_reads_them():
+    """prometheus_client is laxer than the format: `x 1 2 3` is value 1 at the last field as timestamp (ms).
+    The old hand-written parser refused it; pinned so that a library upgrade changing it is noticed."""
+    s = parse_metrics("x 1 2 3\n").samples("x")
+    assert [(v.value, v.timestamp_ms) for v in s] == [(1.0, 3)]
+
+
+def test_histogram_and_counter_samples_keep_their_family_on_the_capture():
+    m = parse_metrics(PREFILL)
+    for suffix in ("_bucket", "_sum", "_count"):
+        fam = m.family(N.KV_TRANSFER_LATENCY_MS + suffix)
+        assert fam is not None and fam.name == N.KV_TRANSFER_LATENCY_MS and fam.type == "histogram", suffix
+    fam = m.family(N.TRANSFER_FAILED)  # declared `..._total`: the library would call the family `..._reqs`
+    assert fam.name == N.TRANSFER_FAILED and fam.type == "counter"
+    assert {s.name for s in fam.samples} == {N.TRANSFER_FAILED}
+    assert not m.has(N.TRANSFER_FAILED[: -len("_total")])
+    created = m.family(N.TRANSFER_FAILED[: -len("_total")] + "_created")
+    assert created.type == "gauge" and len(created.samples) == 1 and created.samples[0].value > 1.7e9
+
+
+COUNTERS = """# HELP plain Declared without _total (other exporters do that).
+# TYPE plain counter
+plain{a="1"} 3
+plain_total 4
+plain_created 1.5
+# TYPE demo_total counter
+demo_total 2
+demo_total_created 1.7e9
+other 9
+plain 5
+"""
+
+
+def test_counter_samples_keep_their_names_and_family_as_written():
+    m = parse_metrics(COUNTERS)
+    fams = m.families()
+    assert list(fams) == ["plain", "demo_total", "other"]
+    assert fams["plain"].type == "counter"
+    assert fams["plain"].help == "Declared without _total (other exporters do that)."
+    # the library renames `plain` samples to `plain_total`; they keep the name they have in the text
+    assert [s.name for s in m.family("plain").samples] == ["plain", "plain_total", "plain_created", "plain"]
+    assert m.value("plain") == 8 and m.value("plain_total") == 4
+    assert [s.name for s in m.family("demo_total").samples] == ["demo_total", "demo_total_created"]
+    assert m.family("demo_total_created").name == "demo_total"
+    assert fams["other"].type == "untyped" and m.value("other") == 9
+
+
+def test_importing_the_module_does_not_load_prometheus_client():
+    import subprocess
+    import sys
+
+    code = ("import sys, pdctl.checks.metrics, pdctl.checks.sampling; "
+            "assert 'prometheus_client' not in sys.modules, 'loaded'; "
+            "pdctl.checks.metrics.parse_metrics('x 1'); assert 'prometheus_client' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_empty_text_is_an_empty_set():
