@@ -1,16 +1,15 @@
 """SshTransport: one paramiko SSH connection per host, reused for commands, SFTP and HTTP tunnels.
 
-Host keys are checked against known_hosts (the inventory's file or ~/.ssh/known_hosts): an unknown key is refused
-unless the host says `accept_new_host_key: true` (then it is appended to that file); a changed key is always refused.
+Host keys are checked against known_hosts (the inventory's file or ~/.ssh/known_hosts) by known_hosts.py: an unknown
+key is refused unless the host says `accept_new_host_key: true` (then it is appended to that file); a changed key is
+always refused.
 Connect failures (refused, timeout, auth) raise UnreachableError naming the host. paramiko is imported lazily so that
 `import pdctl` stays fast.
 """
 
 from __future__ import annotations
 
-import base64
 import getpass
-import hashlib
 import os
 import select
 import socket
@@ -24,22 +23,12 @@ from pdctl.errors import HostKeyRefused, StepFailed, UnreachableError
 from pdctl.shell import export_prefix, quote
 from pdctl.transport.base import CommandResult, Transport
 from pdctl.transport.forward import Forwarder
+from pdctl.transport.known_hosts import HostKeyPolicy, changed_key_refused, load_known_hosts
 
 if TYPE_CHECKING:
     from pdctl.inventory import Host
 
 _PID_MARK = "PDCTL-PID "
-
-
-def key_fingerprint(key) -> str:
-    """OpenSSH-style SHA256 fingerprint of a paramiko PKey: `SHA256:<base64 without padding>`."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def known_hosts_name(address: str, port: int) -> str:
-    """The name a host is recorded under in known_hosts: `addr` on port 22, else `[addr]:port`."""
-    return address if port == 22 else f"[{address}]:{port}"
 
 
 @dataclass(frozen=True)
@@ -132,14 +121,10 @@ class SshTransport(Transport):
 
         tgt = self.target
         client = paramiko.SSHClient()
-        if os.path.exists(tgt.known_hosts):
-            try:
-                client.get_host_keys().load(tgt.known_hosts)
-            except (OSError, paramiko.SSHException) as e:
-                raise HostKeyRefused(
-                    f"host {self.name!r} ({self.where}): cannot read known_hosts {tgt.known_hosts}: {e}"
-                ) from None
-        client.set_missing_host_key_policy(_HostKeyPolicy(self))
+        who = f"{self.name!r} ({self.where})"
+        load_known_hosts(client, tgt.known_hosts, who)
+        client.set_missing_host_key_policy(
+            HostKeyPolicy(who, tgt.known_hosts, accept_new=self.host.accept_new_host_key, inventory_name=self.name))
         timeout = self.host.connect_timeout
         sock = self._proxy_sock(timeout)
         try:
@@ -161,15 +146,7 @@ class SshTransport(Transport):
             raise
         except paramiko.BadHostKeyException as e:
             self._abandon(client)
-            raise HostKeyRefused(
-                f"host {self.name!r} ({self.where}): host key CHANGED, refusing to connect: "
-                f"offered {e.key.get_name()} {key_fingerprint(e.key)}, "
-                f"known_hosts {tgt.known_hosts} has {e.expected_key.get_name()} {key_fingerprint(e.expected_key)}",
-                hint=(
-                    "a changed host key is never accepted automatically; if the change is expected, remove the old "
-                    f"entry: ssh-keygen -R {quote(known_hosts_name(tgt.address, tgt.port))} -f {quote(tgt.known_hosts)}"
-                ),
-            ) from None
+            raise changed_key_refused(who, e, tgt.known_hosts, tgt.address, tgt.port) from None
         except paramiko.AuthenticationException as e:
             self._abandon(client)
             raise self._unreachable(f"authentication failed for user {tgt.user!r}: {e}") from None
@@ -385,39 +362,3 @@ def _strip_pid_mark(stderr: str) -> str:
         return stderr.split("\n", 1)[1] if "\n" in stderr else ""
     return stderr
 
-
-class _HostKeyPolicy:
-    """Called by paramiko only when known_hosts has no key at all for the host."""
-
-    def __init__(self, transport: SshTransport):
-        self.t = transport
-
-    def missing_host_key(self, client, hostname: str, key) -> None:
-        tgt, host = self.t.target, self.t.host
-        fp = f"{key.get_name()} {key_fingerprint(key)}"
-        if not host.accept_new_host_key:
-            raise HostKeyRefused(
-                f"host {self.t.name!r} ({self.t.where}): unknown host key {fp}, not in {tgt.known_hosts}",
-                hint=(
-                    f"verify the fingerprint out of band, then set `accept_new_host_key: true` on host "
-                    f"{self.t.name!r} in the inventory to accept it and record it in {tgt.known_hosts}"
-                ),
-            )
-        append_known_host(tgt.known_hosts, hostname, key)
-        client.get_host_keys().add(hostname, key.get_name(), key)
-
-
-def append_known_host(path: str, hostname: str, key) -> None:
-    """Append `hostname keytype base64` to the known_hosts file at `path` (created 0600, parent 0700)."""
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a") as f:
-        if f.tell() > 0:
-            with open(path, "rb") as r:
-                r.seek(-1, os.SEEK_END)
-                if r.read(1) != b"\n":
-                    f.write("\n")
-        f.write(line)
