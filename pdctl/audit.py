@@ -1,4 +1,5 @@
-"""The audit log: one JSON line per mutating action or playbook run, appended under an exclusive file lock.
+"""The audit log: one JSON line per mutating action or playbook run, appended under an exclusive file lock, and
+the queries `pdctl history` answers (read, filter by action and inventory, the last N, a result in a word).
 
 Records never carry secrets: callers pass env through `pdctl.secrets.mask_env` first, and `append` masks again any
 mapping under a key named "env" as a last line of defence.
@@ -9,12 +10,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Union
 
 from pdctl import state
+from pdctl.errors import InventoryError, UsageError
 
 
 def _mask_nested(obj: Any) -> Any:
@@ -91,17 +95,201 @@ def audited(action: str, *, inventory: str, args: dict[str, Any]) -> Iterator[Au
         append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
 
 
-def read(path: Path | None = None) -> Iterator[dict[str, Any]]:
-    """Records oldest first. A line that is not valid JSON is yielded as {"corrupt": line} rather than dropped."""
-    p = path or state.audit_log_path()
-    if not p.exists():
-        return
-    with open(p, "rb") as f:
-        for raw in f:
-            raw = raw.strip()
-            if not raw:
-                continue
-            try:
-                yield json.loads(raw)
-            except json.JSONDecodeError:
-                yield {"corrupt": raw.decode(errors="replace")}
+# -- reading --------------------------------------------------------------------------------------------------------
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CorruptLine:
+    """A line of the log that is no record: its line number (1-based), its text (bytes that are not UTF-8 shown
+    as U+FFFD) and why it is not a record."""
+
+    lineno: int
+    text: str
+    reason: str
+
+
+AuditLine = Union[Record, CorruptLine]
+
+_JSON_KIND = {list: "a JSON array", str: "a JSON string", int: "a JSON number", float: "a JSON number",
+              bool: "a JSON boolean", type(None): "JSON null"}
+
+
+def parse_line(raw: bytes, lineno: int) -> Optional[AuditLine]:
+    """One line of the log: its record, a CorruptLine, or None for a blank line. Pure; never raises."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    text = raw.decode(errors="replace")
+    try:
+        data = json.loads(raw.decode())     # decoded strictly: bytes that are not UTF-8 are damage, not a record
+    except UnicodeDecodeError as e:
+        return CorruptLine(lineno, text, f"not UTF-8 (byte {e.start + 1})")
+    except json.JSONDecodeError as e:
+        return CorruptLine(lineno, text, f"not valid JSON: {e.msg} (column {e.colno})")
+    except (ValueError, RecursionError) as e:     # e.g. an integer too long, arrays nested thousands deep
+        return CorruptLine(lineno, text, f"not valid JSON: {type(e).__name__}")
+    if not isinstance(data, dict):
+        return CorruptLine(lineno, text, f"{_JSON_KIND.get(type(data), 'JSON')}, not an object")
+    return data
+
+
+def read_records(path: Path) -> list[AuditLine]:
+    """Every line of the log at `path`, oldest first: records, and corrupt lines in their place rather than
+    dropped (blank lines skipped). A missing log has no lines. Raises OSError when the log cannot be read."""
+    if not path.exists():
+        return []
+    with open(path, "rb") as f:
+        lines = (parse_line(raw, n) for n, raw in enumerate(f, start=1))
+        return [x for x in lines if x is not None]
+
+
+def line_json(line: AuditLine) -> dict[str, Any]:
+    """The --json form of a line: the record itself, or {"corrupt": text}."""
+    return {"corrupt": line.text} if isinstance(line, CorruptLine) else line
+
+
+# -- querying -------------------------------------------------------------------------------------------------------
+
+def matches_action(record: Record, action: str) -> bool:
+    """The record is of `action` exactly ('run final-health') or `action` is its first word(s) ('run')."""
+    got = record.get("action", "")
+    return got == action or str(got).startswith(action + " ")
+
+
+def _same_path(rec: str, source: str) -> bool:
+    """The same file: equal once resolved, or `rec` is a relative path (recorded from another directory) that
+    `source` ends with."""
+    if not rec or rec.startswith("<") or source.startswith("<"):
+        return False
+    try:
+        want = Path(source).expanduser().resolve()
+        got = Path(rec).expanduser()
+        if got.resolve() == want:
+            return True
+    except (OSError, RuntimeError):
+        return False
+    parts = [p for p in got.parts if p not in (".", "")]
+    return not got.is_absolute() and ".." not in parts and bool(parts) and list(want.parts[-len(parts):]) == parts
+
+
+def _load_inventory(path: str | os.PathLike):
+    from pdctl.inventory import load_inventory   # lazy: pydantic models are not needed to append a record
+
+    try:
+        return load_inventory(path)
+    except UnicodeDecodeError:      # the YAML loader reads text and lets this one through
+        raise InventoryError(f"{path}: cannot read inventory: not UTF-8 text") from None
+
+
+def inventory_name_of(path: str) -> Optional[str]:
+    """The name of the inventory a record names by its path, through the inventory loader (None when the file
+    is gone or no longer loads; the embedded default is "local"). Reads the file; never raises."""
+    if not path or path.startswith("<"):
+        return "local" if path == "<embedded default>" else None
+    try:
+        return _load_inventory(path).name
+    except UsageError:
+        return None
+
+
+@dataclass(frozen=True)
+class InventoryFilter:
+    """The records of one inventory: of the file `source` (its path, as given or resolved), or of the inventory
+    called `name` (`inventory_name` of playbook runs, else the name in the file the record names)."""
+
+    source: Optional[str] = None
+    name: Optional[str] = None
+
+    @classmethod
+    def resolve(cls, given: str) -> "InventoryFilter":
+        """`given` as the operator typed it: an existing file (which must load: InventoryError otherwise, as
+        everywhere), a path of a file since removed (has a "/" or ends in .yaml/.yml), else an inventory's name."""
+        if Path(given).exists():
+            _load_inventory(given)
+            return cls(source=given)
+        if "/" in given or given.endswith((".yaml", ".yml")):
+            return cls(source=given)
+        return cls(name=given)
+
+    def matches(self, record: Record, name_of: Callable[[str], Optional[str]] = inventory_name_of) -> bool:
+        rec = str(record.get("inventory", ""))
+        if self.source is not None:
+            return rec == self.source or _same_path(rec, self.source)
+        rec_name = record.get("inventory_name")
+        return rec == self.name or (rec_name if rec_name is not None else name_of(rec)) == self.name
+
+
+def query(lines: Iterable[AuditLine], *, action: Optional[str] = None,
+          inventory: Union[str, InventoryFilter, None] = None, limit: Optional[int] = None,
+          name_of: Callable[[str], Optional[str]] = inventory_name_of) -> list[AuditLine]:
+    """The lines that match every filter given, oldest first, at most the last `limit`.
+
+    `action`: see matches_action. `inventory`: an InventoryFilter, or what the operator typed (see
+    InventoryFilter.resolve; raises InventoryError for a file that does not load). `name_of` names the inventory
+    file a record names (read once per file per query). Corrupt lines pass every filter, since nobody can say
+    what they were, but when only corrupt lines are left nothing matched and the answer is empty."""
+    if limit is not None and limit < 1:
+        raise UsageError(f"the number of records must be at least 1, got {limit}")
+    out = list(lines)
+    filtered = False
+    if action:
+        out = [x for x in out if isinstance(x, CorruptLine) or matches_action(x, action)]
+        filtered = True
+    if inventory is not None:
+        want = inventory if isinstance(inventory, InventoryFilter) else InventoryFilter.resolve(inventory)
+        names: dict[str, Optional[str]] = {}
+
+        def cached(path: str) -> Optional[str]:     # a log names the same few files over and over
+            if path not in names:
+                names[path] = name_of(path)
+            return names[path]
+
+        out = [x for x in out if isinstance(x, CorruptLine) or want.matches(x, cached)]
+        filtered = True
+    if filtered and all(isinstance(x, CorruptLine) for x in out):
+        return []
+    return out[-limit:] if limit is not None else out
+
+
+# -- a result in a word ---------------------------------------------------------------------------------------------
+
+class ResultWord(NamedTuple):
+    word: str       # ok, failed, refused, unreachable, usage or interrupted
+    detail: str     # the rest of the result, without the word repeated ("" when nothing is left)
+
+
+_EXIT_WORD = {1: "failed", 2: "usage", 3: "unreachable", 4: "refused", 130: "interrupted"}
+_CLASS_WORD = {"RefusedError": "refused", "LockHeld": "refused", "HazardRefused": "refused",
+               "HostKeyRefused": "refused", "UnreachableError": "unreachable", "UsageError": "usage",
+               "InventoryError": "usage", "PlaybookError": "usage", "KeyboardInterrupt": "interrupted"}
+_CLASS_PREFIX = re.compile(r"^([A-Z][A-Za-z0-9_]*): ?(.*)$", re.S)
+
+
+def result_word(record: Record) -> ResultWord:
+    """(word, detail) for an audit record's result, whatever the action wrote ("ok", "passed", "HazardRefused:
+    refused: ...", "failed at step 2 ...", "final-health failed"); a playbook run's `exit_code` decides the word
+    when the text alone does not. Pure."""
+    res = str(record.get("result", "")).strip()
+    code = record.get("exit_code")
+    low = res.lower()
+    if low in ("ok", "passed", "pass"):
+        return ResultWord("ok", "")
+    if low.startswith("interrupted"):
+        return ResultWord("interrupted", res[len("interrupted"):].lstrip(" :"))
+    m = _CLASS_PREFIX.match(res)
+    if m:   # "ErrorClass: message", as `audited` writes an exception
+        cls, rest = m.group(1), m.group(2)
+        word = _CLASS_WORD.get(cls) or ("refused" if cls.endswith("Refused") else
+                                        "unreachable" if ("Unreachable" in cls or "Timeout" in cls
+                                                          or "Connection" in cls) else "failed")
+        if rest.lower().startswith(word + ":"):
+            rest = rest[len(word) + 1:]
+        return ResultWord(word, rest.strip())
+    word = _EXIT_WORD.get(code, "failed") if isinstance(code, int) and code else "failed"
+    if low.startswith("failed"):
+        return ResultWord(word, res[len("failed"):].lstrip(" :"))
+    if low == "error":
+        return ResultWord(word, "")
+    return ResultWord(word, res)

@@ -32,5 +32,5 @@ def test_env_is_masked(tmp_path):
                  extra={"roles": [{"env": {"HF_TOKEN": "hf_abc", "PLAIN": "1"}}]})
     text = path.read_text()
     assert "hf_abc" not in text
-    rec = list(audit.read(path))[0]
+    rec = audit.read_records(path)[0]
     assert rec["roles"][0]["env"]["PLAIN"] == "1"

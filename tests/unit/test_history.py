@@ -10,7 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from pdctl.cli.app import app
-from pdctl.render_playbook import result_word, shorten
+from pdctl.audit import result_word
+from pdctl.render import shorten
 
 HAZARD = ("HazardRefused: refused: restarting decode while prefill[0]@gpu-1:30000 runs on leaves the KV bootstrap of "
           "the pair degraded (the seed's decode-only restarts: transfers then fail silently while /health stays "
@@ -19,9 +20,6 @@ HAZARD = ("HazardRefused: refused: restarting decode while prefill[0]@gpu-1:3000
 
 @pytest.fixture
 def log(tmp_path, monkeypatch):
-    from pdctl.cli.history import _name_in_file
-
-    _name_in_file.cache_clear()   # the cache lives for one CLI process; tests share a process
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.delenv("PDCTL_AUDIT_LOG", raising=False)
