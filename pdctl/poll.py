@@ -21,12 +21,14 @@ class Waited(Generic[T]):
 
 def poll_until(observe: Callable[[], T], done: Callable[[T], bool], *, timeout: float, interval: float,
                timeout_name: str = "timeout", on_wait: Callable[[T, float, float], None] | None = None,
+               backoff: float = 1.0, max_interval: float | None = None,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
                ) -> Waited[T]:
     """Call `observe()` until `done(value)` holds or `timeout` seconds pass, sleeping `interval` between tries (never
     past the deadline). The first observation is made at once, and one is always made at the deadline, so a wait of
     0 s still looks once. `on_wait(value, elapsed, timeout)` is called after each unsatisfied observation (progress,
-    or a raise to stop early, e.g. when the awaited process died). Never raises on timeout: the result names which
+    or a raise to stop early, e.g. when the awaited process died). `backoff` > 1 grows the interval after each try,
+    up to `max_interval` (quick first looks, fewer later ones). Never raises on timeout: the result names which
     timeout expired. Exceptions from `observe`, `done` and `on_wait` propagate."""
     start = clock()
     while True:
@@ -39,3 +41,4 @@ def poll_until(observe: Callable[[], T], done: Callable[[T], bool], *, timeout: 
         if on_wait is not None:
             on_wait(value, elapsed, timeout)
         sleep(max(0.0, min(interval, timeout - (clock() - start))))
+        interval = min(interval * backoff, max_interval if max_interval is not None else interval * backoff)

@@ -84,20 +84,12 @@ def check_table(title: str, results: Iterable[CheckResult]) -> Table:
     return t
 
 
-LAYER_TITLES = {
-    "health": "1. component health",
-    "e2e": "2. end-to-end probe through the router",
-    "transfer": "3. KV transfer failures",
-    "flags": "4. live flags and env vs inventory",
-    "lineage": "5. restart lineage",
-    "inflight": "6. inflight queues",
-}
-
-
 def health_report(report) -> None:
+    from pdctl.checks.layers import layer_title
+
     c = console()
     for layer, results in report.layers.items():
-        c.print(check_table(LAYER_TITLES.get(layer, layer), results))
+        c.print(check_table(layer_title(layer), results))
     if report.ok:
         c.print(Text("final-health: PASS", style="bold green"))
         return
@@ -109,16 +101,15 @@ def health_report(report) -> None:
 
 
 def next_steps(failures: list[CheckResult]) -> list[str]:
-    """What to run next, from the failed checks (their details name pdctl commands where they know one)."""
-    import re
+    """What to run next: the failed checks' own next steps, in order, once each; when none names one and every
+    health/e2e failure is a refused or failed connection, look at the roles first."""
+    from pdctl.checks.result import NEXT_STATUS
 
-    steps = []
-    for r in failures:
-        steps += re.findall(r"`?(pdctl [a-z-]+(?: --?[a-z-]+)*)`?", r.detail)
+    steps = [r.next_step for r in failures if r.next_step]
     if not steps and failures and all(r.layer == "health" or "refused" in r.observed for r in failures
                                       if r.layer in ("health", "e2e")):
-        steps.append("pdctl status (are the roles running?), then pdctl logs ROLE")
-    return list(dict.fromkeys(s.rstrip("`.,;") for s in steps))
+        steps.append(NEXT_STATUS)
+    return list(dict.fromkeys(steps))
 
 
 def steps_table(steps) -> Table:

@@ -89,12 +89,12 @@ def storm_report(rep) -> None:
     c.print(Text(f"storm: {cfg['requests']} requests x {cfg['prompt_tokens']} tokens via {rep.router}, "
                  f"target {cfg['target']}", style="bold"))
     if rep.calibration:
-        cal = rep.calibration.to_dict()
-        parts = [f"first token {cal['ttft_median_s']:.2f}s" if cal["ttft_median_s"] else "no first token"]
-        if cal["transfer_latency_s"] is not None:
-            parts.append(f"KV transfer {cal['transfer_latency_s']:.2f}s")
-        if cal["prefill_ttft_s"] is not None:
-            parts.append(f"prefill {cal['prefill_ttft_s']:.2f}s")
+        cal = rep.calibration
+        parts = [f"first token {cal.ttft_median_s:.2f}s" if cal.ttft_median_s else "no first token"]
+        if cal.transfer_latency_s is not None:
+            parts.append(f"KV transfer {cal.transfer_latency_s:.2f}s")
+        if cal.prefill_ttft_s is not None:
+            parts.append(f"prefill {cal.prefill_ttft_s:.2f}s")
         c.print(Text("calibration: " + ", ".join(parts)))
     if rep.window:
         c.print(Text(f"transfer window: {rep.window[0]:.2f}-{rep.window[1]:.2f}s after send; "
@@ -142,9 +142,7 @@ def triage_report(rep) -> None:
     for col in ("what", "target", "status", "observed"):
         t.add_column(col, overflow="fold")
     for o in rep.observations:
-        st = o.get("status", "")
-        t.add_row(o["what"], o.get("target", ""), Text(st.upper(), style=render._STYLE.get(_status(st), "")),
-                  o.get("observed", ""))
+        t.add_row(o.what, o.target, Text(o.status.value.upper(), style=render._STYLE[o.status]), o.observed)
     c.print(t)
     if not rep.findings:
         c.print(Text(rep.headline, style="bold green"))
@@ -158,12 +156,3 @@ def triage_report(rep) -> None:
             c.print(Text(f"  inferred: {o}", style="dim"))
         c.print(Text(f"  action:   {f.action}", style="bold"))
     c.print(Text(rep.headline, style=_style(False if rep.needs_action else None)))
-
-
-def _status(s: str):
-    from pdctl.checks.result import Status
-
-    try:
-        return Status(s)
-    except ValueError:
-        return Status.SKIP

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import NEXT_DEPLOY, CheckResult, Status
 from pdctl.secrets import MASK, is_secret_name
 
 LAYER = "flags"
@@ -149,5 +149,5 @@ def judge_undeclared(label: str, argv: Sequence[str], rendered: Sequence[str]) -
     known = set(flag_names(rendered))
     return [CheckResult(LAYER, label, flag, Status.FAIL, observed="present", expected="not in the inventory",
                         detail=f"drift: {flag} is on the live command line but not declared; declare it or "
-                               f"redeploy (pdctl deploy)")
+                               f"redeploy (pdctl deploy)", next_step=NEXT_DEPLOY)
             for flag in flag_names(argv) if flag not in known]

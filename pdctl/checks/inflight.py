@@ -10,7 +10,9 @@ KV) or a pin (the 16-minute wedge: nonzero inflight, zero decode activity)? The 
 Limits, stated in the evidence: gauges are counts, not request ids, so one pinned room under steady traffic that keeps
 the counts moving reads as busy (the seed's "can't definitively say" case); a window shorter than asked gives a
 verdict marked inconclusive.
-Pure: `judge_inflight(samples, window_s)`; `inflight_point(prefill_sets, decode_sets)` builds one sample's values.
+Pure: `judge_inflight(samples, window_s)`; `inflight_point(prefill_sets, decode_sets)` builds one sample's values;
+`judge_points(points, window_s)` judges a series of `Point`s (one read of every worker each) and
+`inflight_results(...)` makes the layer's check result.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from pdctl.checks.metric_names import (DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE, GENERATION_TOKENS,
                                        NUM_RUNNING_REQS, PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE)
 from pdctl.checks.metrics import MetricSet
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
+from pdctl.serialize import to_data
 
 LAYER = "inflight"
 VERDICTS = ("drained", "busy", "pinned")
@@ -44,6 +47,7 @@ class InflightVerdict:
     nonzero_for_s: float                          # how long the gauges have been continuously nonzero at the end
     no_progress_for_s: float                      # time since the last progress seen (bounded by the window)
     notes: list[str] = field(default_factory=list)
+    json_extra = ("summary",)
 
     @property
     def summary(self) -> str:
@@ -63,11 +67,6 @@ class InflightVerdict:
             s += f" (only {fmt_s(self.covered_s)} of the {fmt_s(self.window_s)} window sampled: inconclusive)"
         return s
 
-    def to_dict(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["summary"] = self.summary
-        return d
-
     def to_check_result(self, target: str) -> CheckResult:
         """drained = PASS; busy = WARN (normal work, worth a look); pinned = FAIL; inconclusive = at most WARN."""
         status = {"drained": Status.PASS, "busy": Status.WARN, "pinned": Status.FAIL}[self.verdict]
@@ -78,7 +77,8 @@ class InflightVerdict:
             detail += ("; observed: no change in any gauge or in generation tokens; inferred: a room is stuck in the "
                        "prefill inflight/transfer queue (the seed's wedge). Collect logs, then `pdctl restart --pair`")
         return CheckResult(LAYER, target, "inflight", status, observed=self.verdict,
-                           expected="drained, or busy with progress", detail=detail, data=self.to_dict())
+                           expected="drained, or busy with progress", detail=detail, data=to_data(self),
+                           next_step=NEXT_PAIR_RESTART if self.verdict == "pinned" else "")
 
 
 def fmt_count(v: float | None) -> str:
@@ -206,3 +206,71 @@ def inflight_point(prefill: Iterable[MetricSet], decode: Iterable[MetricSet]) ->
         if m.has(GENERATION_TOKENS):
             gen = (gen or 0.0) + (m.value(GENERATION_TOKENS) or 0.0)
     return gauges, gen
+
+
+@dataclass
+class Point:
+    """One sample of every worker, `t` seconds on the caller's clock (monotonic)."""
+
+    t: float
+    gauges: dict[str, float]                      # summed over workers (inflight_point)
+    generation_tokens: float | None               # decode side total
+    per_worker: dict[str, dict[str, float]]       # label -> its PD gauges (tp_rank 0)
+    counters: dict[str, dict[str, float]]         # label -> {transfer_failed, bootstrap_failed, generation_tokens}
+    gen_throughput: dict[str, float]              # decode label -> sglang:gen_throughput (when exposed)
+    errors: dict[str, str] = field(default_factory=dict)   # label -> why its metrics could not be read
+
+    @property
+    def complete(self) -> bool:
+        return not self.errors
+
+    @property
+    def inflight(self) -> float:
+        return math.fsum(v for v in self.gauges.values())
+
+    def counter_total(self, key: str) -> float:
+        return math.fsum(c.get(key, 0.0) for c in self.counters.values())
+
+
+
+def judge_points(points: Sequence[Point], window_s: float) -> tuple[InflightVerdict | None, list[str]]:
+    """judge_inflight over the complete points (a point with an unreadable worker would fake a queue change); None
+    when no point is complete. Pure."""
+    good = [p for p in points if p.complete]
+    notes = []
+    if len(good) < len(points):
+        notes.append(f"{len(points) - len(good)} sample(s) skipped: a worker's /metrics could not be read")
+    if not good:
+        return None, notes
+    return judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in good], window_s), notes
+
+
+def holders(points: Sequence[Point]) -> dict[str, dict[str, float]]:
+    """Which workers hold nonzero gauges at the last complete point (the evidence of a pin). Pure."""
+    last = next((p for p in reversed(points) if p.complete), None)
+    if last is None:
+        return {}
+    return {label: {k: v for k, v in g.items() if v} for label, g in last.per_worker.items() if any(g.values())}
+
+
+def inflight_results(verdict: InflightVerdict | None, points: Sequence[Point], *, partial: bool) -> list[CheckResult]:
+    """The inflight layer's check result: the verdict (naming the workers that hold a pin), FAIL when nothing could
+    be read, and at most WARN for an interrupted series. Pure."""
+    if verdict is None:
+        why = "; ".join(f"{k}: {v}" for k, v in (points[-1].errors.items() if points else [])) or "no sample taken"
+        return [CheckResult(LAYER, "prefill+decode", "inflight", Status.FAIL, observed="no complete sample",
+                            expected="drained, or busy with progress", detail=why)]
+    r = verdict.to_check_result("prefill+decode")
+    held = holders(points)
+    if verdict.verdict == "pinned" and verdict.conclusive and held:
+        r.detail += "; held by " + ", ".join(f"{label} ({short_gauges(g)})" for label, g in held.items())
+    if partial:
+        r.detail += " (partial: sampling was interrupted)"
+        if r.status is Status.FAIL:
+            r.status = Status.WARN
+    return [r]
+
+
+def short_gauges(g: Mapping[str, float]) -> str:
+    """'prefill_inflight_queue=1 running=2' for a gauge dict (zero values left out). Pure."""
+    return " ".join(f"{k.removeprefix('sglang:num_').removesuffix('_reqs')}={v:g}" for k, v in g.items() if v)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
 
 LAYER = "lineage"
 ACTION = "run `pdctl restart --pair` (prefill -> decode -> router)"
@@ -116,7 +116,7 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
                     detail=(f"observed: {role} changed since the last co-restart while {p} (pid {prefills[p][1]}, "
                             f"up {_human(now - prefills[p][2]) if prefills[p][2] else '?'}) ran on; inferred: the "
                             f"degraded-bootstrap hazard (silent transfer failures); {ACTION}"),
-                    data={**data, "hazard": "degraded-bootstrap", "prefill": p}))
+                    next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "degraded-bootstrap", "prefill": p}))
                 continue
             if me is False and new_p:
                 p = new_p[0]
@@ -127,7 +127,7 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
                     expected="co-restarted with its prefill",
                     detail=(f"observed: {p} restarted since the last co-restart, {label} did not; inferred: {role} "
                             f"holds the old prefill's bootstrap state; {ACTION}"),
-                    data={**data, "hazard": "prefill-restarted-alone", "prefill": p}))
+                    next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "prefill-restarted-alone", "prefill": p}))
                 continue
             if me is False:
                 results.append(CheckResult(LAYER, label, "restart lineage", Status.PASS,
@@ -157,7 +157,7 @@ def _judge_by_start_times(label: str, role: str, pid: int, start: float, prefill
                 expected=f"started within {_human(window_s)} of its prefill",
                 detail=(f"observed: start times only{stale}; inferred: {role} was likely restarted against a "
                         f"running prefill, the seed's degraded-bootstrap hazard; {ACTION}"),
-                data={**data, "hazard": "degraded-bootstrap", "prefill": p})
+                next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "degraded-bootstrap", "prefill": p})
         if delta < -START_TOLERANCE_S and role == "decode":
             return CheckResult(
                 LAYER, label, "restart lineage", Status.WARN,
@@ -165,7 +165,7 @@ def _judge_by_start_times(label: str, role: str, pid: int, start: float, prefill
                 expected="started after its prefill",
                 detail=(f"observed: start times only{stale}; inferred: the prefill was restarted under a running "
                         f"decode, which keeps the old bootstrap state; {ACTION}"),
-                data={**data, "hazard": "prefill-restarted-alone", "prefill": p})
+                next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "prefill-restarted-alone", "prefill": p})
     return CheckResult(LAYER, label, "restart lineage", Status.PASS,
                        observed=f"pid {pid} started {_when(start)}",
                        expected=f"started within {_human(window_s)} of its prefill",

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+
+#: the commands a failed check may name as its next step
+NEXT_PAIR_RESTART = "pdctl restart --pair"
+NEXT_DEPLOY = "pdctl deploy"
+NEXT_STATUS = "pdctl status (are the roles running?), then pdctl logs ROLE"
 
 
 class Status(str, Enum):
@@ -24,12 +30,13 @@ class CheckResult:
     expected: str = ""         # what the inventory or the rule wanted
     detail: str = ""           # one line of why, or the recommended action
     data: dict[str, Any] = field(default_factory=dict)
+    next_step: str = ""        # the pdctl command to run next when this check fails (e.g. NEXT_PAIR_RESTART)
 
     @property
     def failed(self) -> bool:
         return self.status is Status.FAIL
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["status"] = self.status.value
-        return d
+        from pdctl.serialize import to_data
+
+        return to_data(self)

@@ -13,7 +13,7 @@ from typing import Mapping
 
 from pdctl.checks.metric_names import BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, TRANSFER_FAILED
 from pdctl.checks.metrics import MetricSet, Sample
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
 
 LAYER = "transfer"
 _WHAT = {TRANSFER_FAILED: "KV transfers failed", BOOTSTRAP_FAILED: "bootstrap handshakes failed"}
@@ -82,7 +82,8 @@ def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[
     since = " since the baseline" if baseline is not None else ""
     ranks = ", ".join(f"{r} +{_fmt(v)}" if baseline is not None else f"{r}={_fmt(v)}" for r, v in sorted(bad.items()))
     return CheckResult(LAYER, label, name, Status.FAIL, observed=observed, expected=expected,
-                       detail=f"{_fmt(total)} {what}{since} ({ranks}); {_ACTION}", data=data)
+                       detail=f"{_fmt(total)} {what}{since} ({ranks}); {_ACTION}", data=data,
+                       next_step=NEXT_PAIR_RESTART)
 
 
 def judge_transfer(label: str, metrics: MetricSet, baseline: Mapping[str, float] | None = None) -> list[CheckResult]:

@@ -37,11 +37,12 @@ def down(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: J
     """Stop router -> decode -> prefill under the deployment lock."""
     from pdctl import render
     from pdctl.ops.lifecycle import down as run
+    from pdctl.serialize import to_data
 
     with open_deployment(inventory, quiet=json_out) as dep:
         steps = run(dep, dry_run=dry_run)
     if json_out:
-        render.emit_json({"dry_run": dry_run, "steps": [s if isinstance(s, str) else s.__dict__ for s in steps]})
+        render.emit_json({"dry_run": dry_run, "steps": to_data(steps)})
     elif dry_run:
         render.lines(["plan:"] + [f"  {s}" for s in steps])
     else:

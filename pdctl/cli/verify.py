@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from pdctl.checks.layers import DEFAULT_LAYERS, OPTIONAL_LAYERS
 from pdctl.cli import inflight as inflight_cmd
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
 
@@ -19,8 +20,8 @@ def final_health(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
     layer: Annotated[Optional[list[str]], typer.Option(
-        "--layer", help="Run only these layers (repeat, or comma-separate): health, e2e, transfer, flags, lineage; "
-                   "inflight (a sampled window) only when named.")] = None,
+        "--layer", help=f"Run only these layers (repeat, or comma-separate): {', '.join(DEFAULT_LAYERS)}; "
+                        f"{', '.join(OPTIONAL_LAYERS)} (a sampled window) only when named.")] = None,
     record_baseline: Annotated[bool, typer.Option(
         "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline.")] = False,
     since_baseline: Annotated[bool, typer.Option(
@@ -28,16 +29,14 @@ def final_health(
 ) -> None:
     """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage."""
     from pdctl import render
+    from pdctl.checks.layers import parse_layer_names
     from pdctl.errors import UsageError
-    from pdctl.ops.verify import LAYERS, OPTIONAL_LAYERS, final_health_with_baseline
+    from pdctl.ops.verify import final_health_with_baseline
 
-    layers = tuple(name.strip() for item in layer for name in item.split(",") if name.strip()) if layer else LAYERS
-    if layer is not None and not layers:
-        raise UsageError("--layer: no layer named (choose from health, e2e, transfer, flags, lineage, inflight)")
-    known = LAYERS + OPTIONAL_LAYERS
-    bad = [name for name in layers if name not in known]
-    if bad:
-        raise UsageError(f"--layer {bad[0]!r}: unknown layer (choose from {', '.join(known)})")
+    try:
+        layers = parse_layer_names(layer)
+    except ValueError as e:
+        raise UsageError(f"--layer: {e}") from None
     with open_deployment(inventory, quiet=json_out) as dep:
         report = final_health_with_baseline(dep, since_baseline=since_baseline, record=record_baseline, layers=layers)
     if json_out:

@@ -6,14 +6,17 @@ Every op takes a Deployment so that a command reuses one SSH connection per host
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterable, TypeVar
 
+from pdctl.ops.fanout import Labelled, fan_out, raise_first_unreachable
 from pdctl.progress import Progress
 from pdctl.services.base import ServiceManager, ServiceStatus
 from pdctl.transport.base import Transport
 
 if TYPE_CHECKING:  # pydantic stays off the `pdctl --help` path
     from pdctl.inventory import Inventory, RoleInstance
+
+T = TypeVar("T")
 
 
 class Deployment:
@@ -55,20 +58,28 @@ class Deployment:
         inst = self.instance(role, index)
         return self.services(inst.host).status(self.inv.service_name(role, index))
 
+    # -- fan-out (one policy for a host that cannot be asked: pdctl.ops.fanout) -------------------------------
+    def each_instance(self, fn: Callable[[str, int], T], *, roles: Iterable[str] | None = None
+                      ) -> list[Labelled[tuple[str, int], T]]:
+        """`fn(role, index)` for every role instance (of `roles`, default all), in parallel with a bound; labelled
+        results in inventory order. An unreachable host is that item's `error`, never a raise from here."""
+        wanted = None if roles is None else set(roles)
+        items = [(self.inv.label(r, i), (r, i)) for r, i, _ in self.inv.instances() if wanted is None or r in wanted]
+        return fan_out(items, lambda key: fn(*key))
+
+    def each_host(self, fn: Callable[[str], T], *, roles: Iterable[str] | None = None) -> list[Labelled[str, T]]:
+        """`fn(host)` once for every host that runs a role (of `roles`), in parallel; in order of first use."""
+        wanted = None if roles is None else set(roles)
+        hosts = dict.fromkeys(inst.host for r, _i, inst in self.inv.instances() if wanted is None or r in wanted)
+        return fan_out([(h, h) for h in hosts], fn)
+
     def connect_all(self) -> None:
         """Reach every host that runs a role, in parallel. Raises the first UnreachableError/HostKeyRefused, so a
         command about a host that cannot be asked fails fast naming it instead of reporting every check failed."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        hosts = sorted({inst.host for _r, _i, inst in self.inv.instances()})
-
         def reach(name: str) -> None:
-            t = self.transport(name)
-            t.run("true", timeout=self.inv.hosts[name].connect_timeout + 5)
+            self.transport(name).run("true", timeout=self.inv.hosts[name].connect_timeout + 5)
 
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(hosts)))) as ex:
-            for f in [ex.submit(reach, h) for h in hosts]:
-                f.result()
+        raise_first_unreachable(self.each_host(reach))
 
     def close(self) -> None:
         self._pool.close()

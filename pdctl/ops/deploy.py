@@ -17,6 +17,7 @@ from pdctl.ops.sequence import StepRecord, ordered_restart
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
 from pdctl.secrets import mask_argv, mask_env
 from pdctl.services.base import spec_changes
+from pdctl.serialize import to_data
 
 
 @dataclass
@@ -55,8 +56,7 @@ class DeployResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "plan": self.plan.to_dict(),
-                "steps": [s.__dict__ for s in self.steps],
-                "final_health": self.health.to_dict() if self.health else None}
+                "steps": to_data(self.steps), "final_health": to_data(self.health)}
 
 
 def plan_deploy(dep: Deployment) -> DeployPlan:
@@ -104,10 +104,10 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> De
                 with dep.progress.step(f"install {r.service}"):
                     dep.services(inst.host).install(launch.service_spec(dep.inv, r.role, r.index))
             result.steps = ordered_restart(dep)
-            rec.extra["steps"] = [s.__dict__ for s in result.steps]
+            rec.extra["steps"] = to_data(result.steps)
             save_lineage_record(dep)
         if verify:
             result.health = final_health(dep)
-            rec.extra["final_health"] = result.health.to_dict()
+            rec.extra["final_health"] = to_data(result.health)
         rec.result = "ok" if result.ok else "final-health failed"
         return result

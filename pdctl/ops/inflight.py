@@ -14,55 +14,23 @@ from __future__ import annotations
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pdctl.checks.inflight import InflightVerdict, inflight_point, judge_inflight
+from pdctl.checks.inflight import (InflightVerdict, Point, holders, inflight_point, inflight_results, judge_points,
+                                   short_gauges)
 from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, GEN_THROUGHPUT, GENERATION_TOKENS, INFLIGHT_GAUGES,
                                        TRANSFER_FAILED)
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import CheckResult
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
+from pdctl.serialize import to_data
 
-
-
-@dataclass
-class Point:
-    """One sample of every worker, `t` seconds on the caller's clock (monotonic)."""
-
-    t: float
-    gauges: dict[str, float]                      # summed over workers (checks.inflight.inflight_point)
-    generation_tokens: float | None               # decode side total
-    per_worker: dict[str, dict[str, float]]       # label -> its PD gauges (tp_rank 0)
-    counters: dict[str, dict[str, float]]         # label -> {transfer_failed, bootstrap_failed, generation_tokens}
-    gen_throughput: dict[str, float]              # decode label -> sglang:gen_throughput (when exposed)
-    errors: dict[str, str] = field(default_factory=dict)   # label -> why its metrics could not be read
-
-    @property
-    def complete(self) -> bool:
-        return not self.errors
-
-    @property
-    def inflight(self) -> float:
-        return math.fsum(v for v in self.gauges.values())
-
-    def counter_total(self, key: str) -> float:
-        return math.fsum(c.get(key, 0.0) for c in self.counters.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"t": round(self.t, 3), "gauges": self.gauges, "generation_tokens": self.generation_tokens,
-                "per_worker": self.per_worker, "counters": self.counters, "gen_throughput": self.gen_throughput,
-                "errors": self.errors}
 
 
 def _counter(m, name: str) -> float:
     v = m.value(name)
     return 0.0 if v is None else float(v)
-
-
-def worker_labels(dep: Deployment) -> list[tuple[str, int, str]]:
-    return [(r, i, dep.inv.label(r, i)) for r, i, _ in dep.inv.instances() if r in ("prefill", "decode")]
 
 
 def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] = time.monotonic) -> Point:
@@ -71,7 +39,6 @@ def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] =
     from pdctl.checks.sampling import fetch_metrics
 
     timeout = dep.inv.final_health.metrics_timeout
-    workers = worker_labels(dep)
 
     def one(role: str, i: int):
         try:
@@ -80,9 +47,8 @@ def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] =
             return e
 
     t = clock() - t0
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(workers)))) as ex:
-        futs = [(role, label, ex.submit(one, role, i)) for role, i, label in workers]
-        got = [(role, label, f.result()) for role, label, f in futs]
+    got = [(r.key[0], r.label, r.value if r.reached else r.error)
+           for r in dep.each_instance(one, roles=("prefill", "decode"))]
     prefill_sets, decode_sets = [], []
     per_worker: dict[str, dict[str, float]] = {}
     counters: dict[str, dict[str, float]] = {}
@@ -127,10 +93,7 @@ class InflightReport:
 
     def holders(self) -> dict[str, dict[str, float]]:
         """Which workers hold nonzero gauges at the last complete sample (the evidence of a pin)."""
-        last = next((p for p in reversed(self.points) if p.complete), None)
-        if last is None:
-            return {}
-        return {label: {k: v for k, v in g.items() if v} for label, g in last.per_worker.items() if any(g.values())}
+        return holders(self.points)
 
     def exit_code(self) -> int:
         """0 drained, 0 busy (a warning), 1 pinned (conclusive), 1 nothing could be read."""
@@ -139,38 +102,14 @@ class InflightReport:
         return 1 if self.pinned else 0
 
     def to_check_results(self) -> list[CheckResult]:
-        if self.verdict is None:
-            why = "; ".join(f"{k}: {v}" for k, v in (self.points[-1].errors.items() if self.points else [])) \
-                or "no sample taken"
-            return [CheckResult("inflight", "prefill+decode", "inflight", Status.FAIL, observed="no complete sample",
-                                expected="drained, or busy with progress", detail=why)]
-        r = self.verdict.to_check_result("prefill+decode")
-        if self.pinned and self.holders():
-            r.detail += "; held by " + ", ".join(
-                f"{label} ({short_gauges(g)})" for label, g in self.holders().items())
-        if self.partial:
-            r.detail += " (partial: sampling was interrupted)"
-            if r.status is Status.FAIL:
-                r.status = Status.WARN
-        return [r]
+        return inflight_results(self.verdict, self.points, partial=self.partial)
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.name, "ok": self.exit_code() == 0, "partial": self.partial,
                 "window_s": self.window_s, "interval_s": self.interval_s,
-                "judgement": self.verdict.to_dict() if self.verdict else None,
+                "judgement": to_data(self.verdict),
                 "holders": self.holders(), "notes": self.notes,
-                "samples": [p.to_dict() for p in self.points]}
-
-
-def judge_points(points: list[Point], window_s: float) -> tuple[InflightVerdict | None, list[str]]:
-    """judge_inflight over the complete points (a point with an unreadable worker would fake a queue change)."""
-    good = [p for p in points if p.complete]
-    notes = []
-    if len(good) < len(points):
-        notes.append(f"{len(points) - len(good)} sample(s) skipped: a worker's /metrics could not be read")
-    if not good:
-        return None, notes
-    return judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in good], window_s), notes
+                "samples": to_data(self.points)}
 
 
 def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interval_s: float = INFLIGHT_INTERVAL_S, *,
@@ -211,11 +150,6 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     if partial:
         notes.append("interrupted: the series is partial")
     return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes, t0=t0)
-
-
-def short_gauges(g: dict[str, float]) -> str:
-    """'prefill_inflight_queue=1 running=2' for a gauge dict (zero values left out)."""
-    return " ".join(f"{k.removeprefix('sglang:num_').removesuffix('_reqs')}={v:g}" for k, v in g.items() if v)
 
 
 def _progress_detail(p: Point) -> str:

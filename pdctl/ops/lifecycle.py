@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pdctl import audit
 from pdctl.errors import PdctlError, UsageError
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_stop
+from pdctl.serialize import to_data
 
 
 def status(dep: Deployment) -> list[dict[str, Any]]:
@@ -28,8 +28,7 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
         return {**row, "active": st.active, "state": "running" if st.active else "stopped", "pid": st.main_pid,
                 "uptime_s": up, "detail": st.detail}
 
-    with ThreadPoolExecutor(max_workers=8) as ex:
-        return list(ex.map(lambda t: one(t[0], t[1]), dep.inv.instances()))
+    return [r.value for r in dep.each_instance(one)]
 
 
 def down(dep: Deployment, *, dry_run: bool = False) -> list[StepRecord] | list[str]:
@@ -38,7 +37,7 @@ def down(dep: Deployment, *, dry_run: bool = False) -> list[StepRecord] | list[s
         return [f"stop {dep.inv.label(r, i)}" for r, i, _ in reversed(dep.inv.instances())]
     with audit.audited("down", inventory=dep.inv.source, args={}) as rec, deployment_lock(dep, "down"):
         steps = ordered_stop(dep)
-        rec.extra["steps"] = [s.__dict__ for s in steps]
+        rec.extra["steps"] = to_data(steps)
         rec.result = "ok"
         return steps
 

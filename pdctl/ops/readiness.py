@@ -8,10 +8,9 @@ A role whose process dies while we wait fails at once with its log tail, rather 
 
 from __future__ import annotations
 
-import time
-
 from pdctl.errors import StepFailed
 from pdctl.ops.context import Deployment
+from pdctl.poll import poll_until
 
 POLL_INTERVAL = 0.25
 
@@ -57,25 +56,28 @@ def _ready_once(dep: Deployment, role: str, index: int) -> tuple[bool, str]:
 
 
 def wait_ready(dep: Deployment, role: str, index: int, *, timeout: float | None = None) -> float:
-    """Block until the role instance is ready; return seconds waited. Raises StepFailed on timeout or death."""
+    """Block until the role instance is ready; return seconds waited. Raises StepFailed on timeout (naming
+    ready_timeout and what is still missing) or as soon as its process is seen dead (with its log tail)."""
     inst = dep.instance(role, index)
     limit = timeout if timeout is not None else inst.ready_timeout
     label = dep.inv.label(role, index)
-    start = time.monotonic()
-    missing = ""
-    next_alive_check = 0.0
-    while True:
-        elapsed = time.monotonic() - start
-        ok, missing = _ready_once(dep, role, index)
-        if ok:
-            return elapsed
-        if elapsed >= next_alive_check:
-            st = dep.status(role, index)
-            if not st.active:
-                tail = dep.services(inst.host).log_tail(dep.inv.service_name(role, index), lines=20)
-                raise StepFailed(f"{label} exited while starting ({st.detail or 'not running'}); last log lines:\n{tail}")
-            next_alive_check = elapsed + 2.0
-        if elapsed >= limit:
-            raise StepFailed(f"{label} not ready after {limit:.0f}s (ready_timeout): {missing}")
-        dep.progress.waiting(f"{label} ready", elapsed, limit, missing)
-        time.sleep(POLL_INTERVAL)
+    next_alive_check = [0.0]
+
+    def fail_if_dead() -> None:
+        st = dep.status(role, index)
+        if not st.active:
+            tail = dep.services(inst.host).log_tail(dep.inv.service_name(role, index), lines=20)
+            raise StepFailed(f"{label} exited while starting ({st.detail or 'not running'}); last log lines:\n{tail}")
+
+    def still_waiting(seen: tuple[bool, str], elapsed: float, _limit: float) -> None:
+        if elapsed >= next_alive_check[0]:     # a process that died fails at once, not after the timeout
+            fail_if_dead()
+            next_alive_check[0] = elapsed + 2.0
+        dep.progress.waiting(f"{label} ready", elapsed, limit, seen[1])
+
+    w = poll_until(lambda: _ready_once(dep, role, index), lambda seen: seen[0], timeout=limit,
+                   interval=POLL_INTERVAL, timeout_name="ready_timeout", on_wait=still_waiting)
+    if not w.ok:
+        fail_if_dead()
+        raise StepFailed(f"{label} not ready after {limit:.0f}s ({w.expired}): {w.value[1]}")
+    return w.elapsed

@@ -15,6 +15,7 @@ from pdctl.errors import HazardRefused
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_restart
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
+from pdctl.serialize import to_data
 
 PAIR = ("prefill", "decode", "router")
 
@@ -34,8 +35,7 @@ class RestartResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "roles": list(self.roles), "dry_run": self.dry_run, "plan": self.plan,
-                "warnings": self.warnings, "steps": [s.__dict__ for s in self.steps],
-                "final_health": self.health.to_dict() if self.health else None}
+                "warnings": self.warnings, "steps": to_data(self.steps), "final_health": to_data(self.health)}
 
 
 def restart_plan(dep: Deployment, roles: tuple[str, ...]) -> list[str]:
@@ -82,12 +82,12 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
             _judge_hazard(dep, result, override_hazard)
             rec.extra["warnings"] = result.warnings
             result.steps = ordered_restart(dep, roles)
-            rec.extra["steps"] = [s.__dict__ for s in result.steps]
+            rec.extra["steps"] = to_data(result.steps)
             if roles == PAIR:
                 save_lineage_record(dep)
             if verify:
                 result.health = final_health(dep)
-                rec.extra["final_health"] = result.health.to_dict()
+                rec.extra["final_health"] = to_data(result.health)
         rec.result = "ok" if result.ok else "final-health failed"
         return result
 

@@ -2,8 +2,8 @@
 
 Sequence: baseline sample -> (transfer-window) calibration with lone un-aborted requests -> the load (streaming
 requests, each closed by the client at its abort time) while a sampler reads every worker's /metrics every
-`sample_every` s -> after the load stops, keep sampling for `watch` s -> verdict (storm_plan.judge_watch), hit rate
-(storm_plan.judge_hits). Only the router, timing and metrics are used, so it runs against real SGLang unchanged.
+`sample_every` s -> after the load stops, keep sampling for `watch` s -> verdict (checks.storm.judge_watch), hit rate
+(checks.storm.judge_hits). Only the router, timing and metrics are used, so it runs against real SGLang unchanged.
 Only the inventory's own router is ever sent traffic. Every phase is bounded (a load phase cut by its bound keeps
 every finished request's outcome); Ctrl-C ends the run, stops and joins the sampler, and returns what was gathered,
 marked partial. Every storm appends one audit record (it is a load-generating action), interrupted or failed too.
@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from pdctl.checks.inflight import fmt_count, fmt_s
+from pdctl.checks.inflight import Point, fmt_count, fmt_s, short_gauges
 from pdctl.checks.metric_names import KV_TRANSFER_LATENCY_MS
+from pdctl.checks.storm import HitReport, RequestOutcome, StormVerdict, judge_hits, judge_watch
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
-from pdctl.ops.inflight import Point, read_point, short_gauges
+from pdctl.ops.inflight import read_point
 from pdctl.ops.storm_client import generate_body, run_requests
-from pdctl.ops.storm_plan import (Calibration, HitReport, RequestOutcome, StormConfig, StormVerdict, aimed_schedule,
-                                  histogram_mean_delta, judge_hits, judge_watch, prompt_ids, random_schedule,
-                                  storm_bound_s)
+from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, prompt_ids,
+                                  random_schedule, storm_bound_s)
+from pdctl.serialize import to_data
 
 PREFILL_TTFT = "sglang:time_to_first_token_seconds"
 
@@ -110,12 +111,11 @@ class StormReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "partial": self.partial, "router": self.router, "config": self.config,
-                "calibration": self.calibration.to_dict() if self.calibration else None,
+                "calibration": to_data(self.calibration),
                 "window_s": list(self.window) if self.window else None, "spacing_s": self.spacing_s,
-                "verdict": self.verdict.to_dict() if self.verdict else None,
-                "hits": self.hits.to_dict() if self.hits else None, "weak_pass": self.weak_reason,
+                "verdict": to_data(self.verdict), "hits": to_data(self.hits), "weak_pass": self.weak_reason,
                 "holders": self.holders,
-                "series": self.series(), "requests": [o.to_dict() for o in self.outcomes], "notes": self.notes}
+                "series": self.series(), "requests": to_data(self.outcomes), "notes": self.notes}
 
 
 def router_url(dep: Deployment, target: str | None) -> str:
@@ -252,10 +252,10 @@ def summary(rep: StormReport) -> dict[str, Any]:
     good = [p for p in list(rep.points) if p.complete]
     tf = (good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")) if good else None
     return {"partial": rep.partial,
-            "verdict": rep.verdict.to_dict() if rep.verdict else None,
+            "verdict": to_data(rep.verdict),
             "requests": len(rep.outcomes),
             "sent": sum(1 for o in rep.outcomes if not (o.error or "").startswith("not sent")),
-            "hits": rep.hits.to_dict() if rep.hits else None,
+            "hits": to_data(rep.hits),
             "window_s": list(rep.window) if rep.window else None, "spacing_s": rep.spacing_s,
             "load_s": None if rep.load_stopped_at is None else round(rep.load_stopped_at - rep.load_started_at, 2),
             "samples": len(rep.points), "peak_inflight": max((p.inflight for p in good), default=None),

@@ -14,7 +14,7 @@ import time
 from typing import Awaitable, Callable
 from urllib.parse import urlsplit
 
-from pdctl.ops.storm_plan import RequestOutcome
+from pdctl.checks.storm import RequestOutcome
 
 
 def generate_body(input_ids: list[int], max_new_tokens: int, path: str) -> bytes:

@@ -12,18 +12,19 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pdctl import launch, state
+from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.router import judge_router_workers, title_rewritten
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
+from pdctl.ops.fanout import raise_first_unreachable
 from pdctl.progress import Event
+from pdctl.serialize import to_data
 from pdctl.services.base import ServiceStatus
 
-LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
-OPTIONAL_LAYERS = ("inflight",)   # run only when asked: it samples over a window (ops.inflight)
 LINEAGE_WINDOW_S = 900.0   # without a co-restart record: decode/router started this long after prefill = hazard
 
 
@@ -31,6 +32,7 @@ LINEAGE_WINDOW_S = 900.0   # without a co-restart record: decode/router started 
 class HealthReport:
     inventory: str
     layers: dict[str, list[CheckResult]] = field(default_factory=dict)
+    json_extra = ("ok",)
 
     @property
     def ok(self) -> bool:
@@ -40,26 +42,23 @@ class HealthReport:
         return [r for rs in self.layers.values() for r in rs if r.failed]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "inventory": self.inventory,
-            "ok": self.ok,
-            "layers": {k: [r.to_dict() for r in v] for k, v in self.layers.items()},
-        }
+        return to_data(self)
 
 
 def _health_layer(dep: Deployment) -> list[CheckResult]:
     from pdctl.checks.health import probe_health, probe_router_ready
 
     timeout = dep.inv.final_health.health_timeout
-    jobs: list[tuple[str, Callable[[], CheckResult]]] = []
-    for role, i, _inst in dep.inv.instances():
-        label = dep.inv.label(role, i)
+    workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
+
+    def one(role: str, i: int) -> list[CheckResult]:
         base = dep.base_url(role, i)
-        jobs.append((label, lambda b=base: probe_health(b, "/health", timeout)))
+        out = [probe_health(base, "/health", timeout)]
         if role == "router":
-            workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
-            jobs.append((label, lambda b=base: probe_router_ready(b, timeout=timeout, expect_workers=workers)))
-    return _run_parallel(jobs)
+            out.append(probe_router_ready(base, timeout=timeout, expect_workers=workers))
+        return out
+
+    return _labelled(dep.each_instance(one))
 
 
 def _e2e_layer(dep: Deployment) -> list[CheckResult]:
@@ -67,19 +66,17 @@ def _e2e_layer(dep: Deployment) -> list[CheckResult]:
 
     p = dep.inv.final_health.probe
     model = p.model or dep.inv.served_model_name
-    jobs = []
-    for _role, i, _inst in dep.inv.instances("router"):
-        base = dep.base_url("router", i)
-        jobs.append((dep.inv.label("router", i),
-                     lambda b=base: probe_chat(b, model=model, prompt=p.prompt, max_tokens=p.max_tokens, timeout=p.timeout)))
-    return _run_parallel(jobs)
+
+    def one(role: str, i: int) -> list[CheckResult]:
+        return [probe_chat(dep.base_url(role, i), model=model, prompt=p.prompt, max_tokens=p.max_tokens,
+                           timeout=p.timeout)]
+
+    return _labelled(dep.each_instance(one, roles=("router",)))
 
 
 def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
     """label -> MetricSet (or the exception that stopped us reading it), for every prefill and decode."""
     from pdctl.checks.sampling import fetch_metrics
-
-    out: dict[str, Any] = {}
 
     def one(role: str, i: int):
         try:
@@ -87,11 +84,7 @@ def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
         except Exception as e:  # reported as a failed check, never swallowed
             return e
 
-    with ThreadPoolExecutor(max_workers=8) as ex:
-        futs = {dep.inv.label(r, i): ex.submit(one, r, i) for r, i, _ in dep.inv.instances() if r != "router"}
-        for label, f in futs.items():
-            out[label] = f.result()
-    return out
+    return {r.label: r.value for r in dep.each_instance(one, roles=("prefill", "decode"))}
 
 
 def transfer_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
@@ -125,7 +118,7 @@ def record_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
 
 
 def final_health_with_baseline(dep: Deployment, *, since_baseline: bool, record: bool,
-                               layers: tuple[str, ...] = LAYERS) -> "HealthReport":
+                               layers: tuple[str, ...] = DEFAULT_LAYERS) -> "HealthReport":
     """final-health that compares transfer failures with the recorded baseline (`since_baseline`), then saves
     the counters as the new baseline (`record`), in that order."""
     baseline = load_baseline(dep) if since_baseline else None
@@ -162,9 +155,7 @@ def live_processes(dep: Deployment) -> dict[str, Any]:
             info = None
         return role, i, st, info
 
-    with ThreadPoolExecutor(max_workers=8) as ex:
-        futs = {dep.inv.label(r, i): ex.submit(one, r, i) for r, i, _ in dep.inv.instances()}
-        return {label: f.result() for label, f in futs.items()}
+    return {r.label: r.value for r in dep.each_instance(one)}
 
 
 def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
@@ -252,7 +243,7 @@ def _lineage_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
 
 
 def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | None = None,
-                 layers: tuple[str, ...] = LAYERS) -> HealthReport:
+                 layers: tuple[str, ...] = DEFAULT_LAYERS) -> HealthReport:
     """Run the asked layers; independent ones in parallel. Never raises for an unhealthy deployment; raises
     UnreachableError/HostKeyRefused when a host cannot be asked at all."""
     report = HealthReport(inventory=dep.inv.name)
@@ -284,7 +275,7 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
             futs["transfer"] = ex.submit(_transfer_layer, dep, baseline)
         procs_f = ex.submit(live_processes, dep) if {"flags", "lineage"} & set(layers) else None
         _show_waiting(dep, futs, started)
-        for name in LAYERS:
+        for name in LAYER_NAMES:
             if name in futs:
                 report.layers[name] = futs[name].result()
         if procs_f is not None:
@@ -313,12 +304,13 @@ def _show_waiting(dep: Deployment, futs: dict[str, Any], started: float) -> None
             dep.progress.waiting(f"final-health layer(s) {', '.join(names)}", time.monotonic() - started, limit)
 
 
-def _run_parallel(jobs: list[tuple[str, Callable[[], CheckResult]]]) -> list[CheckResult]:
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(jobs)))) as ex:
-        futs = [(label, ex.submit(fn)) for label, fn in jobs]
-        out = []
-        for label, f in futs:
-            r = f.result()
-            r.target = label
-            out.append(r)
-        return out
+def _labelled(results) -> list[CheckResult]:
+    """The checks of every instance, each targeted at its instance's label, in inventory order. A host that could
+    not be asked stops final-health (exit 3/4): its probes say nothing about the deployment."""
+    raise_first_unreachable(results)
+    out = []
+    for r in results:
+        for check in r.value:
+            check.target = r.label
+            out.append(check)
+    return out

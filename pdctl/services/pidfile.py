@@ -11,10 +11,10 @@ with the systemd manager.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 
 from pdctl.errors import StepFailed
+from pdctl.poll import poll_until
 from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
 from pdctl.shell import env_assignments, quote, quote_argv
 from pdctl.transport.base import Transport
@@ -202,21 +202,21 @@ class PidfileManager(ServiceManager):
                 mode=0o644,
             )
         ticks = info.start_ticks if info is not None else None
-        deadline = time.monotonic() + START_CHECK_SECONDS
-        while True:
-            alive = info is not None and info.alive
-            if not alive:
-                tail = self.log_tail(name, 30)
-                raise StepFailed(
-                    f"{self.t.name}: {name!r} (pid {pid}) exited within {START_CHECK_SECONDS:g}s of start; "
-                    f"log {self.log_path(name)} ends with:\n{tail}"
-                )
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.05)
-            info = read_proc_start(self.t, pid)
-            if info is not None and info.start_ticks != ticks:
-                info = None
+
+        def alive() -> bool:     # the same process (start time), still running
+            now = read_proc_start(self.t, pid)
+            return now is not None and now.alive and now.start_ticks == ticks
+
+        stays_up = info is not None and info.alive
+        if stays_up:
+            died = poll_until(alive, lambda up: not up, timeout=START_CHECK_SECONDS, interval=0.05)
+            stays_up = not died.ok
+        if not stays_up:
+            tail = self.log_tail(name, 30)
+            raise StepFailed(
+                f"{self.t.name}: {name!r} (pid {pid}) exited within {START_CHECK_SECONDS:g}s of start; "
+                f"log {self.log_path(name)} ends with:\n{tail}"
+            )
 
     # -- observe ---------------------------------------------------------------------------------------------
     def _recorded(self, name: str) -> dict:
@@ -260,16 +260,11 @@ class PidfileManager(ServiceManager):
         self._run(f"kill -KILL -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}")
 
     def _wait_gone(self, pid: int, start_ticks: int | None, limit: float) -> bool:
-        deadline = time.monotonic() + limit
-        delay = 0.02
-        while True:
-            info = read_proc_start(self.t, pid)
-            if info is None or not info.alive or info.start_ticks != start_ticks:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 1.5, 0.2)
+        def gone(info) -> bool:
+            return info is None or not info.alive or info.start_ticks != start_ticks
+
+        return poll_until(lambda: read_proc_start(self.t, pid), gone, timeout=limit, interval=0.02, backoff=1.5,
+                          max_interval=0.2).ok
 
     def log_tail(self, name: str, lines: int = 200) -> str:
         """The log's last lines, with the service's secret env/flag values (and any SECRET=... text) masked."""

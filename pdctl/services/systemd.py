@@ -10,9 +10,9 @@ from __future__ import annotations
 import calendar
 import json
 import re
-import time
 
 from pdctl.errors import StepFailed
+from pdctl.poll import poll_until
 from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
 from pdctl.services.pidfile import read_proc_start
 from pdctl.shell import check_env_name, quote
@@ -220,18 +220,16 @@ class SystemdManager(ServiceManager):
         self._check_stays_up(name)
 
     def _check_stays_up(self, name: str) -> None:
-        deadline = time.monotonic() + START_CHECK_SECONDS
-        while True:
-            show = self.show(name)
-            state, sub = show.get("ActiveState"), show.get("SubState")
-            if state in ("failed", "inactive") or sub == "auto-restart":
-                raise StepFailed(
-                    f"{self.t.name}: {unit_name(name)} exited right after start ({state}/{sub}, "
-                    f"Result={show.get('Result')}); journal ends with:\n{self.log_tail(name, 30)}"
-                )
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.1)
+        def exited(show: dict) -> bool:
+            return show.get("ActiveState") in ("failed", "inactive") or show.get("SubState") == "auto-restart"
+
+        w = poll_until(lambda: self.show(name), exited, timeout=START_CHECK_SECONDS, interval=0.1)
+        if w.ok:
+            show = w.value
+            raise StepFailed(
+                f"{self.t.name}: {unit_name(name)} exited right after start ({show.get('ActiveState')}/"
+                f"{show.get('SubState')}, Result={show.get('Result')}); journal ends with:\n{self.log_tail(name, 30)}"
+            )
 
     def stop(self, name: str, *, grace: float = 20.0) -> None:
         """`systemctl stop`: SIGTERM to the main process (KillMode=mixed), SIGKILL after the unit's TimeoutStopSec."""

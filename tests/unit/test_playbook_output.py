@@ -47,15 +47,15 @@ def test_verify_steps_render_one_layer_flag_per_layer(env):
 
 
 def test_final_health_shows_every_layers_table_and_the_result_once(env, monkeypatch):
-    from pdctl.render import LAYER_TITLES
+    from pdctl.checks.layers import layer_title
 
     _fake_verify(monkeypatch)
     r = _run("final-health")
     assert r.exit_code == 0, r.output
     out = r.stdout
     for layer in ("health", "e2e", "transfer", "flags", "lineage"):
-        assert LAYER_TITLES[layer] in out and f"check-{layer}" in out, layer
-    titles = [out.index(LAYER_TITLES[n]) for n in ("health", "e2e", "transfer", "flags", "lineage")]
+        assert layer_title(layer) in out and f"check-{layer}" in out, layer
+    titles = [out.index(layer_title(n)) for n in ("health", "e2e", "transfer", "flags", "lineage")]
     assert titles == sorted(titles)          # in layer order, 1 to 5
     assert out.count("final-health: PASS (health, e2e)") == 1      # result column only, not the gate column too
     err = r.stderr

@@ -57,3 +57,10 @@ def test_on_wait_may_stop_the_wait_by_raising():
 
     with pytest.raises(RuntimeError, match="exited"):
         poll_until(lambda: 0, lambda v: False, timeout=5, interval=1, on_wait=died, clock=c.now, sleep=c.sleep)
+
+
+def test_backoff_grows_the_interval_up_to_its_cap():
+    c = Clock()
+    poll_until(lambda: 0, lambda v: False, timeout=1.0, interval=0.02, backoff=2.0, max_interval=0.1,
+               clock=c.now, sleep=c.sleep)
+    assert c.sleeps[:4] == [0.02, 0.04, 0.08, 0.1] and max(c.sleeps) == 0.1

@@ -16,8 +16,9 @@ import pytest
 
 from pdctl.ops import storm as S
 from pdctl.ops import storm_client as C
-from pdctl.ops.inflight import Point
-from pdctl.ops.storm_plan import StormConfig, judge_hits
+from pdctl.checks.inflight import Point
+from pdctl.checks.storm import judge_hits
+from pdctl.ops.storm_plan import StormConfig
 from pdctl.progress import Progress
 
 INF = "sglang:num_prefill_inflight_queue_reqs"

@@ -7,9 +7,10 @@ import random
 import pytest
 from hypothesis import given, strategies as st
 
-from pdctl.ops.storm_plan import (AFTER, COMPLETED, EARLY, ERROR, HIT, LATE, Calibration, RequestOutcome,
-                                  StormConfig, aimed_schedule, classify, histogram_mean_delta, judge_hits,
-                                  judge_watch, prompt_ids, random_schedule)
+from pdctl.checks.storm import (AFTER, COMPLETED, EARLY, ERROR, HIT, LATE, RequestOutcome, classify, judge_hits,
+                                judge_watch)
+from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, prompt_ids,
+                                  random_schedule)
 from pdctl.render_storm import bar_chart, sparkline
 
 

@@ -13,7 +13,7 @@ from pdctl import render
 from pdctl.checks.inflight import fmt_count, fmt_s, judge_inflight
 from pdctl.ops.inflight import InflightReport, Point
 from pdctl.ops.storm import StormReport
-from pdctl.ops.storm_plan import HitReport, judge_watch
+from pdctl.checks.storm import HitReport, judge_watch
 
 INF = "sglang:num_prefill_inflight_queue_reqs"
 XFER = "sglang:num_decode_transfer_queue_reqs"

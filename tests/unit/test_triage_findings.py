@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
-from pdctl.ops.triage import judge_triage, parse_gpu_util
+from dataclasses import replace
+from pathlib import Path
+
+from pdctl.checks.gpu import parse_gpu_util
+from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.triage import InflightSummary, ServiceState, TriageObservations, judge_triage
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def h(target, status="pass", observed="HTTP 200", name="/health", **data):
-    return {"target": target, "status": status, "observed": observed, "name": name, "detail": "", "data": data}
+    return CheckResult("health", target, name, Status(status), observed=observed, data=data)
 
 
-HEALTHY = {"health": [h("prefill[0]"), h("decode[0]"), h("router[0]")],
-           "e2e": [h("router[0]", observed="HTTP 200 in 40 ms, 8 tokens", name="chat completion")],
-           "lineage": [h("decode[0]", observed="unchanged since the last co-restart", name="restart lineage")],
-           "inflight": {"verdict": "drained", "conclusive": True, "summary": "all PD queues 0 for 6s"},
-           "transfer_failed": {"prefill[0]": 0.0}, "bootstrap_failed": {"prefill[0]": 0.0},
-           "transfer_failed_delta": 0.0, "bootstrap_failed_delta": 0.0, "generation_tokens_delta": 0.0,
-           "gpu_util": {"local": None}, "window_s": 6}
+def inflight(verdict, conclusive=True, summary="", holders=None):
+    return InflightSummary(verdict, conclusive, summary, holders or {})
+
+
+HEALTHY = TriageObservations(
+    health=[h("prefill[0]"), h("decode[0]"), h("router[0]")],
+    e2e=[h("router[0]", observed="HTTP 200 in 40 ms, 8 tokens", name="chat completion")],
+    lineage=[h("decode[0]", observed="unchanged since the last co-restart", name="restart lineage")],
+    inflight=inflight("drained", summary="all PD queues 0 for 6s"),
+    transfer_failed={"prefill[0]": 0.0}, bootstrap_failed={"prefill[0]": 0.0},
+    transfer_failed_delta=0.0, bootstrap_failed_delta=0.0, generation_tokens_delta=0.0,
+    gpu_util={"local": None}, window_s=6)
+
+
+def dict(base, **changes):   # the tests read as "HEALTHY, but with ..."
+    return replace(base, **changes)
 
 
 def kinds(findings):
@@ -43,9 +59,8 @@ def test_degraded_bootstrap_after_decode_only_restart():
 
 
 def test_pinned_with_idle_decode_and_no_gpu():
-    obs = dict(HEALTHY, inflight={"verdict": "pinned", "conclusive": True,
-                                  "summary": "num_prefill_inflight_queue_reqs=1 with NO decode progress",
-                                  "holders": {"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}}},
+    obs = dict(HEALTHY, inflight=inflight("pinned", summary="num_prefill_inflight_queue_reqs=1 with NO decode progress",
+                                          holders={"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}}),
                gpu_util={"gpu2": [0.0, 0.0]}, gen_throughput={"decode[0]": 0.0})
     f = judge_triage(obs)
     assert kinds(f) == ["pinned"] and f[0].severity == "action"
@@ -55,12 +70,12 @@ def test_pinned_with_idle_decode_and_no_gpu():
 
 
 def test_inconclusive_pin_is_only_a_warning():
-    obs = dict(HEALTHY, inflight={"verdict": "pinned", "conclusive": False, "summary": "x", "holders": {}})
+    obs = dict(HEALTHY, inflight=inflight("pinned", conclusive=False, summary="x"))
     assert [f.severity for f in judge_triage(obs)] == ["warn"]
 
 
 def test_busy_is_a_warning_never_a_pin():
-    obs = dict(HEALTHY, inflight={"verdict": "busy", "conclusive": True, "summary": "progress"},
+    obs = dict(HEALTHY, inflight=inflight("busy", summary="progress"),
                generation_tokens_delta=500.0)
     f = judge_triage(obs)
     assert kinds(f) == ["busy"] and f[0].severity == "warn"
@@ -89,15 +104,16 @@ def test_component_down_needs_action():
 
 
 def test_parse_gpu_util():
-    assert parse_gpu_util("87\n 0\nNo devices were found\n") == [87.0, 0.0]
+    # nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits: a GPU that cannot say prints [N/A]
+    assert parse_gpu_util((FIXTURES / "nvidia-smi-utilization-gpu.csv").read_text()) == [87.0, 0.0, 100.0]
+    assert parse_gpu_util("No devices were found\n") == []
     assert parse_gpu_util("") == []
 
 
 # -- roles not running: observed from the service manager, never inferred from refused connections ----------------
 
 def svc(active, role):
-    return {"role": role, "index": 0, "service": f"pdctl-t-{role}-0", "active": active, "pid": 7 if active else None,
-            "detail": ""}
+    return ServiceState(role, 0, f"pdctl-t-{role}-0", active, 7 if active else None, "")
 
 
 def services(stopped=(), unknown=()):
@@ -111,7 +127,7 @@ def refused_everywhere(stopped):
                 health=[h(labels[r], "fail" if r in stopped else "pass",
                           "connection refused" if r in stopped else "HTTP 200") for r in labels],
                 e2e=[h(labels["router"], "fail", "connection refused", "chat completion")],
-                services=services(stopped), inflight={}, transfer_failed={}, bootstrap_failed={},
+                services=services(stopped), inflight=None, transfer_failed={}, bootstrap_failed={},
                 transfer_failed_delta=0.0, generation_tokens_delta=None)
 
 
@@ -147,14 +163,15 @@ def test_running_services_change_nothing():
 
 
 def test_numbers_are_formatted_for_humans():
-    obs = dict(HEALTHY, inflight={"verdict": "busy", "conclusive": True, "summary": "progress"},
+    obs = dict(HEALTHY, inflight=inflight("busy", summary="progress"),
                generation_tokens_delta=500.0, window_s=6.0)
     (f,) = judge_triage(obs)
     assert "decode generated 500 tokens over the 6.0s window" in f.observed
 
 
 def test_headline_is_the_canonical_verdict_line():
-    from pdctl.ops.triage import Finding, TriageReport
+    from pdctl.checks.triage import Finding
+    from pdctl.ops.triage import TriageReport
 
     warn = Finding("x", "warn", [], [], "nothing")
     act = Finding("y", "action", [], [], "do")

@@ -13,7 +13,8 @@ from pdctl.errors import HostKeyRefused, UnreachableError
 from pdctl.ops import inflight as I
 from pdctl.ops import triage as T
 from pdctl.ops import verify as V
-from pdctl.ops.triage import judge_triage, unobserved_lines
+from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.triage import TriageObservations, judge_triage, unobserved_lines
 from pdctl.progress import Progress
 
 UNREADABLE = {"prefill[0]": "cannot read http://127.0.0.1:30000/metrics: connection refused",
@@ -41,6 +42,10 @@ class FakeInv:
 
 
 class FakeDep:
+    from pdctl.ops.context import Deployment
+
+    each_instance, each_host = Deployment.each_instance, Deployment.each_host   # the real fan-out over a fake inventory
+
     def __init__(self, roles=("decode",), stopped=(), status_error=None):
         self.inv = FakeInv(roles)
         self.progress = Progress()
@@ -121,8 +126,8 @@ def test_unreadable_metrics_is_a_finding_that_needs_action(unreadable, monkeypat
     f = next(f for f in rep.findings if f.kind == "unobserved")
     assert f.severity == "action" and "could not observe" in f.title
     assert any("no worker's /metrics could be read" in o and "prefill[0]" in o for o in f.observed)
-    inflight = next(o for o in rep.observations if o["what"] == "inflight")
-    assert inflight["status"] == "fail"
+    inflight = next(o for o in rep.observations if o.what == "inflight")
+    assert inflight.status.value == "fail"
 
 
 def test_other_final_health_error_is_a_finding(monkeypatch):
@@ -153,7 +158,7 @@ def test_unobserved_lines_pure():
 
 
 def test_judge_triage_unobserved_needs_action():
-    f = judge_triage({"unobserved": ["no worker's /metrics could be read in any of 3 sample(s)"]})
+    f = judge_triage(TriageObservations(unobserved=["no worker's /metrics could be read in any of 3 sample(s)"]))
     assert [x.kind for x in f] == ["unobserved"] and f[0].severity == "action"
     assert f[0].title == "could not observe the PD queues and counters"
 
@@ -166,8 +171,8 @@ REFUSED = "connection refused"
 def _stopped_final_health(dep, stopped):
     """What final-health sees with `stopped` roles down: their /health refused; the probe through the router fails."""
     def check(role, name, ok, observed):
-        return SimpleNamespace(to_dict=lambda: {"target": dep.inv.label(role, 0), "name": name, "observed": observed,
-                                                "status": "pass" if ok else "fail", "detail": "", "data": {}})
+        return CheckResult("health", dep.inv.label(role, 0), name, Status.PASS if ok else Status.FAIL,
+                           observed=observed)
 
     health = [check(r, "/health", r not in stopped, "HTTP 200" if r not in stopped else REFUSED) for r in ROLES]
     e2e = [check("router", "chat completion", False, REFUSED if "router" in stopped else "HTTP 502")]
@@ -213,10 +218,10 @@ def test_everything_stopped_is_not_running_with_deploy_not_transfer_failures(sto
     assert f.title == "not running: prefill[0], decode[0], router[0] (no process)"
     assert f.severity == "action" and "`pdctl deploy`" in f.action and "restart" not in f.action
     assert rep.exit_code() == 1 and rep.headline == "triage: ACTION NEEDED (1 finding(s))"
-    services = [o for o in rep.observations if o["what"] == "service"]
-    assert len(services) == 3 and {o["status"] for o in services} == {"fail"}
-    inflight = next(o for o in rep.observations if o["what"] == "inflight")
-    assert inflight["status"] == "skip" and "not running" in inflight["observed"]
+    services = [o for o in rep.observations if o.what == "service"]
+    assert len(services) == 3 and {o.status.value for o in services} == {"fail"}
+    inflight = next(o for o in rep.observations if o.what == "inflight")
+    assert inflight.status.value == "skip" and "not running" in inflight.observed
 
 
 def test_decode_stopped_recommends_the_pair_restart(stopped_env):
@@ -243,7 +248,7 @@ def test_unreadable_status_is_unknown_never_stopped(unreadable, monkeypatch):
     rep = T.triage(dep, window_s=2, interval_s=1)
     assert "not-running" not in [f.kind for f in rep.findings]
     assert "unobserved" in [f.kind for f in rep.findings]
-    assert {o["status"] for o in rep.observations if o["what"] == "service"} == {"skip"}
+    assert {o.status.value for o in rep.observations if o.what == "service"} == {"skip"}
 
 
 def test_unobserved_lines_leave_out_stopped_workers():

@@ -1,0 +1,131 @@
+"""The storm's judges: where each abort landed against the calibrated transfer window (the hit report), and the
+verdict on whether inflight drained to 0 and stayed 0 after the load (the seed's pass rule). Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from pdctl.checks.inflight import fmt_count, fmt_s
+
+
+@dataclass
+class RequestOutcome:
+    """What the client saw of one storm request. Times are seconds after its send."""
+
+    index: int
+    launch_at: float                       # offset from the storm start
+    planned_abort_s: float
+    status_code: int | None = None
+    first_token_s: float | None = None
+    aborted_s: float | None = None         # when the connection was closed by us
+    finished_s: float | None = None        # when the server ended the stream (before our abort)
+    error: str | None = None
+
+
+HIT, EARLY, LATE, AFTER, COMPLETED, ERROR = "hit", "early", "late", "after-window", "completed", "error"
+
+
+def classify(o: RequestOutcome, window: tuple[float, float] | None) -> str:
+    """Where an abort landed, judged by timing against the calibrated window.
+
+    completed: the server finished the stream before our abort; error: no abort happened for another reason;
+    late: the first token arrived before the abort, so its KV transfer was already done (a certain miss);
+    hit / early / after-window: abort time inside / before / after the window (without a window: 'early' stands
+    for 'unknown').
+    """
+    if o.aborted_s is None:
+        return COMPLETED if o.error is None and o.finished_s is not None else ERROR
+    if o.first_token_s is not None and o.first_token_s <= o.aborted_s:
+        return LATE
+    if window is None:
+        return EARLY
+    lo, hi = window
+    if o.aborted_s < lo:
+        return EARLY
+    if o.aborted_s > hi:
+        return AFTER
+    return HIT
+
+
+@dataclass
+class HitReport:
+    counts: dict[str, int]
+    aborted: int
+    hits: int
+    hit_rate: float | None                 # hits / aborted
+    confirmed_in_window: float | None      # server side: transfer_failed delta + rooms still held at the end
+    window: tuple[float, float] | None
+    notes: list[str] = field(default_factory=list)
+
+
+def judge_hits(outcomes: Sequence[RequestOutcome], window: tuple[float, float] | None, *,
+               transfer_failed_delta: float | None = None, residual_inflight: float | None = None,
+               concurrent: bool = False) -> HitReport:
+    """The hit rate: the fraction of actual aborts that landed in the transfer window. Pure."""
+    counts = {k: 0 for k in (HIT, EARLY, AFTER, LATE, COMPLETED, ERROR)}
+    for o in outcomes:
+        counts[classify(o, window)] += 1
+    aborted = sum(counts[k] for k in (HIT, EARLY, AFTER, LATE))
+    notes = []
+    if window is None:
+        notes.append("no calibration: hits cannot be judged by timing (only 'late' misses are certain)")
+    elif concurrent:
+        notes.append("requests were launched together: queueing delays each one's window past the lone-request "
+                     "calibration, so timing-judged hits are an optimistic estimate")
+    confirmed = None
+    if transfer_failed_delta is not None:
+        confirmed = max(0.0, transfer_failed_delta) + max(0.0, residual_inflight or 0.0)
+        notes.append("confirmed = transfer_failed increase + rooms still queued at the end (aborts that reached a "
+                     "room whose KV was moving)")
+    rate = counts[HIT] / aborted if aborted and window is not None else None
+    return HitReport(counts, aborted, counts[HIT], rate, confirmed, window, notes)
+
+
+@dataclass
+class StormVerdict:
+    passed: bool
+    reason: str
+    drained_after_s: float | None          # load stop -> first sample of the final all-zero run
+    last_inflight: float
+    peak_inflight: float
+    rose_again: bool                       # drained, then nonzero again
+    pinned: bool                           # nonzero at the end with no change at all over the watch
+
+
+def judge_watch(series: Sequence[tuple[float, float, float | None]], watch_s: float) -> StormVerdict:
+    """The storm's verdict from (t since load stopped, total inflight, generation tokens) samples of the watch.
+
+    Pass: inflight is 0 at the end and, once it reached 0, it stayed 0 (the seed's "must drain to 0 and stay 0").
+    Fail otherwise; `pinned` when it never changed and decode made no progress over the whole watch. Pure.
+    Raises ValueError without samples.
+    """
+    if not series:
+        raise ValueError("no watch samples")
+    pts = sorted(series, key=lambda p: p[0])
+    values = [v for _t, v, _g in pts]
+    peak, last = max(values), values[-1]
+    first_zero = next((i for i, v in enumerate(values) if v == 0), None)
+    rose = first_zero is not None and any(v > 0 for v in values[first_zero:])
+    covered = pts[-1][0] - pts[0][0]
+    if last == 0:
+        j = len(values) - 1
+        while j > 0 and values[j - 1] == 0:
+            j -= 1
+        drained = pts[j][0]
+        if rose:
+            return StormVerdict(False, f"drained, rose again, drained at t+{fmt_s(drained)} (other traffic, or a room "
+                                       "released late: look at the series)", drained, last, peak, True, False)
+        return StormVerdict(True, f"inflight drained to 0 by t+{fmt_s(drained)} and stayed 0 to t+{fmt_s(pts[-1][0])}",
+                            drained, last, peak, False, False)
+    gens = [g for _t, _v, g in pts if g is not None]
+    stuck_values = len(set(values)) == 1
+    no_gen = len(gens) < 2 or gens[-1] == gens[0]
+    pinned = stuck_values and no_gen and covered >= watch_s - 1e-6
+    if pinned:
+        reason = (f"inflight stuck at {fmt_count(last)} for the whole {fmt_s(covered)} watch with no decode progress: pinned "
+                  "(the seed's wedge)")
+    else:
+        reason = f"inflight still {fmt_count(last)} at the end of the {fmt_s(covered)} watch (never drained)"
+    return StormVerdict(False, reason, None, last, peak, rose, pinned)
