@@ -1,8 +1,14 @@
 """The narrow transport interface (pyinfra-style): ask a host, never judge the answer here.
 
-`run` never raises on a non-zero exit: it returns a CommandResult. It raises UnreachableError only when the host
-itself cannot be reached (connect refused or timed out, auth failed) and HostKeyRefused when the host key is unknown
-or changed. Every call has a timeout; a command that times out returns ok=False, timed_out=True.
+The contract, for every implementation (local.py: subprocess on this machine; ssh.py: one paramiko connection):
+- `run` never raises on a non-zero exit: it returns a CommandResult. A command that overruns its timeout is killed
+  with its process group and returns exit_code -9, ok=False, timed_out=True.
+- UnreachableError (exit 3) when the host itself cannot be reached (connect refused or timed out, auth failed, no
+  session could be opened); HostKeyRefused (exit 4) when its SSH host key is unknown or changed (known_hosts.py).
+  The local transport raises neither.
+- Every remote wait is bounded: `run` and `read_file` by their `timeout`, an SSH `put_file` by the host's
+  `command_timeout`, the SSH connect by its `connect_timeout`.
+- Safe to share between threads; one connection per host is reused until `close()`.
 """
 
 from __future__ import annotations
@@ -13,6 +19,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CommandResult:
+    """What a command did: its exit code (-9 when pdctl killed it on timeout), its output decoded as UTF-8 (bad
+    bytes replaced) and whether it timed out. A timeout also appends a `[pdctl] command timed out ...` line to
+    stderr."""
+
     exit_code: int
     stdout: str
     stderr: str
@@ -24,32 +34,68 @@ class CommandResult:
 
 
 class Transport(ABC):
-    """One host. Implementations keep one connection open and reuse it across calls until `close()`."""
+    """One host. Implementations keep one connection open and reuse it across calls until `close()`.
+
+    SSH connects on the first call that needs the host (or in `SshTransport.open()`, which `connect(eager=True)`
+    uses) and again after the connection dropped; a call that connects may raise UnreachableError or HostKeyRefused.
+    """
 
     #: the inventory's name of the host, used in every message about it
     name: str
 
     @abstractmethod
     def run(self, command: str, *, timeout: float, env: dict[str, str] | None = None) -> CommandResult:
-        """Run a shell command (already quoted by the caller with shlex.quote) on the host."""
+        """Run a shell command (already quoted by the caller with pdctl.shell.quote) on the host; wait for it.
+
+        Changes whatever the command changes, nothing else. Runs under a POSIX shell: locally `/bin/sh -c` in a new
+        session (stdin /dev/null), over SSH the user's shell, which sshd runs with -c as a session leader. `env` is
+        added to the environment: locally on top of this process's environment, over SSH as `export` assignments
+        ahead of the command (a name that is not a valid variable name raises ValueError there).
+
+        `timeout` (seconds) bounds the command, not the connect. On expiry the process group is SIGKILLed and the
+        result is exit_code -9, timed_out=True; locally up to 5 s more are spent collecting output, over SSH the
+        kill runs in a second session bounded by connect_timeout.
+
+        Never raises on a non-zero exit. Raises UnreachableError / HostKeyRefused (SSH) when the host cannot be
+        reached or no session can be opened.
+        """
 
     @abstractmethod
-    def put_file(self, path: str, content: str, *, mode: int = 0o644) -> None:
-        """Write `content` to `path` on the host atomically (temp file + rename), creating parent dirs."""
+    def put_file(self, path: str, content: str | bytes, *, mode: int = 0o644) -> None:
+        """Write `content` (str is UTF-8 encoded) to `path` on the host with permissions `mode`, atomically.
+
+        Changes `path` and creates its missing parent directories. A temp file in the same directory is written,
+        chmodded and renamed over `path`, so a reader sees the old or the new content, never a part; the temp file
+        is removed if writing fails. Safe to repeat; the last of two concurrent writers wins.
+
+        Raises: locally OSError (e.g. permission denied); over SSH StepFailed when the directory cannot be made
+        or the SFTP write fails (bounded by the host's command_timeout), UnreachableError / HostKeyRefused when the
+        host cannot be reached.
+        """
 
     @abstractmethod
     def read_file(self, path: str, *, timeout: float = 10.0) -> bytes | None:
-        """Return the bytes of `path` on the host, or None if it does not exist or cannot be read."""
+        """Return the bytes of `path` on the host, or None if it does not exist or cannot be read.
+
+        Changes nothing; safe at any time. Over SSH a read that overruns `timeout` also gives None, and
+        UnreachableError is raised when no SFTP session can be opened (HostKeyRefused on an unknown or changed
+        host key). Locally `timeout` is not used.
+        """
 
     @abstractmethod
     def http_base_url(self, port: int, *, host: str = "127.0.0.1") -> str:
         """A base URL through which this machine can reach `host:port` as seen from the host.
 
-        Local: the URL itself. SSH with http=tunnel: a local forwarded port over the one SSH connection.
+        Local: the URL itself; changes nothing and never raises. SSH with http=direct: the same URL with the host's
+        address in place of 127.0.0.1/localhost. SSH with http=tunnel: connects if needed (UnreachableError /
+        HostKeyRefused) and starts, once per (host, port), a forwarder listening on 127.0.0.1 of this machine
+        through the one SSH connection (remade if that connection dropped); the URL works until `close()`.
+        Nothing is sent to `host:port` here: whether something listens there shows on the first request.
         """
 
     def close(self) -> None:
-        """Release connections and forwarders. Safe to call twice."""
+        """Release connections and forwarders (tunnel URLs stop working). Never connects; safe to call twice.
+        Over SSH a later call connects again."""
 
     def __enter__(self) -> "Transport":
         return self
