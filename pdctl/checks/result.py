@@ -22,7 +22,7 @@ class Status(str, Enum):
 
 @dataclass
 class CheckResult:
-    layer: str                 # e.g. "health", "e2e", "transfer", "flags", "lineage", "inflight"
+    layer: str                 # a final-health layer's name (pdctl.checks.layers), or a command's own
     target: str                # e.g. "prefill[0]@gpu1:30000" or "router[0]"
     name: str                  # what was checked, e.g. "/health", "--disable-overlap-schedule"
     status: Status

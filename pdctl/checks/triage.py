@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pdctl.checks.inflight import fmt_count, fmt_s, short_gauges
+from pdctl.checks.layers import DEFAULT_LAYERS
 from pdctl.checks.result import CheckResult, Status
 
 PAIR_ACTION = "run `pdctl restart --pair` (prefill -> decode -> router, readiness-gated, verified)"
 DEPLOY_ACTION = "run `pdctl deploy` (starts prefill -> decode -> router, readiness-gated, then final-health)"
 PAIR_STEP, DEPLOY_STEP = "pdctl restart --pair", "pdctl deploy"
-FINAL_HEALTH_LAYERS = ("health", "e2e", "transfer", "lineage")   # the final-health layers triage reads
+#: the final-health layers triage reads (live flags say nothing about a stall)
+FINAL_HEALTH_LAYERS = tuple(name for name in DEFAULT_LAYERS if name != "flags")
 
 
 @dataclass

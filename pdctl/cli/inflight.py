@@ -40,6 +40,6 @@ def inflight(
         render.emit_json(rep.to_dict())
     else:
         render_storm.inflight_report(rep)
-    code = 130 if rep.partial else rep.exit_code()
+    code = rep.exit_code()
     if code:
         raise typer.Exit(code)

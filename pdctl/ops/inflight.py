@@ -96,7 +96,9 @@ class InflightReport:
         return holders(self.points)
 
     def exit_code(self) -> int:
-        """0 drained, 0 busy (a warning), 1 pinned (conclusive), 1 nothing could be read."""
+        """130 interrupted (Ctrl-C), 0 drained, 0 busy (a warning), 1 pinned (conclusive), 1 nothing could be read."""
+        if self.partial:
+            return 130
         if self.verdict is None:
             return 1
         return 1 if self.pinned else 0
