@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pdctl.playbook.outcome import KNOWN_LAYERS, StepKind, StepOutcome
+from pdctl.checks.layers import LAYER_NAMES
+from pdctl.playbook.outcome import StepKind, StepOutcome
 
 
 def _str_list(v: Any) -> list[str]:
@@ -28,9 +29,9 @@ def _int_list(v: Any) -> list[int]:
 
 def _layers_list(v: Any) -> list[str]:
     names = _str_list(v)
-    bad = [n for n in names if n not in KNOWN_LAYERS]
+    bad = [n for n in names if n not in LAYER_NAMES]
     if bad:
-        raise ValueError(f"unknown layer {bad[0]!r} (choose from {', '.join(KNOWN_LAYERS)})")
+        raise ValueError(f"unknown layer {bad[0]!r} (choose from {', '.join(LAYER_NAMES)})")
     return names
 
 

@@ -8,34 +8,40 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from pdctl.serialize import JSON_OFF, to_data
+
 ROLE = Literal["prefill", "decode", "router"]
-KNOWN_LAYERS = ("health", "e2e", "transfer", "flags", "lineage", "inflight")
 
 
 @dataclass
 class StepOutcome:
-    """What a step's action observed. `ok` is the action's own verdict; the gate decides whether the run goes on."""
+    """What a step's action observed. `ok` is the action's own verdict; the gate decides whether the run goes on.
+    (Fields in the order of the JSON document.)"""
 
     ok: bool
     summary: str
-    exit_code: int = 0                   # what a failed gate exits with (1 = a check failed; from an error otherwise)
     verdict: Optional[str] = None        # storm / inflight / triage verdict
     layers: dict[str, bool] = field(default_factory=dict)   # verify layers: name -> no FAIL in it
     exit_status: Optional[int] = None    # shell: the command's exit code
+    recommendation: Optional[str] = None
+    error: Optional[str] = None          # the action raised: its message (the gate then fails)
     stdout: str = ""
     stderr: str = ""
-    recommendation: Optional[str] = None
-    health: Any = None                   # a HealthReport when the step ran final-health
     data: dict[str, Any] = field(default_factory=dict)
-    error: Optional[str] = None          # the action raised: its message (the gate then fails)
+    # what a failed gate exits with (1 = a check failed; from an error otherwise); the step's record carries it
+    exit_code: int = field(default=0, metadata=JSON_OFF)
+    health: Any = field(default=None, metadata=JSON_OFF)   # a HealthReport when the step ran final-health
 
     def to_dict(self, *, with_data: bool = True) -> dict[str, Any]:
-        d = {"ok": self.ok, "summary": self.summary, "verdict": self.verdict, "layers": self.layers,
-             "exit_status": self.exit_status, "recommendation": self.recommendation, "error": self.error}
-        if self.exit_status is not None:
-            d["stdout"], d["stderr"] = self.stdout[-2000:], self.stderr[-2000:]
-        if with_data:
-            d["data"] = self.data
+        """The outcome as JSON data, empty values left out (`ok` always kept); stdout and stderr (their last 2000
+        characters) only for a command that exited; `data` only when asked (the audit record leaves it out)."""
+        d = to_data(self)
+        if self.exit_status is None:
+            del d["stdout"], d["stderr"]
+        else:
+            d["stdout"], d["stderr"] = d["stdout"][-2000:], d["stderr"][-2000:]
+        if not with_data:
+            del d["data"]
         return {k: v for k, v in d.items() if v not in (None, {}, "")} | {"ok": self.ok}
 
 
@@ -43,16 +49,24 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+ArgProblems = list[tuple[str, str]]     # (field, problem), e.g. ("args.window_s", "Input should be ...")
+
+
 @dataclass(frozen=True)
 class StepKind:
+    """One action a step may name. Made by `pdctl.playbook.kinds.register`, one module per kind."""
+
     name: str
-    args: type[BaseModel]
-    gate_keys: tuple[str, ...]
-    mutating: bool
+    args: type[BaseModel]                # its arguments (unknown keys refused unless the model allows extra)
+    gate_keys: tuple[str, ...]           # the gates it understands (gates.GATE_SPECS)
+    mutating: bool                       # it changes the deployment
     run: Callable[["RunContext", BaseModel], StepOutcome]
-    describe: Callable[[BaseModel], str]
+    describe: Callable[[BaseModel], str]   # the command line the plan shows
     summary: str = ""
-    validate: Optional[Callable[[dict[str, Any], bool], list[tuple[str, str]]]] = None   # for open (extra=allow) args
+    validate: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None   # for open (extra=allow) args
+    also_check: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None   # beyond the model (wait: its until)
+    quoted_args: tuple[str, ...] = ()    # string args whose `${...}` values are shell-quoted when substituted
+    order: int = 100                     # its place in listings ("choose from ..."); then by name
 
 
 @dataclass

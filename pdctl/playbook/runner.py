@@ -19,12 +19,15 @@ from typing import Any, Callable, Optional
 
 from pydantic import BaseModel
 
+from pdctl.checks.layers import in_order
 from pdctl.errors import PlaybookError
-from pdctl.playbook import steps as kinds
 from pdctl.playbook.gates import evaluate_gate
-from pdctl.playbook.outcome import KNOWN_LAYERS, RunContext, StepKind, StepOutcome
+from pdctl.playbook.kinds import REGISTRY
+from pdctl.playbook.outcome import RunContext, StepKind, StepOutcome
 from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
+from pdctl.playbook.steps import check_args, inventory_secrets, run_kind
 from pdctl.playbook.vars import VarError, build_scope, substitute, truthy
+from pdctl.serialize import to_data
 
 
 @dataclass
@@ -42,6 +45,7 @@ class PlannedStep:
         return self.kind.describe(self.args)
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan's view of the step: the spec's fields flattened, the command line, masked args."""
         return {"index": self.index, "name": self.spec.name, "action": self.spec.action, "command": self.describe,
                 "args": self.shown_args, "gate": self.spec.gate or "action ok", "on_failure": self.spec.on_failure_text,
                 "when": self.spec.when, "handler": self.spec.handler, "runs": self.runs, "skip_reason": self.skip_reason,
@@ -65,6 +69,7 @@ class Plan:
         return next(s for s in self.steps if s.spec.name == name)
 
     def to_dict(self) -> dict[str, Any]:
+        """The `--dry-run --json` document: the playbook's name, description and source flattened in."""
         return {"playbook": self.playbook.name, "description": self.playbook.description,
                 "source": self.playbook.source, "inventory": self.inventory, "vars": self.vars, "apply": self.apply,
                 "steps": [s.to_dict() for s in self.steps]}
@@ -89,6 +94,8 @@ class StepRun:
         return self.outcome.summary if self.outcome else self.note
 
     def to_dict(self, *, with_data: bool = True) -> dict[str, Any]:
+        """The step's record: duration rounded, `handler_of` only for a handler, the outcome as `result` (its
+        data only when asked: the audit record leaves it out)."""
         d = {"index": self.index, "name": self.name, "action": self.action, "status": self.status,
              "duration_s": round(self.duration_s, 3), "gate": self.gate, "exit_code": self.exit_code,
              "summary": self.summary}
@@ -118,9 +125,8 @@ class RunResult:
         layers: dict[str, Any] = {}
         for rep in self.health_reports:
             layers.update(rep.layers)
-        order = {n: i for i, n in enumerate(KNOWN_LAYERS)}
         merged = copy.copy(self.health_reports[-1])
-        merged.layers = dict(sorted(layers.items(), key=lambda kv: order.get(kv[0], len(order))))
+        merged.layers = {name: layers[name] for name in in_order(layers)}
         return merged
 
     @property
@@ -138,10 +144,11 @@ class RunResult:
         return f"failed at step {s.index} '{s.name}': {s.gate.removeprefix('failed: ')}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The `pdctl run --json` document."""
         return {"playbook": self.plan.playbook.name, "ok": self.ok, "exit_code": self.exit_code,
                 "result": self.outcome_text, "failed_step": self.failed_step, "recommendations": self.recommendations,
                 "plan": self.plan.to_dict(), "steps": [s.to_dict() for s in self.steps],
-                "final_health": self.health.to_dict() if self.health is not None else None}
+                "final_health": to_data(self.health)}
 
 
 # -- planning ---------------------------------------------------------------------------------------------------------
@@ -170,15 +177,13 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
         raise PlaybookError(f"{pb.source}: field 'vars': {e}") from None
     planned, problems = [], []
     for i, s in enumerate(pb.steps, 1):
-        kind = kinds.REGISTRY[s.action]
+        kind = REGISTRY[s.action]
         try:
             args = dict(s.args)
-            if kind.name == "shell" and isinstance(args.get("command"), str):
-                cmd = args.pop("command")
-                args = substitute(args, scope)
-                args["command"] = substitute(cmd, scope, quote=quote)
-            else:
-                args = substitute(args, scope)
+            # a `${...}` inside a shell string is quoted as it is substituted (a list is quoted when run)
+            quoted = {k: args.pop(k) for k in kind.quoted_args if isinstance(args.get(k), str)}
+            args = substitute(args, scope)
+            args.update({k: substitute(v, scope, quote=quote) for k, v in quoted.items()})
         except VarError as e:
             problems.append(f"  {where(i, s.name, 'args')}: {e}")
             continue
@@ -191,15 +196,10 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
                 continue
             if not runs:
                 skip = f"when: {s.when} is false" + (" (pass --apply to run it)" if "apply" in s.when else "")
-        bad = kinds.check_args(kind, args, with_values=True)
+        bad = check_args(kind, args, with_values=True)
         if bad:
             problems += [f"  {where(i, s.name, f)}: {m}" for f, m in bad]
             continue
-        if kind.name == "wait" and args.get("until"):
-            u = args["until"]
-            ukind = kinds.REGISTRY[u["action"]]
-            problems += [f"  {where(i, s.name, 'args.until.' + f)}: {m}"
-                         for f, m in kinds.check_args(ukind, u.get("args") or {}, with_values=True)]
         planned.append(PlannedStep(i, s, kind, kind.args.model_validate(args), _mask_shown(args), runs, skip))
     if problems:
         raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
@@ -221,7 +221,7 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
     hooks.step_started(ps, handler_of)
     t0 = time.monotonic()
     try:
-        out = kinds.run_kind(ps.kind, ctx, ps.args)
+        out = run_kind(ps.kind, ctx, ps.args)
     except KeyboardInterrupt as e:
         e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "interrupted", time.monotonic() - t0,
                              "interrupted (Ctrl-C)", 130, handler_of, getattr(e, "outcome", None),
@@ -243,7 +243,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     from pdctl import audit
 
     hooks = hooks or Hooks()
-    ctx = RunContext(dep, apply=p.apply, secrets=kinds.inventory_secrets(dep.inv))
+    ctx = RunContext(dep, apply=p.apply, secrets=inventory_secrets(dep.inv))
     result = RunResult(p)
     started = time.time()
     stopped = False
@@ -341,4 +341,4 @@ def _audit(audit, result: RunResult, started: float, path) -> None:
                  extra={"inventory_name": p.inventory_name, "exit_code": result.exit_code,
                         "steps": [s.to_dict(with_data=False) for s in result.steps],
                         "recommendations": result.recommendations,
-                        "final_health": result.health.to_dict() if result.health is not None else None})
+                        "final_health": to_data(result.health)})

@@ -3,7 +3,7 @@
 A playbook is `name`, `description`, `vars` (defaults) and `steps`, each step
 `{name, action, args, gate, on_failure, when, handler, description}`. Every error names the file, the step (1-based
 index and name) and the field, and raises PlaybookError (exit 2). Step kinds, their argument models and gate keys
-live in `pdctl.playbook.steps`; this module checks a playbook against them without running anything.
+live in `pdctl.playbook.kinds` (one module each); this module checks a playbook against them without running anything.
 """
 
 from __future__ import annotations
@@ -100,8 +100,9 @@ def _format_pydantic(source: str, data: Any, err: ValidationError) -> list[str]:
 
 def check_playbook(pb: Playbook) -> list[str]:
     """Cross-step and per-kind checks: names, actions, args keys and types, gate keys, handlers. Problem lines."""
-    from pdctl.playbook import steps as kinds
     from pdctl.playbook.gates import check_gate
+    from pdctl.playbook.kinds import REGISTRY
+    from pdctl.playbook.steps import check_args
 
     problems: list[str] = []
     seen: dict[str, int] = {}
@@ -111,12 +112,12 @@ def check_playbook(pb: Playbook) -> list[str]:
         if s.name in seen:
             problems.append(f"  {where(i, s.name, 'name')}: duplicate step name (also step {seen[s.name]})")
         seen.setdefault(s.name, i)
-        kind = kinds.REGISTRY.get(s.action)
+        kind = REGISTRY.get(s.action)
         if kind is None:
             problems.append(f"  {where(i, s.name, 'action')}: unknown action {s.action!r} "
-                            f"(choose from {', '.join(kinds.REGISTRY)})")
+                            f"(choose from {', '.join(REGISTRY)})")
             continue
-        problems += [f"  {where(i, s.name, f)}: {m}" for f, m in kinds.check_args(kind, s.args, with_values=False)]
+        problems += [f"  {where(i, s.name, f)}: {m}" for f, m in check_args(kind, s.args, with_values=False)]
         problems += [f"  {where(i, s.name, f)}: {m}" for f, m in check_gate(kind, s.gate)]
         if s.when is not None and not re.fullmatch(r"(not\s+)?[A-Za-z_][A-Za-z0-9_.]*", s.when.strip()):
             problems.append(f"  {where(i, s.name, 'when')}: expected a var name or 'not NAME' (got {s.when!r})")

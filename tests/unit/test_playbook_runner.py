@@ -230,16 +230,16 @@ def _fake_shell(monkeypatch, fail_on: str, exc):
     """Make shell steps whose command contains `fail_on` raise `exc`; the others run for real."""
     import dataclasses
 
-    from pdctl.playbook import steps
+    from pdctl.playbook.kinds import REGISTRY
 
-    kind = steps.REGISTRY["shell"]
+    kind = REGISTRY["shell"]
 
     def run(ctx, a):
         if fail_on in str(a.command):
             raise exc
         return kind.run(ctx, a)
 
-    monkeypatch.setitem(steps.REGISTRY, "shell", dataclasses.replace(kind, run=run))
+    monkeypatch.setitem(REGISTRY, "shell", dataclasses.replace(kind, run=run))
 
 
 def _assert_interrupted(env, r, t, at_step):

@@ -1,0 +1,27 @@
+"""`action: deploy`: render, install, co-start, final-health."""
+
+from __future__ import annotations
+
+from pdctl.playbook.kinds import register
+from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.steps import health_step_outcome
+
+
+class DeployArgs(_Args):
+    verify: bool = True
+
+
+def describe(a: DeployArgs) -> str:
+    return "deploy" + ("" if a.verify else " --no-verify")
+
+
+@register("deploy", args=DeployArgs, gate_keys=("ok", "layers_pass"), mutating=True, describe=describe,
+          summary="render, install, co-start, final-health", order=30)
+def run(ctx: RunContext, a: DeployArgs) -> StepOutcome:
+    from pdctl.ops.deploy import deploy
+
+    res = deploy(ctx.dep, verify=a.verify)
+    what = f"deploy: {res.plan.action} ({res.plan.reason})"
+    if res.health is None:
+        return StepOutcome(True, what, data=res.to_dict())
+    return health_step_outcome(what, res.health, res.to_dict())

@@ -1,0 +1,31 @@
+"""`action: inflight`: the PD queues sampled over a window; verdict drained / busy / pinned (or interrupted)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from pdctl.playbook.kinds import register
+from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.steps import stop_if_interrupted
+
+
+class InflightArgs(_Args):
+    window_s: float = Field(30.0, gt=0, le=3600)
+    interval_s: float = Field(3.0, gt=0, le=600)
+
+
+def describe(a: InflightArgs) -> str:
+    return f"verify inflight --window {a.window_s:g} --interval {a.interval_s:g}"
+
+
+@register("inflight", args=InflightArgs, gate_keys=("ok", "verdict"), mutating=False, describe=describe,
+          summary="drained / busy / pinned", order=60)
+def run(ctx: RunContext, a: InflightArgs) -> StepOutcome:
+    from pdctl.ops.inflight import sample_inflight
+
+    rep = sample_inflight(ctx.dep, a.window_s, a.interval_s)
+    code = rep.exit_code()
+    why = rep.verdict.summary if rep.verdict is not None else ("; ".join(rep.notes) or "no complete sample")
+    out = StepOutcome(code == 0, f"inflight: verdict {rep.name}" + (f"; {why}" if why else ""), exit_code=code,
+                      verdict=rep.name, data=rep.to_dict())
+    return stop_if_interrupted(rep.partial, out)

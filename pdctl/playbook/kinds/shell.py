@@ -1,0 +1,57 @@
+"""`action: shell`: a command on a role's host, output captured (secrets masked)."""
+
+from __future__ import annotations
+
+from typing import Union
+
+from pydantic import Field
+
+from pdctl.errors import UsageError
+from pdctl.playbook.kinds import register
+from pdctl.playbook.outcome import ROLE, RunContext, StepOutcome, _Args
+
+
+class ShellArgs(_Args):
+    role: ROLE
+    index: int = Field(0, ge=0)
+    command: Union[str, list[str]]
+    timeout: float = Field(60.0, gt=0, le=3600)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+def shell_command(a: ShellArgs) -> str:
+    """The command line sent to the host: a list is quoted element by element; env names checked, values quoted.
+    (`${...}` values inside a string command were quoted when substituted.)"""
+    from pdctl.shell import env_assignments, quote_argv
+
+    cmd = quote_argv(a.command) if isinstance(a.command, list) else a.command
+    return f"env {env_assignments(a.env)} sh -c {quote_argv([cmd])}" if a.env else cmd
+
+
+def describe(a: ShellArgs) -> str:
+    from pdctl.secrets import mask_text
+
+    return f"shell on {a.role}[{a.index}]: {mask_text(shell_command(a))}"
+
+
+@register("shell", args=ShellArgs, gate_keys=("ok", "exit_code", "stdout_contains"), mutating=True,
+          describe=describe, quoted_args=("command",), summary="a command on a role's host, output captured",
+          order=80)
+def run(ctx: RunContext, a: ShellArgs) -> StepOutcome:
+    from pdctl.secrets import mask_text, secret_values
+
+    instances = getattr(ctx.dep.inv.roles, a.role)
+    if a.index >= len(instances):
+        raise UsageError(f"shell: {a.role} has {len(instances)} instance(s), no index {a.index}")
+    inst = instances[a.index]
+    secrets = secret_values({**inst.env, **a.env}) | ctx.secrets
+    res = ctx.dep.transport(inst.host).run(shell_command(a), timeout=a.timeout)
+    out, err = mask_text(res.stdout, secrets), mask_text(res.stderr, secrets)
+    last = (out.strip().splitlines() or err.strip().splitlines() or [""])[-1][:160]
+    if res.timed_out:
+        summary = f"timed out after {a.timeout:g}s on {inst.host} (timeout {a.timeout:g}s expired)"
+    else:
+        summary = f"exit {res.exit_code} on {inst.host}" + (f": {last}" if last else "")
+    return StepOutcome(res.ok, summary, exit_code=0 if res.ok else 1,
+                       exit_status=None if res.timed_out else res.exit_code, stdout=out, stderr=err,
+                       data={"host": inst.host, "timed_out": res.timed_out})

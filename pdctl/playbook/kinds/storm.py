@@ -1,0 +1,73 @@
+"""`action: storm`: the abort storm, with a drain verdict (drained / not-drained / pinned / interrupted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pdctl.errors import UsageError
+from pdctl.playbook.kinds import register
+from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome
+from pdctl.playbook.steps import stop_if_interrupted
+
+
+class StormArgs(BaseModel):
+    """The fields of pdctl.ops.storm_plan.StormConfig (requests, prompt_tokens, abort_min_s, abort_max_s,
+    sample_every_s, watch_s, target, max_new_tokens, calib_requests, spacing_s, seed, ...) plus `router`; checked
+    against StormConfig by `validate`."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
+    """Check storm args against StormConfig (names always; values once substituted)."""
+    import dataclasses
+
+    from pdctl.ops.storm_plan import StormConfig
+
+    names = [f.name for f in dataclasses.fields(StormConfig)] + ["router"]
+    bad = [(f"args.{k}", f"unknown argument of action 'storm' (its arguments: {', '.join(names)})")
+           for k in args if k not in names]
+    if bad or not with_values:
+        return bad
+    try:
+        StormConfig(**{k: v for k, v in args.items() if k != "router"})
+    except (ValueError, TypeError) as e:
+        return [("args", f"storm: {e}")]
+    return []
+
+
+@register("storm", args=StormArgs, gate_keys=("ok", "verdict"), mutating=True, validate=validate,
+          summary="abort storm with a drain verdict", order=40)
+def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
+    from pdctl.ops.storm import storm
+    from pdctl.ops.storm_plan import StormConfig
+
+    kw = dict(a.model_extra or {})
+    router = kw.pop("router", None)
+    try:
+        cfg = StormConfig(**kw)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"storm: {e}") from None
+    rep = storm(ctx.dep, cfg, router=router)
+    v = rep.verdict
+    if rep.partial:
+        verdict = "interrupted"
+    elif rep.ok:
+        verdict = "drained"
+    else:
+        verdict = "pinned" if v is not None and v.pinned else "not-drained"
+    hits = getattr(rep, "hits", None)
+    hit_txt = ""
+    if hits is not None and hasattr(hits, "to_dict"):
+        hd = hits.to_dict()
+        rate = hd.get("hit_rate") if isinstance(hd, dict) else None
+        hit_txt = f"; transfer-window hit rate {rate:.0%}" if isinstance(rate, (int, float)) else ""
+    reason = v.reason if v is not None else "no verdict"
+    out = StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}",
+                      exit_code=rep.exit_code() or 0, verdict=verdict,
+                      recommendation=("a room stayed pinned after the storm: collect logs, then "
+                                      "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"
+                      else None, data=rep.to_dict())
+    return stop_if_interrupted(rep.partial, out)

@@ -1,0 +1,42 @@
+"""`action: triage`: the stall decision path; verdict clean / warn / action (or interrupted)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field
+
+from pdctl.playbook.kinds import register
+from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.steps import stop_if_interrupted
+
+
+class TriageArgs(_Args):
+    window_s: Optional[float] = Field(None, gt=0, le=3600)     # inflight/decode-idle window (default: triage's)
+    interval_s: Optional[float] = Field(None, gt=0, le=600)
+
+
+def triage_headline(rep) -> str:
+    """The words `pdctl triage` ends with (HEALTHY / ACTION NEEDED / WARNINGS): the report's own headline. The
+    step's `verdict` (clean / warn / action, what gates match) is unchanged."""
+    return rep.headline
+
+
+@register("triage", args=TriageArgs, gate_keys=("ok", "verdict"), mutating=False,
+          summary="the stall decision path", order=50)
+def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
+    from pdctl.ops.triage import triage
+
+    rep = triage(ctx.dep, **a.model_dump(exclude_none=True))
+    acting = [f for f in rep.findings if f.severity == "action"]
+    if rep.partial:
+        verdict = "interrupted"
+    else:
+        verdict = "action" if acting else ("warn" if rep.findings else "clean")
+    titles = "; ".join(f.title for f in (acting or rep.findings))
+    actions = list(dict.fromkeys(f.action for f in acting if f.action))
+    ok = verdict in ("clean", "warn")
+    head = triage_headline(rep)
+    out = StepOutcome(ok, head + (f": {titles}" if titles else ""), exit_code=rep.exit_code() or (0 if ok else 1),
+                      verdict=verdict, recommendation="; ".join(actions) or None, data=rep.to_dict())
+    return stop_if_interrupted(rep.partial, out)
