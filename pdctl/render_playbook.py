@@ -3,7 +3,6 @@ and the audit log table. Like pdctl.render, the only place these commands print.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.table import Table
@@ -101,97 +100,3 @@ def summary(result) -> None:
     else:
         c.print(Text(f"playbook {result.plan.playbook.name}: FAIL (exit {result.exit_code}) - {result.outcome_text}",
                      style="bold red"))
-
-
-# -- history --------------------------------------------------------------------------------------------------------
-
-RESULT_MAX = 80
-_RESULT_STYLE = {"ok": "green", "failed": "red", "refused": "yellow", "unreachable": "red", "usage": "red",
-                 "interrupted": "yellow"}
-_EXIT_WORD = {1: "failed", 2: "usage", 3: "unreachable", 4: "refused", 130: "interrupted"}
-_CLASS_WORD = {"RefusedError": "refused", "LockHeld": "refused", "HazardRefused": "refused",
-               "HostKeyRefused": "refused", "UnreachableError": "unreachable", "UsageError": "usage",
-               "InventoryError": "usage", "PlaybookError": "usage", "KeyboardInterrupt": "interrupted"}
-_CLASS_PREFIX = re.compile(r"^([A-Z][A-Za-z0-9_]*): ?(.*)$", re.S)
-
-
-def result_word(record: dict[str, Any]) -> tuple[str, str]:
-    """(word, detail) for an audit record's result: word is ok / failed / refused / unreachable / usage /
-    interrupted, whatever the action wrote ("ok", "passed", "HazardRefused: refused: ...", "failed at step 2 ...",
-    "final-health failed"); detail is the rest, without the word repeated. Pure."""
-    res = str(record.get("result", "")).strip()
-    code = record.get("exit_code")
-    low = res.lower()
-    if low in ("ok", "passed", "pass"):
-        return "ok", ""
-    if low.startswith("interrupted"):
-        return "interrupted", res[len("interrupted"):].lstrip(" :")
-    m = _CLASS_PREFIX.match(res)
-    if m:
-        cls, rest = m.group(1), m.group(2)
-        word = _CLASS_WORD.get(cls) or ("refused" if cls.endswith("Refused") else
-                                        "unreachable" if ("Unreachable" in cls or "Timeout" in cls
-                                                          or "Connection" in cls) else "failed")
-        if rest.lower().startswith(word + ":"):
-            rest = rest[len(word) + 1:]
-        return word, rest.strip()
-    word = _EXIT_WORD.get(code, "failed") if isinstance(code, int) and code else "failed"
-    if low.startswith("failed"):
-        return word, res[len("failed"):].lstrip(" :")
-    if low == "error":
-        return word, ""
-    return word, res
-
-
-def shorten(text: str, limit: int = RESULT_MAX) -> str:
-    """The first sentence (or line) of `text`, at most `limit` characters, `…` when cut. Pure."""
-    text = text.strip()
-    first = re.split(r"\n|(?<=[.!?])\s", text, maxsplit=1)[0].strip()
-    cut = first != text
-    if len(first) > limit:
-        first, cut = first[:limit - 1].rstrip(), True
-    return first + ("…" if cut else "")
-
-
-def history(records: list[dict[str, Any]], *, filters: list[str] | None = None, log: str = "") -> None:
-    """The audit log, one line per record (the full result is in --json)."""
-    c = console()
-    if not records:
-        if filters:
-            c.print(Text("no records match " + " ".join(filters), style="dim"))
-        else:
-            c.print(Text("no records yet" + (f" (log: {log})" if log else ""), style="dim"))
-        return
-    rows = []
-    for r in records:
-        if "corrupt" in r:
-            rows.append(("", "", Text("CORRUPT LINE", style="bold red"),
-                         Text(shorten(str(r["corrupt"]).replace("\n", " ")), style="red"), "", ""))
-            continue
-        word, detail = result_word(r)
-        cell = Text(word, style=_RESULT_STYLE.get(word, "")) + \
-            Text(f": {shorten(detail, RESULT_MAX - len(word) - 2)}" if detail else "")
-        dur = r.get("duration_s")
-        rows.append((str(r.get("time", "")), str(r.get("operator", "")), str(r.get("action", "")), cell,
-                     f"{dur:.1f}" if isinstance(dur, (int, float)) else "", str(r.get("inventory", ""))))
-    cols = ("time", "operator", "action", "result", "seconds", "inventory")
-    widths = [max([len(col)] + [len(x.plain if isinstance(x, Text) else x) for x in column])
-              for col, column in zip(cols, zip(*rows))]
-    # One line per record: nothing wraps. When the table is wider than the terminal, the inventory (cut on the
-    # left: the file name stays), action and result columns give way; time, operator and seconds keep their width.
-    spare = c.width - (3 * len(cols) + 1) - sum(widths)
-    for k, floor in ((5, 16), (2, 12), (3, 24)):
-        if spare >= 0:
-            break
-        give = min(-spare, max(0, widths[k] - floor))
-        widths[k] -= give
-        spare += give
-    t = Table(title="audit log", title_justify="left")
-    for col, w in zip(cols, widths):
-        t.add_column(col, no_wrap=True, overflow="ellipsis", width=w, justify="right" if col == "seconds" else "left")
-    for row in rows:
-        inv = row[5]
-        if len(inv) > widths[5] > 1:
-            inv = "…" + inv[len(inv) - widths[5] + 1:]
-        t.add_row(*row[:5], inv)
-    c.print(t)
