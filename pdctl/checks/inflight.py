@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from pdctl.checks.metric_names import (DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE, GENERATION_TOKENS,
                                        NUM_RUNNING_REQS, PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE)

@@ -21,7 +21,6 @@ import math
 import random
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
 
 # The seed's numbers are the CLI defaults; they live in pdctl.ops.defaults so that --help needs no ops module.
 from pdctl.ops.defaults import (SEED_ABORT_MAX_S, SEED_ABORT_MIN_S, SEED_PROMPT_TOKENS, SEED_REQUESTS,  # noqa: F401
