@@ -27,10 +27,11 @@ def _run(*args):
 
 def _fake_verify(monkeypatch):
     """final-health without an engine: one passing check per asked layer."""
+    from pdctl.checks.layers import DEFAULT_LAYERS
     from pdctl.checks.result import CheckResult, Status
     from pdctl.ops import verify
 
-    def fake(dep, *, since_baseline, record, layers=verify.LAYERS):
+    def fake(dep, *, since_baseline, record, layers=DEFAULT_LAYERS):
         return verify.HealthReport(dep.inv.source, {
             n: [CheckResult(n, "router[0]", f"check-{n}", Status.PASS, observed=f"seen-{n}")] for n in layers})
 
