@@ -7,6 +7,7 @@ the file, the dotted path to the field and what was expected (InventoryError, ex
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -25,6 +26,30 @@ DEFAULT_BOOTSTRAP_PORT = 8998
 
 
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$"   # used in file paths, lock dirs and systemd unit names
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # a shell identifier: the name reaches `env NAME=...` launchers
+
+
+def env_as_text(v: Any) -> Any:
+    """An env mapping as name -> text, validated before anything acts on it: names must be shell identifiers;
+    values must be scalars (str, int, float, bool; empty for null) without a NUL. A list, a mapping, a date or
+    bytes would silently become their Python repr, so they are refused. Raises ValueError naming the variable."""
+    if not isinstance(v, dict):
+        return v
+    out = {}
+    for k, val in v.items():
+        if not isinstance(k, str) or not ENV_NAME.fullmatch(k):
+            raise ValueError(f"env name {k!r} is not a shell identifier (letters, digits and _, not starting "
+                             "with a digit)")
+        if val is not None and not isinstance(val, (str, int, float, bool)):
+            raise ValueError(f"env {k}: the value must be a string, number or boolean, got "
+                             f"{type(val).__name__} {repr(val)[:60]}; quote it to pass it as text")
+        text = "" if val is None else str(val)
+        if "\0" in text:
+            raise ValueError(f"env {k}: the value contains a NUL character")
+        out[k] = text
+    return out
 
 
 class _Strict(BaseModel):
@@ -73,12 +98,18 @@ class RoleInstance(_Strict):
                 raise ValueError(f"launch flag {flag!r} must start with '--'")
         return v
 
+    @field_validator("args")
+    @classmethod
+    def _no_nul_in_args(cls, v: dict[str, ArgValue]) -> dict[str, ArgValue]:
+        for flag, val in v.items():   # a NUL cannot be passed to exec: the role would fail to start mid-deploy
+            if any("\0" in x for x in [flag, *(val if isinstance(val, list) else [val])] if isinstance(x, str)):
+                raise ValueError(f"launch flag {flag!r}: contains a NUL character")
+        return v
+
     @field_validator("env", mode="before")
     @classmethod
     def _env_values_as_text(cls, v: Any) -> Any:
-        if isinstance(v, dict):
-            return {str(k): ("" if val is None else str(val)) for k, val in v.items()}
-        return v
+        return env_as_text(v)
 
 
 class Roles(_Strict):
@@ -101,6 +132,11 @@ class Expect(_Strict):
 
     flags: dict[str, ArgValue] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values_as_text(cls, v: Any) -> Any:
+        return env_as_text(v)
 
 
 class FinalHealth(_Strict):

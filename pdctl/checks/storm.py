@@ -4,6 +4,7 @@ verdict on whether inflight drained to 0 and stayed 0 after the load (the seed's
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -129,3 +130,15 @@ def judge_watch(series: Sequence[tuple[float, float, float | None]], watch_s: fl
     else:
         reason = f"inflight still {fmt_count(last)} at the end of the {fmt_s(covered)} watch (never drained)"
     return StormVerdict(False, reason, None, last, peak, rose, pinned)
+
+
+def all_rejected_reason(outcomes: Sequence[RequestOutcome]) -> str | None:
+    """Why the storm fails whatever inflight did, or None: when no request was aborted by us and none completed,
+    every one was rejected (an HTTP error status) or failed, so the storm exercised nothing and an inflight of 0
+    proves nothing. Pure."""
+    if not outcomes or any(o.aborted_s is not None or classify(o, None) == COMPLETED for o in outcomes):
+        return None
+    causes = Counter(o.error or (f"HTTP {o.status_code}" if o.status_code else "no outcome") for o in outcomes)
+    top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3))
+    return (f"all {len(outcomes)} requests were rejected or failed (none aborted by the storm, none completed), "
+            f"so nothing was exercised: {top}")

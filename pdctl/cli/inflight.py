@@ -10,12 +10,21 @@ from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployme
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 
 
-def check_window(window: float, interval: float) -> None:
-    """Validate a sampling window and interval (`verify inflight`, `triage`). Raises UsageError (exit 2)."""
-    if window <= 0 or interval <= 0 or interval > window:
-        from pdctl.errors import UsageError
+MAX_WINDOW_S = 86400.0   # a day: longer is a typo, and inf/nan would overflow the sample count
 
-        raise UsageError("--window and --interval must be > 0, and --interval at most --window")
+
+def check_window(window: float, interval: float) -> None:
+    """Validate a sampling window and interval (`verify inflight`, `triage`) before anything is read. Raises
+    UsageError (exit 2) naming the option: each finite, > 0 and at most a day, --interval at most --window."""
+    import math
+
+    from pdctl.errors import UsageError
+
+    for name, v in (("--window", window), ("--interval", interval)):
+        if not math.isfinite(v) or not 0 < v <= MAX_WINDOW_S:
+            raise UsageError(f"{name} {v:g}: must be a number of seconds > 0 and at most {MAX_WINDOW_S:g}")
+    if interval > window:
+        raise UsageError(f"--interval {interval:g} must be at most --window {window:g}")
 
 
 @handle_errors

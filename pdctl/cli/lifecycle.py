@@ -8,6 +8,8 @@ import typer
 
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
 
+MAX_LOG_LINES = 100_000   # a bigger count overflows `tail -n` / journalctl and printed nothing
+
 
 @handle_errors
 def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
@@ -21,7 +23,10 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
         render.emit_json({"inventory": dep.inv.name, "roles": rows})
     else:
         render.status_table(rows)
-        if any(r["state"] == "stopped" for r in rows):
+        if any(r["state"] == "unknown" for r in rows):   # deploy would act on a host we know nothing about
+            render.lines(["next: nothing is known of the unknown roles; retry `pdctl status` before acting"],
+                         style="yellow")
+        elif any(r["state"] == "stopped" for r in rows):
             render.lines(["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow")
     unreachable = [r["error_exit_code"] for r in rows if r.get("error_exit_code")]
     for message, hint in dict.fromkeys((r["error"], r["hint"]) for r in rows if r.get("error")):
@@ -60,6 +65,8 @@ def logs(
     from pdctl.errors import UsageError
     from pdctl.ops.lifecycle import logs as run
 
+    if lines > MAX_LOG_LINES:
+        raise UsageError(f"-n/--lines {lines}: at most {MAX_LOG_LINES}")
     if role not in ("prefill", "decode", "router"):
         raise UsageError(f"ROLE {role!r}: choose prefill, decode or router")
     with open_deployment(inventory, quiet=True) as dep:

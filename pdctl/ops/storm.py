@@ -12,6 +12,7 @@ marked partial. Every storm appends one audit record (it is a load-generating ac
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import random
 import threading
@@ -22,7 +23,8 @@ from urllib.parse import urlsplit
 
 from pdctl.checks.inflight import Point, fmt_count, fmt_s, short_gauges
 from pdctl.checks.metric_names import KV_TRANSFER_LATENCY_MS
-from pdctl.checks.storm import HitReport, RequestOutcome, StormVerdict, judge_hits, judge_watch
+from pdctl.checks.storm import (HitReport, RequestOutcome, StormVerdict, all_rejected_reason, judge_hits,
+                                judge_watch)
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.inflight import read_point
@@ -369,6 +371,9 @@ def _judge(rep: StormReport, cfg: StormConfig) -> None:
                                    f" for {fmt_s(watch[-1].t - nonzero_since)} since the load stopped" if rep.holders else "")
     elif rep.verdict is None:
         rep.verdict = StormVerdict(False, "no complete sample after the load stopped", None, 0, 0, False, False)
+    rejected = None if rep.partial else all_rejected_reason(rep.outcomes)
+    if rejected and rep.verdict is not None:   # inflight drains trivially when nothing got in
+        rep.verdict = dataclasses.replace(rep.verdict, passed=False, reason=f"{rejected}; inflight: {rep.verdict.reason}")
     tf = None
     if good:
         tf = good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")

@@ -34,6 +34,7 @@ MAX_REQUESTS = 2000
 MAX_PROMPT_TOKENS = 1_000_000
 MAX_ABORT_S = 600.0
 MAX_WATCH_S = 3600.0
+MAX_NEW_TOKENS = 100_000
 
 
 @dataclass
@@ -70,6 +71,10 @@ class StormConfig:
             raise ValueError(f"--watch (--window) must be in (0, {MAX_WATCH_S:g}]")
         if not 0 <= self.aim_lo_frac < self.aim_hi_frac <= 1.5:
             raise ValueError("--aim-from/--aim-to (aim fractions) need 0 <= from < to <= 1.5")
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:   # the engine rejects < 1: every request would fail
+            raise ValueError(f"--max-new-tokens must be 1..{MAX_NEW_TOKENS}")
+        if not 0 < self.request_timeout_s <= MAX_WATCH_S:
+            raise ValueError(f"request timeout must be in (0, {MAX_WATCH_S:g}] s")
         if not 0 <= self.calib_requests <= 20:
             raise ValueError("--calibrate must be 0..20")
         if self.target == "transfer-window" and self.calib_requests < 1:

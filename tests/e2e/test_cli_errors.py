@@ -47,3 +47,57 @@ def test_help_is_fast_path_without_heavy_imports():
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def _clean_refusal(r, *needles):
+    assert r.code == 2, r.output
+    for n in needles:
+        assert n in r.stderr, r.output
+    assert "Traceback" not in r.output and "pdctl bug" not in r.output
+
+
+def test_unreadable_input_files_exit_2_naming_the_file_without_hanging(tmp_path):
+    import os
+
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(bytes(range(256)))
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("name: a\nroles: {}\nname: b\n")
+    for path, needle in [(latin, "byte offset 9"), (binary, "not UTF-8"), (fifo, "FIFO"),
+                         ("/dev/zero", "device"), (dup, "duplicate key 'name'")]:
+        r = pdctl(["status", "-i", str(path)], state=tmp_path, timeout=30)
+        _clean_refusal(r, str(path), needle)
+
+
+def test_out_of_range_numeric_options_exit_2_naming_the_option(tmp_path):
+    for args, option in [(["verify", "inflight", "--window", "inf"], "--window"),
+                         (["triage", "--interval", "nan"], "--interval"),
+                         (["logs", "prefill", "-n", "99999999999999999999"], "--lines"),
+                         (["storm", "--max-new-tokens", "-3"], "--max-new-tokens"),
+                         (["storm", "--window", "inf"], "--watch (--window)")]:
+        r = pdctl(args, state=tmp_path, timeout=30)
+        _clean_refusal(r, option)
+
+
+def test_deploy_with_a_bad_env_name_or_value_exits_2_and_starts_nothing(tmp_path):
+    import socket
+
+    from tests.e2e.helpers import local_inventory, write_inventory
+    from tests.fixtures.net import free_port
+
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    for decode_env, needle in [({"A;touch x": "1"}, "'A;touch x'"), ({"CUDA_VISIBLE_DEVICES": [1, 2]}, "[1, 2]")]:
+        state = tmp_path / needle.strip("'[]; ").replace(" ", "_").replace(",", "")
+        state.mkdir()
+        inv = write_inventory(state / "inv.yaml", local_inventory("badenv", ports, decode_env=decode_env))
+        r = pdctl(["deploy", "-i", str(inv), "--no-verify"], state=state, timeout=60)
+        _clean_refusal(r, str(inv), "roles.decode.0.env", needle)
+        # refused at load: prefill (first in the start order) was never launched, no pidfile, no listener
+        assert list(state.rglob("*.pid")) == [] and not (state / "pdctl").exists()
+        for port in ports.values():
+            with socket.socket() as s:
+                assert s.connect_ex(("127.0.0.1", port)) != 0

@@ -121,3 +121,61 @@ def test_loopback_router_probed_directly_over_ssh_is_refused():
     with pytest.raises(InventoryError) as e:
         parse_inventory(data, "multi.yaml")
     assert "roles.router.0.listen_host" in e.value.message
+
+
+def _with_env(role: str, env: dict, where: str = "env") -> dict:
+    data = {"roles": {"prefill": [{"port": 30000}], "decode": [{"port": 30002}], "router": [{"port": 30001}]}}
+    if where == "env":
+        data["roles"][role][0]["env"] = env
+    else:
+        data["final_health"] = {"expect": {role: {"env": env}}}
+    return data
+
+
+@pytest.mark.parametrize("name", ["A;touch /tmp/pwned", "$(id)", "1ST", "A B", "A-B", "", "A=B"])
+def test_env_name_that_is_not_a_shell_identifier_is_refused_naming_the_field(name):
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_with_env("decode", {name: "1"}), "bad.yaml")
+    assert e.value.exit_code == 2
+    assert "bad.yaml" in e.value.message and "roles.decode.0.env" in e.value.message
+    assert repr(name) in e.value.message and "shell identifier" in e.value.message
+
+
+@pytest.mark.parametrize("value, kind", [([1, 2], "list"), ({"a": 1}, "dict"), (b"\x00", "bytes"),
+                                         (__import__("datetime").date(2024, 1, 2), "date")])
+def test_env_value_that_is_not_a_scalar_is_refused_naming_the_variable(value, kind):
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_with_env("prefill", {"SGLANG_X": value}), "bad.yaml")
+    msg = e.value.message
+    assert "roles.prefill.0.env" in msg and "SGLANG_X" in msg and kind in msg
+    with pytest.raises(InventoryError) as e:     # what final-health expects is checked the same way
+        parse_inventory(_with_env("decode", {"SGLANG_X": value}, where="expect"), "bad.yaml")
+    assert "final_health.expect.decode.env" in e.value.message
+
+
+def test_env_value_with_a_nul_is_refused():
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_with_env("router", {"X": "a\0b"}), "bad.yaml")
+    assert "roles.router.0.env" in e.value.message and "NUL" in e.value.message
+
+
+def test_launch_flag_value_with_a_nul_is_refused():
+    data = _with_env("decode", {})
+    data["roles"]["decode"][0]["args"] = {"--x": ["ok", "a\0b"]}
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(data, "bad.yaml")
+    assert "roles.decode.0.args" in e.value.message and "NUL" in e.value.message
+
+
+def test_scalar_env_values_become_text_and_null_is_empty():
+    inv = parse_inventory(_with_env("decode", {"_A1": 0, "B": 1.5, "C": True, "D": None, "E": "x y"}), "ok.yaml")
+    assert inv.roles.decode[0].env == {"_A1": "0", "B": "1.5", "C": "True", "D": "", "E": "x y"}
+
+
+def test_env_list_written_in_yaml_is_refused_at_load(tmp_path):
+    p = tmp_path / "inv.yaml"
+    p.write_text("roles:\n  prefill: [{port: 30000, env: {CUDA_VISIBLE_DEVICES: [1, 2]}}]\n"
+                 "  decode: [{port: 30002}]\n  router: [{port: 30001}]\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(p)
+    assert str(p) in e.value.message and "CUDA_VISIBLE_DEVICES" in e.value.message and "[1, 2]" in e.value.message

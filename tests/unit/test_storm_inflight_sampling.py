@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pdctl.ops import inflight as I
@@ -101,12 +103,14 @@ def test_final_health_layer_judges_a_full_window(monkeypatch):
     assert r.status.value == "fail" and "held by prefill[0]" in r.detail
 
 
-@pytest.mark.parametrize("window, interval", [(0, 1), (5, 0), (-1, -1), (2, 3)])
-def test_window_and_interval_are_checked_once_for_both_commands(window, interval):
+@pytest.mark.parametrize("window, interval, bad", [(0, 1, "--window 0"), (5, 0, "--interval 0"), (-1, -1, "--window -1"),
+                                                   (2, 3, "--interval 3"), (float("inf"), 1, "--window inf"),
+                                                   (5, float("nan"), "--interval nan"), (1e9, 1, "--window 1e+09")])
+def test_window_and_interval_are_checked_once_for_both_commands(window, interval, bad):
     from pdctl.cli import inflight, triage
     from pdctl.errors import UsageError
 
     assert triage.check_window is inflight.check_window
-    with pytest.raises(UsageError, match="--interval"):
+    with pytest.raises(UsageError, match=re.escape(bad)):
         inflight.check_window(window, interval)
     inflight.check_window(6, 2)
