@@ -11,7 +11,9 @@ import fcntl
 import json
 import os
 import re
+import stat
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +41,52 @@ def _mask_nested(obj: Any) -> Any:
     return obj
 
 
+def _open_for_append(p: Path) -> int:
+    """An fd open for appending to the log at `p`, or UsageError naming it. O_NONBLOCK so a FIFO in its place
+    cannot hang us even if one replaces the file between the check and the open."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError:
+        mode = None     # missing (created below) or unreadable (the open says why)
+    if mode is not None and not stat.S_ISREG(mode):
+        raise UsageError(f"audit log {p}: not a regular file ({_kind(mode)})", hint=_UNWRITABLE_HINT)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})",
+                         hint=_UNWRITABLE_HINT) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"audit log {p}: not a regular file ({_kind(os.fstat(fd).st_mode)})",
+                             hint=_UNWRITABLE_HINT)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "not a file")
+
+
+_UNWRITABLE_HINT = "every mutating action is recorded first: fix that path, or point PDCTL_AUDIT_LOG at a writable file"
+
+
+def check_writable(path: Path | None = None) -> Path:
+    """Raise UsageError (exit 2) naming the log unless it can be appended to; creates it (empty) if missing."""
+    p = path or state.audit_log_path()
+    os.close(_open_for_append(p))
+    return p
+
+
 def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, result: str,
            started: float, extra: dict[str, Any] | None = None, path: Path | None = None) -> dict[str, Any]:
-    """Append one record and return it. Safe with concurrent writers (flock + a single write of one line)."""
+    """Append one record and return it. Safe with concurrent writers (flock + a single write of one line).
+    Raises UsageError naming the log when it cannot be written (missing directory made, FIFO or directory refused)."""
     now = time.time()
     record = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
@@ -57,42 +102,73 @@ def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, r
     record["result"] = _mask_nested(record["result"])
     line = (json.dumps(record, sort_keys=False, default=str) + "\n").encode()
     p = path or state.audit_log_path()
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = _open_for_append(p)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, line)
+    except OSError as e:     # e.g. a full disk
+        raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})", hint=_UNWRITABLE_HINT) from None
     finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        os.close(fd)         # closing drops the flock
     return record
 
 
+STARTED = "started"
+
+
 class Audited:
-    """What an audited action fills in while it runs: its result line and extra fields for the record."""
+    """What an audited action fills in while it runs: its result line and extra fields for the record. `run`
+    is the id shared by the action's "started" record and its final one."""
 
     def __init__(self) -> None:
         self.result = "error"
         self.extra: dict[str, Any] = {}
+        self.run = uuid.uuid4().hex[:12]
 
 
 @contextmanager
-def audited(action: str, *, inventory: str, args: dict[str, Any]) -> Iterator[Audited]:
-    """Append exactly one record for `action` however it ends: the result the action set, the error that stopped
-    it (refusals included), or "interrupted"."""
+def audited(action: str, *, inventory: str, args: dict[str, Any], mark_start: bool = False,
+            states: Callable[[], Any] | None = None) -> Iterator[Audited]:
+    """Append one final record for `action` however it ends: the result the action set, the error that stopped
+    it (refusals included), or "interrupted by SIGTERM" (the signal named when the interrupt carries one).
+
+    Before the action runs, the log is checked writable (UsageError naming it otherwise, so nothing is done
+    that cannot be recorded); with `mark_start` a "started" record with the same `run` id is appended first,
+    so a run killed outright (kill -9) leaves a record with no end. On an interrupt, `states()` (best effort)
+    goes into the record as "roles": what state the action left them in."""
     started = time.time()
     rec = Audited()
     try:
+        if mark_start:
+            append(action, inventory=inventory, args=args, result=STARTED, started=started, extra={"run": rec.run})
+        else:
+            check_writable()
+    except UsageError as e:
+        raise UsageError(f"{e.message}: refusing to {action} (nothing was done)", hint=e.hint) from None
+    failed = True
+    try:
         yield rec
-    except KeyboardInterrupt:
-        rec.result = "interrupted"
+        failed = False
+    except KeyboardInterrupt as e:
+        sig = getattr(e, "signal_name", None)
+        rec.result = f"interrupted by {sig}" if sig else "interrupted"
+        if states is not None:
+            try:
+                rec.extra["roles"] = states()
+            except Exception as err:    # the host may be what hung: the interrupt is still recorded
+                rec.extra["roles"] = f"unknown: {getattr(err, 'message', None) or err}"
         raise
     except Exception as e:
         msg = getattr(e, "message", None) or str(e) or "no message"
         rec.result = f"{type(e).__name__}: {msg.splitlines()[0]}"
         raise
     finally:
-        append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
+        rec.extra["run"] = rec.run
+        try:
+            append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
+        except UsageError:
+            if not failed:      # else the action's own error is the one to report
+                raise
 
 
 # -- reading --------------------------------------------------------------------------------------------------------
@@ -253,10 +329,18 @@ def query(lines: Iterable[AuditLine], *, action: Optional[str] = None,
     return out[-limit:] if limit is not None else out
 
 
+def fold_runs(lines: Iterable[AuditLine]) -> list[AuditLine]:
+    """The lines without the "started" records whose run has its final record among `lines`: a run shows once,
+    by its end; a started record left alone is a run that never finished (killed, or still running). Pure."""
+    out = list(lines)
+    ended = {x.get("run") for x in out if isinstance(x, dict) and x.get("run") and x.get("result") != STARTED}
+    return [x for x in out if not (isinstance(x, dict) and x.get("result") == STARTED and x.get("run") in ended)]
+
+
 # -- a result in a word ---------------------------------------------------------------------------------------------
 
 class ResultWord(NamedTuple):
-    word: str       # ok, failed, refused, unreachable, usage or interrupted
+    word: str       # ok, failed, refused, unreachable, usage, interrupted, unfinished or taken over
     detail: str     # the rest of the result, without the word repeated ("" when nothing is left)
 
 
@@ -276,6 +360,10 @@ def result_word(record: Record) -> ResultWord:
     low = res.lower()
     if low in ("ok", "passed", "pass"):
         return ResultWord("ok", "")
+    if low == STARTED:      # its end is not in the log (fold_runs drops the started records of finished runs)
+        return ResultWord("unfinished", "started, no end recorded: killed, or still running")
+    if low.startswith("taken over"):    # a "lock takeover" record
+        return ResultWord("taken over", res[len("taken over"):].lstrip(" :"))
     if low.startswith("interrupted"):
         return ResultWord("interrupted", res[len("interrupted"):].lstrip(" :"))
     m = _CLASS_PREFIX.match(res)

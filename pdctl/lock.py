@@ -2,7 +2,9 @@
 
 The lock is a directory created with `mkdir` (atomic on POSIX) on the first prefill's host, so operators on
 different machines see the same lock. Its owner.json says who holds it, since when and for what. A lock left by a
-process that died on the same machine is taken over; any other held lock refuses with LockHeld (exit 4).
+process that died on the same machine (or an owner-less one older than OWNERLESS_STALE_S) is abandoned: taking it
+over is said through `on_takeover` (the caller reports and audits it), and `abandoned()` reports one without
+taking it; any other held lock refuses with LockHeld (exit 4).
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Callable, Optional
 from shlex import quote
 
 from pdctl.errors import LockHeld, StepFailed
@@ -29,30 +32,62 @@ class LockInfo:
     hostname: str
     pid: int
     token: str
+    run: str = ""       # the audit run id of the holder's action ("" when it had none)
 
     def describe(self) -> str:
         age = int(time.time() - self.since)
         return f"{self.operator} ({self.action}, pid {self.pid} on {self.hostname}, for {age}s)"
 
+    @classmethod
+    def from_json(cls, raw: str) -> "LockInfo | None":
+        """Parsed owner.json, or None when it is no owner record; unknown keys (a newer pdctl) are ignored."""
+        try:
+            data = json.loads(raw)
+            known = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in data.items() if k in known}) if isinstance(data, dict) else None
+        except (ValueError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Abandoned:
+    """A lock whose holder is gone: who held it, for what, since when (None: it had no owner.json)."""
+
+    lock_dir: str
+    host: str
+    owner: Optional[LockInfo]
+    age_s: float | None = None
+
+    def describe(self) -> str:
+        if self.owner is None:
+            age = f", {self.age_s:.0f}s old" if self.age_s is not None else ""
+            return f"abandoned deployment lock {self.lock_dir} on {self.host} (no owner.json{age}: its holder died " \
+                   "while taking it)"
+        o = self.owner
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(o.since))
+        run = f", run {o.run}" if o.run else ""
+        return (f"abandoned deployment lock {self.lock_dir} on {self.host}: held by {o.operator} for "
+                f"'{o.action}' since {since} (pid {o.pid} on {o.hostname}{run}), and that process is gone; "
+                "what it was doing may be half done")
+
 
 class DeploymentLock:
     """Context manager. `DeploymentLock(transport, lock_dir, operator, action)`; raises LockHeld if taken."""
 
-    def __init__(self, transport: Transport, lock_dir: str, operator: str, action: str):
+    def __init__(self, transport: Transport, lock_dir: str, operator: str, action: str, *, run: str = "",
+                 on_takeover: Callable[[Abandoned], None] | None = None):
+        """`on_takeover(abandoned)` is called once we hold a lock taken over from a dead holder."""
         self.transport = transport
         self.lock_dir = lock_dir
         self.info = LockInfo(operator=operator, action=action, since=time.time(),
-                             hostname=socket.gethostname(), pid=os.getpid(), token=uuid.uuid4().hex)
+                             hostname=socket.gethostname(), pid=os.getpid(), token=uuid.uuid4().hex, run=run)
         self.held = False
+        self.on_takeover = on_takeover
+        self.took_over: Abandoned | None = None
 
     def _owner(self) -> LockInfo | None:
         raw = self.transport.read_file(f"{self.lock_dir}/owner.json")
-        if not raw:
-            return None
-        try:
-            return LockInfo(**json.loads(raw))
-        except (ValueError, TypeError):
-            return None
+        return LockInfo.from_json(raw) if raw else None
 
     def _holder_dead(self, owner: LockInfo) -> bool:
         # Only a holder on this very machine can be checked; a remote holder is trusted to be alive.
@@ -75,7 +110,18 @@ class DeploymentLock:
         except ValueError:
             return None
 
-    def _take_over(self, stale_token: str | None) -> None:
+    def abandoned(self) -> Abandoned | None:
+        """The lock as it stands, if it is abandoned (held by a dead process on this machine, or owner-less and
+        older than OWNERLESS_STALE_S); None when free or held by a live holder. Reads only; for `status`."""
+        owner = self._owner()
+        if owner is not None:
+            return Abandoned(self.lock_dir, self.transport.name, owner) if self._holder_dead(owner) else None
+        age = self._age()
+        if age is None or age <= OWNERLESS_STALE_S:
+            return None
+        return Abandoned(self.lock_dir, self.transport.name, None, age)
+
+    def _take_over(self, stale_token: str | None) -> bool:
         """Move the stale lock (the one whose owner token we judged, or an owner-less one) aside with an atomic
         rename, then check that what we moved is really that lock: if another operator took over first and made a
         fresh lock meanwhile, we moved theirs, so we put it back and report it held."""
@@ -83,7 +129,7 @@ class DeploymentLock:
         res = self.transport.run(f"mv -T {quote(self.lock_dir)} {quote(aside)}", timeout=15)
         if not res.ok:
             time.sleep(0.2)   # someone else moved it first; the next mkdir decides who holds it
-            return
+            return False
         raw = self.transport.read_file(f"{aside}/owner.json")
         try:
             moved = json.loads(raw).get("token") if raw else None
@@ -91,7 +137,7 @@ class DeploymentLock:
             moved = None
         if moved == stale_token:
             self.transport.run(f"rm -rf {quote(aside)}", timeout=15)
-            return
+            return True
         self.transport.run(f"mv -T {quote(aside)} {quote(self.lock_dir)} 2>/dev/null || rm -rf {quote(aside)}",
                            timeout=15)
         owner = self._owner()
@@ -109,6 +155,12 @@ class DeploymentLock:
                     self.transport.run(f"rm -rf {quote(self.lock_dir)}", timeout=15)
                     raise
                 self.held = True
+                if self.took_over is not None and self.on_takeover is not None:
+                    try:
+                        self.on_takeover(self.took_over)
+                    except BaseException:    # never keep a lock whose taking could not be said
+                        self.release()
+                        raise
                 return
             if res.timed_out:
                 raise StepFailed(f"lock: timed out creating {self.lock_dir} on {self.transport.name}")
@@ -122,10 +174,12 @@ class DeploymentLock:
                 if age is None:
                     continue          # released meanwhile: try again
                 if age > OWNERLESS_STALE_S:
-                    self._take_over(None)
+                    if self._take_over(None):
+                        self.took_over = Abandoned(self.lock_dir, self.transport.name, None, age)
                     continue
             elif self._holder_dead(owner):
-                self._take_over(owner.token)
+                if self._take_over(owner.token):
+                    self.took_over = Abandoned(self.lock_dir, self.transport.name, owner)
                 continue
             who = owner.describe() if owner else "an unknown holder (no owner.json yet)"
             raise LockHeld(

@@ -180,7 +180,7 @@ def lines(items: Iterable[str], style: str | None = None) -> None:
 
 HISTORY_RESULT_MAX = 80
 _HISTORY_STYLE = {"ok": "green", "failed": "red", "refused": "yellow", "unreachable": "red", "usage": "red",
-                  "interrupted": "yellow"}
+                  "interrupted": "yellow", "unfinished": "bold yellow", "taken over": "yellow"}
 
 
 def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
@@ -197,9 +197,10 @@ def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
 
 def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "") -> None:
     """The audit log (pdctl.audit lines), one table row per line (the full result is in --json)."""
-    from pdctl.audit import CorruptLine, result_word
+    from pdctl.audit import CorruptLine, fold_runs, result_word
 
     c = console()
+    lines = fold_runs(lines)    # a run once, by its end; a start alone is a run that never finished
     if not lines:
         if filters:
             c.print(Text("no records match " + " ".join(filters), style="dim"))

@@ -96,12 +96,37 @@ def _probe_host(listen_host: str) -> str:
     return "127.0.0.1" if listen_host in ("0.0.0.0", "::", "") else listen_host
 
 
-def deployment_lock(dep: Deployment, action: str):
-    """The inventory's lock, kept on the first prefill's host so every operator sees it."""
+def deployment_lock(dep: Deployment, action: str, *, run: str = "",
+                    states: Callable[[], dict[str, str]] | None = None):
+    """The inventory's lock, kept on the first prefill's host so every operator sees it. `run` is the audit run
+    id of `action`, kept in the lock so whoever finds it abandoned can name the run.
+
+    Taking over an abandoned lock (its holder died) is said on the progress stream and audited as a "lock
+    takeover" record naming the previous holder, its action, its run and (with `states`) what state the roles
+    were left in; the caller finds it in the lock's `took_over` to warn about it in its result."""
     from pdctl import state
     from pdctl.lock import DeploymentLock
     from pdctl.services.connect import default_state_dir
 
+    def said_and_audited(ab) -> None:
+        import time
+
+        from pdctl import audit
+        from pdctl.errors import PdctlError
+
+        dep.progress.info("taking over", ab.describe())
+        extra: dict = {"run": run, "lock": ab.lock_dir, "lock_host": ab.host,
+                       "previous": None if ab.owner is None else
+                       {k: v for k, v in ab.owner.__dict__.items() if k != "token"}}
+        if states is not None:
+            try:
+                extra["roles_left"] = states()
+            except PdctlError as e:
+                extra["roles_left"] = f"unknown: {e.message.splitlines()[0]}"
+        audit.append("lock takeover", inventory=dep.inv.source, args={"by": action}, result=f"taken over: {ab.describe()}",
+                     started=time.time(), extra=extra)
+
     host = dep.inv.roles.prefill[0].host
     lock_dir = f"{default_state_dir(dep.inv.hosts[host])}/locks/{dep.inv.name}.lock"
-    return DeploymentLock(dep.transport(host), lock_dir, state.operator(), action)
+    return DeploymentLock(dep.transport(host), lock_dir, state.operator(), action, run=run,
+                          on_takeover=said_and_audited)

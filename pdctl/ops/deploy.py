@@ -13,7 +13,7 @@ from typing import Any
 from pdctl import audit, launch
 from pdctl.errors import StepFailed
 from pdctl.ops.context import Deployment, deployment_lock
-from pdctl.ops.sequence import StepRecord, ordered_restart
+from pdctl.ops.sequence import StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
 from pdctl.secrets import mask_argv, mask_env
 from pdctl.services.base import spec_changes
@@ -49,13 +49,14 @@ class DeployResult:
     plan: DeployPlan
     steps: list[StepRecord] = field(default_factory=list)
     health: HealthReport | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return self.health is None or self.health.ok
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "plan": self.plan.to_dict(),
+        return {"ok": self.ok, "plan": self.plan.to_dict(), "warnings": self.warnings,
                 "steps": to_data(self.steps), "final_health": to_data(self.health)}
 
 
@@ -91,12 +92,18 @@ def plan_deploy(dep: Deployment) -> DeployPlan:
 
 
 def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> DeployResult:
-    """Plan, then (unless dry run) apply under the deployment lock and run final-health. Appends an audit record."""
+    """Plan, then (unless dry run) apply under the deployment lock and run final-health. Appends a "started"
+    audit record before anything is done (UsageError when the log cannot be written) and a final one; a lock
+    taken over from a dead holder is said, audited and a warning of the result."""
     if dry_run:
         return DeployResult(plan_deploy(dep))
-    with audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False}) as rec, \
-            deployment_lock(dep, "deploy"):
+    with audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False}, mark_start=True,
+                       states=lambda: role_states(dep)) as rec, \
+            deployment_lock(dep, "deploy", run=rec.run, states=lambda: role_states(dep)) as lock:
         result = DeployResult(plan_deploy(dep))   # observed under the lock: nobody changes it meanwhile
+        if lock.took_over:
+            result.warnings.append(f"took over the {lock.took_over.describe()}")
+            rec.extra["warnings"] = result.warnings
         rec.extra["plan"] = result.plan.to_dict()
         if result.plan.action == "co-restart":
             for r in result.plan.roles:

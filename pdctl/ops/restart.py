@@ -13,7 +13,7 @@ from typing import Any
 from pdctl import audit
 from pdctl.errors import HazardRefused
 from pdctl.ops.context import Deployment, deployment_lock
-from pdctl.ops.sequence import StepRecord, ordered_restart
+from pdctl.ops.sequence import StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
 from pdctl.serialize import to_data
 
@@ -69,16 +69,20 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
     """Restart `roles` in the safe order under the lock. Raises HazardRefused, LockHeld, StepFailed.
 
     The hazard is judged under the lock (so a concurrent restart cannot change it meanwhile) and a refusal is
-    audited like any other outcome. A dry run judges it without the lock and changes nothing."""
+    audited like any other outcome. A "started" record is appended before anything is done (UsageError when the
+    audit log cannot be written); a lock taken over from a dead holder is a warning. A dry run judges the hazard
+    without the lock and changes nothing."""
     roles = tuple(r for r in PAIR if r in roles)
     result = RestartResult(roles, dry_run, restart_plan(dep, roles))
     if dry_run:
         _judge_hazard(dep, result, override_hazard)
         return result
     action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
-    with audit.audited(action, inventory=dep.inv.source,
+    with audit.audited(action, inventory=dep.inv.source, mark_start=True, states=lambda: role_states(dep),
                        args={"roles": list(roles), "override_hazard": override_hazard}) as rec:
-        with deployment_lock(dep, action):
+        with deployment_lock(dep, action, run=rec.run, states=lambda: role_states(dep)) as lock:
+            if lock.took_over:
+                result.warnings.append(f"took over the {lock.took_over.describe()}")
             _judge_hazard(dep, result, override_hazard)
             rec.extra["warnings"] = result.warnings
             result.steps = ordered_restart(dep, roles)

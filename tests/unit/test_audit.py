@@ -34,3 +34,101 @@ def test_env_is_masked(tmp_path):
     assert "hf_abc" not in text
     rec = audit.read_records(path)[0]
     assert rec["roles"][0]["env"]["PLAIN"] == "1"
+
+
+# -- a run leaves a trace before it acts; an unwritable log refuses it ---------------------------------------------
+
+import os
+import threading
+
+import pytest
+
+from pdctl.cli.common import Interrupted
+from pdctl.errors import UsageError
+
+
+@pytest.fixture
+def log(tmp_path, monkeypatch):
+    path = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(path))
+    return path
+
+
+def test_a_marked_run_records_started_before_acting_and_its_end_with_the_same_run_id(log):
+    with audit.audited("restart --pair", inventory="i", args={}, mark_start=True) as rec:
+        (started,) = audit.read_records(log)        # already there while the action runs
+        assert started["result"] == "started" and started["run"] == rec.run
+        rec.result = "ok"
+    _, end = audit.read_records(log)
+    assert end["result"] == "ok" and end["run"] == started["run"]
+
+
+def test_an_interrupt_names_its_signal_and_records_the_state_left(log):
+    with pytest.raises(KeyboardInterrupt):
+        with audit.audited("deploy", inventory="i", args={}, mark_start=True,
+                           states=lambda: {"prefill[0]": "running (pid 1)"}):
+            raise Interrupted("SIGTERM")
+    started, end = audit.read_records(log)
+    assert end["result"] == "interrupted by SIGTERM" and end["roles"] == {"prefill[0]": "running (pid 1)"}
+    assert audit.result_word(end) == ("interrupted", "by SIGTERM")
+
+
+def test_a_killed_run_is_a_started_record_alone_and_shows_unfinished(log):
+    with audit.audited("deploy", inventory="i", args={}, mark_start=True) as done:
+        done.result = "ok"
+    audit.append("deploy", inventory="i", result="started", started=0, extra={"run": "killed"})   # kill -9 here
+    lines = audit.fold_runs(audit.read_records(log))
+    assert [(x["run"], x["result"]) for x in lines] == [(done.run, "ok"), ("killed", "started")]
+    assert audit.result_word(lines[1]).word == "unfinished"
+
+
+def _refused_in_time(target, path):
+    """audited() on `path`: the UsageError it raises (within 5 s: a FIFO must not hang us) and whether the body ran."""
+    out = {}
+
+    def go():
+        try:
+            with audit.audited("restart --role router", inventory="i", args={}, mark_start=target):
+                out["ran"] = True
+        except UsageError as e:
+            out["error"] = e
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    th.join(5)
+    assert not th.is_alive(), f"audited() hung on {path}"
+    return out
+
+
+@pytest.mark.parametrize("mark_start", [True, False])
+@pytest.mark.parametrize("kind", ["directory", "fifo", "fifo with a reader", "file in place of its directory"])
+def test_an_audit_log_that_cannot_be_written_refuses_before_the_action_naming_it(tmp_path, monkeypatch,
+                                                                                   kind, mark_start):
+    path = tmp_path / "audit.jsonl"
+    reader = None
+    if kind == "directory":
+        path.mkdir()
+    elif kind.startswith("fifo"):
+        os.mkfifo(path)
+        if kind == "fifo with a reader":
+            reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    else:
+        (tmp_path / "blocker").write_text("")
+        path = tmp_path / "blocker" / "audit.jsonl"
+    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(path))
+    try:
+        out = _refused_in_time(mark_start, path)
+    finally:
+        if reader is not None:
+            os.close(reader)
+    assert "ran" not in out
+    e = out["error"]
+    assert e.exit_code == 2 and str(path) in e.message and "nothing was done" in e.message
+
+
+def test_the_end_record_failing_does_not_hide_the_actions_own_error(log):
+    with pytest.raises(RuntimeError, match="boom"):
+        with audit.audited("deploy", inventory="i", args={}, mark_start=True):
+            log.unlink()
+            log.mkdir()          # the log became unwritable while the action ran
+            raise RuntimeError("boom")

@@ -137,3 +137,30 @@ def test_run_records_carry_the_inventory_name(log, monkeypatch):
     rec = json.loads(log["path"].read_text().splitlines()[0])
     assert rec["inventory_name"] == "local"
     assert [x["action"] for x in json.loads(_history("--json", "-i", "local").stdout)["records"]] == ["run t"]
+
+
+@pytest.mark.parametrize("record, want", [
+    ({"result": "started", "run": "a1"}, ("unfinished", "started, no end recorded: killed, or still running")),
+    ({"result": "interrupted by SIGTERM"}, ("interrupted", "by SIGTERM")),
+    ({"result": "taken over: abandoned deployment lock x"}, ("taken over", "abandoned deployment lock x")),
+])
+def test_result_words_of_runs_and_takeovers(record, want):
+    assert result_word(record) == want
+
+
+def test_a_finished_run_is_one_row_and_a_killed_one_shows_unfinished(log):
+    def rec(action, result, run):
+        return {"time": "2025-01-02T00:00:00+0000", "operator": "oncall", "inventory": "<embedded default>",
+                "action": action, "args": {}, "result": result, "duration_s": 0.0, "run": run}
+
+    extra = [rec("deploy", "started", "r-done"), rec("deploy", "ok", "r-done"),
+             rec("restart --pair", "started", "r-killed")]
+    log["path"].write_text(log["path"].read_text() + "".join(json.dumps(r) + "\n" for r in extra))
+    r = _history()
+    assert r.exit_code == 0, r.output
+    rows = [line for line in r.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 7 + 2                       # the finished run once, by its end; the killed one by its start
+    assert [x for x in rows if "unfinished" in x] == [rows[-1]] and "restart --pair" in rows[-1]
+    assert "no end recorded" in rows[-1]
+    # --json keeps every line of the log as written
+    assert [x["result"] for x in json.loads(_history("--json").stdout)["records"][-3:]] == ["started", "ok", "started"]

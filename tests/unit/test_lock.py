@@ -85,3 +85,69 @@ def test_two_operators_taking_over_one_stale_lock_never_both_hold_it(tmp_path):
         for lk in won:
             lk.release()
         assert not d.exists()
+
+
+def _ghost_lock(d, action="deploy", run="r123"):
+    """A lock left by a process that is gone (a real pid, reaped)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ghost = DeploymentLock(LocalTransport(), str(d), "ghost", action, run=run)
+    ghost.info.pid = dead.pid
+    d.mkdir()
+    (d / "owner.json").write_text(json.dumps(ghost.info.__dict__))
+    return dead.pid
+
+
+def test_taking_over_a_dead_holders_lock_is_reported_with_who_what_and_since_when(tmp_path):
+    d = tmp_path / "x.lock"
+    pid = _ghost_lock(d)
+    seen = []
+    lk = DeploymentLock(LocalTransport(), str(d), "carol", "restart --pair", on_takeover=seen.append)
+    assert lk.abandoned() is not None            # reported before anyone takes it (what status would show)
+    with lk:
+        (ab,) = seen
+        assert ab.owner.pid == pid and ab.owner.action == "deploy" and ab.owner.run == "r123"
+        text = ab.describe()
+        assert "abandoned" in text and "ghost" in text and "'deploy'" in text and f"pid {pid}" in text
+        assert "since " in text and lk.took_over == ab
+        assert lk.abandoned() is None            # ours now, and we are alive
+
+
+def test_a_live_holder_is_not_abandoned_and_a_fresh_lock_is_no_takeover(tmp_path):
+    d = tmp_path / "x.lock"
+    seen = []
+    with DeploymentLock(LocalTransport(), str(d), "alice", "deploy") as held:
+        assert held.abandoned() is None
+    with DeploymentLock(LocalTransport(), str(d), "bob", "deploy", on_takeover=seen.append) as lk:
+        assert seen == [] and lk.took_over is None
+
+
+def test_an_ownerless_stale_lock_is_reported_as_abandoned_with_its_age(tmp_path):
+    d = tmp_path / "x.lock"
+    d.mkdir()
+    old = time.time() - 3600
+    os.utime(d, (old, old))
+    ab = DeploymentLock(LocalTransport(), str(d), "dave", "deploy").abandoned()
+    assert ab is not None and ab.owner is None and "no owner.json" in ab.describe() and "s old" in ab.describe()
+
+
+def test_a_takeover_that_cannot_be_said_leaves_no_lock_behind(tmp_path):
+    d = tmp_path / "x.lock"
+    _ghost_lock(d)
+
+    def cannot(_ab):
+        raise RuntimeError("audit log unwritable")
+
+    with pytest.raises(RuntimeError):
+        DeploymentLock(LocalTransport(), str(d), "carol", "deploy", on_takeover=cannot).acquire()
+    assert not d.exists()
+
+
+def test_an_owner_record_with_keys_it_does_not_know_still_names_its_holder(tmp_path):
+    d = tmp_path / "x.lock"
+    with DeploymentLock(LocalTransport(), str(d), "alice", "deploy"):
+        info = json.loads((d / "owner.json").read_text())
+        (d / "owner.json").write_text(json.dumps({**info, "added_later": 1}))
+        with pytest.raises(LockHeld) as e:
+            DeploymentLock(LocalTransport(), str(d), "bob", "deploy").acquire()
+        assert "alice" in e.value.message

@@ -1,0 +1,165 @@
+"""Interruptions leave a trace and a clean lock; an audit log that cannot be written refuses before acting.
+
+A real `python -m pdctl` subprocess deploys an inventory whose "python" is a script that just sleeps: every role
+starts (a real detached process under the pidfile manager) and never becomes ready, so deploy sits in "wait
+prefill[0] ready" for as long as the test likes. The test signals it there, then reads what was left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.helpers import REPO, local_inventory, pdctl, write_inventory
+from tests.fixtures.net import free_port
+
+pytestmark = [pytest.mark.e2e]
+
+NAME = "sleepy"
+
+
+def _inventory(tmp_path: Path, *, ready_timeout: float = 120) -> Path:
+    fake = tmp_path / "fake-python"
+    fake.write_text("#!/bin/sh\nexec sleep 120\n")      # a role process that runs and never answers
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = local_inventory(NAME, ports, host={"transport": "local", "service_manager": "pidfile", "python": str(fake)})
+    for role in ("prefill", "decode", "router"):
+        inv["roles"][role][0]["ready_timeout"] = ready_timeout
+    return write_inventory(tmp_path / "inv.yaml", inv)
+
+
+def _env(state: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_STATE_HOME": str(state), "COLUMNS": "200", "PDCTL_OPERATOR": "test-operator"}
+
+
+def _lock_dir(state: Path) -> Path:
+    return state / "pdctl" / "locks" / f"{NAME}.lock"
+
+
+def _prefill_pidfile(state: Path) -> Path:
+    return state / "pdctl" / f"pdctl-{NAME}-prefill-0.pid"
+
+
+def _records(state: Path) -> list[dict]:
+    log = state / "pdctl" / "audit.jsonl"
+    return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+
+def _state_of(states: dict[str, str], role: str) -> str:
+    (state,) = [v for k, v in states.items() if k.startswith(role + "@")]
+    return state
+
+
+def _wait_for(what, cond, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _kill_roles(state: Path) -> None:
+    """The role processes are detached (setsid: pid == process group); kill them by their pidfiles."""
+    for pidfile in (state / "pdctl").glob("*.pid"):
+        try:
+            os.killpg(json.loads(pidfile.read_text())["pid"], signal.SIGKILL)
+        except (ValueError, KeyError, ProcessLookupError, PermissionError):
+            pass
+
+
+@pytest.fixture
+def sleepy(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    procs: list[subprocess.Popen] = []
+
+    def start(*args: str) -> subprocess.Popen:
+        """`pdctl ARGS` in the background, stopped in the middle of waiting for prefill[0] to be ready."""
+        p = subprocess.Popen([sys.executable, "-m", "pdctl", *args], cwd=REPO, env=_env(state), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs.append(p)
+        _wait_for("prefill[0] started and the lock taken",
+                  lambda: (_prefill_pidfile(state).exists() and _lock_dir(state).exists()) or p.poll() is not None)
+        assert p.poll() is None, p.communicate()
+        return p
+
+    try:
+        yield {"state": state, "inv": _inventory(tmp_path), "start": start, "tmp": tmp_path}
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate(timeout=10)
+        _kill_roles(state)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_mid_deploy_releases_the_lock_and_audits_interrupted(sleepy, sig):
+    st = sleepy["state"]
+    p = sleepy["start"]("deploy", "-i", str(sleepy["inv"]))
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 130, err
+    assert f"interrupted by {sig.name}" in err and "Traceback" not in out + err
+    assert not _lock_dir(st).exists()
+    started, end = _records(st)
+    assert started["action"] == end["action"] == "deploy" and started["result"] == "started"
+    assert end["run"] == started["run"] and end["result"] == f"interrupted by {sig.name}"
+    assert _state_of(end["roles"], "prefill[0]").startswith("running")      # the state it left, in the record
+    hist = pdctl(["history"], state=st)
+    assert f"interrupted: by {sig.name}" in hist.stdout and "unfinished" not in hist.stdout
+
+
+def test_kill_9_leaves_an_unfinished_record_and_the_next_restart_takes_the_lock_over_saying_so(sleepy):
+    st, inv = sleepy["state"], sleepy["inv"]
+    p = sleepy["start"]("deploy", "-i", str(inv))
+    killed = p.pid
+    p.kill()
+    p.communicate(timeout=10)
+    (started,) = _records(st)
+    assert started["result"] == "started" and started["action"] == "deploy"
+    owner = json.loads((_lock_dir(st) / "owner.json").read_text())
+    assert owner["pid"] == killed and owner["run"] == started["run"]
+    hist = pdctl(["history"], state=st)
+    assert "unfinished" in hist.stdout and "no end recorded" in hist.stdout
+
+    _inventory(sleepy["tmp"], ready_timeout=1)    # same inventory name (same lock); readiness now fails fast
+    r = pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], state=st, timeout=60)
+    assert r.code == 1, r.output                        # prefill never gets ready: a StepFailed, not a hang
+    assert "abandoned deployment lock" in r.stderr and f"pid {killed}" in r.stderr and "'deploy'" in r.stderr
+    assert not _lock_dir(st).exists()
+    recs = _records(st)
+    takeover = next(x for x in recs if x["action"] == "lock takeover")
+    assert takeover["previous"]["pid"] == killed and takeover["previous"]["action"] == "deploy"
+    assert takeover["previous"]["run"] == started["run"] and takeover["args"]["by"] == "restart --pair"
+    assert _state_of(takeover["roles_left"], "prefill[0]").startswith("running")
+    restart = [x for x in recs if x["action"] == "restart --pair"]
+    assert [x["result"] for x in restart][0] == "started" and restart[-1]["result"].startswith("StepFailed")
+    assert takeover["run"] == restart[0]["run"]
+    hist = pdctl(["history"], state=st).stdout
+    assert "taken over" in hist and hist.count("unfinished") == 1      # the killed deploy, and only it
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+@pytest.mark.parametrize("command", [["restart", "--role", "router"], ["deploy"]])
+def test_an_audit_log_that_cannot_be_written_refuses_before_anything_is_touched(sleepy, kind, command):
+    st = sleepy["state"]
+    log = sleepy["tmp"] / "audit-here"
+    if kind == "directory":
+        log.mkdir()
+    else:
+        os.mkfifo(log)
+    r = pdctl([*command, "-i", str(sleepy["inv"])], state=st, env={"PDCTL_AUDIT_LOG": str(log)}, timeout=30)
+    assert r.code == 2, r.output
+    assert str(log) in r.stderr and "not a regular file" in r.stderr and "nothing was done" in r.stderr
+    assert "Traceback" not in r.output
+    assert not list((st / "pdctl").glob("*.pid")) and not list((st / "pdctl").glob("*.json"))   # nothing started
+    assert not _lock_dir(st).exists()
