@@ -14,6 +14,9 @@ from engine.req import Req
 from engine.tokenizer import ByteTokenizer
 
 
+DISCONNECT_CHECK_S = 0.25
+
+
 class BadRequest(Exception):
     pass
 
@@ -23,13 +26,13 @@ def _err(code: int, msg: str, typ: str = "BadRequestError") -> JSONResponse:
                          "error": {"message": msg, "type": typ, "code": code}}, status_code=code)
 
 
-def _int(v, name, lo=None, allow_none=True):
+def _int(v, name, lo=None, allow_none=True, hi=None):
     if v is None and allow_none:
         return None
     if isinstance(v, bool) or not isinstance(v, int):
-        raise BadRequest(f"{name} must be an integer")
-    if lo is not None and v < lo:
-        raise BadRequest(f"{name} must be >= {lo}")
+        raise BadRequest(f"{name} must be an integer, got {json.dumps(v)[:40]}")
+    if lo is not None and v < lo or hi is not None and v > hi:
+        raise BadRequest(f"{name} must be in [{lo}, {hi}], got {v}" if hi is not None else f"{name} must be >= {lo}")
     return v
 
 
@@ -63,7 +66,9 @@ def build_app(state) -> FastAPI:
             if room is None or b.get("bootstrap_host") is None:
                 raise BadRequest("bootstrap_host and bootstrap_room are required in disaggregation mode")
             _int(room, "bootstrap_room", 0, allow_none=False)
-            port = _int(b.get("bootstrap_port", args.disaggregation_bootstrap_port), "bootstrap_port", 1)
+            port = b.get("bootstrap_port")
+            # null means the server's own bootstrap port; a port no socket can have is refused before any work
+            port = args.disaggregation_bootstrap_port if port is None else _int(port, "bootstrap_port", 1, hi=65535)
         else:
             port = None
         if not ids:
@@ -93,16 +98,23 @@ def build_app(state) -> FastAPI:
         return q, (lambda ev: loop.call_soon_threadsafe(q.put_nowait, ev))
 
     async def run(request: Request, req: Req, q: asyncio.Queue):
-        """Yield scheduler events; abort if the client disconnects."""
+        """Yield scheduler events; abort the request in the scheduler (as /abort_request does) once the client
+        has gone. The check runs every DISCONNECT_CHECK_S whether or not tokens flow: a busy decode batch
+        must not keep generating for clients that timed out."""
         state.scheduler.submit(req)
+        next_check = time.monotonic() + DISCONNECT_CHECK_S
         try:
             while True:
                 try:
-                    ev = await asyncio.wait_for(q.get(), timeout=0.5)
+                    ev = await asyncio.wait_for(q.get(), timeout=DISCONNECT_CHECK_S)
                 except asyncio.TimeoutError:
+                    ev = None
+                if time.monotonic() >= next_check or ev is None:
+                    next_check = time.monotonic() + DISCONNECT_CHECK_S
                     if await request.is_disconnected():
                         state.scheduler.abort(req.rid)
                         return
+                if ev is None:
                     continue
                 yield ev
                 if ev[0] in ("done", "error"):

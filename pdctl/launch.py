@@ -89,7 +89,16 @@ def role_env(inv: Inventory, role: str, index: int) -> dict[str, str]:
     if inv.engine == "bundled":
         # Two workers and a router share few cores: keep torch's thread pools small unless told otherwise.
         env.setdefault("OMP_NUM_THREADS", "1")
+        if role != "router" and single_kv_host(inv):
+            # KV never leaves this host, so UCX (under NIXL) must not open sockets on its external interfaces;
+            # a multi-host deployment names its device in the role's env (docs/engine.md).
+            env.setdefault("UCX_NET_DEVICES", "lo")
     return env
+
+
+def single_kv_host(inv: Inventory) -> bool:
+    """True when every prefill and decode instance runs on one host (the embedded default, a laptop, tests)."""
+    return len({i.host for i in [*inv.roles.prefill, *inv.roles.decode]}) <= 1
 
 
 def service_spec(inv: Inventory, role: str, index: int) -> ServiceSpec:

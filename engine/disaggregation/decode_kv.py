@@ -163,5 +163,10 @@ class DecodeKVManager:
                 self.registered.discard(f"http://{info['rank_ip']}:{info['rank_port']}")
             rooms = [r for r, a in self.room_addr.items() if a == addr]
         for r in rooms:
-            if self.status.get(r) != KVPoll.Success:
+            st = self.status.get(r)
+            if st != KVPoll.Success:
                 self.status.update(r, KVPoll.Failed)
+                if st == KVPoll.Bootstrapping:
+                    # the handshake never completed: SGLang's decode counts a Failed poll in its prealloc
+                    # queue as a bootstrap failure (and final-health reads that counter)
+                    self.metrics.inc("num_bootstrap_failed_reqs")

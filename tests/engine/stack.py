@@ -18,6 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 from tests.fixtures.net import free_port  # noqa: E402  (one helper for every test)
 
 
+UCX_LOOPBACK = {"UCX_NET_DEVICES": "lo"}
+
+
 def metric(url: str, name: str) -> float:
     text = httpx.get(f"{url}/metrics", timeout=5).text
     m = re.search(rf"^{re.escape(name)}{{[^}}]*}} ([0-9.e+-]+)$", text, re.M)
@@ -40,8 +43,9 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.1):
 class Stack:
     def __init__(self, prefill_env=None, decode_env=None, drills: str = ""):
         self.pp, self.dp, self.rp, self.bp, self.mp = (free_port() for _ in range(5))
-        self.prefill_env = {"PDCTL_DRILLS": drills, **(prefill_env or {})}
-        self.decode_env = {"PDCTL_DRILLS": "", **(decode_env or {})}
+        # UCX_NET_DEVICES=lo as pdctl's single-host launch env sets it: NIXL/UCX sockets stay on loopback
+        self.prefill_env = {"PDCTL_DRILLS": drills, **UCX_LOOPBACK, **(prefill_env or {})}
+        self.decode_env = {"PDCTL_DRILLS": "", **UCX_LOOPBACK, **(decode_env or {})}
         self.procs: dict[str, subprocess.Popen] = {}
         self.logdir = tempfile.mkdtemp(prefix="engine-test-")
         self.prefill = f"http://127.0.0.1:{self.pp}"
