@@ -61,9 +61,14 @@ def check_gate(kind: StepKind, gate: dict[str, Any]) -> list[tuple[str, str]]:
             out.append((f"gate.{k}", f"not a gate of action {kind.name!r} (its gates: {', '.join(kind.gate_keys)})"))
             continue
         try:
-            GATE_SPECS[k](v)
+            value = GATE_SPECS[k](v)
         except ValueError as e:
             out.append((f"gate.{k}", str(e)))
+            continue
+        unknown = [n for n in value if n not in kind.verdicts] if k == "verdict" else []
+        if unknown:   # a verdict the action never gives: the gate could never pass
+            out.append((f"gate.{k}", f"unknown verdict {unknown[0]!r} of action {kind.name!r} "
+                                     f"(its verdicts: {', '.join(kind.verdicts) or 'none'})"))
     return out
 
 

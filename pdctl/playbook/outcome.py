@@ -67,6 +67,7 @@ class StepKind:
     also_check: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None   # beyond the model (wait: its until)
     quoted_args: tuple[str, ...] = ()    # string args whose `${...}` values are shell-quoted when substituted
     order: int = 100                     # its place in listings ("choose from ..."); then by name
+    verdicts: tuple[str, ...] = ()       # what its outcome's `verdict` can be: the names a `verdict` gate may use
 
 
 @dataclass

@@ -35,7 +35,8 @@ def register(name: str, *, args: type[BaseModel], gate_keys: tuple[str, ...], mu
              describe: Optional[Callable[[Any], str]] = None,
              validate: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
              also_check: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
-             quoted_args: tuple[str, ...] = (), order: int = 100) -> Callable[[RunFn], RunFn]:
+             quoted_args: tuple[str, ...] = (), order: int = 100,
+             verdicts: tuple[str, ...] = ()) -> Callable[[RunFn], RunFn]:
     """Decorate a kind's run function: adds StepKind `name` to REGISTRY and returns the function unchanged. The
     parameters are StepKind's fields (outcome.py); `describe` defaults to `NAME k=v ...` of the args given. Raises
     ValueError if a kind of another module has the name."""
@@ -46,7 +47,7 @@ def register(name: str, *, args: type[BaseModel], gate_keys: tuple[str, ...], mu
             raise ValueError(f"step kind {name!r} registered twice ({old.run.__module__}, {run.__module__})")
         REGISTRY[name] = StepKind(name, args, tuple(gate_keys), mutating, run,
                                   describe or (lambda a: describe_args(name, a)), summary, validate, also_check,
-                                  tuple(quoted_args), order)
+                                  tuple(quoted_args), order, tuple(verdicts))
         return run
 
     return add

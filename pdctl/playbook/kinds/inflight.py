@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from pdctl.checks.inflight import VERDICTS as INFLIGHT_VERDICTS
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import stop_if_interrupted
@@ -18,8 +19,12 @@ def describe(a: InflightArgs) -> str:
     return f"verify inflight --window {a.window_s:g} --interval {a.interval_s:g}"
 
 
+#: checks.inflight's verdicts, and "unknown" when no complete sample was taken (InflightReport.name)
+VERDICTS = (*INFLIGHT_VERDICTS, "unknown")
+
+
 @register("inflight", args=InflightArgs, gate_keys=("ok", "verdict"), mutating=False, describe=describe,
-          summary="drained / busy / pinned", order=60)
+          summary="drained / busy / pinned", order=60, verdicts=VERDICTS)
 def run(ctx: RunContext, a: InflightArgs) -> StepOutcome:
     from pdctl.ops.inflight import sample_inflight
 

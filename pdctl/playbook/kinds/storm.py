@@ -38,8 +38,12 @@ def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
     return []
 
 
+#: the verdicts a gate can match ("interrupted" stops the run before any gate is judged)
+VERDICTS = ("drained", "not-drained", "pinned")
+
+
 @register("storm", args=StormArgs, gate_keys=("ok", "verdict"), mutating=True, validate=validate,
-          summary="abort storm with a drain verdict", order=40)
+          summary="abort storm with a drain verdict", order=40, verdicts=VERDICTS)
 def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
     from pdctl.ops.storm import storm
     from pdctl.ops.storm_plan import StormConfig

@@ -22,8 +22,12 @@ def triage_headline(rep) -> str:
     return rep.headline
 
 
+#: the verdicts a gate can match ("interrupted" stops the run before any gate is judged)
+VERDICTS = ("clean", "warn", "action")
+
+
 @register("triage", args=TriageArgs, gate_keys=("ok", "verdict"), mutating=False,
-          summary="the stall decision path", order=50)
+          summary="the stall decision path", order=50, verdicts=VERDICTS)
 def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
     from pdctl.ops.triage import triage
 
