@@ -3,19 +3,21 @@
 The incident: prefill ran 17 h while decode was restarted several times against it; NIXL piled up stale peers and
 transfers failed silently until a clean co-restart prefill -> decode -> router. So:
 - with a record of the last co-restart (label -> {"role","pid","start"}, written by pdctl after deploy or
-  restart --pair): a decode or router whose (pid, start) differs from the record while a prefill it pairs with is
+  restart --pair): a decode whose (pid, start) differs from the record while a prefill it pairs with is
   unchanged = FAIL, recommend `pdctl restart --pair` (observed: which process changed; inferred: the hazard);
   a prefill restarted under an unchanged decode = FAIL too (decode keeps the dead prefill's bootstrap state);
-- without a record: a decode or router started more than `window_s` after a prefill = WARN with the same advice
+- without a record: a decode started more than `window_s` after a prefill = WARN with the same advice
   (inferred only from start times: pdctl cannot know whether the restart was a co-restart).
-Every decode and router is taken to pair with every prefill (the router sends each request to one of each).
+Every decode is taken to pair with every prefill. Which restarts are the hazard is `lone_restart_hazard`, the one
+rule `pdctl restart` refuses by too: one side of the KV pair restarted without the other. The router holds no KV
+bootstrap state (it re-reads its workers), so restarting it alone is allowed and never flagged here.
 Pure: give `now` to make it deterministic.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
 
@@ -23,6 +25,25 @@ LAYER = "lineage"
 ACTION = "run `pdctl restart --pair` (prefill -> decode -> router)"
 #: start times from different readers (systemd, /proc) differ by rounding; closer than this = the same start
 START_TOLERANCE_S = 2.0
+
+
+#: the roles that hold KV bootstrap state with each other
+KV_PAIR = ("prefill", "decode")
+
+
+def lone_restart_hazard(restarted: Iterable[str], running: Iterable[str] = KV_PAIR) -> str | None:
+    """Why restarting the roles `restarted` while the roles `running` run on is the seed's degraded-bootstrap
+    hazard, or None. The hazard: prefill or decode restarted without its pair while the pair runs on (decode keeps
+    a stale bootstrap with the prefill, or the prefill forgets a decode still bound to it). The router holds no KV
+    bootstrap state, so it never makes or avoids the hazard. Pure; used by `pdctl restart` and by the judge below."""
+    kv = set(restarted) & set(KV_PAIR)
+    if len(kv) != 1:
+        return None
+    (one,) = kv
+    other = "decode" if one == "prefill" else "prefill"
+    if other not in set(running):
+        return None
+    return f"{one} restarted without {other} while {other} runs on"
 
 
 def make_lineage_record(starts: Mapping[str, tuple[str, int, float | None]]) -> dict[str, dict[str, Any]]:
@@ -105,7 +126,7 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
             me = changed(label)
             same_p = [p for p in prefills if changed(p) is False]
             new_p = [p for p in prefills if changed(p) is True]
-            if me and same_p:
+            if me and same_p and lone_restart_hazard([role], ["prefill"]):
                 p = same_p[0]
                 old = rec.get(label)
                 was = f"pid {old[1]} started {_when(old[2])}" if old and old[2] else "not in the record"
@@ -118,11 +139,10 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
                             f"degraded-bootstrap hazard (silent transfer failures); {ACTION}"),
                     next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "degraded-bootstrap", "prefill": p}))
                 continue
-            if me is False and new_p:
+            if me is False and new_p and lone_restart_hazard(["prefill"], [role]):
                 p = new_p[0]
-                status = Status.FAIL if role == "decode" else Status.WARN
                 results.append(CheckResult(
-                    LAYER, label, "restart lineage", status,
+                    LAYER, label, "restart lineage", Status.FAIL,
                     observed=f"unchanged (pid {pid}) while {p} was restarted",
                     expected="co-restarted with its prefill",
                     detail=(f"observed: {p} restarted since the last co-restart, {label} did not; inferred: {role} "
@@ -134,6 +154,14 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
                                            observed=f"unchanged since the last co-restart (pid {pid})",
                                            expected="co-restarted with its prefill",
                                            detail="observed: same pid and start time as recorded", data=data))
+                continue
+            if me and same_p:      # restarted alone, but holding no KV bootstrap state (the router)
+                results.append(CheckResult(LAYER, label, "restart lineage", Status.PASS,
+                                           observed=f"restarted alone: pid {pid} started {_when(start)}",
+                                           expected="co-restarted with its prefill, unless it holds no KV state",
+                                           detail=f"observed: {role} restarted since the last co-restart; it holds "
+                                                  "no KV bootstrap state, so this is not the degraded-bootstrap "
+                                                  "hazard", data=data))
                 continue
             # everything changed (or unknown) since the record: judge the order from start times as without one
             data["record_stale"] = True
@@ -150,7 +178,7 @@ def _judge_by_start_times(label: str, role: str, pid: int, start: float, prefill
             continue
         delta = start - pstart
         data.setdefault("after_prefill_s", {})[p] = delta
-        if delta > window_s:
+        if delta > window_s and lone_restart_hazard([role], ["prefill"]):
             return CheckResult(
                 LAYER, label, "restart lineage", Status.WARN,
                 observed=f"started {_human(delta)} after {p} (pid {ppid}, up {_human(now - pstart)})",
@@ -158,7 +186,7 @@ def _judge_by_start_times(label: str, role: str, pid: int, start: float, prefill
                 detail=(f"observed: start times only{stale}; inferred: {role} was likely restarted against a "
                         f"running prefill, the seed's degraded-bootstrap hazard; {ACTION}"),
                 next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "degraded-bootstrap", "prefill": p})
-        if delta < -START_TOLERANCE_S and role == "decode":
+        if delta < -START_TOLERANCE_S and lone_restart_hazard(["prefill"], [role]):
             return CheckResult(
                 LAYER, label, "restart lineage", Status.WARN,
                 observed=f"started {_human(-delta)} BEFORE {p} (pid {ppid})",

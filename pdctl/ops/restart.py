@@ -48,20 +48,18 @@ def restart_plan(dep: Deployment, roles: tuple[str, ...]) -> list[str]:
 
 
 def hazard_of(dep: Deployment, roles: tuple[str, ...]) -> str | None:
-    """Why restarting only `roles` is hazardous now, or None."""
-    if set(roles) >= {"prefill", "decode"}:
+    """Why restarting only `roles` is hazardous now, or None: `checks.lineage.lone_restart_hazard` (the rule the
+    lineage layer judges by) on the roles whose instances run on. A router alone is never refused."""
+    from pdctl.checks.lineage import KV_PAIR, lone_restart_hazard
+
+    running = {role: [dep.inv.label(role, i) for role_, i, _ in dep.inv.instances(role) if dep.status(role, i).active]
+               for role in KV_PAIR if role not in roles and any(r in KV_PAIR for r in roles)}
+    why = lone_restart_hazard(roles, [r for r, labels in running.items() if labels])
+    if why is None:
         return None
-    if "decode" in roles:
-        other = "prefill"
-    elif "prefill" in roles:
-        other = "decode"
-    else:
-        return None   # the router alone re-reads its workers; no KV bootstrap state is involved
-    running = [dep.inv.label(other, i) for other_, i, _ in dep.inv.instances(other) if dep.status(other, i).active]
-    if not running:
-        return None
-    return (f"restarting {'/'.join(roles)} while {', '.join(running)} runs on leaves the KV bootstrap of the pair "
-            "degraded (the seed's decode-only restarts: transfers then fail silently while /health stays green)")
+    on = ", ".join(label for labels in running.values() for label in labels)
+    return (f"restarting {'/'.join(roles)} while {on} runs on leaves the KV bootstrap of the pair degraded "
+            f"({why}: the seed's decode-only restarts, after which transfers fail silently while /health stays green)")
 
 
 def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = False,
