@@ -20,7 +20,10 @@ def _show_gate_value(v: Any) -> str:
 
 
 def plan(p, *, stderr: bool = False) -> None:
-    """The steps before a run starts (and the whole output of --dry-run)."""
+    """The steps before a run starts (and the whole output of --dry-run). Secret values are scrubbed (the step
+    commands come scrubbed; a gate is the playbook's text and may quote one)."""
+    from pdctl.secrets import mask_text
+
     c = console(stderr=stderr)
     pb = p.playbook
     c.print(Text(f"playbook {pb.name}", style="bold") + Text(f"  ({pb.source})", style="dim"))
@@ -33,7 +36,8 @@ def plan(p, *, stderr: bool = False) -> None:
     for col in ("#", "step", "does", "gate", "on failure", "runs"):
         t.add_column(col, overflow="fold")
     for s in p.steps:
-        gate = ", ".join(f"{k}: {_show_gate_value(v)}" for k, v in s.spec.gate.items()) or "action ok"
+        gate = mask_text(", ".join(f"{k}: {_show_gate_value(v)}" for k, v in s.spec.gate.items()), p.secrets) \
+            or "action ok"
         if s.spec.handler:
             runs = Text("as handler" + ("" if s.runs else f"; {s.skip_reason}"), style="yellow" if s.runs else "dim")
         else:

@@ -9,7 +9,7 @@ that ordinary SGLang settings stay readable: TOKENS (plural: --max-total-tokens,
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 MASK = "***"
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
@@ -18,7 +18,10 @@ _BENIGN = re.compile(r"TOKENS|TOKENIZER")
 MIN_SCRUB_LEN = 4
 
 _ENV_ASSIGN = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s]*)")
-_FLAG_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s-][^\s]*)")
+# a flag and its value; the value may start with "-" (a secret flag's value is whatever follows it), so the value is
+# matched in a lookahead and only a secret-named flag's value is replaced (`_mask_flag_values`)
+_FLAG_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?=(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s]+))")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def is_secret_name(name: str) -> bool:
@@ -44,55 +47,89 @@ def mask_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return {k: (mask_value(str(v), k) if v is not None else v) for k, v in env.items()}
 
 
+def _is_flag(a: str) -> bool:
+    return a.startswith("-") and len(a) > 1
+
+
+def _secret_assignment(a: str) -> bool:
+    """`--secret-flag=V` or `SECRET_NAME=V` (an `env` prefix), V not empty."""
+    name, _, val = a.partition("=")
+    return bool(val) and is_secret_name(name) and (_is_flag(name) or bool(_NAME.fullmatch(name)))
+
+
+def _flag_value_spans(args: list[str]) -> list[tuple[int, int]]:
+    """(first, end) index ranges of the values of secret-looking flags given as `--flag V [V ...]`: the token after
+    the flag is its value whatever it starts with (`--api-key --x` holds the secret "--x"), and the tokens after
+    that up to the next one starting with "-" are the rest of a list value (`--api-key a b`)."""
+    spans = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if _is_flag(a) and "=" not in a and is_secret_name(a) and i + 1 < len(args):
+            j = i + 2
+            while j < len(args) and not args[j].startswith("-"):
+                j += 1
+            spans.append((i + 1, j))
+            i = j
+        else:
+            i += 1
+    return spans
+
+
 def secret_values(env: Mapping[str, str] | None, argv: Iterable[str] = ()) -> set[str]:
     """The secret values held in an env mapping and in argv flags, to scrub from free text with `mask_text`."""
     out: set[str] = set()
     for k, v in (env or {}).items():
         if v and is_secret_name(k):
             out.add(str(v))
-    args = list(argv)
-    for i, a in enumerate(args):
-        if a.startswith("-") and "=" in a:
-            flag, val = a.split("=", 1)
-            if is_secret_name(flag) and val:
-                out.add(val)
-        elif a.startswith("-") and is_secret_name(a) and i + 1 < len(args) and not args[i + 1].startswith("--"):
-            if args[i + 1]:
-                out.add(args[i + 1])
-        elif not a.startswith("-") and "=" in a:
-            name, val = a.split("=", 1)
-            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and is_secret_name(name) and val:
-                out.add(val)
-    return out
-
-
-def mask_argv(argv: Iterable[str]) -> list[str]:
-    """argv with the values of secret-looking flags masked: `--api-key X` -> `--api-key ***`,
-    `--api-key=X` -> `--api-key=***`, `HF_TOKEN=x` (an `env` prefix) -> `HF_TOKEN=***`."""
     args = [str(a) for a in argv]
-    out: list[str] = []
-    mask_next = False
-    for a in args:
-        if mask_next:
-            mask_next = False
-            if not a.startswith("--"):
-                out.append(MASK if a else a)
-                continue
-        if a.startswith("-") and "=" in a:
-            flag, val = a.split("=", 1)
-            out.append(f"{flag}={MASK}" if is_secret_name(flag) and val else a)
-        elif a.startswith("-") and len(a) > 1 and is_secret_name(a):
-            out.append(a)
-            mask_next = True
-        elif "=" in a and not a.startswith("-"):
-            name, val = a.split("=", 1)
-            if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) and is_secret_name(name) and val:
-                out.append(f"{name}={MASK}")
-            else:
-                out.append(a)
-        else:
-            out.append(a)
+    for first, end in _flag_value_spans(args):
+        out.update(a for a in args[first:end] if a)
+    out.update(a.partition("=")[2] for a in args if _secret_assignment(a))
     return out
+
+
+def secret_arg_values(args: Mapping[str, Any] | None) -> set[str]:
+    """The values of secret-looking flags in a declared args mapping (`{"--api-key": "x"}`; a list: every element),
+    whatever they look like, to scrub with `mask_text`. A boolean flag holds none."""
+    out: set[str] = set()
+    for flag, value in (args or {}).items():
+        if not is_secret_name(str(flag)) or isinstance(value, bool) or value is None:
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(v, bool) and str(v):
+                out.add(str(v))
+    return out
+
+
+def mask_argv(argv: Iterable[str], secrets: Iterable[str] = ()) -> list[str]:
+    """argv with the values of secret-looking flags masked: `--api-key X` -> `--api-key ***` (every element of a
+    list value too, and a value starting with "-"), `--api-key=X` -> `--api-key=***`, `HF_TOKEN=x` (an `env` prefix)
+    -> `HF_TOKEN=***`; and every token holding one of `secrets`."""
+    args = [str(a) for a in argv]
+    known = [str(s) for s in secrets if s]
+    masked = {k for first, end in _flag_value_spans(args) for k in range(first, end)}
+    out: list[str] = []
+    for k, a in enumerate(args):
+        if a and (k in masked or a in known):
+            out.append(MASK)
+        elif _secret_assignment(a):
+            out.append(f"{a.partition('=')[0]}={MASK}")
+        else:
+            out.append(mask_text(a, known) if known else a)
+    return out
+
+
+def mask_nested(obj: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of JSON-like data (dicts, lists, strings) with every string passed through `mask_text(s, secrets)`."""
+    known = [str(s) for s in secrets if s]
+    if isinstance(obj, dict):
+        return {k: mask_nested(v, known) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [mask_nested(v, known) for v in obj]
+    if isinstance(obj, str):
+        return mask_text(obj, known)
+    return obj
 
 
 def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
@@ -111,10 +148,16 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
             return f"{m.group('name')}={MASK}"
         return m.group(0)
 
-    def flag_sub(m: re.Match) -> str:
-        if is_secret_name(m.group("flag")) and m.group("value") != MASK:
-            return f"{m.group('flag')}{m.group('sep')}{MASK}"
-        return m.group(0)
+    return _mask_flag_values(_ENV_ASSIGN.sub(env_sub, text))
 
-    text = _ENV_ASSIGN.sub(env_sub, text)
-    return _FLAG_VALUE.sub(flag_sub, text)
+
+def _mask_flag_values(text: str) -> str:
+    """`--secret-flag value` / `--secret-flag=value` in free text: the value replaced by MASK."""
+    out, at = [], 0
+    for m in _FLAG_VALUE.finditer(text):
+        if m.start() < at or not is_secret_name(m.group("flag")) or m.group("value") == MASK:
+            continue
+        start = m.end() + len(m.group("sep"))
+        out += [text[at:start], MASK]
+        at = start + len(m.group("value"))
+    return "".join(out) + text[at:]

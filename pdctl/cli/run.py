@@ -15,7 +15,11 @@ def run(
                                                  "(final-health, co-restart, stall-triage, abort-storm-ab, deploy-fix).")],
     inventory: InventoryOpt = None,
     var: Annotated[Optional[list[str]], typer.Option(
-        "--var", help="Set a playbook variable: NAME=VALUE (repeatable; VALUE read as YAML).")] = None,
+        "--var", help="Set a playbook variable: NAME=VALUE (repeatable; VALUE read as YAML). A NAME that looks "
+                      "secret (TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL, AUTH) is masked like --secret-var.")] = None,
+    secret_var: Annotated[Optional[list[str]], typer.Option(
+        "--secret-var", help="Set a playbook variable whose value is secret: NAME=VALUE (repeatable). Its value "
+                             "is masked wherever it would show: plan, step lines, --json, audit log.")] = None,
     apply: Annotated[bool, typer.Option(
         "--apply", help="Let steps marked `when: apply` run (e.g. the co-restart of stall-triage).")] = False,
     dry_run: DryRunOpt = False,
@@ -32,11 +36,13 @@ def run(
 
     try:
         cli_vars = parse_cli_vars(var)
+        secret_vars = parse_cli_vars(secret_var, "--secret-var")
     except ValueError as e:
         raise UsageError(str(e)) from None
+    cli_vars.update(secret_vars)
     pb = load_playbook(resolve_playbook(playbook))
     inv = load_inventory(inventory)
-    p = runner.plan(pb, inv, cli_vars=cli_vars, apply=apply)
+    p = runner.plan(pb, inv, cli_vars=cli_vars, apply=apply, secret_vars=set(secret_vars))
     if dry_run:
         if json_out:
             render.emit_json({"dry_run": True, **p.to_dict()})

@@ -8,6 +8,9 @@ failed gate that was not recovered: the failed action's own code (1 for a failed
 Ctrl-C (a KeyboardInterrupt, or a step whose op returned a partial report after Ctrl-C) ends the run at once: no
 handler and no later step runs, the run is recorded as interrupted and its exit code is 130.
 Every run (not a dry run) appends one audit record, also when it fails or is interrupted.
+Secrets: the inventory's secret values and the values of secret vars (a secret-looking name, or `--secret-var`) are
+scrubbed by value from everything a run shows or records: the plan, step headers, outcomes, gate texts, the JSON
+document and the audit record.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pdctl.playbook.gates import evaluate_gate
 from pdctl.playbook.kinds import REGISTRY
 from pdctl.playbook.outcome import RunContext, StepKind, StepOutcome
 from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
+from pdctl.playbook.masking import mask_outcome, mask_shown, run_secrets, secret_var_names
 from pdctl.playbook.steps import check_args, inventory_secrets, run_kind
 from pdctl.playbook.vars import VarError, build_scope, substitute, truthy
 from pdctl.serialize import to_data
@@ -39,15 +43,20 @@ class PlannedStep:
     shown_args: dict[str, Any]          # substituted, secrets masked: what the plan shows
     runs: bool                          # `when` is true (or absent)
     skip_reason: Optional[str] = None
+    secrets: frozenset[str] = field(default=frozenset(), repr=False)   # the run's secret values, scrubbed
 
     @property
     def describe(self) -> str:
-        return self.kind.describe(self.args)
+        from pdctl.secrets import mask_text
+
+        return mask_text(self.kind.describe(self.args), self.secrets)
 
     def to_dict(self) -> dict[str, Any]:
         """The plan's view of the step: the spec's fields flattened, the command line, masked args."""
+        from pdctl.secrets import mask_nested
+
         return {"index": self.index, "name": self.spec.name, "action": self.spec.action, "command": self.describe,
-                "args": self.shown_args, "gate": self.spec.gate or "action ok", "on_failure": self.spec.on_failure_text,
+                "args": self.shown_args, "gate": mask_nested(self.spec.gate, self.secrets) or "action ok", "on_failure": self.spec.on_failure_text,
                 "when": self.spec.when, "handler": self.spec.handler, "runs": self.runs, "skip_reason": self.skip_reason,
                 "mutating": self.kind.mutating}
 
@@ -60,6 +69,7 @@ class Plan:
     apply: bool
     steps: list[PlannedStep]                     # in file order, handlers included
     inventory_name: str = ""                     # the inventory's `name` (history -i matches it)
+    secrets: frozenset[str] = field(default=frozenset(), repr=False)   # inventory + secret vars: never shown
 
     @property
     def sequence(self) -> list[PlannedStep]:
@@ -69,10 +79,13 @@ class Plan:
         return next(s for s in self.steps if s.spec.name == name)
 
     def to_dict(self) -> dict[str, Any]:
-        """The `--dry-run --json` document: the playbook's name, description and source flattened in."""
-        return {"playbook": self.playbook.name, "description": self.playbook.description,
+        """The `--dry-run --json` document: the playbook's name, description and source flattened in (secrets
+        scrubbed)."""
+        from pdctl.secrets import mask_nested
+
+        return mask_nested({"playbook": self.playbook.name, "description": self.playbook.description,
                 "source": self.playbook.source, "inventory": self.inventory, "vars": self.vars, "apply": self.apply,
-                "steps": [s.to_dict() for s in self.steps]}
+                "steps": [s.to_dict() for s in self.steps]}, self.secrets)
 
 
 @dataclass
@@ -144,37 +157,32 @@ class RunResult:
         return f"failed at step {s.index} '{s.name}': {s.gate.removeprefix('failed: ')}"
 
     def to_dict(self) -> dict[str, Any]:
-        """The `pdctl run --json` document."""
-        return {"playbook": self.plan.playbook.name, "ok": self.ok, "exit_code": self.exit_code,
-                "result": self.outcome_text, "failed_step": self.failed_step, "recommendations": self.recommendations,
-                "plan": self.plan.to_dict(), "steps": [s.to_dict() for s in self.steps],
-                "final_health": to_data(self.health)}
+        """The `pdctl run --json` document (secrets scrubbed)."""
+        from pdctl.secrets import mask_nested
+
+        return mask_nested({"playbook": self.plan.playbook.name, "ok": self.ok, "exit_code": self.exit_code,
+                            "result": self.outcome_text, "failed_step": self.failed_step,
+                            "recommendations": self.recommendations, "plan": self.plan.to_dict(),
+                            "steps": [s.to_dict() for s in self.steps], "final_health": to_data(self.health)},
+                           self.plan.secrets)
 
 
 # -- planning ---------------------------------------------------------------------------------------------------------
 
-def _mask_shown(value: Any, key: str = "") -> Any:
-    from pdctl.secrets import is_secret_name, mask_text, MASK
-
-    if isinstance(value, dict):
-        return {k: _mask_shown(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask_shown(v, key) for v in value]
-    if isinstance(value, str):
-        return MASK if key and is_secret_name(key) and value else mask_text(value)
-    return value
-
-
-def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bool = False) -> Plan:
+def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bool = False,
+         secret_vars: set[str] | frozenset[str] = frozenset()) -> Plan:
     """Substitute vars into every step, validate the args, evaluate `when`. Changes nothing, connects nowhere.
-    Raises PlaybookError naming the step and field for an unknown var or a bad argument value."""
-    from pdctl.secrets import mask_value
+    `secret_vars` names vars to treat as secret whatever their names (--secret-var). Raises PlaybookError naming
+    the step and field for an unknown var or a bad argument value."""
+    from pdctl.secrets import MASK
     from pdctl.shell import quote
 
     try:
         scope = build_scope(inv, pb.vars, cli_vars or {}, apply)
     except VarError as e:
         raise PlaybookError(f"{pb.source}: field 'vars': {e}") from None
+    names = secret_var_names(scope["vars"], secret_vars)
+    secrets = run_secrets(inv, scope["vars"], names)
     planned, problems = [], []
     for i, s in enumerate(pb.steps, 1):
         kind = REGISTRY[s.action]
@@ -200,11 +208,12 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
         if bad:
             problems += [f"  {where(i, s.name, f)}: {m}" for f, m in bad]
             continue
-        planned.append(PlannedStep(i, s, kind, kind.args.model_validate(args), _mask_shown(args), runs, skip))
+        planned.append(PlannedStep(i, s, kind, kind.args.model_validate(args), mask_shown(args, secrets), runs, skip,
+                                   secrets=secrets))
     if problems:
         raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
-    shown_vars = {k: (mask_value(str(v), k) if isinstance(v, str) else v) for k, v in scope["vars"].items()}
-    return Plan(pb, inv.source, shown_vars, apply, planned, inventory_name=inv.name)
+    shown_vars = {k: (MASK if k in names and v not in (None, "") else v) for k, v in scope["vars"].items()}
+    return Plan(pb, inv.source, shown_vars, apply, planned, inventory_name=inv.name, secrets=secrets)
 
 
 # -- running ------------------------------------------------------------------------------------------------------------
@@ -218,16 +227,19 @@ class Hooks:
 
 
 def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
+    from pdctl.secrets import mask_text
+
     hooks.step_started(ps, handler_of)
     t0 = time.monotonic()
     try:
         out = run_kind(ps.kind, ctx, ps.args)
     except KeyboardInterrupt as e:
         e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "interrupted", time.monotonic() - t0,
-                             "interrupted (Ctrl-C)", 130, handler_of, getattr(e, "outcome", None),
+                             "interrupted (Ctrl-C)", 130, handler_of, mask_outcome(getattr(e, "outcome", None), ctx.secrets),
                              note="interrupted (Ctrl-C)", gate_brief="interrupted")
         raise
-    passed, why = evaluate_gate(ps.spec.gate, out)
+    passed, why = evaluate_gate(ps.spec.gate, out)     # on what the step saw; then scrubbed for the record
+    out, why = mask_outcome(out, ctx.secrets), mask_text(why, ctx.secrets)   # a gate's words may quote a secret
     sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",
                  time.monotonic() - t0, ("passed: " if passed else "failed: ") + why,
                  0 if passed else (out.exit_code or 1), handler_of, out,
@@ -243,7 +255,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     from pdctl import audit
 
     hooks = hooks or Hooks()
-    ctx = RunContext(dep, apply=p.apply, secrets=inventory_secrets(dep.inv))
+    ctx = RunContext(dep, apply=p.apply, secrets=set(p.secrets) | inventory_secrets(dep.inv))
     result = RunResult(p)
     started = time.time()
     stopped = False
@@ -300,7 +312,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
             except KeyboardInterrupt:
                 pass
     finally:
-        _audit(audit, result, started, audit_log)
+        _audit(audit, result, started, audit_log, ctx.secrets)
     return result
 
 
@@ -333,12 +345,15 @@ def _fail(result: RunResult, sr: StepRun) -> None:
         result.exit_code = sr.exit_code or 1
 
 
-def _audit(audit, result: RunResult, started: float, path) -> None:
+def _audit(audit, result: RunResult, started: float, path, secrets) -> None:
+    """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own)."""
+    from pdctl.secrets import mask_nested, mask_text
+
     p = result.plan
     audit.append(f"run {p.playbook.name}", inventory=p.inventory,
-                 args={"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply},
-                 result=result.outcome_text, started=started, path=path,
-                 extra={"inventory_name": p.inventory_name, "exit_code": result.exit_code,
-                        "steps": [s.to_dict(with_data=False) for s in result.steps],
-                        "recommendations": result.recommendations,
-                        "final_health": to_data(result.health)})
+                 args=mask_nested({"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply}, secrets),
+                 result=mask_text(result.outcome_text, secrets), started=started, path=path,
+                 extra=mask_nested({"inventory_name": p.inventory_name, "exit_code": result.exit_code,
+                                    "steps": [s.to_dict(with_data=False) for s in result.steps],
+                                    "recommendations": result.recommendations,
+                                    "final_health": to_data(result.health)}, secrets))

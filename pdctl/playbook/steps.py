@@ -53,16 +53,16 @@ def run_kind(kind: StepKind, ctx: RunContext, args: BaseModel) -> StepOutcome:
 
 
 def inventory_secrets(inv) -> set[str]:
-    """The secret values the inventory declares (roles' env and launch flags, final_health.expect), to scrub from
-    free text such as an error message carrying a log tail."""
-    from pdctl.launch import flag_tokens
-    from pdctl.secrets import secret_values
+    """The secret values the inventory declares (roles' env and launch flags, final_health.expect: every element of
+    a list value, and values starting with "--"), to scrub from free text such as an error message carrying a log
+    tail, a shell command or a gate."""
+    from pdctl.secrets import secret_arg_values, secret_values
 
     out: set[str] = set()
     for _role, _i, inst in inv.instances():
-        out |= secret_values(inst.env, flag_tokens(inst.args))
+        out |= secret_values(inst.env) | secret_arg_values(inst.args)
     for exp in inv.final_health.expect.values():
-        out |= secret_values(exp.env, flag_tokens(exp.flags))
+        out |= secret_values(exp.env) | secret_arg_values(exp.flags)
     return out
 
 

@@ -19,20 +19,21 @@ class VarError(ValueError):
     """An unknown or unusable `${name}`."""
 
 
-def parse_cli_vars(items: list[str] | None) -> dict[str, Any]:
-    """`["k=v", ...]` -> {k: v}, each value read as YAML (10 -> int, true -> bool, text -> str). Raises ValueError."""
+def parse_cli_vars(items: list[str] | None, option: str = "--var") -> dict[str, Any]:
+    """`["k=v", ...]` -> {k: v}, each value read as YAML (10 -> int, true -> bool, text -> str). Raises ValueError
+    naming `option` and the var, never the value (it may be a secret)."""
     import yaml
 
     out: dict[str, Any] = {}
     for item in items or []:
         if "=" not in item:
-            raise ValueError(f"--var {item!r}: expected NAME=VALUE")
+            raise ValueError(f"{option} {item!r}: expected NAME=VALUE")
         k, v = item.split("=", 1)
         k = k.strip()
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
-            raise ValueError(f"--var {item!r}: {k!r} is not a valid name")
+            raise ValueError(f"{option} {k!r}=...: {k!r} is not a valid name")
         if k == "apply":
-            raise ValueError("--var apply=...: use the --apply flag")
+            raise ValueError(f"{option} apply=...: use the --apply flag")
         try:
             out[k] = yaml.safe_load(v) if v.strip() else ""
         except yaml.YAMLError:

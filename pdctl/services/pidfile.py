@@ -175,7 +175,9 @@ class PidfileManager(ServiceManager):
         assigns = env_assignments(spec.env)
         cd = f"cd {quote(spec.workdir)} && " if spec.workdir else ""
         return (
-            f"mkdir -p {quote(self.state_dir)} && {cd}"
+            # the log may echo secrets (a traceback with the cmdline): 0600 like the spec, also an older one
+            f"mkdir -p {quote(self.state_dir)} && : >>{quote(self.log_path(spec.name))} && "
+            f"chmod 600 {quote(self.log_path(spec.name))} && {cd}"
             f"{{ setsid env -i {inherited} {assigns} {quote_argv(spec.argv)} "
             f"</dev/null >>{quote(self.log_path(spec.name))} 2>&1 & }} ; echo $!"
         )

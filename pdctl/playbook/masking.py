@@ -1,0 +1,56 @@
+"""Scrubbing a playbook run's secret values: which vars are secret, the set of values to scrub (the inventory's and
+the secret vars'), and masked copies of step args and outcomes. Pure; nothing here prints."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from pdctl.playbook.outcome import StepOutcome
+from pdctl.playbook.steps import inventory_secrets
+
+
+def mask_shown(value: Any, secrets: frozenset[str], key: str = "") -> Any:
+    """Step args as the plan shows them: a secret-named key's value is MASK, every string scrubbed by value."""
+    from pdctl.secrets import MASK, is_secret_name, mask_text
+
+    if isinstance(value, dict):
+        return {k: mask_shown(v, secrets, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_shown(v, secrets, key) for v in value]
+    if key and is_secret_name(key) and value not in (None, "", False):
+        return MASK
+    if isinstance(value, str):
+        return mask_text(value, secrets)
+    if not isinstance(value, bool) and str(value) in secrets:    # a secret var that YAML read as a number
+        return MASK
+    return value
+
+
+def secret_var_names(scope_vars: dict[str, Any], marked: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    """The vars whose values are secret: a secret-looking name (`api_token`), or marked with --secret-var."""
+    from pdctl.secrets import is_secret_name
+
+    return {k for k in scope_vars if k in marked or is_secret_name(k)}
+
+
+def run_secrets(inv, scope_vars: dict[str, Any], names: set[str]) -> frozenset[str]:
+    """The inventory's secret values and the secret vars' values, each also as shell-quoted (a `${...}` inside a
+    shell command is substituted quoted, and a quoted value with a `'` in it no longer contains the raw text)."""
+    from pdctl.shell import quote
+
+    values = inventory_secrets(inv) | {str(scope_vars[k]) for k in names
+                                       if scope_vars[k] not in (None, "", True, False)}
+    return frozenset(values | {quote(v) for v in values})
+
+
+def mask_outcome(out: Optional[StepOutcome], secrets) -> Optional[StepOutcome]:
+    """A copy of the outcome with its texts and data scrubbed of the run's secret values (the health report stays:
+    its env and flags come masked from /proc)."""
+    from pdctl.secrets import mask_nested, mask_text
+
+    if out is None:
+        return None
+    text = {f: mask_text(getattr(out, f), secrets) if getattr(out, f) else getattr(out, f)
+            for f in ("summary", "error", "stdout", "stderr", "recommendation")}
+    return dataclasses.replace(out, **text, data=mask_nested(out.data, secrets))
