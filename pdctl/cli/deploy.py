@@ -19,6 +19,8 @@ def deploy(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out:
     if json_out:
         render.emit_json(result.to_dict())
     else:
+        for w in result.warnings:
+            render.warning(w)
         if dry_run:
             render.deploy_plan(result.plan)
         else:

@@ -32,9 +32,11 @@ def history(
 
     log = state.audit_log_path()
     given = None if inventory is None else str(inventory)
-    lines = audit.query(audit.read_records(log), action=action, inventory=given, limit=n)
-    if json_out:
+    records = audit.read_records(log)
+    if json_out:    # every raw line, started records included
+        lines = audit.query(records, action=action, inventory=given, limit=n)
         render.emit_json({"log": str(log), "records": [audit.line_json(x) for x in lines]})
-    else:
+    else:           # -n counts what is shown: a finished run once, by its end
+        lines = audit.query(audit.fold_runs(records), action=action, inventory=given, limit=n)
         filters = ([f"--action {action!r}"] if action else []) + ([f"-i {given}"] if given is not None else [])
         render.history_lines(lines, filters=filters, log=str(log))

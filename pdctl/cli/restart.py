@@ -37,7 +37,7 @@ def restart(
         render.emit_json(result.to_dict())
     else:
         for w in result.warnings:
-            render.error(w)
+            render.warning(w)
         if dry_run:
             render.lines(["plan:"] + [f"  {i + 1}. {s}" for i, s in enumerate(result.plan)])
         else:

@@ -164,3 +164,13 @@ def test_a_finished_run_is_one_row_and_a_killed_one_shows_unfinished(log):
     assert "no end recorded" in rows[-1]
     # --json keeps every line of the log as written
     assert [x["result"] for x in json.loads(_history("--json").stdout)["records"][-3:]] == ["started", "ok", "started"]
+
+
+def test_lines_counts_the_rows_shown_not_the_started_records(log):
+    runs = [{"time": "2025-01-03T00:00:00+0000", "operator": "oncall", "inventory": "<embedded default>",
+             "action": f"restart --pair #{k}", "args": {}, "result": res, "duration_s": 0.0, "run": f"r{k}"}
+            for k in range(3) for res in ("started", "ok")]
+    log["path"].write_text("".join(json.dumps(r) + "\n" for r in runs))
+    r = _history("-n", "2")
+    rows = [line for line in r.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 2 and "#1" in rows[0] and "#2" in rows[1], r.stdout
