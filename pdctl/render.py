@@ -162,7 +162,7 @@ def status_table(rows: list[dict[str, Any]]) -> None:
         t.add_column(col)
     for r in rows:
         if r.get("error"):
-            state = Text("unreachable", style="yellow")   # not "stopped": we could not ask
+            state = Text("unknown", style="yellow")   # not "stopped": the host could not be asked
         else:
             state = Text("running", style="green") if r["active"] else Text("stopped", style="red")
         up = f"{r['uptime_s']:.0f}s" if r.get("uptime_s") is not None else ""

@@ -20,7 +20,7 @@ GONE_MARK = "PDCTL_PROC_GONE"
 
 
 class ProcReadError(PdctlError):
-    """The /proc read command itself failed on a reachable host (no /bin/sh or base64, timed out)."""
+    """The /proc read command itself failed on a reachable host (no /bin/sh or base64); a timeout is UnreachableError."""
 
 
 @dataclass
@@ -127,12 +127,15 @@ def read_process(transport, pid: int, *, timeout: float = 10.0) -> ProcessInfo |
     """Read argv, env and start time of `pid` on the transport's host in one command.
 
     Returns None when the pid does not exist (or vanished during the read). Changes nothing on the host. Raises
-    UnreachableError (from the transport) when the host cannot be reached, and ProcReadError when the command
-    itself failed (e.g. no base64, timed out), with its stderr.
+    UnreachableError when the host cannot be reached or the read overruns `timeout` ("unknown: ... did not answer",
+    never "no process"), and ProcReadError when the command itself failed (e.g. no base64), with its stderr.
     """
+    from pdctl.transport.base import no_answer
+
     res = transport.run(proc_command(pid), timeout=timeout)
+    if res.timed_out:
+        raise no_answer(getattr(transport, "name", "?"), timeout, f"reading /proc/{int(pid)}")
     if not res.ok:
-        why = "timed out" if res.timed_out else f"exit {res.exit_code}"
-        raise ProcReadError(f"reading /proc/{pid} on {getattr(transport, 'name', '?')} failed ({why}): "
-                           f"{res.stderr.strip()[:300]}")
+        raise ProcReadError(f"reading /proc/{pid} on {getattr(transport, 'name', '?')} failed "
+                            f"(exit {res.exit_code}): {res.stderr.strip()[:300]}")
     return parse_proc_dump(pid, res.stdout)

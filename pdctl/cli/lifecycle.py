@@ -29,7 +29,11 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
         elif any(r["state"] == "stopped" for r in rows):
             render.lines(["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow")
     unreachable = [r["error_exit_code"] for r in rows if r.get("error_exit_code")]
-    for message, hint in dict.fromkeys((r["error"], r["hint"]) for r in rows if r.get("error")):
+    first_per_host = {}   # one line per host that could not be asked; each role's reason is in its row
+    for r in rows:
+        if r.get("error"):
+            first_per_host.setdefault(r["host"], (r["error"], r["hint"]))
+    for message, hint in first_per_host.values():
         render.error(message, hint)
     if unreachable:
         raise typer.Exit(max(unreachable))

@@ -13,7 +13,9 @@ from pdctl.serialize import to_data
 
 
 def status(dep: Deployment) -> list[dict[str, Any]]:
-    """One row per role instance: service, active, pid, uptime, URL. Unreachable hosts give a row, not a raise."""
+    """One row per role instance: service, active, pid, uptime, URL. A host that could not be asked (did not answer
+    in time, refused, unreachable) gives an "unknown" row with the reason and the error's exit code, not a raise,
+    and never "stopped": nothing is known about its services."""
 
     def one(role: str, i: int) -> dict[str, Any]:
         row: dict[str, Any] = {"label": dep.inv.label(role, i), "role": role, "index": i,
@@ -21,7 +23,7 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
         try:
             st = dep.status(role, i)
         except PdctlError as e:
-            return {**row, "active": False, "state": "unreachable", "pid": None, "uptime_s": None,
+            return {**row, "active": False, "state": "unknown", "pid": None, "uptime_s": None,
                     "detail": e.message.splitlines()[0],
                     "error_exit_code": e.exit_code, "error": e.message, "hint": e.hint}
         up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None

@@ -142,20 +142,30 @@ def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | Non
 
 
 def live_processes(dep: Deployment) -> dict[str, Any]:
-    """label -> (role, index, ServiceStatus, ProcessInfo|None) for every role instance, read in parallel."""
+    """label -> (role, index, ServiceStatus, ProcessInfo|None) for every role instance, read in parallel.
+
+    Raises the first UnreachableError/RefusedError (exit 3/4, e.g. "unknown: gpu1 did not answer within 20 s")
+    once every instance was asked: a host that could not be asked says nothing about its processes, so it is
+    never reported as "no live main process" (nor counted in a lineage record)."""
     from pdctl.checks.proc import read_process
+    from pdctl.errors import RefusedError, UnreachableError
 
     def one(role: str, i: int):
+        host = dep.instance(role, i).host
         try:
             st = dep.status(role, i)
-            info = read_process(dep.transport(dep.instance(role, i).host), st.main_pid) \
+            info = read_process(dep.transport(host), st.main_pid, timeout=dep.inv.hosts[host].command_timeout) \
                 if st.active and st.main_pid else None
-        except PdctlError as e:  # one unreachable host must not hide the other roles' results
+        except (UnreachableError, RefusedError):
+            raise   # fan_out keeps it as this item's error; raised below
+        except PdctlError as e:  # the host answered, the read failed: shown for this role, the others stand
             st = ServiceStatus(dep.inv.service_name(role, i), False, None, None, detail=e.message.splitlines()[0])
             info = None
         return role, i, st, info
 
-    return {r.label: r.value for r in dep.each_instance(one)}
+    results = dep.each_instance(one)
+    raise_first_unreachable(results)
+    return {r.label: r.value for r in results}
 
 
 def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:

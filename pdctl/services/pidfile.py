@@ -17,7 +17,7 @@ from pdctl.errors import StepFailed
 from pdctl.poll import poll_until
 from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
 from pdctl.shell import env_assignments, quote, quote_argv
-from pdctl.transport.base import Transport
+from pdctl.transport.base import Transport, no_answer
 
 #: variables a launched process inherits from the host's shell; the spec's env is added on top
 INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ")
@@ -103,8 +103,13 @@ def parse_proc_probe(text: str) -> ProcStart | None:
 
 
 def read_proc_start(transport: Transport, pid: int, *, timeout: float = 10.0) -> ProcStart | None:
-    """Observe /proc/<pid> on the transport's host: state and start time; None if no such process."""
+    """Observe /proc/<pid> on the transport's host: state and start time; None if no such process.
+
+    Raises `no_answer` (UnreachableError, exit 3) when the probe overruns `timeout`: a host that did not answer
+    says nothing about the pid, so it is never read as "gone"."""
     res = transport.run(proc_probe_command(pid), timeout=timeout)
+    if res.timed_out:
+        raise no_answer(transport.name, timeout, f"reading /proc/{int(pid)}")
     if not res.ok:
         return None
     try:
@@ -135,6 +140,12 @@ class PidfileManager(ServiceManager):
     def _run(self, cmd: str, timeout: float | None = None):
         return self.t.run(cmd, timeout=timeout or self.command_timeout)
 
+    def _proc(self, pid: int) -> ProcStart | None:
+        return read_proc_start(self.t, pid, timeout=self.command_timeout)
+
+    def _read(self, path: str) -> bytes | None:
+        return self.t.read_file(path, timeout=self.command_timeout)
+
     # -- install ---------------------------------------------------------------------------------------------
     @staticmethod
     def render_spec(spec: ServiceSpec) -> str:
@@ -152,11 +163,11 @@ class PidfileManager(ServiceManager):
         return True
 
     def is_current(self, spec: ServiceSpec) -> bool:
-        current = self.t.read_file(self.spec_path(spec.name))
+        current = self._read(self.spec_path(spec.name))
         return current is not None and current.decode(errors="replace") == self.render_spec(spec)
 
     def installed_spec(self, name: str) -> ServiceSpec | None:
-        raw = self.t.read_file(self.spec_path(name))
+        raw = self._read(self.spec_path(name))
         if raw is None:
             return None
         try:
@@ -196,7 +207,7 @@ class PidfileManager(ServiceManager):
                 f"{self.t.name}: could not launch {name!r}: exit {res.exit_code}: {(res.stderr or res.stdout).strip()}"
             )
         pid = int(pid_text)
-        info = read_proc_start(self.t, pid)
+        info = self._proc(pid)
         if info is not None:
             self.t.put_file(
                 self.pid_path(name),
@@ -206,7 +217,7 @@ class PidfileManager(ServiceManager):
         ticks = info.start_ticks if info is not None else None
 
         def alive() -> bool:     # the same process (start time), still running
-            now = read_proc_start(self.t, pid)
+            now = self._proc(pid)
             return now is not None and now.alive and now.start_ticks == ticks
 
         stays_up = info is not None and info.alive
@@ -222,7 +233,7 @@ class PidfileManager(ServiceManager):
 
     # -- observe ---------------------------------------------------------------------------------------------
     def _recorded(self, name: str) -> dict:
-        raw = self.t.read_file(self.pid_path(name))
+        raw = self._read(self.pid_path(name))
         if raw is None:
             return {}
         try:
@@ -232,12 +243,13 @@ class PidfileManager(ServiceManager):
             return {}
 
     def status(self, name: str) -> ServiceStatus:
-        """Active only if the recorded pid is alive AND its /proc start time matches the recorded one."""
+        """Active only if the recorded pid is alive AND its /proc start time matches the recorded one. Raises
+        `no_answer` (UnreachableError) when the pidfile or /proc read overruns command_timeout: unknown, not stopped."""
         rec = self._recorded(name)
         if not rec:
             return ServiceStatus(name, False, None, None, "not running (no pidfile)")
         pid = rec["pid"]
-        info = read_proc_start(self.t, pid)
+        info = self._proc(pid)
         if info is None or not info.alive:
             return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} is gone")
         if info.start_ticks != rec.get("start_ticks"):
@@ -265,7 +277,7 @@ class PidfileManager(ServiceManager):
         def gone(info) -> bool:
             return info is None or not info.alive or info.start_ticks != start_ticks
 
-        return poll_until(lambda: read_proc_start(self.t, pid), gone, timeout=limit, interval=0.02, backoff=1.5,
+        return poll_until(lambda: self._proc(pid), gone, timeout=limit, interval=0.02, backoff=1.5,
                           max_interval=0.2).ok
 
     def log_tail(self, name: str, lines: int = 200) -> str:
@@ -273,6 +285,8 @@ class PidfileManager(ServiceManager):
         from pdctl.secrets import mask_text, secret_values
 
         res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null")
+        if res.timed_out:
+            raise no_answer(self.t.name, self.command_timeout, f"reading {self.log_path(name)}")
         try:
             spec = self.installed_spec(name)
         except StepFailed:   # a corrupt spec must not hide the log; pattern masking still applies

@@ -16,7 +16,7 @@ from pdctl.poll import poll_until
 from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
 from pdctl.services.pidfile import read_proc_start
 from pdctl.shell import check_env_name, quote
-from pdctl.transport.base import Transport
+from pdctl.transport.base import Transport, no_answer
 
 UNIT_DIR = "/etc/systemd/system"
 SHOW_PROPERTIES = (
@@ -181,8 +181,13 @@ class SystemdManager(ServiceManager):
         return f"{self.unit_dir}/{unit_name(name)}"
 
     def _systemctl(self, *args: str, timeout: float | None = None):
+        """Run systemctl; one that overruns its timeout raises `no_answer` (unknown), never a unit's failure."""
         cmd = "systemctl " + " ".join(quote(a) for a in args)
-        return self.t.run(cmd, timeout=timeout or self.command_timeout)
+        limit = timeout or self.command_timeout
+        res = self.t.run(cmd, timeout=limit)
+        if res.timed_out:
+            raise no_answer(self.t.name, limit, f"systemctl {args[0]}")
+        return res
 
     def _fail(self, what: str, name: str, res) -> StepFailed:
         out = (res.stderr or res.stdout).strip()
@@ -192,11 +197,11 @@ class SystemdManager(ServiceManager):
         return render_unit(spec, self.restart_policy, timeout_stop_sec=self.timeout_stop_sec)
 
     def installed_spec(self, name: str) -> ServiceSpec | None:
-        raw = self.t.read_file(self.unit_path(name))
+        raw = self.t.read_file(self.unit_path(name), timeout=self.command_timeout)
         return spec_from_unit(name, raw.decode(errors="replace")) if raw else None
 
     def is_current(self, spec: ServiceSpec) -> bool:
-        current = self.t.read_file(self.unit_path(spec.name))
+        current = self.t.read_file(self.unit_path(spec.name), timeout=self.command_timeout)
         return current is not None and current.decode(errors="replace") == self._render(spec)
 
     def install(self, spec: ServiceSpec) -> bool:
@@ -255,7 +260,7 @@ class SystemdManager(ServiceManager):
     def status(self, name: str) -> ServiceStatus:
         st = status_from_show(name, self.show(name))
         if st.active and st.main_pid:
-            info = read_proc_start(self.t, st.main_pid)
+            info = read_proc_start(self.t, st.main_pid, timeout=self.command_timeout)
             if info is not None and info.alive:
                 st = ServiceStatus(st.name, True, st.main_pid, info.started_at, st.detail)
         return st
@@ -265,4 +270,6 @@ class SystemdManager(ServiceManager):
         from pdctl.secrets import mask_text
 
         res = self.t.run(f"journalctl -u {quote(unit_name(name))} -n {int(lines)} --no-pager", timeout=self.command_timeout)
+        if res.timed_out:
+            raise no_answer(self.t.name, self.command_timeout, f"journalctl -u {unit_name(name)}")
         return mask_text(res.stdout if res.ok else (res.stdout + res.stderr))

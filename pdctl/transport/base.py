@@ -2,19 +2,55 @@
 
 The contract, for every implementation (local.py: subprocess on this machine; ssh.py: one paramiko connection):
 - `run` never raises on a non-zero exit: it returns a CommandResult. A command that overruns its timeout is killed
-  with its process group and returns exit_code -9, ok=False, timed_out=True.
+  with its process group and returns exit_code -9, ok=False, timed_out=True. A caller that observes the host turns
+  timed_out into `no_answer(...)` (UnreachableError, exit 3): a command that did not answer says nothing about
+  the service or process it asked about, so it is "unknown", never "stopped" or "gone".
 - UnreachableError (exit 3) when the host itself cannot be reached (connect refused or timed out, auth failed, no
   session could be opened); HostKeyRefused (exit 4) when its SSH host key is unknown or changed (known_hosts.py).
   The local transport raises neither.
 - Every remote wait is bounded: `run` and `read_file` by their `timeout`, an SSH `put_file` by the host's
-  `command_timeout`, the SSH connect by its `connect_timeout`.
+  `command_timeout`, the SSH connect, session and SFTP-channel opening by its `connect_timeout`.
 - Safe to share between threads; one connection per host is reused until `close()`.
 """
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any, Callable
+
+from pdctl.errors import UnreachableError
+
+
+def no_answer(host: str, seconds: float, what: str) -> UnreachableError:
+    """The one error for a host or command that did not answer in time (exit 3): "unknown", never "stopped"."""
+    return UnreachableError(
+        f"unknown: {host} did not answer within {seconds:g} s ({what})", target=host,
+        hint="the host, its sshd or its /proc is hung or overloaded; nothing was concluded about its services, "
+             "so do not redeploy or restart on this result; retry, or raise the host's command_timeout")
+
+
+def within(seconds: float, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a daemon thread: its value or its exception, or TimeoutError after `seconds` (fn is then
+    left to finish or fail on its own; the caller closes what it waits on). For library calls that wait without a
+    limit (paramiko's exec/subsystem requests)."""
+    box: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # handed to the caller below
+            box["error"] = e
+
+    th = threading.Thread(target=call, name="pdctl-bounded", daemon=True)
+    th.start()
+    th.join(seconds)
+    if th.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 @dataclass(frozen=True)
@@ -69,17 +105,18 @@ class Transport(ABC):
         is removed if writing fails. Safe to repeat; the last of two concurrent writers wins.
 
         Raises: locally OSError (e.g. permission denied); over SSH StepFailed when the directory cannot be made
-        or the SFTP write fails (bounded by the host's command_timeout), UnreachableError / HostKeyRefused when the
-        host cannot be reached.
+        or the SFTP write fails, `no_answer` (UnreachableError) when either overruns the host's command_timeout,
+        UnreachableError / HostKeyRefused when the host cannot be reached.
         """
 
     @abstractmethod
     def read_file(self, path: str, *, timeout: float = 10.0) -> bytes | None:
         """Return the bytes of `path` on the host, or None if it does not exist or cannot be read.
 
-        Changes nothing; safe at any time. Over SSH a read that overruns `timeout` also gives None, and
-        UnreachableError is raised when no SFTP session can be opened (HostKeyRefused on an unknown or changed
-        host key). Locally `timeout` is not used.
+        Changes nothing; safe at any time. Over SSH a read (or the SFTP session it opens) that overruns `timeout`
+        raises `no_answer` (UnreachableError "unknown: ... did not answer"), never None: a pidfile that could not be
+        read is not a missing pidfile. UnreachableError also when no SFTP session can be opened (HostKeyRefused on an
+        unknown or changed host key). Locally `timeout` is not used.
         """
 
     @abstractmethod

@@ -1,27 +1,28 @@
 """SshTransport: one paramiko SSH connection per host, reused for commands, SFTP and HTTP tunnels.
 
-Host keys are checked against known_hosts (the inventory's file or ~/.ssh/known_hosts) by known_hosts.py: an unknown
-key is refused unless the host says `accept_new_host_key: true` (then it is appended to that file); a changed key is
-always refused.
-Connect failures (refused, timeout, auth) raise UnreachableError naming the host. paramiko is imported lazily so that
-`import pdctl` stays fast.
+Host keys are checked by known_hosts.py against the host's known_hosts (default ~/.ssh/known_hosts): an unknown key
+is refused unless the host says `accept_new_host_key: true` (then it is appended there); a changed key always is.
+Connect failures are one UnreachableError line naming host, hop and cause (paramiko's logger, whose thread prints
+tracebacks, is silenced); a session, exec or SFTP request unanswered in time is `no_answer` ("unknown: ... did not
+answer within N s"). paramiko is imported lazily so that `import pdctl` stays fast.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import logging
 import os
 import select
-import socket
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pdctl.errors import HostKeyRefused, StepFailed, UnreachableError
+from pdctl.errors import HostKeyRefused, StepFailed, UnreachableError, UsageError
 from pdctl.shell import export_prefix, quote
-from pdctl.transport.base import CommandResult, Transport
+from pdctl.transport.base import CommandResult, Transport, no_answer, within
 from pdctl.transport.forward import Forwarder
 from pdctl.transport.known_hosts import HostKeyPolicy, changed_key_refused, load_known_hosts
 
@@ -29,6 +30,12 @@ if TYPE_CHECKING:
     from pdctl.inventory import Host
 
 _PID_MARK = "PDCTL-PID "
+
+
+def _quiet_paramiko() -> None:
+    """paramiko logs its reader thread's errors with tracebacks (to stderr when no handler is set): pdctl says why."""
+    log = logging.getLogger("paramiko")
+    log.handlers, log.propagate = [logging.NullHandler()], False
 
 
 @dataclass(frozen=True)
@@ -46,9 +53,7 @@ class SshTarget:
 
 def resolve_target(host: Host) -> SshTarget:
     """Apply ssh_config (HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand) to the inventory's host.
-
-    Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22.
-    """
+    Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22."""
     address, port, user, keys = host.address, host.port, host.user, [host.key] if host.key else []
     jump, command = host.proxy_jump, None
     cfg_path = host.ssh_config or os.path.expanduser("~/.ssh/config")
@@ -61,7 +66,8 @@ def resolve_target(host: Host) -> SshTarget:
             port = int(cfg["port"])
         user = user or cfg.get("user")
         if not keys:
-            keys = [os.path.expanduser(k) for k in cfg.get("identityfile", [])]
+            # like ssh, an IdentityFile of ssh_config that does not exist is skipped, not an error
+            keys = [k for k in map(os.path.expanduser, cfg.get("identityfile", [])) if os.path.exists(k)]
         if jump is None and cfg.get("proxyjump", "none").lower() != "none":
             jump = cfg["proxyjump"]
         if jump is None and cfg.get("proxycommand", "none").lower() != "none":
@@ -94,18 +100,18 @@ class SshTransport(Transport):
         self.name = name
         self.host = host
         self.target = resolve_target(host)
+        self.where = f"{self.target.address}:{self.target.port}"
         self._client = None
         self._jump: SshTransport | None = None
         self._lock = threading.Lock()
         self._forwarders: dict[tuple[str, int], Forwarder] = {}
+        self._failed: tuple[float, Exception] | None = None   # (when, why) of the last failed connect
 
     # -- connection ------------------------------------------------------------------------------------------
-    @property
-    def where(self) -> str:
-        return f"{self.target.address}:{self.target.port}"
-
     def open(self):
-        """Connect (once) and return the paramiko SSHClient. Raises UnreachableError or HostKeyRefused."""
+        """Connect (once) and return the paramiko SSHClient. Raises UnreachableError or HostKeyRefused; a caller
+        that waited while another's attempt failed gets that failure, not one more connect_timeout."""
+        asked = time.monotonic()
         with self._lock:
             if self._client is not None:
                 t = self._client.get_transport()
@@ -113,13 +119,25 @@ class SshTransport(Transport):
                     return self._client
                 self._client.close()
                 self._client = None
-            self._client = self._connect()
+            if self._failed is not None and self._failed[0] >= asked:
+                raise self._failed[1]
+            try:
+                self._client = self._connect()
+            except (UnreachableError, HostKeyRefused, UsageError) as e:
+                self._failed = (time.monotonic(), e)
+                raise
             return self._client
 
     def _connect(self):
         import paramiko
 
+        _quiet_paramiko()
         tgt = self.target
+        key = self.host.key and os.path.expanduser(self.host.key)   # one line here, not paramiko's OSError
+        if key and not (os.path.isfile(key) and os.access(key, os.R_OK)):
+            raise UsageError(f"host {self.name!r}: SSH key file {key} "
+                             f"{'is not readable' if os.path.exists(key) else 'does not exist'}",
+                             hint="fix the host's `key` in the inventory")
         client = paramiko.SSHClient()
         who = f"{self.name!r} ({self.where})"
         load_known_hosts(client, tgt.known_hosts, who)
@@ -127,42 +145,43 @@ class SshTransport(Transport):
             HostKeyPolicy(who, tgt.known_hosts, accept_new=self.host.accept_new_host_key, inventory_name=self.name))
         timeout = self.host.connect_timeout
         sock = self._proxy_sock(timeout)
+        started = time.monotonic()
         try:
-            client.connect(
-                sock=sock,
-                hostname=tgt.address,
-                port=tgt.port,
-                username=tgt.user,
-                key_filename=list(tgt.key_files) or None,
-                look_for_keys=not tgt.key_files,
-                allow_agent=not tgt.key_files,
-                timeout=timeout,
-                banner_timeout=timeout,
-                auth_timeout=timeout,
-                channel_timeout=timeout,
-            )
-        except HostKeyRefused:
+            client.connect(sock=sock, hostname=tgt.address, port=tgt.port, username=tgt.user,
+                           key_filename=list(tgt.key_files) or None, look_for_keys=not tgt.key_files,
+                           allow_agent=not tgt.key_files, timeout=timeout, banner_timeout=timeout,
+                           auth_timeout=timeout, channel_timeout=timeout)
+        except Exception as e:
+            why = self._connect_error(e, client, time.monotonic() - started)
             self._abandon(client)
-            raise
-        except paramiko.BadHostKeyException as e:
-            self._abandon(client)
-            raise changed_key_refused(who, e, tgt.known_hosts, tgt.address, tgt.port) from None
-        except paramiko.AuthenticationException as e:
-            self._abandon(client)
-            raise self._unreachable(f"authentication failed for user {tgt.user!r}: {e}") from None
-        except (socket.timeout, TimeoutError) as e:
-            self._abandon(client)
-            raise self._unreachable(f"connect timed out after {timeout:g}s ({e or 'timeout'})") from None
-        except paramiko.ssh_exception.NoValidConnectionsError as e:
-            self._abandon(client)
-            causes = "; ".join(sorted({os.strerror(err.errno) if err.errno else str(err) for err in e.errors.values()}))
-            raise self._unreachable(causes or str(e)) from None
-        except (OSError, paramiko.SSHException, EOFError) as e:
-            self._abandon(client)
-            raise self._unreachable(f"{type(e).__name__}: {e}") from None
-        tr = client.get_transport()
-        tr.set_keepalive(15)
+            raise why from None
+        client.get_transport().set_keepalive(15)
         return client
+
+    def _connect_error(self, e: Exception, client, elapsed: float) -> Exception:
+        """What a failed connect raises: one line naming host, hop and cause (`e` itself when it is no SSH error)."""
+        import paramiko
+
+        tgt, timeout = self.target, self.host.connect_timeout
+        if not isinstance(e, (OSError, paramiko.SSHException, EOFError)):   # e.g. HostKeyRefused from the policy
+            return e
+        if isinstance(e, paramiko.BadHostKeyException):
+            return changed_key_refused(f"{self.name!r} ({self.where})", e, tgt.known_hosts, tgt.address, tgt.port)
+        if isinstance(e, paramiko.AuthenticationException):
+            return self._unreachable(f"authentication failed for user {tgt.user!r}: {e}")
+        if isinstance(e, paramiko.ssh_exception.NoValidConnectionsError):
+            causes = "; ".join(sorted({os.strerror(err.errno) if err.errno else str(err) for err in e.errors.values()}))
+            return self._unreachable(causes or str(e))
+        if isinstance(e, TimeoutError):   # socket.timeout too
+            return self._unreachable(f"connect timed out after {timeout:g}s ({e or 'timeout'})")
+        # paramiko's own words here ("No existing session", "Error reading SSH protocol banner") hide the cause
+        tr = client.get_transport()
+        if tr is not None and not tr.remote_version:
+            return self._unreachable("the connection closed before any SSH banner" if elapsed < timeout * 0.9
+                                     else f"no SSH answer within {timeout:g} s (banner timeout)")
+        if tr is not None and tr.session_id is None:
+            return self._unreachable(f"SSH handshake with {tr.remote_version!r} unfinished after {timeout:g} s")
+        return self._unreachable(f"{type(e).__name__}: {e}")
 
     def _abandon(self, client) -> None:
         """A connect failed: drop the half-made client and the jump hop opened for it."""
@@ -204,8 +223,11 @@ class SshTransport(Transport):
             raise self._unreachable(f"jump host {addr} could not reach {self.where}: {e}") from None
 
     def _unreachable(self, cause: str) -> UnreachableError:
+        tgt = self.target
+        via = f" via hop {tgt.proxy_jump!r}" if tgt.proxy_jump else \
+            f" via ProxyCommand {tgt.proxy_command!r}" if tgt.proxy_command else ""
         return UnreachableError(
-            f"host {self.name!r} ({self.target.user}@{self.where}) unreachable over SSH: {cause}",
+            f"host {self.name!r} ({tgt.user}@{self.where}{via}) unreachable over SSH: {cause}",
             target=self.name,
             hint="check the address, port, user and key in the inventory, and that sshd runs there",
         )
@@ -215,11 +237,14 @@ class SshTransport(Transport):
         """Run `command` under the login shell. A command overrunning `timeout` has its process group killed."""
         client = self.open()
         wrapped = f"printf '{_PID_MARK}%s\\n' $$ >&2\n{export_prefix(env)}{command}"
-        try:
-            chan = client.get_transport().open_session(timeout=self.host.connect_timeout)
-            chan.exec_command(wrapped)
-        except Exception as e:  # the connection dropped between open() and here
-            raise self._unreachable(f"cannot open a session: {type(e).__name__}: {e}") from None
+        chan = self._session(client, "exec")
+        try:   # paramiko waits for the exec reply without a limit
+            within(self.host.connect_timeout, chan.exec_command, wrapped)
+        except Exception as e:  # no reply, or the connection dropped between open() and here
+            chan.close()
+            if isinstance(e, TimeoutError):
+                raise no_answer(self.name, self.host.connect_timeout, "no reply to a command request") from None
+            raise self._unreachable(f"cannot start a command: {type(e).__name__}: {e}") from None
         out, err = bytearray(), bytearray()
         deadline = time.monotonic() + timeout
         timed_out = False
@@ -248,74 +273,91 @@ class SshTransport(Transport):
                 exit_code = chan.recv_exit_status()
         finally:
             chan.close()
-        stderr = _strip_pid_mark(err.decode(errors="replace"))
+        stderr = err.decode(errors="replace")
+        if stderr.startswith(_PID_MARK):   # the line that told _kill_remote whom to kill
+            stderr = stderr.partition("\n")[2]
         if timed_out:
             stderr += f"\n[pdctl] command timed out after {timeout:g}s on {self.name}"
         return CommandResult(exit_code, out.decode(errors="replace"), stderr, timed_out)
 
     def _kill_remote(self, err: bytes) -> None:
-        """Kill the process group of a timed-out command (sshd makes the shell a session leader)."""
+        """Kill the process group of a timed-out command (sshd makes the shell a session leader). Never raises."""
         first = bytes(err).split(b"\n", 1)[0].decode(errors="replace")
         if not first.startswith(_PID_MARK):
             return
         pid = int(first[len(_PID_MARK):])
-        try:
-            chan = self._client.get_transport().open_session(timeout=self.host.connect_timeout)
-            chan.settimeout(self.host.connect_timeout)
-            chan.exec_command(f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
-            deadline = time.monotonic() + self.host.connect_timeout
-            while not chan.exit_status_ready() and time.monotonic() < deadline:
-                time.sleep(0.05)
+        kill = f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true"
+        try:   # bounded as a whole: a host that hangs commands may hang this one too
+            chan = self._session(self._client, "kill")
+            within(self.host.connect_timeout, lambda: (chan.exec_command(kill), chan.recv_exit_status()))
             chan.close()
         except Exception:
             pass
 
+    def _session(self, client, what: str):
+        """A new session channel, its opening bounded by connect_timeout."""
+        try:
+            return client.get_transport().open_session(timeout=self.host.connect_timeout)
+        except Exception as e:  # the connection dropped, or the server did not answer the channel request
+            if "Timeout" in str(e):
+                raise no_answer(self.name, self.host.connect_timeout, f"no {what} session opened") from None
+            raise self._unreachable(f"cannot open a session: {type(e).__name__}: {e}") from None
+
     # -- files -----------------------------------------------------------------------------------------------
+    def _sftp(self, timeout: float, what: str):
+        """An SFTP client whose every request is bounded by `timeout` (paramiko's open_sftp() has no limit)."""
+        import paramiko
+
+        chan = self._session(self.open(), "SFTP")
+        try:
+            chan.settimeout(timeout)   # bounds the version handshake and every later request
+            within(timeout, chan.invoke_subsystem, "sftp")
+            return paramiko.SFTPClient(chan)
+        except (OSError, EOFError, paramiko.SSHException) as e:   # socket.timeout is an OSError
+            chan.close()
+            if isinstance(e, TimeoutError):
+                raise no_answer(self.name, timeout, f"SFTP session to {what}") from None
+            raise UnreachableError(f"{self.name}: cannot open SFTP to {what}: {e}", target=self.name) from None
+
     def put_file(self, path: str, content: str | bytes, *, mode: int = 0o644) -> None:
         """Write via SFTP to a temp file next to `path`, chmod, then posix-rename over it. Creates parent dirs."""
         data = content.encode() if isinstance(content, str) else content
         parent = os.path.dirname(path) or "."
-        res = self.run(f"mkdir -p -- {quote(parent)}", timeout=self.host.command_timeout)
+        limit = self.host.command_timeout
+        res = self.run(f"mkdir -p -- {quote(parent)}", timeout=limit)
+        if res.timed_out:
+            raise no_answer(self.name, limit, f"creating {parent}")
         if not res.ok:
             raise StepFailed(f"{self.name}: cannot create {parent}: {res.stderr.strip()}")
         tmp = f"{parent}/.pdctl-{uuid.uuid4().hex[:12]}.tmp"
         import paramiko
 
+        sftp = self._sftp(limit, f"write {path}")
         try:
-            self._put_via_sftp(tmp, path, data, mode)
-        except (OSError, EOFError, paramiko.SSHException) as e:
-            raise StepFailed(f"{self.name}: writing {path} over SFTP failed: {e}") from None
-
-    def _put_via_sftp(self, tmp: str, path: str, data: bytes, mode: int) -> None:
-        sftp = self.open().open_sftp()
-        try:
-            sftp.get_channel().settimeout(self.host.command_timeout)
             try:
                 with sftp.open(tmp, "wb") as f:
                     f.write(data)
                 sftp.chmod(tmp, mode)
                 sftp.posix_rename(tmp, path)
             except BaseException:
-                try:
+                with contextlib.suppress(Exception):
                     sftp.remove(tmp)
-                except Exception:
-                    pass
                 raise
+        except TimeoutError:
+            raise no_answer(self.name, limit, f"writing {path} over SFTP") from None
+        except (OSError, EOFError, paramiko.SSHException) as e:
+            raise StepFailed(f"{self.name}: writing {path} over SFTP failed: {e}") from None
         finally:
             sftp.close()
 
     def read_file(self, path: str, *, timeout: float = 10.0) -> bytes | None:
-        import paramiko
-
+        sftp = self._sftp(timeout, f"read {path}")
         try:
-            sftp = self.open().open_sftp()
-        except (OSError, EOFError, paramiko.SSHException) as e:
-            raise UnreachableError(f"{self.name}: cannot open SFTP to read {path}: {e}", target=self.name) from None
-        try:
-            sftp.get_channel().settimeout(timeout)
             with sftp.open(path, "rb") as f:
                 return f.read()
-        except (OSError, socket.timeout):
+        except TimeoutError:   # before OSError (socket.timeout is one): a timeout is not "no such file"
+            raise no_answer(self.name, timeout, f"reading {path} over SFTP") from None
+        except OSError:
             return None
         finally:
             sftp.close()
@@ -355,10 +397,4 @@ class SshTransport(Transport):
 
     def __repr__(self) -> str:
         return f"SshTransport({self.name!r}, {self.target.user}@{self.where})"
-
-
-def _strip_pid_mark(stderr: str) -> str:
-    if stderr.startswith(_PID_MARK):
-        return stderr.split("\n", 1)[1] if "\n" in stderr else ""
-    return stderr
 

@@ -57,3 +57,56 @@ def test_parse_proc_probe():
     zombie = out.replace(") S ", ") Z ")
     assert not parse_proc_probe(zombie).alive
     assert parse_proc_probe("") is None
+
+
+# -- a probe that does not answer is "unknown", never "gone" (issue 9) -------------------------------------------
+class _Answers:
+    """A transport that answers every command with one CommandResult and every read with `files`."""
+
+    name = "gpu-slow"
+
+    def __init__(self, result, files=None):
+        self.result, self.files, self.commands = result, files or {}, []
+
+    def run(self, command, *, timeout, env=None):
+        self.commands.append((command, timeout))
+        return self.result
+
+    def read_file(self, path, *, timeout=10.0):
+        return self.files.get(path)
+
+
+def _timed_out():
+    from pdctl.transport.base import CommandResult
+
+    return CommandResult(-9, "", "\n[pdctl] command timed out after 2s", timed_out=True)
+
+
+def test_read_proc_start_timeout_raises_unknown_and_exit_1_is_gone():
+    from pdctl.errors import UnreachableError
+    from pdctl.services.pidfile import read_proc_start
+    from pdctl.transport.base import CommandResult
+
+    with pytest.raises(UnreachableError, match=r"^unknown: gpu-slow did not answer within 2 s \(reading /proc/77\)"):
+        read_proc_start(_Answers(_timed_out()), 77, timeout=2)
+    assert read_proc_start(_Answers(CommandResult(1, "", "")), 77, timeout=2) is None   # the probe's "no such pid"
+
+
+def test_pidfile_status_on_a_hung_host_raises_unknown_with_the_hosts_command_timeout():
+    from pdctl.errors import UnreachableError
+    from pdctl.services.pidfile import PidfileManager
+
+    t = _Answers(_timed_out(), files={"/s/r.pid": b'{"pid": 4242, "start_ticks": 1}\n'})
+    with pytest.raises(UnreachableError, match="did not answer within 20 s") as ei:
+        PidfileManager(t, "/s", command_timeout=20).status("r")
+    assert ei.value.exit_code == 3
+    assert t.commands[0][1] == 20        # bounded by the host's command_timeout, not a fixed 10 s
+
+
+def test_read_process_timeout_is_unknown_not_a_proc_read_error():
+    from pdctl.checks.proc import ProcReadError, read_process
+    from pdctl.errors import UnreachableError
+
+    with pytest.raises(UnreachableError, match="unknown: gpu-slow did not answer within 2 s") as ei:
+        read_process(_Answers(_timed_out()), 4242, timeout=2)
+    assert not isinstance(ei.value, ProcReadError)

@@ -82,3 +82,24 @@ def test_start_that_enters_auto_restart_fails_with_journal():
         SystemdManager(t).start("sglang-prefill")
     assert "auto-restart" in ei.value.message and "--bogus" in ei.value.message
     assert "systemctl start sglang-prefill.service" in t.commands
+
+
+TIMED_OUT = CommandResult(-9, "", "\n[pdctl] command timed out after 3s", timed_out=True)
+
+
+def test_a_systemctl_that_does_not_answer_is_unknown_never_a_stopped_unit():
+    from pdctl.errors import UnreachableError
+
+    t = RecordingTransport({"systemctl show": TIMED_OUT})
+    with pytest.raises(UnreachableError, match=r"unknown: rec did not answer within 3 s \(systemctl show\)") as ei:
+        SystemdManager(t, command_timeout=3).status("sglang-decode")
+    assert ei.value.exit_code == 3 and ei.value.target == "rec"
+
+
+def test_an_active_unit_whose_proc_read_hangs_is_unknown():
+    from pdctl.errors import UnreachableError
+
+    text = (FIX / "show_active.txt").read_text()
+    t = RecordingTransport({"systemctl show": CommandResult(0, text, ""), "stat=": TIMED_OUT})
+    with pytest.raises(UnreachableError, match=r"did not answer within 3 s \(reading /proc/48213\)"):
+        SystemdManager(t, command_timeout=3).status("sglang-decode")
