@@ -44,6 +44,13 @@ def error(message: str, hint: str | None = None, code: int | None = None) -> Non
         c.print(Text("hint: ", style="yellow") + Text(hint))
 
 
+def warning(message: str) -> None:
+    """A warning on stderr (e.g. an abandoned lock taken over): said, but not an error."""
+    from pdctl.secrets import mask_text
+
+    console(stderr=True).print(Text("warning: ", style="yellow") + Text(mask_text(message)))
+
+
 class ProgressPrinter:
     """A progress sink writing one line per step (and a throttled line per wait) to stderr."""
 
