@@ -24,6 +24,20 @@ INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ")
 
 START_CHECK_SECONDS = 1.0
 
+#: first words of the line written to a service's log at each start (before the process runs)
+START_MARKER = "==== pdctl: start of "
+# $$ is the pid that exec keeps through setsid and env, i.e. the service's main pid
+_MARK_AND_EXEC = ('echo "' + START_MARKER + '$1 at $(date -u +%Y-%m-%dT%H:%M:%SZ) (pid $$) ===="; shift; exec "$@"')
+
+
+def since_last_start(log_text: str) -> str:
+    """The part of a log from its last start marker on (all of it when no marker is in view)."""
+    lines = log_text.splitlines(keepends=True)
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith(START_MARKER):
+            return "".join(lines[i:])
+    return log_text
+
 
 # -- pure parsers ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -126,6 +140,7 @@ class PidfileManager(ServiceManager):
         self.t = transport
         self.state_dir = state_dir.rstrip("/") or "/"
         self.command_timeout = command_timeout
+        self._started: set[str] = set()    # services this manager launched (their log tails start at that launch)
 
     # paths
     def spec_path(self, name: str) -> str:
@@ -189,7 +204,8 @@ class PidfileManager(ServiceManager):
             # the log may echo secrets (a traceback with the cmdline): 0600 like the spec, also an older one
             f"mkdir -p {quote(self.state_dir)} && : >>{quote(self.log_path(spec.name))} && "
             f"chmod 600 {quote(self.log_path(spec.name))} && {cd}"
-            f"{{ setsid env -i {inherited} {assigns} {quote_argv(spec.argv)} "
+            f"{{ sh -c {quote(_MARK_AND_EXEC)} sh {quote(spec.name)} setsid env -i {inherited} {assigns} "
+            f"{quote_argv(spec.argv)} "
             f"</dev/null >>{quote(self.log_path(spec.name))} 2>&1 & }} ; echo $!"
         )
 
@@ -201,6 +217,7 @@ class PidfileManager(ServiceManager):
         if spec is None:
             raise StepFailed(f"{self.t.name}: service {name!r} is not installed ({self.spec_path(name)} missing)")
         res = self._run(self.launch_command(spec))
+        self._started.add(name)
         pid_text = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
         if not res.ok or not pid_text.isdigit():
             raise StepFailed(
@@ -225,7 +242,7 @@ class PidfileManager(ServiceManager):
             died = poll_until(alive, lambda up: not up, timeout=START_CHECK_SECONDS, interval=0.05)
             stays_up = not died.ok
         if not stays_up:
-            tail = self.log_tail(name, 30)
+            tail = self.log_tail(name, 30, since_start=True)
             raise StepFailed(
                 f"{self.t.name}: {name!r} (pid {pid}) exited within {START_CHECK_SECONDS:g}s of start; "
                 f"log {self.log_path(name)} ends with:\n{tail}"
@@ -280,8 +297,12 @@ class PidfileManager(ServiceManager):
         return poll_until(lambda: self._proc(pid), gone, timeout=limit, interval=0.02, backoff=1.5,
                           max_interval=0.2).ok
 
-    def log_tail(self, name: str, lines: int = 200) -> str:
-        """The log's last lines, with the service's secret env/flag values (and any SECRET=... text) masked."""
+    def log_tail(self, name: str, lines: int = 200, *, since_start: bool | None = None) -> str:
+        """The log's last lines, with the service's secret env/flag values (and any SECRET=... text) masked.
+
+        since_start: only the lines from the last start marker on, so that a failed start never shows an earlier
+        process's lines (its "ready" line, say). None means: when this manager launched `name` itself (the
+        failure checks after a start); a plain read (`pdctl logs`) gets the whole tail, markers included."""
         from pdctl.secrets import mask_text, secret_values
 
         res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null")
@@ -291,4 +312,8 @@ class PidfileManager(ServiceManager):
             spec = self.installed_spec(name)
         except StepFailed:   # a corrupt spec must not hide the log; pattern masking still applies
             spec = None
-        return mask_text(res.stdout, secret_values(spec.env, spec.argv) if spec else ())
+        if since_start or (since_start is None and name in self._started):
+            text = since_last_start(res.stdout)
+        else:
+            text = res.stdout
+        return mask_text(text, secret_values(spec.env, spec.argv) if spec else ())
