@@ -16,13 +16,17 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
     """Show each role's service, state, pid and uptime. Exit 1 if a role is down, 3/4 if a host could not be asked."""
     from pdctl import render
     from pdctl.ops.lifecycle import status as run
+    from pdctl.ops.lifecycle import status_hazards
 
     with open_deployment(inventory, quiet=True) as dep:
         rows = run(dep)
+        hazards = status_hazards(dep, rows)
     if json_out:
-        render.emit_json({"inventory": dep.inv.name, "roles": rows})
+        render.emit_json({"inventory": dep.inv.name, "roles": rows, "hazards": hazards})
     else:
         render.status_table(rows)
+        for h in hazards:
+            render.warning(h)
         if any(r["state"] == "unknown" for r in rows):   # deploy would act on a host we know nothing about
             render.lines(["next: nothing is known of the unknown roles; retry `pdctl status` before acting"],
                          style="yellow")

@@ -28,16 +28,44 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
                     "error_exit_code": e.exit_code, "error": e.message, "hint": e.hint}
         up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None
         return {**row, "active": st.active, "state": "running" if st.active else "stopped", "pid": st.main_pid,
-                "uptime_s": up, "detail": st.detail}
+                "started_at": st.started_at if st.active else None, "uptime_s": up, "detail": st.detail}
 
     return [r.value for r in dep.each_instance(one)]
+
+
+def status_hazards(dep: Deployment, rows: list[dict[str, Any]]) -> list[str]:
+    """What `status` must say besides each role's state: an abandoned deployment lock (a killed pdctl may have left
+    the deployment half done) and the restart-lineage hazards of the running processes (e.g. decode restarted
+    alone: prefill new, decode old). Reads only; a host that cannot be asked adds nothing here (its rows say
+    unknown)."""
+    from pdctl.checks.lineage import judge_lineage
+    from pdctl.checks.result import Status
+    from pdctl.ops.verify import LINEAGE_WINDOW_S, load_lineage_record
+
+    out = []
+    try:
+        ab = deployment_lock(dep, "status").abandoned()
+        if ab is not None:
+            out.append(ab.describe())
+    except PdctlError:
+        pass
+    if any(r["state"] == "unknown" for r in rows):
+        return out      # lineage from part of the deployment would judge the rest wrongly
+    starts = {r["label"]: (r["role"], r["pid"], r.get("started_at")) for r in rows if r["active"]}
+    if not starts:
+        return out
+    for c in judge_lineage(starts, load_lineage_record(dep), LINEAGE_WINDOW_S):
+        if c.status in (Status.FAIL, Status.WARN) and c.data.get("hazard"):
+            out.append(f"restart lineage: {c.target}: {c.observed}" + (f"; {c.next_step}" if c.next_step else ""))
+    return out
 
 
 def down(dep: Deployment, *, dry_run: bool = False) -> list[StepRecord] | list[str]:
     """Stop router -> decode -> prefill under the lock. Dry run returns the plan."""
     if dry_run:
         return [f"stop {dep.inv.label(r, i)}" for r, i, _ in reversed(dep.inv.instances())]
-    with audit.audited("down", inventory=dep.inv.source, args={}) as rec, deployment_lock(dep, "down"):
+    with audit.audited("down", inventory=dep.inv.source, args={}, mark_start=True) as rec, \
+            deployment_lock(dep, "down"):
         steps = ordered_stop(dep)
         rec.extra["steps"] = to_data(steps)
         rec.result = "ok"

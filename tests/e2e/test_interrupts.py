@@ -130,6 +130,9 @@ def test_kill_9_leaves_an_unfinished_record_and_the_next_restart_takes_the_lock_
     assert owner["pid"] == killed and owner["run"] == started["run"]
     hist = pdctl(["history"], state=st)
     assert "unfinished" in hist.stdout and "no end recorded" in hist.stdout
+    status = pdctl(["status", "--json", "-i", str(inv)], state=st)   # any command that finds the lock says so
+    (hazard,) = [h for h in json.loads(status.stdout)["hazards"] if "abandoned deployment lock" in h]
+    assert f"pid {killed}" in hazard and "'deploy'" in hazard
 
     _inventory(sleepy["tmp"], ready_timeout=1)    # same inventory name (same lock); readiness now fails fast
     r = pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], state=st, timeout=60)
