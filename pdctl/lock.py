@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Callable, Optional
 from shlex import quote
 
-from pdctl.errors import LockHeld, StepFailed
+from pdctl.errors import LockHeld
 from pdctl.transport.base import Transport
 
 OWNERLESS_STALE_S = 30.0   # a lock dir with no owner.json this old was left by a holder that died mid-acquire
@@ -162,8 +162,10 @@ class DeploymentLock:
                         self.release()
                         raise
                 return
-            if res.timed_out:
-                raise StepFailed(f"lock: timed out creating {self.lock_dir} on {self.transport.name}")
+            if res.timed_out:    # unknown, not "failed": nothing is known of the lock or of the host
+                from pdctl.transport.base import no_answer
+
+                raise no_answer(self.transport.name, 15, f"creating the deployment lock {self.lock_dir}")
             owner = self._owner()
             if owner is None:
                 # a holder between mkdir and writing owner.json; or one that died there

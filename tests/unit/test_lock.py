@@ -151,3 +151,18 @@ def test_an_owner_record_with_keys_it_does_not_know_still_names_its_holder(tmp_p
         with pytest.raises(LockHeld) as e:
             DeploymentLock(LocalTransport(), str(d), "bob", "deploy").acquire()
         assert "alice" in e.value.message
+
+
+def test_a_host_that_does_not_answer_makes_the_lock_unknown_not_failed(tmp_path):
+    """mkdir that hangs (a hung host or filesystem): exit 3 "unknown", never exit 1 "lock: timed out"."""
+    from pdctl.errors import UnreachableError
+
+    class HungLocal(LocalTransport):
+        def run(self, command, *, timeout, env=None):   # the real local runner, on a command that never returns
+            return super().run(f"sleep 30; {command}", timeout=min(timeout, 0.5), env=env)
+
+    d = tmp_path / "x.lock"
+    with pytest.raises(UnreachableError) as e:
+        DeploymentLock(HungLocal(), str(d), "alice", "restart --pair").acquire()
+    assert e.value.exit_code == 3 and "did not answer" in e.value.message and "deployment lock" in e.value.message
+    assert not d.exists()
