@@ -46,14 +46,16 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
 
 
 @handle_errors
-def down(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False) -> None:
+def down(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
+         purge: Annotated[bool, typer.Option("--purge", help="Then remove each role's rendered spec or unit and its "
+                                                            "log.")] = False) -> None:
     """Stop router -> decode -> prefill under the deployment lock."""
     from pdctl import render
     from pdctl.ops.lifecycle import down as run
     from pdctl.serialize import to_data
 
     with open_deployment(inventory, quiet=json_out) as dep:
-        steps = run(dep, dry_run=dry_run)
+        steps = run(dep, dry_run=dry_run, purge=purge)
     if json_out:
         render.emit_json({"dry_run": dry_run, "steps": to_data(steps)})
     elif dry_run:

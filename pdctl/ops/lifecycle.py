@@ -60,13 +60,18 @@ def status_hazards(dep: Deployment, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def down(dep: Deployment, *, dry_run: bool = False) -> list[StepRecord] | list[str]:
-    """Stop router -> decode -> prefill under the lock. Dry run returns the plan."""
+def down(dep: Deployment, *, dry_run: bool = False, purge: bool = False) -> list[StepRecord] | list[str]:
+    """Stop router -> decode -> prefill under the lock; with `purge`, then remove each role's rendered spec/unit
+    and log. Dry run returns the plan."""
     if dry_run:
-        return [f"stop {dep.inv.label(r, i)}" for r, i, _ in reversed(dep.inv.instances())]
+        plan = [f"stop {dep.inv.label(r, i)}" for r, i, _ in reversed(dep.inv.instances())]
+        return plan + ([f"remove the spec and log of {dep.inv.label(r, i)}" for r, i, _ in dep.inv.instances()]
+                       if purge else [])
     with audit.audited("down", inventory=dep.inv.source, args={}, mark_start=True) as rec, \
             deployment_lock(dep, "down"):
         steps = ordered_stop(dep)
+        if purge:
+            steps += purge_files(dep)
         rec.extra["steps"] = to_data(steps)
         rec.result = "ok"
         return steps
@@ -83,3 +88,14 @@ def logs(dep: Deployment, role: str, *, index: int = 0, lines: int = 200) -> str
     text = dep.services(inst.host).log_tail(dep.inv.service_name(role, index), lines=lines)
     secrets = [v for k, v in inst.env.items() if is_secret_name(k) and v]
     return mask_text(text, secrets)
+
+
+def purge_files(dep: Deployment) -> list[StepRecord]:
+    """Remove every (stopped) role's rendered spec or unit and its log, one step each."""
+    steps = []
+    for role, i, inst in dep.inv.instances():
+        t0 = time.monotonic()
+        removed = dep.services(inst.host).purge(dep.inv.service_name(role, i))
+        steps.append(StepRecord(f"purge {dep.inv.label(role, i)}: " + ", ".join(removed),
+                                round(time.monotonic() - t0, 3), True))
+    return steps

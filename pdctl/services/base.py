@@ -83,6 +83,11 @@ class ServiceManager(ABC):
     def status(self, name: str) -> ServiceStatus:
         """Observe the service: active, main pid and its start time."""
 
+    def purge(self, name: str) -> list[str]:
+        """Remove what `install` and the service's runs left on the host (rendered spec/unit, log); the service must
+        be stopped. Returns the paths removed (or what could not be, said in words)."""
+        raise NotImplementedError
+
     @abstractmethod
     def log_tail(self, name: str, lines: int = 200) -> str:
         """The last `lines` lines of the service's log (journal or log file)."""

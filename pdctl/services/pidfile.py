@@ -194,6 +194,16 @@ class PidfileManager(ServiceManager):
         return ServiceSpec(name=name, argv=argv, env=dict(d.get("env") or {}), workdir=d.get("workdir"),
                            description=d.get("description") or "")
 
+    def purge(self, name: str) -> list[str]:
+        """Remove the spec, pidfile and log of a stopped service (the log may hold what secrets masking missed)."""
+        if self.status(name).active:
+            raise StepFailed(f"{self.t.name}: {name!r} is running: stop it before purging its files")
+        paths = [self.spec_path(name), self.pid_path(name), self.log_path(name)]
+        res = self._run("rm -f -- " + " ".join(quote(p) for p in paths))
+        if not res.ok:
+            raise StepFailed(f"{self.t.name}: could not remove the files of {name!r}: {res.stderr.strip()}")
+        return paths
+
     # -- start -----------------------------------------------------------------------------------------------
     def launch_command(self, spec: ServiceSpec) -> str:
         """The shell command that starts `spec` detached and prints its pid (setsid: pid == process group)."""

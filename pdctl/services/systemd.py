@@ -204,6 +204,19 @@ class SystemdManager(ServiceManager):
         current = self.t.read_file(self.unit_path(spec.name), timeout=self.command_timeout)
         return current is not None and current.decode(errors="replace") == self._render(spec)
 
+    def purge(self, name: str) -> list[str]:
+        """Remove the unit file of a stopped service and reload systemd. The journal keeps its lines (journald
+        rotates them; pdctl does not delete them): said in the result."""
+        if self.status(name).active:
+            raise StepFailed(f"{self.t.name}: {unit_name(name)} is active: stop it before purging its unit")
+        res = self.t.run(f"rm -f -- {quote(self.unit_path(name))}", timeout=self.command_timeout)
+        if not res.ok:
+            raise self._fail("removing the unit file of", name, res)
+        reload = self._systemctl("daemon-reload")
+        if not reload.ok:
+            raise self._fail("daemon-reload after removing", name, reload)
+        return [self.unit_path(name), f"(journal of {unit_name(name)} kept: journald rotates it)"]
+
     def install(self, spec: ServiceSpec) -> bool:
         """Write the unit if its text changed, then `systemctl daemon-reload`. Returns whether it changed."""
         if self.is_current(spec):

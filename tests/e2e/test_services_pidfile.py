@@ -169,3 +169,18 @@ def test_stop_kills_children_in_the_group(manager, tmp_path):
     finally:
         if _alive(child):                                        # never leak it, even when the test fails
             os.kill(child, signal.SIGKILL)
+
+
+def test_purge_removes_spec_pidfile_and_log_of_a_stopped_service_only(manager, tmp_path):
+    spec = ServiceSpec("purged", (sys.executable, "-c", SLEEPER), workdir=str(tmp_path))
+    manager.install(spec)
+    manager.start("purged")
+    manager.track("purged")
+    paths = [manager.spec_path("purged"), manager.pid_path("purged"), manager.log_path("purged")]
+    assert all(os.path.exists(p) for p in paths)
+    with pytest.raises(StepFailed, match="stop it before purging"):
+        manager.purge("purged")                          # a running service keeps its files
+    assert all(os.path.exists(p) for p in paths)
+    manager.stop("purged", grace=2)
+    assert manager.purge("purged") == paths
+    assert not any(os.path.exists(p) for p in paths)
