@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pdctl.checks.http_util import client, describe_error, join
+from pdctl.checks.http_util import client, describe_error, join, request_ms
 from pdctl.checks.result import CheckResult, Status
 
 LAYER = "e2e"
@@ -63,14 +63,15 @@ def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi
     t0 = time.monotonic()
     try:
         with client(timeout) as c:
+            t0 = time.monotonic()   # the request alone: the client is made before the clock starts
             r = c.post(url, json=body)
     except Exception as e:
-        data["latency_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        data["latency_ms"] = request_ms(None, t0)
         cause = describe_error(e, timeout)
         data["error"] = cause
         return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=cause, expected="HTTP 200, content",
                            detail=f"POST {url}: {cause}", data=data)
-    latency = round((time.monotonic() - t0) * 1000, 1)
+    latency = request_ms(r, t0)
     data.update(status_code=r.status_code, latency_ms=latency)
     if r.status_code != 200:
         snippet = r.text.strip().replace("\n", " ")[:200]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pdctl.checks.http_util import client, describe_error, join
+from pdctl.checks.http_util import client, describe_error, join, request_ms
 from pdctl.checks.result import CheckResult, Status
 
 LAYER = "health"
@@ -25,14 +25,15 @@ def probe_health(base_url: str, path: str = "/health", timeout: float = 4.0, *, 
     data: dict[str, Any] = {"url": url, "timeout_s": timeout}
     try:
         with client(timeout) as c:
+            t0 = time.monotonic()   # the request alone: the client is made before the clock starts
             r = c.get(url)
     except Exception as e:  # httpx errors and OS errors alike: the server is not healthy from here
-        data["latency_ms"] = round((time.monotonic() - t0) * 1000, 1)
+        data["latency_ms"] = request_ms(None, t0)
         cause = describe_error(e, timeout)
         data["error"] = cause
         return CheckResult(LAYER, target or base_url, path, Status.FAIL, observed=cause, expected="HTTP 200",
                            detail=f"GET {url}: {cause}", data=data)
-    data["latency_ms"] = round((time.monotonic() - t0) * 1000, 1)
+    data["latency_ms"] = request_ms(r, t0)
     data["status_code"] = r.status_code
     if r.status_code == 200:
         return CheckResult(LAYER, target or base_url, path, Status.PASS, observed="HTTP 200", expected="HTTP 200",
@@ -81,17 +82,18 @@ def probe_router_ready(base_url: str, timeout: float = 4.0, *, require_all: bool
     t0 = time.monotonic()
     try:
         with client(timeout) as c:
+            t0 = time.monotonic()   # the request alone: the client is made before the clock starts
             r = c.get(url)
     except Exception as e:
         cause = describe_error(e, timeout)
         return CheckResult(LAYER, target or base_url, "/readiness", Status.FAIL, observed=cause, expected="ready",
                            detail=f"GET {url}: {cause}", data={"url": url, "error": cause,
-                                                               "latency_ms": round((time.monotonic() - t0) * 1000, 1)})
+                                                               "latency_ms": request_ms(None, t0)})
     try:
         body = r.json()
     except ValueError:
         body = None
     res = judge_readiness(r.status_code, body, require_all=require_all, expect_workers=expect_workers,
                           target=target or base_url, url=url)
-    res.data.update({"url": url, "latency_ms": round((time.monotonic() - t0) * 1000, 1)})
+    res.data.update({"url": url, "latency_ms": request_ms(r, t0)})
     return res

@@ -13,6 +13,20 @@ def client(timeout: float) -> Any:
     return httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False, follow_redirects=False)
 
 
+def request_ms(response: Any, started: float) -> float:
+    """The request's own latency in ms: httpx's `response.elapsed` (request sent -> response read), so neither
+    the client's creation nor a thread's wait before sending is counted; with no response (an error), the clock
+    since `started`, which the caller takes right before sending."""
+    import time
+
+    elapsed = getattr(response, "elapsed", None) if response is not None else None
+    try:
+        seconds = elapsed.total_seconds() if elapsed is not None else time.monotonic() - started
+    except RuntimeError:   # httpx raises when .elapsed is read before the response is closed
+        seconds = time.monotonic() - started
+    return round(seconds * 1000, 1)
+
+
 def join(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + "/" + path.lstrip("/")
 
