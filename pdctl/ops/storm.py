@@ -230,7 +230,8 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
 
     base = router_url(dep, router)
     rep = StormReport(config={k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, router=base)
-    with audit.audited("storm", inventory=dep.inv.source, args=dict(rep.config, router=base)) as rec:
+    with audit.audited("storm", inventory=dep.inv.source, args=dict(rep.config, router=base),
+                       mark_start=True) as rec:
         try:
             _run_storm(dep, cfg, base, rep)
         finally:

@@ -120,7 +120,8 @@ def test_storm_cut_by_its_bound_reports_outcomes_hit_rate_and_audits(fakes, monk
     assert any("hit its bound" in n for n in rep.notes)
     assert rep.verdict.passed and rep.exit_code() == 0
     assert not _samplers_alive()
-    (rec,) = _records(fakes)
+    started, rec = _records(fakes)              # a storm records that it started before it sends anything
+    assert started["result"] == "started" and started["run"] == rec["run"]
     assert rec["action"] == "storm" and rec["result"] == "passed" and rec["inventory"] == "inv.yaml"
     assert rec["args"]["requests"] == 4 and rec["args"]["router"] == "http://127.0.0.1:9"
     assert rec["summary"]["requests"] == 4 and rec["summary"]["hits"]["aborted"] == 3
@@ -145,7 +146,7 @@ def test_ctrl_c_joins_the_sampler_judges_and_audits_interrupted(fakes, monkeypat
     time.sleep(0.1)
     assert len(rep.points) == n           # nothing appends after the report is returned
     assert len(rep.outcomes) == 3 and all(o.error for o in rep.outcomes[1:])
-    (rec,) = _records(fakes)
+    _started, rec = _records(fakes)
     assert rec["action"] == "storm" and rec["result"] == "interrupted" and rec["summary"]["partial"] is True
 
 
