@@ -39,7 +39,7 @@ def inflight(
     Samples the PD queue gauges and decode progress over a window:
     drained (exit 0), busy (0, a warning: work is moving) or pinned (1: nonzero with no progress
     for the whole window). Ctrl-C judges what was gathered (130)."""
-    from pdctl import render, render_storm
+    from pdctl import render
     from pdctl.ops.inflight import sample_inflight
 
     check_window(window, interval)
@@ -48,7 +48,7 @@ def inflight(
     if json_out:
         render.emit_json(rep.to_dict())
     else:
-        render_storm.inflight_report(rep)
+        render.inflight_report(rep)
     code = rep.exit_code()
     if code:
         raise typer.Exit(code)

@@ -27,7 +27,7 @@ def run(
 ) -> None:
     """Show the plan, run each step with its gate, stop at the first failed gate; exit with that step's code."""
     from pdctl import render
-    from pdctl import render_playbook as show
+    from pdctl.render import playbook as show
     from pdctl.errors import UsageError
     from pdctl.inventory import load_inventory
     from pdctl.playbook import runner

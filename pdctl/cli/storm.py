@@ -46,7 +46,7 @@ def storm(
     A pass where no abort landed in the transfer window is marked weak: the race was not exercised.
 
     Exit 0 drained and stayed 0, 1 not drained or pinned, 2 bad options, 130 interrupted."""
-    from pdctl import render_storm
+    from pdctl import render
     from pdctl.errors import UsageError
     from pdctl.ops.storm import storm as run
     from pdctl.ops.storm_plan import StormConfig
@@ -65,7 +65,7 @@ def storm(
 
         render.emit_json(rep.to_dict())
     else:
-        render_storm.storm_report(rep)
+        render.storm_report(rep)
     code = rep.exit_code()
     if code:
         raise typer.Exit(code)

@@ -25,7 +25,7 @@ def triage(
 
     Exit 0 healthy, 1 a finding needs action (stopped roles and unreadable metrics included),
     3 a host could not be reached, 4 refused (host key), 130 interrupted."""
-    from pdctl import render, render_storm
+    from pdctl import render
     from pdctl.ops.triage import triage as run
 
     check_window(window, interval)
@@ -34,7 +34,7 @@ def triage(
     if json_out:
         render.emit_json(rep.to_dict())
     else:
-        render_storm.triage_report(rep)
+        render.triage_report(rep)
     code = rep.exit_code()
     if code:
         raise typer.Exit(code)

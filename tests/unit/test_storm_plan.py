@@ -11,7 +11,7 @@ from pdctl.checks.storm import (AFTER, COMPLETED, EARLY, ERROR, HIT, LATE, Reque
                                 judge_watch)
 from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, prompt_ids,
                                   random_schedule)
-from pdctl.render_storm import bar_chart, sparkline
+from pdctl.render import bar_chart, sparkline
 
 
 def test_defaults_are_the_seeds_numbers():

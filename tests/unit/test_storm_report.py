@@ -71,7 +71,7 @@ def test_pass_with_no_hit_is_weak_but_exits_zero(out):
     assert rep.weak_reason.startswith("0 of 8 aborts landed in the transfer window; the race was not exercised")
     assert "try --target transfer-window" in rep.weak_reason
     assert rep.to_dict()["weak_pass"] == rep.weak_reason
-    from pdctl.render_storm import storm_report
+    from pdctl.render import storm_report
 
     storm_report(rep)
     last = out.getvalue().strip().splitlines()[-1]
@@ -90,7 +90,7 @@ def test_uncalibrated_pass_is_weak_too():
 
 
 def test_pass_with_hits_is_plain_and_fail_is_never_weak(out):
-    from pdctl.render_storm import storm_report
+    from pdctl.render import storm_report
 
     rep = storm_rep(n_hits=3, aborted=8)
     assert rep.weak_reason is None
@@ -101,7 +101,7 @@ def test_pass_with_hits_is_plain_and_fail_is_never_weak(out):
 
 
 def test_storm_rendering_formats_labels_and_does_not_repeat_the_watch(out):
-    from pdctl.render_storm import storm_report
+    from pdctl.render import storm_report
 
     storm_report(storm_rep(n_hits=3))
     text = out.getvalue()
@@ -112,7 +112,7 @@ def test_storm_rendering_formats_labels_and_does_not_repeat_the_watch(out):
 
 
 def test_overcount_is_explained_in_a_footnote(out):
-    from pdctl.render_storm import storm_report
+    from pdctl.render import storm_report
 
     rep = storm_rep(n_hits=3, points=[pt(-1), pt(0.0, 5, 4), pt(1.0, 2, 1), pt(2.73), pt(6.73)])
     note = rep.overcount_note()
@@ -123,7 +123,7 @@ def test_overcount_is_explained_in_a_footnote(out):
 
 
 def test_verify_inflight_sparkline_is_labelled(out):
-    from pdctl.render_storm import inflight_report
+    from pdctl.render import inflight_report
 
     pts = [pt(0.0), pt(1.0), pt(3.00486)]
     v = judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in pts], 3.0)

@@ -1,5 +1,5 @@
 """Printing for `pdctl run` and `pdctl history`: the plan, a line per step as it starts and ends, the summary,
-and the audit log table. Like pdctl.render, the only place these commands print."""
+and the audit log table. The only place these commands print."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdctl.playbook.vars import show_value
-from pdctl.render import console
+from pdctl import render
 
 _STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim",
                 "interrupted": "bold yellow"}
@@ -24,7 +24,7 @@ def plan(p, *, stderr: bool = False) -> None:
     commands come scrubbed; a gate is the playbook's text and may quote one)."""
     from pdctl.secrets import mask_text
 
-    c = console(stderr=stderr)
+    c = render.console(stderr=stderr)
     pb = p.playbook
     c.print(Text(f"playbook {pb.name}", style="bold") + Text(f"  ({pb.source})", style="dim"))
     if pb.description:
@@ -50,7 +50,7 @@ class StepPrinter:
     """Hooks for the runner: one line when a step starts, one with its result and gate verdict when it ends."""
 
     def __init__(self, total: int, *, quiet: bool = False):
-        self.c = console(stderr=True)
+        self.c = render.console(stderr=True)
         self.total = total
         self.quiet = quiet
 
@@ -79,7 +79,7 @@ class StepPrinter:
 
 
 def summary(result) -> None:
-    c = console()
+    c = render.console()
     t = Table(title=f"run {result.plan.playbook.name}", title_justify="left")
     for col in ("#", "step", "action", "status", "seconds", "gate", "result"):
         t.add_column(col, overflow="fold")
@@ -91,9 +91,7 @@ def summary(result) -> None:
     c.print(t)
     health = result.health_by_layer()
     if health is not None:
-        from pdctl.render import health_report
-
-        health_report(health)   # every layer any step checked (layers 1-2 of one step, 3-5 of the next, ...)
+        render.health_report(health)   # every layer any step checked (layers 1-2 of one step, 3-5 of the next, ...)
     for r in result.recommendations:
         c.print(Text("recommendation: ", style="yellow") + Text(r))
     if result.ok:

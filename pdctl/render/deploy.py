@@ -1,0 +1,40 @@
+"""What `pdctl deploy` prints: the plan (--dry-run) and the outcome."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from pdctl import render
+from pdctl.render.tables import steps_table
+
+
+def deploy_plan(plan) -> None:
+    from pdctl.secrets import mask_argv, mask_env
+    from pdctl.shell import quote_argv
+
+    c = render.console()
+    for r in plan.roles:
+        state = ("changed" if r.changed else "unchanged") + (", running" if r.running else ", not running")
+        c.print(Text(f"{r.label}  service {r.service}  [{state}]", style="bold"))
+        env = mask_env(r.env)
+        if env:
+            c.print(Text("  env: " + " ".join(f"{k}={v}" for k, v in env.items())), soft_wrap=True)
+        # soft_wrap: a command line stays one line, so it can be copied or grepped whatever the width
+        c.print(Text("  " + quote_argv(mask_argv(r.argv))), soft_wrap=True)
+        for change in r.changes:
+            c.print(Text(f"  change: {change}", style="yellow"))
+    c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
+
+
+def deploy_outcome(plan, steps) -> None:
+    """After a deploy ran: what it did, in one line, then its steps."""
+    c = render.console()
+    if plan.action == "none":
+        c.print(Text(f"deploy: nothing to do ({plan.reason})", style="bold"))
+        return
+    c.print(Text(f"deploy: co-restarted prefill -> decode -> router ({plan.reason})", style="bold"))
+    for r in plan.roles:
+        for change in r.changes:
+            c.print(Text(f"  {r.label}: {change}", style="yellow"), soft_wrap=True)
+    if steps:
+        c.print(steps_table(steps))

@@ -1,0 +1,71 @@
+"""What `pdctl history` prints: the audit log, one row per record."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from pdctl import render
+
+HISTORY_RESULT_MAX = 80
+_HISTORY_STYLE = {"ok": "green", "failed": "red", "refused": "yellow", "unreachable": "red", "usage": "red",
+                  "interrupted": "yellow", "unfinished": "bold yellow", "taken over": "yellow"}
+
+
+def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
+    """The first sentence (or line) of `text`, at most `limit` characters, `…` when cut. Pure."""
+    import re
+
+    text = text.strip()
+    first = re.split(r"\n|(?<=[.!?])\s", text, maxsplit=1)[0].strip()
+    cut = first != text
+    if len(first) > limit:
+        first, cut = first[:limit - 1].rstrip(), True
+    return first + ("…" if cut else "")
+
+
+def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "") -> None:
+    """The audit log (pdctl.audit lines), one table row per line (the full result is in --json)."""
+    from pdctl.audit import CorruptLine, fold_runs, result_word
+
+    c = render.console()
+    lines = fold_runs(lines)    # a run once, by its end; a start alone is a run that never finished
+    if not lines:
+        if filters:
+            c.print(Text("no records match " + " ".join(filters), style="dim"))
+        else:
+            c.print(Text("no records yet" + (f" (log: {log})" if log else ""), style="dim"))
+        return
+    rows = []
+    for r in lines:
+        if isinstance(r, CorruptLine):
+            rows.append(("", "", Text("CORRUPT LINE", style="bold red"),
+                         Text(shorten(r.text.replace("\n", " ")), style="red"), "", ""))
+            continue
+        word, detail = result_word(r)
+        cell = Text(word, style=_HISTORY_STYLE.get(word, "")) + \
+            Text(f": {shorten(detail, HISTORY_RESULT_MAX - len(word) - 2)}" if detail else "")
+        dur = r.get("duration_s")
+        rows.append((str(r.get("time", "")), str(r.get("operator", "")), str(r.get("action", "")), cell,
+                     f"{dur:.1f}" if isinstance(dur, (int, float)) else "", str(r.get("inventory", ""))))
+    cols = ("time", "operator", "action", "result", "seconds", "inventory")
+    widths = [max([len(col)] + [len(x.plain if isinstance(x, Text) else x) for x in column])
+              for col, column in zip(cols, zip(*rows))]
+    # One line per record: nothing wraps. When the table is wider than the terminal, the inventory (cut on the
+    # left: the file name stays), action and result columns give way; time, operator and seconds keep their width.
+    spare = c.width - (3 * len(cols) + 1) - sum(widths)
+    for k, floor in ((5, 16), (2, 12), (3, 24)):
+        if spare >= 0:
+            break
+        give = min(-spare, max(0, widths[k] - floor))
+        widths[k] -= give
+        spare += give
+    t = Table(title="audit log", title_justify="left")
+    for col, w in zip(cols, widths):
+        t.add_column(col, no_wrap=True, overflow="ellipsis", width=w, justify="right" if col == "seconds" else "left")
+    for row in rows:
+        inv = row[5]
+        if len(inv) > widths[5] > 1:
+            inv = "…" + inv[len(inv) - widths[5] + 1:]
+        t.add_row(*row[:5], inv)
+    c.print(t)

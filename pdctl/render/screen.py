@@ -1,0 +1,55 @@
+"""The console every printer writes to, the one JSON document, and the error / warning / plain lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.text import Text
+
+from pdctl import render
+from pdctl.checks.result import Status
+
+STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
+
+
+def console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    if os.environ.get("COLUMNS", "").isdigit():
+        width: int | None = int(os.environ["COLUMNS"])
+    else:
+        # Piped into a file or a pager: rich would assume 80 columns and fold every table cell.
+        width = None if stream.isatty() else 160
+    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+
+
+def emit_json(doc: Any) -> None:
+    """Exactly one JSON document on stdout, nothing else."""
+    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def error(message: str, hint: str | None = None, code: int | None = None) -> None:
+    from pdctl.secrets import mask_text
+
+    message, hint = mask_text(message), (mask_text(hint) if hint else hint)
+    c = render.console(stderr=True)
+    c.print(Text("error: ", style="bold red") + Text(message))
+    if hint:
+        c.print(Text("hint: ", style="yellow") + Text(hint))
+
+
+def warning(message: str) -> None:
+    """A warning on stderr (e.g. an abandoned lock taken over): said, but not an error."""
+    from pdctl.secrets import mask_text
+
+    render.console(stderr=True).print(Text("warning: ", style="yellow") + Text(mask_text(message)))
+
+
+def lines(items: Iterable[str], style: str | None = None) -> None:
+    c = render.console()
+    for s in items:
+        c.print(Text(s, style=style or ""))

@@ -1,0 +1,63 @@
+"""What `pdctl storm` prints: calibration, the series, the hit rate and the verdict."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from pdctl import render
+from pdctl.checks.inflight import fmt_s
+from pdctl.render.charts import sparkline
+from pdctl.render.inflight import num, style_of
+
+
+def storm_report(rep) -> None:
+    c = render.console()
+    cfg = rep.config
+    c.print(Text(f"storm: {cfg['requests']} requests x {cfg['prompt_tokens']} tokens via {rep.router}, "
+                 f"target {cfg['target']}", style="bold"))
+    if rep.calibration:
+        cal = rep.calibration
+        parts = [f"first token {cal.ttft_median_s:.2f}s" if cal.ttft_median_s else "no first token"]
+        if cal.transfer_latency_s is not None:
+            parts.append(f"KV transfer {cal.transfer_latency_s:.2f}s")
+        if cal.prefill_ttft_s is not None:
+            parts.append(f"prefill {cal.prefill_ttft_s:.2f}s")
+        c.print(Text("calibration: " + ", ".join(parts)))
+    if rep.window:
+        c.print(Text(f"transfer window: {rep.window[0]:.2f}-{rep.window[1]:.2f}s after send; "
+                     f"launch spacing {rep.spacing_s:g}s"))
+    rows = rep.series()
+    t = Table(title="inflight / transfer_failed", title_justify="left")
+    for col in ("t (s)", "phase", "inflight", "prefill inflight", "transfer_failed", "generation tokens"):
+        t.add_column(col, justify="right" if col != "phase" else "left")
+    for r in rows:
+        label = r["phase"] + (f" +{fmt_s(r['since_stop'])}" if r["since_stop"] is not None else "")
+        t.add_row(f"{r['t']:.1f}", label, num(r["inflight"]), num(r["prefill_inflight"]), num(r["transfer_failed"]),
+                  num(r["generation_tokens"]))
+    c.print(t)
+    over = rep.overcount_note()
+    if over:
+        c.print(Text(f"  * {over}", style="dim"))
+    c.print(Text("inflight per sample:        " + sparkline([r["inflight"] for r in rows])))
+    c.print(Text("transfer_failed per sample: " + sparkline([r["transfer_failed"] for r in rows])))
+    if rep.hits:
+        h = rep.hits
+        rate = "n/a" if h.hit_rate is None else f"{100 * h.hit_rate:.0f}%"
+        counts = ", ".join(f"{k} {v}" for k, v in h.counts.items() if v)
+        conf = "" if h.confirmed_in_window is None else f"; confirmed by the servers: {h.confirmed_in_window:g}"
+        c.print(Text(f"hit rate: {rate} ({h.hits}/{h.aborted} aborts in the transfer window; {counts}){conf}"))
+        for n in h.notes:
+            c.print(Text(f"  note: {n}", style="dim"))
+    for n in rep.notes:
+        c.print(Text(f"note: {n}", style="dim"))
+    v = rep.verdict
+    if rep.partial:
+        c.print(Text("storm: INTERRUPTED (partial)" + (f": {v.reason}" if v else ""), style="yellow"))
+    elif v is not None:
+        weak = rep.weak_reason
+        if v.passed and weak:
+            c.print(Text(f"storm: PASS (weak: {weak}): {v.reason}", style="yellow"))
+            return
+        word = "PASS" if v.passed else ("FAIL: PINNED" if v.pinned else "FAIL")
+        c.print(Text(f"storm: {word}: {v.reason}", style=style_of(v.passed)))
