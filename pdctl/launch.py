@@ -7,6 +7,7 @@ The command lines use SGLang's own flag names, so the same inventory drives `eng
 from __future__ import annotations
 
 import sys
+from typing import Mapping
 
 from pdctl.inventory import ArgValue, Inventory
 from pdctl.services.base import ServiceSpec
@@ -32,10 +33,48 @@ def flag_tokens(args: dict[str, ArgValue]) -> list[str]:
 
 
 def python_for(inv: Inventory, host_name: str) -> str:
+    """The interpreter a host's roles run under when nothing is installed there yet: the inventory's
+    `hosts.<name>.python`, else the one of a first deploy (pdctl's own for a local host, `python3` over SSH).
+    Once installed, deploy keeps the recorded one (`recorded_python`) unless the inventory declares another."""
     host = inv.hosts[host_name]
     if host.python:
         return host.python
     return sys.executable if host.transport == "local" else "python3"
+
+
+def recorded_python(spec: ServiceSpec | None) -> str | None:
+    """The interpreter an installed spec records: argv[0] of a command pdctl renders (`PY -m <engine or router
+    module> ...`); None for no spec or another shape (a unit written by hand)."""
+    modules = {*SERVER_MODULE.values(), ROUTER_MODULE}
+    if spec is None or len(spec.argv) < 3 or spec.argv[1] != "-m" or spec.argv[2] not in modules:
+        return None
+    return spec.argv[0]
+
+
+def resolved_pythons(inv: Inventory, installed: Mapping[tuple[str, int], ServiceSpec | None]
+                     ) -> dict[tuple[str, int], tuple[str, str]]:
+    """(interpreter, where it comes from) per (role, index), given each role's installed spec (None: none).
+
+    "inventory": hosts.<name>.python is declared (the way to change it); "installed": kept from the role's installed
+    spec; "host": recorded by another role on the same host; "default": a first deploy (`python_for`). So the
+    interpreter is part of the deployment, never of the environment pdctl happens to run from."""
+    on_host: dict[str, str] = {}
+    for (role, i), spec in installed.items():
+        py = recorded_python(spec)
+        if py:
+            on_host.setdefault(getattr(inv.roles, role)[i].host, py)
+    out = {}
+    for role, i, inst in inv.instances():
+        mine = recorded_python(installed.get((role, i)))
+        if inv.hosts[inst.host].python:
+            out[(role, i)] = (inv.hosts[inst.host].python, "inventory")
+        elif mine:
+            out[(role, i)] = (mine, "installed")
+        elif inst.host in on_host:
+            out[(role, i)] = (on_host[inst.host], "host")
+        else:
+            out[(role, i)] = (python_for(inv, inst.host), "default")
+    return out
 
 
 def worker_url(inv: Inventory, role: str, index: int, from_host: str) -> str:
@@ -64,10 +103,11 @@ def base_flags(inv: Inventory, role: str, index: int) -> dict[str, ArgValue]:
     return flags
 
 
-def role_argv(inv: Inventory, role: str, index: int) -> list[str]:
-    """The full launch command of one role instance, unquoted."""
+def role_argv(inv: Inventory, role: str, index: int, *, python: str | None = None) -> list[str]:
+    """The full launch command of one role instance, unquoted; `python` (the host's resolved interpreter)
+    defaults to `python_for`."""
     inst = getattr(inv.roles, role)[index]
-    py = python_for(inv, inst.host)
+    py = python or python_for(inv, inst.host)
     if role == "router":
         argv = [py, "-m", ROUTER_MODULE, "--pd-disaggregation"]
         for i, p in enumerate(inv.roles.prefill):
@@ -101,11 +141,11 @@ def single_kv_host(inv: Inventory) -> bool:
     return len({i.host for i in [*inv.roles.prefill, *inv.roles.decode]}) <= 1
 
 
-def service_spec(inv: Inventory, role: str, index: int) -> ServiceSpec:
+def service_spec(inv: Inventory, role: str, index: int, *, python: str | None = None) -> ServiceSpec:
     inst = getattr(inv.roles, role)[index]
     return ServiceSpec(
         name=inv.service_name(role, index),
-        argv=tuple(role_argv(inv, role, index)),
+        argv=tuple(role_argv(inv, role, index, python=python)),
         env=role_env(inv, role, index),
         workdir=inv.hosts[inst.host].workdir,
         description=f"pdctl {inv.name} {role}[{index}] ({inv.engine})",

@@ -31,6 +31,14 @@ class RolePlan:
     changed: bool
     running: bool
     changes: list[str] = field(default_factory=list)   # what installing changes (secrets masked)
+    python: str = ""           # the interpreter the role runs under (argv[0])
+    python_source: str = ""    # inventory | installed | host | default (launch.resolved_pythons)
+
+
+#: which parts of a plan were read on the hosts; the rest is rendered from the inventory (`pdctl render`, offline)
+FROM_HOSTS = ("changed/unchanged, running/not running and the change lines were read on the hosts, and so was an "
+              "interpreter kept from an installed spec; command lines, env and units are rendered from the inventory "
+              "(`pdctl render` shows them offline)")
 
 
 @dataclass
@@ -38,9 +46,10 @@ class DeployPlan:
     roles: list[RolePlan]
     action: str            # "none" or "co-restart"
     reason: str
+    from_hosts: str = FROM_HOSTS
 
     def to_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "reason": self.reason,
+        return {"action": self.action, "reason": self.reason, "from_hosts": self.from_hosts,
                 "roles": [{**r.__dict__, "argv": mask_argv(r.argv), "env": mask_env(r.env)} for r in self.roles]}
 
 
@@ -62,22 +71,30 @@ class DeployResult:
 
 def plan_deploy(dep: Deployment) -> DeployPlan:
     """Observe what is installed and running; decide what deploy would do. Changes nothing."""
+    installed, unreadable = {}, {}
+    for role, i, inst in dep.inv.instances():
+        try:
+            installed[(role, i)] = dep.services(inst.host).installed_spec(dep.inv.service_name(role, i))
+        except StepFailed as e:
+            installed[(role, i)] = None
+            unreadable[(role, i)] = f"installed definition unreadable ({e.message.splitlines()[0]}); rewritten"
+    # the interpreter is the deployment's (declared or recorded on the host), never the one running pdctl
+    pythons = launch.resolved_pythons(dep.inv, installed)
     roles = []
     for role, i, inst in dep.inv.instances():
-        spec = launch.service_spec(dep.inv, role, i)
+        python, source = pythons[(role, i)]
+        spec = launch.service_spec(dep.inv, role, i, python=python)
         mgr = dep.services(inst.host)
         changed = not mgr.is_current(spec)
         changes = []
         if changed:
-            try:
-                old = mgr.installed_spec(spec.name)
-            except StepFailed as e:
-                old, changes = None, [f"installed definition unreadable ({e.message.splitlines()[0]}); rewritten"]
-            changes = changes or spec_changes(old, spec) or ["service definition differs"]
+            changes = ([unreadable[(role, i)]] if (role, i) in unreadable else
+                       spec_changes(installed[(role, i)], spec) or ["service definition differs"])
         roles.append(RolePlan(
             label=dep.inv.label(role, i), role=role, index=i, service=spec.name,
             argv=list(spec.argv), env=dict(spec.env),
             changed=changed, running=mgr.status(spec.name).active, changes=changes,
+            python=python, python_source=source,
         ))
     changed = [r.label for r in roles if r.changed]
     down = [r.label for r in roles if not r.running]
@@ -109,7 +126,7 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> De
             for r in result.plan.roles:
                 inst = dep.instance(r.role, r.index)
                 with dep.progress.step(f"install {r.service}"):
-                    dep.services(inst.host).install(launch.service_spec(dep.inv, r.role, r.index))
+                    dep.services(inst.host).install(launch.service_spec(dep.inv, r.role, r.index, python=r.python))
             result.steps = ordered_restart(dep)
             rec.extra["steps"] = to_data(result.steps)
             save_lineage_record(dep)

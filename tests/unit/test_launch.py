@@ -69,3 +69,38 @@ def test_spec_changes_names_what_a_deploy_would_change_with_secrets_masked():
     assert "hf_" not in " ".join(lines)
     assert spec_changes(None, new) == ["new service"]
     assert spec_changes(new, new) == []
+
+
+def _spec(inv, role, python):
+    return launch.service_spec(inv, role, 0, python=python)
+
+
+def test_the_interpreter_is_kept_from_the_installed_spec_not_taken_from_pdctls_environment():
+    inv = embedded_default()
+    installed = {("prefill", 0): _spec(inv, "prefill", "/opt/engine/bin/python"), ("decode", 0): None,
+                 ("router", 0): _spec(inv, "router", "/opt/other/bin/python")}
+    got = launch.resolved_pythons(inv, installed)
+    assert got[("prefill", 0)] == ("/opt/engine/bin/python", "installed")
+    assert got[("router", 0)] == ("/opt/other/bin/python", "installed")      # a running role keeps its own
+    assert got[("decode", 0)] == ("/opt/engine/bin/python", "host")          # resolved once for the host
+
+
+def test_a_first_deploy_uses_the_default_and_a_declared_interpreter_wins():
+    import sys
+
+    inv = embedded_default()
+    first = launch.resolved_pythons(inv, {})
+    assert set(first.values()) == {(sys.executable, "default")}
+    inv.hosts["local"].python = "/declared/python"
+    installed = {("prefill", 0): _spec(inv, "prefill", "/opt/engine/bin/python")}
+    assert set(launch.resolved_pythons(inv, installed).values()) == {("/declared/python", "inventory")}
+
+
+def test_only_a_command_pdctl_renders_records_an_interpreter():
+    from pdctl.services.base import ServiceSpec
+
+    inv = embedded_default()
+    assert launch.recorded_python(_spec(inv, "decode", "/x/python")) == "/x/python"
+    assert launch.recorded_python(ServiceSpec("hand", ("/usr/bin/sleep", "100"))) is None
+    assert launch.recorded_python(ServiceSpec("hand", ("/x/python", "-m", "something.else"))) is None
+    assert launch.recorded_python(None) is None
