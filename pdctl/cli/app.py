@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from pdctl.cli import deploy, lifecycle, restart, storm, triage, verify
-from pdctl.cli import history, run
+from pdctl.cli import history, render_cmd, run
 
 app = typer.Typer(
     name="pdctl",
@@ -24,3 +24,4 @@ app.command("run")(run.run)
 app.command("history")(history.history)
 app.command("storm")(storm.storm)
 app.command("triage")(triage.triage)
+app.command("render")(render_cmd.render)

@@ -1,0 +1,31 @@
+"""`pdctl render`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors
+
+RoleOpt = Annotated[Optional[str], typer.Option(
+    "--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")]
+
+
+@handle_errors
+def render(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False) -> None:
+    """Print what deploy would write for each role, offline: no host is contacted.
+
+    Each role's command line, env (secrets masked), interpreter, and systemd unit or pidfile spec and launcher."""
+    from pdctl import render as out
+    from pdctl import render_units
+    from pdctl.inventory import load_inventory
+    from pdctl.ops.render_plan import render_plan
+
+    plan = render_plan(load_inventory(inventory), role=role)
+    if json_out:
+        out.emit_json(plan.to_dict())
+    else:
+        render_units.render_plan(plan)
+    if not plan.ok:
+        raise typer.Exit(1)
