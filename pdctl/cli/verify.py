@@ -26,6 +26,8 @@ def final_health(
         "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline.")] = False,
     since_baseline: Annotated[bool, typer.Option(
         "--since-baseline", help="Transfer layer: fail only if failures grew since the recorded baseline.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Show every check's row, passing ones too (default: one line per layer).")] = False,
 ) -> None:
     """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage."""
     from pdctl import render
@@ -42,6 +44,6 @@ def final_health(
     if json_out:
         render.emit_json(report.to_dict())
     else:
-        render.health_report(report)
+        render.health_report(report, verbose=verbose)
     if not report.ok:
         raise typer.Exit(1)

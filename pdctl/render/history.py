@@ -6,6 +6,10 @@ from rich.table import Table
 from rich.text import Text
 
 from pdctl import render
+from pdctl.render.layout import Col, block
+
+BLOCK_COLS = (Col("time", head=True), Col("operator", head=True), Col("action", head=True), Col("seconds", head=True),
+              Col("result"), Col("inventory"))
 
 HISTORY_RESULT_MAX = 80
 _HISTORY_STYLE = {"ok": "green", "failed": "red", "refused": "yellow", "unreachable": "red", "usage": "red",
@@ -52,14 +56,23 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
     widths = [max([len(col)] + [len(x.plain if isinstance(x, Text) else x) for x in column])
               for col, column in zip(cols, zip(*rows))]
     # One line per record: nothing wraps. When the table is wider than the terminal, the inventory (cut on the
-    # left: the file name stays), action and result columns give way; time, operator and seconds keep their width.
+    # left: the file name stays) and result columns give way; time, operator, action and seconds keep their width.
+    # When that is not enough, one block per record: nothing is cut.
     spare = c.width - (3 * len(cols) + 1) - sum(widths)
-    for k, floor in ((5, 16), (2, 12), (3, 24)):
+    for k, floor in ((5, 16), (3, 24)):
         if spare >= 0:
             break
         give = min(-spare, max(0, widths[k] - floor))
         widths[k] -= give
         spare += give
+    if spare < 0:
+        c.print(Text("audit log", style="italic"))
+        for row in rows:
+            secs = (row[4] + "s") if row[4] else ""
+            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], row[5]),
+                              width=c.width):
+                c.print(part)
+        return
     t = Table(title="audit log", title_justify="left")
     for col, w in zip(cols, widths):
         t.add_column(col, no_wrap=True, overflow="ellipsis", width=w, justify="right" if col == "seconds" else "left")

@@ -91,7 +91,9 @@ def summary(result) -> None:
     c.print(t)
     health = result.health_by_layer()
     if health is not None:
-        render.health_report(health)   # every layer any step checked (layers 1-2 of one step, 3-5 of the next, ...)
+        # every layer any step checked (layers 1-2 of one step, 3-5 of the next, ...), each check's row: `pdctl run`
+        # is the record of a change window
+        render.health_report(health, verbose=True)
     for r in result.recommendations:
         c.print(Text("recommendation: ", style="yellow") + Text(r))
     if result.ok:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.inflight import fmt_s
-from pdctl.render.charts import sparkline
-from pdctl.render.inflight import num, style_of
+from pdctl.render.inflight import num, print_chart, style_of
+from pdctl.render.layout import Col, grid
+
+SERIES_COLS = (Col("t (s)", ident=True, right=True, head=True), Col("phase", ident=True, head=True),
+               Col("inflight", right=True), Col("prefill inflight", right=True), Col("transfer_failed", right=True),
+               Col("generation tokens", right=True))
 
 
 def storm_report(rep) -> None:
@@ -28,19 +31,16 @@ def storm_report(rep) -> None:
         c.print(Text(f"transfer window: {rep.window[0]:.2f}-{rep.window[1]:.2f}s after send; "
                      f"launch spacing {rep.spacing_s:g}s"))
     rows = rep.series()
-    t = Table(title="inflight / transfer_failed", title_justify="left")
-    for col in ("t (s)", "phase", "inflight", "prefill inflight", "transfer_failed", "generation tokens"):
-        t.add_column(col, justify="right" if col != "phase" else "left")
-    for r in rows:
-        label = r["phase"] + (f" +{fmt_s(r['since_stop'])}" if r["since_stop"] is not None else "")
-        t.add_row(f"{r['t']:.1f}", label, num(r["inflight"]), num(r["prefill_inflight"]), num(r["transfer_failed"]),
-                  num(r["generation_tokens"]))
-    c.print(t)
+    cells = [(f"{r['t']:.1f}", r["phase"] + (f" +{fmt_s(r['since_stop'])}" if r["since_stop"] is not None else ""),
+              num(r["inflight"]), num(r["prefill_inflight"]), num(r["transfer_failed"]), num(r["generation_tokens"]))
+             for r in rows]
+    c.print(grid("inflight / transfer_failed", SERIES_COLS, cells, c.width, narrow="inline"))
     over = rep.overcount_note()
     if over:
         c.print(Text(f"  * {over}", style="dim"))
-    c.print(Text("inflight per sample:        " + sparkline([r["inflight"] for r in rows])))
-    c.print(Text("transfer_failed per sample: " + sparkline([r["transfer_failed"] for r in rows])))
+    times = [r["t"] for r in rows]
+    print_chart(c, [r["inflight"] for r in rows], times, "inflight per sample")
+    print_chart(c, [r["transfer_failed"] for r in rows], times, "transfer_failed per sample")
     if rep.hits:
         h = rep.hits
         rate = "n/a" if h.hit_rate is None else f"{100 * h.hit_rate:.0f}%"

@@ -129,5 +129,5 @@ def test_verify_inflight_sparkline_is_labelled(out):
     v = judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in pts], 3.0)
     inflight_report(InflightReport(3.0, 1.0, pts, v))
     text = out.getvalue()
-    assert "inflight per sample: ___" in text
+    assert "inflight per sample: max 0; 3 samples" in text and "0 └───" in text    # a labelled chart, flat at 0
     assert "all PD queues 0 for 3.0s" in text and "3.00486" not in text

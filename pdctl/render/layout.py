@@ -1,0 +1,138 @@
+"""Tables that never drop a column and never cut an identifier: a rich table when it fits the console, else one
+block per row. Identifier columns (role labels, ports, metric names, flags) keep their whole width; the other
+columns wrap inside themselves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+Cell = Union[str, Text]
+WRAP_MIN = 10        # the narrowest a wrapping column may get before the table gives way to blocks
+WORD_MAX = 40        # a wrapping column is at least as wide as its longest word up to this (URLs, metric names)
+
+
+@dataclass(frozen=True)
+class Col:
+    header: str
+    ident: bool = False      # never wrapped or cut: the column is as wide as its longest cell
+    right: bool = False      # right-justified (numbers)
+    head: bool = False       # in block layout, on the row's first line (identifiers and the status)
+
+
+def plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _longest_word(s: str) -> int:
+    return max((len(w) for w in s.split()), default=0)
+
+
+def min_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> list[int]:
+    """The width below which each column would cut something: an identifier column its longest cell; a wrapping
+    column its longest word (up to WORD_MAX) and at least WRAP_MIN; any column its header's longest word. Pure."""
+    out = []
+    for k, col in enumerate(cols):
+        cells = [plain(r[k]) for r in rows]
+        w = _longest_word(col.header)
+        if col.ident:
+            w = max([w] + [len(c) for c in cells])
+        else:
+            w = max([w, min(WRAP_MIN, max((len(c) for c in cells), default=0))] +
+                    [min(WORD_MAX, _longest_word(c)) for c in cells])
+        out.append(w)
+    return out
+
+
+def fits(width: int, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> bool:
+    """Whether a boxed table of these columns fits `width` without cutting anything (3 characters of border and
+    padding per column, plus one). Pure."""
+    return sum(min_widths(cols, rows)) + 3 * len(cols) + 1 <= width
+
+
+def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> list[int]:
+    """Each column's width in a table `width` wide: identifier columns their whole cell; the wrapping columns
+    share the rest, each from its minimum towards its natural width (longest cell) in proportion. Pure."""
+    mins = min_widths(cols, rows)
+    natural = [max([len(c.header)] + [len(plain(r[k])) for r in rows]) for k, c in enumerate(cols)]
+    widths = [max(m, n) if c.ident else m for c, m, n in zip(cols, mins, natural)]
+    spare = width - (3 * len(cols) + 1) - sum(widths)
+    want = {k: natural[k] - widths[k] for k, c in enumerate(cols) if not c.ident and natural[k] > widths[k]}
+    total = sum(want.values())
+    for k, w in want.items():
+        widths[k] += w if total <= spare else spare * w // total
+    return widths
+
+
+def table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6) -> Table:
+    t = Table(title=title, title_justify="left")
+    for col, w in zip(cols, col_widths(cols, rows, width)):
+        t.add_column(col.header, justify="right" if col.right else "left", width=w,
+                     no_wrap=col.ident, overflow="fold")
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def pack(cells: Sequence[Cell], width: int, sep: str = "  ") -> list[Text]:
+    """Cells on as few lines as fit `width`, a line breaking only between cells (an identifier with a space in it,
+    `restart --role decode`, stays whole). Pure."""
+    out: list[Text] = []
+    for c in cells:
+        t = Text(c) if isinstance(c, str) else c
+        if out and len(out[-1].plain) + len(sep) + len(t.plain) <= width:
+            out[-1] = out[-1] + Text(sep) + t
+        else:
+            out.append(t.copy())
+    return out
+
+
+def block(cols: Sequence[Col], row: Sequence[Cell], *, labels: dict[str, str] | None = None,
+          width: int = 10 ** 6) -> list[RenderableType]:
+    """One row as a block: its head cells on the first line(s), then one `label: value` line per other non-empty
+    cell, the value wrapping under itself. Pure."""
+    labels = labels or {}
+    heads = pack([c for col, c in zip(cols, row) if col.head and plain(c)], width)
+    rest = [(labels.get(col.header, col.header) + ":", c) for col, c in zip(cols, row) if not col.head and plain(c)]
+    out: list[RenderableType] = list(heads)
+    if rest:
+        g = Table.grid(padding=(0, 1))
+        g.add_column(no_wrap=True)
+        g.add_column(overflow="fold")
+        for label, c in rest:
+            g.add_row(Text("   " + label, style="dim"), c)
+        out.append(g)
+    return out
+
+
+def blocks(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]],
+           *, labels: dict[str, str] | None = None, width: int = 10 ** 6) -> Group:
+    parts: list[RenderableType] = [Text(title, style="italic")] if title else []
+    for r in rows:
+        parts.extend(block(cols, r, labels=labels, width=width))
+    return Group(*parts)
+
+
+def inline(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6) -> Group:
+    """One line per row, `header=value` pairs (spaces in a header become `_`, so a pair never splits), wrapping
+    between pairs: for numeric series too wide for a table. Pure."""
+    parts: list[RenderableType] = [Text(title, style="italic")] if title else []
+    for r in rows:
+        pairs = [c if col.head else Text(f"{col.header.replace(' ', '_')}=") + c
+                 for col, c in zip(cols, r) if plain(c)]
+        parts.extend(pack(pairs, width))
+    return Group(*parts)
+
+
+def grid(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, *,
+         narrow: str = "blocks", labels: dict[str, str] | None = None) -> RenderableType:
+    """A table when it fits `width`, else blocks (or `inline` lines for a numeric series). Pure."""
+    if fits(width, cols, rows):
+        return table(title, cols, rows, width)
+    if narrow == "inline":
+        return inline(title, cols, rows, width)
+    return blocks(title, cols, rows, labels=labels, width=width)
