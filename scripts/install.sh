@@ -6,13 +6,14 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
 if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v systemd-analyze >/dev/null 2>&1 \
-   || ! command -v ip >/dev/null 2>&1; then
+   || ! command -v ip >/dev/null 2>&1 || ! command -v tmux >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq openssh-server openssh-client systemd iproute2 >/dev/null
+    # tmux: the screen test drives pdctl in a real 80x24 terminal
+    apt-get install -y -qq openssh-server openssh-client systemd iproute2 tmux >/dev/null
   else
-    echo "install.sh: not root: install openssh-server, systemd and iproute2 yourself for the SSH/netns tests" >&2
+    echo "install.sh: not root: install openssh-server, systemd, iproute2 and tmux yourself for the SSH/netns/screen tests" >&2
   fi
 fi
 
