@@ -18,7 +18,7 @@ def render(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonO
 
     Each role's command line, env (secrets masked), interpreter, and systemd unit or pidfile spec and launcher."""
     from pdctl import render as out
-    from pdctl import render_units
+    from pdctl.render import units as render_units
     from pdctl.inventory import load_inventory
     from pdctl.ops.render_plan import render_plan
 

@@ -61,8 +61,6 @@ def storm(
     with open_deployment(inventory, quiet=json_out) as dep:
         rep = run(dep, cfg, router=router)
     if json_out:
-        from pdctl import render
-
         render.emit_json(rep.to_dict())
     else:
         render.storm_report(rep)

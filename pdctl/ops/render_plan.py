@@ -67,7 +67,7 @@ def _select(inv: Inventory, role: str | None) -> list[tuple[str, int]]:
 
 
 def _rendered(inv: Inventory, role: str, index: int, python: str, source: str) -> RenderedRole:
-    from pdctl.services.connect import default_state_dir, service_manager
+    from pdctl.services.connect import service_manager
 
     inst = getattr(inv.roles, role)[index]
     host = inv.hosts[inst.host]

@@ -13,7 +13,6 @@ from pdctl.render.health import health_report, next_steps
 from pdctl.render.deploy import deploy_outcome, deploy_plan
 from pdctl.render.status import status_table
 from pdctl.render.history import HISTORY_RESULT_MAX, history_lines, shorten
-from pdctl.render.charts import bar_chart, sparkline
 from pdctl.render.inflight import inflight_report
 from pdctl.render.storm import storm_report
 from pdctl.render.triage import triage_report
@@ -23,6 +22,6 @@ _STYLE = STATUS_STYLE   # the name callers used before the package
 __all__ = [
     "STATUS_STYLE", "console", "emit_json", "error", "lines", "warning", "ProgressPrinter", "check_table",
     "steps_table", "health_report", "next_steps", "deploy_outcome", "deploy_plan", "status_table",
-    "HISTORY_RESULT_MAX", "history_lines", "shorten", "bar_chart", "sparkline", "inflight_report", "storm_report",
+    "HISTORY_RESULT_MAX", "history_lines", "shorten", "inflight_report", "storm_report",
     "triage_report",
 ]

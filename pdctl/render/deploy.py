@@ -24,6 +24,7 @@ def deploy_plan(plan) -> None:
         for change in r.changes:
             c.print(Text(f"  change: {change}", style="yellow"))
     c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
+    c.print(Text(f"from the hosts: {plan.from_hosts}", style="dim"), soft_wrap=True)
 
 
 def deploy_outcome(plan, steps) -> None:

@@ -11,7 +11,6 @@ from pdctl.checks.storm import (AFTER, COMPLETED, EARLY, ERROR, HIT, LATE, Reque
                                 judge_watch)
 from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, prompt_ids,
                                   random_schedule)
-from pdctl.render import bar_chart, sparkline
 
 
 def test_defaults_are_the_seeds_numbers():
@@ -136,15 +135,3 @@ def test_prompt_ids_are_printable_and_random():
     a, b = prompt_ids(100, random.Random(1)), prompt_ids(100, random.Random(2))
     assert len(a) == 100 and all(32 <= i < 127 for i in a) and a != b
 
-
-def test_sparkline_scales_and_marks_missing():
-    assert sparkline([0, 4, 8, None]) == "_▄█·"
-    assert sparkline([0, 0]) == "__"
-    assert sparkline([]) == ""
-
-
-def test_bar_chart_scales_to_max_and_keeps_tiny_values_visible():
-    lines = bar_chart([("t+12s", 11), ("t+24s", 0), ("t+60s", 0.1), ("x", None)], width=11)
-    assert lines[0].endswith("|███████████ 11")
-    assert lines[1].endswith("| 0")
-    assert "|█ 0.1" in lines[2] and "(no sample)" in lines[3]

@@ -1,7 +1,4 @@
-"""What `pdctl render` prints: each role's command line, env (masked), interpreter, and unit or launcher.
-
-(To move into the render/ package; it uses only `render.console()`.)
-"""
+"""What `pdctl render` prints: each role's command line, env (masked), interpreter, and unit or launcher."""
 
 from __future__ import annotations
 
