@@ -70,7 +70,8 @@ def _judge_one_flag(label: str, argv: Sequence[str], flag: str, want: Any) -> Ch
         if secret:
             observed = MASK if observed not in ("absent", "present", "") else observed
             expected = MASK if expected not in ("absent", "present", "") else expected
-        return CheckResult(LAYER, label, flag, status, observed=observed, expected=expected, detail=detail, data=data)
+        return CheckResult(LAYER, label, flag, status, observed=observed, expected=expected, detail=detail, data=data,
+                           next_step=NEXT_DEPLOY if status is Status.FAIL else "")
 
     if want is False or want is None:
         if not occ:
@@ -113,7 +114,7 @@ def _judge_one_env(label: str, env: Mapping[str, str] | None, name: str, want: s
                            data=data)
     if name not in env:
         return CheckResult(LAYER, label, f"env:{name}", Status.FAIL, observed="unset", expected=shown_want,
-                           detail=f"drift: {name} is not in the live environment", data=data)
+                           detail=f"drift: {name} is not in the live environment", data=data, next_step=NEXT_DEPLOY)
     found = env[name]
     ok = found == str(want)
     shown_found = MASK if secret and found else found
@@ -121,7 +122,8 @@ def _judge_one_env(label: str, env: Mapping[str, str] | None, name: str, want: s
     if not ok:
         detail = f"drift: {name} differs" + (" (values masked)" if secret else "")
     return CheckResult(LAYER, label, f"env:{name}", Status.PASS if ok else Status.FAIL,
-                       observed=shown_found, expected=shown_want, detail=detail, data=data)
+                       observed=shown_found, expected=shown_want, detail=detail, data=data,
+                       next_step="" if ok else NEXT_DEPLOY)
 
 
 def judge_flags(label: str, argv: Sequence[str], env: Mapping[str, str] | None,

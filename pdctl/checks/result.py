@@ -9,7 +9,8 @@ from typing import Any
 
 #: the commands a failed check may name as its next step
 NEXT_PAIR_RESTART = "pdctl restart --pair"
-NEXT_DEPLOY = "pdctl deploy"
+NEXT_DEPLOY = "pdctl deploy --dry-run (what would change), then pdctl deploy"   # flag or env drift
+NEXT_TRIAGE = "pdctl triage (which failure, and what to do about it)"          # transfer/bootstrap failures
 NEXT_STATUS = "pdctl status (are the roles running?), then pdctl logs ROLE"
 
 

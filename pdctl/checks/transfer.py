@@ -13,7 +13,7 @@ from typing import Mapping
 
 from pdctl.checks.metric_names import BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, TRANSFER_FAILED
 from pdctl.checks.metrics import MetricSet, Sample
-from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
+from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 
 LAYER = "transfer"
 _WHAT = {TRANSFER_FAILED: "KV transfers failed", BOOTSTRAP_FAILED: "bootstrap handshakes failed"}
@@ -83,7 +83,7 @@ def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[
     ranks = ", ".join(f"{r} +{_fmt(v)}" if baseline is not None else f"{r}={_fmt(v)}" for r, v in sorted(bad.items()))
     return CheckResult(LAYER, label, name, Status.FAIL, observed=observed, expected=expected,
                        detail=f"{_fmt(total)} {what}{since} ({ranks}); {_ACTION}", data=data,
-                       next_step=NEXT_PAIR_RESTART)
+                       next_step=NEXT_TRIAGE)
 
 
 def judge_transfer(label: str, metrics: MetricSet, baseline: Mapping[str, float] | None = None) -> list[CheckResult]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Callable, Iterator, Optional
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 InventoryOpt = Annotated[
     Optional[Path],
@@ -56,28 +57,127 @@ def stop_signals_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
+# -- conventions every command shares (help rendering, usage errors) ---------------------------------------------
+
+def _reflow(text: str | None) -> str | None:
+    """Docstring paragraphs as one line each, so help wraps to the terminal instead of breaking where the source
+    did (typer keeps single newlines). A paragraph starting with \\b keeps its lines, as in click."""
+    if not text:
+        return text
+    import inspect
+
+    paras = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paras)
+
+
+class _Conventions:
+    """Shared by pdctl's command and group classes: a flag renders as a flag (typer shows a `<bool>` value
+    placeholder on every boolean option, --help included), and help paragraphs wrap to the terminal."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help = _reflow(self.help)
+
+    def parse_args(self, ctx, args):
+        from typer._click.exceptions import UsageError
+
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as e:   # the parser's own errors come without a context: the hint names this command
+            if e.ctx is None:
+                e.ctx, e.cmd = ctx, self
+            raise
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for p in params:
+            if getattr(p, "is_flag", False) and p.metavar is None:
+                p.metavar = ""    # typer prints the metavar, when set, in place of the type placeholder
+        return params
+
+
+class PdctlCommand(_Conventions, TyperCommand):
+    """Every pdctl command (`app.command(..., cls=PdctlCommand)`)."""
+
+
+class PdctlGroup(_Conventions, TyperGroup):
+    """The root app and `verify`. The root runs commands with click's standalone mode off, so a usage error (bad
+    option, missing argument, bad value) is said in pdctl's one style, `error:` then `hint:`, exit 2; with --json on
+    the command line it is also the one JSON document on stdout."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import sys
+
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name or "pdctl", complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as e:   # `pdctl` alone: the help was printed, as click does
+            code = e.exit_code
+        except UsageError as e:
+            path = e.ctx.command_path if e.ctx is not None else "pdctl"
+            code = report_error("usage", e.exit_code, e.format_message(), f"run `{path} --help`",
+                                json_out="--json" in argv)
+        except typer.Abort:   # EOF at a prompt
+            code = 1
+        code = code if isinstance(code, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+#: the `kind` of an error document, by exit code (the same words as the audit log's results)
+ERROR_KINDS = {1: "failed", 2: "usage", 3: "unreachable", 4: "refused", INTERRUPTED_EXIT: "interrupted"}
+
+
+def _usage_hint(e) -> str | None:
+    """A bad option value found by pdctl gets the hint click's own usage errors get (an inventory or playbook
+    error names its file and field instead)."""
+    from pdctl.errors import InventoryError, PlaybookError, UsageError
+    from typer._click.globals import get_current_context
+
+    if not isinstance(e, UsageError) or isinstance(e, (InventoryError, PlaybookError)):
+        return None
+    ctx = get_current_context(silent=True)
+    return f"run `{ctx.command_path} --help`" if ctx is not None else None
+
+
+def report_error(kind: str, exit_code: int, message: str, hint: str | None, *, json_out: bool) -> int:
+    """Say an error: `error:` and `hint:` lines on stderr and, under --json, the one JSON document on stdout
+    ({"ok": false, "error": {exit_code, kind, message, hint}}, secrets masked as on screen). Returns exit_code."""
+    from pdctl import render
+    from pdctl.secrets import mask_text
+
+    render.error(message, hint)
+    if json_out:
+        render.emit_json({"ok": False, "error": {"exit_code": exit_code, "kind": kind, "message": mask_text(message),
+                                                 "hint": mask_text(hint) if hint else None}})
+    return exit_code
+
+
 def handle_errors(fn: Callable) -> Callable:
-    """Run a command; map PdctlError to its exit code with a clear message and no traceback. Ctrl-C, SIGTERM and
-    SIGHUP stop it the same way: clean-up runs as the exception unwinds, then "interrupted by SIGTERM", exit 130."""
+    """Run a command; map PdctlError to its exit code with a clear message and no traceback (under --json, also an
+    error document on stdout). Ctrl-C, SIGTERM and SIGHUP stop it the same way: clean-up runs as the exception
+    unwinds, then "interrupted by SIGTERM", exit 130."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         from pdctl.errors import PdctlError
 
+        json_out = bool(kwargs.get("json_out"))   # every command names its --json parameter json_out
         try:
             with stop_signals_interrupt():
                 return fn(*args, **kwargs)
         except PdctlError as e:
-            from pdctl import render
-
-            render.error(e.message, e.hint)
-            raise typer.Exit(e.exit_code) from None
+            code = report_error(ERROR_KINDS.get(e.exit_code, "failed"), e.exit_code, e.message,
+                                e.hint or _usage_hint(e), json_out=json_out)
+            raise typer.Exit(code) from None
         except KeyboardInterrupt as e:
-            from pdctl import render
-
-            render.error(f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}",
+            report_error("interrupted", INTERRUPTED_EXIT,
+                         f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}",
                          "it stopped at a safe point: a mutating action released its lock and recorded where "
-                         "it stopped (see `pdctl history` and `pdctl status`)")
+                         "it stopped (see `pdctl history` and `pdctl status`)", json_out=json_out)
             raise typer.Exit(INTERRUPTED_EXIT) from None
         except (typer.Exit, typer.Abort, SystemExit):
             raise
@@ -85,12 +185,11 @@ def handle_errors(fn: Callable) -> Callable:
             import os
             import traceback
 
-            from pdctl import render
-
             if os.environ.get("PDCTL_DEBUG"):
                 traceback.print_exc()
-            render.error(f"unexpected {type(e).__name__}: {e}",
-                         "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback")
+            report_error("internal", 1, f"unexpected {type(e).__name__}: {e}",
+                         "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback",
+                         json_out=json_out)
             raise typer.Exit(1) from None
 
     return wrapper

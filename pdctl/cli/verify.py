@@ -8,13 +8,13 @@ import typer
 
 from pdctl.checks.layers import DEFAULT_LAYERS, OPTIONAL_LAYERS
 from pdctl.cli import inflight as inflight_cmd
-from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import InventoryOpt, JsonOpt, PdctlCommand, PdctlGroup, handle_errors, open_deployment
 
-app = typer.Typer(help="Read-only checks of a deployment.", no_args_is_help=True)
-app.command("inflight")(inflight_cmd.inflight)
+app = typer.Typer(cls=PdctlGroup, help="Read-only checks of a deployment.", no_args_is_help=True)
+app.command("inflight", cls=PdctlCommand)(inflight_cmd.inflight)
 
 
-@app.command("final-health")
+@app.command("final-health", cls=PdctlCommand)
 @handle_errors
 def final_health(
     inventory: InventoryOpt = None,
