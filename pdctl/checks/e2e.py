@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pdctl.checks.http_util import client, describe_error, join, request_ms
+from pdctl.checks.http_util import client, describe_error, join, remote_url, request_ms, request_name
 from pdctl.checks.result import CheckResult, Status
 
 LAYER = "e2e"
@@ -53,12 +53,12 @@ def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi
 
     data: url, status_code, latency_ms, usage (prompt/completion tokens), finish_reason, content (first 200 chars).
     """
-    url = join(router_base_url, CHAT_PATH)
+    url, named = join(router_base_url, CHAT_PATH), request_name(router_base_url, CHAT_PATH)   # named: not a tunnel port
     body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
                             "temperature": 0, "stream": False}
     if model:
         body["model"] = model
-    data: dict[str, Any] = {"url": url, "timeout_s": timeout, "model": model, "max_tokens": max_tokens}
+    data: dict[str, Any] = {"url": remote_url(router_base_url, CHAT_PATH), "timeout_s": timeout, "model": model, "max_tokens": max_tokens}
     tgt = target or router_base_url
     t0 = time.monotonic()
     try:
@@ -67,16 +67,16 @@ def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi
             r = c.post(url, json=body)
     except Exception as e:
         data["latency_ms"] = request_ms(None, t0)
-        cause = describe_error(e, timeout)
+        cause = describe_error(e, timeout, router_base_url, since=t0)
         data["error"] = cause
         return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=cause, expected="HTTP 200, content",
-                           detail=f"POST {url}: {cause}", data=data)
+                           detail=f"POST {named}: {cause}", data=data)
     latency = request_ms(r, t0)
     data.update(status_code=r.status_code, latency_ms=latency)
     if r.status_code != 200:
         snippet = r.text.strip().replace("\n", " ")[:200]
         return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=f"HTTP {r.status_code}",
-                           expected="HTTP 200", detail=f"POST {url} answered {r.status_code}: {snippet}", data=data)
+                           expected="HTTP 200", detail=f"POST {named} answered {r.status_code}: {snippet}", data=data)
     try:
         doc = r.json()
         choice = doc["choices"][0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pdctl.checks.http_util import client, describe_error, join, request_ms
+from pdctl.checks.http_util import client, describe_error, join, remote_url, request_ms, request_name
 from pdctl.checks.result import CheckResult, Status
 
 LAYER = "health"
@@ -20,19 +20,19 @@ def probe_health(base_url: str, path: str = "/health", timeout: float = 4.0, *, 
 
     Never raises for an unhealthy or unreachable server; records latency_ms and status_code in data.
     """
-    url = join(base_url, path)
+    url, named = join(base_url, path), request_name(base_url, path)   # named: the role's address, not a tunnel port
     t0 = time.monotonic()
-    data: dict[str, Any] = {"url": url, "timeout_s": timeout}
+    data: dict[str, Any] = {"url": remote_url(base_url, path), "timeout_s": timeout}
     try:
         with client(timeout) as c:
             t0 = time.monotonic()   # the request alone: the client is made before the clock starts
             r = c.get(url)
     except Exception as e:  # httpx errors and OS errors alike: the server is not healthy from here
         data["latency_ms"] = request_ms(None, t0)
-        cause = describe_error(e, timeout)
+        cause = describe_error(e, timeout, base_url, since=t0)
         data["error"] = cause
         return CheckResult(LAYER, target or base_url, path, Status.FAIL, observed=cause, expected="HTTP 200",
-                           detail=f"GET {url}: {cause}", data=data)
+                           detail=f"GET {named}: {cause}", data=data)
     data["latency_ms"] = request_ms(r, t0)
     data["status_code"] = r.status_code
     if r.status_code == 200:
@@ -40,7 +40,7 @@ def probe_health(base_url: str, path: str = "/health", timeout: float = 4.0, *, 
                            detail=f"{data['latency_ms']:g} ms", data=data)
     body = r.text.strip().replace("\n", " ")[:160]
     return CheckResult(LAYER, target or base_url, path, Status.FAIL, observed=f"HTTP {r.status_code}",
-                       expected="HTTP 200", detail=f"GET {url} answered {r.status_code}" + (f": {body}" if body else ""),
+                       expected="HTTP 200", detail=f"GET {named} answered {r.status_code}" + (f": {body}" if body else ""),
                        data=data)
 
 
@@ -78,22 +78,22 @@ def judge_readiness(status_code: int, body: Any, *, require_all: bool = True, ex
 def probe_router_ready(base_url: str, timeout: float = 4.0, *, require_all: bool = True,
                        expect_workers: int | None = None, target: str | None = None) -> CheckResult:
     """GET the router's /readiness and judge it (see judge_readiness). Never raises; unreachable = FAIL."""
-    url = join(base_url, "/readiness")
+    url, named = join(base_url, "/readiness"), request_name(base_url, "/readiness")
     t0 = time.monotonic()
     try:
         with client(timeout) as c:
             t0 = time.monotonic()   # the request alone: the client is made before the clock starts
             r = c.get(url)
     except Exception as e:
-        cause = describe_error(e, timeout)
+        cause = describe_error(e, timeout, base_url, since=t0)
         return CheckResult(LAYER, target or base_url, "/readiness", Status.FAIL, observed=cause, expected="ready",
-                           detail=f"GET {url}: {cause}", data={"url": url, "error": cause,
-                                                               "latency_ms": request_ms(None, t0)})
+                           detail=f"GET {named}: {cause}", data={"url": remote_url(base_url, "/readiness"),
+                                                                 "error": cause, "latency_ms": request_ms(None, t0)})
     try:
         body = r.json()
     except ValueError:
         body = None
     res = judge_readiness(r.status_code, body, require_all=require_all, expect_workers=expect_workers,
-                          target=target or base_url, url=url)
-    res.data.update({"url": url, "latency_ms": request_ms(r, t0)})
+                          target=target or base_url, url=named)
+    res.data.update({"url": remote_url(base_url, "/readiness"), "latency_ms": request_ms(r, t0)})
     return res

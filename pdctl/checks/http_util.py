@@ -2,7 +2,46 @@
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
+
+
+class RoleURL(str):
+    """A role's base URL (what this machine sends to: the address itself, or an SSH tunnel's local port) that also
+    knows what it reaches, so that messages name the role and its address on its host, never a tunnel's port.
+
+    `label` the role's inventory label ("prefill[0]@gpu1:30000"), `host` its host's name, `remote` the address
+    probed on that host ("127.0.0.1:30000"), `tunnel` whether requests go through an SSH tunnel, `failure(since)`
+    the host's reason for a tunnel connection that failed at or after monotonic `since` (e.g. "connection
+    refused"), None when unknown."""
+
+    label: str
+    host: str
+    remote: str
+    tunnel: bool
+    failure: Callable[[float], "str | None"]
+
+    def __new__(cls, url: str, *, label: str, host: str, remote: str, tunnel: bool = False,
+                failure: Callable[[float], "str | None"] | None = None) -> "RoleURL":
+        self = super().__new__(cls, url)
+        self.label, self.host, self.remote, self.tunnel = label, host, remote, tunnel
+        self.failure = failure or (lambda _since: None)
+        return self
+
+
+def request_name(base_url: str, path: str = "") -> str:
+    """How a request to base_url+path is named in results and errors: '/health of prefill[0]@gpu1:30000' for a
+    RoleURL (a tunnel's local port means nothing to an operator), the plain URL otherwise."""
+    if isinstance(base_url, RoleURL):
+        return f"{path or '/'} of {base_url.label}"
+    return join(base_url, path)
+
+
+def remote_url(base_url: str, path: str = "") -> str:
+    """The URL as the host sees it (http://127.0.0.1:30000/health for a tunnelled role), for JSON data."""
+    if isinstance(base_url, RoleURL) and base_url.tunnel:
+        return join(f"http://{base_url.remote}", path)
+    return join(base_url, path)
 
 
 def client(timeout: float) -> Any:
@@ -31,9 +70,17 @@ def join(base_url: str, path: str) -> str:
     return base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
-def describe_error(exc: BaseException, timeout: float) -> str:
-    """'connection refused', 'timed out after 4s (read)', ... for an httpx exception."""
+def describe_error(exc: BaseException, timeout: float, base_url: str = "", since: float | None = None) -> str:
+    """'connection refused', 'timed out after 4s (read)', ... for an httpx exception. Through an SSH tunnel a
+    role that is down only shows as a reset local connection: the host's own reason is said instead ("connection
+    refused on gpu1 at 127.0.0.1:30000 (through the SSH tunnel)"), for a tunnel failure at or after monotonic
+    `since` (the request's start; default a minute ago)."""
     import httpx
+
+    if isinstance(base_url, RoleURL) and base_url.tunnel and not isinstance(exc, httpx.TimeoutException):
+        why = base_url.failure(time.monotonic() - 60 if since is None else since)
+        if why:
+            return f"{why} on {base_url.host} at {base_url.remote} (through the SSH tunnel)"
 
     if isinstance(exc, httpx.ConnectTimeout):
         return f"connect timed out after {timeout:g}s"

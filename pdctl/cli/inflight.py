@@ -44,7 +44,7 @@ def inflight(
 
     check_window(window, interval)
     with open_deployment(inventory, quiet=json_out) as dep:
-        rep = sample_inflight(dep, window, interval)
+        rep = sample_inflight(dep, window, interval, preflight=True)   # exit 3 before a window when nothing answers
     if json_out:
         render.emit_json(rep.to_dict())
     else:

@@ -47,8 +47,17 @@ class Deployment:
         return getattr(self.inv.roles, role)[index]
 
     def base_url(self, role: str, index: int) -> str:
+        """The role's base URL (a RoleURL: a tunnel's local port over SSH with http=tunnel), which names the role and
+        its address on its host in every message about it. Over a tunnel this connects (UnreachableError,
+        HostKeyRefused)."""
+        from pdctl.checks.http_util import RoleURL
+
         inst = self.instance(role, index)
-        return self.transport(inst.host).http_base_url(inst.port, host=_probe_host(inst.listen_host))
+        t, probe = self.transport(inst.host), _probe_host(inst.listen_host)
+        url = t.http_base_url(inst.port, host=probe)
+        return RoleURL(url, label=self.inv.label(role, index), host=inst.host, remote=f"{probe}:{inst.port}",
+                       tunnel=t.http_tunnel,
+                       failure=lambda since: t.tunnel_failure(url, since))
 
     def bootstrap_url(self, index: int) -> str:
         inst = self.instance("prefill", index)

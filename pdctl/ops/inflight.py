@@ -22,6 +22,7 @@ from pdctl.checks.inflight import (InflightVerdict, Point, holders, inflight_poi
 from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, GEN_THROUGHPUT, GENERATION_TOKENS, INFLIGHT_GAUGES,
                                        TRANSFER_FAILED)
 from pdctl.checks.result import CheckResult
+from pdctl.errors import RefusedError, UnreachableError
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 from pdctl.serialize import to_data
@@ -33,22 +34,44 @@ def _counter(m, name: str) -> float:
     return 0.0 if v is None else float(v)
 
 
-def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] = time.monotonic) -> Point:
-    """Read every prefill's and decode's /metrics once, in parallel. Never raises for an unreachable worker: its
-    error goes to `errors` (a point with errors is not used for a verdict)."""
+def _read_all(dep: Deployment) -> list[tuple[str, str, Any]]:
+    """(role, label, MetricSet or the exception that stopped its read) for every prefill and decode, in parallel."""
     from pdctl.checks.sampling import fetch_metrics
 
     timeout = dep.inv.final_health.metrics_timeout
 
     def one(role: str, i: int):
+        url, started = None, time.monotonic()
         try:
-            return fetch_metrics(dep.base_url(role, i), timeout=timeout)
+            url = dep.base_url(role, i)
+            return fetch_metrics(url, timeout=timeout)
+        except UnreachableError as e:   # named by the role and its address on the host, not a tunnel's port
+            return _named(e, url, started) if url is not None else e
         except Exception as e:  # PdctlError or a transport failure: recorded per worker
             return e
 
+    return [(r.key[0], r.label, r.value if r.reached else r.error)
+            for r in dep.each_instance(one, roles=("prefill", "decode"))]
+
+
+def _named(e: UnreachableError, url, started: float) -> UnreachableError:
+    """fetch_metrics' error about a RoleURL, naming the role (and, through a tunnel, the host's reason)."""
+    from pdctl.checks.http_util import RoleURL, join, request_name
+
+    if not isinstance(url, RoleURL):
+        return e
+    message = e.message.replace(join(url, "/metrics"), request_name(url, "/metrics"))
+    if url.tunnel and (why := url.failure(started)):
+        message = f"{message.split(': ', 1)[0]}: {why} on {url.host} at {url.remote} (through the SSH tunnel)"
+    return UnreachableError(message, target=url.label, hint=e.hint)
+
+
+def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] = time.monotonic,
+               got: list[tuple[str, str, Any]] | None = None) -> Point:
+    """Read every prefill's and decode's /metrics once, in parallel (or reduce `got`, from _read_all). Never raises
+    for an unreachable worker: its error goes to `errors` (a point with errors is not used for a verdict)."""
     t = clock() - t0
-    got = [(r.key[0], r.label, r.value if r.reached else r.error)
-           for r in dep.each_instance(one, roles=("prefill", "decode"))]
+    got = _read_all(dep) if got is None else got
     prefill_sets, decode_sets = [], []
     per_worker: dict[str, dict[str, float]] = {}
     counters: dict[str, dict[str, float]] = {}
@@ -117,14 +140,19 @@ class InflightReport:
 def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interval_s: float = INFLIGHT_INTERVAL_S, *,
                     stop: threading.Event | None = None, what: str = "inflight samples",
                     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] | None = None,
-                    ) -> InflightReport:
+                    preflight: bool = False, explained: frozenset[str] = frozenset()) -> InflightReport:
     """Sample every `interval_s` until `window_s` is covered (at most window/interval + 2 reads), then judge.
 
     Changes nothing on the servers. Ctrl-C or `stop` ends the loop early: the partial series is judged and the
-    report marked partial. Raises ValueError on a non-positive window or interval.
+    report marked partial. Raises ValueError on a non-positive window or interval. With `preflight` (a command
+    about inflight itself: verify inflight, triage), before any window: the UnreachableError / HostKeyRefused of a
+    host that cannot be asked, and one UnreachableError naming every worker when none of the workers outside
+    `explained` (labels whose silence is already known, e.g. stopped) answers the first sample.
     """
     if window_s <= 0 or interval_s <= 0:
         raise ValueError("window and interval must be > 0")
+    if preflight:
+        dep.connect_all()   # a host that cannot be asked is exit 3/4 now, not a window of unreadable samples
     stop = stop or threading.Event()
     wait = sleep or (lambda s: stop.wait(s))
     t0 = clock()
@@ -133,7 +161,12 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     max_reads = int(math.ceil(window_s / interval_s)) + 2
     try:
         for k in range(max_reads):
-            points.append(read_point(dep, t0, clock=clock))
+            if k == 0 and preflight:
+                got = _read_all(dep)
+                raise_if_none_answers(got, explained=explained)
+                points.append(read_point(dep, t0, clock=clock, got=got))
+            else:
+                points.append(read_point(dep, t0, clock=clock))
             elapsed = clock() - t0
             dep.progress.waiting(what, elapsed, window_s, detail=_progress_detail(points[-1]))
             if stop.is_set():
@@ -152,6 +185,21 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     if partial:
         notes.append("interrupted: the series is partial")
     return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes, t0=t0)
+
+
+def raise_if_none_answers(got: list[tuple[str, str, Any]], *, explained: frozenset[str] = frozenset()) -> None:
+    """Raise when no worker (outside `explained`) could be asked at all: a RefusedError as is; else one
+    UnreachableError (exit 3) naming each worker and why. A worker that answered, even with an error, is asked."""
+    asked = [(label, m) for _role, label, m in got if label not in explained]
+    if not asked or not all(isinstance(m, (UnreachableError, RefusedError)) for _l, m in asked):
+        return
+    refused = next((m for _l, m in asked if isinstance(m, RefusedError)), None)
+    if refused is not None:
+        raise refused
+    lines = "; ".join(m.message.splitlines()[0] for _l, m in asked)
+    raise UnreachableError(f"no worker's /metrics could be read: {lines}", target=asked[0][0],
+                           hint=asked[0][1].hint or "is the role running and listening (pdctl status, pdctl logs "
+                                                    "ROLE)? nothing was sampled")
 
 
 def _progress_detail(p: Point) -> str:

@@ -101,7 +101,8 @@ def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: fl
            ) -> TriageReport:
     """Gather and judge. Read-only (the e2e probe is one short completion). Never raises for an unhealthy
     deployment; Ctrl-C returns what was gathered, marked partial. Raises UnreachableError / RefusedError when a
-    host cannot be asked at all (never "no finding")."""
+    host cannot be asked at all, or when no running worker answers /metrics, before any window (never "no
+    finding")."""
     from pdctl.ops import inflight as inflight_ops
     from pdctl.ops import verify
 
@@ -114,7 +115,8 @@ def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: fl
         inf = inflight_ops.InflightReport(window_s, interval_s, [], None,
                                           notes=["not sampled: no prefill or decode process is running"])
     else:
-        inf = inflight_ops.sample_inflight(dep, window_s, interval_s, what="triage samples")
+        inf = inflight_ops.sample_inflight(dep, window_s, interval_s, what="triage samples", preflight=True,
+                                           explained=frozenset(stopped))   # a stopped role's silence is a finding
     partial, fh, fh_error = inf.partial, None, None
     if not partial:
         try:

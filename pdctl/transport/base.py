@@ -130,6 +130,15 @@ class Transport(ABC):
         Nothing is sent to `host:port` here: whether something listens there shows on the first request.
         """
 
+    #: whether http_base_url gives a local tunnel port rather than the role's own address
+    http_tunnel: bool = False
+
+    def tunnel_failure(self, url: str, since: float = 0.0) -> str | None:
+        """Why the host could not connect a tunnel URL from `http_base_url` to its target, as the host said it
+        (e.g. "connection refused"), for a failure at or after monotonic `since`; None when it did not fail, the
+        URL is no tunnel (local, http=direct) or nothing is known. Changes nothing; never raises."""
+        return None
+
     def close(self) -> None:
         """Release connections and forwarders (tunnel URLs stop working). Never connects; safe to call twice.
         Over SSH a later call connects again."""

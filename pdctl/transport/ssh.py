@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from pdctl.errors import HostKeyRefused, StepFailed, UnreachableError, UsageError
 from pdctl.shell import export_prefix, quote
 from pdctl.transport.base import CommandResult, Transport, no_answer, within
-from pdctl.transport.forward import Forwarder
+from pdctl.transport.forward import Tunnels
 from pdctl.transport.known_hosts import HostKeyPolicy, changed_key_refused, load_known_hosts
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class SshTransport(Transport):
         self._client = None
         self._jump: SshTransport | None = None
         self._lock = threading.Lock()
-        self._forwarders: dict[tuple[str, int], Forwarder] = {}
+        self.tunnels = Tunnels(name)
         self._failed: tuple[float, Exception] | None = None   # (when, why) of the last failed connect
 
     # -- connection ------------------------------------------------------------------------------------------
@@ -368,28 +368,20 @@ class SshTransport(Transport):
         if self.host.http == "direct":
             addr = self.target.address if host in ("127.0.0.1", "localhost") else host
             return f"http://{addr}:{port}"
-        key = (host, port)
-        with self._lock:
-            fwd = self._forwarders.get(key)
-            if fwd is not None and not fwd.ssh.is_active():   # the connection dropped: forward over a new one
-                self._forwarders.pop(key).close()
-                fwd = None
-        if fwd is None:
-            client = self.open()
-            with self._lock:
-                fwd = self._forwarders.get(key)
-                if fwd is None:
-                    fwd = Forwarder(client.get_transport(), host, port)
-                    self._forwarders[key] = fwd
-        return f"http://127.0.0.1:{fwd.local_port}"
+        return self.tunnels.url(host, port, lambda: self.open().get_transport())
+
+    @property
+    def http_tunnel(self) -> bool:
+        return self.host.http != "direct"
+
+    def tunnel_failure(self, url: str, since: float = 0.0) -> str | None:
+        return self.tunnels.failure(url, since)
 
     def close(self) -> None:
         with self._lock:
-            forwarders, self._forwarders = list(self._forwarders.values()), {}
             client, self._client = self._client, None
             jump, self._jump = self._jump, None
-        for fwd in forwarders:
-            fwd.close()
+        self.tunnels.close()
         if client is not None:
             client.close()
         if jump is not None:

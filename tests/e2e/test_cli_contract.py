@@ -1,0 +1,217 @@
+"""The CLI contract (issue 10, item 5): one exit code and, with --json, exactly one JSON document on stdout in every
+outcome, each cell of command x outcome asserted here with real parts (the real CLI in a subprocess, a real sshd).
+
+| outcome                     | exit | stdout under --json                                                        |
+|-----------------------------|------|----------------------------------------------------------------------------|
+| usage (a bad option value)  | 2    | {"ok": false, "error": {"exit_code": 2, "kind": "usage", ...}}            |
+| unreachable host            | 3    | {"ok": false, "error": {"exit_code": 3, "kind": "unreachable", ...}}      |
+| refused (unknown host key)  | 4    | {"ok": false, "error": {"exit_code": 4, "kind": "refused", ...}}          |
+| role down behind a tunnel   | 1 final-health (the failed checks), 3 verify inflight, 1 triage (stopped is a finding) |
+| dry-run restart / down      | 0 with the plan, even with the host unreachable (they plan from the inventory)          |
+
+`status` keeps its own document (every role's row, the error in the row of each role that could not be asked).
+The ok / check-failed / interrupted cells need the engine: tests/e2e/test_cli_local.py, test_cli_ssh.py and
+test_interrupts.py hold them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.e2e.helpers import local_inventory, pdctl, write_inventory
+from tests.fixtures.net import closed_port, free_port
+
+pytestmark = [pytest.mark.e2e]
+
+WINDOW = ["--window", "2", "--interval", "1"]
+#: every command that asks a host, as the operator would type it (mutating ones as a dry run)
+HOST_COMMANDS = {
+    "verify final-health": ["verify", "final-health"],
+    "verify inflight": ["verify", "inflight", *WINDOW],
+    "triage": ["triage", *WINDOW],
+    "deploy --dry-run": ["deploy", "--dry-run"],
+    "storm": ["storm", "--requests", "2", "--calibrate", "0", "--window", "1", "--interval", "0.5"],
+}
+#: a bad value for an option of each command (click's usage errors and pdctl's own)
+USAGE = {
+    "status": ["status", "-i"],
+    "verify final-health": ["verify", "final-health", "--layer", "vibes"],
+    "verify inflight": ["verify", "inflight", "--window", "soon"],
+    "triage": ["triage", "--interval", "-1"],
+    "deploy": ["deploy", "--no-such-flag"],
+    "restart": ["restart", "--role", "cache"],
+    "down": ["down", "--purge=yes"],
+    "storm": ["storm", "--requests", "many"],
+    "run": ["run", "final-health", "--var", "novalue"],
+    "history": ["history", "-n", "0"],
+}
+
+
+def _one_document(r) -> dict:
+    doc = json.loads(r.stdout)   # raises if stdout is not exactly one JSON document
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _error_doc(r, code: int, kind: str) -> dict:
+    assert r.code == code, (r.code, r.output)
+    doc = _one_document(r)
+    assert doc["ok"] is False and doc["error"]["exit_code"] == code and doc["error"]["kind"] == kind, doc
+    assert doc["error"]["message"] and "Traceback" not in r.output
+    assert f"error: " in r.stderr
+    return doc["error"]
+
+
+def _roles_on(host_name: str, host: dict, ports: dict) -> dict:
+    data = local_inventory("contract", ports, host=host)
+    data["hosts"] = {host_name: host}
+    for role in ("prefill", "decode", "router"):
+        data["roles"][role][0]["host"] = host_name
+    return data
+
+
+def _ports() -> dict:
+    return {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+
+
+def _ssh_host(sshd, tmp, **over) -> dict:
+    host = {"transport": "ssh", "address": sshd.address, "port": sshd.port, "user": sshd.user,
+            "key": str(sshd.key_path), "known_hosts": str(sshd.known_hosts), "connect_timeout": 3,
+            "ssh_config": str(tmp / "no-ssh-config"), "http": "tunnel", "service_manager": "pidfile",
+            "python": sys.executable, "state_dir": str(tmp / "remote-state")}
+    host.update(over)
+    return host
+
+
+@pytest.mark.parametrize("name", USAGE, ids=str)
+def test_usage_cell_exit_2_and_one_error_document(name, tmp_path):
+    r = pdctl([*USAGE[name], "--json"] if USAGE[name][-1] != "-i" else [*USAGE[name][:-1], "--json", "-i"],
+              state=tmp_path, timeout=60)
+    err = _error_doc(r, 2, "usage")
+    assert err["hint"] == f"run `pdctl {name} --help`" or name == "run"
+
+
+@pytest.fixture(scope="module")
+def unreachable_inventory(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("unreachable")
+    host = {"transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "user": "root",
+            "connect_timeout": 1, "known_hosts": str(tmp / "kh"), "ssh_config": str(tmp / "none"),
+            "http": "tunnel"}
+    return tmp, write_inventory(tmp / "inv.yaml", _roles_on("gpu-gone", host, _ports()))
+
+
+@pytest.mark.parametrize("name", HOST_COMMANDS, ids=str)
+def test_unreachable_host_cell_exit_3_naming_it_before_any_window(name, unreachable_inventory):
+    import time
+
+    tmp, inv = unreachable_inventory
+    started = time.monotonic()
+    r = pdctl([*HOST_COMMANDS[name], "-i", str(inv), "--json"], state=tmp, timeout=120)
+    err = _error_doc(r, 3, "unreachable")
+    assert "gpu-gone" in err["message"]
+    if name in ("verify inflight", "triage"):   # decided before sampling: not after a window of failed reads
+        assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("args", [["restart", "--pair", "--dry-run"], ["down", "--dry-run"]], ids=" ".join)
+def test_unreachable_host_offline_dry_runs_exit_0_with_their_plan(args, unreachable_inventory):
+    """A dry-run restart or down plans from the inventory alone: it needs no host, so it works before a window."""
+    tmp, inv = unreachable_inventory
+    r = pdctl([*args, "-i", str(inv), "--json"], state=tmp, timeout=60)
+    assert r.code == 0, r.output
+    doc = _one_document(r)
+    assert doc["dry_run"] is True and any("gpu-gone" in str(step) for step in doc.get("steps") or doc["plan"])
+
+
+def test_unreachable_host_status_cell_exit_3_with_its_own_document(unreachable_inventory):
+    tmp, inv = unreachable_inventory
+    r = pdctl(["status", "-i", str(inv), "--json"], state=tmp, timeout=120)
+    assert r.code == 3, r.output
+    doc = _one_document(r)
+    assert {row["error_exit_code"] for row in doc["roles"]} == {3}
+    assert all("gpu-gone" in row["error"] for row in doc["roles"])
+
+
+@pytest.fixture(scope="module")
+def unknown_key_inventory(sshd, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("unknown-key")
+    empty = tmp / "known_hosts"
+    empty.write_text("")
+    return tmp, empty, write_inventory(tmp / "inv.yaml", _roles_on("gpu1", _ssh_host(sshd, tmp, known_hosts=str(empty)),
+                                                                    _ports()))
+
+
+@pytest.mark.parametrize("name", HOST_COMMANDS, ids=str)
+def test_refused_cell_unknown_host_key_exit_4(name, unknown_key_inventory):
+    tmp, known, inv = unknown_key_inventory
+    r = pdctl([*HOST_COMMANDS[name], "-i", str(inv), "--json"], state=tmp, timeout=120)
+    err = _error_doc(r, 4, "refused")
+    assert "gpu1" in err["message"] and "accept_new_host_key" in err["message"] + (err["hint"] or "")
+    assert known.read_text() == ""
+
+
+@pytest.fixture(scope="module")
+def role_down_inventory(sshd, tmp_path_factory):
+    """A reachable host (real sshd, http through the SSH tunnel) where nothing listens on any role's port."""
+    tmp = tmp_path_factory.mktemp("role-down")
+    ports = _ports()
+    return tmp, ports, write_inventory(tmp / "inv.yaml", _roles_on("gpu1", _ssh_host(sshd, tmp), ports))
+
+
+def _no_tunnel_port_or_library_noise(r, ports) -> None:
+    import re
+
+    for port in re.findall(r"127\.0\.0\.1:(\d+)", r.output):
+        assert int(port) in ports.values(), f"a local tunnel port {port} is named: {r.output}"
+    assert "Secsh" not in r.stderr and "paramiko" not in r.stderr.lower() and "Traceback" not in r.output
+
+
+def test_role_down_behind_tunnel_final_health_names_role_and_its_address(role_down_inventory):
+    tmp, ports, inv = role_down_inventory
+    r = pdctl(["verify", "final-health", "-i", str(inv), "--json", "--layer", "health"], state=tmp, timeout=120)
+    assert r.code == 1, r.output
+    doc = _one_document(r)
+    health = {c["target"].split("@")[0]: c for c in doc["layers"]["health"] if c["name"] == "/health"}
+    assert set(health) == {"prefill[0]", "decode[0]", "router[0]"}
+    for role, check in health.items():
+        port = ports[role.split("[")[0]]
+        assert check["status"] == "fail"
+        assert f"connection refused on gpu1 at 127.0.0.1:{port}" in check["observed"], check
+        assert f"{role}@gpu1:{port}" in check["detail"] and check["data"]["url"] == f"http://127.0.0.1:{port}/health"
+    _no_tunnel_port_or_library_noise(r, ports)
+
+
+def test_role_down_behind_tunnel_inflight_exit_3_naming_each_worker(role_down_inventory):
+    tmp, ports, inv = role_down_inventory
+    r = pdctl(["verify", "inflight", *WINDOW, "-i", str(inv), "--json"], state=tmp, timeout=120)
+    err = _error_doc(r, 3, "unreachable")
+    for role in ("prefill", "decode"):
+        assert f"{role}[0]@gpu1:{ports[role]}" in err["message"]
+        assert f"connection refused on gpu1 at 127.0.0.1:{ports[role]}" in err["message"]
+    _no_tunnel_port_or_library_noise(r, ports)
+
+
+def _triage(role_down_inventory):
+    tmp, ports, inv = role_down_inventory
+    return ports, pdctl(["triage", *WINDOW, "-i", str(inv), "--json"], state=tmp, timeout=120)
+
+
+def test_role_down_behind_tunnel_triage_says_stopped_exit_1(role_down_inventory):
+    ports, r = _triage(role_down_inventory)
+    assert r.code == 1, r.output
+    doc = _one_document(r)
+    assert doc["ok"] is False and doc["findings"]
+    health = [o for o in doc["observations"] if "/health" in json.dumps(o)]
+    assert health and all("127.0.0.1:" not in json.dumps(o) or "through the SSH tunnel" in json.dumps(o)
+                          for o in health)
+    assert "Secsh" not in r.stderr and "Traceback" not in r.output
+
+
+@pytest.mark.xfail(strict=True, reason="the transfer layer's /metrics errors are worded by checks/sampling.py "
+                                       "fetch_metrics, which still names the tunnel URL (not in this change)")
+def test_role_down_behind_tunnel_triage_names_no_tunnel_port(role_down_inventory):
+    ports, r = _triage(role_down_inventory)
+    _no_tunnel_port_or_library_noise(r, ports)
