@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from pdctl.checks.http_util import client, describe_error, join, remote_url, request_ms, request_name
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import NEXT_STATUS, NEXT_TRIAGE, CheckResult, Status
 
 LAYER = "e2e"
 CHAT_PATH = "/v1/chat/completions"
@@ -70,13 +70,14 @@ def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi
         cause = describe_error(e, timeout, router_base_url, since=t0)
         data["error"] = cause
         return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=cause, expected="HTTP 200, content",
-                           detail=f"POST {named}: {cause}", data=data)
+                           detail=f"POST {named}: {cause}", data=data, next_step=NEXT_STATUS)
     latency = request_ms(r, t0)
     data.update(status_code=r.status_code, latency_ms=latency)
     if r.status_code != 200:
         snippet = r.text.strip().replace("\n", " ")[:200]
         return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=f"HTTP {r.status_code}",
-                           expected="HTTP 200", detail=f"POST {named} answered {r.status_code}: {snippet}", data=data)
+                           expected="HTTP 200", detail=f"POST {named} answered {r.status_code}: {snippet}", data=data,
+                           next_step=NEXT_TRIAGE)
     try:
         doc = r.json()
         choice = doc["choices"][0]
@@ -84,10 +85,12 @@ def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi
         usage = doc.get("usage") or {}
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed="HTTP 200, not a chat completion",
-                           expected="choices[0].message.content", detail=f"unexpected body: {r.text[:200]}", data=data)
+                           expected="choices[0].message.content", detail=f"unexpected body: {r.text[:200]}", data=data,
+                           next_step=NEXT_TRIAGE)
     data.update(usage=usage, finish_reason=choice.get("finish_reason"),
                 content=(content or "")[:200])
     ok, reason = judge_completion_content(content, usage.get("completion_tokens"))
     shown = f"HTTP 200 in {latency:g} ms, {usage.get('completion_tokens', '?')} tokens"
     return CheckResult(LAYER, tgt, "chat completion", Status.PASS if ok else Status.FAIL, observed=shown,
-                       expected="HTTP 200, non-empty varied content", detail=reason, data=data)
+                       expected="HTTP 200, non-empty varied content", detail=reason, data=data,
+                       next_step="" if ok else NEXT_TRIAGE)

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from pdctl.checks.http_util import client, describe_error, join, remote_url, request_ms, request_name
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import NEXT_STATUS, CheckResult, Status
 
 LAYER = "health"
 
@@ -32,7 +32,7 @@ def probe_health(base_url: str, path: str = "/health", timeout: float = 4.0, *, 
         cause = describe_error(e, timeout, base_url, since=t0)
         data["error"] = cause
         return CheckResult(LAYER, target or base_url, path, Status.FAIL, observed=cause, expected="HTTP 200",
-                           detail=f"GET {named}: {cause}", data=data)
+                           detail=f"GET {named}: {cause}", data=data, next_step=NEXT_STATUS)
     data["latency_ms"] = request_ms(r, t0)
     data["status_code"] = r.status_code
     if r.status_code == 200:
@@ -41,7 +41,7 @@ def probe_health(base_url: str, path: str = "/health", timeout: float = 4.0, *, 
     body = r.text.strip().replace("\n", " ")[:160]
     return CheckResult(LAYER, target or base_url, path, Status.FAIL, observed=f"HTTP {r.status_code}",
                        expected="HTTP 200", detail=f"GET {named} answered {r.status_code}" + (f": {body}" if body else ""),
-                       data=data)
+                       data=data, next_step=NEXT_STATUS)
 
 
 def judge_readiness(status_code: int, body: Any, *, require_all: bool = True, expect_workers: int | None = None,
@@ -61,16 +61,17 @@ def judge_readiness(status_code: int, body: Any, *, require_all: bool = True, ex
         return CheckResult(LAYER, target, "/readiness", Status.FAIL, observed=" ".join(x for x in (str(shown), counts) if x),
                            expected="ready, all workers healthy",
                            detail=f"{url}: router not ready (needs at least one healthy prefill and one healthy decode)",
-                           data=data)
+                           data=data, next_step=NEXT_STATUS)
     if isinstance(healthy, int) and isinstance(total, int):
         if expect_workers is not None and total < expect_workers:
             return CheckResult(LAYER, target, "/readiness", Status.FAIL, observed=counts,
                                expected=f"{expect_workers} workers", detail=f"router knows only {total} of "
-                               f"{expect_workers} declared workers", data=data)
+                               f"{expect_workers} declared workers", data=data, next_step=NEXT_STATUS)
         if healthy < total:
             return CheckResult(LAYER, target, "/readiness", Status.FAIL if require_all else Status.WARN,
                                observed=counts, expected=f"{total}/{total} workers healthy",
-                               detail=f"router ready but {total - healthy} worker(s) unhealthy", data=data)
+                               detail=f"router ready but {total - healthy} worker(s) unhealthy", data=data,
+                               next_step=NEXT_STATUS)
     return CheckResult(LAYER, target, "/readiness", Status.PASS, observed=f"ready {counts}".strip(),
                        expected="ready, all workers healthy", data=data)
 
@@ -88,7 +89,8 @@ def probe_router_ready(base_url: str, timeout: float = 4.0, *, require_all: bool
         cause = describe_error(e, timeout, base_url, since=t0)
         return CheckResult(LAYER, target or base_url, "/readiness", Status.FAIL, observed=cause, expected="ready",
                            detail=f"GET {named}: {cause}", data={"url": remote_url(base_url, "/readiness"),
-                                                                 "error": cause, "latency_ms": request_ms(None, t0)})
+                                                                 "error": cause, "latency_ms": request_ms(None, t0)},
+                           next_step=NEXT_STATUS)
     try:
         body = r.json()
     except ValueError:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pdctl.checks.http_util import client, describe_error, join
+import time
+
+from pdctl.checks.http_util import client, describe_error, join, remote_url, request_name
 from pdctl.checks.metric_names import ENABLE_METRICS_HINT
 from pdctl.checks.metrics import MetricSet, parse_metrics
 from pdctl.errors import CheckFailed, UnreachableError
@@ -23,13 +25,16 @@ def fetch_metrics(base_url: str, timeout: float = 5.0) -> MetricSet:
     Raises UnreachableError(target=url) when the server cannot be reached or does not answer in `timeout`;
     MetricsUnavailable (exit 1, hint --enable-metrics) on a non-200 answer; MetricsParseError on unreadable text.
     """
-    url = join(base_url, "/metrics")
+    url, name = join(base_url, "/metrics"), request_name(base_url, "/metrics")   # a role, not a tunnel's port
     try:
         with client(timeout) as c:
+            t0 = time.monotonic()
             r = c.get(url)
     except Exception as e:
-        raise UnreachableError(f"cannot read {url}: {describe_error(e, timeout)}", target=url) from None
+        raise UnreachableError(f"cannot read {name}: {describe_error(e, timeout, base_url, since=t0)}",
+                               target=remote_url(base_url, "/metrics")) from None
     if r.status_code != 200:
         hint = ENABLE_METRICS_HINT if r.status_code == 404 else None
-        raise MetricsUnavailable(f"{url} answered HTTP {r.status_code}", url=url, status_code=r.status_code, hint=hint)
+        raise MetricsUnavailable(f"{name} answered HTTP {r.status_code}", url=remote_url(base_url, "/metrics"),
+                                 status_code=r.status_code, hint=hint)
     return parse_metrics(r.text)

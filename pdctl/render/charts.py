@@ -36,7 +36,7 @@ def vertical_chart(values: Sequence[float | None], times: Sequence[float] | None
     head = f"{title}: max {_num(top)}; {len(values)} samples" + (f", {k} a column (their max)" if k > 1 else "")
     lines = [head]
     if top <= 0:
-        height = 1      # all zero (or nothing sampled): one flat row says it
+        height = 0      # all zero (or nothing sampled): the axis alone says it
     for row in range(height, 0, -1):
         label = _num(top) if row == height else ""
         cells = []

@@ -50,12 +50,5 @@ def health_report(report, *, verbose: bool = False) -> None:
 
 
 def next_steps(failures: list[CheckResult]) -> list[str]:
-    """What to run next: the failed checks' own next steps, in order, once each; when none names one and every
-    health/e2e failure is a refused or failed connection, look at the roles first."""
-    from pdctl.checks.result import NEXT_STATUS
-
-    steps = [r.next_step for r in failures if r.next_step]
-    if not steps and failures and all(r.layer == "health" or "refused" in r.observed for r in failures
-                                      if r.layer in ("health", "e2e")):
-        steps.append(NEXT_STATUS)
-    return list(dict.fromkeys(steps))
+    """What to run next: the failed checks' own next steps (a typed field each check sets), in order, once each."""
+    return list(dict.fromkeys(r.next_step for r in failures if r.next_step))

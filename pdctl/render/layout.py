@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence, Union
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -48,10 +49,16 @@ def min_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> list[int]
     return out
 
 
+GAP = 2   # spaces between columns: tables have no borders, so a row of six columns fits in 80
+
+
+def _chrome(cols: Sequence[Col]) -> int:
+    return GAP * max(0, len(cols) - 1)
+
+
 def fits(width: int, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> bool:
-    """Whether a boxed table of these columns fits `width` without cutting anything (3 characters of border and
-    padding per column, plus one). Pure."""
-    return sum(min_widths(cols, rows)) + 3 * len(cols) + 1 <= width
+    """Whether a table of these columns fits `width` without cutting anything. Pure."""
+    return sum(min_widths(cols, rows)) + _chrome(cols) <= width
 
 
 def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> list[int]:
@@ -60,7 +67,7 @@ def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) 
     mins = min_widths(cols, rows)
     natural = [max([len(c.header)] + [len(plain(r[k])) for r in rows]) for k, c in enumerate(cols)]
     widths = [max(m, n) if c.ident else m for c, m, n in zip(cols, mins, natural)]
-    spare = width - (3 * len(cols) + 1) - sum(widths)
+    spare = width - _chrome(cols) - sum(widths)
     want = {k: natural[k] - widths[k] for k, c in enumerate(cols) if not c.ident and natural[k] > widths[k]}
     total = sum(want.values())
     for k, w in want.items():
@@ -69,7 +76,8 @@ def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) 
 
 
 def table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6) -> Table:
-    t = Table(title=title, title_justify="left")
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+              padding=(0, GAP // 2), collapse_padding=True)
     for col, w in zip(cols, col_widths(cols, rows, width)):
         t.add_column(col.header, justify="right" if col.right else "left", width=w,
                      no_wrap=col.ident, overflow="fold")

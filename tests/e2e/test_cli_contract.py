@@ -210,8 +210,6 @@ def test_role_down_behind_tunnel_triage_says_stopped_exit_1(role_down_inventory)
     assert "Secsh" not in r.stderr and "Traceback" not in r.output
 
 
-@pytest.mark.xfail(strict=True, reason="the transfer layer's /metrics errors are worded by checks/sampling.py "
-                                       "fetch_metrics, which still names the tunnel URL (not in this change)")
 def test_role_down_behind_tunnel_triage_names_no_tunnel_port(role_down_inventory):
     ports, r = _triage(role_down_inventory)
     _no_tunnel_port_or_library_noise(r, ports)

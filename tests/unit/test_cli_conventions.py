@@ -147,11 +147,16 @@ def test_transfer_failures_hint_triage_and_lineage_hints_pair_restart():
     assert _next([lineage]) == ["pdctl restart --pair"]
 
 
-def test_health_failure_alone_still_hints_status():
-    from pdctl.checks.result import CheckResult, Status
+def test_a_refused_health_probe_hints_status_beside_the_other_hints():
+    from pdctl.checks.health import probe_health
+    from pdctl.checks.result import NEXT_DEPLOY, CheckResult, Status
+    from tests.fixtures.net import free_port
 
-    down = CheckResult("health", "prefill[0]", "/health", Status.FAIL, observed="connection refused")
+    down = probe_health(f"http://127.0.0.1:{free_port()}", "/health", 2.0)      # nothing listens there
+    assert down.failed and "refused" in down.observed
     assert _next([down])[0].startswith("pdctl status")
+    drift = CheckResult("flags", "decode[0]", "--x", Status.FAIL, next_step=NEXT_DEPLOY)
+    assert [s.split()[1] for s in _next([drift, down])] == ["deploy", "status"]
 
 
 # -- completion -------------------------------------------------------------------------------------------------
