@@ -114,3 +114,21 @@ def test_window_and_interval_are_checked_once_for_both_commands(window, interval
     with pytest.raises(UsageError, match=re.escape(bad)):
         inflight.check_window(window, interval)
     inflight.check_window(6, 2)
+
+
+def test_a_slow_first_read_still_covers_the_whole_window(monkeypatch):
+    """The window runs from the first sample: a first read that took 0.3 s must not leave the verdict inconclusive
+    (it did: 3.7 s of a 4 s window sampled)."""
+    now = [0.0]
+    clock = lambda: now[0]  # noqa: E731
+    it = iter([0] * 20)
+
+    def read_point(dep, t0=0.0, *, clock=clock):
+        now[0] += 0.3                      # each read costs 0.3 s; the sample is taken at its end
+        return I.Point(t=clock() - t0, gauges={INF: next(it)}, generation_tokens=10.0,
+                       per_worker={"prefill[0]": {INF: 0}}, counters={}, gen_throughput={})
+
+    monkeypatch.setattr(I, "read_point", read_point)
+    rep = I.sample_inflight(FakeDep(), 4, 1, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s))
+    assert rep.name == "drained" and rep.verdict.conclusive, rep.verdict.summary
+    assert rep.verdict.covered_s >= 4 and len(rep.points) <= 4 / 1 + 2
