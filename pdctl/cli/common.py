@@ -18,6 +18,11 @@ InventoryOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")]
+ReportOpt = Annotated[
+    Optional[Path],
+    typer.Option("--report", metavar="FILE", help="Also save what the screen shows to FILE.svg or FILE.html (for an "
+                                                  "incident write-up), whatever the outcome."),
+]
 
 
 INTERRUPTED_EXIT = 130   # whatever the signal (Ctrl-C, SIGTERM, SIGHUP): the message and the audit record name it
@@ -159,7 +164,8 @@ def report_error(kind: str, exit_code: int, message: str, hint: str | None, *, j
 def handle_errors(fn: Callable) -> Callable:
     """Run a command; map PdctlError to its exit code with a clear message and no traceback (under --json, also an
     error document on stdout). Ctrl-C, SIGTERM and SIGHUP stop it the same way: clean-up runs as the exception
-    unwinds, then "interrupted by SIGTERM", exit 130."""
+    unwinds, then "interrupted by SIGTERM", exit 130. A command with a `report` parameter (--report) has its path
+    checked before it runs and what it printed, errors included, saved there in every outcome."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -167,41 +173,121 @@ def handle_errors(fn: Callable) -> Callable:
 
         json_out = bool(kwargs.get("json_out"))   # every command names its --json parameter json_out
         try:
-            with stop_signals_interrupt():
-                return fn(*args, **kwargs)
+            report = check_report_path(kwargs.get("report"))
         except PdctlError as e:
-            code = report_error(ERROR_KINDS.get(e.exit_code, "failed"), e.exit_code, e.message,
-                                e.hint or _usage_hint(e), json_out=json_out)
-            raise typer.Exit(code) from None
-        except KeyboardInterrupt as e:
-            report_error("interrupted", INTERRUPTED_EXIT,
-                         f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}",
-                         "it stopped at a safe point: a mutating action released its lock and recorded where "
-                         "it stopped (see `pdctl history` and `pdctl status`)", json_out=json_out)
-            raise typer.Exit(INTERRUPTED_EXIT) from None
-        except (typer.Exit, typer.Abort, SystemExit):
-            raise
-        except Exception as e:  # a bug or an unmapped failure: say what happened, exit 1, no traceback
-            import os
-            import traceback
-
-            if os.environ.get("PDCTL_DEBUG"):
-                traceback.print_exc()
-            report_error("internal", 1, f"unexpected {type(e).__name__}: {e}",
-                         "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback",
-                         json_out=json_out)
-            raise typer.Exit(1) from None
+            raise typer.Exit(report_error("usage", e.exit_code, e.message, e.hint or _usage_hint(e),
+                                          json_out=json_out)) from None
+        with saved_report(report):
+            return _run_mapped(fn, args, kwargs, json_out)
 
     return wrapper
 
 
+def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
+    from pdctl.errors import PdctlError
+
+    try:
+        with stop_signals_interrupt():
+            return fn(*args, **kwargs)
+    except PdctlError as e:
+        code = report_error(ERROR_KINDS.get(e.exit_code, "failed"), e.exit_code, e.message,
+                            e.hint or _usage_hint(e), json_out=json_out)
+        raise typer.Exit(code) from None
+    except KeyboardInterrupt as e:
+        report_error("interrupted", INTERRUPTED_EXIT,
+                     f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}",
+                     "it stopped at a safe point: a mutating action released its lock and recorded where "
+                     "it stopped (see `pdctl history` and `pdctl status`)", json_out=json_out)
+        raise typer.Exit(INTERRUPTED_EXIT) from None
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except Exception as e:  # a bug or an unmapped failure: say what happened, exit 1, no traceback
+        import os
+        import traceback
+
+        if os.environ.get("PDCTL_DEBUG"):
+            traceback.print_exc()
+        report_error("internal", 1, f"unexpected {type(e).__name__}: {e}",
+                     "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback",
+                     json_out=json_out)
+        raise typer.Exit(1) from None
+
+
+# -- --report FILE.svg|FILE.html ----------------------------------------------------------------------------------
+
+def check_report_path(path: Optional[Path]) -> Optional[Path]:
+    """The --report path, checked before the command runs (a read command may take a minute): UsageError (exit 2)
+    naming --report for a suffix other than .svg/.html, naming the path when it cannot be written. Leaves no file
+    behind."""
+    from pdctl.errors import UsageError
+    from pdctl.render.report import REPORT_SUFFIXES
+
+    if path is None:
+        return None
+    if path.suffix.lower() not in REPORT_SUFFIXES:
+        raise UsageError(f"--report {path}: the file name must end in .svg or .html")
+    existed = path.exists()
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise UsageError(f"cannot write the report to {path}: {e.strerror or e}",
+                         hint="choose a writable path for --report") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+    return path
+
+
+@contextmanager
+def saved_report(path: Optional[Path]) -> Iterator[None]:
+    """Record what is printed inside, then save it to `path` (nothing when None), also when the command exits
+    non-zero or is interrupted. A failed write is said as an error; it turns a success into exit 2."""
+    if path is None:
+        yield
+        return
+    from pdctl import render
+    from pdctl.render import report
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    title = ctx.command_path if ctx is not None else "pdctl"
+    render.start_report()
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        try:
+            report.save(path, title)
+        except OSError as e:
+            render.error(f"cannot write the report to {path}: {e.strerror or e}", "choose a writable path for --report")
+            if ok:
+                raise typer.Exit(2) from None
+
+
+def progress_quiet(json_out: bool, stream=None) -> bool:
+    """Whether a command's progress stays silent: only under --json with stderr not a terminal (a script reading
+    the document); with --json in a terminal, progress goes to stderr and stdout still holds only the document."""
+    import sys
+
+    from pdctl.render.progress import is_live
+
+    return bool(json_out) and not is_live(stream if stream is not None else sys.stderr)
+
+
+@contextmanager
 def open_deployment(inventory, *, quiet: bool = False):
     """Open a Deployment whose progress goes to stderr, from an inventory path (None: the embedded default) or an
-    already loaded Inventory."""
+    already loaded Inventory; its live progress line is erased when the block ends, before the result is shown."""
     from pdctl import render
     from pdctl.inventory import Inventory, load_inventory
     from pdctl.ops.context import Deployment
     from pdctl.progress import Progress
 
     inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
-    return Deployment(inv, Progress(sink=render.ProgressPrinter(quiet=quiet)))
+    printer = render.ProgressPrinter(quiet=quiet)
+    try:
+        with Deployment(inv, Progress(sink=printer)) as dep:
+            yield dep
+    finally:
+        printer.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
 
 
 @handle_errors
@@ -14,7 +14,7 @@ def deploy(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out:
     from pdctl import render
     from pdctl.ops.deploy import deploy as run_deploy
 
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         result = run_deploy(dep, dry_run=dry_run, verify=not no_verify)
     if json_out:
         render.emit_json(result.to_dict())

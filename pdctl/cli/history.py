@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors
+from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors
 
 # The shared -i/--inventory option (same names, same PDCTL_INVENTORY), with what it means here: a filter.
 _inv_info = copy.copy(InventoryOpt.__metadata__[0])
@@ -24,6 +24,7 @@ def history(
     n: Annotated[int, typer.Option("-n", "--lines", min=1, help="Show the last N records.")] = 20,
     action: Annotated[Optional[str], typer.Option(
         "--action", help="Only records of this action: exact ('run final-health') or its first word ('run').")] = None,
+    report: ReportOpt = None,
 ) -> None:
     """Show the audit log, one line per record; --json has the full records. Corrupt lines are shown as such.
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 
 
@@ -33,6 +33,7 @@ def inflight(
     window: Annotated[float, typer.Option("--window", help="Seconds to sample over.")] = INFLIGHT_WINDOW_S,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = INFLIGHT_INTERVAL_S,
     json_out: JsonOpt = False,
+    report: ReportOpt = None,
 ) -> None:
     """Check whether requests are stuck in the PD queues (drained, busy or pinned).
 
@@ -43,7 +44,7 @@ def inflight(
     from pdctl.ops.inflight import sample_inflight
 
     check_window(window, interval)
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = sample_inflight(dep, window, interval, preflight=True)   # exit 3 before a window when nothing answers
     if json_out:
         render.emit_json(rep.to_dict())

@@ -6,13 +6,14 @@ from typing import Annotated
 
 import typer
 
-from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import (DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment,
+                              progress_quiet)
 
 MAX_LOG_LINES = 100_000   # a bigger count overflows `tail -n` / journalctl and printed nothing
 
 
 @handle_errors
-def status(inventory: InventoryOpt = None, json_out: JsonOpt = False) -> None:
+def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: ReportOpt = None) -> None:
     """Show each role's service, state, pid and uptime. Exit 1 if a role is down, 3/4 if a host could not be asked."""
     from pdctl import render
     from pdctl.ops.lifecycle import status as run
@@ -54,7 +55,7 @@ def down(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: J
     from pdctl.ops.lifecycle import down as run
     from pdctl.serialize import to_data
 
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         steps = run(dep, dry_run=dry_run, purge=purge)
     if json_out:
         render.emit_json({"dry_run": dry_run, "steps": to_data(steps)})

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
 
 
 @handle_errors
@@ -31,7 +31,7 @@ def restart(
     bad = [r for r in roles if r not in PAIR]
     if bad:
         raise UsageError(f"--role {bad[0]!r}: unknown role (choose from {', '.join(PAIR)})")
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         result = run(dep, roles=roles, dry_run=dry_run, override_hazard=override_hazard, verify=not no_verify)
     if json_out:
         render.emit_json(result.to_dict())

@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import (DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment,
+                              progress_quiet)
 
 
 @handle_errors
@@ -24,6 +25,7 @@ def run(
         "--apply", help="Let steps marked `when: apply` run (e.g. the co-restart of stall-triage).")] = False,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
+    report: ReportOpt = None,
 ) -> None:
     """Show the plan, run each step with its gate, stop at the first failed gate; exit with that step's code."""
     from pdctl import render
@@ -51,9 +53,9 @@ def run(
         return
     if not json_out:
         show.plan(p, stderr=False)
-    printer = show.StepPrinter(len(p.steps), quiet=json_out)
+    printer = show.StepPrinter(len(p.steps), quiet=progress_quiet(json_out))
     hooks = runner.Hooks(step_started=printer.started, step_finished=printer.finished)
-    with open_deployment(inv, quiet=json_out) as dep:
+    with open_deployment(inv, quiet=progress_quiet(json_out)) as dep:
         result = runner.run(p, dep, hooks=hooks)
     if json_out:
         render.emit_json(result.to_dict())

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.ops import defaults as D
 
 
@@ -37,6 +37,7 @@ def storm(
     router: Annotated[Optional[str], typer.Option("--router", help="host:port of the inventory's router (default: "
                                                   "its first router). Anything else is refused.")] = None,
     json_out: JsonOpt = False,
+    report: ReportOpt = None,
 ) -> None:
     """Run an abort storm through the router and check that inflight drains.
 
@@ -58,7 +59,7 @@ def storm(
                             aim_lo_frac=aim_from, aim_hi_frac=aim_to)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = run(dep, cfg, router=router)
     if json_out:
         render.emit_json(rep.to_dict())

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.cli.inflight import check_window
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
 
@@ -17,6 +17,7 @@ def triage(
     window: Annotated[float, typer.Option("--window", help="Seconds to sample queues and counters over.")] = TRIAGE_WINDOW_S,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = TRIAGE_INTERVAL_S,
     json_out: JsonOpt = False,
+    report: ReportOpt = None,
 ) -> None:
     """Diagnose a stall: findings (observed vs inferred) and the action to take.
 
@@ -29,7 +30,7 @@ def triage(
     from pdctl.ops.triage import triage as run
 
     check_window(window, interval)
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = run(dep, window_s=window, interval_s=interval)
     if json_out:
         render.emit_json(rep.to_dict())

@@ -8,7 +8,8 @@ import typer
 
 from pdctl.checks.layers import DEFAULT_LAYERS, OPTIONAL_LAYERS
 from pdctl.cli import inflight as inflight_cmd
-from pdctl.cli.common import InventoryOpt, JsonOpt, PdctlCommand, PdctlGroup, handle_errors, open_deployment
+from pdctl.cli.common import (InventoryOpt, JsonOpt, PdctlCommand, PdctlGroup, ReportOpt, handle_errors,
+                              open_deployment, progress_quiet)
 
 app = typer.Typer(cls=PdctlGroup, help="Read-only checks of a deployment.", no_args_is_help=True)
 app.command("inflight", cls=PdctlCommand)(inflight_cmd.inflight)
@@ -19,6 +20,7 @@ app.command("inflight", cls=PdctlCommand)(inflight_cmd.inflight)
 def final_health(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
+    report: ReportOpt = None,
     layer: Annotated[Optional[list[str]], typer.Option(
         "--layer", help=f"Run only these layers (repeat, or comma-separate): {', '.join(DEFAULT_LAYERS)}; "
                         f"{', '.join(OPTIONAL_LAYERS)} (a sampled window) only when named.")] = None,
@@ -39,7 +41,7 @@ def final_health(
         layers = parse_layer_names(layer)
     except ValueError as e:
         raise UsageError(f"--layer: {e}") from None
-    with open_deployment(inventory, quiet=json_out) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         report = final_health_with_baseline(dep, since_baseline=since_baseline, record=record_baseline, layers=layers)
     if json_out:
         render.emit_json(report.to_dict())

@@ -123,9 +123,9 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> De
             rec.extra["warnings"] = result.warnings
         rec.extra["plan"] = result.plan.to_dict()
         if result.plan.action == "co-restart":
-            for r in result.plan.roles:
+            for k, r in enumerate(result.plan.roles):
                 inst = dep.instance(r.role, r.index)
-                with dep.progress.step(f"install {r.service}"):
+                with dep.progress.step(f"install {r.service}", index=k, total=len(result.plan.roles)):
                     dep.services(inst.host).install(launch.service_spec(dep.inv, r.role, r.index, python=r.python))
             result.steps = ordered_restart(dep)
             rec.extra["steps"] = to_data(result.steps)

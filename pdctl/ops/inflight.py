@@ -159,6 +159,7 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     points: list[Point] = []
     partial = False
     max_reads = int(math.ceil(window_s / interval_s)) + 2
+    expected = int(math.ceil(window_s / interval_s - 1e-9)) + 1   # a full window: the first read, then one per interval
     try:
         for k in range(max_reads):
             if k == 0 and preflight:
@@ -168,7 +169,8 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
             else:
                 points.append(read_point(dep, t0, clock=clock))
             elapsed = clock() - t0
-            dep.progress.waiting(what, elapsed, window_s, detail=_progress_detail(points[-1]))
+            dep.progress.waiting(what, elapsed, window_s, detail=_progress_detail(points[-1]),
+                                 done=len(points), total=expected)
             # the window is measured from the first sample (however long the first read took), so a full run
             # covers the whole window and its verdict is conclusive
             base = points[0].t

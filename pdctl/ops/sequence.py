@@ -56,16 +56,16 @@ def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decod
                     *, grace: float = 20.0) -> list[StepRecord]:
     """Restart every instance of `roles`, in the safe order, each waited on until ready."""
     done: list[StepRecord] = []
-    for role, i, inst in dep.inv.instances():
-        if role not in roles:
-            continue
+    chosen = [(role, i, inst) for role, i, inst in dep.inv.instances() if role in roles]
+    total = 2 * len(chosen)    # a restart and a readiness wait per instance: the progress bar's total
+    for role, i, inst in chosen:
         label = dep.inv.label(role, i)
         name = dep.inv.service_name(role, i)
         for what, action in ((f"restart {label}", lambda: dep.services(inst.host).restart(name, grace=grace)),
                              (f"wait {label} ready", lambda: wait_ready(dep, role, i))):
             t0 = time.monotonic()
             try:
-                with dep.progress.step(what):
+                with dep.progress.step(what, index=len(done), total=total):
                     action()
             except PdctlError as e:
                 raise _fail(dep, what, e, done) from None
@@ -76,11 +76,12 @@ def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decod
 def ordered_stop(dep: Deployment, *, grace: float = 20.0) -> list[StepRecord]:
     """Stop router -> decode -> prefill (the reverse of the start order)."""
     done: list[StepRecord] = []
-    for role, i, inst in reversed(dep.inv.instances()):
+    chosen = list(reversed(dep.inv.instances()))
+    for role, i, inst in chosen:
         what = f"stop {dep.inv.label(role, i)}"
         t0 = time.monotonic()
         try:
-            with dep.progress.step(what):
+            with dep.progress.step(what, index=len(done), total=len(chosen)):
                 dep.services(inst.host).stop(dep.inv.service_name(role, i), grace=grace)
         except PdctlError as e:
             raise _fail(dep, what, e, done) from None

@@ -169,7 +169,10 @@ def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random) 
     lat0, pre0 = _hist(dep, KV_TRANSFER_LATENCY_MS), _hist(dep, PREFILL_TTFT)
     ttfts, failures = [], []
     with dep.progress.step(f"calibrate: {cfg.calib_requests} lone request(s) of {cfg.prompt_tokens} tokens"):
+        started = time.monotonic()
         for k in range(cfg.calib_requests):
+            dep.progress.waiting("calibration requests", time.monotonic() - started,
+                                 cfg.calib_requests * cfg.request_timeout_s, done=k, total=cfg.calib_requests)
             body = generate_body(prompt_ids(cfg.prompt_tokens, rng), 4, cfg.path)
             (o,) = asyncio.run(run_requests(base, cfg.path, [(0.0, None)], lambda _k: body,
                                             timeout_s=cfg.request_timeout_s))
@@ -302,7 +305,7 @@ def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -
         def on_done(_o: RequestOutcome) -> None:
             done[0] += 1
             dep.progress.waiting("storm requests", time.monotonic() - t0 - rep.load_started_at, bound,
-                                 detail=f"{done[0]}/{cfg.requests} done")
+                                 done=done[0], total=cfg.requests)
 
         sampler.start()
         with dep.progress.step(f"storm: {cfg.requests} requests, target {cfg.target}"):

@@ -6,8 +6,8 @@ export) captures everything printed."""
 
 from __future__ import annotations
 
-from pdctl.render.screen import STATUS_STYLE, console, emit_json, error, lines, warning
-from pdctl.render.progress import ProgressPrinter
+from pdctl.render.screen import STATUS_STYLE, console, emit_json, error, lines, start_report, warning
+from pdctl.render.progress import ProgressPrinter, clear_live
 from pdctl.render.tables import check_table, steps_table
 from pdctl.render.health import health_report, next_steps
 from pdctl.render.deploy import deploy_outcome, deploy_plan
@@ -20,7 +20,8 @@ from pdctl.render.triage import triage_report
 _STYLE = STATUS_STYLE   # the name callers used before the package
 
 __all__ = [
-    "STATUS_STYLE", "console", "emit_json", "error", "lines", "warning", "ProgressPrinter", "check_table",
+    "STATUS_STYLE", "console", "emit_json", "error", "lines", "start_report", "warning", "ProgressPrinter",
+    "clear_live", "check_table",
     "steps_table", "health_report", "next_steps", "deploy_outcome", "deploy_plan", "status_table",
     "HISTORY_RESULT_MAX", "history_lines", "shorten", "inflight_report", "storm_report",
     "triage_report",

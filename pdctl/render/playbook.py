@@ -10,6 +10,7 @@ from rich.text import Text
 
 from pdctl.playbook.vars import show_value
 from pdctl import render
+from pdctl.render.progress import clear_live
 
 _STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim",
                 "interrupted": "bold yellow"}
@@ -57,6 +58,7 @@ class StepPrinter:
     def started(self, step, handler_of) -> None:
         if self.quiet:
             return
+        clear_live()   # this console was taken before the step's progress drew a live line
         via = f" (handler of {handler_of})" if handler_of else ""
         self.c.print(Text(f"==> step {step.index}/{self.total} {step.spec.name}{via}: ", style="bold cyan") +
                      Text(step.describe))
@@ -64,6 +66,7 @@ class StepPrinter:
     def finished(self, run) -> None:
         if self.quiet:
             return
+        clear_live()
         style = _STATUS_STYLE.get(run.status, "")
         head = Text(f"<== step {run.index}/{self.total} {run.name}: ", style="bold") + \
             Text(run.status.upper(), style=style)

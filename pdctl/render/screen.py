@@ -17,19 +17,43 @@ STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold 
 
 
 def console(stderr: bool = False) -> Console:
+    """The console to print on now: any live progress line is cleared first; while a --report is being
+    recorded, the recording console of that stream (pdctl.render.report)."""
+    from pdctl.render import progress, report
+
+    progress.clear_live()
+    recording = report.recording_console(stderr)
+    if recording is not None:
+        return recording
+    return _new_console(stderr)
+
+
+def _new_console(stderr: bool, **kw: Any) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     if os.environ.get("COLUMNS", "").isdigit():
         width: int | None = int(os.environ["COLUMNS"])
     else:
         # Piped into a file or a pager: rich would assume 80 columns and fold every table cell.
         width = None if stream.isatty() else 160
-    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
+    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False, **kw)
+
+
+def start_report() -> None:
+    """Start recording what is printed, for a --report (saved by pdctl.render.report.save)."""
+    from pdctl.render import report
+
+    report.start(_new_console(False, record=True), _new_console(True, record=True))
 
 
 def emit_json(doc: Any) -> None:
-    """Exactly one JSON document on stdout, nothing else."""
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    """Exactly one JSON document on stdout, nothing else (a --report being recorded keeps a copy)."""
+    from pdctl.render import progress, report
+
+    progress.clear_live()
+    text = json.dumps(doc, indent=2, default=str)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
+    report.record_text(text)
 
 
 def error(message: str, hint: str | None = None, code: int | None = None) -> None:
