@@ -132,7 +132,7 @@ def test_an_unwritable_path_is_exit_2_naming_it_before_the_command_runs(env, mon
     assert r.exit_code == 2 and str(a_dir) in r.stderr
 
 
-def test_the_check_leaves_no_file_behind_when_the_command_does_not_get_to_run(env):
+def test_a_usage_error_found_by_the_command_itself_is_in_the_report(env):
     out = env / "never.svg"
     r = CliRunner().invoke(app, ["verify", "inflight", "--window", "0", "--report", str(out)])
     assert r.exit_code == 2
