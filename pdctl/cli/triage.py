@@ -17,6 +17,7 @@ def triage(
     window: Annotated[float, typer.Option("--window", help="Seconds to sample queues and counters over.")] = TRIAGE_WINDOW_S,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = TRIAGE_INTERVAL_S,
     json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every observation, passing ones too.")] = False,
     report: ReportOpt = None,
 ) -> None:
     """Diagnose a stall: findings (observed vs inferred) and the action to take.
@@ -35,7 +36,7 @@ def triage(
     if json_out:
         render.emit_json(rep.to_dict())
     else:
-        render.triage_report(rep)
+        render.triage_report(rep, verbose=verbose)
     code = rep.exit_code()
     if code:
         raise typer.Exit(code)

@@ -18,7 +18,8 @@ def layer_summary(layer: str, results: list[CheckResult]) -> str:
 
     n = Counter(r.status for r in results)
     extra = "".join(f", {n[s]} {s.value}" for s in (Status.FAIL, Status.WARN, Status.SKIP) if n[s])
-    return f"  {layer:<9} {n[Status.PASS]}/{len(results)} pass{extra}   {layer_title(layer)}"
+    counts = f"{n[Status.PASS]}/{len(results)}"
+    return f"  {layer:<9} {counts:>5} pass{extra}   {layer_title(layer)}"
 
 
 def health_report(report, *, verbose: bool = False) -> None:

@@ -88,7 +88,7 @@ def test_final_health_fail_shows_the_verdict_then_each_failed_check(width, capsy
     assert_value_shown(lines, LONG_EXPECTED)
     assert_value_shown(lines, LONG_FOUND)
     # passing checks are summarised per layer, not listed
-    assert "--flag-number-0" not in text and "health    3/3 pass" in text and "transfer  1/1 pass" in text
+    assert "--flag-number-0" not in text and "health      3/3 pass" in text and "transfer    1/1 pass" in text
     assert "next: pdctl deploy --dry-run" in text
     assert len(lines) < 40
 
@@ -183,10 +183,21 @@ def triage_rep(healthy: bool) -> TriageReport:
 
 @pytest.mark.parametrize("healthy", [True, False])
 def test_triage_headline_first_and_ports_never_split(width, capsys, healthy):
-    render.triage_report(triage_rep(healthy))
+    render.triage_report(triage_rep(healthy), verbose=True)
     lines = screen(capsys)
     assert lines[0].startswith("triage: HEALTHY" if healthy else "triage: ACTION NEEDED")
     assert_fits_and_intact(lines, width, ["local:22000", DECODE, "prefill+decode", INF, "PASS"])
+
+
+@pytest.mark.parametrize("healthy", [True, False])
+def test_triage_counts_passing_observations_unless_verbose(width, capsys, healthy):
+    render.triage_report(triage_rep(healthy))
+    lines = screen(capsys)
+    assert lines[0].startswith("triage: HEALTHY" if healthy else "triage: ACTION NEEDED")
+    assert "PASS" not in "\n".join(lines)                      # passing rows are counted, not listed
+    assert_fits_and_intact(lines, width, ["passed:", "service 1/1", "transfer failures (window) 1/1"])
+    if not healthy:
+        assert_fits_and_intact(lines, width, ["prefill+decode", INF, "FAIL"])
 
 
 def pt(t, inflight=0.0, failed=0.0, gen=10.0):
