@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 
 from pdctl import render
-from pdctl.render.layout import Col, block
+from pdctl.render.layout import Col, block, plain_table
 
 BLOCK_COLS = (Col("time", head=True), Col("operator", head=True), Col("action", head=True), Col("seconds", head=True),
               Col("result"), Col("inventory"))
@@ -73,7 +72,7 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
                               width=c.width):
                 c.print(part)
         return
-    t = Table(title="audit log", title_justify="left")
+    t = plain_table("audit log")
     for col, w in zip(cols, widths):
         t.add_column(col, no_wrap=True, overflow="ellipsis", width=w, justify="right" if col == "seconds" else "left")
     for row in rows:

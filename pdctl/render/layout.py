@@ -75,9 +75,14 @@ def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) 
     return widths
 
 
+def plain_table(title: str) -> Table:
+    """The one table style: a rule under the header, no borders, two spaces between columns."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                 padding=(0, GAP // 2), collapse_padding=True)
+
+
 def table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6) -> Table:
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-              padding=(0, GAP // 2), collapse_padding=True)
+    t = plain_table(title)
     for col, w in zip(cols, col_widths(cols, rows, width)):
         t.add_column(col.header, justify="right" if col.right else "left", width=w,
                      no_wrap=col.ident, overflow="fold")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 
-from pdctl.playbook.vars import show_value
 from pdctl import render
+from pdctl.playbook.vars import show_value
+from pdctl.render.layout import plain_table
 from pdctl.render.progress import clear_live
 
 _STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim",
@@ -33,7 +33,7 @@ def plan(p, *, stderr: bool = False) -> None:
     c.print(Text(f"inventory: {p.inventory}   apply: {'yes' if p.apply else 'no'}", style="dim"))
     if p.vars:
         c.print(Text("vars: " + " ".join(f"{k}={show_value(v)}" for k, v in p.vars.items()), style="dim"))
-    t = Table(title="plan", title_justify="left")
+    t = plain_table("plan")
     for col in ("#", "step", "does", "gate", "on failure", "runs"):
         t.add_column(col, overflow="fold")
     for s in p.steps:
@@ -83,7 +83,7 @@ class StepPrinter:
 
 def summary(result) -> None:
     c = render.console()
-    t = Table(title=f"run {result.plan.playbook.name}", title_justify="left")
+    t = plain_table(f"run {result.plan.playbook.name}")
     for col in ("#", "step", "action", "status", "seconds", "gate", "result"):
         t.add_column(col, overflow="fold")
     for s in result.steps:

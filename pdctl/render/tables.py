@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdctl.checks.result import CheckResult
-from pdctl.render.layout import Col, block, grid
+from pdctl.render.layout import Col, block, grid, plain_table
 from pdctl.render.screen import STATUS_STYLE
 
 CHECK_COLS = (Col("target", ident=True, head=True), Col("check", ident=True, head=True),
@@ -36,7 +36,7 @@ def check_block(r: CheckResult, width: int = 10 ** 6) -> list[RenderableType]:
 
 
 def steps_table(steps) -> Table:
-    t = Table(title="steps", title_justify="left")
+    t = plain_table("steps")
     t.add_column("step")
     t.add_column("seconds", justify="right")
     t.add_column("result")
