@@ -7,7 +7,9 @@ goes on; if the handler is skipped by its `when` or fails, the run stops). The r
 failed gate that was not recovered: the failed action's own code (1 for a failed check, 3 unreachable, 4 refused).
 Ctrl-C (a KeyboardInterrupt, or a step whose op returned a partial report after Ctrl-C) ends the run at once: no
 handler and no later step runs, the run is recorded as interrupted and its exit code is 130.
-Every run (not a dry run) appends one audit record, also when it fails or is interrupted.
+Every run (not a dry run) appends one audit record, also when it fails or is interrupted; a run with a mutating step
+first appends a "started" record with the same `run` id (so a killed run leaves a trace), and no step runs when the
+audit log cannot be written.
 Secrets: the inventory's secret values and the values of secret vars (a secret-looking name, or `--secret-var`) are
 scrubbed by value from everything a run shows or records: the plan, step headers, outcomes, gate texts, the JSON
 document and the audit record.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -129,6 +132,7 @@ class RunResult:
     recommendations: list[str] = field(default_factory=list)
     health: Any = None                # the last final-health report a step produced
     health_reports: list[Any] = field(default_factory=list)   # every one, in run order
+    run_id: str = ""                  # shared by the run's "started" record (if any) and its final one
 
     def health_by_layer(self):
         """One HealthReport holding every layer any step checked, each from the last step that checked it, in
@@ -251,13 +255,15 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
 def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResult:
     """Execute the plan against an open Deployment. Never raises for a failed step (the result says). Ctrl-C stops
     the run where it is: the result is marked interrupted with exit code 130, no handler or later step runs.
-    Appends one audit record."""
+    Appends one audit record; before the first step, a "started" record when a step that will run is mutating.
+    Raises UsageError (nothing run) when the audit log cannot be written."""
     from pdctl import audit
 
     hooks = hooks or Hooks()
     ctx = RunContext(dep, apply=p.apply, secrets=set(p.secrets) | inventory_secrets(dep.inv))
-    result = RunResult(p)
+    result = RunResult(p, run_id=uuid.uuid4().hex[:12])
     started = time.time()
+    _audit_start(audit, result, started, audit_log, ctx.secrets)
     stopped = False
     try:
         for ps in p.sequence:
@@ -345,15 +351,39 @@ def _fail(result: RunResult, sr: StepRun) -> None:
         result.exit_code = sr.exit_code or 1
 
 
+def _audit_args(p: Plan, secrets) -> dict[str, Any]:
+    from pdctl.secrets import mask_nested
+
+    return mask_nested({"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply}, secrets)
+
+
+def _audit_start(audit, result: RunResult, started: float, path, secrets) -> None:
+    """Before the first step: a "started" record when a step that will run (handlers included) is mutating, else
+    only the check that the log can be written; UsageError naming the log otherwise (so nothing runs that cannot
+    be recorded)."""
+    from pdctl.errors import UsageError
+
+    p = result.plan
+    try:
+        if any(s.runs and s.kind.mutating for s in p.steps):
+            audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=_audit_args(p, secrets),
+                         result=audit.STARTED, started=started, path=path,
+                         extra={"inventory_name": p.inventory_name, "run": result.run_id})
+        else:
+            audit.check_writable(path)
+    except UsageError as e:
+        raise UsageError(f"{e.message}: refusing to run {p.playbook.name} (nothing was done)", hint=e.hint) from None
+
+
 def _audit(audit, result: RunResult, started: float, path, secrets) -> None:
     """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own)."""
     from pdctl.secrets import mask_nested, mask_text
 
     p = result.plan
-    audit.append(f"run {p.playbook.name}", inventory=p.inventory,
-                 args=mask_nested({"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply}, secrets),
+    audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=_audit_args(p, secrets),
                  result=mask_text(result.outcome_text, secrets), started=started, path=path,
-                 extra=mask_nested({"inventory_name": p.inventory_name, "exit_code": result.exit_code,
+                 extra=mask_nested({"inventory_name": p.inventory_name, "run": result.run_id,
+                                    "exit_code": result.exit_code,
                                     "steps": [s.to_dict(with_data=False) for s in result.steps],
                                     "recommendations": result.recommendations,
                                     "final_health": to_data(result.health)}, secrets))

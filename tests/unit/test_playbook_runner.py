@@ -185,8 +185,9 @@ def test_every_run_appends_one_audit_record_with_steps_and_durations(env):
             vars={"HF_TOKEN": "hf_abcdef123456"})
     _run([str(p)])
     recs = _audit(env)
-    assert len(recs) == 1
-    rec = recs[0]
+    assert [r["result"] for r in recs][0] == "started" and len(recs) == 2   # shell steps mutate: started first
+    rec = recs[1]
+    assert rec["run"] == recs[0]["run"]
     assert rec["action"] == "run audited" and rec["operator"] == "unit-operator"
     assert rec["result"].startswith("failed at step 2 'bad'") and rec["exit_code"] == 1
     assert [s["status"] for s in rec["steps"]] == ["passed", "failed"]
@@ -202,10 +203,10 @@ def test_history_shows_records_filters_and_flags_corrupt_lines(env):
         f.write("{this is not json\n")
     r = CliRunner().invoke(app, ["history", "--json"])
     assert r.exit_code == 0, r.output
-    recs = json.loads(r.stdout)["records"]
+    recs = [x for x in json.loads(r.stdout)["records"] if x.get("result") != "started"]   # --json: raw lines
     assert [x.get("action") for x in recs[:2]] == ["run one", "run two"] and "corrupt" in recs[2]
     r = CliRunner().invoke(app, ["history", "--json", "--action", "run two"])
-    assert [x.get("action") for x in json.loads(r.stdout)["records"] if "corrupt" not in x] == ["run two"]
+    assert [x.get("action") for x in json.loads(r.stdout)["records"] if "corrupt" not in x] == ["run two"] * 2
     r = CliRunner().invoke(app, ["history", "--json", "-n", "1"])
     assert len(json.loads(r.stdout)["records"]) == 1
     r = CliRunner().invoke(app, ["history"])
@@ -222,7 +223,7 @@ def test_two_runs_at_once_leave_one_valid_json_line_each(env):
         out, err = pr.communicate(timeout=120)
         assert pr.returncode == 0, err
         json.loads(out)
-    recs = _audit(env)
+    recs = [x for x in _audit(env) if x["result"] != "started"]
     assert sorted(r["action"] for r in recs) == ["run par-a", "run par-b"]
 
 
@@ -245,7 +246,7 @@ def _fake_shell(monkeypatch, fail_on: str, exc):
 def _assert_interrupted(env, r, t, at_step):
     assert r.exit_code == 130, r.output
     assert not (t / "fixed").exists() and not (t / "after").exists()      # neither the handler nor a later step
-    recs = _audit(env)
+    recs = [x for x in _audit(env) if x["result"] != "started"]
     assert len(recs) == 1
     assert recs[0]["result"].startswith(f"interrupted at step {at_step}") and recs[0]["exit_code"] == 130
     assert [s["status"] for s in recs[0]["steps"]][-1] == "interrupted"
