@@ -6,9 +6,11 @@ The command lines use SGLang's own flag names, so the same inventory drives `eng
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Mapping
 
+from pdctl.errors import InventoryError
 from pdctl.inventory import ArgValue, Inventory
 from pdctl.services.base import ServiceSpec
 
@@ -16,8 +18,17 @@ SERVER_MODULE = {"bundled": "engine.launch_server", "sglang": "sglang.launch_ser
 ROUTER_MODULE = "sglang_router.launch_router"
 
 
+# what argparse takes for a value although it starts with "-" (its own negative-number rule)
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
 def flag_tokens(args: dict[str, ArgValue]) -> list[str]:
-    """{"--a": True, "--b": 96, "--c": [1, 2], "--d": False} -> ["--a", "--b", "96", "--c", "1", "2"]."""
+    """{"--a": True, "--b": 96, "--c": [1, 2], "--d": False} -> ["--a", "--b", "96", "--c", "1", "2"].
+
+    A value starting with "-" is one token `--flag=value` (`--api-key=--x`): argparse (SGLang's, the bundled
+    engine's, the router's) would read `--api-key --x` as two flags and refuse to start. A list of several values
+    cannot say that, so one of its elements starting with "-" (other than a negative number) is a ValueError
+    naming the flag, raised before anything is launched."""
     out: list[str] = []
     for flag, value in args.items():
         if value is True:
@@ -25,8 +36,18 @@ def flag_tokens(args: dict[str, ArgValue]) -> list[str]:
         elif value is False or value is None:
             continue
         elif isinstance(value, list):
-            out.append(flag)
-            out.extend(str(v) for v in value)
+            texts = [str(v) for v in value]
+            dashed = [t for t in texts if t.startswith("-") and not _NEGATIVE_NUMBER.match(t)]
+            if len(texts) == 1 and texts[0].startswith("-"):
+                out.append(f"{flag}={texts[0]}")
+            elif dashed:
+                raise ValueError(f"{flag}: a list element starts with '-', which SGLang's argument parser would "
+                                 "read as a flag; give a single value (rendered as FLAG=VALUE) or drop the '-'")
+            else:
+                out.append(flag)
+                out.extend(texts)
+        elif str(value).startswith("-"):
+            out.append(f"{flag}={value}")
         else:
             out.extend([flag, str(value)])
     return out
@@ -114,9 +135,12 @@ def role_argv(inv: Inventory, role: str, index: int, *, python: str | None = Non
             argv += ["--prefill", worker_url(inv, "prefill", i, inst.host), str(inv.bootstrap_port(p))]
         for i, _d in enumerate(inv.roles.decode):
             argv += ["--decode", worker_url(inv, "decode", i, inst.host)]
+    else:
+        argv = [py, "-m", SERVER_MODULE[inv.engine]]
+    try:
         return argv + flag_tokens({**base_flags(inv, role, index), **inst.args})
-    argv = [py, "-m", SERVER_MODULE[inv.engine]]
-    return argv + flag_tokens({**base_flags(inv, role, index), **inst.args})
+    except ValueError as e:
+        raise InventoryError(f"{inv.source}: roles.{role}[{index}].args.{e}") from None
 
 
 def role_env(inv: Inventory, role: str, index: int) -> dict[str, str]:

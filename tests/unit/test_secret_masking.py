@@ -112,7 +112,9 @@ def test_run_step_lines_summary_json_and_audit_hold_no_secret(env):
     raw = (env / "audit.jsonl").read_text()
     _no_secret(raw)
     records = [json.loads(x) for x in raw.splitlines()]
-    assert [rec["action"] for rec in records] == ["run leaky", "run leaky"]
+    assert [rec["action"] for rec in records] == ["run leaky"] * 4       # each run: started, then its end
+    assert records[0]["result"] == "started" and records[0]["args"]["vars"] == {"api_token": MASK, "pw": MASK}
+    records = [rec for rec in records if rec["result"] != "started"]
     assert records[0]["args"]["vars"] == {"api_token": MASK, "pw": MASK}
     assert records[0]["steps"][2]["gate"] == f"failed: stdout lacks '{MASK}'"
     assert records[0]["result"] == f"failed at step 3 'literal': stdout lacks '{MASK}'"
