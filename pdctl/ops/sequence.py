@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from pdctl.errors import PdctlError, StepFailed
+from pdctl.errors import PdctlError, StepFailed, UnreachableError
 from pdctl.ops.context import Deployment
 from pdctl.ops.readiness import wait_ready
 
@@ -47,7 +47,11 @@ def _fail(dep: Deployment, step: str, err: Exception, done: list[StepRecord]) ->
         lines.append("steps completed: " + ", ".join(s.step for s in done if s.ok))
     lines.append("state of each role now:")
     lines += [f"  {label}: {s}" for label, s in states.items()]
-    failed = StepFailed("\n".join(lines), hint="fix the cause, then run `pdctl restart --pair` to restart in order")
+    if isinstance(err, UnreachableError):   # a step that got no answer is unknown (exit 3), not a failure seen
+        failed = StepFailed("\n".join(lines), hint=err.hint)
+        failed.exit_code = err.exit_code
+    else:
+        failed = StepFailed("\n".join(lines), hint="fix the cause, then run `pdctl restart --pair` to restart in order")
     failed.steps = done  # type: ignore[attr-defined]
     return failed
 

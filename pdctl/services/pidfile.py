@@ -2,7 +2,9 @@
 
 Files under `state_dir` on the host: `<name>.json` (argv, env, workdir), `<name>.pid` (pid, start time),
 `<name>.log` (stdout+stderr, appended). The start time comes from /proc/<pid>/stat so a reused pid is never mistaken
-for the service. Every host-side action goes through the Transport, so local and SSH behave the same.
+for the service. The launching shell itself writes the pidfile (atomically, before it even tells pdctl the pid), so
+a pdctl killed right after a launch (even kill -9) never leaves a running service without one. Every host-side
+action goes through the Transport, so local and SSH behave the same.
 
 The pure parsers (`parse_proc_stat`, `parse_proc_stat_starttime`, `ticks_to_epoch`, `parse_proc_probe`) are shared
 with the systemd manager.
@@ -11,6 +13,9 @@ with the systemd manager.
 from __future__ import annotations
 
 import json
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pdctl.errors import StepFailed
@@ -28,6 +33,27 @@ START_CHECK_SECONDS = 1.0
 START_MARKER = "==== pdctl: start of "
 # $$ is the pid that exec keeps through setsid and env, i.e. the service's main pid
 _MARK_AND_EXEC = ('echo "' + START_MARKER + '$1 at $(date -u +%Y-%m-%dT%H:%M:%SZ) (pid $$) ===="; shift; exec "$@"')
+
+
+@contextmanager
+def stop_signals_held():
+    """SIGINT, SIGTERM and SIGHUP arriving inside are held and delivered (to the handlers in place before) as the
+    block ends, so an interrupt cannot fall between launching a process and learning its pid. Python handlers run
+    in the main thread whichever thread the kernel picked, so swapping handlers holds them where a main-thread
+    pthread_sigmask would not (paramiko's threads would take the signal). A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    sigs = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    previous = {s: signal.signal(s, lambda signum, _frame: held.append(signum)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        if held:
+            signal.raise_signal(held[0])    # the restored handler raises (KeyboardInterrupt / Interrupted) here
 
 
 def since_last_start(log_text: str) -> str:
@@ -152,8 +178,14 @@ class PidfileManager(ServiceManager):
     def log_path(self, name: str) -> str:
         return f"{self.state_dir}/{name}.log"
 
-    def _run(self, cmd: str, timeout: float | None = None):
-        return self.t.run(cmd, timeout=timeout or self.command_timeout)
+    def _run(self, cmd: str, what: str, timeout: float | None = None):
+        """Run `cmd`; one that overruns its timeout raises `no_answer` naming `what` (unknown, exit 3): a kill or
+        rm that did not answer says nothing about the process or the file."""
+        limit = timeout or self.command_timeout
+        res = self.t.run(cmd, timeout=limit)
+        if res.timed_out:
+            raise no_answer(self.t.name, limit, what)
+        return res
 
     def _proc(self, pid: int) -> ProcStart | None:
         return read_proc_start(self.t, pid, timeout=self.command_timeout)
@@ -199,7 +231,7 @@ class PidfileManager(ServiceManager):
         if self.status(name).active:
             raise StepFailed(f"{self.t.name}: {name!r} is running: stop it before purging its files")
         paths = [self.spec_path(name), self.pid_path(name), self.log_path(name)]
-        res = self._run("rm -f -- " + " ".join(quote(p) for p in paths))
+        res = self._run("rm -f -- " + " ".join(quote(p) for p in paths), f"removing the files of {name}")
         if not res.ok:
             raise StepFailed(f"{self.t.name}: could not remove the files of {name!r}: {res.stderr.strip()}")
         return paths
@@ -216,7 +248,20 @@ class PidfileManager(ServiceManager):
             f"chmod 600 {quote(self.log_path(spec.name))} && {cd}"
             f"{{ sh -c {quote(_MARK_AND_EXEC)} sh {quote(spec.name)} setsid env -i {inherited} {assigns} "
             f"{quote_argv(spec.argv)} "
-            f"</dev/null >>{quote(self.log_path(spec.name))} 2>&1 & }} ; echo $!"
+            f"</dev/null >>{quote(self.log_path(spec.name))} 2>&1 & }} ; {self._record_pid(spec.name)}"
+        )
+
+    def _record_pid(self, name: str) -> str:
+        """Shell run right after the launch: write `<name>.pid` (pid and /proc start ticks) atomically, then print
+        the pid. A pidfile that cannot be written kills the process (never a service running without one)."""
+        pidfile, tmp = quote(self.pid_path(name)), quote(self.pid_path(name) + ".tmp")
+        # field 22 of /proc/<pid>/stat, counted after the last ')' (the comm field may hold spaces and parentheses)
+        return (
+            "p=$!; t=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20); "
+            f"{{ if [ -n \"$t\" ]; then printf '{{\"pid\": %s, \"start_ticks\": %s}}\\n' \"$p\" \"$t\"; "
+            f"else printf '{{\"pid\": %s}}\\n' \"$p\"; fi; }} >{tmp} && mv -f {tmp} {pidfile} "
+            f"|| {{ kill -KILL -$p 2>/dev/null || kill -KILL $p; echo could not write {pidfile} >&2; "
+            "exit 1; }; echo $p"
         )
 
     def start(self, name: str) -> None:
@@ -226,8 +271,9 @@ class PidfileManager(ServiceManager):
         spec = self.installed_spec(name)
         if spec is None:
             raise StepFailed(f"{self.t.name}: service {name!r} is not installed ({self.spec_path(name)} missing)")
-        res = self._run(self.launch_command(spec))
-        self._started.add(name)
+        with stop_signals_held():     # the pidfile is on the host before an interrupt can land
+            res = self._run(self.launch_command(spec), f"launching {name}")
+            self._started.add(name)
         pid_text = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
         if not res.ok or not pid_text.isdigit():
             raise StepFailed(
@@ -235,12 +281,6 @@ class PidfileManager(ServiceManager):
             )
         pid = int(pid_text)
         info = self._proc(pid)
-        if info is not None:
-            self.t.put_file(
-                self.pid_path(name),
-                json.dumps({"pid": pid, "start_ticks": info.start_ticks, "started_at": info.started_at}) + "\n",
-                mode=0o644,
-            )
         ticks = info.start_ticks if info is not None else None
 
         def alive() -> bool:     # the same process (start time), still running
@@ -279,6 +319,8 @@ class PidfileManager(ServiceManager):
         info = self._proc(pid)
         if info is None or not info.alive:
             return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} is gone")
+        if "start_ticks" not in rec:   # the launching shell found no /proc entry: the process was gone at once
+            return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} exited as it was launched")
         if info.start_ticks != rec.get("start_ticks"):
             return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} now belongs to another process")
         return ServiceStatus(name, True, pid, info.started_at, "running")
@@ -288,17 +330,18 @@ class PidfileManager(ServiceManager):
         """SIGTERM the process group, wait up to `grace` (polling), then SIGKILL. Removes the pidfile."""
         st = self.status(name)
         if not st.active:
-            self._run(f"rm -f -- {quote(self.pid_path(name))}")
+            self._run(f"rm -f -- {quote(self.pid_path(name))}", f"removing {self.pid_path(name)}")
             return
         pid = st.main_pid
         start_ticks = self._recorded(name).get("start_ticks")
-        self._run(f"kill -TERM -{pid} 2>/dev/null || kill -TERM {pid} 2>/dev/null; true")
+        self._run(f"kill -TERM -{pid} 2>/dev/null || kill -TERM {pid} 2>/dev/null; true", f"kill -TERM {pid}")
         if not self._wait_gone(pid, start_ticks, grace):
-            self._run(f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true")
+            self._run(f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true", f"kill -KILL {pid}")
             if not self._wait_gone(pid, start_ticks, 10.0):
                 raise StepFailed(f"{self.t.name}: {name!r} (pid {pid}) survived SIGKILL for 10s")
         # stragglers of the group (children that ignored SIGTERM); the group id cannot be reused while they live
-        self._run(f"kill -KILL -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}")
+        self._run(f"kill -KILL -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}",
+                  f"kill -KILL -{pid} and removing {self.pid_path(name)}")
 
     def _wait_gone(self, pid: int, start_ticks: int | None, limit: float) -> bool:
         def gone(info) -> bool:
@@ -315,9 +358,8 @@ class PidfileManager(ServiceManager):
         failure checks after a start); a plain read (`pdctl logs`) gets the whole tail, markers included."""
         from pdctl.secrets import mask_text, secret_values
 
-        res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null")
-        if res.timed_out:
-            raise no_answer(self.t.name, self.command_timeout, f"reading {self.log_path(name)}")
+        res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null",
+                        f"reading {self.log_path(name)}")
         try:
             spec = self.installed_spec(name)
         except StepFailed:   # a corrupt spec must not hide the log; pattern masking still applies

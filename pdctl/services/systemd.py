@@ -210,6 +210,8 @@ class SystemdManager(ServiceManager):
         if self.status(name).active:
             raise StepFailed(f"{self.t.name}: {unit_name(name)} is active: stop it before purging its unit")
         res = self.t.run(f"rm -f -- {quote(self.unit_path(name))}", timeout=self.command_timeout)
+        if res.timed_out:
+            raise no_answer(self.t.name, self.command_timeout, f"removing {self.unit_path(name)}")
         if not res.ok:
             raise self._fail("removing the unit file of", name, res)
         reload = self._systemctl("daemon-reload")

@@ -97,7 +97,7 @@ def sleepy(tmp_path):
         for p in procs:
             if p.poll() is None:
                 p.kill()
-            p.communicate(timeout=10)
+            p.communicate(timeout=30)
         _kill_roles(state)
 
 
@@ -123,7 +123,7 @@ def test_kill_9_leaves_an_unfinished_record_and_the_next_restart_takes_the_lock_
     p = sleepy["start"]("deploy", "-i", str(inv))
     killed = p.pid
     p.kill()
-    p.communicate(timeout=10)
+    p.communicate(timeout=30)
     (started,) = _records(st)
     assert started["result"] == "started" and started["action"] == "deploy"
     owner = json.loads((_lock_dir(st) / "owner.json").read_text())
@@ -166,3 +166,57 @@ def test_an_audit_log_that_cannot_be_written_refuses_before_anything_is_touched(
     assert "Traceback" not in r.output
     assert not list((st / "pdctl").glob("*.pid")) and not list((st / "pdctl").glob("*.json"))   # nothing started
     assert not _lock_dir(st).exists()
+
+
+def _procs_with(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker` (the role's fake interpreter path)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if marker in Path(f"/proc/{d}/cmdline").read_bytes().decode(errors="replace"):
+                    out.append(int(d))
+            except OSError:
+                continue
+    return out
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_signal_right_after_a_launch_never_leaves_a_running_role_recorded_as_stopped(sleepy, sig):
+    """pdctl is signalled the moment prefill's process exists. A `getconf` that takes 1.5 s (a slow host) holds
+    pdctl in its /proc probe after the launch, which is where the pidfile used to be written: the window is hit
+    every time. The pidfile must already be there, written by the launching shell."""
+    st, tmp = sleepy["state"], sleepy["tmp"]
+    shims = tmp / "bin"
+    shims.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v getconf"], capture_output=True, text=True).stdout.strip()
+    (shims / "getconf").write_text(f"#!/bin/sh\nsleep 1.5\nexec {real} \"$@\"\n")
+    (shims / "getconf").chmod(0o755)
+    marker = str(tmp / "fake-python")
+    Path(marker).write_text("#!/bin/sh\nsleep 120\n")    # no exec: the role's main process keeps the marker
+    env = {**_env(st), "PATH": f"{shims}:{os.environ['PATH']}"}
+    p = subprocess.Popen([sys.executable, "-m", "pdctl", "deploy", "-i", str(sleepy["inv"])], cwd=REPO, env=env,
+                         text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_for("prefill's process", lambda: _procs_with(marker) or p.poll() is not None, timeout=30)
+        assert p.poll() is None, p.communicate()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+        assert "Traceback" not in out + err
+        if sig == signal.SIGTERM:
+            assert p.returncode == 130, err
+        running = _procs_with(marker)
+        assert running, "the interrupted launch left no process (then nothing is to be recorded)"
+        r = pdctl(["status", "--json", "-i", str(sleepy["inv"])], state=st, timeout=60)
+        (prefill,) = [x for x in r.json()["roles"] if x["label"].startswith("prefill[0]")]
+        assert prefill["state"] == "running" and prefill["pid"] in running, (prefill, running)
+        assert json.loads(_prefill_pidfile(st).read_text())["pid"] == prefill["pid"]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=30)
+        for pid in _procs_with(marker):
+            try:
+                os.killpg(pid, signal.SIGKILL)      # setsid: pid == group, the sleep child included
+            except ProcessLookupError:
+                pass

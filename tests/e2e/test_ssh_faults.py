@@ -70,6 +70,29 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 
 
 @pytest.fixture(scope="module")
+def hung_kill_sshd(tmp_path_factory):
+    """An sshd that answers reads but hangs every pdctl command that sends a signal (`kill`), as a host whose
+    kill blocks would. pdctl's own timeout kill (sent bare, without pdctl's PDCTL-PID preamble) still runs."""
+    wd = tmp_path_factory.mktemp("sshd-hung-kill")
+    pids = wd / "hung.pids"
+    wrapper = _script(wd / "force.sh", f"""#!/bin/sh
+case "$SSH_ORIGINAL_COMMAND" in
+  *sftp*) exec /usr/lib/openssh/sftp-server ;;
+  printf*kill*) echo $$ >> {pids}; printf 'PDCTL-PID %s\\n' $$ >&2; exec sleep 120 ;;
+esac
+exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+""")
+    if not os.path.exists("/usr/lib/openssh/sftp-server"):
+        pytest.skip("/usr/lib/openssh/sftp-server missing")
+    try:
+        with running_sshd(wd, extra_config=(f"ForceCommand {wrapper}",)) as server:
+            server.extra["pids"] = pids
+            yield server
+    finally:
+        _kill_recorded(pids)
+
+
+@pytest.fixture(scope="module")
 def hung_sftp_sshd(tmp_path_factory):
     """An sshd whose SFTP subsystem starts and never answers; commands work."""
     wd = tmp_path_factory.mktemp("sshd-hung-sftp")
@@ -197,6 +220,20 @@ def test_final_health_flags_over_hung_proc_is_unknown_not_no_live_process(hung_p
     _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s")
 
 
+def test_restart_over_a_host_whose_kill_hangs_is_unknown_and_never_says_sigkill_was_survived(
+        hung_kill_sshd, running_roles, tmp_path):
+    inv = _inventory(tmp_path, "faults", _host(hung_kill_sshd, tmp_path))
+    prefill = running_roles[0]
+    r, took = _timed_pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], tmp_path)
+    assert r.code == 3, r.output
+    assert took < 30, took
+    assert "survived SIGKILL" not in r.output and "Traceback" not in r.output
+    _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s", f"kill -TERM {prefill.pid}")
+    assert "do not redeploy or restart on this result" in r.stderr       # the hint of an unknown, not "restart"
+    assert all(p.poll() is None for p in running_roles)        # no signal reached them: nothing was concluded
+    assert (tmp_path / "remote-state" / "pdctl-faults-prefill-0.pid").exists()
+
+
 # -- (c) SFTP that hangs: bounded, unknown -------------------------------------------------------------------------
 def test_hung_sftp_read_and_write_are_bounded_and_unknown(hung_sftp_sshd, tmp_path):
     t = SshTransport("gpu-sftp", hung_sftp_sshd.make_host(connect_timeout=T, command_timeout=T))
@@ -288,3 +325,24 @@ def test_missing_key_file_is_one_line_naming_host_and_file(sshd, tmp_path):
     assert r.code == 2, r.output
     assert "FileNotFoundError" not in r.output and "Errno" not in r.output
     _assert_one_clean_error(r, "gpu-nokey", str(missing), "does not exist")
+
+
+# -- (e) SSH files that are no text file: a FIFO, /dev/zero, binary; exit 2 in one line naming host and file -----------
+@pytest.mark.parametrize("field, kind", [("ssh_config", "fifo"), ("ssh_config", "device"), ("ssh_config", "binary"),
+                                         ("known_hosts", "fifo"), ("known_hosts", "device"), ("key", "fifo"),
+                                         ("key", "device"), ("key", "binary")])
+def test_ssh_file_that_is_no_text_file_is_exit_2_naming_host_and_file(sshd, tmp_path, field, kind):
+    if kind == "fifo":
+        path = tmp_path / f"{field}-pipe"
+        os.mkfifo(path)          # nobody writes to it: opening it for reading would block forever
+    elif kind == "device":
+        path = Path("/dev/zero")
+    else:
+        path = tmp_path / f"{field}-binary"
+        path.write_bytes(bytes(range(256)) * 8)
+    inv = _inventory(tmp_path, "badfile", _host(sshd, tmp_path, **{field: str(path)}), host_name="gpu-file")
+    r, took = _timed_pdctl(["status", "-i", str(inv)], tmp_path)
+    assert r.code == 2, r.output
+    assert took < 20, took
+    assert "unexpected" not in r.output and "pdctl bug" not in r.output
+    _assert_one_clean_error(r, "host 'gpu-file'", str(path))

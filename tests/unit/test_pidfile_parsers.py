@@ -110,3 +110,30 @@ def test_read_process_timeout_is_unknown_not_a_proc_read_error():
     with pytest.raises(UnreachableError, match="unknown: gpu-slow did not answer within 2 s") as ei:
         read_process(_Answers(_timed_out()), 4242, timeout=2)
     assert not isinstance(ei.value, ProcReadError)
+
+
+def test_stop_signals_held_delivers_a_signal_only_when_the_block_ends():
+    import os
+    import signal
+
+    from pdctl.services.pidfile import stop_signals_held
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    def raise_stop(_signum, _frame):
+        raise Stop()
+
+    previous = signal.signal(signal.SIGTERM, raise_stop)
+    reached_end = False
+    try:
+        with pytest.raises(Stop):
+            with stop_signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(1000):    # bytecodes run: an unheld signal would have raised by now
+                    pass
+                reached_end = True
+        assert reached_end
+        assert signal.getsignal(signal.SIGTERM) is raise_stop     # the handler in place before is back
+    finally:
+        signal.signal(signal.SIGTERM, previous)
