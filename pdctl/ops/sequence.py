@@ -61,6 +61,7 @@ def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decod
     """Restart every instance of `roles`, in the safe order, each waited on until ready."""
     done: list[StepRecord] = []
     chosen = [(role, i, inst) for role, i, inst in dep.inv.instances() if role in roles]
+    _check_installed(dep, chosen)
     total = 2 * len(chosen)    # a restart and a readiness wait per instance: the progress bar's total
     for role, i, inst in chosen:
         label = dep.inv.label(role, i)
@@ -75,6 +76,19 @@ def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decod
                 raise _fail(dep, what, e, done) from None
             done.append(StepRecord(what, time.monotonic() - t0, True))
     return done
+
+
+def _check_installed(dep: Deployment, chosen) -> None:
+    """Refuse before the first stop when a role to restart has no installed definition: stopping the others and
+    then failing to start it would leave the pair down. Raises StepFailed (exit 1)."""
+    missing = []
+    for role, i, inst in chosen:
+        why = dep.services(inst.host).not_installed(dep.inv.service_name(role, i))
+        if why:
+            missing.append(f"{dep.inv.label(role, i)} is not installed ({why})")
+    if missing:
+        raise StepFailed("nothing was stopped: " + "; ".join(missing),
+                         hint="run `pdctl deploy`: it installs every role and starts the pair in order")
 
 
 def ordered_stop(dep: Deployment, *, grace: float = 20.0) -> list[StepRecord]:

@@ -75,6 +75,12 @@ class ServiceManager(ABC):
         """The spec installed now, when the manager can read it back (None: unknown or not installed)."""
         return None
 
+    def not_installed(self, name: str) -> str | None:
+        """Why `name` could not be started because its definition is not on the host (e.g. "spec file X
+        missing"), or None when it is there or the manager cannot tell. Reads only: checked before a restart
+        stops anything."""
+        return None
+
     def restart(self, name: str, *, grace: float = 20.0) -> None:
         self.stop(name, grace=grace)
         self.start(name)

@@ -226,6 +226,10 @@ class PidfileManager(ServiceManager):
         return ServiceSpec(name=name, argv=argv, env=dict(d.get("env") or {}), workdir=d.get("workdir"),
                            description=d.get("description") or "")
 
+    def not_installed(self, name: str) -> str | None:
+        """Raises StepFailed for a corrupt spec (as start would), UnreachableError for a host that did not answer."""
+        return None if self.installed_spec(name) is not None else f"{self.spec_path(name)} missing"
+
     def purge(self, name: str) -> list[str]:
         """Remove the spec, pidfile and log of a stopped service (the log may hold what secrets masking missed)."""
         if self.status(name).active:

@@ -200,6 +200,10 @@ class SystemdManager(ServiceManager):
         raw = self.t.read_file(self.unit_path(name), timeout=self.command_timeout)
         return spec_from_unit(name, raw.decode(errors="replace")) if raw else None
 
+    def not_installed(self, name: str) -> str | None:
+        present = self.t.read_file(self.unit_path(name), timeout=self.command_timeout) is not None
+        return None if present else f"unit file {self.unit_path(name)} missing"
+
     def is_current(self, spec: ServiceSpec) -> bool:
         current = self.t.read_file(self.unit_path(spec.name), timeout=self.command_timeout)
         return current is not None and current.decode(errors="replace") == self._render(spec)

@@ -220,3 +220,32 @@ def test_a_signal_right_after_a_launch_never_leaves_a_running_role_recorded_as_s
                 os.killpg(pid, signal.SIGKILL)      # setsid: pid == group, the sleep child included
             except ProcessLookupError:
                 pass
+
+
+def test_a_restart_with_a_role_not_installed_stops_nothing(sleepy):
+    """All three roles run (real detached processes under the pidfile manager); router's installed spec is gone.
+    The restart refuses before the first stop, naming router and `pdctl deploy`."""
+    from pdctl import launch
+    from pdctl.inventory import load_inventory
+    from pdctl.services.pidfile import PidfileManager
+    from pdctl.transport.local import LocalTransport
+
+    st = sleepy["state"]
+    inv_path = _inventory(sleepy["tmp"], ready_timeout=1)    # were anything restarted, it would fail fast
+    inv = load_inventory(inv_path)
+    mgr = PidfileManager(LocalTransport("local"), str(st / "pdctl"))
+    for role, i, _ in inv.instances():
+        mgr.install(launch.service_spec(inv, role, i, python=str(sleepy["tmp"] / "fake-python")))
+        mgr.start(inv.service_name(role, i))
+    before = {p.name: json.loads(p.read_text())["pid"] for p in (st / "pdctl").glob("*.pid")}
+    assert len(before) == 3
+    (st / "pdctl" / f"{inv.service_name('router', 0)}.json").unlink()
+
+    r = pdctl(["restart", "--pair", "--no-verify", "-i", str(inv_path)], state=st, timeout=60)
+    assert r.code == 1, r.output
+    assert "nothing was stopped" in r.stderr and "router[0]" in r.stderr and "is not installed" in r.stderr
+    assert "pdctl deploy" in r.stderr and "Traceback" not in r.output
+    after = {p.name: json.loads(p.read_text())["pid"] for p in (st / "pdctl").glob("*.pid")}
+    assert after == before
+    assert all(mgr.status(inv.service_name(role, i)).active for role, i, _ in inv.instances())
+    assert not _lock_dir(st).exists()
