@@ -14,13 +14,16 @@ from typing import Any, Iterable, Mapping
 MASK = "***"
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 _BENIGN = re.compile(r"TOKENS|TOKENIZER")
-#: values shorter than this are not scrubbed from free text (masking "1" or "on" everywhere would destroy it)
+#: declared secret values shorter than this are scrubbed from free text only as whole tokens (masking every "on"
+#: inside words would destroy the text)
 MIN_SCRUB_LEN = 4
+_SHORT_PLAIN = re.compile(r"\d+|true|false|yes|no|on|off", re.I)
 
-_ENV_ASSIGN = re.compile(r"(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s]*)")
+# a value unquoted ends at a quote: `"HF_TOKEN=x",` in a JSON text keeps its `",`; `--api-key=` is a flag's
+_ENV_ASSIGN = re.compile(r"(?P<name>(?<![\w-])[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']*)")
 # a flag and its value; the value may start with "-" (a secret flag's value is whatever follows it), so the value is
 # matched in a lookahead and only a secret-named flag's value is replaced (`_mask_flag_values`)
-_FLAG_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?=(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s]+))")
+_FLAG_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?=(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+))")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -40,11 +43,24 @@ def mask_value(value: str | None, name: str | None = None) -> str | None:
     return MASK
 
 
-def mask_env(env: Mapping[str, str] | None) -> dict[str, str]:
-    """A copy of `env` with the values of secret-looking names replaced by MASK."""
+def mask_env(env: Mapping[str, str] | None, secrets: Iterable[str] = ()) -> dict[str, str]:
+    """A copy of `env` with the values of secret-looking names replaced by MASK, and every one of `secrets` (the
+    declared secret values) scrubbed from the names and the other values too: `ZZ_<secret>=1` -> `ZZ_***=1`."""
     if not env:
         return {}
-    return {k: (mask_value(str(v), k) if v is not None else v) for k, v in env.items()}
+    known = [str(s) for s in secrets if s]
+    out: dict[str, str] = {}
+    for k, v in env.items():
+        val = mask_value(str(v), k) if v is not None else v
+        name = mask_text(str(k), known) if known else k
+        if known and val and val != MASK:
+            val = mask_text(val, known)
+        shown, n = name, 1
+        while shown in out:     # two names that differ only by a secret stay two entries
+            n += 1
+            shown = f"{name}#{n}"
+        out[shown] = val
+    return out
 
 
 def _is_flag(a: str) -> bool:
@@ -136,12 +152,18 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with every known secret value replaced by MASK, and also any `SECRET_NAME=value` assignment and
     `--secret-flag value` / `--secret-flag=value` found in it (log tails, shell command lines, error messages).
 
-    Values shorter than MIN_SCRUB_LEN characters are not scrubbed by value (they still are by name)."""
+    `secrets` are declared values, masked whatever their length: one of MIN_SCRUB_LEN characters or more wherever it
+    appears, a shorter one where it stands as a whole token (not inside a word: secret `abc` masks `key abc` and
+    `x=abc`, not `abcdef`), so that a short secret does not eat every such letter of the text. A short bare number or
+    switch word (`1`, `200`, `on`: `SOME_AUTH_FLAG=1`) is not scrubbed by value: it would mask every step number,
+    count and status on the screen while hiding nothing guessable; it is masked by its name as always."""
     if not text:
         return text
     for s in sorted({str(s) for s in secrets if s}, key=len, reverse=True):
         if len(s) >= MIN_SCRUB_LEN:
             text = text.replace(s, MASK)
+        elif not _SHORT_PLAIN.fullmatch(s):
+            text = re.sub(rf"(?<![\w-]){re.escape(s)}(?![\w-])", MASK, text)
 
     def env_sub(m: re.Match) -> str:
         if is_secret_name(m.group("name")) and m.group("value") not in ("", MASK):

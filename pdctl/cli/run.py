@@ -17,10 +17,14 @@ def run(
     inventory: InventoryOpt = None,
     var: Annotated[Optional[list[str]], typer.Option(
         "--var", help="Set a playbook variable: NAME=VALUE (repeatable; VALUE read as YAML). A NAME that looks "
-                      "secret (TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL, AUTH) is masked like --secret-var.")] = None,
+                      "secret (TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL, AUTH) is text as given and masked like "
+                      "--secret-var.")] = None,
     secret_var: Annotated[Optional[list[str]], typer.Option(
-        "--secret-var", help="Set a playbook variable whose value is secret: NAME=VALUE (repeatable). Its value "
-                             "is masked wherever it would show: plan, step lines, --json, audit log.")] = None,
+        "--secret-var", help="Set a playbook variable whose value is secret: NAME=VALUE (repeatable). VALUE is "
+                             "text exactly as given (never read as YAML: 0777 stays 0777). It is masked wherever "
+                             "it would show: plan, step lines, --json, audit log; a value under 4 characters "
+                             "where it stands as a whole word (not inside one), except a bare number or "
+                             "true/false/yes/no/on/off of that length.")] = None,
     apply: Annotated[bool, typer.Option(
         "--apply", help="Let steps marked `when: apply` run (e.g. the co-restart of stall-triage).")] = False,
     dry_run: DryRunOpt = False,
@@ -38,7 +42,7 @@ def run(
 
     try:
         cli_vars = parse_cli_vars(var)
-        secret_vars = parse_cli_vars(secret_var, "--secret-var")
+        secret_vars = parse_cli_vars(secret_var, "--secret-var", secret=True)
     except ValueError as e:
         raise UsageError(str(e)) from None
     cli_vars.update(secret_vars)

@@ -15,7 +15,7 @@ from pdctl.errors import StepFailed
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
-from pdctl.secrets import mask_argv, mask_env
+from pdctl.secrets import mask_argv, mask_env, secret_values
 from pdctl.services.base import spec_changes
 from pdctl.serialize import to_data
 
@@ -50,7 +50,13 @@ class DeployPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {"action": self.action, "reason": self.reason, "from_hosts": self.from_hosts,
-                "roles": [{**r.__dict__, "argv": mask_argv(r.argv), "env": mask_env(r.env)} for r in self.roles]}
+                "roles": [_masked(r) for r in self.roles]}
+
+
+def _masked(r: RolePlan) -> dict[str, Any]:
+    """A role's plan for JSON: its own secret values scrubbed from argv, env values and env names alike."""
+    secrets = secret_values(r.env, r.argv)
+    return {**r.__dict__, "argv": mask_argv(r.argv, secrets), "env": mask_env(r.env, secrets)}
 
 
 @dataclass

@@ -90,7 +90,7 @@ def _rendered(inv: Inventory, role: str, index: int, python: str, source: str) -
     return RenderedRole(
         label=inv.label(role, index), role=role, index=index, host=inst.host, service=spec.name,
         manager=host.service_manager, python=python, python_source=source,
-        argv=mask_argv(list(spec.argv), secrets), env=mask_env(spec.env), path=path,
+        argv=mask_argv(list(spec.argv), secrets), env=mask_env(spec.env, secrets), path=path,
         text=mask_text(text, secrets), launcher=launcher, problem=problem)
 
 

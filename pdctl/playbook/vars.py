@@ -19,10 +19,14 @@ class VarError(ValueError):
     """An unknown or unusable `${name}`."""
 
 
-def parse_cli_vars(items: list[str] | None, option: str = "--var") -> dict[str, Any]:
-    """`["k=v", ...]` -> {k: v}, each value read as YAML (10 -> int, true -> bool, text -> str). Raises ValueError
+def parse_cli_vars(items: list[str] | None, option: str = "--var", *, secret: bool = False) -> dict[str, Any]:
+    """`["k=v", ...]` -> {k: v}, each value read as YAML (10 -> int, true -> bool, text -> str), except a secret's
+    (`secret`: --secret-var, or a secret-looking name), which is the text exactly as given: YAML would turn `0777`
+    into 511 and `0x1F` into 31, a different secret that masking by value would then miss. Raises ValueError
     naming `option` and the var, never the value (it may be a secret)."""
     import yaml
+
+    from pdctl.secrets import is_secret_name
 
     out: dict[str, Any] = {}
     for item in items or []:
@@ -34,6 +38,9 @@ def parse_cli_vars(items: list[str] | None, option: str = "--var") -> dict[str, 
             raise ValueError(f"{option} {k!r}=...: {k!r} is not a valid name")
         if k == "apply":
             raise ValueError(f"{option} apply=...: use the --apply flag")
+        if secret or is_secret_name(k):
+            out[k] = v
+            continue
         try:
             out[k] = yaml.safe_load(v) if v.strip() else ""
         except yaml.YAMLError:

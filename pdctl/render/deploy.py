@@ -9,18 +9,19 @@ from pdctl.render.tables import steps_table
 
 
 def deploy_plan(plan) -> None:
-    from pdctl.secrets import mask_argv, mask_env
+    from pdctl.secrets import mask_argv, mask_env, secret_values
     from pdctl.shell import quote_argv
 
     c = render.console()
     for r in plan.roles:
         state = ("changed" if r.changed else "unchanged") + (", running" if r.running else ", not running")
         c.print(Text(f"{r.label}  service {r.service}  [{state}]", style="bold"))
-        env = mask_env(r.env)
+        secrets = secret_values(r.env, r.argv)    # scrubbed from env names and other values too
+        env = mask_env(r.env, secrets)
         if env:
             c.print(Text("  env: " + " ".join(f"{k}={v}" for k, v in env.items())), soft_wrap=True)
         # soft_wrap: a command line stays one line, so it can be copied or grepped whatever the width
-        c.print(Text("  " + quote_argv(mask_argv(r.argv))), soft_wrap=True)
+        c.print(Text("  " + quote_argv(mask_argv(r.argv, secrets))), soft_wrap=True)
         for change in r.changes:
             c.print(Text(f"  change: {change}", style="yellow"))
     c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
