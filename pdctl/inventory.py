@@ -33,8 +33,10 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # a shell identifier: the nam
 
 def env_as_text(v: Any) -> Any:
     """An env mapping as name -> text, validated before anything acts on it: names must be shell identifiers;
-    values must be scalars (str, int, float, bool; empty for null) without a NUL. A list, a mapping, a date or
-    bytes would silently become their Python repr, so they are refused. Raises ValueError naming the variable."""
+    values must be scalars (str, int, float, bool) without a NUL. A list, a mapping, a date or bytes would silently
+    become their Python repr, and null (`X:` with nothing after it) an empty value, so they are refused. Booleans
+    are `true`/`false`, the spelling SGLang's env parsers (get_bool_env_var, environ.EnvBool) read after
+    lowercasing; numbers keep Python's text (1.5, 1e-05). Raises ValueError naming the variable."""
     if not isinstance(v, dict):
         return v
     out = {}
@@ -42,10 +44,12 @@ def env_as_text(v: Any) -> Any:
         if not isinstance(k, str) or not ENV_NAME.fullmatch(k):
             raise ValueError(f"env name {k!r} is not a shell identifier (letters, digits and _, not starting "
                              "with a digit)")
-        if val is not None and not isinstance(val, (str, int, float, bool)):
+        if val is None:
+            raise ValueError(f'env {k}: null is not a value; write an empty string "" if that is meant')
+        if not isinstance(val, (str, int, float, bool)):
             raise ValueError(f"env {k}: the value must be a string, number or boolean, got "
                              f"{type(val).__name__} {repr(val)[:60]}; quote it to pass it as text")
-        text = "" if val is None else str(val)
+        text = ("true" if val else "false") if isinstance(val, bool) else str(val)
         if "\0" in text:
             raise ValueError(f"env {k}: the value contains a NUL character")
         out[k] = text

@@ -167,9 +167,29 @@ def test_launch_flag_value_with_a_nul_is_refused():
     assert "roles.decode.0.args" in e.value.message and "NUL" in e.value.message
 
 
-def test_scalar_env_values_become_text_and_null_is_empty():
-    inv = parse_inventory(_with_env("decode", {"_A1": 0, "B": 1.5, "C": True, "D": None, "E": "x y"}), "ok.yaml")
-    assert inv.roles.decode[0].env == {"_A1": "0", "B": "1.5", "C": "True", "D": "", "E": "x y"}
+def test_scalar_env_values_become_text_with_booleans_as_sglang_spells_them():
+    env = {"_A1": 0, "B": 1.5, "C": True, "D": False, "E": "x y", "F": "", "G": 1e-5, "H": "null", "I": "True"}
+    inv = parse_inventory(_with_env("decode", env), "ok.yaml")
+    assert inv.roles.decode[0].env == {"_A1": "0", "B": "1.5", "C": "true", "D": "false", "E": "x y", "F": "",
+                                       "G": "1e-05", "H": "null", "I": "True"}   # text stays as written
+
+
+def test_a_null_env_value_is_refused_naming_the_variable(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from pdctl.cli.app import app
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_with_env("decode", {"OK": "1", "X": None}), "bad.yaml")
+    assert "roles.decode.0.env" in e.value.message and "env X: null is not a value" in e.value.message
+    assert 'write an empty string ""' in e.value.message
+    p = tmp_path / "inv.yaml"
+    p.write_text("roles:\n  prefill: [{port: 30000}]\n  decode: [{port: 30002, env: {X: }}]\n"
+                 "  router: [{port: 30001}]\n")
+    r = CliRunner().invoke(app, ["deploy", "--dry-run", "-i", str(p)])
+    assert r.exit_code == 2 and str(p) in r.output and "env X: null" in r.output, r.output
 
 
 def test_env_list_written_in_yaml_is_refused_at_load(tmp_path):
