@@ -9,9 +9,11 @@ Any other exception is a bug or a caller's own decision to stop, and propagates.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Sequence, TypeVar
 
 from pdctl.errors import PdctlError, RefusedError, UnreachableError
 
@@ -19,6 +21,65 @@ T = TypeVar("T")
 K = TypeVar("K")
 
 MAX_PARALLEL = 8   # concurrent SSH sessions/HTTP probes per command: enough for a rack, gentle on a bastion
+
+
+class DaemonPool:
+    """At most `max_workers` daemon threads running submitted calls; `submit` returns a concurrent.futures
+    Future. Leaving the `with` block on an exception (Ctrl-C, SIGTERM) cancels what has not started and returns at
+    once: the calls still running (HTTP requests, remote commands, each bounded by its own timeout) are left to
+    finish unseen, and the process may exit meanwhile. ThreadPoolExecutor would not allow that: its `with` waits
+    for them, and its threads are joined at interpreter exit (threading._register_atexit), so an interrupted
+    command would still wait for its slowest request. The calls never print; their outcome only reaches their
+    Future."""
+
+    def __init__(self, max_workers: int):
+        self._max = max(1, max_workers)
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        fut: Future = Future()
+        self._tasks.put((fut, fn, args))
+        if len(self._threads) < self._max:
+            th = threading.Thread(target=self._work, name="pdctl-pool", daemon=True)
+            self._threads.append(th)
+            th.start()
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            fut, fn, args = task
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:   # reaches whoever waits on the future, never the screen
+                fut.set_exception(e)
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            while True:
+                try:
+                    task = self._tasks.get_nowait()
+                except queue.Empty:
+                    break
+                if task is not None:
+                    task[0].cancel()
+        for _ in self._threads:
+            self._tasks.put(None)
+        if wait:
+            for th in self._threads:
+                th.join()
+
+    def __enter__(self) -> "DaemonPool":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        # on an interrupt or an error: stop waiting now (the exception goes on unwinding)
+        self.shutdown(wait=exc_type is None, cancel_futures=exc_type is not None)
 
 
 @dataclass
@@ -45,7 +106,7 @@ def fan_out(items: Sequence[tuple[str, K]], fn: Callable[[K], T], *, bound: int 
         except (UnreachableError, RefusedError) as e:
             return None, e
 
-    with ThreadPoolExecutor(max_workers=max(1, min(bound, len(items)))) as ex:
+    with DaemonPool(min(bound, len(items))) as ex:
         futs = [(label, key, ex.submit(one, key)) for label, key in items]
         out = []
         for label, key, f in futs:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,7 +274,10 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
 
 def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[str, ...]) -> None:
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=4) as ex:
+    from pdctl.ops.fanout import DaemonPool
+
+    # daemon threads: an interrupt stops the wait at once, not after the slowest probe (DaemonPool says why)
+    with DaemonPool(4) as ex:
         futs = {}
         if "health" in layers:
             futs["health"] = ex.submit(_health_layer, dep)
