@@ -141,7 +141,8 @@ def test_run_records_carry_the_inventory_name(log, monkeypatch):
     assert CliRunner().invoke(app, ["run", str(pb)]).exit_code == 0
     rec = json.loads(log["path"].read_text().splitlines()[0])
     assert rec["inventory_name"] == "local"
-    assert [x["action"] for x in json.loads(_history("--json", "-i", "local").stdout)["records"]] == ["run t"]
+    recs = json.loads(_history("--json", "-i", "local").stdout)["records"]     # --json: raw lines, started first
+    assert [(x["action"], x["result"]) for x in recs] == [("run t", "started"), ("run t", "ok")]
 
 
 @pytest.mark.parametrize("record, want", [
