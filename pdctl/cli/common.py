@@ -194,8 +194,11 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
                             e.hint or _usage_hint(e), json_out=json_out)
         raise typer.Exit(code) from None
     except KeyboardInterrupt as e:
-        report_error("interrupted", INTERRUPTED_EXIT,
-                     f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}",
+        message = f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}"
+        states = getattr(e, "role_states", None)    # read for the audit record by deploy and restart
+        if isinstance(states, dict) and states:
+            message += "\nstate of each role now:" + "".join(f"\n  {k}: {v}" for k, v in states.items())
+        report_error("interrupted", INTERRUPTED_EXIT, message,
                      "it stopped at a safe point: a mutating action released its lock and recorded where "
                      "it stopped (see `pdctl history` and `pdctl status`)", json_out=json_out)
         raise typer.Exit(INTERRUPTED_EXIT) from None

@@ -13,7 +13,7 @@ from typing import Any
 from pdctl import audit, launch
 from pdctl.errors import StepFailed
 from pdctl.ops.context import Deployment, deployment_lock
-from pdctl.ops.sequence import StepRecord, ordered_restart, role_states
+from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
 from pdctl.secrets import mask_argv, mask_env, secret_values
 from pdctl.services.base import spec_changes
@@ -120,8 +120,10 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> De
     taken over from a dead holder is said, audited and a warning of the result."""
     if dry_run:
         return DeployResult(plan_deploy(dep))
-    with audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False}, mark_start=True,
-                       states=lambda: role_states(dep)) as rec, \
+    states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
+    with states.carried(), \
+            audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False}, mark_start=True,
+                          states=states) as rec, \
             deployment_lock(dep, "deploy", run=rec.run, states=lambda: role_states(dep)) as lock:
         result = DeployResult(plan_deploy(dep))   # observed under the lock: nobody changes it meanwhile
         if lock.took_over:

@@ -13,7 +13,7 @@ from typing import Any
 from pdctl import audit
 from pdctl.errors import HazardRefused
 from pdctl.ops.context import Deployment, deployment_lock
-from pdctl.ops.sequence import StepRecord, ordered_restart, role_states
+from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
 from pdctl.serialize import to_data
 
@@ -76,8 +76,9 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
         _judge_hazard(dep, result, override_hazard)
         return result
     action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
-    with audit.audited(action, inventory=dep.inv.source, mark_start=True, states=lambda: role_states(dep),
-                       args={"roles": list(roles), "override_hazard": override_hazard}) as rec:
+    states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
+    with states.carried(), audit.audited(action, inventory=dep.inv.source, mark_start=True, states=states,
+                                         args={"roles": list(roles), "override_hazard": override_hazard}) as rec:
         with deployment_lock(dep, action, run=rec.run, states=lambda: role_states(dep)) as lock:
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")

@@ -7,7 +7,9 @@ what state every role is in at that moment, so the operator knows exactly where 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from pdctl.errors import PdctlError, StepFailed, UnreachableError
 from pdctl.ops.context import Deployment
@@ -38,6 +40,29 @@ def role_states(dep: Deployment) -> dict[str, str]:
         else:
             out[label] = f"stopped{f' ({st.detail})' if st.detail else ''}"
     return out
+
+
+class StatesAtInterrupt:
+    """`role_states(dep)` as the audit record of an interrupt reads them (pass it as `audited(states=...)`);
+    inside `carried()`, an interrupt leaving the block carries the last states read as `role_states`, so the
+    screen can show what the record says without asking every host again."""
+
+    def __init__(self, dep: Deployment):
+        self.dep = dep
+        self.seen: dict[str, str] | None = None
+
+    def __call__(self) -> dict[str, str]:
+        self.seen = role_states(self.dep)
+        return self.seen
+
+    @contextmanager
+    def carried(self) -> Iterator[None]:
+        try:
+            yield
+        except KeyboardInterrupt as e:
+            if self.seen is not None:
+                e.role_states = self.seen    # type: ignore[attr-defined]
+            raise
 
 
 def _fail(dep: Deployment, step: str, err: Exception, done: list[StepRecord]) -> StepFailed:

@@ -249,3 +249,28 @@ def test_a_restart_with_a_role_not_installed_stops_nothing(sleepy):
     assert after == before
     assert all(mgr.status(inv.service_name(role, i)).active for role, i, _ in inv.instances())
     assert not _lock_dir(st).exists()
+
+
+@pytest.mark.parametrize("command", [["deploy"], ["restart", "--pair", "--no-verify"]])
+def test_the_interrupt_message_lists_each_roles_state_as_the_record_does(sleepy, command):
+    from pdctl import launch
+    from pdctl.inventory import load_inventory
+    from pdctl.services.pidfile import PidfileManager
+    from pdctl.transport.local import LocalTransport
+
+    st = sleepy["state"]
+    inv = load_inventory(sleepy["inv"])
+    mgr = PidfileManager(LocalTransport("local"), str(st / "pdctl"))
+    for role, i, _ in inv.instances():        # installed (not running), as a restart needs
+        mgr.install(launch.service_spec(inv, role, i, python=str(sleepy["tmp"] / "fake-python")))
+    p = sleepy["start"](*command, "-i", str(sleepy["inv"]))
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=20)
+    assert p.returncode == 130, err
+    end = _records(st)[-1]
+    assert end["result"] == "interrupted by SIGTERM"
+    shown = err[err.index("interrupted by SIGTERM"):]
+    assert "state of each role now:" in shown
+    for label, state in end["roles"].items():        # the same states on the screen as in the audit record
+        assert f"  {label}: {state.split(' (')[0]}" in shown, (label, state, shown)
+    assert _state_of(end["roles"], "prefill[0]").startswith("running")
