@@ -6,67 +6,18 @@ from __future__ import annotations
 
 import functools
 import os
-import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from pdctl.errors import UsageError
+from pdctl.safe_read import MAX_INPUT_BYTES, read_input_text
 
-MAX_INPUT_BYTES = 1 << 20      # an inventory or playbook is a few KiB; anything bigger is the wrong file
+__all__ = ["MAX_INPUT_BYTES", "load_yaml", "plain_problem", "read_input_text"]
 
-
-def read_input_text(path: str | os.PathLike, error: type[UsageError], what: str) -> str:
-    """The UTF-8 text of the regular file at `path`. Refuses, without opening it for reading, a FIFO (opening one
-    blocks), a device (/dev/zero never ends), a directory or a socket; refuses a file over MAX_INPUT_BYTES or not
-    UTF-8. Raises `error` (exit 2) naming the file."""
-    p = Path(path)
-    try:
-        st = os.stat(p)
-    except OSError as e:
-        raise error(f"{p}: cannot read {what}: {e.strerror}") from None
-    _check_regular(p, st, error, what)
-    try:
-        # O_NONBLOCK: should the path turn into a FIFO after the stat, open still returns at once
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError as e:
-        raise error(f"{p}: cannot read {what}: {e.strerror}") from None
-    try:
-        _check_regular(p, os.fstat(fd), error, what)
-        chunks, size = [], 0
-        while size <= MAX_INPUT_BYTES:
-            chunk = os.read(fd, MAX_INPUT_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as e:
-        raise error(f"{p}: cannot read {what}: {e.strerror}") from None
-    finally:
-        os.close(fd)
-    data = b"".join(chunks)
-    if len(data) > MAX_INPUT_BYTES:
-        raise error(_too_big(p, what))
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise error(f"{p}: not UTF-8 text (byte 0x{data[e.start]:02x} at byte offset {e.start}); "
-                    f"save the {what} as UTF-8") from None
-
-
-def _check_regular(p: Path, st: os.stat_result, error: type[UsageError], what: str) -> None:
-    mode = st.st_mode
-    if stat.S_ISREG(mode):
-        if st.st_size > MAX_INPUT_BYTES:
-            raise error(_too_big(p, what))
-        return
-    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "not a regular file")
-    raise error(f"{p}: is {kind}, not a regular file; give the {what} file itself")
-
-
-def _too_big(p: Path, what: str) -> str:
-    return f"{p}: larger than the {MAX_INPUT_BYTES // (1 << 20)} MiB limit for {what} files; is it the right file?"
+#: a reference bomb ("billion laughs": aliases of aliases) is a few hundred bytes that expand to 10^9 nodes; an
+#: inventory or playbook uses an alias a handful of times (`<<: *defaults`)
+MAX_ALIAS_USES = 10_000
+MAX_ALIAS_NODES = 100_000      # nodes that aliases add once expanded, beyond the document's own
 
 
 def load_yaml(path: str | os.PathLike, error: type[UsageError], what: str) -> Any:
@@ -89,6 +40,42 @@ def load_yaml(path: str | os.PathLike, error: type[UsageError], what: str) -> An
         raise error(f"{p}:{where}{prefix} {problem}") from None
     except RecursionError:
         raise error(f"{p}: nested too deeply for {what} files") from None
+    except _AliasBomb as e:
+        raise error(f"{p}: {e}; write the values out instead of nesting aliases") from None
+
+
+class _AliasBomb(Exception):
+    """The document's aliases expand to more than the caps allow (message: by how much)."""
+
+
+def _check_expansion(root, alias_uses: int) -> None:
+    """Raise _AliasBomb when the composed document `root` (aliases are shared nodes) would expand to more than
+    MAX_ALIAS_NODES nodes beyond its own, or refers to itself. Walks each distinct node once."""
+    if alias_uses > MAX_ALIAS_USES:
+        raise _AliasBomb(f"too many YAML aliases: more than {MAX_ALIAS_USES} alias uses")
+    sizes: dict[int, int] = {}      # id(node) -> expanded size; -1 while the node is being walked
+    distinct = 0
+
+    def size(node) -> int:
+        nonlocal distinct
+        known = sizes.get(id(node))
+        if known == -1:
+            raise _AliasBomb("a YAML alias refers to a node that contains it")
+        if known is not None:
+            return known
+        sizes[id(node)] = -1
+        distinct += 1
+        # a scalar's value is its text, a sequence's its nodes, a mapping's its (key, value) node pairs
+        items = [] if isinstance(node.value, str) else node.value
+        total = 1 + sum(size(c) for item in items for c in (item if isinstance(item, tuple) else (item,)))
+        if total - distinct > MAX_ALIAS_NODES:
+            raise _AliasBomb(f"too many YAML aliases: they expand to more than {MAX_ALIAS_NODES} nodes beyond the "
+                             "document's own (a reference bomb?)")
+        sizes[id(node)] = total
+        return total
+
+    if root is not None:
+        size(root)
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,6 +85,19 @@ def _unique_key_loader() -> type:
     from yaml.constructor import ConstructorError
 
     class UniqueKeyLoader(yaml.SafeLoader):
+        alias_uses = 0
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                self.alias_uses += 1
+            return super().compose_node(parent, index)
+
+        def compose_document(self):
+            # aliases are shared nodes here; checked before anything (construction, validation) walks them
+            node = super().compose_document()
+            _check_expansion(node, self.alias_uses)
+            return node
+
         def construct_mapping(self, node, deep=False):
             if isinstance(node, yaml.MappingNode):
                 seen: dict[Any, int] = {}
@@ -119,12 +119,30 @@ def _unique_key_loader() -> type:
     return UniqueKeyLoader
 
 
-def plain_problem(error: dict[str, Any]) -> tuple[str, str]:
+def plain_problem(error: dict[str, Any], *, secret: Callable[[str], bool] | None = None,
+                  secrets: Iterable[str] = ()) -> tuple[str, str]:
     """(what is wrong, " (got VALUE)" or "") for one entry of pydantic's `ValidationError.errors()`, in words an
-    operator reads: "required field is missing", "unknown field", or pydantic's message without its prefix."""
+    operator reads: "required field is missing", "unknown field", or pydantic's message without its prefix.
+
+    Never shows a secret: the value of a field whose name (any part of its location) satisfies `secret` (default:
+    a secret-looking name, `is_secret_name`) is MASK, and `secrets` (declared secret values) and secret-looking
+    `NAME=value` / `--flag value` texts are scrubbed from both parts (`mask_text`)."""
+    from pdctl.secrets import MASK, MIN_SCRUB_LEN, is_secret_name, mask_text
+
+    secret = secret or is_secret_name
     kind = error["type"]
     msg = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
         kind, error["msg"].removeprefix("Value error, "))
     got = error.get("input")
-    got_txt = "" if kind == "missing" or isinstance(got, (dict, list)) else f" (got {got!r})"
-    return msg, got_txt
+    scrub = {str(s) for s in secrets if s}
+    if kind == "missing" or isinstance(got, (dict, list, tuple, set, frozenset)):
+        got_txt = ""
+    elif got not in (None, "", False) and any(secret(str(p)) for p in error.get("loc", ())):
+        got_txt = f" (got {MASK})"
+        if isinstance(got, str) and len(got) >= MIN_SCRUB_LEN:    # a validator's message may quote it
+            scrub.add(got)
+    elif isinstance(got, str):  # scrubbed before repr() quotes it: a masked `NAME=value` keeps its closing quote
+        got_txt = f" (got {mask_text(got, scrub)!r})"
+    else:
+        got_txt = f" (got {mask_text(repr(got), scrub)})"
+    return mask_text(msg, scrub), got_txt

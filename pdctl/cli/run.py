@@ -38,6 +38,7 @@ def run(
     from pdctl.inventory import load_inventory
     from pdctl.playbook import runner
     from pdctl.playbook.schema import load_playbook, resolve_playbook
+    from pdctl.playbook.steps import inventory_secrets
     from pdctl.playbook.vars import parse_cli_vars
 
     try:
@@ -46,8 +47,8 @@ def run(
     except ValueError as e:
         raise UsageError(str(e)) from None
     cli_vars.update(secret_vars)
-    pb = load_playbook(resolve_playbook(playbook))
-    inv = load_inventory(inventory)
+    inv = load_inventory(inventory)     # first: the playbook's messages are scrubbed of its declared secrets
+    pb = load_playbook(resolve_playbook(playbook), inventory_secrets(inv))
     p = runner.plan(pb, inv, cli_vars=cli_vars, apply=apply, secret_vars=set(secret_vars))
     if dry_run:
         if json_out:

@@ -80,11 +80,11 @@ def _raw_step_name(data: Any, i: int) -> str | None:
         return None
 
 
-def _format_pydantic(source: str, data: Any, err: ValidationError) -> list[str]:
+def _format_pydantic(source: str, data: Any, err: ValidationError, secrets: frozenset[str]) -> list[str]:
     lines = []
     for e in err.errors():
         loc = list(e["loc"])
-        msg, got_txt = plain_problem(e)
+        msg, got_txt = plain_problem(e, secrets=secrets)
         if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
             # on_failure's union reports one error per branch; name the field once, plainly.
             field = ".".join(str(p) for p in loc[2:] if not str(p).startswith(("literal[", "RunHandler")))
@@ -140,27 +140,29 @@ def check_playbook(pb: Playbook) -> list[str]:
     return problems
 
 
-def parse_playbook(data: Any, source: str) -> Playbook:
-    """Validate a mapping as a playbook. Raises PlaybookError naming `source`, each bad step and field."""
+def parse_playbook(data: Any, source: str, secrets: frozenset[str] = frozenset()) -> Playbook:
+    """Validate a mapping as a playbook. Raises PlaybookError naming `source`, each bad step and field; a value in
+    a message is masked when its field looks secret or it holds one of `secrets` (the inventory's declared ones)."""
+    from pdctl.secrets import mask_text
     if not isinstance(data, dict):
         raise PlaybookError(f"{source}: invalid playbook\n  expected a mapping at the top level, "
                             f"got {type(data).__name__}")
     try:
         pb = Playbook.model_validate(data)
     except ValidationError as err:
-        raise PlaybookError("\n".join([f"{source}: invalid playbook"] + _format_pydantic(source, data, err)),
+        raise PlaybookError("\n".join([f"{source}: invalid playbook"] + _format_pydantic(source, data, err, secrets)),
                             hint="see docs/playbooks/README.md for the playbook format") from None
     pb.source = source
-    problems = check_playbook(pb)
+    problems = [mask_text(line, secrets) for line in check_playbook(pb)]
     if problems:
         raise PlaybookError("\n".join([f"{source}: invalid playbook"] + problems),
                             hint="see docs/playbooks/README.md for the playbook format")
     return pb
 
 
-def load_playbook(path: str | Path) -> Playbook:
-    """Read, parse and check the playbook file at `path`. Raises PlaybookError."""
-    return parse_playbook(load_yaml(path, PlaybookError, "playbook"), str(Path(path)))
+def load_playbook(path: str | Path, secrets: frozenset[str] = frozenset()) -> Playbook:
+    """Read, parse and check the playbook file at `path` (`secrets`: as parse_playbook). Raises PlaybookError."""
+    return parse_playbook(load_yaml(path, PlaybookError, "playbook"), str(Path(path)), frozenset(secrets))
 
 
 # -- finding a playbook by name -------------------------------------------------------------------------------
@@ -189,7 +191,8 @@ def shipped_playbooks() -> dict[str, Path]:
 
 
 def resolve_playbook(ref: str) -> Path:
-    """A path to an existing file, else the shipped playbook of that name. Raises PlaybookError (exit 2)."""
+    """A path to an existing file, else the shipped playbook of that name. Raises PlaybookError (exit 2). A path
+    that exists but is no regular file (a FIFO, a device, a directory) is returned: the reader says what it is."""
     p = Path(ref)
     if p.is_file():
         return p
@@ -198,7 +201,11 @@ def resolve_playbook(ref: str) -> Path:
         shipped = shipped_playbooks()
         if name in shipped:
             return shipped[name]
+        if p.exists():
+            return p
         names = ", ".join(sorted(shipped)) or "none found"
         raise PlaybookError(f"{ref}: no such file and no shipped playbook of that name (shipped: {names})",
                             hint="looked in: " + ", ".join(str(d) for d in shipped_dirs()))
+    if p.exists():
+        return p
     raise PlaybookError(f"{ref}: no such playbook file")

@@ -14,11 +14,14 @@ from pydantic import BaseModel, ValidationError
 
 from pdctl.errors import PdctlError
 from pdctl.playbook.outcome import ArgProblems, RunContext, StepKind, StepOutcome
+from pdctl.yamlfile import plain_problem
 
 
-def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool) -> ArgProblems:
+def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool,
+               secrets: frozenset[str] = frozenset()) -> ArgProblems:
     """(field, problem) for the args. Without values (load time, `${...}` not yet substituted) only keys are
-    checked; with values the whole model is validated. Then the kind's own `also_check`, if any."""
+    checked; with values the whole model is validated, each value shown scrubbed of `secrets` and never for a
+    secret-looking field (yamlfile.plain_problem). Then the kind's own `also_check`, if any."""
     out: ArgProblems = []
     model = kind.args
     if model.model_config.get("extra") == "forbid":
@@ -34,9 +37,8 @@ def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool) -> Ar
         except ValidationError as err:
             for e in err.errors():
                 loc = ".".join(str(p) for p in e["loc"])
-                msg = e["msg"].removeprefix("Value error, ")
-                out.append((f"args.{loc}" if loc else "args", msg + ("" if e["type"] == "missing" else
-                                                                   f" (got {e.get('input')!r})")))
+                msg, got_txt = plain_problem(e, secrets=secrets)    # a secret-named arg's value is never shown
+                out.append((f"args.{loc}" if loc else "args", msg + got_txt))
     # at load time every problem is listed; with values the kind's own check needs args that validated
     if kind.also_check is not None and not (with_values and out):
         out += kind.also_check(args, with_values)

@@ -153,3 +153,15 @@ def test_deeply_nested_yaml_is_a_usage_error_not_a_recursion_error(tmp_path):
     with pytest.raises(InventoryError) as e:
         load_inventory(p)
     assert str(p) in e.value.message and "nested too deeply" in e.value.message
+
+
+def test_inventory_validation_never_echoes_a_secret_looking_fields_value(tmp_path):
+    p = tmp_path / "inv.yaml"
+    p.write_text(GOOD.replace("{port: 30002}", "{port: 30002, hf_token: hf_LEAK_12345678, api_key: 87654321}")
+                 + "hosts:\n  local: {transport: local, auth: 'HF_TOKEN=abcdefgh'}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(p)
+    msg = e.value.message
+    assert "roles.decode.0.hf_token: unknown field (got ***)" in msg
+    assert "roles.decode.0.api_key: unknown field (got ***)" in msg and "hosts.local.auth: unknown field" in msg
+    assert "hf_LEAK" not in msg and "87654321" not in msg and "abcdefgh" not in msg

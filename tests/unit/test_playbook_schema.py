@@ -165,3 +165,78 @@ def test_shipped_playbooks_dry_run_through_cli(tmp_path, monkeypatch):
         import json
         doc = json.loads(r.stdout)
         assert doc["dry_run"] is True and doc["playbook"] == name
+
+
+# -- validation messages never echo a secret (issue 9, item 4) --------------------------------------------------------
+
+SECRET = "hf_INVSECRET_9876"
+
+
+def _secret_inventory(tmp_path):
+    inv = {"name": "sec", "roles": {"prefill": [{"port": 31000, "bootstrap_port": 9000}],
+                                    "decode": [{"port": 31002, "env": {"HF_TOKEN": SECRET},
+                                                "args": {"--api-key": ["--listkey1", "lk2secret"]}}],
+                                    "router": [{"port": 31001}]}}
+    return _write(tmp_path, inv, "inv.yaml")
+
+
+def test_cli_run_masks_the_inventorys_secrets_in_a_malformed_playbook(tmp_path, monkeypatch):
+    # `command:` written outside `args:` is an unknown field whose value pydantic would echo
+    p = _write(tmp_path, {"name": "t", "steps": [{"name": "lit", "action": "shell", "role": "decode",
+                                                  "command": f"echo {SECRET} lk2secret --listkey1"}]})
+    r = _invoke(["run", str(p), "--dry-run", "-i", str(_secret_inventory(tmp_path))], tmp_path, monkeypatch)
+    assert r.exit_code == 2, r.output
+    assert "step 1 'lit', field 'command': unknown field (got 'echo *** *** ***')" in r.output
+    assert SECRET not in r.output and "lk2secret" not in r.output and "listkey1" not in r.output
+
+
+def test_a_secret_looking_field_is_never_echoed_even_without_an_inventory():
+    msg = _err({"name": "t", "api_token": "tok-12345678",
+                "steps": [{"name": "s", "action": "wait", "args": {"seconds": 1}, "hf_token": 87654321,
+                           "env": "HF_TOKEN=abcdefgh x"}]})
+    assert "field 'api_token': unknown field (got ***)" in msg and "field 'hf_token': unknown field (got ***)" in msg
+    assert "tok-12345678" not in msg and "87654321" not in msg and "abcdefgh" not in msg
+    assert "field 'env': unknown field (got 'HF_TOKEN=*** x')" in msg
+
+
+def test_declared_secrets_are_scrubbed_from_the_cross_step_checks_too():
+    with pytest.raises(PlaybookError) as ei:
+        parse_playbook({"name": "t", "steps": [{"name": "s", "action": "wait", "args": {"seconds": 1},
+                                                "when": f"{SECRET} or x"}]}, "pb.yaml", frozenset({SECRET}))
+    assert "field 'when'" in ei.value.message and SECRET not in ei.value.message
+
+
+def test_arg_values_checked_with_values_mask_declared_secrets_and_secret_named_fields():
+    from pdctl.playbook.kinds import REGISTRY
+    from pdctl.playbook.steps import check_args
+
+    bad = dict(check_args(REGISTRY["shell"], {"role": f"decode-{SECRET}", "command": "true",
+                                              "env": {"API_KEY": 12345678}},
+                          with_values=True, secrets=frozenset({SECRET})))
+    assert "args.role" in bad and "(got 'decode-***')" in bad["args.role"], bad
+    assert bad["args.env.API_KEY"].endswith("(got ***)"), bad
+    assert SECRET not in str(bad) and "12345678" not in str(bad)
+
+
+# -- a playbook path that is a FIFO or a device: the reader's words, not "no such file" (issue 9, item 5) -------------
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_playbook_path_that_is_no_regular_file_says_what_it_is(tmp_path, monkeypatch, kind):
+    import os
+
+    if kind == "fifo":
+        path = tmp_path / "pb.yaml"
+        os.mkfifo(path)          # nobody writes to it: opening it would block forever
+        what = "is a FIFO (named pipe), not a regular file"
+    elif kind == "device":
+        path, what = "/dev/zero", "is a device, not a regular file"
+    else:
+        path, what = tmp_path, "is a directory, not a regular file"
+    assert str(resolve_playbook(str(path))) == str(path)
+    r = _invoke(["run", str(path), "--dry-run"], tmp_path, monkeypatch)
+    assert r.exit_code == 2, r.output
+    assert f"{path}: {what}" in r.output and "no such" not in r.output
+    monkeypatch.chdir(tmp_path)           # a bare name that exists but is no file
+    if kind == "fifo":
+        r = _invoke(["run", "pb.yaml", "--dry-run"], tmp_path, monkeypatch)
+        assert r.exit_code == 2 and f"pb.yaml: {what}" in r.output, r.output
