@@ -1,4 +1,5 @@
-"""SSH host keys: loading known_hosts, the policy for an unknown key, the refusal of a changed one, recording a key.
+"""SSH host keys: loading known_hosts, the policy for an unknown key, the refusal of a changed one, recording a key;
+and reading the other SSH files a host names (ssh_config, the private key) without hanging or crashing on them.
 
 The rule (DESIGN.md): an unknown host key is refused unless the host says `accept_new_host_key: true` (then it is
 appended to that known_hosts file); a changed key is always refused. Fingerprints and known_hosts lines come from
@@ -7,9 +8,11 @@ paramiko (`PKey.fingerprint`, `HostKeyEntry`); paramiko is imported lazily, as i
 
 from __future__ import annotations
 
+import io
 import os
 
-from pdctl.errors import HostKeyRefused
+from pdctl.errors import HostKeyRefused, UsageError
+from pdctl.safe_read import MAX_INPUT_BYTES, read_input_text
 from pdctl.shell import quote
 
 
@@ -26,17 +29,95 @@ def known_hosts_name(address: str, port: int) -> str:
 def load_known_hosts(client, path: str, who: str) -> None:
     """Load the known_hosts file at `path` into the paramiko SSHClient's host keys; a missing file adds none.
 
-    Changes only the client. `who` names the host in messages. Raises HostKeyRefused when the file exists but
-    cannot be read (permissions, not text, a line whose key is not base64), since no key could then be checked.
+    Changes only the client. `who` names the host in messages. The file is read safely (read_ssh_file: no FIFO,
+    device or directory, at most MAX_KNOWN_HOSTS_BYTES, UTF-8); then each line as paramiko's HostKeys.load reads
+    it (blank, comment and unknown-type lines skipped, a name's first key of a type found first). Raises UsageError
+    (exit 2) naming the host and the file when it cannot be read or a line's key is not base64: no key could be checked.
     """
     import paramiko
+    from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
     if not os.path.exists(path):
         return
+    text = read_ssh_file(path, who, "known_hosts", limit=MAX_KNOWN_HOSTS_BYTES)
+    keys = client.get_host_keys()
+    seen = {(h, e.key.asbytes()) for e in keys._entries for h in e.hostnames}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            entry = HostKeyEntry.from_line(line, lineno)
+        except paramiko.SSHException:
+            continue
+        except InvalidHostKey as e:    # not base64
+            raise UsageError(f"host {who}: cannot read known_hosts {path}: line {lineno}: {e.exc}",
+                             hint=_FILE_HINT.format(field="known_hosts")) from None
+        if entry is None:
+            continue
+        # as HostKeys.load: a name already holding this very key is dropped from the entry
+        entry.hostnames = [h for h in entry.hostnames if (h, entry.key.asbytes()) not in seen]
+        seen.update((h, entry.key.asbytes()) for h in entry.hostnames)
+        if entry.hostnames:
+            keys._entries.append(entry)   # HostKeys.add scans every entry: quadratic on a fleet's known_hosts
+
+
+# -- the other files an SSH host names: ssh_config and its private key ------------------------------------------
+
+MAX_KNOWN_HOSTS_BYTES = 16 << 20    # a fleet's known_hosts can hold many thousand keys; /dev/zero-sized is wrong
+_FILE_HINT = "fix the file, or point the host's `{field}` in the inventory at the right one"
+
+
+def read_ssh_file(path: str, who: str, what: str, *, limit: int = MAX_INPUT_BYTES) -> str:
+    """The UTF-8 text of an SSH file a host uses (ssh_config, known_hosts, key), read by safe_read (a FIFO, a device
+    or a directory is refused unopened). Raises UsageError (exit 2): one line naming the host and the file."""
     try:
-        client.get_host_keys().load(path)
-    except (OSError, UnicodeDecodeError, paramiko.SSHException, paramiko.hostkeys.InvalidHostKey) as e:
-        raise HostKeyRefused(f"host {who}: cannot read known_hosts {path}: {e}") from None
+        return read_input_text(path, UsageError, what, limit=limit)
+    except UsageError as e:
+        field = {"SSH key": "key"}.get(what, what)
+        raise UsageError(f"host {who}: {e.message}", hint=_FILE_HINT.format(field=field)) from None
+
+
+def ssh_config_for(path: str, who: str, address: str) -> dict:
+    """paramiko's ssh_config lookup of `address` in the file at `path` (read_ssh_file), `port` as an int when
+    given. Raises UsageError (exit 2) naming the host and the file when it cannot be read or parsed."""
+    import paramiko
+
+    text = read_ssh_file(path, who, "ssh_config")
+    try:
+        cfg = paramiko.SSHConfig.from_text(text).lookup(address)
+    except (paramiko.ssh_exception.ConfigParseError, ValueError, KeyError) as e:
+        raise UsageError(f"host {who}: cannot read ssh_config {path}: {e}",
+                         hint=_FILE_HINT.format(field="ssh_config")) from None
+    if "port" in cfg:
+        if not (cfg["port"].isdigit() and 0 < int(cfg["port"]) < 65536):
+            raise UsageError(f"host {who}: ssh_config {path}: Port {cfg['port']!r} is not a port number",
+                             hint=_FILE_HINT.format(field="ssh_config"))
+        cfg["port"] = int(cfg["port"])
+    return cfg
+
+
+def check_key_file(path: str, who: str) -> None:
+    """Refuse a private key file paramiko would hang on (a FIFO, /dev/zero), crash on (binary) or fail on (not a
+    key, encrypted: pdctl asks for no passphrase) before paramiko opens it: tried as SSHClient tries it (RSA,
+    ECDSA, Ed25519). Raises UsageError (exit 2), one line naming the host and the file."""
+    import paramiko
+
+    hint = _FILE_HINT.format(field="key")
+    if not os.path.exists(path):
+        raise UsageError(f"host {who}: SSH key file {path} does not exist", hint=hint)
+    text = read_ssh_file(path, who, "SSH key")
+    last: Exception | None = None
+    for cls in (paramiko.RSAKey, paramiko.ECDSAKey, paramiko.Ed25519Key):
+        try:
+            cls.from_private_key(io.StringIO(text))
+            return
+        except paramiko.PasswordRequiredException:
+            raise UsageError(f"host {who}: SSH key file {path} is encrypted and pdctl asks for no passphrase",
+                             hint="give an unencrypted key (ssh-keygen -p -f FILE removes the passphrase)") from None
+        except (paramiko.SSHException, ValueError, TypeError, IndexError, UnicodeDecodeError) as e:
+            last = e
+    raise UsageError(f"host {who}: SSH key file {path} is not a private key paramiko can read ({last})", hint=hint)
 
 
 class HostKeyPolicy:

@@ -24,7 +24,8 @@ from pdctl.errors import HostKeyRefused, StepFailed, UnreachableError, UsageErro
 from pdctl.shell import export_prefix, quote
 from pdctl.transport.base import CommandResult, Transport, no_answer, within
 from pdctl.transport.forward import Tunnels
-from pdctl.transport.known_hosts import HostKeyPolicy, changed_key_refused, load_known_hosts
+from pdctl.transport.known_hosts import (HostKeyPolicy, changed_key_refused, check_key_file, load_known_hosts,
+                                        ssh_config_for)
 
 if TYPE_CHECKING:
     from pdctl.inventory import Host
@@ -51,19 +52,18 @@ class SshTarget:
     proxy_command: str | None = None    # ssh_config ProxyCommand, tokens already expanded
 
 
-def resolve_target(host: Host) -> SshTarget:
-    """Apply ssh_config (HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand) to the inventory's host.
-    Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22."""
+def resolve_target(host: Host, name: str = "") -> SshTarget:
+    """Apply ssh_config (HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand) to the inventory's host
+    `name`. Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22. Raises
+    UsageError naming the host and file when the ssh_config cannot be read (ssh_config_for)."""
     address, port, user, keys = host.address, host.port, host.user, [host.key] if host.key else []
     jump, command = host.proxy_jump, None
     cfg_path = host.ssh_config or os.path.expanduser("~/.ssh/config")
     if os.path.exists(cfg_path):
-        import paramiko
-
-        cfg = paramiko.SSHConfig.from_path(cfg_path).lookup(host.address)
+        cfg = ssh_config_for(cfg_path, repr(name or host.address), host.address)
         address = cfg.get("hostname", address)
         if host.port == 22 and "port" in cfg:
-            port = int(cfg["port"])
+            port = cfg["port"]
         user = user or cfg.get("user")
         if not keys:
             # like ssh, an IdentityFile of ssh_config that does not exist is skipped, not an error
@@ -99,7 +99,7 @@ class SshTransport(Transport):
     def __init__(self, name: str, host: Host):
         self.name = name
         self.host = host
-        self.target = resolve_target(host)
+        self.target = resolve_target(host, name)
         self.where = f"{self.target.address}:{self.target.port}"
         self._client = None
         self._jump: SshTransport | None = None
@@ -133,11 +133,8 @@ class SshTransport(Transport):
 
         _quiet_paramiko()
         tgt = self.target
-        key = self.host.key and os.path.expanduser(self.host.key)   # one line here, not paramiko's OSError
-        if key and not (os.path.isfile(key) and os.access(key, os.R_OK)):
-            raise UsageError(f"host {self.name!r}: SSH key file {key} "
-                             f"{'is not readable' if os.path.exists(key) else 'does not exist'}",
-                             hint="fix the host's `key` in the inventory")
+        for key in tgt.key_files:   # one line naming host and file here, not paramiko's hang or traceback
+            check_key_file(key, repr(self.name))
         client = paramiko.SSHClient()
         who = f"{self.name!r} ({self.where})"
         load_known_hosts(client, tgt.known_hosts, who)
@@ -163,6 +160,8 @@ class SshTransport(Transport):
         import paramiko
 
         tgt, timeout = self.target, self.host.connect_timeout
+        if isinstance(e, (UnicodeDecodeError, ValueError)):    # a ~/.ssh/id_* key paramiko found itself
+            return UsageError(f"host {self.name!r}: cannot use an SSH key: {e}", hint="give the host a `key`")
         if not isinstance(e, (OSError, paramiko.SSHException, EOFError)):   # e.g. HostKeyRefused from the policy
             return e
         if isinstance(e, paramiko.BadHostKeyException):

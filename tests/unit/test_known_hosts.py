@@ -11,18 +11,21 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 
 import paramiko
 import pytest
 
-from pdctl.errors import HostKeyRefused
+from pdctl.errors import HostKeyRefused, UsageError
 from pdctl.transport.known_hosts import (
     HostKeyPolicy,
     append_known_host,
     changed_key_refused,
+    check_key_file,
     key_fingerprint,
     known_hosts_name,
     load_known_hosts,
+    ssh_config_for,
 )
 
 needs_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) missing")
@@ -135,17 +138,118 @@ def test_load_known_hosts_missing_file_adds_nothing(tmp_path):
     assert len(client.get_host_keys()) == 0
 
 
-@pytest.mark.parametrize("content", [
-    b"10.0.0.5 ssh-rsa abc\n",       # not base64: paramiko raises InvalidHostKey, which is no SSHException
-    b"\xff\xfe binary\n",             # not text
+@pytest.mark.parametrize("content, why", [
+    (b"10.0.0.5 ssh-rsa abc\n", "line 1"),           # not base64: paramiko raises InvalidHostKey
+    (b"\xff\xfe binary\n", "not UTF-8 text"),          # not text
 ])
-def test_unreadable_known_hosts_is_a_refusal_naming_the_file(tmp_path, content):
+def test_unreadable_known_hosts_is_exit_2_naming_host_and_file(tmp_path, content, why):
     path = tmp_path / "known_hosts"
     path.write_bytes(content)
-    with pytest.raises(HostKeyRefused, match=f"host 'gpu-1' .*cannot read known_hosts {path}"):
-        load_known_hosts(paramiko.SSHClient(), str(path), "'gpu-1' (10.0.0.5:22)")
+    with pytest.raises(UsageError) as e:
+        _bounded(load_known_hosts, paramiko.SSHClient(), str(path), "'gpu-1' (10.0.0.5:22)")
+    assert e.value.exit_code == 2
+    assert e.value.message.startswith("host 'gpu-1' (10.0.0.5:22): ") and str(path) in e.value.message
+    assert why in e.value.message and "\n" not in e.value.message
 
 
-def test_known_hosts_that_is_a_directory_is_a_refusal(tmp_path):
-    with pytest.raises(HostKeyRefused, match="cannot read known_hosts"):
-        load_known_hosts(paramiko.SSHClient(), str(tmp_path), "'gpu-1'")
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_known_hosts_that_is_no_regular_file_is_refused_unopened(tmp_path, kind):
+    path = _special(tmp_path, kind)
+    with pytest.raises(UsageError) as e:
+        _bounded(load_known_hosts, paramiko.SSHClient(), str(path), "'gpu-1'")
+    assert e.value.exit_code == 2
+    assert e.value.message.startswith(f"host 'gpu-1': {path}: is a") and "not a regular file" in e.value.message
+
+
+def test_known_hosts_read_from_text_keeps_every_entry_and_hashed_names(tmp_path):
+    a, b = paramiko.RSAKey.generate(1024), paramiko.ECDSAKey.generate()
+    path = tmp_path / "known_hosts"
+    hashed = paramiko.HostKeys.hash_host("10.0.0.7")
+    path.write_text(f"# comment\n\n10.0.0.5,[10.0.0.6]:2222 {a.get_name()} {a.get_base64()}\n"
+                    f"{hashed} {b.get_name()} {b.get_base64()}\nbroken-line\n"
+                    f"10.0.0.5 {a.get_name()} {a.get_base64()}\n")   # a duplicate adds nothing
+    client = paramiko.SSHClient()
+    load_known_hosts(client, str(path), "'gpu-1'")
+    keys = client.get_host_keys()
+    assert keys.check("10.0.0.5", a) and keys.check("[10.0.0.6]:2222", a) and keys.check("10.0.0.7", b)
+    assert not keys.check("10.0.0.7", a) and len(keys.keys()) == 3
+
+
+# -- the other SSH files of a host: ssh_config and the private key -------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "binary"])
+def test_ssh_config_that_cannot_be_read_is_one_line_naming_host_and_file(tmp_path, kind):
+    path = _special(tmp_path, kind)
+    with pytest.raises(UsageError) as e:
+        _bounded(ssh_config_for, str(path), "'gpu-1'", "10.0.0.5")
+    assert e.value.exit_code == 2 and e.value.message.startswith(f"host 'gpu-1': {path}: ")
+    assert "ssh_config" in e.value.message and "\n" not in e.value.message
+
+
+def test_ssh_config_port_that_is_no_number_is_refused(tmp_path):
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host 10.0.0.5\n  Port twenty-two\n")
+    with pytest.raises(UsageError, match=f"host 'gpu-1': ssh_config {cfg}: Port 'twenty-two' is not a port"):
+        ssh_config_for(str(cfg), "'gpu-1'", "10.0.0.5")
+    cfg.write_text("Host 10.0.0.5\n  Port 2222\n  User ops\n")
+    assert ssh_config_for(str(cfg), "'gpu-1'", "10.0.0.5")["port"] == 2222
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "binary"])
+def test_key_file_that_paramiko_would_hang_or_crash_on_is_refused_first(tmp_path, kind):
+    path = _special(tmp_path, kind)
+    with pytest.raises(UsageError) as e:
+        _bounded(check_key_file, str(path), "'gpu-1'")
+    assert e.value.exit_code == 2 and e.value.message.startswith(f"host 'gpu-1': {path}: ")
+    assert "SSH key" in e.value.message and "\n" not in e.value.message
+
+
+def test_key_file_that_is_no_key_or_encrypted_is_one_line(tmp_path):
+    text = tmp_path / "id_text"
+    text.write_text("this is not a key\n")
+    with pytest.raises(UsageError, match=f"host 'gpu-1': SSH key file {text} is not a private key paramiko can "):
+        check_key_file(str(text), "'gpu-1'")
+    key = paramiko.RSAKey.generate(1024)
+    enc = tmp_path / "id_enc"
+    key.write_private_key_file(str(enc), password="s3cret")
+    with pytest.raises(UsageError, match=f"SSH key file {enc} is encrypted"):
+        check_key_file(str(enc), "'gpu-1'")
+    plain = tmp_path / "id_rsa"
+    key.write_private_key_file(str(plain))
+    check_key_file(str(plain), "'gpu-1'")      # a good key passes
+    with pytest.raises(UsageError, match="does not exist"):
+        check_key_file(str(tmp_path / "gone"), "'gpu-1'")
+
+
+def _special(tmp_path, kind: str):
+    """A path pdctl must not read as a text file: a FIFO nobody writes to, /dev/zero, a directory, binary bytes."""
+    if kind == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+        return path
+    if kind == "device":
+        return "/dev/zero"
+    if kind == "directory":
+        return tmp_path
+    path = tmp_path / "binary"
+    path.write_bytes(bytes(range(256)) * 8)
+    return path
+
+
+def _bounded(fn, *args, limit: float = 5.0):
+    """`fn(*args)` in a thread, so that a read that blocks fails the test instead of hanging the suite."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 -- handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(limit)
+    assert not t.is_alive(), f"{fn.__name__} blocked for over {limit}s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
