@@ -213,10 +213,18 @@ def parse_line(raw: bytes, lineno: int) -> Optional[AuditLine]:
 
 def read_records(path: Path) -> list[AuditLine]:
     """Every line of the log at `path`, oldest first: records, and corrupt lines in their place rather than
-    dropped (blank lines skipped). A missing log has no lines. Raises OSError when the log cannot be read."""
+    dropped (blank lines skipped). A missing log has no lines. Raises UsageError (exit 2, naming the path) when the
+    log cannot be read or is no regular file (a FIFO would block, /dev/zero never end); streamed, so no size cap."""
+    from pdctl.safe_read import open_regular
+
     if not path.exists():
         return []
-    with open(path, "rb") as f:
+    try:
+        fd = open_regular(path, UsageError, "audit log", limit=None)
+    except UsageError as e:
+        raise UsageError(e.message, hint="the audit log is $PDCTL_AUDIT_LOG when set, else audit.jsonl in pdctl's "
+                                         "state directory; point it at a regular file") from None
+    with os.fdopen(fd, "rb") as f:
         lines = (parse_line(raw, n) for n, raw in enumerate(f, start=1))
         return [x for x in lines if x is not None]
 

@@ -4,6 +4,7 @@ the last N, and the inventory filter by name and by a real inventory file."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -61,6 +62,51 @@ def test_read_records_keeps_corrupt_lines_in_place_with_their_line_numbers(tmp_p
     assert [(x.lineno, x.reason) for x in lines if isinstance(x, CorruptLine)] == [
         (3, "a JSON array, not an object"), (5, "not UTF-8 (byte 1)"), (6, "JSON null, not an object")]
     assert audit.read_records(tmp_path / "missing.jsonl") == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_history_over_an_audit_log_that_is_no_regular_file_is_exit_2_without_blocking(tmp_path, monkeypatch, kind):
+    import os
+    import threading
+
+    if kind == "fifo":
+        log = tmp_path / "audit-pipe"
+        os.mkfifo(log)           # nobody writes to it: opening it for reading would block forever
+    else:
+        log = Path("/dev/zero") if kind == "device" else tmp_path
+    def bounded(fn):    # in a thread: a read that blocks fails the test instead of hanging the suite
+        box: dict = {}
+
+        def run():
+            try:
+                box["value"] = fn()
+            except Exception as e:  # noqa: BLE001 -- handed to the test
+                box["value"] = e
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(10)
+        assert not t.is_alive(), "reading the audit log blocked"
+        return box["value"]
+
+    e = bounded(lambda: audit.read_records(Path(log)))
+    assert isinstance(e, UsageError), e
+    assert e.exit_code == 2 and e.message.startswith(f"{log}: is a")
+    assert "not a regular file" in e.message and "PDCTL_AUDIT_LOG" in e.hint
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(log))
+    from pdctl.cli.app import app
+
+    r = bounded(lambda: CliRunner().invoke(app, ["history"]))
+    assert r.exit_code == 2, r.output
+    assert str(log) in r.output and "unexpected" not in r.output and "Traceback" not in r.output
+
+
+def test_a_large_audit_log_is_streamed_without_a_size_cap(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    line = json.dumps(rec("deploy", pad="x" * 1000)).encode() + b"\n"
+    path.write_bytes(line * 3000)       # 3 MB: over the 1 MiB cap of inventory files
+    lines = audit.read_records(path)
+    assert len(lines) == 3000 and lines[-1]["action"] == "deploy"
 
 
 def test_line_json_keeps_the_corrupt_key():
