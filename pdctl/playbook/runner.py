@@ -208,7 +208,7 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
                 continue
             if not runs:
                 skip = f"when: {s.when} is false" + (" (pass --apply to run it)" if "apply" in s.when else "")
-        bad = check_args(kind, args, with_values=True)
+        bad = check_args(kind, args, with_values=True, secrets=secrets)
         if bad:
             problems += [f"  {where(i, s.name, f)}: {m}" for f, m in bad]
             continue
