@@ -223,6 +223,8 @@ def test_final_health_flags_over_hung_proc_is_unknown_not_no_live_process(hung_p
 def test_restart_over_a_host_whose_kill_hangs_is_unknown_and_never_says_sigkill_was_survived(
         hung_kill_sshd, running_roles, tmp_path):
     inv = _inventory(tmp_path, "faults", _host(hung_kill_sshd, tmp_path))
+    for role in ROLES:     # installed, as a restart requires before it stops anything
+        (tmp_path / "remote-state" / f"pdctl-faults-{role}-0.json").write_text(json.dumps({"argv": ["sleep", "600"]}))
     prefill = running_roles[0]
     r, took = _timed_pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], tmp_path)
     assert r.code == 3, r.output
