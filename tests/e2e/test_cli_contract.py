@@ -61,7 +61,7 @@ def _error_doc(r, code: int, kind: str) -> dict:
     doc = _one_document(r)
     assert doc["ok"] is False and doc["error"]["exit_code"] == code and doc["error"]["kind"] == kind, doc
     assert doc["error"]["message"] and "Traceback" not in r.output
-    assert f"error: " in r.stderr
+    assert "error: " in r.stderr
     return doc["error"]
 
 

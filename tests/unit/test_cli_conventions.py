@@ -134,7 +134,6 @@ def test_flag_or_env_drift_hints_deploy_dry_run_then_deploy():
 
 
 def test_transfer_failures_hint_triage_and_lineage_hints_pair_restart():
-    from pdctl.checks.lineage import lone_restart_hazard  # noqa: F401  (the lineage judge exists)
     from pdctl.checks.metrics import parse_metrics
     from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
     from pdctl.checks.transfer import judge_transfer
@@ -192,6 +191,6 @@ def test_zsh_and_fish_scripts_are_generated_and_answered(pdctl_on_path, shell, m
     assert gen.returncode == 0 and marker in gen.stdout
     extra = {"_TYPER_COMPLETE_FISH_ACTION": "get-args"} if shell == "fish" else {}
     ans = subprocess.run(["pdctl"], capture_output=True, text=True, timeout=30,
-                         env={**pdctl_on_path, f"_PDCTL_COMPLETE": f"complete_{shell}",
+                         env={**pdctl_on_path, "_PDCTL_COMPLETE": f"complete_{shell}",
                               "_TYPER_COMPLETE_ARGS": "pdctl tri", **extra})
     assert ans.returncode == 0 and "triage" in ans.stdout

@@ -5,7 +5,6 @@ Real files, a real FIFO, the real /dev/zero."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import threading
 
 import pytest

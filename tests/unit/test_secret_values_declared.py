@@ -55,7 +55,7 @@ def test_no_plan_or_rendering_shows_a_secret_inside_an_env_name(env, command):
         roles = doc["plan"]["roles"] if "plan" in doc else doc["roles"]
         dec = next(x for x in roles if x["role"] == "decode")
         assert dec["env"]["ZZ_***"] == MASK and dec["env"]["OTHER"] == "x" and dec["env"]["OMP_NUM_THREADS"] == "1"
-        assert f"--auth" in dec["argv"] and "short" not in dec["argv"]
+        assert "--auth" in dec["argv"] and "short" not in dec["argv"]
 
 
 # -- --secret-var values are text; short secrets are masked ------------------------------------------------------
