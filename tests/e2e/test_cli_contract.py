@@ -10,8 +10,9 @@ outcome, each cell of command x outcome asserted here with real parts (the real 
 | dry-run restart / down      | 0 with the plan, even with the host unreachable (they plan from the inventory)          |
 
 `status` keeps its own document (every role's row, the error in the row of each role that could not be asked).
-The ok / check-failed / interrupted cells need the engine: tests/e2e/test_cli_local.py, test_cli_ssh.py and
-test_interrupts.py hold them.
+The ok / check-failed / interrupted cells need the engine: tests/e2e/test_cli_contract_engine.py holds them (an
+interrupted `verify inflight --json` prints its partial report, exit 130, as its help says); deploy and restart
+interrupted: tests/e2e/test_interrupts.py.
 """
 
 from __future__ import annotations
