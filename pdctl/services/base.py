@@ -29,8 +29,9 @@ class ServiceStatus:
 
 
 def spec_changes(old: ServiceSpec | None, new: ServiceSpec) -> list[str]:
-    """What installing `new` over `old` changes, one line each, secret-looking env values masked."""
-    from pdctl.secrets import mask_argv, mask_env
+    """What installing `new` over `old` changes, one line each: secret-looking env values masked, and the declared
+    secret values of either spec scrubbed wherever they appear (an env name that embeds one included)."""
+    from pdctl.secrets import mask_argv, mask_env, mask_text, secret_values
 
     if old is None:
         return ["new service"]
@@ -41,7 +42,8 @@ def spec_changes(old: ServiceSpec | None, new: ServiceSpec) -> list[str]:
         added = [a for a in now if a not in was]
         out.append("command: " + " ".join([f"-{a}" for a in removed] + [f"+{a}" for a in added])
                    if removed or added else "command: argument order changed")
-    old_env, new_env = mask_env(old.env), mask_env(new.env)
+    secrets = secret_values(old.env, old.argv) | secret_values(new.env, new.argv)
+    old_env, new_env = mask_env(old.env), mask_env(new.env)   # by name; the lines are scrubbed below
     for k in sorted(set(old.env) | set(new.env)):
         if k not in new.env:
             out.append(f"env: -{k}")
@@ -51,7 +53,7 @@ def spec_changes(old: ServiceSpec | None, new: ServiceSpec) -> list[str]:
             out.append(f"env: {k} {old_env[k]} -> {new_env[k]}")
     if old.workdir != new.workdir:
         out.append(f"workdir: {old.workdir} -> {new.workdir}")
-    return out
+    return [mask_text(line, secrets) for line in out]
 
 
 class ServiceManager(ABC):

@@ -93,3 +93,15 @@ def test_run_masks_octal_hex_and_short_secret_vars_everywhere(env):
     for text in (dry.output, r.output, shown.output, log):
         for leaked in ("0777", "511", "0x1F", " 31 ", " abc ", "--x "):
             assert leaked not in text, (leaked, text)
+
+
+def test_deploy_change_lines_never_show_a_declared_secret():
+    """`deploy --dry-run`'s change lines: an env name that embeds the token's value, and a changed token itself."""
+    from pdctl.services.base import ServiceSpec, spec_changes
+
+    old = ServiceSpec("d", ("python3", "-m", "x"), env={"HF_TOKEN": "hf_oldsecret123"})
+    new = ServiceSpec("d", ("python3", "-m", "x"),
+                      env={"HF_TOKEN": "hf_newsecret456", "ZZ_hf_newsecret456": "1"})
+    text = "\n".join(spec_changes(old, new))
+    assert "hf_oldsecret123" not in text and "hf_newsecret456" not in text, text
+    assert "HF_TOKEN" in text and "ZZ_" in text
