@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 
 import httpx
 
@@ -104,6 +105,18 @@ class Stack:
     def stop(self):
         for name in list(self.procs):
             self.kill(name)
+
+    @contextmanager
+    def running(self):
+        """Start the stack; on a failure print its logs; always stop it (for `with` and fixtures alike)."""
+        try:
+            self.start()
+            yield self
+        except Exception:
+            print(self.logs())
+            raise
+        finally:
+            self.stop()
 
     def logs(self) -> str:
         out = []

@@ -23,15 +23,8 @@ BOOT_FAILED = "sglang:num_bootstrap_failed_reqs_total"
 @pytest.fixture(scope="module")
 def stack():
     # a fast heartbeat so that an unreachable prefill fails a room in about a second, not 10 s
-    s = Stack(decode_env={"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "0.3"})
-    try:
-        s.start()
+    with Stack(decode_env={"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "0.3"}).running() as s:
         yield s
-    except Exception:
-        print(s.logs())
-        raise
-    finally:
-        s.stop()
 
 
 def gen_body(stack, **kw):
