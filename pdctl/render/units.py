@@ -13,7 +13,8 @@ def render_plan(plan) -> None:
     from pdctl.shell import quote_argv
 
     c = render.console()
-    c.print(Text(f"rendered from {plan.inventory}: no host was contacted", style="bold"))
+    c.print(Text("rendered offline: no host was contacted", style="bold"))
+    c.print(Text(f"  inventory: {plan.inventory}"), soft_wrap=True)   # a long path stays whole
     for r in plan.roles:
         c.print(Text(f"{r.label}  service {r.service}  ({r.manager} on {r.host})", style="bold"))
         if r.problem:
