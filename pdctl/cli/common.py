@@ -222,11 +222,11 @@ def check_report_path(path: Optional[Path]) -> Optional[Path]:
     """The --report path, checked before the command runs (a read command may take a minute): UsageError (exit 2)
     naming --report for a suffix other than .svg/.html, naming the path when it cannot be written. Leaves no file
     behind."""
+    if path is None:
+        return None
     from pdctl.errors import UsageError
     from pdctl.render.report import REPORT_SUFFIXES
 
-    if path is None:
-        return None
     if path.suffix.lower() not in REPORT_SUFFIXES:
         raise UsageError(f"--report {path}: the file name must end in .svg or .html")
     existed = path.exists()

@@ -106,6 +106,9 @@ def fan_out(items: Sequence[tuple[str, K]], fn: Callable[[K], T], *, bound: int 
         except (UnreachableError, RefusedError) as e:
             return None, e
 
+    if len(items) == 1 and threading.current_thread() is not threading.main_thread():
+        (label, key), = items     # already off the main thread (a final-health layer): no pool for one call
+        return [Labelled(label, key, *one(key))]
     with DaemonPool(min(bound, len(items))) as ex:
         futs = [(label, key, ex.submit(one, key)) for label, key in items]
         out = []

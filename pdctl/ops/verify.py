@@ -141,30 +141,33 @@ def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | Non
 
 
 def live_processes(dep: Deployment) -> dict[str, Any]:
-    """label -> (role, index, ServiceStatus, ProcessInfo|None) for every role instance, read in parallel.
+    """label -> (role, index, ServiceStatus, ProcessInfo|None) for every role instance: each host's services and
+    their processes read in ONE remote command per host (`ServiceManager.observe`), hosts in parallel.
 
     Raises the first UnreachableError/RefusedError (exit 3/4, e.g. "unknown: gpu1 did not answer within 20 s")
-    once every instance was asked: a host that could not be asked says nothing about its processes, so it is
+    once every host was asked: a host that could not be asked says nothing about its processes, so it is
     never reported as "no live main process" (nor counted in a lineage record)."""
-    from pdctl.checks.proc import read_process
     from pdctl.errors import RefusedError, UnreachableError
 
-    def one(role: str, i: int):
-        host = dep.instance(role, i).host
-        try:
-            st = dep.status(role, i)
-            info = read_process(dep.transport(host), st.main_pid, timeout=dep.inv.hosts[host].command_timeout) \
-                if st.active and st.main_pid else None
-        except (UnreachableError, RefusedError):
-            raise   # fan_out keeps it as this item's error; raised below
-        except PdctlError as e:  # the host answered, the read failed: shown for this role, the others stand
-            st = ServiceStatus(dep.inv.service_name(role, i), False, None, None, detail=e.message.splitlines()[0])
-            info = None
-        return role, i, st, info
+    on_host: dict[str, dict[str, tuple[str, int]]] = {}
+    for role, i, inst in dep.inv.instances():
+        on_host.setdefault(inst.host, {})[dep.inv.service_name(role, i)] = (role, i)
 
-    results = dep.each_instance(one)
+    def one(host: str) -> dict[tuple[str, int], tuple]:
+        names = on_host[host]
+        try:
+            seen = dep.services(host).observe(list(names))
+        except (UnreachableError, RefusedError):
+            raise   # fan_out keeps it as this host's error; raised below
+        except PdctlError as e:  # the host answered, the read failed: shown for its roles, the others stand
+            down = e.message.splitlines()[0]
+            return {key: (ServiceStatus(name, False, None, None, detail=down), None) for name, key in names.items()}
+        return {key: seen[name] for name, key in names.items()}
+
+    results = dep.each_host(one)
     raise_first_unreachable(results)
-    return {r.label: r.value for r in results}
+    found = {key: value for r in results for key, value in r.value.items()}
+    return {dep.inv.label(role, i): (role, i, *found[(role, i)]) for role, i, _ in dep.inv.instances()}
 
 
 def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:

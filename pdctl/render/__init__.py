@@ -6,18 +6,27 @@ export) captures everything printed."""
 
 from __future__ import annotations
 
-from pdctl.render.screen import STATUS_STYLE, console, emit_json, error, lines, start_report, warning
-from pdctl.render.progress import ProgressPrinter, clear_live
-from pdctl.render.tables import check_table, steps_table
-from pdctl.render.health import health_report, next_steps
-from pdctl.render.deploy import deploy_outcome, deploy_plan
-from pdctl.render.status import status_table
-from pdctl.render.history import HISTORY_RESULT_MAX, history_lines, shorten
-from pdctl.render.inflight import inflight_report
-from pdctl.render.storm import storm_report
-from pdctl.render.triage import triage_report
+# name -> the module that defines it; imported on first use, so a command pays only for the printers it calls
+_HOME = {
+    "STATUS_STYLE": "screen", "console": "screen", "emit_json": "screen", "error": "screen", "lines": "screen",
+    "start_report": "screen", "warning": "screen", "ProgressPrinter": "progress", "clear_live": "progress",
+    "check_table": "tables", "steps_table": "tables", "health_report": "health", "next_steps": "health",
+    "deploy_outcome": "deploy", "deploy_plan": "deploy", "status_table": "status", "HISTORY_RESULT_MAX": "history",
+    "history_lines": "history", "shorten": "history", "inflight_report": "inflight", "storm_report": "storm",
+    "triage_report": "triage", "_STYLE": "screen",
+}
 
-_STYLE = STATUS_STYLE   # the name callers used before the package
+
+def __getattr__(name: str):
+    import importlib
+
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'pdctl.render' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"pdctl.render.{home}"), "STATUS_STYLE" if name == "_STYLE" else name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "STATUS_STYLE", "console", "emit_json", "error", "lines", "start_report", "warning", "ProgressPrinter",

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pdctl.checks.proc import ProcessInfo
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,20 @@ class ServiceManager(ABC):
     @abstractmethod
     def status(self, name: str) -> ServiceStatus:
         """Observe the service: active, main pid and its start time."""
+
+    def observe(self, names: list[str]) -> dict[str, tuple[ServiceStatus, "ProcessInfo | None"]]:
+        """Each service's status and its live main process (argv, env, start time; None when not running), for
+        every name. The managers read all of them in one remote command; this fallback asks one by one.
+        Raises like `status` (UnreachableError when the host did not answer: unknown, never stopped)."""
+        from pdctl.checks.proc import read_process
+
+        out = {}
+        for name in names:
+            st = self.status(name)
+            transport = getattr(self, "t", None)
+            info = read_process(transport, st.main_pid) if st.active and st.main_pid and transport else None
+            out[name] = (st, info)
+        return out
 
     def purge(self, name: str) -> list[str]:
         """Remove what `install` and the service's runs left on the host (rendered spec/unit, log); the service must

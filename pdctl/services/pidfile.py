@@ -17,12 +17,16 @@ import signal
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pdctl.errors import StepFailed
 from pdctl.poll import poll_until
 from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
 from pdctl.shell import env_assignments, quote, quote_argv
 from pdctl.transport.base import Transport, no_answer
+
+if TYPE_CHECKING:
+    from pdctl.checks.proc import ProcessInfo
 
 #: variables a launched process inherits from the host's shell; the spec's env is added on top
 INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ")
@@ -156,6 +160,20 @@ def read_proc_start(transport: Transport, pid: int, *, timeout: float = 10.0) ->
         return parse_proc_probe(res.stdout)
     except ValueError:
         return None
+
+
+def status_from_record(name: str, rec: dict, info: ProcStart | None) -> ServiceStatus:
+    """Judge a pidfile record against the recorded pid's /proc state (None: no such process)."""
+    if not rec:
+        return ServiceStatus(name, False, None, None, "not running (no pidfile)")
+    pid = rec["pid"]
+    if info is None or not info.alive:
+        return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} is gone")
+    if "start_ticks" not in rec:   # the launching shell found no /proc entry: the process was gone at once
+        return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} exited as it was launched")
+    if info.start_ticks != rec.get("start_ticks"):
+        return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} now belongs to another process")
+    return ServiceStatus(name, True, pid, info.started_at, "running")
 
 
 # -- the manager ----------------------------------------------------------------------------------------------
@@ -304,30 +322,30 @@ class PidfileManager(ServiceManager):
 
     # -- observe ---------------------------------------------------------------------------------------------
     def _recorded(self, name: str) -> dict:
-        raw = self._read(self.pid_path(name))
-        if raw is None:
-            return {}
-        try:
-            d = json.loads(raw)
-            return d if isinstance(d, dict) and isinstance(d.get("pid"), int) else {}
-        except ValueError:
-            return {}
+        from pdctl.services.observe import record_of
+
+        return record_of(self._read(self.pid_path(name)))
 
     def status(self, name: str) -> ServiceStatus:
         """Active only if the recorded pid is alive AND its /proc start time matches the recorded one. Raises
         `no_answer` (UnreachableError) when the pidfile or /proc read overruns command_timeout: unknown, not stopped."""
         rec = self._recorded(name)
-        if not rec:
-            return ServiceStatus(name, False, None, None, "not running (no pidfile)")
-        pid = rec["pid"]
-        info = self._proc(pid)
-        if info is None or not info.alive:
-            return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} is gone")
-        if "start_ticks" not in rec:   # the launching shell found no /proc entry: the process was gone at once
-            return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} exited as it was launched")
-        if info.start_ticks != rec.get("start_ticks"):
-            return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} now belongs to another process")
-        return ServiceStatus(name, True, pid, info.started_at, "running")
+        return status_from_record(name, rec, self._proc(rec["pid"]) if rec else None)
+
+    def observe(self, names: list[str]) -> dict[str, tuple[ServiceStatus, "ProcessInfo | None"]]:
+        """Every pidfile, each recorded pid's liveness and its /proc argv/env/start time, in ONE command."""
+        from pdctl.services.observe import pidfile_observe_command, record_of, run_observation
+
+        out = {}
+        command = pidfile_observe_command({n: self.pid_path(n) for n in names})
+        for name, o in run_observation(self._run, self.t.name, command, names).items():
+            rec, start = record_of(o.record), None
+            if rec and o.pid == rec["pid"] and o.process is not None and o.stat:
+                stat = parse_proc_stat(o.stat)
+                start = ProcStart(o.pid, stat.state, stat.starttime, o.process.start_time or 0.0)
+            st = status_from_record(name, rec, start)
+            out[name] = (st, o.process if st.active else None)
+        return out
 
     # -- stop ------------------------------------------------------------------------------------------------
     def stop(self, name: str, *, grace: float = 20.0) -> None:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import calendar
 import json
 import re
+from typing import TYPE_CHECKING
 
 from pdctl.errors import StepFailed
 from pdctl.poll import poll_until
 from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
-from pdctl.services.pidfile import read_proc_start
+from pdctl.services.pidfile import parse_proc_stat, read_proc_start
 from pdctl.shell import check_env_name, quote
 from pdctl.transport.base import Transport, no_answer
+
+if TYPE_CHECKING:
+    from pdctl.checks.proc import ProcessInfo
 
 UNIT_DIR = "/etc/systemd/system"
 SHOW_PROPERTIES = (
@@ -283,6 +287,32 @@ class SystemdManager(ServiceManager):
             if info is not None and info.alive:
                 st = ServiceStatus(st.name, True, st.main_pid, info.started_at, st.detail)
         return st
+
+    def observe(self, names: list[str]) -> dict[str, tuple[ServiceStatus, "ProcessInfo | None"]]:
+        """`systemctl show` of every unit and its MainPID's /proc argv/env/start time, in ONE command."""
+        from pdctl.services.observe import run_observation, systemd_observe_command
+
+        def run(cmd: str, what: str):
+            res = self.t.run(cmd, timeout=self.command_timeout)
+            if res.timed_out:
+                raise no_answer(self.t.name, self.command_timeout, what)
+            return res
+
+        out = {}
+        command = systemd_observe_command({n: unit_name(n) for n in names}, SHOW_PROPERTIES)
+        for name, o in run_observation(run, self.t.name, command, names).items():
+            text = (o.record or b"").decode(errors="replace")
+            if o.rc != 0 or o.record is None:
+                out[name] = (ServiceStatus(name, False, None, None, f"systemctl show of {unit_name(name)} failed "
+                                           f"(exit {o.rc}): {text.strip()[:200]}"), None)
+                continue
+            st, proc = status_from_show(name, parse_systemctl_show(text)), o.process
+            alive = st.active and proc is not None and o.pid == st.main_pid and bool(o.stat) \
+                and parse_proc_stat(o.stat).state not in ("Z", "X", "x")
+            if alive:   # as status(): the kernel's start time of the main process
+                st = ServiceStatus(st.name, True, st.main_pid, proc.start_time, st.detail)
+            out[name] = (st, proc if alive else None)
+        return out
 
     def log_tail(self, name: str, lines: int = 200) -> str:
         """The journal's last lines, with SECRET=... assignments and --secret-flag values masked."""

@@ -184,3 +184,47 @@ def test_purge_removes_spec_pidfile_and_log_of_a_stopped_service_only(manager, t
     manager.stop("purged", grace=2)
     assert manager.purge("purged") == paths
     assert not any(os.path.exists(p) for p in paths)
+
+
+def test_observe_reads_every_service_and_process_in_one_command(manager, tmp_path):
+    from pdctl.checks.proc import read_process
+
+    for name in ("obs-a", "obs-b", "obs-stale"):
+        manager.install(ServiceSpec(name, (sys.executable, "-c", SLEEPER), env={"PDCTL_OBS": name},
+                                    workdir=str(tmp_path)))
+        manager.track(name)
+        manager.start(name)
+    stale_pid = manager.status("obs-stale").main_pid
+    os.killpg(stale_pid, signal.SIGKILL)            # its pidfile stays: a stale pidfile
+    assert _bounded_wait(lambda: not _alive(stale_pid))
+    names = ["obs-a", "obs-b", "obs-stale", "never-installed"]
+
+    runs: list[str] = []
+    real_run = manager.t.run
+    manager.t.run = lambda cmd, **kw: (runs.append(cmd), real_run(cmd, **kw))[1]
+    seen = manager.observe(names)
+    assert len(runs) == 1                           # one remote command for four services and their /proc
+    manager.t.run = real_run
+
+    for name in names:                              # the same verdict as asking one by one
+        st, info = seen[name]
+        one = manager.status(name)
+        assert (st.active, st.main_pid, st.detail) == (one.active, one.main_pid, one.detail), name
+        if st.active:
+            assert info is not None and info.env["PDCTL_OBS"] == name and info.argv[-1] == SLEEPER
+            direct = read_process(manager.t, st.main_pid)
+            assert (info.start_ticks, info.argv) == (direct.start_ticks, direct.argv)
+            assert abs(st.started_at - one.started_at) < 0.02
+        else:
+            assert info is None
+    assert seen["obs-stale"][0].detail == f"stale pidfile: pid {stale_pid} is gone"
+    assert seen["never-installed"][0].detail == "not running (no pidfile)"
+
+
+def _bounded_wait(cond, limit: float = 10.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
