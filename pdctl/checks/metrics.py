@@ -147,9 +147,36 @@ class MetricSet:
         return [s for s in self if rx.search(f"{s.series()} {_fmt(s.value)}")]
 
 
-def parse_metrics(text: str) -> MetricSet:
-    """Parse Prometheus text exposition into a MetricSet. Pure; raises MetricsParseError naming the bad line."""
+def only_families(text: str, names: Iterable[str]) -> str:
+    """The lines of `text` that belong to the families `names` (their HELP/TYPE lines and samples, suffixed ones
+    such as `_bucket` or `_created` included), so that a check that reads two counters does not have the library
+    parse the 600 lines of a worker's /metrics. Lines it cannot place (quoted names) are kept."""
+    wanted = set(names)
+
+    def belongs(name: str) -> bool:
+        return name in wanted or name + "_total" in wanted \
+            or any(name == w + suf for w in wanted for suf in _SUFFIXES) \
+            or (name.endswith("_created") and name[: -len("_created")] + "_total" in wanted)
+
+    def keep(line: str) -> bool:
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("{"):
+            return bool(stripped)
+        if stripped.startswith("#"):
+            m = _DECL_RE.match(stripped)
+            return m is not None and belongs(m.group(2).strip('"'))
+        return belongs(re.split(r"[{ \t]", stripped, maxsplit=1)[0])
+
+    return "\n".join(line for line in text.splitlines() if keep(line)) + "\n"
+
+
+def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet:
+    """Parse Prometheus text exposition into a MetricSet (only `families`, when given). Pure; raises
+    MetricsParseError naming the bad line."""
     from prometheus_client.parser import text_string_to_metric_families  # lazy: `pdctl --help` does not load it
+
+    if families is not None:
+        text = only_families(text, families)
 
     try:
         parsed = list(text_string_to_metric_families(text))

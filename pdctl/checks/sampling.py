@@ -19,8 +19,9 @@ class MetricsUnavailable(CheckFailed):
         self.status_code = status_code
 
 
-def fetch_metrics(base_url: str, timeout: float = 5.0) -> MetricSet:
-    """GET base_url/metrics and parse it. Changes nothing on the server.
+def fetch_metrics(base_url: str, timeout: float = 5.0, families=None) -> MetricSet:
+    """GET base_url/metrics and parse it (only the metric `families` named, when given). Changes nothing on the
+    server.
 
     Raises UnreachableError(target=url) when the server cannot be reached or does not answer in `timeout`;
     MetricsUnavailable (exit 1, hint --enable-metrics) on a non-200 answer; MetricsParseError on unreadable text.
@@ -37,4 +38,4 @@ def fetch_metrics(base_url: str, timeout: float = 5.0) -> MetricSet:
         hint = ENABLE_METRICS_HINT if r.status_code == 404 else None
         raise MetricsUnavailable(f"{name} answered HTTP {r.status_code}", url=remote_url(base_url, "/metrics"),
                                  status_code=r.status_code, hint=hint)
-    return parse_metrics(r.text)
+    return parse_metrics(r.text, families)

@@ -207,3 +207,26 @@ def test_importing_the_module_does_not_load_prometheus_client():
 def test_empty_text_is_an_empty_set():
     m = parse_metrics("")
     assert len(m) == 0 and m.families() == {} and not m.has(N.TRANSFER_FAILED)
+
+
+@pytest.mark.parametrize("text", [PREFILL, DECODE], ids=["prefill", "decode"])
+def test_parsing_only_some_families_gives_the_same_samples_and_types(text):
+    full = parse_metrics(text)
+    wanted = (N.TRANSFER_FAILED, N.BOOTSTRAP_FAILED, N.NUM_RUNNING_REQS)
+    part = parse_metrics(text, families=wanted)
+    assert {n for n in wanted if full.has(n)} <= set(part.families())
+    assert all(n in wanted or n.endswith("_created") for n in part.families())   # a counter's _created comes along
+    for name in set(wanted) | set(part.families()):
+        assert part.samples(name) == full.samples(name)
+        if full.has(name):
+            assert part.families()[name].type == full.families()[name].type
+    assert len(part) < len(full) / 10          # the rest was never handed to the parser
+
+
+def test_only_families_keeps_suffixed_series_of_a_histogram_and_a_counters_created():
+    text = ("# HELP h a histogram\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\n"
+            "h_count 2\n# HELP c_total a counter\n# TYPE c_total counter\nc_total 5\nc_created 1.7e9\n"
+            "# HELP other x\n# TYPE other gauge\nother 1\nhh_bucket{le=\"1\"} 9\n")
+    m = parse_metrics(text, families=("h", "c_total"))
+    assert set(m.families()) == {"h", "c_total", "c_created"}
+    assert m.value("h_count") == 2 and m.value("c_total") == 5 and not m.has("other")
