@@ -19,41 +19,37 @@ from dataclasses import dataclass, field
 from pdctl.checks.proc import GONE_MARK, ProcessInfo, parse_proc_dump
 from pdctl.shell import quote
 
+# Few processes on the host: every fork is a millisecond or two, and this runs on each check. Builtins do the
+# parsing (`read`, parameter expansion); only base64 (one per file) and getconf are executed.
+_B64_FN = ("if base64 -w0 </dev/null >/dev/null 2>&1; then pdctl_b64() { base64 -w0 2>/dev/null < \"$1\" || printf '!'; }; "
+           "else pdctl_b64() { if [ -r \"$1\" ]; then base64 < \"$1\" | tr -d '\\n'; else printf '!'; fi; }; fi")
 # prints the /proc dump of pid $1 in checks.proc's line format, or `gone`
-_DUMP_FN = ("pdctl_dump() { p=/proc/$1; [ -d \"$p\" ] || { echo gone; return 0; }; "
-            "for f in cmdline environ stat; do printf '%s ' \"$f\"; "
-            "if o=$(base64 2>/dev/null < \"$p/$f\"); then printf '%s' \"$o\" | tr -d '\\n'; echo; "
-            "else echo '!'; fi; done; }")
-_CLOCK = "printf 'btime '; awk '/^btime/{print $2}' /proc/stat; printf 'clk '; getconf CLK_TCK 2>/dev/null || echo 100"
-
-
-def _b64_line(key: str, producer: str) -> str:
-    """Shell: print `key BASE64` of producer's stdout, or `key !` when it fails."""
-    return f"if o=$({producer} | base64); then printf '{key} %s\\n' \"$(printf '%s' \"$o\" | tr -d '\\n')\"; " \
-           f"else echo '{key} !'; fi"
+_DUMP_FN = ("pdctl_dump() { [ -d \"/proc/$1\" ] || { echo gone; return 0; }; "
+            "for f in cmdline environ stat; do printf '%s ' \"$f\"; pdctl_b64 \"/proc/$1/$f\"; echo; done; }")
+_CLOCK = ("while read -r k v; do if [ \"$k\" = btime ]; then echo \"btime ${v%% *}\"; break; fi; done < /proc/stat; "
+          "printf 'clk '; getconf CLK_TCK 2>/dev/null || echo 100")
 
 
 def pidfile_observe_command(services: dict[str, str]) -> str:
     """The one command for pidfile services: {name: pidfile path}. The pid is taken from the pidfile on the host."""
-    parts = [_DUMP_FN, _CLOCK]
+    parts = [_B64_FN, _DUMP_FN, _CLOCK]
     for name, path in services.items():
         f = quote(path)
-        parts.append(f"echo {quote('@@svc ' + name)}; "
-                     f"if o=$(base64 2>/dev/null < {f}); then printf 'rec %s\\n' \"$(printf '%s' \"$o\" | tr -d '\\n')\"; "
-                     f"pid=$(sed -n 's/.*\"pid\": *\\([0-9][0-9]*\\).*/\\1/p' {f} | head -n 1); "
-                     "if [ -n \"$pid\" ]; then echo \"@@pid $pid\"; pdctl_dump \"$pid\"; fi; "
-                     "else echo 'rec !'; fi")
+        parts.append(f"echo {quote('@@svc ' + name)}; printf 'rec '; pdctl_b64 {f}; echo; "
+                     f"line=; read -r line 2>/dev/null < {f}; pid=${{line#*\\\"pid\\\": }}; pid=${{pid%%[!0-9]*}}; "
+                     "if [ -n \"$line\" ] && [ -n \"$pid\" ]; then echo \"@@pid $pid\"; pdctl_dump \"$pid\"; fi")
     return "\n".join(parts)
 
 
 def systemd_observe_command(units: dict[str, str], properties: tuple[str, ...]) -> str:
     """The one command for systemd services: {name: unit}. `systemctl show` once per unit, then its MainPID's dump."""
     props = " ".join(f"-p {quote(p)}" for p in properties)
-    parts = [_DUMP_FN, _CLOCK]
+    parts = [_B64_FN, _DUMP_FN, _CLOCK]
     for name, unit in units.items():
         parts.append(f"echo {quote('@@svc ' + name)}; s=$(systemctl show {quote(unit)} {props} 2>&1); "
-                     "echo \"rc $?\"; " + _b64_line("show", "printf '%s\\n' \"$s\"") + "; "
-                     "pid=$(printf '%s\\n' \"$s\" | sed -n 's/^MainPID=\\([0-9][0-9]*\\)$/\\1/p'); "
+                     "echo \"rc $?\"; printf 'show %s\\n' \"$(printf '%s\\n' \"$s\" | base64 | tr -d '\\n')\"; "
+                     "pid=; while read -r kv; do case \"$kv\" in MainPID=*) pid=${kv#MainPID=};; esac; done <<PDCTL_EOF\n"
+                     "$s\nPDCTL_EOF\n"
                      "if [ -n \"$pid\" ] && [ \"$pid\" != 0 ]; then echo \"@@pid $pid\"; pdctl_dump \"$pid\"; fi")
     return "\n".join(parts)
 
