@@ -18,6 +18,7 @@ app = typer.Typer(
     add_completion=True,   # --install-completion / --show-completion (bash, zsh, fish)
     context_settings={"help_option_names": ["-h", "--help"]},   # subcommands inherit it
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,   # help is drawn by pdctl.cli.help_format: rich stays off the --help and error paths
 )
 
 
