@@ -124,6 +124,9 @@ class PdctlGroup(_Conventions, TyperGroup):
     option, missing argument, bad value) is said in pdctl's one style, `error:` then `hint:`, exit 2; with --json on
     the command line it is also the one JSON document on stdout."""
 
+    def list_commands(self, ctx):
+        return list(self.commands)   # the names only: typer's list_commands builds every lazy command
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import sys
 

@@ -159,7 +159,8 @@ def _short_help(command) -> str:
 
 
 def _commands_box(group, ctx, width: int) -> list[str]:
-    commands = [(n, group.get_command(ctx, n)) for n in group.list_commands(ctx)]
+    peek = getattr(group.commands, "peek", None)     # lazy commands: their help without building them
+    commands = [(n, peek(n) if peek else group.get_command(ctx, n)) for n in group.list_commands(ctx)]
     rows = [([name], [_short_help(cmd)]) for name, cmd in commands if cmd is not None and not cmd.hidden]
     return box("Commands", table(rows, width - 4), width) if rows else []
 
