@@ -9,19 +9,16 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import MutableMapping
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 
-@dataclass(frozen=True)
 class CommandSummary:
-    """What a group's help lists for a command not yet built (the attributes help_format reads)."""
+    """What a group's help lists for a command not yet built (the attributes help_format reads). A plain class:
+    a dataclass costs a millisecond at import, on every run."""
 
-    name: str
-    help: str | None
-    short_help: str | None = None
-    hidden: bool = False
-    deprecated: bool = False
+    def __init__(self, name: str, help: str | None, short_help: str | None = None, hidden: bool = False,
+                 deprecated: bool = False):
+        self.name, self.help, self.short_help, self.hidden, self.deprecated = name, help, short_help, hidden, deprecated
 
 
 def resolve(ref: str) -> Any:
@@ -66,6 +63,9 @@ class LazyCommands(MutableMapping):
         del self._refs[name]
         self._built.pop(name, None)
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._refs      # Mapping's own would build the command to find out
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._refs)
 
@@ -73,13 +73,19 @@ class LazyCommands(MutableMapping):
         return len(self._refs)
 
     def peek(self, name: str):
-        """The command if built, else what its group's help shows of it: a command function's docstring (its
-        module is imported, nothing is built); a sub-app is built (its help may come from a callback)."""
+        """The command if built, else what its group's help shows of it, its module imported but nothing built: a
+        command function's docstring, a sub-app's `typer.Typer(help=...)` (a sub-app without one is built: its
+        help comes from its callback)."""
         if name in self._built:
             return self._built[name]
         import typer
+        from typer.models import DefaultPlaceholder
 
         source = resolve(self._refs[name])
         if not isinstance(source, typer.Typer):
             return CommandSummary(name, inspect.getdoc(source))
-        return self[name]
+        given = {k: getattr(source.info, k) for k in ("help", "short_help", "hidden", "deprecated")}
+        if isinstance(given["help"], DefaultPlaceholder):
+            return self[name]
+        return CommandSummary(name, **{k: v.value if isinstance(v, DefaultPlaceholder) else v
+                                       for k, v in given.items()})

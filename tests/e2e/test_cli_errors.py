@@ -79,6 +79,12 @@ def test_help_is_fast_path_without_heavy_imports(tmp_path, args):
     assert len(foreign) <= MAX_NON_STDLIB_MODULES, foreign
 
 
+def test_a_commands_help_loads_that_command_only(tmp_path):
+    loaded = _modules_loaded(tmp_path, ["storm", "--help"])
+    assert sorted(m for m in loaded if m.startswith("pdctl.cli.")) == [
+        "pdctl.cli.app", "pdctl.cli.common", "pdctl.cli.help_format", "pdctl.cli.lazy_commands", "pdctl.cli.storm"]
+
+
 def _clean_refusal(r, *needles):
     assert r.code == 2, r.output
     for n in needles:
