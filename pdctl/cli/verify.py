@@ -11,7 +11,9 @@ from pdctl.cli import inflight as inflight_cmd
 from pdctl.cli.common import (InventoryOpt, JsonOpt, PdctlCommand, PdctlGroup, ReportOpt, handle_errors,
                               open_deployment, progress_quiet)
 
-app = typer.Typer(cls=PdctlGroup, help="Read-only checks of a deployment.", no_args_is_help=True)
+app = typer.Typer(name="verify", cls=PdctlGroup, help="Read-only checks of a deployment.", no_args_is_help=True,
+                  add_completion=False,     # the root has the completion options
+                  rich_markup_mode=None)    # as the root app: no rich on the --help path
 app.command("inflight", cls=PdctlCommand)(inflight_cmd.inflight)
 
 
