@@ -131,7 +131,8 @@ def read_request(conn: socket.socket) -> bytes:
             return b""
         data += got
     head, _, body = data.partition(b"\r\n\r\n")
-    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length")), 0)
     while len(body) < length:
         body += conn.recv(65536)
     return head
@@ -178,7 +179,8 @@ def test_content_length_and_chunked_bodies_and_case_insensitive_headers():
         c = http.Client(4)
         r = c.get(f"{url}/bytes/100000")
         assert r.status_code == 200 and r.content == pattern(100000)
-        assert r.headers["content-length"] == r.headers.get("Content-Length") == "100000" and "CONTENT-TYPE" in r.headers
+        assert r.headers["content-length"] == r.headers.get("Content-Length") == "100000"
+        assert "CONTENT-TYPE" in r.headers and r.headers["Content-Type"] == "text/plain"
         assert isinstance(r.elapsed, datetime.timedelta) and r.elapsed.total_seconds() > 0
         r = c.get(f"{url}/chunked")
         assert r.content == b"hello chunked world" and r.text == "hello chunked world"
@@ -411,3 +413,20 @@ def test_the_tunnel_wording_comes_from_the_host_reason():
 def test_connect_timeout_words():
     assert describe_error(http.ConnectTimeout("connect to 10.0.0.9:30000 timed out after 4s"), 4) == \
         "connect timed out after 4s"
+
+
+def test_the_probe_paths_do_not_import_httpx():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from pdctl.checks import e2e, health, sampling\n"
+            "from pdctl.ops import readiness, verify\n"
+            f"url = 'http://127.0.0.1:{closed_port()}'\n"
+            "health.probe_health(url); health.probe_router_ready(url); e2e.probe_chat(url)\n"
+            "readiness._get(url + '/health', 1.0)\n"
+            "try:\n    sampling.fetch_metrics(url)\nexcept Exception:\n    pass\n"
+            "print(sorted(m for m in ('httpx', 'httpcore', 'trio', 'anyio') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
