@@ -1,17 +1,12 @@
 """pdctl.http_client over real sockets: a stdlib ThreadingHTTPServer speaking HTTP/1.1 on 127.0.0.1, and raw socket
-servers for the framings and misbehaviours a stdlib handler will not produce. Connections are counted on the
-server side, so keep-alive reuse is what the server saw, not what the client says."""
+servers for the framings and misbehaviours a stdlib handler will not produce (tests/fixtures/http_servers.py).
+Connections are counted on the server side, so keep-alive reuse is what the server saw, not what the client says."""
 
 from __future__ import annotations
 
 import datetime
-import json
-import socket
 import threading
 import time
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
 
 import pytest
 
@@ -22,91 +17,8 @@ from pdctl.checks.http_util import RoleURL, client, describe_error
 from pdctl.checks.result import Status
 from pdctl.checks.sampling import fetch_metrics
 from pdctl.ops.readiness import _get as readiness_get
-from tests.fixtures.net import closed_port, free_port
-
-METRICS = '# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{tp_rank="0"} 0.0\n'
-CHAT = {"choices": [{"message": {"content": "the quick brown fox"}, "finish_reason": "length"}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 4}}
-
-
-def pattern(n: int) -> bytes:
-    return bytes(ord("a") + i % 26 for i in range(n))
-
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"     # keep-alive, as uvicorn and the router speak
-    disable_nagle_algorithm = True    # as they do: headers and body are two writes
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, code: int, body: bytes, ctype: str = "text/plain", close: bool = False) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        if close:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        if self.path == "/chunked":
-            self.send_response(200)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for piece in (b"hello ", b"chunked ", b"world"):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            self.wfile.write(b"0\r\n\r\n")
-        elif self.path == "/close":
-            self._send(200, b"bye", close=True)
-        elif self.path.startswith("/bytes/"):
-            self._send(200, pattern(int(self.path.rsplit("/", 1)[1])))
-        elif self.path == "/readiness":
-            self._send(200, json.dumps({"status": "ready", "healthy_workers": 2, "total_workers": 2}).encode(),
-                       "application/json")
-        elif self.path == "/metrics":
-            self._send(200, METRICS.encode())
-        else:
-            self._send(200, b"ok")
-
-    def do_POST(self):
-        sent = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        body = CHAT if self.path == "/v1/chat/completions" else {"got": sent, "ctype": self.headers["Content-Type"]}
-        self._send(200, json.dumps(body).encode(), "application/json")
-
-
-class CountingServer(ThreadingHTTPServer):
-    """Counts the TCP connections it accepted and the ones whose handler has finished (closed)."""
-    daemon_threads = True
-    request_queue_size = 64     # twelve threads connecting at once overflow the default backlog of 5
-
-    def __init__(self, handler):
-        super().__init__(("127.0.0.1", free_port()), handler)
-        self.accepted = self.finished = 0
-        self.count_lock = threading.Lock()
-
-    def process_request(self, request, client_address):
-        with self.count_lock:
-            self.accepted += 1
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request):
-        super().shutdown_request(request)
-        with self.count_lock:
-            self.finished += 1
-
-
-@contextmanager
-def serving(handler=Handler):
-    srv = CountingServer(handler)
-    th = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    th.start()
-    try:
-        yield srv, f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        th.join(5)
+from tests.fixtures.http_servers import Handler, pattern, raw_server, read_request, serving, wait_until
+from tests.fixtures.net import closed_port
 
 
 @pytest.fixture(autouse=True)
@@ -115,62 +27,6 @@ def fresh_pool():
     yield
     http.close_all()
 
-
-def wait_until(pred, what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, f"not seen within {timeout}s: {what}"
-        time.sleep(0.01)
-
-
-def read_request(conn: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        got = conn.recv(65536)
-        if not got:
-            return b""
-        data += got
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                   if line.lower().startswith(b"content-length")), 0)
-    while len(body) < length:
-        body += conn.recv(65536)
-    return head
-
-
-@contextmanager
-def raw_server(serve):
-    """A listening socket; each accepted connection is handed to serve(conn, index, stop) in its own thread."""
-    lsock = socket.create_server(("127.0.0.1", free_port()))
-    state = SimpleNamespace(accepted=0, stop=threading.Event(), junk_sent=threading.Event())
-    state.url = f"http://127.0.0.1:{lsock.getsockname()[1]}"
-
-    def run(conn, index):
-        try:
-            serve(conn, index, state.stop)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def accept_loop():
-        while True:
-            try:
-                conn, _ = lsock.accept()
-            except OSError:
-                return
-            state.accepted += 1     # counted before serving: a client that got its answer sees the count
-            threading.Thread(target=run, args=(conn, state.accepted - 1), daemon=True).start()
-
-    th = threading.Thread(target=accept_loop, daemon=True)
-    th.start()
-    try:
-        yield state
-    finally:
-        state.stop.set()
-        lsock.shutdown(socket.SHUT_RDWR)
-        lsock.close()
-        th.join(5)
 
 
 # -- framing ------------------------------------------------------------------------------------------------------
