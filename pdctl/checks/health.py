@@ -27,7 +27,7 @@ def probe_health(base_url: str, path: str = "/health", timeout: float = 4.0, *, 
         with client(timeout) as c:
             t0 = time.monotonic()   # the request alone: the client is made before the clock starts
             r = c.get(url)
-    except Exception as e:  # httpx errors and OS errors alike: the server is not healthy from here
+    except Exception as e:  # HTTP errors and a bad URL alike: the server is not healthy from here
         data["latency_ms"] = request_ms(None, t0)
         cause = describe_error(e, timeout, base_url, since=t0)
         data["error"] = cause

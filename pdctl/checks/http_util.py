@@ -45,24 +45,20 @@ def remote_url(base_url: str, path: str = "") -> str:
 
 
 def client(timeout: float) -> Any:
-    """An httpx.Client with one timeout for connect/read/write/pool. Proxies from the environment are ignored:
-    probes go straight to the role's address (loopback or a tunnel), never through a proxy."""
-    import httpx
+    """A handle on the process's one connection pool (pdctl.http_client) with one timeout for the connect, each
+    read and the whole request. `with client(t) as c:` closes nothing: the next probe reuses the connection.
+    Proxies from the environment are ignored: probes go straight to the role's address (loopback or a tunnel)."""
+    from pdctl.http_client import Client
 
-    return httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False, follow_redirects=False)
+    return Client(timeout)
 
 
 def request_ms(response: Any, started: float) -> float:
-    """The request's own latency in ms: httpx's `response.elapsed` (request sent -> response read), so neither
-    the client's creation nor a thread's wait before sending is counted; with no response (an error), the clock
-    since `started`, which the caller takes right before sending."""
-    import time
-
+    """The request's own latency in ms: `response.elapsed` (connection taken -> last body byte), so neither the
+    client's creation nor a thread's wait before sending is counted; with no response (an error), the clock since
+    `started`, which the caller takes right before sending."""
     elapsed = getattr(response, "elapsed", None) if response is not None else None
-    try:
-        seconds = elapsed.total_seconds() if elapsed is not None else time.monotonic() - started
-    except RuntimeError:   # httpx raises when .elapsed is read before the response is closed
-        seconds = time.monotonic() - started
+    seconds = elapsed.total_seconds() if elapsed is not None else time.monotonic() - started
     return round(seconds * 1000, 1)
 
 
@@ -71,24 +67,24 @@ def join(base_url: str, path: str) -> str:
 
 
 def describe_error(exc: BaseException, timeout: float, base_url: str = "", since: float | None = None) -> str:
-    """'connection refused', 'timed out after 4s (read)', ... for an httpx exception. Through an SSH tunnel a
-    role that is down only shows as a reset local connection: the host's own reason is said instead ("connection
-    refused on gpu1 at 127.0.0.1:30000 (through the SSH tunnel)"), for a tunnel failure at or after monotonic
-    `since` (the request's start; default a minute ago)."""
-    import httpx
+    """'connection refused', 'timed out after 4s (read)', ... for a pdctl.http_client exception. Through an SSH
+    tunnel a role that is down only shows as a closed local connection: the host's own reason is said instead
+    ("connection refused on gpu1 at 127.0.0.1:30000 (through the SSH tunnel)"), for a tunnel failure at or after
+    monotonic `since` (the request's start; default a minute ago)."""
+    from pdctl import http_client as http
 
-    if isinstance(base_url, RoleURL) and base_url.tunnel and not isinstance(exc, httpx.TimeoutException):
+    if isinstance(base_url, RoleURL) and base_url.tunnel and not isinstance(exc, http.TimeoutException):
         why = base_url.failure(time.monotonic() - 60 if since is None else since)
         if why:
             return f"{why} on {base_url.host} at {base_url.remote} (through the SSH tunnel)"
 
-    if isinstance(exc, httpx.ConnectTimeout):
+    if isinstance(exc, http.ConnectTimeout):
         return f"connect timed out after {timeout:g}s"
-    if isinstance(exc, httpx.ReadTimeout):
+    if isinstance(exc, http.ReadTimeout):
         return f"no response within {timeout:g}s (read timeout)"
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, http.TimeoutException):
         return f"timed out after {timeout:g}s"
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, http.ConnectError):
         msg = str(exc) or type(exc).__name__
         low = msg.lower()
         if "refused" in low:
@@ -96,8 +92,6 @@ def describe_error(exc: BaseException, timeout: float, base_url: str = "", since
         if "name or service not known" in low or "nodename nor servname" in low or "getaddrinfo" in low:
             return f"name resolution failed ({msg})"
         return f"connect failed ({msg})"
-    if isinstance(exc, httpx.RemoteProtocolError):
+    if isinstance(exc, http.RemoteProtocolError):
         return f"connection closed or bad HTTP ({exc})"
-    if isinstance(exc, httpx.HTTPError):
-        return f"{type(exc).__name__}: {exc}"
     return f"{type(exc).__name__}: {exc}"

@@ -16,14 +16,13 @@ POLL_INTERVAL = 0.25
 
 
 def _get(url: str, timeout: float):
-    import httpx
-
     from pdctl.checks.http_util import client
+    from pdctl.http_client import HTTPError
 
     try:
         with client(timeout) as c:
             return c.get(url)
-    except httpx.HTTPError as e:
+    except HTTPError as e:
         return e
 
 

@@ -63,13 +63,13 @@ def test_put_file_and_read_file_roundtrip(ssh, tmp_path):
     assert ssh.read_file(str(tmp_path / "missing")) is None
 
 
-@pytest.fixture
-def http_server(tmp_path):
+def _serve_files(tmp_path, protocol: str):
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "health").write_text("ok-from-remote")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(tmp_path / "www")],
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(tmp_path / "www"),
+         "--protocol", protocol],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -78,6 +78,16 @@ def http_server(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    yield from _serve_files(tmp_path, "HTTP/1.0")
+
+
+@pytest.fixture
+def keep_alive_server(tmp_path):
+    yield from _serve_files(tmp_path, "HTTP/1.1")
 
 
 def test_http_through_tunnel(sshd, http_server):
@@ -92,6 +102,26 @@ def test_http_through_tunnel(sshd, http_server):
         local_port = int(url.rsplit(":", 1)[1])
     with pytest.raises(httpx.ConnectError):   # close() tore the forwarder down
         httpx.get(f"http://127.0.0.1:{local_port}/health", timeout=2)
+
+
+def test_pooled_http_through_tunnel_keeps_one_connection_and_drops_it_with_the_tunnel(sshd, keep_alive_server):
+    from pdctl import http_client as http
+    from pdctl.checks.http_util import describe_error
+
+    http.close_all()
+    with SshTransport("gpu-test", sshd.make_host(http="tunnel")) as t:
+        url = t.http_base_url(keep_alive_server)
+        local_ports = set()
+        for _ in range(3):
+            r = http.Client(10).get(url + "/health")
+            assert r.status_code == 200 and r.text == "ok-from-remote"
+            local_ports.update(c.sock.getsockname()[1] for c in http._idle[("127.0.0.1", int(url.rsplit(":", 1)[1]))])
+        assert len(local_ports) == 1      # one connection (one SSH channel) served the three requests
+    # the forwarder is gone: its pooled connection is seen closed and dropped, and the port now refuses
+    with pytest.raises(http.ConnectError) as ei:
+        http.Client(2).get(url + "/health")
+    assert describe_error(ei.value, 2) == "connection refused"
+    http.close_all()
 
 
 def test_http_direct(sshd):

@@ -1,4 +1,4 @@
-"""health, e2e and fetch_metrics over real HTTP against a stdlib server on 127.0.0.1 (no mocks of httpx)."""
+"""health, e2e and fetch_metrics over real HTTP against a stdlib server on 127.0.0.1 (no mocks of the HTTP client)."""
 
 from __future__ import annotations
 
