@@ -194,15 +194,14 @@ def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
 
 def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult]:
     """The router hides its argv; check the workers it routes to instead."""
-    import httpx
-
     from pdctl.checks.http_util import client
+    from pdctl.http_client import HTTPError
 
     host = dep.instance("router", index).host
     try:
         with client(dep.inv.final_health.health_timeout) as c:
             body = c.get(f"{dep.base_url('router', index)}/workers").json()
-    except (httpx.HTTPError, ValueError):
+    except (HTTPError, ValueError):
         body = None
     prefill = [(launch.worker_url(dep.inv, "prefill", i, host), dep.inv.bootstrap_port(p))
                for i, p in enumerate(dep.inv.roles.prefill)]
