@@ -136,12 +136,28 @@ def _param_cells(param, ctx) -> list[str]:
         (long_ if "--" in opt else short).append(name if is_argument and "--" not in opt else opt)
     sec_long = [o for o in param.secondary_opts if "--" in o]
     sec_short = [o for o in param.secondary_opts if "--" not in o]
-    show_type = getattr(param, "display_type_rich", None)
-    placeholder = (show_type(ctx=ctx) if show_type else None) or ""
-    ranged = getattr(param, "_get_number_range_help_str", lambda: None)()
-    if ranged:
-        placeholder += f" [{ranged}]"
+    placeholder = _placeholder(param)
     return [",".join(long_), ",".join(short), ",".join(sec_long), ",".join(sec_short), placeholder]
+
+
+def _placeholder(param) -> str:
+    """`<int>`, `<path>`, `<list[str]>`, `<int range> [x>=1]`: from the click type, not typer's display helpers
+    (they change between typer releases); a flag's metavar is "" (see cli.common)."""
+    if param.metavar is not None:
+        return param.metavar
+    ptype = getattr(param, "type", None)
+    kind = getattr(ptype, "name", "") or "value"
+    text = f"<list[{kind}]>" if getattr(param, "multiple", False) else f"<{kind}>"
+    low, high = getattr(ptype, "min", None), getattr(ptype, "max", None)
+    if low is None and high is None:
+        return text
+    ge = ">" if getattr(ptype, "min_open", False) else ">="
+    le = "<" if getattr(ptype, "max_open", False) else "<="
+    if high is None:
+        return f"{text} [x{ge}{low}]"
+    if low is None:
+        return f"{text} [x{le}{high}]"
+    return f"{text} [{low}{'<' if ge == '>' else '<='}x{le}{high}]"
 
 
 def _param_box(title: str, params: list, ctx, width: int) -> list[str]:
