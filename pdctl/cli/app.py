@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from pdctl.cli import deploy, lifecycle, restart, storm, triage, verify
-from pdctl.cli import history, render_cmd, run
+from pdctl.cli import history, render_cmd, run, ssh_cmd
 from pdctl.cli.common import PdctlCommand, PdctlGroup
 
 app = typer.Typer(
@@ -50,3 +50,4 @@ _command("history", history.history)
 _command("storm", storm.storm)
 _command("triage", triage.triage)
 _command("render", render_cmd.render)
+_command("ssh", ssh_cmd.ssh)
