@@ -194,7 +194,7 @@ class Keeper:
         tr = client.get_transport() if client is not None else None
         return {"name": self.name, "pid": os.getpid(), "socket": self.socket_path, "keep": self.keep,
                 "idle_for": round(idle, 3), "expires_in": round(max(0.0, self.keep - idle), 3),
-                "started": self.started, "requests": self.requests,
+                "started": self.started, "requests": self.requests, "running": self._busy,
                 "connected": bool(tr is not None and tr.is_active()),
                 "target": f"{self.ssh.target.user}@{self.ssh.where}"}
 
