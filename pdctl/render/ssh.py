@@ -43,8 +43,8 @@ def kept_table(rows: list[KeptConnection], directory: str) -> None:
     c.print(grid("kept SSH connections", KEPT_COLS, cells, c.width))
     off = [r.host for r in rows if r.keep <= 0]
     if off:
-        c.print(Text(f"keep_connection is 0 (off) for: {', '.join(off)}; set it in the inventory or "
-                     "PDCTL_SSH_KEEP=SECONDS", style="dim"))
+        c.print(Text(f"keeping is off for {', '.join(off)} (keep_connection 0, or PDCTL_SSH_KEEP=0): new runs "
+                     "connect on their own", style="dim"))
 
 
 def closed_lines(rows: list[KeptConnection]) -> None:
