@@ -166,13 +166,21 @@ def test_a_keeper_killed_mid_request_leaves_it_unknown(vsshd, control):
     env = {**os.environ, **control.env}
     proc = subprocess.Popen(driver_cmd(host, "result = t.run('sleep 4242; echo done', timeout=60).stdout"),
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    remote: list[int] = []
     try:
         assert wait_until(lambda: control.info()["running"] == 1, limit=30)
+        # the shell and its `sleep 4242` child (argv "sleep\0" "4242"), once both exist
+        assert wait_until(lambda: len(_remote_pids(vsshd, "4242")) >= 2, limit=30)
+        remote = _remote_pids(vsshd, "4242")
         os.kill(pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-        _kill_remote_sleeps("sleep 4242")
+        for p in remote:   # the remote command outlives its connection: it was this test's, by pid
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     result = json.loads(out)
     assert "value" not in result, result                       # never "done", never a made-up exit code
     assert result["error"]["exit_code"] == 3 and result["error"]["message"].startswith("unknown: gpu"), result
@@ -180,11 +188,25 @@ def test_a_keeper_killed_mid_request_leaves_it_unknown(vsshd, control):
     assert control.info()["pid"] != pid
 
 
-def _kill_remote_sleeps(pattern: str) -> None:
-    """The remote command of the test above runs on this machine: kill it by pid."""
-    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
-    for p in found:
+def _remote_pids(sshd, marker: str) -> list[int]:
+    """The processes of a remote command (their command line has `marker`) running under the test's sshd on this
+    machine: only those descending from that sshd, so that nothing else is ever killed."""
+    def parent(pid: str) -> str:
         try:
-            os.kill(int(p), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1]
+        except (OSError, IndexError):
+            return "0"
+
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or marker.encode() not in (proc / "cmdline").read_bytes():
+                continue
+        except OSError:
+            continue
+        pid = proc.name
+        while pid not in ("0", "1", str(sshd.pid)):
+            pid = parent(pid)
+        if pid == str(sshd.pid):
+            found.append(int(proc.name))
+    return found
