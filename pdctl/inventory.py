@@ -75,6 +75,7 @@ class Host(_Strict):
     connect_timeout: float = Field(10.0, gt=0)
     command_timeout: float = Field(60.0, gt=0)
     http: Literal["direct", "tunnel"] = "direct"   # tunnel: reach role ports via the SSH connection
+    keep_connection: float = Field(0.0, ge=0, le=86400)   # ssh: idle seconds a keeper holds it between runs; 0 off
     internal_address: str | None = None      # how other roles reach this host; default 127.0.0.1 (same host)
     service_manager: Literal["systemd", "pidfile"] = "pidfile"
     python: str | None = None                # interpreter for engine/sglang; default: this one (local), python3 (ssh)

@@ -6,6 +6,9 @@ import os
 
 import pytest
 
+# An operator's PDCTL_SSH_KEEP would turn every SSH test's connection into a kept one: tests that want keeping set it.
+os.environ.pop("PDCTL_SSH_KEEP", None)
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):

@@ -1,6 +1,7 @@
 """The narrow transport interface (pyinfra-style): ask a host, never judge the answer here.
 
-The contract, for every implementation (local.py: subprocess on this machine; ssh.py: one paramiko connection):
+The contract, for every implementation (local.py: subprocess on this machine; ssh.py: one paramiko connection;
+kept.py: that same connection held by a keeper process between pdctl runs, when the host's keep_connection is on):
 - `run` never raises on a non-zero exit: it returns a CommandResult. A command that overruns its timeout is killed
   with its process group and returns exit_code -9, ok=False, timed_out=True. A caller that observes the host turns
   timed_out into `no_answer(...)` (UnreachableError, exit 3): a command that did not answer says nothing about
@@ -141,7 +142,8 @@ class Transport(ABC):
 
     def close(self) -> None:
         """Release connections and forwarders (tunnel URLs stop working). Never connects; safe to call twice.
-        Over SSH a later call connects again."""
+        Over SSH a later call connects again. A kept connection (kept.py) is the keeper's: it and its forwarders
+        stay until `pdctl ssh --close` or its idle expiry."""
 
     def __enter__(self) -> "Transport":
         return self

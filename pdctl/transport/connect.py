@@ -14,15 +14,25 @@ if TYPE_CHECKING:
 def connect(name: str, host: Host, *, eager: bool = False) -> Transport:
     """A Transport for the inventory host `name`.
 
-    SSH connects lazily on first use unless `eager` (then UnreachableError / HostKeyRefused are raised here).
+    SSH connects lazily on first use unless `eager` (then UnreachableError / HostKeyRefused are raised here). With
+    keep_connection (or $PDCTL_SSH_KEEP) > 0 the connection is a keeper's, kept between runs (kept.py); then
+    paramiko is not even imported here. UsageError when $PDCTL_SSH_KEEP is no number of seconds.
     """
     if host.transport == "local":
         from pdctl.transport.local import LocalTransport
 
         return LocalTransport(name)
-    from pdctl.transport.ssh import SshTransport
+    from pdctl.transport.control import keep_seconds
 
-    t = SshTransport(name, host)
+    keep = keep_seconds(host)
+    if keep > 0:
+        from pdctl.transport.kept import KeptTransport
+
+        t: Transport = KeptTransport(name, host, keep)
+    else:
+        from pdctl.transport.ssh import SshTransport
+
+        t = SshTransport(name, host)
     if eager:
         t.open()
     return t
@@ -36,6 +46,11 @@ class TransportPool:
 
     def __init__(self, hosts: dict[str, Host] | None = None):
         self.hosts = dict(hosts or {})
+        if any(h.transport == "ssh" for h in self.hosts.values()):   # a bad $PDCTL_SSH_KEEP stops us before any step
+            from pdctl.transport.control import keep_seconds
+
+            for h in self.hosts.values():
+                keep_seconds(h)
         self._transports: dict[str, Transport] = {}
         self._lock = threading.Lock()
 

@@ -30,9 +30,10 @@ def channel_failure(exc: BaseException) -> str:
 class Forwarder:
     """A listening socket on 127.0.0.1:<ephemeral> piping each connection through a direct-tcpip channel."""
 
-    def __init__(self, ssh_transport, host: str, port: int):
+    def __init__(self, ssh_transport, host: str, port: int, allow: Callable[[socket.socket], bool] | None = None):
         self.ssh = ssh_transport
         self.host, self.port = host, port
+        self.allow = allow   # who may use the forwarder (a keeper's: only its own user); None: anyone local
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -57,6 +58,9 @@ class Forwarder:
             threading.Thread(target=self._pipe, args=(conn, peer), daemon=True).start()
 
     def _pipe(self, conn: socket.socket, peer) -> None:
+        if self.allow is not None and not self.allow(conn):
+            conn.close()
+            return
         with self._conns_lock:
             self._conns.add(conn)
         chan = None
@@ -106,12 +110,17 @@ class Forwarder:
                 pass
         self._thread.join(timeout=2)
 
+    def open_connections(self) -> int:
+        with self._conns_lock:
+            return len(self._conns)
+
 
 class Tunnels:
     """The forwarders of one SSH host, one per (address on the host, port); thread-safe."""
 
-    def __init__(self, host_name: str):
+    def __init__(self, host_name: str, allow: Callable[[socket.socket], bool] | None = None):
         self.host_name = host_name
+        self.allow = allow   # handed to every forwarder made from here on
         self._lock = threading.Lock()
         self._by_target: dict[tuple[str, int], Forwarder] = {}
 
@@ -129,7 +138,7 @@ class Tunnels:
             with self._lock:
                 fwd = self._by_target.get(key)
                 if fwd is None:
-                    fwd = self._by_target[key] = Forwarder(ssh, host, port)
+                    fwd = self._by_target[key] = Forwarder(ssh, host, port, self.allow)
         return f"http://127.0.0.1:{fwd.local_port}"
 
     def _find(self, url: str) -> Forwarder | None:
@@ -143,6 +152,12 @@ class Tunnels:
         if fwd is None or fwd.last_failure is None or fwd.last_failure[0] < since:
             return None
         return fwd.last_failure[1]
+
+    def open_connections(self) -> int:
+        """How many forwarded connections are open now (a keeper does not expire while one is)."""
+        with self._lock:
+            forwarders = list(self._by_target.values())
+        return sum(f.open_connections() for f in forwarders)
 
     def close(self) -> None:
         with self._lock:

@@ -199,3 +199,35 @@ def test_env_list_written_in_yaml_is_refused_at_load(tmp_path):
     with pytest.raises(InventoryError) as e:
         load_inventory(p)
     assert str(p) in e.value.message and "CUDA_VISIBLE_DEVICES" in e.value.message and "[1, 2]" in e.value.message
+
+
+@pytest.mark.parametrize("value, needle", [(-1, "greater than or equal to 0"), (86401, "less than or equal to 86400"),
+                                           ("soon", "hosts.gpu.keep_connection")])
+def test_keep_connection_is_bounded_seconds(value, needle):
+    data = {"hosts": {"gpu": {"transport": "ssh", "keep_connection": value}},
+            "roles": {r: [{"host": "gpu", "port": p, "listen_host": "0.0.0.0"}]
+                      for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))}}
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(data, "keep.yaml")
+    assert "hosts.gpu.keep_connection" in e.value.message and needle in e.value.message
+    data["hosts"]["gpu"]["keep_connection"] = 600
+    assert parse_inventory(data, "keep.yaml").hosts["gpu"].keep_connection == 600.0
+
+
+def test_keep_env_wins_over_the_inventory_and_is_checked(monkeypatch):
+    from pdctl.errors import UsageError
+    from pdctl.inventory import Host
+    from pdctl.transport.control import keep_seconds
+
+    host = Host(transport="ssh", keep_connection=600)
+    monkeypatch.delenv("PDCTL_SSH_KEEP", raising=False)
+    assert keep_seconds(host) == 600
+    monkeypatch.setenv("PDCTL_SSH_KEEP", "0")
+    assert keep_seconds(host) == 0
+    monkeypatch.setenv("PDCTL_SSH_KEEP", "30")
+    assert keep_seconds(Host(transport="ssh")) == 30
+    for bad in ("ten", "-5", "nan", "90000"):
+        monkeypatch.setenv("PDCTL_SSH_KEEP", bad)
+        with pytest.raises(UsageError) as e:
+            keep_seconds(host)
+        assert e.value.exit_code == 2 and "PDCTL_SSH_KEEP" in e.value.message and repr(bad) in e.value.message

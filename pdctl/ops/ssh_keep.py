@@ -1,0 +1,101 @@
+"""The SSH connections kept between pdctl runs for an inventory's hosts (`pdctl ssh`): which exist, and ending them.
+
+Only gathers and asks: a keeper is found at its host's socket (control.kept_paths) and asked for its state or to
+close; nothing here starts one or connects to a host.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pdctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from pdctl.inventory import Inventory
+
+ASK_TIMEOUT_S = 5.0
+END_WAIT_S = 8.0   # a closing keeper gets this long to exit (it gives running requests 5 s)
+
+
+@dataclass(frozen=True)
+class KeptConnection:
+    """One SSH host's kept connection as its keeper tells it; `state` is kept, none or not answering."""
+
+    host: str
+    socket: str
+    keep: float                  # the keep setting now ($PDCTL_SSH_KEEP, else keep_connection); 0: off
+    state: str
+    pid: int | None = None
+    target: str | None = None    # user@address:port the keeper connects to
+    connected: bool = False      # whether its SSH connection is up now
+    idle_for: float | None = None
+    expires_in: float | None = None
+    closed: bool = False         # --close ended it
+
+
+def ssh_hosts(inv: Inventory, names: list[str] | None) -> list[str]:
+    """`names` (default: every SSH host of the inventory), checked: UsageError (exit 2) for a name the inventory
+    does not have or a host that is not reached over SSH."""
+    if not names:
+        return [n for n, h in inv.hosts.items() if h.transport == "ssh"]
+    for n in names:
+        if n not in inv.hosts:
+            raise UsageError(f"unknown host {n!r} in {inv.source} (hosts: {', '.join(sorted(inv.hosts))})")
+        if inv.hosts[n].transport != "ssh":
+            raise UsageError(f"host {n!r} uses transport {inv.hosts[n].transport}: only SSH connections are kept")
+    return list(dict.fromkeys(names))
+
+
+def _ask(inv: Inventory, name: str, op: str) -> KeptConnection:
+    from pdctl.transport.control import keep_seconds, kept_paths
+    from pdctl.transport.kept import ask_keeper
+
+    host = inv.hosts[name]
+    paths = kept_paths(name, host)
+    base = dict(host=name, socket=paths.socket, keep=keep_seconds(host))
+    try:
+        info = ask_keeper(paths.socket, {"op": op}, ASK_TIMEOUT_S)
+    except (TimeoutError, ConnectionError):
+        return KeptConnection(state="not answering", **base)
+    if not isinstance(info, dict):
+        return KeptConnection(state="none", **base)
+    return KeptConnection(state="kept", pid=info.get("pid"), target=info.get("target"),
+                          connected=bool(info.get("connected")), idle_for=info.get("idle_for"),
+                          expires_in=info.get("expires_in"), **base)
+
+
+def kept_connections(inv: Inventory, names: list[str] | None = None) -> list[KeptConnection]:
+    """The kept connection of each named SSH host (default: all), `none` where no keeper runs."""
+    return [_ask(inv, n, "info") for n in ssh_hosts(inv, names)]
+
+
+def close_kept(inv: Inventory, names: list[str] | None = None) -> list[KeptConnection]:
+    """Ask each named host's keeper to end (default: every SSH host's), and wait (bounded) until its process is
+    gone; `closed` says which ended. A host without a keeper is left as `none`."""
+    out = []
+    for n in ssh_hosts(inv, names):
+        c = _ask(inv, n, "close")
+        if c.state == "kept" and c.pid:
+            c = KeptConnection(**{**c.__dict__, "closed": _ended(c.pid, END_WAIT_S)})
+        out.append(c)
+    return out
+
+
+def _ended(pid: int, limit: float) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if not _running(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and is no zombie (an ended keeper is nobody's child until init reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

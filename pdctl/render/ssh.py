@@ -1,0 +1,60 @@
+"""What `pdctl ssh` prints: the kept SSH connections of an inventory's hosts, or which `--close` ended."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from pdctl import render
+from pdctl.render.layout import Col, grid
+
+if TYPE_CHECKING:
+    from pdctl.ops.ssh_keep import KeptConnection
+
+KEPT_COLS = (Col("host", ident=True, head=True), Col("state", ident=True, head=True),
+             Col("pid", ident=True, right=True), Col("idle for", ident=True, right=True),
+             Col("expires in", ident=True, right=True), Col("socket", ident=True))
+_STATE_STYLE = {"kept": "green", "none": "dim", "not answering": "yellow"}
+
+
+def seconds(value: float | None) -> str:
+    """`42s`, `9m58s`, `2h05m`; empty for None. Pure."""
+    if value is None:
+        return ""
+    s = int(round(value))
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def kept_table(rows: list[KeptConnection], directory: str) -> None:
+    """One row per host; sockets by file name under the control directory, said once above the table."""
+    c = render.console()
+    if not rows:
+        c.print("no SSH hosts in this inventory: nothing is kept")
+        return
+    cells = [(r.host, Text(r.state, style=_STATE_STYLE.get(r.state, "")), str(r.pid or ""), seconds(r.idle_for),
+              seconds(r.expires_in), os.path.basename(r.socket)) for r in rows]
+    c.print(Text(f"control directory: {directory}"))
+    c.print(grid("kept SSH connections", KEPT_COLS, cells, c.width))
+    off = [r.host for r in rows if r.keep <= 0]
+    if off:
+        c.print(Text(f"keeping is off for {', '.join(off)} (keep_connection 0, or PDCTL_SSH_KEEP=0): new runs "
+                     "connect on their own", style="dim"))
+
+
+def closed_lines(rows: list[KeptConnection]) -> None:
+    c = render.console()
+    for r in rows:
+        if r.closed:
+            c.print(Text(f"closed {r.host} (keeper pid {r.pid})", style="green"))
+        elif r.state == "kept":
+            c.print(Text(f"{r.host}: asked keeper pid {r.pid} to close; it is still running", style="yellow"))
+        elif r.state == "not answering":
+            c.print(Text(f"{r.host}: the keeper at {r.socket} does not answer", style="yellow"))
+        else:
+            c.print(Text(f"{r.host}: no kept connection", style="dim"))

@@ -1,0 +1,122 @@
+"""Where kept SSH connections live: the private control directory, one socket per host spec, the keep setting.
+
+A host's connection is kept (pdctl/transport/keeper.py) when its `keep_connection` is > 0 seconds, or when
+$PDCTL_SSH_KEEP says so (the environment wins over the inventory, so an operator can turn keeping on or off for one
+shell without editing the inventory). The control directory is $XDG_RUNTIME_DIR/pdctl-ssh, else `ssh` under pdctl's
+state directory; it must be a directory of this user with mode 0700, or nothing is kept (RefusedError naming it).
+The socket's name is a hash of everything that decides how and where the connection is made, so a changed
+inventory never reuses an old connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pdctl.errors import RefusedError, UsageError
+
+if TYPE_CHECKING:
+    from pdctl.inventory import Host
+
+KEEP_ENV = "PDCTL_SSH_KEEP"
+MAX_KEEP_S = 86400.0
+SOCKET_PATH_MAX = 107     # sun_path is 108 bytes with its NUL
+# what decides the connection: a keeper made for other values must not answer for these
+CONNECTION_FIELDS = ("address", "port", "user", "key", "known_hosts", "accept_new_host_key", "ssh_config",
+                     "proxy_jump", "connect_timeout", "command_timeout", "http")
+
+
+def parse_keep(text: str, source: str) -> float:
+    """Seconds of idle time a kept connection lives, from `text`; UsageError naming `source` when it is no
+    number from 0 to MAX_KEEP_S. Pure."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= MAX_KEEP_S:   # also refuses nan
+        raise UsageError(f"{source}={text!r}: expected seconds from 0 (off) to {MAX_KEEP_S:g}",
+                         hint=f"e.g. {source}=600 keeps each SSH connection for 10 idle minutes")
+    return value
+
+
+def keep_seconds(host: Host) -> float:
+    """How long the host's SSH connection is kept idle between pdctl runs (0: not kept): $PDCTL_SSH_KEEP when set
+    (UsageError when it is no number of seconds), else the host's keep_connection."""
+    text = os.environ.get(KEEP_ENV, "").strip()
+    return parse_keep(text, KEEP_ENV) if text else float(host.keep_connection)
+
+
+def control_dir(create: bool = True) -> Path:
+    """The private directory of the keepers' sockets, created 0700 when missing (unless not `create`). Raises
+    RefusedError naming the path when it exists as anything but a 0700 directory owned by this user."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        path = Path(runtime) / "pdctl-ssh"
+    else:
+        from pdctl.state import state_dir
+
+        path = state_dir() / "ssh"
+    if create:
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise UsageError(f"cannot create the SSH control directory {path}: {e.strerror or e}",
+                             hint=f"make {path.parent} writable, or point XDG_RUNTIME_DIR elsewhere") from None
+    check_private(path)
+    return path
+
+
+def check_private(path: Path) -> None:
+    """RefusedError unless `path` is a real directory (no symlink) of this user with mode 0700; silent when it
+    does not exist."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    problem = None
+    if not stat.S_ISDIR(st.st_mode):
+        problem = "is not a directory"
+    elif st.st_uid != os.getuid():
+        problem = f"belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})"
+    elif stat.S_IMODE(st.st_mode) != 0o700:
+        problem = f"has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    if problem:
+        raise RefusedError(f"the SSH control directory {path} {problem}: no connection is kept through it",
+                           hint=f"remove {path} (pdctl recreates it 0700) or `chmod 700 {path}` if it is yours")
+
+
+@dataclass(frozen=True)
+class KeptPaths:
+    """A host spec's files in the control directory: its socket, the spawn lock beside it, the keeper's log."""
+
+    socket: str
+    lock: str
+    log: str
+
+
+def spec_digest(name: str, host: Host) -> str:
+    """A hash of the inventory's host name and its connection fields (and pdctl's version and wire protocol). Pure."""
+    from pdctl import __version__
+    from pdctl.transport.wire import PROTOCOL
+
+    spec = {k: getattr(host, k) for k in CONNECTION_FIELDS}
+    spec.update(name=name, pdctl=__version__, protocol=PROTOCOL)
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def kept_paths(name: str, host: Host, directory: Path | None = None) -> KeptPaths:
+    """The files of `name`'s kept connection; UsageError when the socket's path is too long for a unix socket."""
+    d = directory if directory is not None else control_dir()
+    stem = str(d / spec_digest(name, host))
+    if len(stem + ".sock") > SOCKET_PATH_MAX:
+        raise UsageError(f"the SSH control directory {d} is too long a path for a unix socket "
+                         f"({len(stem + '.sock')} > {SOCKET_PATH_MAX} bytes)",
+                         hint="set XDG_RUNTIME_DIR to a shorter directory, or keep_connection: 0")
+    return KeptPaths(stem + ".sock", stem + ".lock", stem + ".log")
