@@ -151,7 +151,7 @@ def reported_vs_curl(inv: Path, state: Path, ports: dict[str, int], runs: int) -
         doc = json.loads(out.stdout)
         ours_e2e.append(doc["layers"]["e2e"][0]["data"]["latency_ms"])
         ours_h.append(next(r["data"]["latency_ms"] for r in doc["layers"]["health"]
-                           if r["target"].startswith("prefill") and r["check"] == "/health"))
+                           if r["target"].startswith("prefill") and r["name"] == "/health"))
         curl_e2e.append((before[0] + after[0]) / 2)
         curl_h.append((before[1] + after[1]) / 2)
     return ours_e2e, curl_e2e, ours_h, curl_h
@@ -223,6 +223,11 @@ def main() -> None:
                     owns.append(o)
                 rows.append(("co-restart downtime (restart start -> first good probe)", med(downs),
                              "sum of the three roles' own restart+ready times", med(owns)))
+            except BaseException:
+                print("| partial run; rows so far |", file=sys.stderr)
+                for row in rows:
+                    print("| " + " | ".join(row) + " |", file=sys.stderr)
+                raise
             finally:
                 subprocess.run(pdctl_cmd("ssh", "--close", "-i", str(warm_inv)), capture_output=True,
                                env=bench_env(tmp))

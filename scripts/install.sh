@@ -21,3 +21,6 @@ fi
 # compat: a plain .pth path entry, not setuptools' import hook, which costs every pdctl start ~10 ms of imports
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[engine,test]" \
     --config-settings editable_mode=compat
+# bytecode for pdctl's own modules: with PYTHONDONTWRITEBYTECODE set (as on these machines) every start would
+# otherwise compile them again (~10 ms); a later edit just makes Python compile that file in memory
+"$PY" -m compileall -q pdctl engine >/dev/null || true
