@@ -105,28 +105,39 @@ def test_rendered_units_pass_systemd_analyze_verify(spec, tmp_path):
 
 
 def test_parse_systemctl_show_active_capture():
+    # captured from a live systemd by tests/fixtures/capture_systemctl.py (a seed-like decode unit)
     show = parse_systemctl_show((FIX / "show_active.txt").read_text())
-    assert show["MainPID"] == "48213"
+    assert show["MainPID"] == show["ExecMainPID"] != "0"
     assert show["ActiveState"] == "active" and show["SubState"] == "running"
-    assert show["ExecMainStartTimestampMonotonic"] == "1840233412"
-    # values holding '=' keep everything after the first one
-    assert show["Environment"] == 'SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 "NCCL_DEBUG=WARN"'
-    assert show["ExecStart"].startswith("{ path=/opt/venv/bin/python3 ;")
+    assert show["ExecMainStartTimestampMonotonic"].isdigit()
+    # values holding '=' keep everything after the first one; systemd quotes a value with a space
+    assert show["Environment"] == 'SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 "NCCL_DEBUG=WARN INIT"'
+    assert show["ExecStart"].startswith("{ path=/") and "--disaggregation-mode decode" in show["ExecStart"]
     st = status_from_show("sglang-decode", show)
-    assert st.active and st.main_pid == 48213
-    assert st.started_at == calendar.timegm((2025, 3, 11, 9, 41, 7, 0, 0, 0))
+    assert st.active and st.main_pid == int(show["MainPID"]) and st.restarts == 0
+    assert st.started_at == parse_systemd_timestamp(show["ExecMainStartTimestamp"]) is not None
     assert st.detail == "active/running"
 
 
 def test_parse_systemctl_show_auto_restart_is_not_active():
-    st = status_from_show("sglang-prefill", parse_systemctl_show((FIX / "show_auto_restart.txt").read_text()))
+    show = parse_systemctl_show((FIX / "show_auto_restart.txt").read_text())
+    st = status_from_show("sglang-decode", show)
     assert not st.active and st.main_pid is None and st.started_at is None
-    assert "auto-restart" in st.detail and "exit-code" in st.detail
+    assert "auto-restart" in st.detail and "Result=signal" in st.detail
+    assert st.restarts == 1                         # the second kill: systemd restarted it once so far
+
+
+def test_parse_systemctl_show_after_restarts_by_systemd():
+    before = parse_systemctl_show((FIX / "show_active.txt").read_text())
+    show = parse_systemctl_show((FIX / "show_restarted.txt").read_text())
+    st = status_from_show("sglang-decode", show)
+    assert st.active and st.restarts == 2 and st.main_pid != int(before["MainPID"])
+    assert int(show["ExecMainStartTimestampMonotonic"]) > int(before["ExecMainStartTimestampMonotonic"])
 
 
 def test_parse_systemctl_show_inactive_and_not_found():
-    st = status_from_show("sglang-router", parse_systemctl_show((FIX / "show_inactive.txt").read_text()))
-    assert not st.active and st.detail == "inactive/dead"
+    st = status_from_show("sglang-decode", parse_systemctl_show((FIX / "show_inactive.txt").read_text()))
+    assert not st.active and st.detail == "inactive/dead" and st.restarts == 0   # a stop resets NRestarts
     st = status_from_show("pdctl-nope", parse_systemctl_show((FIX / "show_not_found.txt").read_text()))
     assert not st.active and "not-found" in st.detail
 
