@@ -87,6 +87,9 @@ def test_deploy_writes_units_and_final_health_reads_them_live(seed_host):
     for role in ORDER:
         show = _show(h, role)
         assert show["ActiveState"] == "active" and show["FragmentPath"] == f"/etc/systemd/system/{UNITS[role]}.service"
+        # the unit as written, checked by the host's own systemd
+        verify = h.run(["systemd-analyze", "verify", show["FragmentPath"]])
+        assert verify.returncode == 0 and UNITS[role] not in verify.stdout + verify.stderr, verify.stderr
     started = _started_monotonic(h)
     assert started["prefill"] < started["decode"] < started["router"]      # gated on readiness, in order
     flags = layer(report, "flags")
@@ -157,6 +160,34 @@ def test_a_decode_restarted_by_systemd_fails_lineage_naming_unit_and_count(seed_
     again = _all_pass(_pdctl(seed_host, "verify", "final-health"), "final-health after clearing it")
     assert all(r["status"] == "pass" for r in layer(again, "lineage"))
     assert _show(h, "decode")["NRestarts"] == "0"                          # a manual restart resets the count
+
+
+def test_restart_policy_no_leaves_a_killed_decode_down_and_loud(seed_host):
+    import yaml
+
+    h, path = seed_host["host"], seed_host["inv"]
+    inv = yaml.safe_load(open(path).read())
+    inv["hosts"]["local"]["systemd_restart"] = "no"
+    no_restart = write_inventory(seed_host["state"] / "inv-no-restart.yaml", inv)
+    try:
+        dep = pdctl(["deploy", "-i", str(no_restart), "--json"], state=seed_host["state"], timeout=120)
+        _all_pass(dep, "deploy with systemd_restart: no")
+        unit = h.run(["cat", f"/etc/systemd/system/{UNITS['decode']}.service"]).stdout
+        assert "Restart=no" in unit.splitlines()
+        assert h.run(["systemd-analyze", "verify", f"/etc/systemd/system/{UNITS['decode']}.service"]).returncode == 0
+        assert h.run(["kill", "-KILL", _show(h, "decode")["MainPID"]]).returncode == 0
+        _wait("failed", lambda: _show(h, "decode")["ActiveState"] == "failed")
+        # (not the e2e layer: its probe would wait its full timeout for the dead decode)
+        fh = pdctl(["verify", "final-health", "-i", str(no_restart), "--json", "--layer", "health,lineage"],
+                   state=seed_host["state"])
+        assert fh.code == 1
+        health = [r for r in layer(fh.json(), "health") if r["target"].startswith("decode")]
+        assert health and health[0]["status"] == "fail", layer(fh.json(), "health")
+        assert not any(r["name"] == "systemd restarts" and r["target"].startswith("decode")
+                       for r in layer(fh.json(), "lineage"))          # a unit that is down has no restart row
+        assert _show(h, "decode")["NRestarts"] == "0"
+    finally:   # the module's inventory again: Restart=on-failure, co-restarted
+        _all_pass(_pdctl(seed_host, "deploy"), "deploy back to Restart=on-failure")
 
 
 def test_down_stops_every_unit(seed_host):

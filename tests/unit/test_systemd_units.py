@@ -160,3 +160,21 @@ def test_rendered_unit_carries_its_spec_for_change_reports():
     changed = type(spec)(spec.name, spec.argv + ("--enable-metrics",), {**spec.env, "EXTRA": "1"}, spec.workdir,
                          spec.description)
     assert spec_changes(back, changed) == ["command: +--enable-metrics", "env: +EXTRA=1"]
+
+
+def test_the_inventory_declares_the_restart_policy_pdctl_renders(tmp_path):
+    from pdctl.errors import InventoryError
+    from pdctl.inventory import load_inventory
+    from pdctl.services.connect import service_manager
+
+    inv_path = tmp_path / "inv.yaml"
+    roles = "roles: {prefill: [{port: 30000}], decode: [{port: 30002}], router: [{port: 30001}]}\n"
+    inv_path.write_text("hosts: {local: {service_manager: systemd, systemd_restart: no}}\n" + roles)
+    host = load_inventory(inv_path).hosts["local"]            # a bare YAML `no` is the policy, not false
+    mgr = service_manager(host, transport=None)
+    assert "Restart=no" in mgr._render(_sglang_decode()).splitlines()
+    inv_path.write_text("hosts: {local: {service_manager: systemd}}\n" + roles)
+    assert service_manager(load_inventory(inv_path).hosts["local"], None).restart_policy == "on-failure"
+    inv_path.write_text("hosts: {local: {systemd_restart: always}}\n" + roles)
+    with pytest.raises(InventoryError, match=r"systemd_restart: only service_manager: systemd"):
+        load_inventory(inv_path)
