@@ -43,7 +43,7 @@ def judge_systemd_restarts(units: Mapping[str, UnitRestarts]) -> list[CheckResul
     results = []
     for label, u in units.items():
         data = {"unit": u.unit, "restarts": u.restarts, "pid": u.pid, "start": u.start}
-        observed = f"{u.unit}: NRestarts={u.restarts}"
+        observed = f"NRestarts={u.restarts} on {u.unit}"
         if u.restarts == 0:
             results.append(CheckResult(LAYER, label, CHECK, Status.PASS, observed=observed, expected="NRestarts=0",
                                        detail="observed: systemd has not restarted it since it was last started",
@@ -56,7 +56,7 @@ def judge_systemd_restarts(units: Mapping[str, UnitRestarts]) -> list[CheckResul
             peer, p = ran_on[0]
             results.append(CheckResult(
                 LAYER, label, CHECK, Status.FAIL,
-                observed=f"{observed}: systemd restarted it {_times(u.restarts)} on its own; pid {u.pid} now",
+                observed=f"{observed}: systemd restarted it {_times(u.restarts)} on its own; now pid {u.pid}",
                 expected="NRestarts=0 (no restart without its pair)",
                 detail=(f"observed: {u.unit} was restarted by systemd (Restart=) while {peer} (pid {p.pid}) ran "
                         f"on; inferred: the degraded-bootstrap hazard (silent transfer failures); {ACTION}"),

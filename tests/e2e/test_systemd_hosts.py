@@ -95,7 +95,7 @@ def test_deploy_writes_units_and_final_health_reads_them_live(seed_host):
     flags = layer(report, "flags")
     assert any(r["name"] == "env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP" and r["status"] == "pass" for r in flags), flags
     rows = [r for r in layer(report, "lineage") if r["name"] == "systemd restarts"]
-    assert {r["observed"] for r in rows} == {f"{u}.service: NRestarts=0" for u in UNITS.values()}
+    assert {r["observed"] for r in rows} == {f"NRestarts=0 on {u}.service" for u in UNITS.values()}
 
 
 def test_observe_reads_every_unit_and_its_process_in_one_command(seed_host):
@@ -147,12 +147,12 @@ def test_a_decode_restarted_by_systemd_fails_lineage_naming_unit_and_count(seed_
     assert fh.code == 1, fh.output[-3000:]
     rows = [r for r in layer(fh.json(), "lineage") if r["name"] == "systemd restarts" and r["status"] == "fail"]
     assert len(rows) == 1 and rows[0]["target"].startswith("decode"), layer(fh.json(), "lineage")
-    assert "sglang-dsv4-decode.service: NRestarts=1" in rows[0]["observed"]
+    assert "NRestarts=1 on sglang-dsv4-decode.service" in rows[0]["observed"]
     assert "prefill" in rows[0]["detail"] and "restart --pair" in rows[0]["detail"]
 
     tri = _pdctl(seed_host, "triage", "--window", "2", "--interval", "1")
     assert tri.code == 1, tri.output[-3000:]
-    named = [f for f in tri.json()["findings"] if any("sglang-dsv4-decode.service: NRestarts=1" in o
+    named = [f for f in tri.json()["findings"] if any("NRestarts=1 on sglang-dsv4-decode.service" in o
                                                      for o in f["observed"])]
     assert named and named[0]["kind"] in ("lineage", "degraded-bootstrap"), tri.json()["findings"]
 

@@ -26,13 +26,13 @@ def test_no_restarts_pass_one_row_per_unit():
     results = judge_systemd_restarts(_units())
     assert [r.status for r in results] == [Status.PASS] * 3
     assert all(r.layer == "lineage" and r.name == "systemd restarts" for r in results)
-    assert results[1].observed == "sglang-dsv4-decode.service: NRestarts=0"
+    assert results[1].observed == "NRestarts=0 on sglang-dsv4-decode.service"
 
 
 def test_decode_restarted_by_systemd_under_a_running_prefill_fails_naming_unit_and_count():
     r = _by_target(judge_systemd_restarts(_units(decode_restarts=3)))["decode[0]@gpu1:30002"]
     assert r.status == Status.FAIL
-    assert "sglang-dsv4-decode.service: NRestarts=3" in r.observed and "3 times" in r.observed
+    assert "NRestarts=3 on sglang-dsv4-decode.service" in r.observed and "3 times" in r.observed
     assert "prefill[0]@gpu1:30000" in r.detail and "restart --pair" in r.detail
     assert r.next_step and "restart --pair" in r.next_step
     assert r.data["hazard"] == "systemd-restarted-alone" and r.data["restarts"] == 3
