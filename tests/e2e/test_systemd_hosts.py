@@ -150,6 +150,11 @@ def test_a_decode_restarted_by_systemd_fails_lineage_naming_unit_and_count(seed_
     assert "NRestarts=1 on sglang-dsv4-decode.service" in rows[0]["observed"]
     assert "prefill" in rows[0]["detail"] and "restart --pair" in rows[0]["detail"]
 
+    status = _pdctl(seed_host, "status").json()
+    roles = {r["role"]: r for r in status["roles"]}
+    assert roles["decode"]["restarts"] == 1 and roles["prefill"]["restarts"] == 0
+    assert any("NRestarts=1 on sglang-dsv4-decode.service" in h for h in status["hazards"]), status["hazards"]
+
     tri = _pdctl(seed_host, "triage", "--window", "2", "--interval", "1")
     assert tri.code == 1, tri.output[-3000:]
     named = [f for f in tri.json()["findings"] if any("NRestarts=1 on sglang-dsv4-decode.service" in o
