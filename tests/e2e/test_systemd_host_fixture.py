@@ -48,11 +48,28 @@ def test_a_host_runs_its_own_systemd_over_ssh_and_leaves_nothing_behind(tmp_path
         finally:
             t.close()
         assert h.run(["cat", "/etc/pdctl-volatile-probe"]).stdout.strip() == "written"
+        assert h.run(["pgrep", "-c", "getty"]).stdout.strip() == "0"      # the console getty is masked
         pid, tag = h.nspawn_pid, h.name
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert _leftovers(tag) == []
     assert not Path(ROOT, "etc", "pdctl-volatile-probe").exists()    # writes went to the host's overlay
+
+
+def test_a_failing_test_leaves_nothing_running_either(tmp_path):
+    with pytest.raises(RuntimeError, match="the test failed"):
+        with systemd_host(tmp_path / "h") as h:
+            pid, tag = h.nspawn_pid, h.name
+            started = h.run(["systemd-run", "--unit", "pdctl-left-behind", "sleep", "600"])
+            assert started.returncode == 0, started.stderr
+            sleeper = [p for p in (h.cgroups[0] / "payload" / "system.slice" / "pdctl-left-behind.service"
+                                   / "cgroup.procs").read_text().split()]
+            assert sleeper                       # its host pid, to check it is gone afterwards
+            raise RuntimeError("the test failed")
+    for p in (pid, *map(int, sleeper)):
+        with pytest.raises(ProcessLookupError):
+            os.kill(p, 0)
+    assert _leftovers(tag) == []
 
 
 def test_two_hosts_in_namespaces_of_the_test_have_their_own_addresses(tmp_path):
