@@ -105,7 +105,8 @@ def test_observe_reads_every_unit_and_its_process_in_one_command(seed_host):
     real_run = t.run
     t.run = lambda cmd, **kw: (runs.append(cmd), real_run(cmd, **kw))[1]
     try:
-        seen = SystemdManager(t).observe([*UNITS.values(), "pdctl-nope"])
+        # "-bogus": a name systemctl itself refuses (an option to it), so its show fails on the host
+        seen = SystemdManager(t).observe([*UNITS.values(), "pdctl-nope", "-bogus"])
     finally:
         t.close()
     assert len(runs) == 1
@@ -122,6 +123,8 @@ def test_observe_reads_every_unit_and_its_process_in_one_command(seed_host):
     assert seen[UNITS["decode"]][1].env["SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"] == "0"
     st, info = seen["pdctl-nope"]
     assert not st.active and info is None and "LoadState=not-found" in st.detail
+    st, info = seen["-bogus"]
+    assert not st.active and info is None and "systemctl show of -bogus.service failed (exit 1)" in st.detail
 
 
 def test_restart_pair_restarts_in_order_then_final_health_passes(seed_host):
