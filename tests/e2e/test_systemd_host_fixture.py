@@ -95,10 +95,40 @@ def test_two_hosts_in_namespaces_of_the_test_have_their_own_addresses(tmp_path):
     assert [x for t in tags for x in _leftovers(t)] == []
 
 
-def test_the_root_check_refuses_a_root_without_its_stamp(tmp_path):
-    (tmp_path / "usr").mkdir()
-    (tmp_path / ".pdctl-test-root-stamp").write_text("pdctl-test-root v0 an older recipe\n")
-    check = subprocess.run(["bash", str(BUILD_SCRIPT), "--check"], env={**os.environ, "PDCTL_TEST_ROOT": str(tmp_path)},
-                           capture_output=True, timeout=30)
-    assert check.returncode == 1
-    assert subprocess.run(["bash", str(BUILD_SCRIPT), "--check"], capture_output=True, timeout=30).returncode == 0
+FAKE_DEBOOTSTRAP = """#!/bin/sh
+# stands in for debootstrap (the real one takes ~45 s and the network): records the call, makes a tiny tree
+echo "$*" >> "$PDCTL_FAKE_CALLS"
+sleep 1
+t="$4"
+mkdir -p "$t/usr/lib/systemd" "$t/usr/sbin" "$t/etc/ssh" "$t/etc/systemd/system" "$t/var/cache/apt/archives" "$t/var/lib/apt/lists"
+printf '#!/bin/sh\n' > "$t/usr/lib/systemd/systemd"; cp "$t/usr/lib/systemd/systemd" "$t/usr/sbin/sshd"
+chmod +x "$t/usr/lib/systemd/systemd" "$t/usr/sbin/sshd"
+echo key > "$t/etc/ssh/ssh_host_ed25519_key"; echo debian > "$t/etc/hostname"
+"""
+
+
+def test_the_root_is_built_once_under_the_lock_and_rebuilt_when_broken(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "debootstrap").write_text(FAKE_DEBOOTSTRAP)
+    (bin_dir / "debootstrap").chmod(0o755)
+    calls, root = tmp_path / "calls", tmp_path / "root"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PDCTL_TEST_ROOT": str(root),
+           "PDCTL_FAKE_CALLS": str(calls)}
+    build = ["bash", str(BUILD_SCRIPT)]
+    check = lambda: subprocess.run([*build, "--check"], env=env, capture_output=True, timeout=30).returncode  # noqa: E731
+
+    assert check() == 1                                            # nothing there yet
+    two = [subprocess.Popen(build, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    assert [p.wait(timeout=60) for p in two] == [0, 0]
+    assert len(calls.read_text().splitlines()) == 1                # the second waited for the first, then used it
+    assert check() == 0
+    assert not list((root / "etc" / "ssh").glob("ssh_host_*"))     # no host key shared through the root
+    assert os.readlink(root / "etc" / "systemd" / "system" / "console-getty.service") == "/dev/null"
+
+    (root / "usr" / "sbin" / "sshd").unlink()                      # broken: rebuilt from nothing
+    assert check() == 1
+    assert subprocess.run(build, env=env, capture_output=True, timeout=60).returncode == 0
+    assert len(calls.read_text().splitlines()) == 2 and check() == 0
+    (root / ".pdctl-test-root-stamp").write_text("pdctl-test-root v0 an older recipe\n")
+    assert check() == 1                                            # another recipe's root is not this one
