@@ -78,9 +78,23 @@ class Host(_Strict):
     keep_connection: float = Field(0.0, ge=0, le=86400)   # ssh: idle seconds a keeper holds it between runs; 0 off
     internal_address: str | None = None      # how other roles reach this host; default 127.0.0.1 (same host)
     service_manager: Literal["systemd", "pidfile"] = "pidfile"
+    # the Restart= of the units pdctl renders; docs/inventory.md says what each choice costs (systemd only)
+    systemd_restart: Literal["on-failure", "always", "no"] = "on-failure"
     python: str | None = None                # interpreter for engine/sglang; default: this one (local), python3 (ssh)
     state_dir: str | None = None             # pidfiles, logs, rendered launchers; default per transport
     workdir: str | None = None               # cwd of launched processes (bundled engine: a checkout with engine/)
+
+    @field_validator("systemd_restart", mode="before")
+    @classmethod
+    def _yaml_no_is_a_policy(cls, v: Any) -> Any:
+        return "no" if v is False else v     # YAML reads a bare `no` as false
+
+    @model_validator(mode="after")
+    def _restart_policy_needs_systemd(self) -> "Host":
+        if "systemd_restart" in self.model_fields_set and self.service_manager != "systemd":
+            raise ValueError("systemd_restart: only service_manager: systemd restarts a service on its own "
+                             "(the pidfile manager never does)")
+        return self
 
 
 class RoleInstance(_Strict):

@@ -22,7 +22,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("e2e", "end-to-end probe through the router", "a chat completion through each router, content checked"),
     Layer("transfer", "KV transfer failures", "transfer_failed / bootstrap_failed counters of every worker"),
     Layer("flags", "live flags and env vs inventory", "cmdline and env of each main process, from /proc"),
-    Layer("lineage", "restart lineage", "pids and start times against the last co-restart record"),
+    Layer("lineage", "restart lineage", "pids and start times against the last co-restart record; systemd NRestarts"),
     Layer("inflight", "inflight queues", "the PD queue gauges and decode progress sampled over a window",
           optional=True),
 )

@@ -13,7 +13,8 @@ from pdctl.serialize import to_data
 
 
 def status(dep: Deployment) -> list[dict[str, Any]]:
-    """One row per role instance: service, active, pid, uptime, URL. A host that could not be asked (did not answer
+    """One row per role instance: service, active, pid, uptime, URL, restarts (systemd's NRestarts; None for
+    pidfile services). A host that could not be asked (did not answer
     in time, refused, unreachable) gives an "unknown" row with the reason and the error's exit code, not a raise,
     and never "stopped": nothing is known about its services."""
 
@@ -28,7 +29,8 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
                     "error_exit_code": e.exit_code, "error": e.message, "hint": e.hint}
         up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None
         return {**row, "active": st.active, "state": "running" if st.active else "stopped", "pid": st.main_pid,
-                "started_at": st.started_at if st.active else None, "uptime_s": up, "detail": st.detail}
+                "started_at": st.started_at if st.active else None, "uptime_s": up, "detail": st.detail,
+                "restarts": st.restarts}
 
     return [r.value for r in dep.each_instance(one)]
 
@@ -36,7 +38,7 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
 def status_hazards(dep: Deployment, rows: list[dict[str, Any]]) -> list[str]:
     """What `status` must say besides each role's state: an abandoned deployment lock (a killed pdctl may have left
     the deployment half done) and the restart-lineage hazards of the running processes (e.g. decode restarted
-    alone: prefill new, decode old). Reads only; a host that cannot be asked adds nothing here (its rows say
+    alone: prefill new, decode old; or restarted by systemd under a running prefill). Reads only; a host that cannot be asked adds nothing here (its rows say
     unknown)."""
     from pdctl.checks.lineage import judge_lineage
     from pdctl.checks.result import Status
@@ -54,7 +56,12 @@ def status_hazards(dep: Deployment, rows: list[dict[str, Any]]) -> list[str]:
     starts = {r["label"]: (r["role"], r["pid"], r.get("started_at")) for r in rows if r["active"]}
     if not starts:
         return out
-    for c in judge_lineage(starts, load_lineage_record(dep), LINEAGE_WINDOW_S):
+    from pdctl.checks.systemd_restarts import UnitRestarts, judge_systemd_restarts
+    from pdctl.services.systemd import unit_name
+
+    units = {r["label"]: UnitRestarts(r["role"], unit_name(r["service"]), r["restarts"], r["pid"], r.get("started_at"))
+             for r in rows if r["active"] and r.get("restarts") is not None}
+    for c in judge_lineage(starts, load_lineage_record(dep), LINEAGE_WINDOW_S) + judge_systemd_restarts(units):
         if c.status in (Status.FAIL, Status.WARN) and c.data.get("hazard"):
             out.append(f"restart lineage: {c.target}: {c.observed}" + (f"; {c.next_step}" if c.next_step else ""))
     return out

@@ -2,7 +2,8 @@
 
 Layers: health (every role), e2e (a chat completion through each router, content checked), transfer
 (transfer_failed and bootstrap_failed are 0, or not increased since a baseline), flags (live cmdline/env of each
-main process against the inventory), lineage (a decode/router restarted alone after its prefill), and optionally
+main process against the inventory), lineage (a decode/router restarted alone after its prefill, by an operator or
+by systemd on its own), and optionally
 inflight (issue 4's verdict over a window).
 """
 
@@ -249,10 +250,21 @@ def save_lineage_record(dep: Deployment, procs: dict[str, Any] | None = None) ->
     return record
 
 
+def unit_restarts(procs: dict[str, Any]) -> dict[str, Any]:
+    """label -> UnitRestarts of the running services whose manager counts its own restarts (systemd's NRestarts)."""
+    from pdctl.checks.systemd_restarts import UnitRestarts
+    from pdctl.services.systemd import unit_name
+
+    return {label: UnitRestarts(role, unit_name(st.name), st.restarts, st.main_pid, st.started_at)
+            for label, (role, _i, st, _info) in procs.items() if st.active and st.restarts is not None}
+
+
 def _lineage_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
     from pdctl.checks.lineage import judge_lineage
+    from pdctl.checks.systemd_restarts import judge_systemd_restarts
 
-    return judge_lineage(lineage_snapshot(procs), load_lineage_record(dep), LINEAGE_WINDOW_S)
+    return judge_lineage(lineage_snapshot(procs), load_lineage_record(dep), LINEAGE_WINDOW_S) + \
+        judge_systemd_restarts(unit_restarts(procs))
 
 
 def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | None = None,

@@ -22,7 +22,10 @@ def status_rows(rows: list[dict[str, Any]]) -> list[tuple]:
         else:
             state = Text("running", style="green") if r["active"] else Text("stopped", style="red")
         up = f"{r['uptime_s']:.0f}s" if r.get("uptime_s") is not None else ""
-        out.append((r["label"], r["service"], state, str(r["pid"] or ""), up, r.get("detail") or ""))
+        detail = r.get("detail") or ""
+        if r.get("restarts"):   # restarts systemd made on its own: the lineage layer says whether they matter
+            detail += f"{', ' if detail else ''}NRestarts={r['restarts']}"
+        out.append((r["label"], r["service"], state, str(r["pid"] or ""), up, detail))
     return out
 
 

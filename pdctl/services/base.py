@@ -30,6 +30,7 @@ class ServiceStatus:
     main_pid: int | None
     started_at: float | None       # epoch seconds the main process started (from /proc or systemd), None if down
     detail: str = ""               # e.g. systemd ActiveState/SubState, or "stale pidfile"
+    restarts: int | None = None    # systemd's NRestarts: restarts systemd made on its own since the last manual start
 
 
 def spec_changes(old: ServiceSpec | None, new: ServiceSpec) -> list[str]:

@@ -30,7 +30,7 @@ def service_manager(host: Host, transport: Transport, *, state_dir: str | None =
     if host.service_manager == "systemd":
         from pdctl.services.systemd import SystemdManager
 
-        return SystemdManager(transport, command_timeout=host.command_timeout)
+        return SystemdManager(transport, restart=host.systemd_restart, command_timeout=host.command_timeout)
     from pdctl.services.pidfile import PidfileManager
 
     return PidfileManager(transport, state_dir or default_state_dir(host), command_timeout=host.command_timeout)

@@ -155,7 +155,8 @@ def parse_systemd_timestamp(value: str) -> float | None:
 
 def status_from_show(name: str, show: dict[str, str]) -> ServiceStatus:
     """Judge a parsed `systemctl show`: active means ActiveState=active with a MainPID. Start time from the
-    ExecMainStartTimestamp when it is in UTC (the manager replaces it with the /proc time when it can)."""
+    ExecMainStartTimestamp when it is in UTC (the manager replaces it with the /proc time when it can); the
+    restarts systemd made on its own (NRestarts, reset by a manual start or restart) kept for the lineage layer."""
     active_state = show.get("ActiveState", "unknown")
     sub = show.get("SubState", "unknown")
     pid = int(show.get("MainPID") or 0) or None
@@ -166,7 +167,8 @@ def status_from_show(name: str, show: dict[str, str]) -> ServiceStatus:
     if show.get("Result") not in (None, "", "success"):
         detail += f" (Result={show['Result']})"
     started = parse_systemd_timestamp(show.get("ExecMainStartTimestamp", "")) if active else None
-    return ServiceStatus(name, active, pid if active else None, started, detail)
+    restarts = int(show["NRestarts"]) if show.get("NRestarts", "").isdigit() else None
+    return ServiceStatus(name, active, pid if active else None, started, detail, restarts)
 
 
 # -- the manager ----------------------------------------------------------------------------------------------
@@ -285,7 +287,7 @@ class SystemdManager(ServiceManager):
         if st.active and st.main_pid:
             info = read_proc_start(self.t, st.main_pid, timeout=self.command_timeout)
             if info is not None and info.alive:
-                st = ServiceStatus(st.name, True, st.main_pid, info.started_at, st.detail)
+                st = ServiceStatus(st.name, True, st.main_pid, info.started_at, st.detail, st.restarts)
         return st
 
     def observe(self, names: list[str]) -> dict[str, tuple[ServiceStatus, "ProcessInfo | None"]]:
@@ -310,7 +312,7 @@ class SystemdManager(ServiceManager):
             alive = st.active and proc is not None and o.pid == st.main_pid and bool(o.stat) \
                 and parse_proc_stat(o.stat).state not in ("Z", "X", "x")
             if alive:   # as status(): the kernel's start time of the main process
-                st = ServiceStatus(st.name, True, st.main_pid, proc.start_time, st.detail)
+                st = ServiceStatus(st.name, True, st.main_pid, proc.start_time, st.detail, st.restarts)
             out[name] = (st, proc if alive else None)
         return out
 

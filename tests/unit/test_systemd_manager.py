@@ -1,11 +1,13 @@
 """SystemdManager's command logic with a recording transport (systemd is not PID 1 on CI machines).
 
-The real parts (unit text, systemd-analyze verify, captured systemctl show) are in test_systemd_units.py.
+The real parts (unit text, systemd-analyze verify, captured systemctl show) are in test_systemd_units.py; the
+manager against a live systemd over SSH in tests/e2e/test_systemd_hosts.py.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 from pdctl.errors import StepFailed
 from pdctl.services.base import ServiceSpec
-from pdctl.services.systemd import SystemdManager
+from pdctl.services.systemd import SystemdManager, parse_systemd_timestamp
 from pdctl.transport.base import CommandResult, Transport
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "systemctl"
@@ -60,14 +62,14 @@ def test_install_writes_and_reloads_only_when_changed():
 
 
 def test_status_uses_show_and_proc_start_time():
-    text = (FIX / "show_active.txt").read_text().replace("MainPID=48213", f"MainPID={os.getpid()}")
+    text = re.sub(r"(?m)^MainPID=\d+$", f"MainPID={os.getpid()}", (FIX / "show_active.txt").read_text())
     stat = open(f"/proc/{os.getpid()}/stat").read().strip()
     btime = next(ln for ln in open("/proc/stat") if ln.startswith("btime "))
     probe = f"STAT {stat}\n{btime}CLK_TCK {os.sysconf('SC_CLK_TCK')}\n"
     t = RecordingTransport({"systemctl show": CommandResult(0, text, ""), "stat=": CommandResult(0, probe, "")})
     st = SystemdManager(t).status("sglang-decode")
     assert st.active and st.main_pid == os.getpid()
-    assert st.started_at != 1741686067.0                      # /proc time replaced the journal-less timestamp
+    assert st.started_at != parse_systemd_timestamp(re.search(r"(?m)^ExecMainStartTimestamp=(.*)$", text).group(1))
     show_cmd = next(c for c in t.commands if c.startswith("systemctl show"))
     for prop in ("MainPID", "ActiveState", "SubState", "ExecMainStartTimestamp"):
         assert f"-p {prop}" in show_cmd
@@ -100,6 +102,7 @@ def test_an_active_unit_whose_proc_read_hangs_is_unknown():
     from pdctl.errors import UnreachableError
 
     text = (FIX / "show_active.txt").read_text()
+    pid = re.search(r"(?m)^MainPID=(\d+)$", text).group(1)
     t = RecordingTransport({"systemctl show": CommandResult(0, text, ""), "stat=": TIMED_OUT})
-    with pytest.raises(UnreachableError, match=r"did not answer within 3 s \(reading /proc/48213\)"):
+    with pytest.raises(UnreachableError, match=rf"did not answer within 3 s \(reading /proc/{pid}\)"):
         SystemdManager(t, command_timeout=3).status("sglang-decode")

@@ -105,28 +105,39 @@ def test_rendered_units_pass_systemd_analyze_verify(spec, tmp_path):
 
 
 def test_parse_systemctl_show_active_capture():
+    # captured from a live systemd by tests/fixtures/capture_systemctl.py (a seed-like decode unit)
     show = parse_systemctl_show((FIX / "show_active.txt").read_text())
-    assert show["MainPID"] == "48213"
+    assert show["MainPID"] == show["ExecMainPID"] != "0"
     assert show["ActiveState"] == "active" and show["SubState"] == "running"
-    assert show["ExecMainStartTimestampMonotonic"] == "1840233412"
-    # values holding '=' keep everything after the first one
-    assert show["Environment"] == 'SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 "NCCL_DEBUG=WARN"'
-    assert show["ExecStart"].startswith("{ path=/opt/venv/bin/python3 ;")
+    assert show["ExecMainStartTimestampMonotonic"].isdigit()
+    # values holding '=' keep everything after the first one; systemd quotes a value with a space
+    assert show["Environment"] == 'SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0 "NCCL_DEBUG=WARN INIT"'
+    assert show["ExecStart"].startswith("{ path=/") and "--disaggregation-mode decode" in show["ExecStart"]
     st = status_from_show("sglang-decode", show)
-    assert st.active and st.main_pid == 48213
-    assert st.started_at == calendar.timegm((2025, 3, 11, 9, 41, 7, 0, 0, 0))
+    assert st.active and st.main_pid == int(show["MainPID"]) and st.restarts == 0
+    assert st.started_at == parse_systemd_timestamp(show["ExecMainStartTimestamp"]) is not None
     assert st.detail == "active/running"
 
 
 def test_parse_systemctl_show_auto_restart_is_not_active():
-    st = status_from_show("sglang-prefill", parse_systemctl_show((FIX / "show_auto_restart.txt").read_text()))
+    show = parse_systemctl_show((FIX / "show_auto_restart.txt").read_text())
+    st = status_from_show("sglang-decode", show)
     assert not st.active and st.main_pid is None and st.started_at is None
-    assert "auto-restart" in st.detail and "exit-code" in st.detail
+    assert "auto-restart" in st.detail and "Result=signal" in st.detail
+    assert st.restarts == 1                         # the second kill: systemd restarted it once so far
+
+
+def test_parse_systemctl_show_after_restarts_by_systemd():
+    before = parse_systemctl_show((FIX / "show_active.txt").read_text())
+    show = parse_systemctl_show((FIX / "show_restarted.txt").read_text())
+    st = status_from_show("sglang-decode", show)
+    assert st.active and st.restarts == 2 and st.main_pid != int(before["MainPID"])
+    assert int(show["ExecMainStartTimestampMonotonic"]) > int(before["ExecMainStartTimestampMonotonic"])
 
 
 def test_parse_systemctl_show_inactive_and_not_found():
-    st = status_from_show("sglang-router", parse_systemctl_show((FIX / "show_inactive.txt").read_text()))
-    assert not st.active and st.detail == "inactive/dead"
+    st = status_from_show("sglang-decode", parse_systemctl_show((FIX / "show_inactive.txt").read_text()))
+    assert not st.active and st.detail == "inactive/dead" and st.restarts == 0   # a stop resets NRestarts
     st = status_from_show("pdctl-nope", parse_systemctl_show((FIX / "show_not_found.txt").read_text()))
     assert not st.active and "not-found" in st.detail
 
@@ -149,3 +160,21 @@ def test_rendered_unit_carries_its_spec_for_change_reports():
     changed = type(spec)(spec.name, spec.argv + ("--enable-metrics",), {**spec.env, "EXTRA": "1"}, spec.workdir,
                          spec.description)
     assert spec_changes(back, changed) == ["command: +--enable-metrics", "env: +EXTRA=1"]
+
+
+def test_the_inventory_declares_the_restart_policy_pdctl_renders(tmp_path):
+    from pdctl.errors import InventoryError
+    from pdctl.inventory import load_inventory
+    from pdctl.services.connect import service_manager
+
+    inv_path = tmp_path / "inv.yaml"
+    roles = "roles: {prefill: [{port: 30000}], decode: [{port: 30002}], router: [{port: 30001}]}\n"
+    inv_path.write_text("hosts: {local: {service_manager: systemd, systemd_restart: no}}\n" + roles)
+    host = load_inventory(inv_path).hosts["local"]            # a bare YAML `no` is the policy, not false
+    mgr = service_manager(host, transport=None)
+    assert "Restart=no" in mgr._render(_sglang_decode()).splitlines()
+    inv_path.write_text("hosts: {local: {service_manager: systemd}}\n" + roles)
+    assert service_manager(load_inventory(inv_path).hosts["local"], None).restart_policy == "on-failure"
+    inv_path.write_text("hosts: {local: {systemd_restart: always}}\n" + roles)
+    with pytest.raises(InventoryError, match=r"systemd_restart: only service_manager: systemd"):
+        load_inventory(inv_path)
