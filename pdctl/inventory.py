@@ -91,7 +91,8 @@ class Host(_Strict):
 
     @model_validator(mode="after")
     def _restart_policy_needs_systemd(self) -> "Host":
-        if "systemd_restart" in self.model_fields_set and self.service_manager != "systemd":
+        # the default is allowed anywhere: a dumped and re-read inventory carries it on every host
+        if self.systemd_restart != "on-failure" and self.service_manager != "systemd":
             raise ValueError("systemd_restart: only service_manager: systemd restarts a service on its own "
                              "(the pidfile manager never does)")
         return self

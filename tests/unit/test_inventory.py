@@ -231,3 +231,11 @@ def test_keep_env_wins_over_the_inventory_and_is_checked(monkeypatch):
         with pytest.raises(UsageError) as e:
             keep_seconds(host)
         assert e.value.exit_code == 2 and "PDCTL_SSH_KEEP" in e.value.message and repr(bad) in e.value.message
+
+
+def test_a_restart_policy_other_than_the_default_needs_systemd_and_a_dump_reads_back():
+    data = embedded_default().model_dump()
+    assert parse_inventory(data, "dumped.yaml").hosts["local"].systemd_restart == "on-failure"   # round trip
+    data["hosts"]["local"]["systemd_restart"] = "always"
+    with pytest.raises(InventoryError, match="systemd_restart: only service_manager: systemd"):
+        parse_inventory(data, "pidfile-always.yaml")
