@@ -14,6 +14,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from pdctl.checks.lint_rules import Finding
+from pdctl.secrets import MASK, is_secret_name
 
 MARK = "PDCTL-LINT-REPLY "
 _ERROR = re.compile(r"error: (.*)", re.S)
@@ -150,6 +151,7 @@ def judge_env(label: str, kind: str, env: Mapping[str, str], registry: Mapping[s
     aliases = {v["alias"]: k for k, v in fields.items() if v.get("alias")}
     for name in checked:
         value = env[name]
+        shown = MASK if is_secret_name(name) and value else value
         if name in site_env and name not in fields and name not in direct:
             out.append(Finding("env-site-specific", label, name, f"not read by {who}: declared site-specific "
                                f"({site_env[name]})", version=version, data={"reason": site_env[name]}))
@@ -173,7 +175,7 @@ def judge_env(label: str, kind: str, env: Mapping[str, str], registry: Mapping[s
         if target in fields:
             problem = value_problem(fields[target].get("type", ""), value)
             if problem:
-                out.append(Finding("env-value", label, name, f"{who}: {name}={value}: {problem} "
+                out.append(Finding("env-value", label, name, f"{who}: {name}={shown}: {(problem or '').replace(value, shown)} "
                                    f"({fields[target]['type']}); SGLang would use the default "
                                    f"{fields[target].get('default')!r}", fix=f"give {name} a valid value",
                                    version=version, data={"type": fields[target]["type"]}))
