@@ -19,6 +19,7 @@ from pdctl.ops.context import Deployment
 from pdctl.ops.fanout import fan_out, raise_first_unreachable
 from pdctl.services.base import ServiceSpec
 from pdctl.shell import quote, python_oneliner
+from pdctl.transport.base import no_answer
 
 MODULE_KIND = {"engine.launch_server": "bundled", "sglang.launch_server": "sglang", launch.ROUTER_MODULE: "router"}
 
@@ -70,7 +71,8 @@ def installed_specs(dep: Deployment, roles: tuple[str, ...]) -> dict[tuple[str, 
 
 
 def _ask_host(dep: Deployment, host: str, answers: list[RoleAnswer], workdir: str | None) -> None:
-    """Run the probe once on `host` for its roles (grouped by interpreter) and fill their items in."""
+    """Run the probe once on `host` for its roles (grouped by interpreter) and fill their items in. A probe that
+    overruns the host's command_timeout raises `no_answer` (UnreachableError, exit 3)."""
     from pdctl.probes import source
 
     code = source("lint_probe")
@@ -85,10 +87,12 @@ def _ask_host(dep: Deployment, host: str, answers: list[RoleAnswer], workdir: st
         if workdir:
             cmd = f"cd {quote(workdir)} && {cmd}"
         res = dep.transport(host).run(cmd, timeout=timeout)
+        if res.timed_out:   # a hung interpreter or host: unknown, never a verdict either way
+            raise no_answer(host, timeout, f"lint probe with {python}")
         reply = parse_probe_reply(res.stdout)
         if reply is None:
             tail = (res.stderr.strip().splitlines() or [f"exit {res.exit_code}"])[-1][:300]
-            why = "timed out" if res.timed_out else f"{python} gave no answer ({tail})"
+            why = f"{python} gave no answer ({tail})"
             for a in group:
                 a.item = {"available": False, "unavailable": why}
             continue
