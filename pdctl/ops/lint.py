@@ -82,7 +82,8 @@ def _ask_host(dep: Deployment, host: str, answers: list[RoleAnswer], workdir: st
             by_python.setdefault(a.python, []).append(a)
     timeout = dep.inv.hosts[host].command_timeout
     for python, group in by_python.items():
-        request = {"items": [{"key": a.label, "kind": a.kind, "argv": a.flags, "env": a.env} for a in group]}
+        request = {"items": [{"key": a.label, "kind": a.kind, "argv": a.flags, "env": a.env} for a in group],
+                   "site_env": sorted(dep.inv.lint.site_env)}
         cmd = python_oneliner(python, code, json.dumps(request))
         if workdir:
             cmd = f"cd {quote(workdir)} && {cmd}"

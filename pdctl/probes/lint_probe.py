@@ -2,7 +2,8 @@
 parse a rendered command line, and report the env-name registry it reads. Stdlib only; pdctl never imports it.
 
 Request: sys.argv[1] is JSON {"items": [{"key", "kind": "sglang"|"bundled"|"router", "argv": [flags...],
-"env": {...}}]}. Reply: one line `PDCTL-LINT-REPLY {json}` on stdout, whatever the packages print meanwhile.
+"env": {...}}], "site_env": [names the inventory declares site-specific]}. Reply: one line
+`PDCTL-LINT-REPLY {json}` on stdout, whatever the packages print meanwhile.
 Per item: the version, whether the parser could be asked, its verdict (argparse's own message on a refusal),
 the option strings it knows and the parsed values; per kind, the env registry (names, types, defaults, deprecated
 names) and, when a declared name is not in it, the SGLANG_* names the package source reads directly.
@@ -91,7 +92,7 @@ def _sglang_environ_alone():
     return mod, root
 
 
-def _sglang_registry(names):
+def _sglang_registry(names, site_env=()):
     mod, root = _sglang_environ_alone()
     fields = {}
     for name, field in vars(mod.Envs).items():
@@ -104,7 +105,7 @@ def _sglang_registry(names):
                   for k, d in getattr(mod, "_DEPRECATED_ENVS", {}).items()}
     direct = None
     wanted = {n for n in names if n.startswith(("SGLANG_", "SGL_"))}
-    if wanted - set(fields) - set(deprecated):
+    if wanted - set(fields) - set(deprecated) - set(site_env):   # the package source is read only when needed
         direct = set()
         for d, _dirs, files in os.walk(root):
             for f in files:
@@ -156,7 +157,7 @@ def _ask_router(argv, env):
             verdict, parsed, _options(parser))
 
 
-def _bundled_registry(names):
+def _bundled_registry(names, site_env=()):
     names = importlib.import_module("engine.env_registry").ENV_NAMES
     return {"fields": {k: dict(v) for k, v in names.items()}, "deprecated": {}, "direct_reads": [],
             "source": "engine.env_registry"}
@@ -179,7 +180,7 @@ def main(request):
     for kind, names in names_by_kind.items():
         if kind in REGISTRY:
             try:
-                reply["registries"][kind] = REGISTRY[kind](names)
+                reply["registries"][kind] = REGISTRY[kind](names, request.get("site_env") or ())
             except Exception as e:
                 reply["registries"][kind] = {"unavailable": _unavailable(e)}
     for item in request["items"]:
