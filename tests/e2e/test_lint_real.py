@@ -139,3 +139,31 @@ def test_the_bundled_engine_answers_from_its_own_parser_and_registry(tmp_path):
     assert unknown[0]["data"]["suggestions"][0] == "SGLANG_HOST_IP"
     code, doc = lint(tmp_path, "bundled-role", inv, "--role", "prefill")
     assert code == 0 and [r["role"] for r in doc["roles"]] == ["prefill"]
+
+
+def test_the_screen_reads_at_80_columns_verdict_first(tmp_path):
+    from tests.e2e.helpers import local_inventory
+    from tests.fixtures.net import free_port
+
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = local_inventory("lints", ports, decode_args={"--cuda-graph-max-bs": 96},
+                          decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAPP": "0"})
+    (tmp_path / "state").mkdir()
+    run = pdctl(["lint", "-i", str(write_inventory(tmp_path / "inv.yaml", inv))], state=tmp_path / "state",
+                env={"COLUMNS": "80"}, timeout=120)
+    assert run.code == 1, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("lint: FAIL") and "1 would not start" in lines[0]
+    assert max(len(line) for line in lines) <= 80
+    text = run.stdout
+    assert "--cuda-graph-max-bs-decode" in text and "did you mean SGLANG_OPT_USE_MULTI_STREAM_OVERLAP" in text
+    assert text.index("ERROR flag-ambiguous") < text.index("answered by")
+
+
+def test_a_host_that_does_not_answer_is_unknown_in_one_json_document(tmp_path):
+    from tests.fixtures.net import free_port
+
+    data = seed_on({"transport": "ssh", "address": "127.0.0.1", "port": free_port(), "user": "nobody",
+                    "http": "tunnel", "connect_timeout": 2, "ssh_config": str(tmp_path / "none")})
+    code, doc = lint(tmp_path, "down", data)
+    assert code == 3 and doc["ok"] is False and doc["error"]["kind"] == "unreachable"
