@@ -58,8 +58,10 @@ class LintReport:
 
 
 def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
-               silenced: Sequence[tuple[str, str | None, str]], probe_timeout: float) -> LintReport:
-    """Every finding for `answers` (in their order), then the cross-role rules, with the silences applied."""
+               silenced: Sequence[tuple[str, str | None, str]], probe_timeout: float,
+               restart_windows: Mapping[str, float] | None = None) -> LintReport:
+    """Every finding for `answers` (in their order), then the cross-role rules, with the silences applied.
+    `restart_windows`: a router's label -> its ready_timeout (what restart waits for it)."""
     findings: list[Finding] = []
     for a in answers:
         if a.shape_problem:
@@ -80,7 +82,8 @@ def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
                     timeouts.append((a.label, name, float(v)))
     for a in answers:
         if a.role == "router":
-            findings += judge_router(a.label, a.parsed, probe_timeout, timeouts, a.version)
+            findings += judge_router(a.label, a.parsed, probe_timeout, timeouts, a.version,
+                                     restart_window=(restart_windows or {}).get(a.label))
     roles = [{"label": a.label, "role": a.role, "host": a.host, "python": a.python, "kind": a.kind,
               "version": a.version or None, "parsed": bool(a.parsed)} for a in answers]
     return LintReport(silence(findings, silenced), roles)

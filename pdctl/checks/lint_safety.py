@@ -83,13 +83,23 @@ def judge_pair(workers: Sequence[tuple[str, str, Mapping[str, Any], str]]) -> li
 
 
 def judge_router(label: str, parsed: Mapping[str, Any], probe_timeout: float,
-                 worker_timeouts: Sequence[tuple[str, str, float]], version: str = "") -> list[Finding]:
-    """The router: how long it keeps routing to a dead worker against the declared probe window, and whether its
-    request timeout comes after the engine's own disaggregation timeouts ((worker label, env name, seconds))."""
+                 worker_timeouts: Sequence[tuple[str, str, float]], version: str = "",
+                 restart_window: float | None = None) -> list[Finding]:
+    """The router: how long it keeps routing to a dead worker against the declared probe window, how long a
+    restarted worker takes to come back against the restart window (the router's ready_timeout, which restart and
+    deploy wait), and whether its request timeout comes after the engine's own disaggregation timeouts
+    ((worker label, env name, seconds))."""
     out: list[Finding] = []
     if not parsed:
         return out
     interval, threshold = _number(parsed.get("health_check_interval_secs")), _number(parsed.get("health_failure_threshold"))
+    back = _number(parsed.get("health_success_threshold"))
+    if interval is not None and back is not None and restart_window is not None and interval * back > restart_window:
+        out.append(Finding("router-health-window", label, "--health-success-threshold",
+                           f"{interval:g} s x {back:g} successes = {interval * back:g} s before a restarted worker is "
+                           f"back in rotation, longer than the restart window of {restart_window:g} s "
+                           "(the router's ready_timeout)", fix="a shorter --health-check-interval-secs",
+                           version=version, data={"window": interval * back, "restart_window": restart_window}))
     if parsed.get("disable_health_check"):
         out.append(Finding("router-health-window", label, "--disable-health-check", "the router never checks its "
                            "workers: a dead one keeps receiving requests", fix="remove --disable-health-check",

@@ -114,8 +114,9 @@ def lint_specs(dep: Deployment, specs: Mapping[tuple[str, int], ServiceSpec]) ->
             [(h, h) for h in hosts],
             lambda h: _ask_host(dep, h, [a for a in answers if a.host == h], dep.inv.hosts[h].workdir)))
     lint = dep.inv.lint
+    windows = {dep.inv.label("router", i): r.ready_timeout for i, r in enumerate(dep.inv.roles.router)}
     report = judge_lint(answers, site_env=lint.site_env, probe_timeout=dep.inv.final_health.probe.timeout,
-                        silenced=[(s.rule, s.role, s.reason) for s in lint.silence])
+                        silenced=[(s.rule, s.role, s.reason) for s in lint.silence], restart_windows=windows)
     report.seconds = round(time.monotonic() - t0, 3)
     return report
 

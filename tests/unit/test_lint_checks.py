@@ -104,6 +104,9 @@ def test_router_window_and_timeout_order():
     assert [f.rule for f in out] == ["router-health-window", "timeout-order"]
     assert out[0].data["window"] == 180
     assert judge_router("router[0]", {**parsed, "health_check_interval_secs": 2}, 30.0, []) == []
+    slow_back = {**parsed, "health_check_interval_secs": 20, "health_success_threshold": 2}
+    out = judge_router("router[0]", slow_back, 60.0, [], restart_window=30.0)
+    assert [(f.rule, f.subject) for f in out] == [("router-health-window", "--health-success-threshold")]
 
 
 def test_silenced_rules_show_their_reason_and_do_not_fail():
