@@ -57,6 +57,19 @@ class LintReport:
                 "findings": [f.to_dict() for f in self.findings]}
 
 
+def _masked(findings: list[Finding], a: RoleAnswer) -> list[Finding]:
+    """The role's secret values (secret-looking env names, --api-key and the like) scrubbed from what a parser
+    echoed back into a finding."""
+    from pdctl.secrets import mask_text, secret_values
+
+    secrets = secret_values(a.env, a.flags)
+    for f in findings:
+        f.message, f.fix = mask_text(f.message, secrets), mask_text(f.fix, secrets)
+        if "parser_says" in f.data:
+            f.data["parser_says"] = mask_text(f.data["parser_says"], secrets)
+    return findings
+
+
 def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
                silenced: Sequence[tuple[str, str | None, str]], probe_timeout: float,
                restart_windows: Mapping[str, float] | None = None) -> LintReport:
@@ -67,10 +80,11 @@ def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
         if a.shape_problem:
             findings.append(Finding("lint-unavailable", a.label, "command line", a.shape_problem))
             continue
-        findings += judge_command(a.label, a.kind, a.flags, a.item)
+        mine = judge_command(a.label, a.kind, a.flags, a.item)
         if a.role != "router" and a.item and a.item.get("available"):
-            findings += judge_env(a.label, a.kind, a.env, a.registry, site_env, a.version)
-            findings += judge_worker_safety(a.label, a.env, a.parsed, a.registry, a.version)
+            mine += judge_env(a.label, a.kind, a.env, a.registry, site_env, a.version)
+            mine += judge_worker_safety(a.label, a.env, a.parsed, a.registry, a.version)
+        findings += _masked(mine, a)
     workers = [(a.label, a.role, a.parsed, a.version) for a in answers if a.role != "router" and a.parsed]
     findings += judge_pair(workers)
     timeouts = []

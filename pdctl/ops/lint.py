@@ -70,6 +70,14 @@ def installed_specs(dep: Deployment, roles: tuple[str, ...]) -> dict[tuple[str, 
     return out
 
 
+def _parse_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The env the probe parses under: SGLang's own names only, and never a secret-looking one (the request is a
+    command-line argument, readable in the host's process list while the probe runs). Values are judged here."""
+    from pdctl.secrets import is_secret_name
+
+    return {k: v for k, v in env.items() if k.startswith(("SGLANG_", "SGL_")) and not is_secret_name(k)}
+
+
 def _ask_host(dep: Deployment, host: str, answers: list[RoleAnswer], workdir: str | None) -> None:
     """Run the probe once on `host` for its roles (grouped by interpreter) and fill their items in. A probe that
     overruns the host's command_timeout raises `no_answer` (UnreachableError, exit 3)."""
@@ -82,7 +90,8 @@ def _ask_host(dep: Deployment, host: str, answers: list[RoleAnswer], workdir: st
             by_python.setdefault(a.python, []).append(a)
     timeout = dep.inv.hosts[host].command_timeout
     for python, group in by_python.items():
-        request = {"items": [{"key": a.label, "kind": a.kind, "argv": a.flags, "env": a.env} for a in group],
+        request = {"items": [{"key": a.label, "kind": a.kind, "argv": a.flags, "env": _parse_env(a.env),
+                              "env_names": sorted(a.env)} for a in group],
                    "site_env": sorted(dep.inv.lint.site_env)}
         cmd = python_oneliner(python, code, json.dumps(request))
         if workdir:

@@ -2,7 +2,7 @@
 parse a rendered command line, and report the env-name registry it reads. Stdlib only; pdctl never imports it.
 
 Request: sys.argv[1] is JSON {"items": [{"key", "kind": "sglang"|"bundled"|"router", "argv": [flags...],
-"env": {...}}], "site_env": [names the inventory declares site-specific]}. Reply: one line
+"env": {...}, "env_names": [...]}], "site_env": [names the inventory declares site-specific]}. Reply: one line
 `PDCTL-LINT-REPLY {json}` on stdout, whatever the packages print meanwhile.
 Per item: the version, whether the parser could be asked, its verdict (argparse's own message on a refusal),
 the option strings it knows and the parsed values; per kind, the env registry (names, types, defaults, deprecated
@@ -176,7 +176,7 @@ def main(request):
     reply = {"python": sys.version.split()[0], "executable": sys.executable, "items": [], "registries": {}}
     names_by_kind = {}
     for item in request["items"]:
-        names_by_kind.setdefault(item["kind"], set()).update(item.get("env", {}))
+        names_by_kind.setdefault(item["kind"], set()).update(item.get("env_names") or item.get("env", {}))
     for kind, names in names_by_kind.items():
         if kind in REGISTRY:
             try:

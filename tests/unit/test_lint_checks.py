@@ -90,6 +90,15 @@ def test_a_secret_env_value_is_masked_in_a_finding():
     assert out and all("hunter2" not in f.message for f in out)
 
 
+def test_a_secret_flag_value_the_parser_echoes_is_masked():
+    err = "x: error: argument --tp-size: invalid int value: 'hunter2'"
+    answers = [RoleAnswer("decode[0]", "decode", "sglang", "h", "py", ["--api-key", "hunter2", "--tp-size",
+                                                                       "hunter2"], {},
+                          {**_item(False, err), "options": [*OPTIONS, "--api-key"]})]
+    doc = judge_lint(answers, site_env={}, silenced=[], probe_timeout=30.0).to_dict()
+    assert "hunter2" not in str(doc) and doc["findings"][0]["rule"] == "flag-value"
+
+
 def test_safety_nets_fire_on_the_effective_values():
     env = {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "100000"}
     assert effective_env("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", {}, REGISTRY) == 300
