@@ -24,8 +24,10 @@ def _fraction(v: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # prefix matching stays on, as in SGLang's parser: `--cuda-graph-max-bs` is refused as ambiguous between the
+    # -decode and -prefill forms here too, so `pdctl lint` gives the same verdict on the embedded default
     p = argparse.ArgumentParser(prog="python -m engine.launch_server",
-                                description="pdctl's bundled CPU engine (SGLang PD protocol)", allow_abbrev=False)
+                                description="pdctl's bundled CPU engine (SGLang PD protocol)")
     a = p.add_argument
     a("--model-path", "--model", dest="model_path", default=None,
       help="local directory of an engine checkpoint (config.json, model.pt, tokenizer.json); default: built-in seeded weights")

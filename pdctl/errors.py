@@ -70,3 +70,7 @@ class StepFailed(PdctlError):
     """A step of a mutating sequence (deploy, restart) failed; the message says where it stopped and each role's state."""
 
     exit_code = 1
+
+
+class LintRefused(UsageError):
+    """deploy/restart refused before stopping anything: a role's command line would not parse on its host (exit 2)."""

@@ -166,6 +166,43 @@ class FinalHealth(_Strict):
     expect: dict[RoleName, Expect] = Field(default_factory=dict)
 
 
+class SilencedRule(_Strict):
+    """A lint rule the operator switched off, with the reason `pdctl lint` shows."""
+
+    rule: str
+    reason: str = Field(..., min_length=1)
+    role: str | None = None                  # a role (decode) or instance (decode[0]); default every role
+
+    @field_validator("rule")
+    @classmethod
+    def _known_and_silenceable(cls, v: str) -> str:
+        from pdctl.checks.lint_rules import RULES
+
+        if v not in RULES:
+            raise ValueError(f"unknown lint rule {v!r} (docs/lint.md lists them)")
+        if RULES[v].blocks:
+            raise ValueError(f"lint rule {v!r} cannot be silenced: the command line would not start "
+                             "(fix it, or pass --skip-lint to deploy/restart once)")
+        return v
+
+
+class LintSettings(_Strict):
+    """`pdctl lint` settings: env names only a site's own build reads (name -> why) and silenced rules."""
+
+    site_env: dict[str, str] = Field(default_factory=dict)
+    silence: list[SilencedRule] = Field(default_factory=list)
+
+    @field_validator("site_env")
+    @classmethod
+    def _names_with_reasons(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, reason in v.items():
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError(f"site_env: {name!r} is not an env name")
+            if not str(reason).strip():
+                raise ValueError(f"site_env.{name}: give the reason (which build reads it)")
+        return v
+
+
 class Inventory(_Strict):
     name: str = Field("local", pattern=SAFE_NAME)
     engine: Literal["bundled", "sglang"] = "bundled"
@@ -175,6 +212,7 @@ class Inventory(_Strict):
     hosts: dict[str, Host] = Field(default_factory=lambda: {"local": Host()})
     roles: Roles
     final_health: FinalHealth = Field(default_factory=FinalHealth)
+    lint: LintSettings = Field(default_factory=LintSettings)
     source: str = Field("<embedded default>", exclude=True)
 
     @model_validator(mode="after")

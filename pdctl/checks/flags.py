@@ -153,3 +153,16 @@ def judge_undeclared(label: str, argv: Sequence[str], rendered: Sequence[str]) -
                         detail=f"drift: {flag} is on the live command line but not declared; declare it or "
                                f"redeploy (pdctl deploy)", next_step=NEXT_DEPLOY)
             for flag in flag_names(argv) if flag not in known]
+
+
+def judge_version(label: str, server_info: Any) -> CheckResult | None:
+    """The version a running worker reports in /server_info, as a passing row of the flags layer, so that which
+    SGLang (or bundled engine) each process runs is on the report; None when it reports none (left out: an
+    unknown version is no drift). `pdctl lint` judges versions against each other (rule version-mismatch)."""
+    if not isinstance(server_info, dict) or not server_info.get("version"):
+        return None
+    version = str(server_info["version"])
+    engine = str(server_info.get("engine") or "sglang")
+    return CheckResult(LAYER, label, "version", Status.PASS, observed=f"{engine} {version}", expected="reported",
+                       detail="what the running process reports in /server_info",
+                       data={"kind": "version", "version": version, "engine": engine})

@@ -24,6 +24,7 @@ COMMANDS = {
     "storm": "pdctl.cli.storm:storm",
     "triage": "pdctl.cli.triage:triage",
     "render": "pdctl.cli.render_cmd:render",
+    "lint": "pdctl.cli.lint:lint",
     "ssh": "pdctl.cli.ssh_cmd:ssh",
     "verify": "pdctl.cli.verify:app",
 }

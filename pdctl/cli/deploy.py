@@ -9,13 +9,15 @@ from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, op
 
 @handle_errors
 def deploy(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
-           no_verify: bool = typer.Option(False, "--no-verify", help="Skip final-health after starting.")) -> None:
+           no_verify: bool = typer.Option(False, "--no-verify", help="Skip final-health after starting."),
+           skip_lint: bool = typer.Option(False, "--skip-lint", help="Do not check the new command lines on their "
+                                                                      "hosts first (audited).")) -> None:
     """Render, install and start prefill -> decode -> router (each gated on readiness), then run final-health."""
     from pdctl import render
     from pdctl.ops.deploy import deploy as run_deploy
 
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
-        result = run_deploy(dep, dry_run=dry_run, verify=not no_verify)
+        result = run_deploy(dep, dry_run=dry_run, verify=not no_verify, skip_lint=skip_lint)
     if json_out:
         render.emit_json(result.to_dict())
     else:

@@ -19,6 +19,8 @@ def restart(
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     no_verify: Annotated[bool, typer.Option("--no-verify", help="Skip final-health at the end.")] = False,
+    skip_lint: Annotated[bool, typer.Option(
+        "--skip-lint", help="Do not check the roles' command lines on their hosts first (audited).")] = False,
 ) -> None:
     """Restart roles in order under the deployment lock, each gated on readiness, then run final-health."""
     from pdctl import render
@@ -32,7 +34,8 @@ def restart(
     if bad:
         raise UsageError(f"--role {bad[0]!r}: unknown role (choose from {', '.join(PAIR)})")
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
-        result = run(dep, roles=roles, dry_run=dry_run, override_hazard=override_hazard, verify=not no_verify)
+        result = run(dep, roles=roles, dry_run=dry_run, override_hazard=override_hazard, verify=not no_verify,
+                     skip_lint=skip_lint)
     if json_out:
         render.emit_json(result.to_dict())
     else:

@@ -114,15 +114,18 @@ def plan_deploy(dep: Deployment) -> DeployPlan:
     return DeployPlan(roles, "co-restart", "; ".join(why))
 
 
-def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> DeployResult:
+def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True, skip_lint: bool = False) -> DeployResult:
     """Plan, then (unless dry run) apply under the deployment lock and run final-health. Appends a "started"
     audit record before anything is done (UsageError when the log cannot be written) and a final one; a lock
-    taken over from a dead holder is said, audited and a warning of the result."""
+    taken over from a dead holder is said, audited and a warning of the result. Before installing anything, each
+    role's new command line is linted on its host (pdctl.ops.lint.gate): LintRefused (exit 2) when one would not
+    parse, nothing installed or stopped; `skip_lint` overrides that, audited and a warning of the result."""
     if dry_run:
         return DeployResult(plan_deploy(dep))
     states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
     with states.carried(), \
-            audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False}, mark_start=True,
+            audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False, "skip_lint": skip_lint},
+                          mark_start=True,
                           states=states) as rec, \
             deployment_lock(dep, "deploy", run=rec.run, states=lambda: role_states(dep)) as lock:
         result = DeployResult(plan_deploy(dep))   # observed under the lock: nobody changes it meanwhile
@@ -131,6 +134,7 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> De
             rec.extra["warnings"] = result.warnings
         rec.extra["plan"] = result.plan.to_dict()
         if result.plan.action == "co-restart":
+            _lint_gate(dep, result, rec, skip_lint)
             for k, r in enumerate(result.plan.roles):
                 inst = dep.instance(r.role, r.index)
                 with dep.progress.step(f"install {r.service}", index=k, total=len(result.plan.roles)):
@@ -143,3 +147,16 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True) -> De
             rec.extra["final_health"] = to_data(result.health)
         rec.result = "ok" if result.ok else "final-health failed"
         return result
+
+
+def _lint_gate(dep: Deployment, result: DeployResult, rec, skip: bool) -> None:
+    """The new command lines, linted on their hosts before anything is installed (LintRefused, exit 2)."""
+    from pdctl.ops.lint import gate
+
+    specs = {(r.role, r.index): launch.service_spec(dep.inv, r.role, r.index, python=r.python)
+             for r in result.plan.roles}
+    report = gate(dep, specs, skip=skip, action="deploy")
+    if skip:
+        result.warnings.append("lint skipped (--skip-lint): the new command lines were not checked on their hosts")
+    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings)}
+    rec.extra["warnings"] = result.warnings

@@ -63,13 +63,15 @@ def hazard_of(dep: Deployment, roles: tuple[str, ...]) -> str | None:
 
 
 def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = False,
-            override_hazard: bool = False, verify: bool = True) -> RestartResult:
+            override_hazard: bool = False, verify: bool = True, skip_lint: bool = False) -> RestartResult:
     """Restart `roles` in the safe order under the lock. Raises HazardRefused, LockHeld, StepFailed.
 
     The hazard is judged under the lock (so a concurrent restart cannot change it meanwhile) and a refusal is
     audited like any other outcome. A "started" record is appended before anything is done (UsageError when the
     audit log cannot be written); a lock taken over from a dead holder is a warning. A dry run judges the hazard
-    without the lock and changes nothing."""
+    without the lock and changes nothing. Before the first stop, the command line each role would start with
+    (its installed definition) is linted on its host: LintRefused (exit 2) when one would not parse, nothing
+    stopped; `skip_lint` overrides that, audited and a warning of the result."""
     roles = tuple(r for r in PAIR if r in roles)
     result = RestartResult(roles, dry_run, restart_plan(dep, roles))
     if dry_run:
@@ -78,11 +80,13 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
     action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
     states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
     with states.carried(), audit.audited(action, inventory=dep.inv.source, mark_start=True, states=states,
-                                         args={"roles": list(roles), "override_hazard": override_hazard}) as rec:
+                                         args={"roles": list(roles), "override_hazard": override_hazard,
+                                               "skip_lint": skip_lint}) as rec:
         with deployment_lock(dep, action, run=rec.run, states=lambda: role_states(dep)) as lock:
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")
             _judge_hazard(dep, result, override_hazard)
+            _lint_gate(dep, result, rec, skip_lint)
             rec.extra["warnings"] = result.warnings
             result.steps = ordered_restart(dep, roles)
             rec.extra["steps"] = to_data(result.steps)
@@ -101,3 +105,13 @@ def _judge_hazard(dep: Deployment, result: RestartResult, override: bool) -> Non
         raise HazardRefused(f"refused: {hazard}", hint="run `pdctl restart --pair`, or pass --override-hazard")
     if hazard:
         result.warnings.append(f"hazard overridden: {hazard}")
+
+
+def _lint_gate(dep: Deployment, result: RestartResult, rec, skip: bool) -> None:
+    """What each role would start with, linted on its host before anything is stopped (LintRefused, exit 2)."""
+    from pdctl.ops.lint import gate, installed_specs
+
+    report = gate(dep, {} if skip else installed_specs(dep, result.roles), skip=skip, action="restart")
+    if skip:
+        result.warnings.append("lint skipped (--skip-lint): the command lines were not checked on their hosts")
+    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings)}

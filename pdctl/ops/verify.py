@@ -190,7 +190,26 @@ def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
         results.extend(judge_flags(label, info.argv, info.env,
                                    launch.declared_flags(dep.inv, role, i), launch.declared_env(dep.inv, role, i)))
         results.extend(judge_undeclared(label, info.argv, launch.role_argv(dep.inv, role, i)))
-    return results
+    return results + _versions(dep, procs)
+
+
+def _versions(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
+    """One row per live worker: the version its /server_info reports (workers in parallel; no row when none)."""
+    from pdctl.checks.flags import judge_version
+    from pdctl.checks.http_util import client
+    from pdctl.http_client import HTTPError
+    from pdctl.ops.fanout import fan_out
+
+    def server_info(key: tuple[str, int]) -> Any:
+        try:
+            with client(dep.inv.final_health.health_timeout) as c:
+                return c.get(f"{dep.base_url(*key)}/server_info").json()
+        except (HTTPError, ValueError):
+            return None
+
+    workers = [(label, (role, i)) for label, (role, i, _st, info) in procs.items() if role != "router" and info]
+    rows = [judge_version(r.label, r.value) for r in fan_out(workers, server_info)]
+    return [row for row in rows if row is not None]
 
 
 def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult]:

@@ -58,6 +58,10 @@ def test_deploy_verify_restart_verify_over_ssh(ssh_deployment):
                for r in layer(seen.json(), "lineage"))
     assert any(r["name"] == "--disable-overlap-schedule" and r["status"] == "pass"
                for r in layer(again.json(), "flags"))
+    # the version each worker process runs, as it reports it (issue 13)
+    versions = {r["target"].split("@")[0]: r["observed"] for r in layer(again.json(), "flags") if r["name"] == "version"}
+    bundled = "pdctl-bundled-cpu 0.5.23+pdctl.cpu"
+    assert versions == {"prefill[0]": bundled, "decode[0]": bundled}
 
 
 def test_unknown_host_key_is_refused_with_exit_4(sshd, tmp_path):

@@ -28,7 +28,8 @@ NAME = "sleepy"
 
 def _inventory(tmp_path: Path, *, ready_timeout: float = 120) -> Path:
     fake = tmp_path / "fake-python"
-    fake.write_text("#!/bin/sh\nexec sleep 120\n")      # a role process that runs and never answers
+    # a role process that runs and never answers; asked by deploy's lint probe (`-c`), it fails at once instead
+    fake.write_text('#!/bin/sh\n[ "$1" = -c ] && exit 1\nexec sleep 120\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
     inv = local_inventory(NAME, ports, host={"transport": "local", "service_manager": "pidfile", "python": str(fake)})
@@ -193,7 +194,8 @@ def test_a_signal_right_after_a_launch_never_leaves_a_running_role_recorded_as_s
     (shims / "getconf").write_text(f"#!/bin/sh\nsleep 1.5\nexec {real} \"$@\"\n")
     (shims / "getconf").chmod(0o755)
     marker = str(tmp / "fake-python")
-    Path(marker).write_text("#!/bin/sh\nsleep 120\n")    # no exec: the role's main process keeps the marker
+    # no exec: the role's main process keeps the marker; deploy's lint probe (`-c`) fails at once
+    Path(marker).write_text('#!/bin/sh\n[ "$1" = -c ] && exit 1\nsleep 120\n')
     env = {**_env(st), "PATH": f"{shims}:{os.environ['PATH']}"}
     p = subprocess.Popen([sys.executable, "-m", "pdctl", "deploy", "-i", str(sleepy["inv"])], cwd=REPO, env=env,
                          text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -1,0 +1,125 @@
+"""The safety nets launch recipes switch off: pure judges over what the host's parser made of a role's command line
+(`parsed`: its values, defaults included) and the env the role runs with (declared, else the registry's default).
+
+Each returns Findings of the rules in pdctl.checks.lint_rules; docs/lint.md explains every bound used here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from pdctl.checks.lint import effective_env
+from pdctl.checks.lint_rules import Finding
+
+#: beyond this a disaggregation timeout is no safety net: a dead peer pins a room for half an hour or more
+SANE_TIMEOUT_S = 1800
+#: decode keeps a dead prefill's info this long at most (interval x max failures) before failing its rooms
+SANE_HEARTBEAT_WINDOW_S = 300
+
+WAITING = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
+BOOTSTRAP = "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"
+HB_INTERVAL = "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL"
+HB_MAX = "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE"
+HEALTH_GEN = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+HEALTH_BYPASS = "SGLANG_DIAG_BYPASS_HEALTH_GENERATE"
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def judge_worker_safety(label: str, env: Mapping[str, str], parsed: Mapping[str, Any],
+                        registry: Mapping[str, Any] | None, version: str = "") -> list[Finding]:
+    """A prefill or decode worker: its disaggregation timeouts, heartbeat, health generation and metrics."""
+    out: list[Finding] = []
+    for rule, name in (("waiting-timeout", WAITING), ("bootstrap-timeout", BOOTSTRAP)):
+        v = _number(effective_env(name, env, registry))
+        if v is not None and (v <= 0 or v > SANE_TIMEOUT_S):
+            out.append(Finding(rule, label, name, f"{name}={v:g} s: " +
+                               ("disabled" if v <= 0 else f"beyond the sane bound of {SANE_TIMEOUT_S} s"),
+                               fix=f"leave it unset (300 s) or at most {SANE_TIMEOUT_S}", version=version,
+                               data={"value": v, "bound": SANE_TIMEOUT_S}))
+    interval, misses = _number(effective_env(HB_INTERVAL, env, registry)), _number(effective_env(HB_MAX, env, registry))
+    if interval is not None and misses is not None:
+        window = interval * misses
+        if interval <= 0 or misses <= 0 or window > SANE_HEARTBEAT_WINDOW_S:
+            out.append(Finding("heartbeat-window", label, f"{HB_INTERVAL} x {HB_MAX}",
+                               f"{interval:g} s x {misses:g} = {window:g} s before decode drops a dead prefill",
+                               fix=f"at most {SANE_HEARTBEAT_WINDOW_S} s (the default is 5 s x 2)", version=version,
+                               data={"window": window, "bound": SANE_HEARTBEAT_WINDOW_S}))
+    if effective_env(HEALTH_GEN, env, registry) is False:
+        out.append(Finding("health-generation-off", label, HEALTH_GEN, f"{HEALTH_GEN}=0: /health does not generate",
+                           fix=f"remove {HEALTH_GEN}", version=version))
+    if effective_env(HEALTH_BYPASS, env, registry) is True:
+        out.append(Finding("health-generation-off", label, HEALTH_BYPASS, f"{HEALTH_BYPASS}=1: health generation "
+                           "is bypassed", fix=f"remove {HEALTH_BYPASS}", version=version))
+    if parsed and not parsed.get("enable_metrics", False):
+        out.append(Finding("metrics-off", label, "--enable-metrics", "the worker runs without --enable-metrics",
+                           fix="add --enable-metrics (pdctl renders it unless args sets it false)", version=version))
+    tp = _number(parsed.get("tp_size")) if parsed else None
+    if tp is not None and tp > 1 and not parsed.get("enable_metrics_for_all_schedulers", False):
+        out.append(Finding("tp-rank0-metrics", label, "--tp-size", f"tp {tp:g}: only rank 0's scheduler metrics are "
+                           "exported", fix="add --enable-metrics-for-all-schedulers to see every rank",
+                           version=version))
+    return out
+
+
+def judge_pair(workers: Sequence[tuple[str, str, Mapping[str, Any], str]]) -> list[Finding]:
+    """Prefill against decode: (label, role, parsed, version) of every worker the parser answered for."""
+    out: list[Finding] = []
+    prefill = [w for w in workers if w[1] == "prefill"]
+    decode = [w for w in workers if w[1] == "decode"]
+    for p_label, _r, p_parsed, p_version in prefill:
+        for d_label, _r2, d_parsed, d_version in decode:
+            pair = f"{p_label} / {d_label}"
+            pb, db = p_parsed.get("disaggregation_transfer_backend"), d_parsed.get("disaggregation_transfer_backend")
+            if pb and db and pb != db:
+                out.append(Finding("transfer-backend-mismatch", pair, "--disaggregation-transfer-backend",
+                                   f"prefill uses {pb}, decode uses {db}", fix="give both the same backend"))
+            if p_version and d_version and p_version != d_version:
+                out.append(Finding("version-mismatch", pair, "version", f"prefill runs {p_version}, decode runs "
+                                   f"{d_version}", fix="install the same version on both hosts"))
+    return out
+
+
+def judge_router(label: str, parsed: Mapping[str, Any], probe_timeout: float,
+                 worker_timeouts: Sequence[tuple[str, str, float]], version: str = "",
+                 restart_window: float | None = None) -> list[Finding]:
+    """The router: how long it keeps routing to a dead worker against the declared probe window, how long a
+    restarted worker takes to come back against the restart window (the router's ready_timeout, which restart and
+    deploy wait), and whether its request timeout comes after the engine's own disaggregation timeouts
+    ((worker label, env name, seconds))."""
+    out: list[Finding] = []
+    if not parsed:
+        return out
+    interval, threshold = _number(parsed.get("health_check_interval_secs")), _number(parsed.get("health_failure_threshold"))
+    back = _number(parsed.get("health_success_threshold"))
+    if interval is not None and back is not None and restart_window is not None and interval * back > restart_window:
+        out.append(Finding("router-health-window", label, "--health-success-threshold",
+                           f"{interval:g} s x {back:g} successes = {interval * back:g} s before a restarted worker is "
+                           f"back in rotation, longer than the restart window of {restart_window:g} s "
+                           "(the router's ready_timeout)", fix="a shorter --health-check-interval-secs",
+                           version=version, data={"window": interval * back, "restart_window": restart_window}))
+    if parsed.get("disable_health_check"):
+        out.append(Finding("router-health-window", label, "--disable-health-check", "the router never checks its "
+                           "workers: a dead one keeps receiving requests", fix="remove --disable-health-check",
+                           version=version))
+    elif interval is not None and threshold is not None and interval * threshold > probe_timeout:
+        out.append(Finding("router-health-window", label, "--health-check-interval-secs",
+                           f"{interval:g} s x {threshold:g} failures = {interval * threshold:g} s before a dead worker "
+                           f"leaves rotation, longer than the probe window of {probe_timeout:g} s "
+                           "(final_health.probe.timeout)", fix="e.g. --health-check-interval-secs 2 (pdctl's default)",
+                           version=version, data={"window": interval * threshold, "probe_timeout": probe_timeout}))
+    request = _number(parsed.get("request_timeout_secs"))
+    if request is None:
+        return out
+    for worker, name, seconds in worker_timeouts:
+        if seconds > 0 and seconds >= request:
+            out.append(Finding("timeout-order", label, "--request-timeout-secs",
+                               f"the router gives up after {request:g} s, before {worker}'s {name} ({seconds:g} s)",
+                               fix=f"keep {name} below the router's --request-timeout-secs", version=version))
+    if probe_timeout >= request:
+        out.append(Finding("timeout-order", label, "final_health.probe.timeout",
+                           f"the probe waits {probe_timeout:g} s, the router only {request:g} s",
+                           fix="keep final_health.probe.timeout below --request-timeout-secs", version=version))
+    return out

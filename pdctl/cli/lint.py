@@ -1,0 +1,33 @@
+"""`pdctl lint`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
+
+RoleOpt = Annotated[Optional[str], typer.Option(
+    "--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")]
+
+
+@handle_errors
+def lint(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False) -> None:
+    """Check every role's command line and env with the SGLang / sglang-router installed on its host.
+
+    Each role's host runs the parser of what it has installed (the role's own interpreter and working directory):
+    unknown, ambiguous or badly valued flags, SGLANG_* env names and values against that version's registry, and
+    the safety nets recipes switch off (docs/lint.md lists every rule). Exit 1 on an error or warning that the
+    inventory does not silence; changes nothing."""
+    from pdctl import render
+    from pdctl.ops.lint import lint as run
+
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
+        report = run(dep, role=role)
+    if json_out:
+        render.emit_json(report.to_dict())
+    else:
+        render.lint_report(report)
+    if not report.ok:
+        raise typer.Exit(1)

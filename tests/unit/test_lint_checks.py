@@ -1,0 +1,155 @@
+"""The lint judges as pure functions (the probe's answers built by hand; the real parsers answer in
+tests/e2e/test_lint_real.py), the rule table against docs/lint.md, and the inventory's lint settings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pdctl.checks.lint import effective_env, judge_command, judge_env, parse_probe_reply
+from pdctl.checks.lint_report import RoleAnswer, judge_lint
+from pdctl.checks.lint_rules import RULES
+from pdctl.checks.lint_safety import judge_router, judge_worker_safety
+from pdctl.errors import InventoryError
+from pdctl.inventory import embedded_default, parse_inventory
+
+ROOT = Path(__file__).resolve().parents[2]
+OPTIONS = ["--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill", "--enable-metrics", "--tp-size", "--port"]
+REGISTRY = {"fields": {"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": {"type": "EnvBool", "default": True, "alias": None},
+                       "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": {"type": "EnvInt", "default": 300, "alias": None},
+                       "SGLANG_NEW": {"type": "EnvInt", "default": 1, "alias": "SGLANG_OLD"}},
+            "deprecated": {"SGLANG_GONE": {"replacement": None, "note": "removed."}},
+            "direct_reads": ["SGLANG_HOST_IP"]}
+
+
+def _item(ok=True, error="", parsed=None):
+    return {"available": True, "version": "0.5.23", "options": OPTIONS,
+            "verdict": {"ok": ok, "error": error}, "parsed": parsed or {}}
+
+
+def test_the_reply_is_found_among_other_output():
+    assert parse_probe_reply('noise\nPDCTL-LINT-REPLY {"items": []}\n') == {"items": []}
+    assert parse_probe_reply("Traceback ...\n") is None
+    assert parse_probe_reply("PDCTL-LINT-REPLY {broken") is None
+
+
+def test_an_ambiguous_abbreviation_names_every_candidate_once():
+    err = ("sglang serve: error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+           "--cuda-graph-max-bs-prefill")
+    out = judge_command("decode[0]", "sglang", ["--cuda-graph-max-bs", "96"], _item(False, err))
+    assert [f.rule for f in out] == ["flag-ambiguous"]
+    f = out[0]
+    assert f.data["candidates"] == ["--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill"]
+    assert f.version == "0.5.23" and "0.5.23" in f.message and f.blocks
+    assert f.data["parser_says"].startswith("ambiguous option")
+
+
+def test_unknown_flags_are_all_reported_and_an_accepted_abbreviation_warned():
+    out = judge_command("decode[0]", "sglang", ["--tp-sise", "4", "--bogus", "--enable-m", "--port=1"],
+                        _item(False, "x: error: unrecognized arguments: --tp-sise 4 --bogus"))
+    assert [(f.rule, f.subject) for f in out] == [("flag-unknown", "--tp-sise"), ("flag-unknown", "--bogus"),
+                                                  ("flag-abbreviated", "--enable-m")]
+    assert out[0].data["suggestions"] == ["--tp-size"] and "--tp-size" in out[0].fix
+    assert out[2].severity == "warning" and not out[2].blocks
+
+
+def test_a_bad_value_is_the_parsers_own_words():
+    err = "x: error: argument --tp-size: invalid int value: 'four'"
+    out = judge_command("decode[0]", "sglang", ["--tp-size", "four"], _item(False, err))
+    assert [(f.rule, f.subject) for f in out] == [("flag-value", "--tp-size")]
+    assert "invalid int value" in out[0].message
+
+
+def test_a_parser_that_could_not_be_asked_is_unavailable_not_a_rejection():
+    out = judge_command("decode[0]", "sglang", ["--tp-size", "4"],
+                        {"available": False, "unavailable": "ModuleNotFoundError: No module named 'sglang'"})
+    assert [f.rule for f in out] == ["lint-unavailable"] and not out[0].blocks and out[0].fails
+
+
+def test_env_names_against_the_registry():
+    env = {"SGLANG_OPT_USE_MULTI_STREAM_OVERLAPP": "0", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "soon",
+           "SGLANG_OLD": "2", "SGLANG_GONE": "1", "SGLANG_HOST_IP": "10.0.0.1", "SGL_NEW": "3",
+           "SGLANG_SITE_ONLY": "512", "OMP_NUM_THREADS": "1"}
+    out = judge_env("decode[0]", "sglang", env, REGISTRY, {"SGLANG_SITE_ONLY": "our patched build"}, "0.5.23")
+    got = {(f.rule, f.subject) for f in out}
+    assert got == {("env-unknown", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAPP"),
+                   ("env-value", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"),
+                   ("env-deprecated", "SGLANG_OLD"), ("env-deprecated", "SGLANG_GONE"), ("env-deprecated", "SGL_NEW"),
+                   ("env-site-specific", "SGLANG_SITE_ONLY")}
+    unknown = next(f for f in out if f.rule == "env-unknown")
+    assert unknown.data["suggestions"][0] == "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
+    site = next(f for f in out if f.rule == "env-site-specific")
+    assert "our patched build" in site.message and not site.fails
+
+
+def test_a_secret_env_value_is_masked_in_a_finding():
+    reg = {"fields": {"SGLANG_API_KEY": {"type": "EnvInt", "default": None}}, "deprecated": {}, "direct_reads": []}
+    out = judge_env("decode[0]", "sglang", {"SGLANG_API_KEY": "hunter2"}, reg, {})
+    assert out and all("hunter2" not in f.message for f in out)
+
+
+def test_a_secret_flag_value_the_parser_echoes_is_masked():
+    err = "x: error: argument --tp-size: invalid int value: 'hunter2'"
+    answers = [RoleAnswer("decode[0]", "decode", "sglang", "h", "py", ["--api-key", "hunter2", "--tp-size",
+                                                                       "hunter2"], {},
+                          {**_item(False, err), "options": [*OPTIONS, "--api-key"]})]
+    doc = judge_lint(answers, site_env={}, silenced=[], probe_timeout=30.0).to_dict()
+    assert "hunter2" not in str(doc) and doc["findings"][0]["rule"] == "flag-value"
+
+
+def test_safety_nets_fire_on_the_effective_values():
+    env = {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "100000"}
+    assert effective_env("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", {}, REGISTRY) == 300
+    out = judge_worker_safety("decode[0]", env, {"enable_metrics": False, "tp_size": 4}, REGISTRY)
+    assert [f.rule for f in out] == ["waiting-timeout", "metrics-off", "tp-rank0-metrics"]
+    assert judge_worker_safety("decode[0]", {}, {"enable_metrics": True, "tp_size": 1}, REGISTRY) == []
+
+
+def test_router_window_and_timeout_order():
+    parsed = {"health_check_interval_secs": 60, "health_failure_threshold": 3, "request_timeout_secs": 1800}
+    out = judge_router("router[0]", parsed, 30.0, [("decode[0]", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 100000.0)])
+    assert [f.rule for f in out] == ["router-health-window", "timeout-order"]
+    assert out[0].data["window"] == 180
+    assert judge_router("router[0]", {**parsed, "health_check_interval_secs": 2}, 30.0, []) == []
+    slow_back = {**parsed, "health_check_interval_secs": 20, "health_success_threshold": 2}
+    out = judge_router("router[0]", slow_back, 60.0, [], restart_window=30.0)
+    assert [(f.rule, f.subject) for f in out] == [("router-health-window", "--health-success-threshold")]
+
+
+def test_silenced_rules_show_their_reason_and_do_not_fail():
+    answers = [RoleAnswer("router[0]", "router", "router", "h", "py", [], {},
+                          _item(parsed={"health_check_interval_secs": 60, "health_failure_threshold": 3}))]
+    loud = judge_lint(answers, site_env={}, silenced=[], probe_timeout=30.0)
+    assert not loud.ok and [f.rule for f in loud.findings] == ["router-health-window"]
+    quiet = judge_lint(answers, site_env={}, silenced=[("router-health-window", "router", "lab cluster")],
+                       probe_timeout=30.0)
+    assert quiet.ok and quiet.findings[0].silenced == "lab cluster"
+    assert quiet.to_dict()["findings"][0]["silenced"] == "lab cluster"
+
+
+def test_every_rule_has_a_section_in_the_docs():
+    text = (ROOT / "docs" / "lint.md").read_text()
+    anchors = set(re.findall(r'^### `([a-z0-9-]+)`', text, re.M))
+    assert anchors == set(RULES)
+    for rule in RULES.values():
+        assert rule.severity in ("error", "warning", "note") and rule.reason
+
+
+def _with_lint(lint: dict):
+    data = embedded_default().model_dump()
+    data["lint"] = lint
+    return parse_inventory(data, "inv.yaml")
+
+
+def test_inventory_lint_settings():
+    inv = _with_lint({"site_env": {"SGLANG_X": "patched build"},
+                      "silence": [{"rule": "tp-rank0-metrics", "reason": "one GPU per rank is fine"}]})
+    assert inv.lint.site_env == {"SGLANG_X": "patched build"} and inv.lint.silence[0].role is None
+    for bad, words in (({"silence": [{"rule": "nope", "reason": "x"}]}, "unknown lint rule"),
+                       ({"silence": [{"rule": "flag-unknown", "reason": "x"}]}, "cannot be silenced"),
+                       ({"silence": [{"rule": "metrics-off"}]}, "reason"),
+                       ({"site_env": {"SGLANG_X": " "}}, "give the reason")):
+        with pytest.raises(InventoryError, match=words):
+            _with_lint(bad)
