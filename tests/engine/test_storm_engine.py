@@ -87,7 +87,9 @@ def test_aimed_storm_pins_the_racy_build(racy):
     report_hits("racy aimed", doc)
     assert r.code == 1, r.output
     v = doc["verdict"]
-    assert not v["passed"] and v["pinned"] and v["last_inflight"] > 0
+    watch = [(round(row["t"], 3), row.get("inflight"), row.get("generation_tokens")) for row in doc["series"]
+             if row["phase"] == "watch"]
+    assert not v["passed"] and v["pinned"] and v["last_inflight"] > 0, (v, watch, doc.get("notes"))
     assert any(k.startswith("prefill[0]") for k in doc["holders"])
     assert doc["hits"]["hits"] >= 1 and doc["hits"]["confirmed_in_window"] >= 1
     assert doc["calibration"]["ttft_s"] and doc["window_s"][0] < doc["window_s"][1]
