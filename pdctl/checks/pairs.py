@@ -105,9 +105,22 @@ def _leg_problem(side: str, leg: LegAnswer) -> str | None:
     if leg.error is not None:
         return f"{side}: {leg.error}"
     if leg.status_code != 200:
-        text = leg.body if isinstance(leg.body, str) else str(leg.body)
-        return f"{side}: HTTP {leg.status_code} {text.strip()[:120]}".rstrip()
+        return f"{side}: HTTP {leg.status_code} {_error_text(leg.body)[:120]}".rstrip()
     return None
+
+
+def _error_text(body: Any) -> str:
+    """An error answer's message: SGLang's {"message": ...} or OpenAI's {"error": {"message": ...}}, else the
+    text."""
+    if isinstance(body, dict):
+        err = body.get("error")
+        for msg in (body.get("message"), err.get("message") if isinstance(err, dict) else err):
+            if isinstance(msg, str) and msg.strip():
+                return msg.strip()
+        import json
+
+        return json.dumps(body)
+    return str(body if body is not None else "").strip()
 
 
 def judge_pair(prefill: int, decode: int, room: int, p: LegAnswer, d: LegAnswer,

@@ -139,10 +139,9 @@ def verify_pairs(dep: Deployment, budget: float | None = None) -> PairsReport:
     raise_first_unreachable(columns)
     results = [r for col in columns for r in (col.value or [])]
     results.sort(key=lambda r: (r.prefill, r.decode))
-    notes = [f"each canary had {slot:g}s (budget {budget:g}s over {n_p} prefill(s) per decode); "
-             "a canary past its slot: connections closed and its rid aborted on both workers"]
+    notes = [f"each canary had {slot:g}s of the {budget:g}s budget; one past it is closed and aborted"]
     if not any(r.kv_transfer_ms is not None for r in results):
-        notes.append("no KV transfer time reported by the engine (meta_info): prefill/decode answer times shown")
+        notes.append("no KV transfer time reported: cells show the decode's answer time")
     return PairsReport(inv.name, budget, round((time.monotonic() - started) * 1000, 1),
                        [inv.label("prefill", i) for i in range(n_p)], [inv.label("decode", j) for j in range(n_d)],
                        results, judge_matrix(results, n_p, n_d), notes=notes)

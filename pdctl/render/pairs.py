@@ -41,11 +41,12 @@ def pairs_report(rep) -> None:
     style = "bold green" if v.ok else ("yellow" if word == "UNKNOWN" else "bold red")
     c.print(Text(f"verify pairs: {word} ({v.summary})", style=style))
     c.print(Text(f"  {len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
-                 f"(budget {rep.budget_s:g}s), sent to {rep.sent_to}", style="dim"))
+                 f"(budget {rep.budget_s:g}s), straight to each pair's two workers", style="dim"))
     cols, rows = matrix_rows(rep)
     label = "pass: KV transfer ms" if any(r.kv_transfer_ms is not None for r in rep.pairs) else \
         "pass: decode answer ms"
-    c.print(grid(f"pairs (rows prefill, columns decode; {label})", cols, rows, c.width))
+    c.print(Text(f"pairs (rows prefill, columns decode; {label})", style="italic"))
+    c.print(grid("", cols, rows, c.width))
     bad = [r for r in rep.pairs if r.status != PASS]
     if bad:
         c.print(Text("failed pairs" if any(r.status == FAIL for r in bad) else "unknown pairs", style="bold"))
