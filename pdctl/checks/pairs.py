@@ -84,6 +84,13 @@ class PairResult:
         return self.status == PASS
 
 
+def leg_timed_out(leg: LegAnswer) -> bool:
+    """No answer within the canary's slot (not a refused connection, nor a host that never answered): the request
+    may still sit in a worker's queue, so it is to be aborted. Pure."""
+    return leg.error is not None and not leg.unreachable and \
+        ("no response within" in leg.error or "timed out" in leg.error)
+
+
 EXPECTED = "HTTP 200 from both, decode content non-empty and varied"
 
 

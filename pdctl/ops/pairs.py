@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.checks.pairs import (ABORT_PATH, GENERATE_PATH, UNKNOWN, LegAnswer, MatrixVerdict, PairResult,
-                                canary_body, canary_rid, fresh_room, judge_matrix, judge_pair, pair_check)
+                                canary_body, canary_rid, fresh_room, judge_matrix, judge_pair, leg_timed_out,
+                                pair_check)
 from pdctl.checks.result import CheckResult, Status
 from pdctl.ops.context import Deployment
 from pdctl.serialize import to_data
@@ -84,13 +85,6 @@ def _abort(url: str, label: str, rid: str, timeout: float) -> str:
     return f"aborted {rid} on {label} (HTTP {r.status_code})"
 
 
-def _timed_out(leg: LegAnswer) -> bool:
-    """No answer within the slot (not a refused connection nor a host that never answered): the request may
-    still sit in a worker's queue."""
-    return leg.error is not None and not leg.unreachable and \
-        ("no response within" in leg.error or "timed out" in leg.error)
-
-
 def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str], slot: float) -> PairResult:
     """One pair's canary: the same body to prefill i and decode j at once, judged."""
     p_inst, d_inst = dep.instance("prefill", i), dep.instance("decode", j)
@@ -108,7 +102,7 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
     side.join(slot + 5)   # _leg is bounded by `slot`; the margin only covers a thread scheduled late
     prefill_leg = got.get("prefill") or LegAnswer(error=f"no response within {slot:g}s")
     aborted: list[str] = []
-    if _timed_out(prefill_leg) or _timed_out(got["decode"]):
+    if leg_timed_out(prefill_leg) or leg_timed_out(got["decode"]):
         rid = canary_rid(room)
         health = dep.inv.final_health.health_timeout
         aborted = ["closed both connections"] + [

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from pdctl.checks.pairs import (FAIL, PASS, UNKNOWN, LegAnswer, canary_body, fresh_room, judge_matrix, judge_pair,
-                                pair_check, pair_name)
+                                leg_timed_out, pair_check, pair_name)
 from pdctl.checks.result import Status
 
 PREFILL_OK = LegAnswer(200, {"text": "", "meta_info": {"finish_reason": {"type": "length", "length": 0},
@@ -81,3 +81,10 @@ def test_matrix_all_pass_and_unknown_and_missing():
     assert not v.ok and v.unknown and v.failed == []
     missing = judge_matrix([_res(0, 0, PASS)], 1, 2)
     assert not missing.ok and missing.missing == [pair_name(0, 1)] and missing.failed == [pair_name(0, 1)]
+
+
+def test_only_an_unanswered_canary_is_to_be_aborted():
+    assert leg_timed_out(LegAnswer(error="no response within 2s (read timeout)"))
+    assert not leg_timed_out(LegAnswer(error="connection refused"))
+    assert not leg_timed_out(LegAnswer(error="connect timed out after 2s", unreachable=True))
+    assert not leg_timed_out(decode_said("fine words here"))
