@@ -25,7 +25,7 @@ def final_health(
     report: ReportOpt = None,
     layer: Annotated[Optional[list[str]], typer.Option(
         "--layer", help=f"Run only these layers (repeat, or comma-separate): {', '.join(DEFAULT_LAYERS)}; "
-                        f"{', '.join(OPTIONAL_LAYERS)} (a sampled window) only when named.")] = None,
+                        f"{', '.join(OPTIONAL_LAYERS)} (a sampled window; a canary per pair) only when named.")] = None,
     record_baseline: Annotated[bool, typer.Option(
         "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline.")] = False,
     since_baseline: Annotated[bool, typer.Option(
@@ -51,3 +51,35 @@ def final_health(
         render.health_report(report, verbose=verbose)
     if not report.ok:
         raise typer.Exit(1)
+
+
+@app.command("pairs", cls=PdctlCommand)
+@handle_errors
+def pairs(
+    inventory: InventoryOpt = None,
+    json_out: JsonOpt = False,
+    report: ReportOpt = None,
+    budget: Annotated[Optional[float], typer.Option(
+        "--budget", help="Seconds for the whole matrix (default: final_health.probe.timeout); each decode's "
+                         "canaries share it, one prefill at a time.")] = None,
+) -> None:
+    """A canary through every prefill x decode pair, sent straight to both workers as the router sends one.
+
+    Exit 0 every pair passed, 1 a pair failed (named "prefill[0] -> decode[1]"), 3 a host did not answer. A canary
+    past its time is closed and its request aborted on both workers (POST /abort_request)."""
+    import math
+
+    from pdctl import render
+    from pdctl.errors import UsageError
+    from pdctl.ops.pairs import verify_pairs
+
+    if budget is not None and (not math.isfinite(budget) or not 0 < budget <= 3600):
+        raise UsageError(f"--budget {budget:g}: must be a number of seconds > 0 and at most 3600")
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
+        rep = verify_pairs(dep, budget)
+    if json_out:
+        render.emit_json(rep.to_dict())
+    else:
+        render.pairs_report(rep)
+    if rep.exit_code:
+        raise typer.Exit(rep.exit_code)

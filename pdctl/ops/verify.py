@@ -4,7 +4,7 @@ Layers: health (every role), e2e (a chat completion through each router, content
 (transfer_failed and bootstrap_failed are 0, or not increased since a baseline), flags (live cmdline/env of each
 main process against the inventory), lineage (a decode/router restarted alone after its prefill, by an operator or
 by systemd on its own), and optionally
-inflight (issue 4's verdict over a window).
+inflight (issue 4's verdict over a window) and pairs (a canary for every prefill x decode pair, ops/pairs.py).
 """
 
 from __future__ import annotations
@@ -335,6 +335,10 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
         from pdctl.ops.inflight import inflight_layer
 
         report.layers["inflight"] = inflight_layer(dep)
+    if "pairs" in layers:   # after the others: its canaries would otherwise show in the inflight window
+        from pdctl.ops.pairs import pairs_layer
+
+        report.layers["pairs"] = pairs_layer(dep)
 
 
 def _show_waiting(dep: Deployment, futs: dict[str, Any], started: float) -> None:

@@ -13,7 +13,7 @@ _HOME = {
     "check_table": "tables", "steps_table": "tables", "health_report": "health", "next_steps": "health",
     "deploy_outcome": "deploy", "deploy_plan": "deploy", "status_table": "status", "HISTORY_RESULT_MAX": "history",
     "history_lines": "history", "shorten": "history", "inflight_report": "inflight", "storm_report": "storm",
-    "triage_report": "triage", "_STYLE": "screen", "lint_report": "lint",
+    "triage_report": "triage", "_STYLE": "screen", "lint_report": "lint", "pairs_report": "pairs",
 }
 
 
@@ -33,5 +33,5 @@ __all__ = [
     "clear_live", "check_table",
     "steps_table", "health_report", "next_steps", "deploy_outcome", "deploy_plan", "status_table",
     "HISTORY_RESULT_MAX", "history_lines", "shorten", "inflight_report", "storm_report",
-    "triage_report", "lint_report",
+    "triage_report", "lint_report", "pairs_report",
 ]

@@ -32,6 +32,7 @@ WINDOW = ["--window", "2", "--interval", "1"]
 HOST_COMMANDS = {
     "verify final-health": ["verify", "final-health"],
     "verify inflight": ["verify", "inflight", *WINDOW],
+    "verify pairs": ["verify", "pairs"],
     "triage": ["triage", *WINDOW],
     "deploy --dry-run": ["deploy", "--dry-run"],
     "storm": ["storm", "--requests", "2", "--calibrate", "0", "--window", "1", "--interval", "0.5"],
@@ -41,6 +42,7 @@ USAGE = {
     "status": ["status", "-i"],
     "verify final-health": ["verify", "final-health", "--layer", "vibes"],
     "verify inflight": ["verify", "inflight", "--window", "soon"],
+    "verify pairs": ["verify", "pairs", "--budget", "0"],
     "triage": ["triage", "--interval", "-1"],
     "deploy": ["deploy", "--no-such-flag"],
     "restart": ["restart", "--role", "cache"],

@@ -7,13 +7,14 @@ from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES, OPTIONAL_LAYERS, in
 
 def test_default_layers_leave_out_the_optional_sampled_one():
     assert DEFAULT_LAYERS == ("health", "e2e", "transfer", "flags", "lineage")
-    assert OPTIONAL_LAYERS == ("inflight",)
+    assert OPTIONAL_LAYERS == ("inflight", "pairs")
     assert LAYER_NAMES == DEFAULT_LAYERS + OPTIONAL_LAYERS
 
 
 def test_titles_are_numbered_in_order():
     assert layer_title("health") == "1. component health"
     assert layer_title("inflight") == "6. inflight queues"
+    assert layer_title("pairs") == "7. prefill x decode pair canaries"
     assert layer_title("custom") == "custom"
 
 

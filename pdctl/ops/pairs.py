@@ -1,0 +1,156 @@
+"""`verify pairs` and final-health's `pairs` layer: a canary for every prefill x decode pair, sent straight to the
+pair's two workers (never through the router), gathered; pdctl.checks.pairs judges.
+
+Bounds: the canaries to different decodes run at once; the canaries to one decode run one after another (one
+prefill at a time, so a slow answer is that pair's), each within an equal slot of the total budget, so a hung pair
+never takes the slot of the next. A canary still unanswered at the end of its slot is not left in a queue: its two
+connections are closed (the bundled engine and SGLang abort a request whose client went away) and its request id
+is aborted on both workers with SGLang's POST /abort_request {"rid": ...}; the result says what each answered.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdctl.checks.pairs import (ABORT_PATH, GENERATE_PATH, UNKNOWN, LegAnswer, MatrixVerdict, PairResult,
+                                canary_body, canary_rid, fresh_room, judge_matrix, judge_pair, leg_timed_out,
+                                pair_check)
+from pdctl.checks.result import CheckResult, Status
+from pdctl.ops.context import Deployment
+from pdctl.serialize import to_data
+
+MIN_SLOT_S = 0.5   # a canary gets at least this long, whatever the budget: less cannot move any KV
+
+
+@dataclass
+class PairsReport:
+    inventory: str
+    budget_s: float
+    elapsed_ms: float
+    prefills: list[str]           # labels, in matrix row order
+    decodes: list[str]            # labels, in matrix column order
+    pairs: list[PairResult]
+    verdict: MatrixVerdict
+    sent_to: str = "each pair's prefill and decode directly, at once (not through a router)"
+    notes: list[str] = field(default_factory=list)
+    json_extra = ("ok", "exit_code")
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def exit_code(self) -> int:
+        """0 every pair passed; 3 a pair is unknown (a host did not answer: the matrix is incomplete); 1 a pair
+        failed."""
+        return 0 if self.ok else (3 if self.verdict.unknown else 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_data(self)
+
+
+def _leg(url: str, body: dict[str, Any], timeout: float) -> LegAnswer:
+    """POST the canary to one worker and read its whole answer, within `timeout`. Never raises. On a timeout the
+    client closes the connection (pdctl.http_client never pools a connection it gave up on)."""
+    from pdctl import http_client as http
+    from pdctl.checks.http_util import client, describe_error, request_ms
+
+    started = time.monotonic()
+    try:
+        with client(timeout) as c:
+            started = time.monotonic()
+            r = c.post(f"{url.rstrip('/')}{GENERATE_PATH}", json=body)
+    except Exception as e:
+        return LegAnswer(error=describe_error(e, timeout, url, since=started),
+                         unreachable=isinstance(e, http.ConnectTimeout), ms=request_ms(None, started))
+    try:
+        parsed: Any = r.json()
+    except ValueError:
+        parsed = r.text
+    return LegAnswer(r.status_code, parsed, ms=request_ms(r, started))
+
+
+def _abort(url: str, label: str, rid: str, timeout: float) -> str:
+    """Abort the canary's request id on one worker; what it answered, for the report."""
+    from pdctl.checks.http_util import client, describe_error
+
+    try:
+        with client(timeout) as c:
+            r = c.post(f"{url.rstrip('/')}{ABORT_PATH}", json={"rid": rid, "abort_all": False})
+    except Exception as e:
+        return f"abort of {rid} on {label}: {describe_error(e, timeout, url)}"
+    return f"aborted {rid} on {label} (HTTP {r.status_code})"
+
+
+def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str], slot: float) -> PairResult:
+    """One pair's canary: the same body to prefill i and decode j at once, judged."""
+    p_inst, d_inst = dep.instance("prefill", i), dep.instance("decode", j)
+    p = dep.inv.final_health.probe
+    room = fresh_room()
+    body = canary_body(prompt=p.prompt, max_tokens=p.max_tokens, room=room, model=p.model or dep.inv.served_model_name,
+                       # where decode j reaches prefill i's bootstrap server, as the router names it
+                       bootstrap_host=dep.inv.address_from(p_inst.host, d_inst.host),
+                       bootstrap_port=dep.inv.bootstrap_port(p_inst))
+    got: dict[str, LegAnswer] = {}
+    side = threading.Thread(target=lambda: got.setdefault("prefill", _leg(bases[("prefill", i)], body, slot)),
+                            name=f"canary-prefill{i}-decode{j}", daemon=True)
+    side.start()
+    got["decode"] = _leg(bases[("decode", j)], body, slot)
+    side.join(slot + 5)   # _leg is bounded by `slot`; the margin only covers a thread scheduled late
+    prefill_leg = got.get("prefill") or LegAnswer(error=f"no response within {slot:g}s")
+    aborted: list[str] = []
+    if leg_timed_out(prefill_leg) or leg_timed_out(got["decode"]):
+        rid = canary_rid(room)
+        health = dep.inv.final_health.health_timeout
+        aborted = ["closed both connections"] + [
+            _abort(bases[(role, k)], dep.inv.label(role, k), rid, health) for role, k in (("prefill", i), ("decode", j))]
+    return judge_pair(i, j, room, prefill_leg, got["decode"], aborted)
+
+
+def verify_pairs(dep: Deployment, budget: float | None = None) -> PairsReport:
+    """Canary every prefill x decode pair within `budget` seconds (default: final_health.probe.timeout). Never
+    raises for a broken pair; raises UnreachableError/HostKeyRefused when a host cannot be asked at all."""
+    from pdctl.ops.fanout import fan_out, raise_first_unreachable
+
+    dep.connect_all()
+    inv = dep.inv
+    budget = float(budget if budget is not None else inv.final_health.probe.timeout)
+    n_p, n_d = len(inv.roles.prefill), len(inv.roles.decode)
+    # base URLs first: over a tunnel this connects, and an unreachable host is said before any canary is sent
+    resolved = dep.each_instance(lambda role, k: dep.base_url(role, k), roles=("prefill", "decode"))
+    raise_first_unreachable(resolved)
+    bases = {r.key: r.value for r in resolved}
+    slot = max(MIN_SLOT_S, budget / n_p)
+    started = time.monotonic()
+
+    def column(j: int) -> list[PairResult]:
+        return [run_canary(dep, i, j, bases, slot) for i in range(n_p)]
+
+    columns = fan_out([(inv.label("decode", j), j) for j in range(n_d)], column, bound=max(1, n_d))
+    raise_first_unreachable(columns)
+    results = [r for col in columns for r in (col.value or [])]
+    results.sort(key=lambda r: (r.prefill, r.decode))
+    notes = [f"each canary had {slot:g}s of the {budget:g}s budget; one past it is closed and aborted"]
+    if not any(r.kv_transfer_ms is not None for r in results):
+        notes.append("no KV transfer time reported: cells show the decode's answer time")
+    return PairsReport(inv.name, budget, round((time.monotonic() - started) * 1000, 1),
+                       [inv.label("prefill", i) for i in range(n_p)], [inv.label("decode", j) for j in range(n_d)],
+                       results, judge_matrix(results, n_p, n_d), notes=notes)
+
+
+def pairs_layer(dep: Deployment) -> list[CheckResult]:
+    """final-health's optional `pairs` layer: one row per pair. A pair that is unknown (its host did not answer)
+    stops final-health with exit 3, as every layer does: it says nothing about the deployment."""
+    from pdctl.errors import UnreachableError
+
+    rep = verify_pairs(dep)
+    unknown = [r for r in rep.pairs if r.status == UNKNOWN]
+    if unknown:
+        raise UnreachableError(f"unknown: {unknown[0].name}: {unknown[0].found}", target=unknown[0].name)
+    rows = [pair_check(r, rep.prefills[r.prefill], rep.decodes[r.decode]) for r in rep.pairs]
+    for name in rep.verdict.missing:   # judge_matrix counts a pair with no result as failed: so does the layer
+        rows.append(CheckResult("pairs", name, "canary", Status.FAIL, observed="no result", expected="a canary result"))
+    return rows

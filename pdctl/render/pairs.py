@@ -1,0 +1,67 @@
+"""What `pdctl verify pairs` prints: the verdict first, then the matrix (rows prefill, columns decode), then each
+failed pair with what was expected and what was found, then which instance each row and column is."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from pdctl import render
+from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
+from pdctl.checks.result import NEXT_TRIAGE
+from pdctl.render.layout import Col, block, grid
+
+_CELL_STYLE = {PASS: "green", FAIL: "bold red", UNKNOWN: "yellow"}
+
+
+def cell(r: PairResult | None) -> Text:
+    """'pass 212ms' (KV transfer time when the engine reported one, else the decode's answer time), 'FAIL',
+    'unknown'. Pure."""
+    if r is None:
+        return Text("FAIL (no result)", style=_CELL_STYLE[FAIL])
+    if r.status != PASS:
+        return Text(r.status.upper() if r.status == FAIL else r.status, style=_CELL_STYLE[r.status])
+    ms = r.kv_transfer_ms if r.kv_transfer_ms is not None else r.decode_ms
+    return Text("pass" + (f" {ms:.0f}ms" if ms is not None else ""), style=_CELL_STYLE[PASS])
+
+
+def matrix_rows(rep) -> tuple[tuple[Col, ...], list[list[Text | str]]]:
+    """The matrix as columns and rows for pdctl.render.layout. Pure."""
+    by = {(r.prefill, r.decode): r for r in rep.pairs}
+    cols = (Col("", ident=True, head=True),
+            *(Col(f"decode[{j}]", ident=True, right=True) for j in range(len(rep.decodes))))
+    rows = [[f"prefill[{i}]", *(cell(by.get((i, j))) for j in range(len(rep.decodes)))]
+            for i in range(len(rep.prefills))]
+    return cols, rows
+
+
+def pairs_report(rep) -> None:
+    c = render.console()
+    v = rep.verdict
+    word = "PASS" if v.ok else ("UNKNOWN" if rep.exit_code == 3 else "FAIL")
+    style = "bold green" if v.ok else ("yellow" if word == "UNKNOWN" else "bold red")
+    c.print(Text(f"verify pairs: {word} ({v.summary})", style=style))
+    c.print(Text(f"  {len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
+                 f"(budget {rep.budget_s:g}s), straight to each pair's two workers", style="dim"))
+    cols, rows = matrix_rows(rep)
+    label = "pass: KV transfer ms" if any(r.kv_transfer_ms is not None for r in rep.pairs) else \
+        "pass: decode answer ms"
+    c.print(Text(f"pairs (rows prefill, columns decode; {label})", style="italic"))
+    c.print(grid("", cols, rows, c.width))
+    bad = [r for r in rep.pairs if r.status != PASS]
+    if bad:
+        c.print(Text("failed pairs" if any(r.status == FAIL for r in bad) else "unknown pairs", style="bold"))
+        pcols = (Col("status", ident=True, head=True), Col("pair", ident=True, head=True), Col("expected"),
+                 Col("found"), Col("room"), Col("timeout"))
+        for r in bad:
+            for part in block(pcols, (cell(r), r.name, r.expected, r.found, str(r.room), "; ".join(r.aborted)),
+                              width=c.width):
+                c.print(part)
+    c.print(Text("instances", style="bold"))
+    for i, lab in enumerate(rep.prefills):
+        c.print(Text(f"  prefill[{i}] = {lab}"))
+    for j, lab in enumerate(rep.decodes):
+        c.print(Text(f"  decode[{j}] = {lab}"))
+    for n in rep.notes:
+        c.print(Text(f"  note: {n}", style="dim"))
+    if bad and any(r.status == FAIL for r in bad):
+        c.print(Text("next: ", style="yellow") + Text(NEXT_TRIAGE))
