@@ -47,8 +47,8 @@ def test_register_returns_the_function_and_refuses_a_name_taken_by_another_modul
 
 def test_a_bad_layer_is_refused_with_pydantics_message_listing_every_layer():
     bad = check_args(REGISTRY["verify"], {"layers": ["health", "vibes"]}, with_values=True)
-    assert bad == [("args.layers.1", "Input should be 'health', 'e2e', 'transfer', 'flags', 'lineage' or "
-                                     "'inflight' (got 'vibes')")]
+    assert bad == [("args.layers.1", "Input should be 'health', 'e2e', 'transfer', 'flags', 'lineage', "
+                                     "'inflight' or 'pairs' (got 'vibes')")]
     assert check_args(REGISTRY["verify"], {"layers": ["inflight"]}, with_values=True) == []
 
 
