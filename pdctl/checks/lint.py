@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any, Mapping, Sequence
 
+from pdctl.checks.flags import flag_names
 from pdctl.checks.lint_rules import Finding
 from pdctl.secrets import MASK, is_secret_name
 
@@ -38,16 +39,6 @@ def closest(name: str, known: Sequence[str], n: int = 2) -> list[str]:
     return difflib.get_close_matches(name, list(known), n=n, cutoff=0.75)
 
 
-def _flag_tokens(argv: Sequence[str]) -> list[str]:
-    out = []
-    for tok in argv:
-        if tok == "--":
-            break
-        if tok.startswith("--") and len(tok) > 2:
-            out.append(tok.split("=", 1)[0])
-    return list(dict.fromkeys(out))
-
-
 def _product(kind: str) -> str:
     return {"sglang": "sglang", "bundled": "the bundled engine", "router": "sglang-router"}.get(kind, kind)
 
@@ -63,7 +54,7 @@ def judge_command(label: str, kind: str, argv: Sequence[str], item: Mapping[str,
     options = item.get("options") or []
     known = set(options)
     out: list[Finding] = []
-    for flag in _flag_tokens(argv):
+    for flag in flag_names(argv):
         if flag in known:
             continue
         matches = [o for o in options if o.startswith(flag)]

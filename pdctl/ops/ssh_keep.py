@@ -6,7 +6,6 @@ close; nothing here starts one or connects to a host.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -84,12 +83,10 @@ def close_kept(inv: Inventory, names: list[str] | None = None) -> list[KeptConne
 
 
 def _ended(pid: int, limit: float) -> bool:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if not _running(pid):
-            return True
-        time.sleep(0.05)
-    return False
+    from pdctl.poll import poll_until
+
+    return poll_until(lambda: _running(pid), lambda running: not running, timeout=limit, interval=0.05,
+                      timeout_name="keeper exit wait").ok
 
 
 def _running(pid: int) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 
 from pdctl.transport.control import MAX_KEEP_S
 from pdctl.transport.peer import tcp_peer_uid, unix_peer_uid
+from pdctl.poll import poll_until
 from pdctl.transport.ssh import SshTransport
 from pdctl.transport.wire import b64, encode_error, recv_frame, send_frame, unb64
 
@@ -198,17 +199,16 @@ class Keeper:
                 "connected": bool(tr is not None and tr.is_active()),
                 "target": f"{self.ssh.target.user}@{self.ssh.where}"}
 
+    def _open_conns(self) -> int:
+        with self._lock:
+            return self._conns
+
     def shutdown(self, grace: float) -> None:
         """Unlink, answer what was already queued, wait up to `grace` for running requests, close, exit."""
         self.unlink()
         while self._accept():
             pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            with self._lock:
-                if not self._conns:
-                    break
-            time.sleep(0.02)
+        poll_until(self._open_conns, lambda n: n == 0, timeout=grace, interval=0.02, timeout_name="shutdown grace")
         self.listener.close()
         with self._lock:
             running = self._conns

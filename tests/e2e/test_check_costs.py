@@ -16,17 +16,11 @@ import pytest
 
 from tests.e2e.helpers import REPO, local_inventory, pdctl, write_inventory
 from tests.fixtures.net import free_port
-from tests.fixtures.sshd import running_sshd
+from tests.fixtures.sshd import running_sshd, write_script
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
-
-
-def _script(path: Path, text: str) -> str:
-    path.write_text(text)
-    path.chmod(0o755)
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +30,7 @@ def counted(tmp_path_factory):
         pytest.skip(f"{SFTP_SERVER} missing")
     wd = tmp_path_factory.mktemp("sshd-counting")
     commands = wd / "commands.log"
-    wrapper = _script(wd / "force.sh", f"""#!/bin/sh
+    wrapper = write_script(wd / "force.sh", f"""#!/bin/sh
 case "$SSH_ORIGINAL_COMMAND" in
   *sftp*) echo SFTP >> {commands}; exec {SFTP_SERVER} ;;
 esac

@@ -21,7 +21,7 @@ from pdctl.services.pidfile import parse_proc_stat_starttime
 from pdctl.transport.ssh import SshTransport
 from tests.e2e.helpers import local_inventory, pdctl, write_inventory
 from tests.fixtures.net import free_port
-from tests.fixtures.sshd import running_sshd
+from tests.fixtures.sshd import running_sshd, write_script
 
 pytestmark = pytest.mark.e2e
 
@@ -40,19 +40,13 @@ def _kill_recorded(pids_file: Path) -> None:
             pass
 
 
-def _script(path: Path, text: str) -> str:
-    path.write_text(text)
-    path.chmod(0o755)
-    return str(path)
-
-
 @pytest.fixture(scope="module")
 def hung_proc_sshd(tmp_path_factory):
     """An sshd where every command that reads /proc hangs (after telling pdctl its pid, as pdctl's own preamble
     does, so pdctl's timeout kill reaches it); everything else, SFTP included, works."""
     wd = tmp_path_factory.mktemp("sshd-hung-proc")
     pids = wd / "hung.pids"
-    wrapper = _script(wd / "force.sh", f"""#!/bin/sh
+    wrapper = write_script(wd / "force.sh", f"""#!/bin/sh
 case "$SSH_ORIGINAL_COMMAND" in
   *sftp*) exec /usr/lib/openssh/sftp-server ;;   # the subsystem arrives as its configured command
   */proc/*) echo $$ >> {pids}; printf 'PDCTL-PID %s\\n' $$ >&2; exec sleep 120 ;;
@@ -75,7 +69,7 @@ def hung_kill_sshd(tmp_path_factory):
     kill blocks would. pdctl's own timeout kill (sent bare, without pdctl's PDCTL-PID preamble) still runs."""
     wd = tmp_path_factory.mktemp("sshd-hung-kill")
     pids = wd / "hung.pids"
-    wrapper = _script(wd / "force.sh", f"""#!/bin/sh
+    wrapper = write_script(wd / "force.sh", f"""#!/bin/sh
 case "$SSH_ORIGINAL_COMMAND" in
   *sftp*) exec /usr/lib/openssh/sftp-server ;;
   printf*kill*) echo $$ >> {pids}; printf 'PDCTL-PID %s\\n' $$ >&2; exec sleep 120 ;;
@@ -97,7 +91,7 @@ def hung_sftp_sshd(tmp_path_factory):
     """An sshd whose SFTP subsystem starts and never answers; commands work."""
     wd = tmp_path_factory.mktemp("sshd-hung-sftp")
     pids = wd / "hung.pids"
-    sftp = _script(wd / "hang-sftp.sh", f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 120\n")
+    sftp = write_script(wd / "hang-sftp.sh", f"#!/bin/sh\necho $$ >> {pids}\nexec sleep 120\n")
     try:
         with running_sshd(wd, sftp=sftp) as server:
             server.extra["pids"] = pids
