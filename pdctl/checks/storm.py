@@ -92,14 +92,18 @@ class StormVerdict:
     last_inflight: float
     peak_inflight: float
     rose_again: bool                       # drained, then nonzero again
-    pinned: bool                           # nonzero at the end with no change at all over the watch
+    pinned: bool                           # nonzero and unchanged over most of the watch, no decode progress
+
+
+PINNED_SHARE = 0.75    # the unchanged final stretch must cover this share of the watch to call it pinned
 
 
 def judge_watch(series: Sequence[tuple[float, float, float | None]], watch_s: float) -> StormVerdict:
     """The storm's verdict from (t since load stopped, total inflight, generation tokens) samples of the watch.
 
     Pass: inflight is 0 at the end and, once it reached 0, it stayed 0 (the seed's "must drain to 0 and stay 0").
-    Fail otherwise; `pinned` when it never changed and decode made no progress over the whole watch. Pure.
+    Fail otherwise; `pinned` when its final value stood unchanged, with no decode progress, over at least
+    PINNED_SHARE of the watch. Pure.
     Raises ValueError without samples.
     """
     if not series:
@@ -120,13 +124,19 @@ def judge_watch(series: Sequence[tuple[float, float, float | None]], watch_s: fl
                                        "released late: look at the series)", drained, last, peak, True, False)
         return StormVerdict(True, f"inflight drained to 0 by t+{fmt_s(drained)} and stayed 0 to t+{fmt_s(pts[-1][0])}",
                             drained, last, peak, False, False)
-    gens = [g for _t, _v, g in pts if g is not None]
-    stuck_values = len(set(values)) == 1
+    # The final run of one unchanged value: a straggler that finishes just as the watch starts must not hide a pin.
+    k = len(values) - 1
+    while k > 0 and values[k - 1] == last:
+        k -= 1
+    tail = pts[k:]
+    gens = [g for _t, _v, g in tail if g is not None]
     no_gen = len(gens) < 2 or gens[-1] == gens[0]
-    pinned = stuck_values and no_gen and covered >= watch_s - 1e-6
+    stuck_for = tail[-1][0] - tail[0][0]
+    pinned = no_gen and stuck_for >= PINNED_SHARE * watch_s - 1e-6
     if pinned:
-        reason = (f"inflight stuck at {fmt_count(last)} for the whole {fmt_s(covered)} watch with no decode progress: pinned "
-                  "(the seed's wedge)")
+        whole = "the whole" if k == 0 else f"the last {fmt_s(stuck_for)} of the"
+        reason = (f"inflight stuck at {fmt_count(last)} for {whole} {fmt_s(covered)} watch with no decode progress: "
+                  "pinned (the seed's wedge)")
     else:
         reason = f"inflight still {fmt_count(last)} at the end of the {fmt_s(covered)} watch (never drained)"
     return StormVerdict(False, reason, None, last, peak, rose, pinned)

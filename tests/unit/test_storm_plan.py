@@ -121,6 +121,22 @@ def test_stuck_nonzero_without_progress_for_the_whole_watch_is_pinned():
     assert not v.passed and v.pinned and "pinned" in v.reason
 
 
+def test_a_straggler_finishing_as_the_watch_starts_does_not_hide_a_pin():
+    # the CI run that failed: 6 at t+0, then 5 unchanged for 3.5 s of a 4 s watch, generation tokens flat
+    v = judge_watch([(0.0, 6, 10), (0.5, 5, 10), (1.5, 5, 10), (2.5, 5, 10), (3.5, 5, 10), (4.0, 5, 10)], 4.0)
+    assert not v.passed and v.pinned and "last 3.5s" in v.reason
+
+
+def test_a_short_unchanged_tail_is_not_a_pin():
+    v = judge_watch([(0, 6, 10), (2, 5, 10), (3, 4, 10), (4, 4, 10)], 4.0)
+    assert not v.passed and not v.pinned
+
+
+def test_unchanged_tail_with_decode_progress_is_not_a_pin():
+    v = judge_watch([(0, 5, 10), (2, 5, 20), (4, 5, 30)], 4.0)
+    assert not v.passed and not v.pinned
+
+
 def test_still_busy_at_the_end_is_a_fail_but_not_pinned():
     v = judge_watch([(0, 5, 10), (30, 3, 50), (60, 1, 90)], 60)
     assert not v.passed and not v.pinned
