@@ -14,6 +14,12 @@ def restart(
     inventory: InventoryOpt = None,
     pair: Annotated[bool, typer.Option("--pair", help="Co-restart prefill -> decode -> router (the safe order).")] = False,
     role: Annotated[Optional[list[str]], typer.Option("--role", help="Restart only this role (repeatable).")] = None,
+    rolling: Annotated[bool, typer.Option(
+        "--rolling", help="Restart every prefill and decode unit by unit, each taken out of the routers first, "
+                          "so the service stays up (docs/pairs.md).")] = False,
+    drain_timeout: Annotated[float, typer.Option(
+        "--drain-timeout", help="--rolling: seconds a worker out of the routers may take to finish its "
+                                       "requests.")] = 60.0,
     override_hazard: Annotated[bool, typer.Option(
         "--override-hazard", help="Allow a restart that leaves the pair's KV bootstrap degraded.")] = False,
     dry_run: DryRunOpt = False,
@@ -27,8 +33,13 @@ def restart(
     from pdctl.errors import UsageError
     from pdctl.ops.restart import PAIR, restart as run
 
-    if pair == bool(role):
-        raise UsageError("say what to restart: --pair, or --role ROLE (not both)")
+    if [pair, bool(role), rolling].count(True) != 1:
+        raise UsageError("say what to restart: --pair, --rolling, or --role ROLE (one of them)")
+    if drain_timeout < 0:
+        raise UsageError(f"--drain-timeout {drain_timeout:g}: seconds must be >= 0")
+    if rolling:
+        return _rolling(inventory, dry_run=dry_run, json_out=json_out, verify=not no_verify, skip_lint=skip_lint,
+                        drain_timeout=drain_timeout)
     roles = PAIR if pair else tuple(role or ())
     bad = [r for r in roles if r not in PAIR]
     if bad:
@@ -49,3 +60,19 @@ def restart(
                 render.health_report(result.health)
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _rolling(inventory, *, dry_run: bool, json_out: bool, verify: bool, skip_lint: bool, drain_timeout: float) -> None:
+    from pdctl import render
+    from pdctl.ops.rolling import rolling_restart
+    from pdctl.render.rolling import rolling_report
+
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
+        result = rolling_restart(dep, dry_run=dry_run, drain_timeout=drain_timeout, verify=verify,
+                                 skip_lint=skip_lint)
+    if json_out:
+        render.emit_json(result.to_dict())
+    else:
+        rolling_report(result)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

@@ -86,7 +86,7 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")
             _judge_hazard(dep, result, override_hazard)
-            _lint_gate(dep, result, rec, skip_lint)
+            lint_gate(dep, result, rec, skip_lint)
             rec.extra["warnings"] = result.warnings
             result.steps = ordered_restart(dep, roles)
             rec.extra["steps"] = to_data(result.steps)
@@ -107,8 +107,9 @@ def _judge_hazard(dep: Deployment, result: RestartResult, override: bool) -> Non
         result.warnings.append(f"hazard overridden: {hazard}")
 
 
-def _lint_gate(dep: Deployment, result: RestartResult, rec, skip: bool) -> None:
-    """What each role would start with, linted on its host before anything is stopped (LintRefused, exit 2)."""
+def lint_gate(dep: Deployment, result: RestartResult, rec, skip: bool) -> None:
+    """What each of `result.roles` would start with, linted on its host before anything is stopped (LintRefused,
+    exit 2); `skip` is recorded in the audit record `rec` and said in `result.warnings`."""
     from pdctl.ops.lint import gate, installed_specs
 
     report = gate(dep, {} if skip else installed_specs(dep, result.roles), skip=skip, action="restart")

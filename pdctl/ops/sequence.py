@@ -88,19 +88,33 @@ def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decod
     chosen = [(role, i, inst) for role, i, inst in dep.inv.instances() if role in roles]
     _check_installed(dep, chosen)
     total = 2 * len(chosen)    # a restart and a readiness wait per instance: the progress bar's total
-    for role, i, inst in chosen:
-        label = dep.inv.label(role, i)
-        name = dep.inv.service_name(role, i)
-        for what, action in ((f"restart {label}", lambda: dep.services(inst.host).restart(name, grace=grace)),
-                             (f"wait {label} ready", lambda: wait_ready(dep, role, i))):
-            t0 = time.monotonic()
-            try:
-                with dep.progress.step(what, index=len(done), total=total):
-                    action()
-            except PdctlError as e:
-                raise _fail(dep, what, e, done) from None
-            done.append(StepRecord(what, time.monotonic() - t0, True))
+    for role, i, _inst in chosen:
+        restart_one(dep, role, i, done, total=total, grace=grace)
     return done
+
+
+def restart_one(dep: Deployment, role: str, i: int, done: list[StepRecord], *, total: int = 0,
+                grace: float = 20.0, prefix: str = "") -> None:
+    """Restart one instance and wait until it is ready: two steps (named after `prefix`) appended to `done`.
+    Raises StepFailed naming the step and every role's state."""
+    inst = dep.instance(role, i)
+    label = dep.inv.label(role, i)
+    name = dep.inv.service_name(role, i)
+    for what, action in ((f"{prefix}restart {label}", lambda: dep.services(inst.host).restart(name, grace=grace)),
+                         (f"{prefix}wait {label} ready", lambda: wait_ready(dep, role, i))):
+        run_step(dep, what, action, done, total=total)
+
+
+def run_step(dep: Deployment, what: str, action, done: list[StepRecord], *, total: int = 0) -> None:
+    """One named, timed step shown on the progress line; appended to `done` when it succeeds. A PdctlError
+    becomes StepFailed naming the step, the steps completed and every role's state."""
+    t0 = time.monotonic()
+    try:
+        with dep.progress.step(what, index=len(done), total=max(total, len(done) + 1)):
+            action()
+    except PdctlError as e:
+        raise _fail(dep, what, e, done) from None
+    done.append(StepRecord(what, time.monotonic() - t0, True))
 
 
 def _check_installed(dep: Deployment, chosen) -> None:

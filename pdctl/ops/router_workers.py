@@ -1,0 +1,107 @@
+"""A router's worker list, through sglang-router's worker API: read it, take a worker out, put one back.
+
+sglang-router 0.3.2: `GET /workers` -> {"workers": [{"id", "url", "worker_type", "is_healthy", "bootstrap_port",
+...}]}; `DELETE /workers/{id}` and `POST /workers {"url", "worker_type", "bootstrap_port"}` answer 202 and take
+effect in the background. So every change here is confirmed by reading the list again (polled, bounded), never by
+sleeping. The URLs are the ones the router was started with (pdctl.launch.worker_url from the router's host).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pdctl.checks.rolling import back_in_service, listed
+from pdctl.errors import StepFailed, UnreachableError
+from pdctl.launch import worker_url
+from pdctl.ops.context import Deployment
+from pdctl.poll import poll_until
+
+API_TIMEOUT_S = 5.0
+CONFIRM_TIMEOUT_S = 30.0   # the router applies a change within seconds; past this it is not applying it
+
+
+def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None) -> Any:
+    """One worker-API request to router r: the decoded JSON answer. Raises UnreachableError (no answer) or
+    StepFailed (an answer that is not a success), both naming the router."""
+    from pdctl import http_client as http
+    from pdctl.checks.http_util import describe_error, join
+
+    base = dep.base_url("router", r)
+    label = dep.inv.label("router", r)
+    content = None if body is None else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"} if content is not None else None
+    try:
+        resp = http.request(method, join(base, path), timeout=API_TIMEOUT_S, headers=headers, content=content)
+    except http.HTTPError as e:
+        raise UnreachableError(f"unknown: {label}: {method} {path}: {describe_error(e, API_TIMEOUT_S, base)}",
+                               target=label) from None
+    if resp.status_code >= 300:
+        raise StepFailed(f"{label}: {method} {path} answered HTTP {resp.status_code}: {resp.text[:200]}")
+    try:
+        return resp.json()
+    except ValueError:
+        raise StepFailed(f"{label}: {method} {path} answered HTTP {resp.status_code} with no JSON") from None
+
+
+def workers(dep: Deployment, r: int) -> list[dict[str, Any]]:
+    """Router r's worker list (GET /workers)."""
+    got = _call(dep, r, "GET", "/workers")
+    items = got.get("workers") if isinstance(got, dict) else None
+    if not isinstance(items, list):
+        raise StepFailed(f"{dep.inv.label('router', r)}: GET /workers has no 'workers' list")
+    return [w for w in items if isinstance(w, dict)]
+
+
+def url_of(dep: Deployment, r: int, role: str, i: int) -> str:
+    """Worker (role, i)'s URL as router r knows it."""
+    return worker_url(dep.inv, role, i, dep.instance("router", r).host)
+
+
+def in_service(dep: Deployment) -> dict[str, list[tuple[str, int]]]:
+    """router label -> the declared workers its list holds now."""
+    out = {}
+    for r in range(len(dep.inv.roles.router)):
+        listed_now = workers(dep, r)
+        out[dep.inv.label("router", r)] = [
+            (role, i) for role, i, _ in dep.inv.instances() if role != "router"
+            and listed(listed_now, url_of(dep, r, role, i)) is not None]
+    return out
+
+
+def take_out(dep: Deployment, role: str, i: int) -> float:
+    """Remove worker (role, i) from every router and wait until no router lists it; seconds waited."""
+    waited = 0.0
+    for r in range(len(dep.inv.roles.router)):
+        url = url_of(dep, r, role, i)
+        entry = listed(workers(dep, r), url)
+        if entry is None:
+            continue           # already out of this router
+        _call(dep, r, "DELETE", f"/workers/{entry['id']}")
+        waited += _confirm(dep, r, lambda ws, u=url: listed(ws, u) is None,
+                           f"{dep.inv.label(role, i)} still listed by {dep.inv.label('router', r)}")
+    return waited
+
+
+def put_back(dep: Deployment, role: str, i: int) -> float:
+    """Add worker (role, i) to every router (a prefill with its bootstrap port) and wait until every router lists
+    it as healthy; seconds waited."""
+    waited = 0.0
+    for r in range(len(dep.inv.roles.router)):
+        url = url_of(dep, r, role, i)
+        if not back_in_service(workers(dep, r), url, role):
+            body: dict[str, Any] = {"url": url, "worker_type": role}
+            if role == "prefill":
+                body["bootstrap_port"] = dep.inv.bootstrap_port(dep.instance("prefill", i))
+            _call(dep, r, "POST", "/workers", body)
+        waited += _confirm(dep, r, lambda ws, u=url: back_in_service(ws, u, role),
+                           f"{dep.inv.label(role, i)} not listed as healthy by {dep.inv.label('router', r)}")
+    return waited
+
+
+def _confirm(dep: Deployment, r: int, done, what: str) -> float:
+    w = poll_until(lambda: workers(dep, r), done, timeout=CONFIRM_TIMEOUT_S, interval=0.1, backoff=1.5,
+                   max_interval=1.0, timeout_name="the router's confirmation wait")
+    if not w.ok:
+        raise StepFailed(f"{what} after {CONFIRM_TIMEOUT_S:.0f}s (GET /workers read again until then)")
+    return w.elapsed
