@@ -245,6 +245,8 @@ def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tu
     def up(p: str) -> str:
         return f"up {_human(now - starts[p][2])}" if starts[p][2] else "start unknown"
 
+    # start times judge a pair without a record, or one whose two sides both changed since it
+    by = " (no co-restart record)" if rec is None else " (both changed since the co-restart record)"
     if hz := group(DEGRADED, RECORD):
         observed.append(f"restarted alone under {_names([h.prefill for h in hz])}")
         old = rec.get(label) if rec else None
@@ -252,23 +254,22 @@ def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tu
         said.append(f"observed: decode changed since the last co-restart (now pid {pid} started {_when(start)}; "
                     f"recorded: {was}) while " + _names([f"{h.prefill} (pid {starts[h.prefill][1]}, {up(h.prefill)})"
                                                          for h in hz]) + " ran on")
+    if hz := group(DEGRADED, START_TIMES):
+        observed.append("started " + _names([f"{_human(h.after_prefill_s)} after {h.prefill}" for h in hz]))
+        said.append(f"observed: start times only{by}; inferred: decode was likely restarted under " +
+                    _names([f"{h.prefill} ({up(h.prefill)})" for h in hz]) + " running on")
+    if degraded := [h for h in bad if h.hazard == DEGRADED]:
+        said.append("inferred: the degraded-bootstrap hazard (silent transfer failures) on " +
+                    ("that pair" if len(degraded) == 1 else f"these {len(degraded)} pairs"))
     if hz := group(PREFILL_ALONE, RECORD):
         observed.append(f"unchanged (pid {pid}) while {_names([h.prefill for h in hz])} restarted")
         said.append(f"observed: {_names([h.prefill for h in hz])} restarted since the last co-restart, {label} did "
                     "not; inferred: the decode holds the old prefill's bootstrap state")
-    if hz := group(DEGRADED, START_TIMES):
-        observed.append("started " + _names([f"{_human(h.after_prefill_s)} after {h.prefill}" for h in hz]))
-        said.append(f"observed: start times only{stale}; inferred: decode was likely restarted under " +
-                    _names([f"{h.prefill} ({up(h.prefill)})" for h in hz]) + " running on")
     if hz := group(PREFILL_ALONE, START_TIMES):
         observed.append("started " + _names([f"{_human(-h.after_prefill_s)} BEFORE {h.prefill}" for h in hz]))
-        said.append(f"observed: start times only{stale}; inferred: " + _names([h.prefill for h in hz]) +
+        said.append(f"observed: start times only{by}; inferred: " + _names([h.prefill for h in hz]) +
                     " restarted under the running decode, which keeps the old bootstrap state")
-    degraded = [h for h in bad if h.hazard == DEGRADED]
-    if degraded:
-        said.append("inferred: the degraded-bootstrap hazard (silent transfer failures) on " +
-                    ("that pair" if len(degraded) == 1 else f"these {len(degraded)} pairs"))
-    plural = "s" if len(bad) > 1 else ""
+    plural = "s" if sum(1 for v in starts.values() if v[0] == "prefill") > 1 else ""
     expected = f"co-restarted with its prefill{plural}" if any(h.basis == RECORD for h in bad) else \
         f"started after its prefill{plural}, within {_human(window_s)}"
     return CheckResult(LAYER, label, "restart lineage", max((h.status for h in bad), key=_severity),
