@@ -1,6 +1,7 @@
 """Restart lineage per prefill x decode pair on a real 2x2 bundled-engine deployment behind a real sglang-router on
 this machine (free ports): green after deploy; after every decode is restarted alone (`restart --role decode
---override-hazard`), each decode is named with BOTH long-running prefills it came back under."""
+--override-hazard`), each decode is named with BOTH long-running prefills it came back under, and `verify pairs`
+marks every pair of the matrix with the hazard."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ def test_decodes_restarted_alone_are_named_with_both_prefills(xpyd):
     prefills = sorted(r["target"] for r in rows if r["target"].startswith("prefill["))
     assert len(decodes) == 2 and len(prefills) == 2 and {r["status"] for r in rows} == {"pass"}
     assert all("unchanged since the last co-restart" in r["observed"] and "pairs" not in r["data"] for r in decodes)
+    matrix = _run(xpyd, "verify", "pairs", "--json")
+    assert matrix.code == 0 and [p["lineage_hazard"] for p in matrix.json()["pairs"]] == [None] * 4, matrix.output
 
     forced = _run(xpyd, "restart", "--role", "decode", "--override-hazard", "--no-verify", "--json")
     assert forced.code == 0, forced.output
@@ -64,6 +67,16 @@ def test_decodes_restarted_alone_are_named_with_both_prefills(xpyd):
     assert all(len(line.rstrip()) <= 80 for line in lines), screen.stdout
     for label in [*prefills, *bad]:
         assert any(label in line for line in lines), (label, screen.stdout)
+
+    # the matrix marks every pair (the canaries still pass: the bundled engine has no drill armed here)
+    matrix = _run(xpyd, "verify", "pairs", "--json")
+    assert matrix.code == 0, matrix.output
+    assert [p["lineage_hazard"] for p in matrix.json()["pairs"]] == ["degraded-bootstrap"] * 4, matrix.output
+    shown = _run(xpyd, "verify", "pairs", env={"COLUMNS": "80"})
+    assert shown.code == 0 and all(len(line.rstrip()) <= 80 for line in shown.stdout.splitlines()), shown.stdout
+    marked = shown.stdout.split("restart-lineage hazards (see", 1)[1].split("instances", 1)[0]
+    assert marked.count(": degraded-bootstrap") == 4 and "prefill[1] -> decode[0]" in marked, shown.stdout
+    assert shown.stdout.rstrip().endswith("next: pdctl restart --pair"), shown.stdout
 
     status = _run(xpyd, "status", "--json")
     hazards = status.json()["hazards"]
