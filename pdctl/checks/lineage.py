@@ -1,22 +1,42 @@
-"""Restart lineage (layer "lineage"): the seed's degraded-bootstrap hazard, judged from pids and start times.
+"""Restart lineage (layer "lineage"): the seed's degraded-bootstrap hazard per prefill x decode pair, judged from pids
+and start times.
 
 The incident: prefill ran 17 h while decode was restarted several times against it; NIXL piled up stale peers and
-transfers failed silently until a clean co-restart prefill -> decode -> router. So:
+transfers failed silently until a clean co-restart prefill -> decode -> router. Every decode pairs with every
+prefill, so each (prefill, decode) pair is judged on its own (`pair_hazards`):
 - with a record of the last co-restart (label -> {"role","pid","start"}, written by pdctl after deploy or
-  restart --pair): a decode whose (pid, start) differs from the record while a prefill it pairs with is
-  unchanged = FAIL, recommend `pdctl restart --pair` (observed: which process changed; inferred: the hazard);
-  a prefill restarted under an unchanged decode = FAIL too (decode keeps the dead prefill's bootstrap state);
-- without a record: a decode started more than `window_s` after a prefill = WARN with the same advice
-  (inferred only from start times: pdctl cannot know whether the restart was a co-restart).
-Every decode is taken to pair with every prefill. Which restarts are the hazard is `lone_restart_hazard`, the one
-rule `pdctl restart` refuses by too: one side of the KV pair restarted without the other. The router holds no KV
-bootstrap state (it re-reads its workers), so restarting it alone is allowed and never flagged here.
+  restart --pair), FAIL (observed: which process changed):
+  - the decode changed since the record while that prefill is unchanged = "degraded-bootstrap": the decode came
+    back as a new process under a prefill that had already paired with its old one (the prefill keeps stale
+    peer state: the hazard the engine's drill models);
+  - the prefill changed while that decode is unchanged = "prefill-restarted-alone": the decode keeps the dead
+    prefill's bootstrap state;
+  - both unchanged = clean;
+  - both changed (or one cannot be told): the record says nothing about their order, so it is stale for that
+    pair and the start times judge it, as without a record;
+- without a record (or a stale one for the pair), WARN (inferred only from start times: pdctl cannot know whether
+  the restarts were a co-restart):
+  - the decode started more than `window_s` after that prefill = "degraded-bootstrap" (the prefill ran on, and
+    likely paired with the old decode, when the new one came up; a co-restart starts decode within the window);
+  - the decode started before that prefill (beyond START_TOLERANCE_S) = "prefill-restarted-alone": a prefill
+    started after the decode's new start is fresh (no stale peer: never the degraded-bootstrap kind), but the
+    decode ran on under the old prefill, and a co-restart never starts decode first. This is what
+    `pdctl restart` refuses too: the second of `restart --role decode` then `restart --role prefill` is a prefill
+    restarted without decode while decode runs on (`lone_restart_hazard`), whatever happened before;
+  - otherwise (prefill first, decode within the window) = clean.
+Each of these is `lone_restart_hazard` applied to one pair at the moment of the later restart: one side of the KV
+pair restarted while the other ran on. The router holds no KV bootstrap state (it re-reads its workers), so
+restarting it alone is allowed and never flagged here.
+
+Shown: one CheckResult per instance; a decode's names EVERY prefill it is hazardous with, `data["pairs"]` lists
+those pairs ({"prefill", "decode", "hazard", "basis"}), `data["hazard"]`/`data["prefill"]` the first of them.
 Pure: give `now` to make it deterministic.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
@@ -25,6 +45,8 @@ LAYER = "lineage"
 ACTION = "run `pdctl restart --pair` (prefill -> decode -> router)"
 #: start times from different readers (systemd, /proc) differ by rounding; closer than this = the same start
 START_TOLERANCE_S = 2.0
+DEGRADED, PREFILL_ALONE = "degraded-bootstrap", "prefill-restarted-alone"
+RECORD, START_TIMES = "record", "start times"
 
 
 #: the roles that hold KV bootstrap state with each other
@@ -44,6 +66,23 @@ def lone_restart_hazard(restarted: Iterable[str], running: Iterable[str] = KV_PA
     if other not in set(running):
         return None
     return f"{one} restarted without {other} while {other} runs on"
+
+
+@dataclass(frozen=True)
+class PairHazard:
+    """One hazardous (prefill, decode) pair: its kind and what it was judged from."""
+    prefill: str                  # label
+    decode: str                   # label
+    hazard: str                   # DEGRADED | PREFILL_ALONE
+    basis: str                    # RECORD (who changed since the co-restart) | START_TIMES (inferred)
+    after_prefill_s: float | None = None   # decode start - prefill start, when both are known
+
+    @property
+    def status(self) -> Status:
+        return Status.FAIL if self.basis == RECORD else Status.WARN
+
+    def to_dict(self) -> dict[str, str]:
+        return {"prefill": self.prefill, "decode": self.decode, "hazard": self.hazard, "basis": self.basis}
 
 
 def make_lineage_record(starts: Mapping[str, tuple[str, int, float | None]]) -> dict[str, dict[str, Any]]:
@@ -82,25 +121,70 @@ def _record_entries(record: Mapping[str, Any] | None) -> dict[str, tuple[str | N
     return out
 
 
+def _changed(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None) -> bool | None:
+    """True/False against the record; None when it cannot be told (same pid, no start time)."""
+    _role, pid, start = starts[label]
+    if rec is None or label not in rec:
+        return True
+    _r, rpid, rstart = rec[label]
+    if pid != rpid:
+        return True
+    if start is None or rstart is None:
+        return None if start is None else True
+    return abs(float(start) - float(rstart)) > START_TOLERANCE_S
+
+
+def _pair(p: str, d: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None,
+          window_s: float) -> tuple[str | None, str, float | None]:
+    """(hazard kind or None, basis, decode start - prefill start) of one pair, by the rules of the docstring."""
+    pstart, dstart = starts[p][2], starts[d][2]
+    delta = None if pstart is None or dstart is None else float(dstart) - float(pstart)
+    if rec is not None:
+        cp, cd = _changed(p, starts, rec), _changed(d, starts, rec)
+        if cd is True and cp is False and lone_restart_hazard(["decode"], ["prefill"]):
+            return DEGRADED, RECORD, delta
+        if cd is False and cp is True and lone_restart_hazard(["prefill"], ["decode"]):
+            return PREFILL_ALONE, RECORD, delta
+        if cd is False and cp is False:
+            return None, RECORD, delta
+    if delta is None:
+        return None, START_TIMES, delta
+    if delta > window_s:
+        return DEGRADED, START_TIMES, delta
+    if delta < -START_TOLERANCE_S:
+        return PREFILL_ALONE, START_TIMES, delta
+    return None, START_TIMES, delta
+
+
+def _judged_pairs(starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float):
+    """(prefill, decode, kind or None, basis, delta) for every pair whose decode has a start time; decodes, then
+    prefills, in the order of `starts`."""
+    prefills = [label for label, v in starts.items() if v[0] == "prefill"]
+    for d, (role, _pid, start) in starts.items():
+        if role != "decode" or start is None:
+            continue
+        for p in prefills:
+            yield (p, d, *_pair(p, d, starts, rec, window_s))
+
+
+def pair_hazards(starts: Mapping[str, tuple[str, int, float | None]], record: Mapping[str, Any] | None,
+                 window_s: float = 900.0) -> list[PairHazard]:
+    """Every hazardous (prefill, decode) pair of `starts` (label -> (role, pid, start)) against the co-restart
+    `record` (or None), by the rules of this module's docstring: decode by decode, prefill by prefill. Pure."""
+    return [PairHazard(p, d, kind, basis, delta)
+            for p, d, kind, basis, delta in _judged_pairs(starts, _record_entries(record), window_s) if kind]
+
+
 def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: Mapping[str, Any] | None,
                   window_s: float = 900.0, *, now: float | None = None) -> list[CheckResult]:
-    """One CheckResult per observed instance: prefills report their uptime; decodes and routers their lineage."""
+    """One CheckResult per observed instance: prefills report their uptime; decodes their lineage with every
+    prefill (naming each one they are hazardous with); routers theirs."""
     now = time.time() if now is None else now
     rec = _record_entries(record)
     prefills = {l: v for l, v in starts.items() if v[0] == "prefill"}
-    others = {l: v for l, v in starts.items() if v[0] != "prefill"}
-
-    def changed(label: str) -> bool | None:
-        """True/False against the record; None when it cannot be told (no start time)."""
-        _role, pid, start = starts[label]
-        if rec is None or label not in rec:
-            return True
-        _r, rpid, rstart = rec[label]
-        if pid != rpid:
-            return True
-        if start is None or rstart is None:
-            return None if start is None else True
-        return abs(float(start) - float(rstart)) > START_TOLERANCE_S
+    judged: dict[str, list[tuple]] = {}
+    for p, d, kind, basis, delta in _judged_pairs(starts, rec, window_s):
+        judged.setdefault(d, []).append((p, kind, basis, delta))
 
     results: list[CheckResult] = []
     for label, (role, pid, start) in prefills.items():
@@ -109,92 +193,120 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
             continue
         note = ""
         if rec is not None:
-            note = "; same process as at the last co-restart" if changed(label) is False else \
+            note = "; same process as at the last co-restart" if _changed(label, starts, rec) is False else \
                 "; NOT the process recorded at the last co-restart"
         results.append(CheckResult(LAYER, label, "prefill uptime", Status.PASS,
                                    observed=f"up {_human(now - start)} (pid {pid}, since {_when(start)})",
                                    detail=f"observed{note}", data={"pid": pid, "start": start, "uptime_s": now - start}))
 
-    for label, (role, pid, start) in others.items():
+    for label, (role, pid, start) in starts.items():
+        if role == "prefill":
+            continue
         data: dict[str, Any] = {"pid": pid, "start": start, "record": rec is not None}
         if start is None:
             results.append(CheckResult(LAYER, label, "restart lineage", Status.SKIP,
                                        observed=f"pid {pid}, start unknown", detail="cannot judge without a start time",
                                        data=data))
-            continue
-        if rec is not None:
-            me = changed(label)
-            same_p = [p for p in prefills if changed(p) is False]
-            new_p = [p for p in prefills if changed(p) is True]
-            if me and same_p and lone_restart_hazard([role], ["prefill"]):
-                p = same_p[0]
-                old = rec.get(label)
-                was = f"pid {old[1]} started {_when(old[2])}" if old and old[2] else "not in the record"
-                results.append(CheckResult(
-                    LAYER, label, "restart lineage", Status.FAIL,
-                    observed=f"restarted alone: pid {pid} started {_when(start)} (recorded: {was})",
-                    expected="co-restarted with its prefill",
-                    detail=(f"observed: {role} changed since the last co-restart while {p} (pid {prefills[p][1]}, "
-                            f"up {_human(now - prefills[p][2]) if prefills[p][2] else '?'}) ran on; inferred: the "
-                            f"degraded-bootstrap hazard (silent transfer failures); {ACTION}"),
-                    next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "degraded-bootstrap", "prefill": p}))
-                continue
-            if me is False and new_p and lone_restart_hazard(["prefill"], [role]):
-                p = new_p[0]
-                results.append(CheckResult(
-                    LAYER, label, "restart lineage", Status.FAIL,
-                    observed=f"unchanged (pid {pid}) while {p} was restarted",
-                    expected="co-restarted with its prefill",
-                    detail=(f"observed: {p} restarted since the last co-restart, {label} did not; inferred: {role} "
-                            f"holds the old prefill's bootstrap state; {ACTION}"),
-                    next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "prefill-restarted-alone", "prefill": p}))
-                continue
-            if me is False:
-                results.append(CheckResult(LAYER, label, "restart lineage", Status.PASS,
-                                           observed=f"unchanged since the last co-restart (pid {pid})",
-                                           expected="co-restarted with its prefill",
-                                           detail="observed: same pid and start time as recorded", data=data))
-                continue
-            if me and same_p:      # restarted alone, but holding no KV bootstrap state (the router)
-                results.append(CheckResult(LAYER, label, "restart lineage", Status.PASS,
-                                           observed=f"restarted alone: pid {pid} started {_when(start)}",
-                                           expected="co-restarted with its prefill, unless it holds no KV state",
-                                           detail=f"observed: {role} restarted since the last co-restart; it holds "
-                                                  "no KV bootstrap state, so this is not the degraded-bootstrap "
-                                                  "hazard", data=data))
-                continue
-            # everything changed (or unknown) since the record: judge the order from start times as without one
-            data["record_stale"] = True
-        results.append(_judge_by_start_times(label, role, pid, start, prefills, window_s, now, data))
+        elif role == "decode":
+            results.append(_decode_result(label, starts, rec, judged.get(label, []), window_s, now, data))
+        else:
+            results.append(_router_result(label, starts, rec, window_s, data))
     return results
 
 
-def _judge_by_start_times(label: str, role: str, pid: int, start: float, prefills: Mapping[str, tuple],
-                          window_s: float, now: float, data: dict[str, Any]) -> CheckResult:
-    stale = " (the co-restart record does not match these processes)" if data.get("record_stale") else \
-        " (no co-restart record)"
-    for p, (_r, ppid, pstart) in prefills.items():
-        if pstart is None:
-            continue
-        delta = start - pstart
-        data.setdefault("after_prefill_s", {})[p] = delta
-        if delta > window_s and lone_restart_hazard([role], ["prefill"]):
-            return CheckResult(
-                LAYER, label, "restart lineage", Status.WARN,
-                observed=f"started {_human(delta)} after {p} (pid {ppid}, up {_human(now - pstart)})",
-                expected=f"started within {_human(window_s)} of its prefill",
-                detail=(f"observed: start times only{stale}; inferred: {role} was likely restarted against a "
-                        f"running prefill, the seed's degraded-bootstrap hazard; {ACTION}"),
-                next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "degraded-bootstrap", "prefill": p})
-        if delta < -START_TOLERANCE_S and lone_restart_hazard(["prefill"], [role]):
-            return CheckResult(
-                LAYER, label, "restart lineage", Status.WARN,
-                observed=f"started {_human(-delta)} BEFORE {p} (pid {ppid})",
-                expected="started after its prefill",
-                detail=(f"observed: start times only{stale}; inferred: the prefill was restarted under a running "
-                        f"decode, which keeps the old bootstrap state; {ACTION}"),
-                next_step=NEXT_PAIR_RESTART, data={**data, "hazard": "prefill-restarted-alone", "prefill": p})
-    return CheckResult(LAYER, label, "restart lineage", Status.PASS,
-                       observed=f"pid {pid} started {_when(start)}",
+def _names(labels: list[str]) -> str:
+    return ", ".join(labels)
+
+
+def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, pairs: list[tuple],
+                   window_s: float, now: float, data: dict[str, Any]) -> CheckResult:
+    _role, pid, start = starts[label]
+    by_time = {p: delta for p, _k, basis, delta in pairs if basis == START_TIMES and delta is not None}
+    if by_time:
+        data["after_prefill_s"] = by_time
+    if rec is not None and any(basis == START_TIMES for _p, _k, basis, _d in pairs):
+        data["record_stale"] = True     # for those pairs: both sides changed since the record
+    stale = " (no co-restart record)" if rec is None else " (the co-restart record does not match these processes)"
+    bad = [PairHazard(p, label, kind, basis, delta) for p, kind, basis, delta in pairs if kind]
+    if not bad:
+        if rec is not None and _changed(label, starts, rec) is False:
+            return CheckResult(LAYER, label, "restart lineage", Status.PASS,
+                               observed=f"unchanged since the last co-restart (pid {pid})",
+                               expected="co-restarted with its prefill",
+                               detail="observed: same pid and start time as recorded", data=data)
+        return CheckResult(LAYER, label, "restart lineage", Status.PASS, observed=f"pid {pid} started {_when(start)}",
+                           expected=f"started within {_human(window_s)} of its prefill",
+                           detail=f"observed: start order consistent with a co-restart{stale}", data=data)
+    observed, said = [], []
+
+    def group(kind: str, basis: str) -> list[PairHazard]:
+        return [h for h in bad if h.hazard == kind and h.basis == basis]
+
+    def up(p: str) -> str:
+        return f"up {_human(now - starts[p][2])}" if starts[p][2] else "start unknown"
+
+    # start times judge a pair without a record, or one whose two sides both changed since it
+    by = " (no co-restart record)" if rec is None else " (both changed since the co-restart record)"
+    if hz := group(DEGRADED, RECORD):
+        observed.append(f"restarted alone under {_names([h.prefill for h in hz])}")
+        old = rec.get(label) if rec else None
+        was = f"pid {old[1]} started {_when(old[2])}" if old and old[2] else "not in the record"
+        said.append(f"observed: decode changed since the last co-restart (now pid {pid} started {_when(start)}; "
+                    f"recorded: {was}) while " + _names([f"{h.prefill} (pid {starts[h.prefill][1]}, {up(h.prefill)})"
+                                                         for h in hz]) + " ran on")
+    if hz := group(DEGRADED, START_TIMES):
+        observed.append("started " + _names([f"{_human(h.after_prefill_s)} after {h.prefill}" for h in hz]))
+        said.append(f"observed: start times only{by}; inferred: decode was likely restarted under " +
+                    _names([f"{h.prefill} ({up(h.prefill)})" for h in hz]) + " running on")
+    if degraded := [h for h in bad if h.hazard == DEGRADED]:
+        said.append("inferred: the degraded-bootstrap hazard (silent transfer failures) on " +
+                    ("that pair" if len(degraded) == 1 else f"these {len(degraded)} pairs"))
+    if hz := group(PREFILL_ALONE, RECORD):
+        observed.append(f"unchanged (pid {pid}) while {_names([h.prefill for h in hz])} restarted")
+        said.append(f"observed: {_names([h.prefill for h in hz])} restarted since the last co-restart, {label} did "
+                    "not; inferred: the decode holds the old prefill's bootstrap state")
+    if hz := group(PREFILL_ALONE, START_TIMES):
+        observed.append("started " + _names([f"{_human(-h.after_prefill_s)} BEFORE {h.prefill}" for h in hz]))
+        said.append(f"observed: start times only{by}; inferred: " + _names([h.prefill for h in hz]) +
+                    " restarted under the running decode, which keeps the old bootstrap state")
+    plural = "s" if sum(1 for v in starts.values() if v[0] == "prefill") > 1 else ""
+    expected = f"co-restarted with its prefill{plural}" if any(h.basis == RECORD for h in bad) else \
+        f"started after its prefill{plural}, within {_human(window_s)}"
+    return CheckResult(LAYER, label, "restart lineage", max((h.status for h in bad), key=_severity),
+                       observed="; ".join(observed), expected=expected, detail="; ".join(said + [ACTION]),
+                       next_step=NEXT_PAIR_RESTART,
+                       data={**data, "hazard": bad[0].hazard, "prefill": bad[0].prefill,
+                             "pairs": [h.to_dict() for h in bad]})
+
+
+def _severity(status: Status) -> int:
+    return 2 if status is Status.FAIL else 1
+
+
+def _router_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float,
+                   data: dict[str, Any]) -> CheckResult:
+    """A router holds no KV bootstrap state: restarted alone or not, never the hazard (lone_restart_hazard)."""
+    role, pid, start = starts[label]
+    prefills = [p for p, v in starts.items() if v[0] == "prefill"]
+    if rec is not None:
+        me = _changed(label, starts, rec)
+        if me is False:
+            return CheckResult(LAYER, label, "restart lineage", Status.PASS,
+                               observed=f"unchanged since the last co-restart (pid {pid})",
+                               expected="co-restarted with its prefill",
+                               detail="observed: same pid and start time as recorded", data=data)
+        if me and any(_changed(p, starts, rec) is False for p in prefills) and \
+                lone_restart_hazard([role], ["prefill"]) is None:
+            return CheckResult(LAYER, label, "restart lineage", Status.PASS,
+                               observed=f"restarted alone: pid {pid} started {_when(start)}",
+                               expected="co-restarted with its prefill, unless it holds no KV state",
+                               detail=f"observed: {role} restarted since the last co-restart; it holds no KV "
+                                      "bootstrap state, so this is not the degraded-bootstrap hazard", data=data)
+        data["record_stale"] = True
+    stale = " (the co-restart record does not match these processes)" if rec is not None else " (no co-restart record)"
+    by_time = {p: float(start) - float(starts[p][2]) for p in prefills if starts[p][2] is not None}
+    if by_time:
+        data["after_prefill_s"] = by_time
+    return CheckResult(LAYER, label, "restart lineage", Status.PASS, observed=f"pid {pid} started {_when(start)}",
                        expected=f"started within {_human(window_s)} of its prefill",
                        detail=f"observed: start order consistent with a co-restart{stale}", data=data)

@@ -78,6 +78,7 @@ class PairResult:
     decode_ms: float | None = None
     content: str = ""
     aborted: list[str] = field(default_factory=list)   # what was done about a canary that outlived its budget
+    lineage_hazard: str | None = None   # checks.lineage's kind when one side was restarted alone; the canary judges
 
     @property
     def ok(self) -> bool:

@@ -110,8 +110,9 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
     return judge_pair(i, j, room, prefill_leg, got["decode"], aborted)
 
 
-def verify_pairs(dep: Deployment, budget: float | None = None) -> PairsReport:
-    """Canary every prefill x decode pair within `budget` seconds (default: final_health.probe.timeout). Never
+def verify_pairs(dep: Deployment, budget: float | None = None, *, lineage: bool = True) -> PairsReport:
+    """Canary every prefill x decode pair within `budget` seconds (default: final_health.probe.timeout); with
+    `lineage`, then mark each pair's restart-lineage hazard (a marking: the verdict is the canaries'). Never
     raises for a broken pair; raises UnreachableError/HostKeyRefused when a host cannot be asked at all."""
     from pdctl.ops.fanout import fan_out, raise_first_unreachable
 
@@ -136,6 +137,13 @@ def verify_pairs(dep: Deployment, budget: float | None = None) -> PairsReport:
     notes = [f"each canary had {slot:g}s of the {budget:g}s budget; one past it is closed and aborted"]
     if not any(r.kv_transfer_ms is not None for r in results):
         notes.append("no KV transfer time reported: cells show the decode's answer time")
+    if lineage:
+        from pdctl.ops.lineage_record import pair_lineage
+
+        marks, unread = pair_lineage(dep)
+        for r in results:
+            r.lineage_hazard = marks.get((inv.label("prefill", r.prefill), inv.label("decode", r.decode)))
+        notes += [unread] if unread else []
     return PairsReport(inv.name, budget, round((time.monotonic() - started) * 1000, 1),
                        [inv.label("prefill", i) for i in range(n_p)], [inv.label("decode", j) for j in range(n_d)],
                        results, judge_matrix(results, n_p, n_d), notes=notes)
@@ -146,7 +154,7 @@ def pairs_layer(dep: Deployment) -> list[CheckResult]:
     stops final-health with exit 3, as every layer does: it says nothing about the deployment."""
     from pdctl.errors import UnreachableError
 
-    rep = verify_pairs(dep)
+    rep = verify_pairs(dep, lineage=False)    # final-health has its own lineage layer
     unknown = [r for r in rep.pairs if r.status == UNKNOWN]
     if unknown:
         raise UnreachableError(f"unknown: {unknown[0].name}: {unknown[0].found}", target=unknown[0].name)

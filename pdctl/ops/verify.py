@@ -21,11 +21,11 @@ from pdctl.checks.router import judge_router_workers, title_rewritten
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
 from pdctl.ops.fanout import raise_first_unreachable
+from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, host_lineage_path, load_lineage_record  # noqa: F401 (callers)
 from pdctl.progress import Event
 from pdctl.serialize import to_data
 from pdctl.services.base import ServiceStatus
 
-LINEAGE_WINDOW_S = 900.0   # without a co-restart record: decode/router started this long after prefill = hazard
 
 
 @dataclass
@@ -234,28 +234,6 @@ def lineage_snapshot(procs: dict[str, Any]) -> dict[str, Any]:
     return {label: (role, st.main_pid, st.started_at) for label, (role, _i, st, _info) in procs.items() if st.active}
 
 
-def _host_lineage_path(dep: Deployment) -> tuple[str, str]:
-    """(host, path) of the lineage record kept on the first prefill's host, beside the deployment lock."""
-    from pdctl.services.connect import default_state_dir
-
-    host = dep.inv.roles.prefill[0].host
-    return host, f"{default_state_dir(dep.inv.hosts[host])}/lineage/{dep.inv.name}.json"
-
-
-def load_lineage_record(dep: Deployment) -> dict[str, Any] | None:
-    """The last co-restart's record: the copy on the prefill host (every operator's co-restarts write it), else
-    this operator's local copy."""
-    host, path = _host_lineage_path(dep)
-    for raw in (lambda: dep.transport(host).read_file(path), lambda: state.lineage_path(dep.inv.name).read_bytes()):
-        try:
-            data = raw()
-            if data:
-                return json.loads(data)
-        except (OSError, ValueError, PdctlError):
-            continue
-    return None
-
-
 def save_lineage_record(dep: Deployment, procs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Remember the pids and start times of a clean co-start, for the lineage layer of later checks, on the prefill
     host (shared by all operators) and locally."""
@@ -263,7 +241,7 @@ def save_lineage_record(dep: Deployment, procs: dict[str, Any] | None = None) ->
 
     record = make_lineage_record(lineage_snapshot(procs if procs is not None else live_processes(dep)))
     text = json.dumps(record, indent=1)
-    host, path = _host_lineage_path(dep)
+    host, path = host_lineage_path(dep)
     dep.transport(host).put_file(path, text)
     state.lineage_path(dep.inv.name).write_text(text)
     return record

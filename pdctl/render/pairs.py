@@ -7,7 +7,7 @@ from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
-from pdctl.checks.result import NEXT_TRIAGE
+from pdctl.checks.result import NEXT_PAIR_RESTART, NEXT_TRIAGE
 from pdctl.render.layout import Col, block, grid
 
 _CELL_STYLE = {PASS: "green", FAIL: "bold red", UNKNOWN: "yellow"}
@@ -56,6 +56,11 @@ def pairs_report(rep) -> None:
             for part in block(pcols, (cell(r), r.name, r.expected, r.found, str(r.room), "; ".join(r.aborted)),
                               width=c.width):
                 c.print(part)
+    marked = [r for r in rep.pairs if r.lineage_hazard]
+    if marked:      # the canary may pass today: the hazard is that these pairs were not co-restarted
+        c.print(Text("restart-lineage hazards (see `pdctl verify final-health --layer lineage`)", style="bold"))
+        for r in marked:
+            c.print(Text(f"  {r.name}: {r.lineage_hazard}"))
     c.print(Text("instances", style="bold"))
     for i, lab in enumerate(rep.prefills):
         c.print(Text(f"  prefill[{i}] = {lab}"))
@@ -65,3 +70,5 @@ def pairs_report(rep) -> None:
         c.print(Text(f"  note: {n}", style="dim"))
     if bad and any(r.status == FAIL for r in bad):
         c.print(Text("next: ", style="yellow") + Text(NEXT_TRIAGE))
+    elif marked:
+        c.print(Text("next: ", style="yellow") + Text(NEXT_PAIR_RESTART))

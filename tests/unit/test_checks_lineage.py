@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pdctl.checks.lineage import judge_lineage, lone_restart_hazard, make_lineage_record
+from pdctl.checks.lineage import judge_lineage, lone_restart_hazard, make_lineage_record, pair_hazards
 from pdctl.checks.result import Status
 from pdctl.errors import HazardRefused
 from pdctl.inventory import embedded_default
@@ -151,3 +151,128 @@ def test_restart_and_lineage_hold_one_rule():
     for roles in (("decode", "router"), ("prefill", "router"), ("prefill",)):
         assert hazard_of(dep, roles) is not None, roles
     assert hazard_of(_dep(active=False), ("decode",)) is None
+
+
+# -- per pair: N prefills x M decodes ---------------------------------------------------------------------------
+P0, P1, P2 = "prefill[0]@hosta:30000", "prefill[1]@hosta:30010", "prefill[2]@hostb:30000"
+D0, D1 = "decode[0]@hostc:30002", "decode[1]@hostc:30012"
+R0 = "router[0]@hosta:30001"
+
+
+def xpyd(t0, n_prefill=2):
+    """n prefills then 2 decodes then a router, co-started from t0 (pdctl's order, within the window)."""
+    starts = {p: ("prefill", 100 + k, t0 + k) for k, p in enumerate((P0, P1, P2)[:n_prefill])}
+    starts.update({D0: ("decode", 200, t0 + 90), D1: ("decode", 201, t0 + 95), R0: ("router", 300, t0 + 180)})
+    return starts
+
+
+def pairs_of(result):
+    return sorted((p["prefill"], p["decode"], p["hazard"]) for p in result.data.get("pairs", []))
+
+
+def test_2x2_decode_restarted_under_two_long_running_prefills_names_both_pairs():
+    starts = xpyd(NOW - 17 * H)
+    record = make_lineage_record(starts)
+    starts[D1] = ("decode", 4242, NOW - 600)
+    res = by_label(judge_lineage(starts, record, 900, now=NOW))
+    d = res[D1]
+    assert d.status is Status.FAIL
+    assert d.observed == f"restarted alone under {P0}, {P1}"
+    assert pairs_of(d) == [(P0, D1, "degraded-bootstrap"), (P1, D1, "degraded-bootstrap")]
+    assert all(p["basis"] == "record" for p in d.data["pairs"])
+    assert d.data["hazard"] == "degraded-bootstrap" and d.data["prefill"] == P0      # the first, as before
+    assert "on these 2 pairs" in d.detail and "pid 4242" in d.detail and "pdctl restart --pair" in d.detail
+    assert d.expected == "co-restarted with its prefills"
+    assert res[D0].status is Status.PASS and "pairs" not in res[D0].data
+    assert {res[x].status for x in (P0, P1, R0)} == {Status.PASS}
+    hz = pair_hazards(starts, record, 900)
+    assert [(h.prefill, h.decode, h.hazard, h.status) for h in hz] == [
+        (P0, D1, "degraded-bootstrap", Status.FAIL), (P1, D1, "degraded-bootstrap", Status.FAIL)]
+
+
+def test_3x2_both_restarted_prefill_first_within_window_is_a_clean_pair():
+    # prefill[2] then decode[0] restarted 90 s apart (the co-restart order): that pair is clean; decode[0] still
+    # came back under prefill[0] and prefill[1], and prefill[2] restarted under decode[1]
+    starts = xpyd(NOW - 17 * H, 3)
+    record = make_lineage_record(starts)
+    starts[P2] = ("prefill", 900, NOW - 600)
+    starts[D0] = ("decode", 901, NOW - 510)
+    res = by_label(judge_lineage(starts, record, 900, now=NOW))
+    assert pairs_of(res[D0]) == [(P0, D0, "degraded-bootstrap"), (P1, D0, "degraded-bootstrap")]
+    assert res[D0].data["after_prefill_s"] == {P2: 90.0}       # judged from start times: the record is stale there
+    assert pairs_of(res[D1]) == [(P2, D1, "prefill-restarted-alone")]
+    assert res[D1].status is Status.FAIL and res[D1].observed == f"unchanged (pid 201) while {P2} restarted"
+    assert P2 not in res[D0].observed
+
+
+def test_3x2_both_restarted_prefill_after_decode_is_never_degraded_bootstrap():
+    # decode[0] restarted, then prefill[2] 5 min later: prefill[2] is fresh (no stale peer for the new decode), so
+    # the pair is not the degraded-bootstrap kind; but decode[0] ran on under the old prefill[2], the other kind
+    # (what `pdctl restart --role prefill` refuses while a decode runs on), inferred from start times: WARN
+    starts = xpyd(NOW - 17 * H, 3)
+    record = make_lineage_record(starts)
+    starts[D0] = ("decode", 901, NOW - 600)
+    starts[P2] = ("prefill", 900, NOW - 300)
+    hz = {(h.prefill, h.decode): h for h in pair_hazards(starts, record, 900)}
+    assert hz[(P2, D0)].hazard == "prefill-restarted-alone" and hz[(P2, D0)].status is Status.WARN
+    assert hz[(P2, D0)].basis == "start times" and hz[(P2, D0)].after_prefill_s == -300.0
+    assert {k: h.hazard for k, h in hz.items() if k != (P2, D0)} == {
+        (P0, D0): "degraded-bootstrap", (P1, D0): "degraded-bootstrap", (P2, D1): "prefill-restarted-alone"}
+    d0 = by_label(judge_lineage(starts, record, 900, now=NOW))[D0]
+    assert d0.status is Status.FAIL     # the worst of its pairs: the record shows it restarted under prefill[0/1]
+    assert d0.observed == f"restarted alone under {P0}, {P1}; started 5m 0s BEFORE {P2}"
+    assert d0.data["record_stale"] is True and "on these 2 pairs" in d0.detail
+
+
+def test_both_restarted_prefill_long_before_decode_is_degraded_bootstrap_from_start_times():
+    starts = xpyd(NOW - 17 * H, 1)
+    record = make_lineage_record(starts)
+    starts[P0] = ("prefill", 900, NOW - 3 * H)
+    starts[D0] = ("decode", 901, NOW - H)        # 2 h after the new prefill: not a co-restart
+    hz = pair_hazards(starts, record, 900)
+    assert [(h.prefill, h.decode, h.hazard, h.basis) for h in hz] == [(P0, D0, "degraded-bootstrap", "start times"),
+                                                                      (P0, D1, "prefill-restarted-alone", "record")]
+
+
+def test_prefill_restarted_alone_is_a_hazard_on_its_pairs_with_every_running_decode():
+    starts = xpyd(NOW - 5 * H, 3)
+    record = make_lineage_record(starts)
+    starts[P1] = ("prefill", 999, NOW - 60)
+    res = by_label(judge_lineage(starts, record, 900, now=NOW))
+    for d in (D0, D1):
+        assert res[d].status is Status.FAIL and pairs_of(res[d]) == [(P1, d, "prefill-restarted-alone")]
+        assert res[d].data["prefill"] == P1 and res[d].observed.endswith(f"while {P1} restarted")
+    assert res[R0].status is Status.PASS and "NOT the process recorded" in res[P1].detail
+
+
+def test_without_record_start_time_rules_per_pair():
+    t0 = NOW - 17 * H
+    starts = {P0: ("prefill", 1, t0), P1: ("prefill", 2, t0 + 3 * H), D0: ("decode", 3, t0 + 90),
+              D1: ("decode", 4, t0 + 5 * H), R0: ("router", 5, t0 + 5 * H + 60)}
+    res = by_label(judge_lineage(starts, None, 900, now=NOW))
+    # decode[0]: co-started with prefill[0], but started 3 h BEFORE prefill[1] (prefill[1] restarted under it)
+    assert res[D0].status is Status.WARN and pairs_of(res[D0]) == [(P1, D0, "prefill-restarted-alone")]
+    assert res[D0].observed == f"started 2h 58m BEFORE {P1}"
+    # decode[1]: started long after both prefills: came back under each of them
+    assert pairs_of(res[D1]) == [(P0, D1, "degraded-bootstrap"), (P1, D1, "degraded-bootstrap")]
+    assert res[D1].observed == f"started 5h 0m after {P0}, 2h 0m after {P1}"
+    assert res[D1].expected == "started after its prefills, within 15m 0s" and "start times only" in res[D1].detail
+    assert res[R0].status is Status.PASS and all(p["basis"] == "start times" for p in res[D1].data["pairs"])
+    # a clean xPyD co-start has no pair hazard at all
+    assert pair_hazards(xpyd(t0, 3), None, 900) == []
+
+
+def test_xpyd_texts_fit_80_columns_with_every_label_whole(monkeypatch, capsys):
+    from pdctl import render
+    from pdctl.ops.verify import HealthReport
+
+    starts = xpyd(NOW - 17 * H, 3)
+    record = make_lineage_record(starts)
+    starts[D0] = ("decode", 4242, NOW - 600)
+    monkeypatch.setenv("COLUMNS", "80")
+    render.health_report(HealthReport("x", {"lineage": judge_lineage(starts, record, 900, now=NOW)}))
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), lines
+    assert "…" not in "\n".join(lines)
+    for label in (P0, P1, P2, D0):
+        assert any(label in line for line in lines), (label, lines)
