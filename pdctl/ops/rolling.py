@@ -62,7 +62,8 @@ def rolling_plan(dep: Deployment, states: list[UnitState]) -> list[str]:
         plan += [f"{u.name}: {label('decode', j)}: out of the routers, drain" for j in u.decodes]
         plan += [f"{u.name}: {label('prefill', i)}: out, drain, restart, canary, back in" for i in u.prefills]
         plan += [f"{u.name}: {label('decode', j)}: restart, canary with each prefill, back in" for j in u.decodes]
-    return plan + ["save the lineage record", "final-health"]
+        plan.append(f"{u.name}: save the lineage record (every pair canaried since its last restart)")
+    return plan + ["final-health"]
 
 
 def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: float = DRAIN_TIMEOUT_S,
@@ -95,10 +96,11 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
                 except StepFailed as e:
                     result.stopped, result.stopped_exit = e.message, e.exit_code
                     break
+                # every pair has been canaried since either of its workers last restarted: the new clean lineage
+                save_lineage_record(dep)
             rec.extra.update(units=to_data(result.to_dict()["units"]), steps=to_data(result.steps),
                              warnings=result.warnings)
             if result.stopped is None:
-                save_lineage_record(dep)
                 if verify:
                     result.health = final_health(dep)
                     rec.extra["final_health"] = to_data(result.health)
