@@ -5,9 +5,12 @@
   transfer worker that skips a room it no longer knows without forcing Failed; also disables the
   engine's inflight timeout (upstream has none), so a pinned room stays pinned.
 - transfer-delay-ms=N: sleep N ms in the transfer worker per chunk (widens the abort window).
-- degraded-bootstrap: the prefill remembers every decode NIXL peer; transfers to any peer other than
-  the first one seen since start fail silently (decode never sees success; prefill counts
-  transfer_failed; every /health stays 200).
+- degraded-bootstrap: models a decode restarted under a long-running prefill. The prefill remembers
+  each decode it paired with by the decode's identity (its server host:port, sent with /kv/peer as
+  decode_addr; not the NIXL agent name, which is new for every process). When a decode it already
+  knew comes back as a new process (a new agent under the same identity), transfers to it fail
+  silently (decode never sees success; prefill counts transfer_failed; every /health stays 200).
+  A decode never seen before works; a restarted prefill has forgotten everything, so a co-restart heals.
 """
 from __future__ import annotations
 

@@ -90,8 +90,9 @@ def build(args):
         st.scheduler = PrefillScheduler(model, args, st.metrics, kv)
     else:
         from engine.disaggregation.decode_kv import DecodeKVManager
+        from engine.disaggregation.prefill_kv import advertised_host
         from engine.scheduler_decode import DecodeScheduler
-        kv = DecodeKVManager(backend, pool, st.metrics)
+        kv = DecodeKVManager(backend, pool, st.metrics, identity=f"{advertised_host(args.host)}:{args.port}")
         st.scheduler = DecodeScheduler(model, args, st.metrics, kv, fake=backend.name == "fake")
     st.kv = kv
     return st

@@ -1,6 +1,7 @@
 """Decode side of the KV transfer: resolve the prefill rank through the bootstrap server, send this
-process's NIXL identity once per prefill rank and each room's destination pages, collect
-notifications (S = success + first token, F = failed), heartbeat the bootstrap server."""
+process's NIXL identity (and its server's host:port) once per prefill rank and each room's
+destination pages, collect notifications (S = success + first token, F = failed), heartbeat the
+bootstrap server."""
 from __future__ import annotations
 
 import base64
@@ -23,8 +24,9 @@ def env_float(name: str, default: float) -> float:
 
 
 class DecodeKVManager:
-    def __init__(self, backend, pool, metrics):
+    def __init__(self, backend, pool, metrics, identity: str = ""):
         self.backend, self.pool, self.metrics = backend, pool, metrics
+        self.identity = identity  # this server's stable host:port, sent with /kv/peer (the agent name is per process)
         self.status = StatusTable(sticky=True)
         self.first_token: dict[int, int] = {}
         self.room_addr: dict[int, str] = {}       # room -> bootstrap "host:port"
@@ -61,7 +63,7 @@ class DecodeKVManager:
                     r = self.http.post(f"{rank}/kv/peer", json={
                         "metadata": base64.b64encode(self.backend.metadata()).decode(),
                         "base_addr": self.pool.base_addr, "page_bytes": self.pool.page_bytes,
-                        "scratch_page": self.pool.scratch_page})
+                        "scratch_page": self.pool.scratch_page, "decode_addr": self.identity})
                     r.raise_for_status()
                     with self.lock:
                         self.registered.add(rank)

@@ -46,6 +46,7 @@ class Peer:
     name: str
     base_addr: int
     page_bytes: int
+    identity: str  # the decode server's stable host:port (its agent name is new for every process)
 
 
 @dataclass
@@ -100,7 +101,9 @@ class PrefillKVManager:
         self.status = StatusTable(sticky=not drills.status_update_race)
         self.transfer_infos: dict[int, TransferInfo] = {}
         self.peers: dict[str, Peer] = {}
-        self.peers_seen: list[str] = []  # every decode agent ever seen (never pruned, like upstream)
+        # decode identity -> the first NIXL agent seen under it since this process started (never pruned, like
+        # upstream's peer table); a later agent under the same identity is that decode restarted under us
+        self.first_agent: dict[str, str] = {}
         self.aborted_rooms: dict[int, float] = {}
         self.lock = threading.Lock()
         self.q: queue.Queue[Chunk] = queue.Queue()
@@ -134,10 +137,10 @@ class PrefillKVManager:
     def handle(self, path: str, body: dict) -> dict:
         if path == "/kv/peer":
             name = self.backend.add_peer(base64.b64decode(body["metadata"]))
+            identity = str(body.get("decode_addr") or name)  # without one, each agent is its own decode
             with self.lock:
-                self.peers[name] = Peer(name, int(body["base_addr"]), int(body["page_bytes"]))
-                if name not in self.peers_seen:
-                    self.peers_seen.append(name)
+                self.peers[name] = Peer(name, int(body["base_addr"]), int(body["page_bytes"]), identity)
+                self.first_agent.setdefault(identity, name)
             # Warm the UCX connection now: the first transfer to a new peer is slow.
             warm = body.get("scratch_page")
             if warm is not None:
@@ -254,7 +257,8 @@ class PrefillKVManager:
         """Write one chunk's KV to the decode's pages: (written, silently dropped by the degraded-bootstrap drill)."""
         with self.lock:
             peer = self.peers.get(info.peer)
-            degraded = (self.drills.degraded_bootstrap and self.peers_seen and info.peer != self.peers_seen[0])
+            degraded = (self.drills.degraded_bootstrap and peer is not None
+                        and self.first_agent.get(peer.identity, peer.name) != peer.name)
         if peer is None:
             return False, False
         if degraded:

@@ -1,12 +1,10 @@
 """`pdctl verify pairs` against real bundled-engine deployments of 2 prefills, 2 decodes and 1 sglang-router on this
-machine (free ports): a healthy one where the 2x2 matrix passes, and one where the engine's degraded-bootstrap drill
-breaks exactly one pair while the router's own probe (the e2e layer) stays green."""
+machine (free ports): a healthy one where the 2x2 matrix passes, and one with the engine's degraded-bootstrap drill
+armed on prefill[0]: green after deploy, then a decode-only restart (forced past the hazard) breaks exactly
+prefill[0]'s pairs while the router's own probe (the e2e layer) stays green."""
 
 from __future__ import annotations
 
-import threading
-
-import httpx
 import pytest
 
 from tests.e2e.helpers import pdctl, write_inventory
@@ -16,7 +14,8 @@ from tests.fixtures.net import free_port
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 
-def xpyd_inventory(name: str, *, prefill_env: list[dict] | None = None, decode_env: dict | None = None) -> dict:
+def xpyd_inventory(name: str, *, prefill_env: list[dict] | None = None, decode_env: dict | None = None,
+                   router_args: dict | None = None) -> dict:
     """2 prefills, 2 decodes, 1 router, all on this machine's free ports. The router picks pairs at random (an
     operator's choice; its default cache-aware policy would keep sending one prompt to one pair)."""
     prefill_env = prefill_env or [{}, {}]
@@ -30,7 +29,7 @@ def xpyd_inventory(name: str, *, prefill_env: list[dict] | None = None, decode_e
             "decode": [{**worker, "port": free_port(), "env": decode_env or {}} for _ in range(2)],
             "router": [{**worker, "port": free_port(),
                         "args": {"--prometheus-port": free_port(), "--health-check-interval-secs": 2,
-                                 "--policy": "random"}}],
+                                 "--policy": "random", **(router_args or {})}}],
         },
     }
 
@@ -92,48 +91,53 @@ def test_final_health_runs_pairs_only_when_named(healthy):
     assert "pairs" not in default.json()["layers"]
 
 
-# -- one broken pair ------------------------------------------------------------------------------------------
-# The drill on prefill[1]: transfers to every decode but the first it ever saw fail silently. The decodes give up
-# on a room after 4 s (so the router, which retries a failed request, still answers within the probe's 30 s).
-WAIT_S = "4"
+# -- the drill on prefill[0], then a decode-only restart ---------------------------------------------------------
+# The drill: a prefill fails silently to a decode it had paired with that came back as a new process. The decodes
+# give up on a room after 3 s; the router retries up to 10 times, each time on a random pair, so its probe finds
+# prefill[1] (half the pairs now fail) well within the probe's 30 s.
+WAIT_S = "3"
 
 
 @pytest.fixture(scope="module")
-def one_broken(tmp_path_factory):
-    inv = xpyd_inventory("pairs-broken", prefill_env=[{}, {"PDCTL_DRILLS": "degraded-bootstrap"}],
-                         decode_env={"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": WAIT_S})
+def restarted(tmp_path_factory):
+    """Deploy, verify pairs (prefill[0] pairs with both decodes), restart both decodes under the running prefills."""
+    inv = xpyd_inventory("pairs-broken", prefill_env=[{"PDCTL_DRILLS": "degraded-bootstrap"}, {}],
+                         decode_env={"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": WAIT_S},
+                         router_args={"--retry-max-retries": 10})
     for dep in _deploy(tmp_path_factory, "pairs-broken", inv):
-        _pair_request(inv, prefill=1, decode=0)   # decode[0] is the first peer prefill[1] sees: decode[1] is not
+        dep["before"] = _run(dep, "verify", "pairs", "--json")
+        r = _run(dep, "restart", "--role", "decode", "--override-hazard", "--no-verify", "--json", timeout=400)
+        assert r.code == 0, r.output
+        dep["restart"] = r.json()
         yield dep
 
 
-def _pair_request(inv: dict, *, prefill: int, decode: int) -> None:
-    p, d = inv["roles"]["prefill"][prefill], inv["roles"]["decode"][decode]
-    body = {"text": "warm", "sampling_params": {"max_new_tokens": 2}, "bootstrap_host": "127.0.0.1",
-            "bootstrap_port": p["bootstrap_port"], "bootstrap_room": 12345}
-    answers: dict[str, int] = {}
-    side = threading.Thread(target=lambda: answers.setdefault(
-        "p", httpx.post(f"http://127.0.0.1:{p['port']}/generate", json=body, timeout=30).status_code))
-    side.start()
-    answers["d"] = httpx.post(f"http://127.0.0.1:{d['port']}/generate", json=body, timeout=30).status_code
-    side.join(35)
-    assert answers == {"p": 200, "d": 200}, answers
+def test_armed_deployment_is_green_until_a_decode_restarts(restarted):
+    before = restarted["before"]
+    assert before.code == 0, before.output
+    assert {p["status"] for p in before.json()["pairs"]} == {"pass"} and len(before.json()["pairs"]) == 4
 
 
-def test_one_broken_pair_is_named_while_the_router_probe_passes(one_broken):
-    e2e = _run(one_broken, "verify", "final-health", "--layer", "e2e", "--json")
+def test_decode_restart_breaks_exactly_the_armed_prefills_pairs_while_the_router_probe_passes(restarted):
+    dep = restarted
+    e2e = _run(dep, "verify", "final-health", "--layer", "e2e", "--json")
     assert e2e.code == 0, e2e.output                               # the router hides it (random pair, retries)
-    r = _run(one_broken, "verify", "pairs", "--budget", "4", "--json")
+    r = _run(dep, "verify", "pairs", "--budget", "4", "--json")
     assert r.code == 1, r.output
     doc = r.json()
-    assert doc["verdict"]["failed"] == ["prefill[1] -> decode[1]"], doc["verdict"]
-    broken = next(p for p in doc["pairs"] if p["status"] == "fail")
-    assert "decode" in broken["found"], broken
-    # the canary past its slot: connections closed, its rid aborted on both workers
-    assert broken["aborted"][0] == "closed both connections", broken
-    assert any("on prefill[1]" in a and "HTTP 200" in a for a in broken["aborted"]), broken
-    assert any("on decode[1]" in a and "HTTP 200" in a for a in broken["aborted"]), broken
-    screen = _run(one_broken, "verify", "pairs", "--budget", "4")
-    assert screen.code == 1
-    assert screen.stdout.splitlines()[0] == "verify pairs: FAIL (1 of 4 pair(s) failed: prefill[1] -> decode[1])"
-    assert "prefill[1] -> decode[1]" in screen.stdout.split("failed pairs", 1)[1]
+    assert doc["verdict"]["failed"] == ["prefill[0] -> decode[0]", "prefill[0] -> decode[1]"], doc["verdict"]
+    status = {(p["prefill"], p["decode"]): p["status"] for p in doc["pairs"]}
+    assert status == {(0, 0): "fail", (0, 1): "fail", (1, 0): "pass", (1, 1): "pass"}, doc["pairs"]
+    for broken in (p for p in doc["pairs"] if p["status"] == "fail"):
+        assert "decode" in broken["found"], broken
+        # the canary past its slot: connections closed, its rid aborted on both workers
+        assert broken["aborted"][0] == "closed both connections", broken
+        assert any("on prefill[0]" in a and "HTTP 200" in a for a in broken["aborted"]), broken
+        assert any(f"on decode[{broken['decode']}]" in a and "HTTP 200" in a for a in broken["aborted"]), broken
+    screen = pdctl(["verify", "pairs", "--budget", "4", "-i", str(dep["inv"])], state=dep["state"],
+                   env={"COLUMNS": "80"}, timeout=120)
+    assert screen.code == 1 and all(len(line) <= 80 for line in screen.stdout.splitlines()), screen.stdout
+    assert screen.stdout.splitlines()[0].startswith("verify pairs: FAIL (2 of 4 pair(s) failed"), screen.stdout
+    failed = screen.stdout.split("failed pairs", 1)[1]
+    assert "prefill[0] -> decode[0]" in failed and "prefill[0] -> decode[1]" in failed, screen.stdout
+    assert "prefill[1] ->" not in failed, screen.stdout

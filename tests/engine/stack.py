@@ -59,9 +59,9 @@ class Stack:
         self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=e, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
 
-    def worker_argv(self, mode, port):
+    def worker_argv(self, mode, port, bootstrap_port=None):
         return [sys.executable, "-m", "engine.launch_server", "--disaggregation-mode", mode, "--host", "127.0.0.1",
-                "--port", str(port), "--disaggregation-bootstrap-port", str(self.bp),
+                "--port", str(port), "--disaggregation-bootstrap-port", str(bootstrap_port or self.bp),
                 "--disaggregation-transfer-backend", "nixl", "--enable-metrics", "--served-model-name", "tiny"]
 
     def start_prefill(self):
