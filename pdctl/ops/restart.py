@@ -39,11 +39,14 @@ class RestartResult:
 
 
 def restart_plan(dep: Deployment, roles: tuple[str, ...]) -> list[str]:
-    plan = []
+    held = "prefill" in roles and "decode" in roles     # the decodes wait stopped for the prefills (ordered_restart)
+    plan = [f"stop {dep.inv.label('decode', i)} (until the prefills are back)"
+            for i in reversed(range(len(dep.inv.roles.decode)))] if held else []
     for role, i, _ in dep.inv.instances():
         if role in roles:
             label = dep.inv.label(role, i)
-            plan += [f"restart {label} ({dep.inv.service_name(role, i)})", f"wait {label} ready"]
+            verb = "start" if held and role == "decode" else "restart"
+            plan += [f"{verb} {label} ({dep.inv.service_name(role, i)})", f"wait {label} ready"]
     return plan + ["final-health"]
 
 

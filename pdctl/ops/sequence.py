@@ -83,25 +83,35 @@ def _fail(dep: Deployment, step: str, err: Exception, done: list[StepRecord]) ->
 
 def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decode", "router"),
                     *, grace: float = 20.0) -> list[StepRecord]:
-    """Restart every instance of `roles`, in the safe order, each waited on until ready."""
+    """Restart every instance of `roles`, in the safe order, each waited on until ready. When prefills and decodes
+    both restart, the decodes are stopped first and started after the prefills: a prefill restarted while a router
+    still sends it traffic would otherwise pair with the old decode processes, which then come back under it (the
+    degraded-bootstrap hazard, inside a co-restart; tests/e2e/test_xpyd_netns.py saw it under load)."""
     done: list[StepRecord] = []
     chosen = [(role, i, inst) for role, i, inst in dep.inv.instances() if role in roles]
     _check_installed(dep, chosen)
-    total = 2 * len(chosen)    # a restart and a readiness wait per instance: the progress bar's total
+    held = [(role, i, inst) for role, i, inst in chosen if role == "decode"] if "prefill" in roles else []
+    total = 2 * len(chosen) + len(held)   # a (re)start and a readiness wait per instance, a stop per held decode
+    for role, i, inst in reversed(held):
+        name = dep.inv.service_name(role, i)
+        run_step(dep, f"stop {dep.inv.label(role, i)} (until the prefills are back)",
+                 lambda inst=inst, name=name: dep.services(inst.host).stop(name, grace=grace), done, total=total)
     for role, i, _inst in chosen:
-        restart_one(dep, role, i, done, total=total, grace=grace)
+        restart_one(dep, role, i, done, total=total, grace=grace, start_only=bool(held) and role == "decode")
     return done
 
 
 def restart_one(dep: Deployment, role: str, i: int, done: list[StepRecord], *, total: int = 0,
-                grace: float = 20.0, prefix: str = "") -> None:
-    """Restart one instance and wait until it is ready: two steps (named after `prefix`) appended to `done`.
-    Raises StepFailed naming the step and every role's state."""
+                grace: float = 20.0, prefix: str = "", start_only: bool = False) -> None:
+    """Restart one instance (`start_only`: start it, it was stopped) and wait until it is ready: two steps (named
+    after `prefix`) appended to `done`. Raises StepFailed naming the step and every role's state."""
     inst = dep.instance(role, i)
     label = dep.inv.label(role, i)
     name = dep.inv.service_name(role, i)
-    for what, action in ((f"{prefix}restart {label}", lambda: dep.services(inst.host).restart(name, grace=grace)),
-                         (f"{prefix}wait {label} ready", lambda: wait_ready(dep, role, i))):
+    svc = dep.services(inst.host)
+    first = (f"{prefix}start {label}", lambda: svc.start(name)) if start_only else \
+        (f"{prefix}restart {label}", lambda: svc.restart(name, grace=grace))
+    for what, action in (first, (f"{prefix}wait {label} ready", lambda: wait_ready(dep, role, i))):
         run_step(dep, what, action, done, total=total)
 
 

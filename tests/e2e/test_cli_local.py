@@ -51,7 +51,7 @@ def test_deploy_started_all_roles_in_order_and_passed_final_health(deployment):
     doc = deployment["deploy"].json()
     assert doc["ok"] is True
     assert doc["plan"]["action"] == "co-restart"
-    order = [s["step"].split()[1].split("[")[0] for s in doc["steps"] if s["step"].startswith("restart")]
+    order = [s["step"].split()[1].split("[")[0] for s in doc["steps"] if s["step"].startswith(("restart", "start"))]
     assert order == ["prefill", "decode", "router"]
     fh = doc["final_health"]
     for name in ("health", "e2e", "transfer", "flags", "lineage"):
@@ -122,7 +122,10 @@ def test_decode_alone_is_refused_then_flagged_then_cleared_by_pair_restart(deplo
     pair = pdctl(["restart", "--pair", "-i", inv, "--json"], state=st)
     assert pair.code == 0, pair.output
     steps = [s["step"] for s in pair.json()["steps"]]
-    assert [s.split()[1].split("[")[0] for s in steps if s.startswith("restart")] == ["prefill", "decode", "router"]
+    # the decode waits stopped while the prefill restarts, then starts: started in the order prefill, decode, router
+    assert steps[0].startswith("stop decode[0]")
+    assert [s.split()[1].split("[")[0] for s in steps if s.startswith(("restart", "start"))] == \
+        ["prefill", "decode", "router"]
     clean = pdctl(["verify", "final-health", "-i", inv, "--json"], state=st)
     assert clean.code == 0, clean.output
     assert "fail" not in statuses(clean.json(), "lineage")

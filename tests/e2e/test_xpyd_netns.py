@@ -128,18 +128,18 @@ def test_one_broken_pair_named_and_healed_by_a_rolling_restart_under_load(lab, t
 
         with LoadInNamespace(lab, router) as pair_load:
             pair = pdctl(["restart", "--pair", "-i", str(inv), "--json"], **run)
-        # under load, the co-restart itself fails transfers: requests in flight when their pair's other side stops
+        # the decodes wait stopped while the prefills restart, so no restarted prefill meets an old decode: under
+        # load the co-restart leaves no broken pair (when it restarted each in place, prefill[0]'s pairs broke)
+        # (its final-health may count a request in flight when its decode stopped: a transfer failure, nothing else)
         assert pair.code in (0, 1), pair.output
-        failing = {c["layer"] for lay in pair.json()["final_health"]["layers"].values() for c in lay
-                   if c["status"] == "fail"}
-        assert failing <= {"transfer"}, pair.output
+        assert {c["layer"] for lay in pair.json()["final_health"]["layers"].values() for c in lay
+                if c["status"] == "fail"} <= {"transfer"}, pair.output
         after = pdctl(["verify", "pairs", "-i", str(inv), "--json"], **run)
+        assert after.code == 0, after.output
 
         r, p = rolling_load.summary, pair_load.summary
         print(f"\n[xpyd figure] restart --rolling: {len(r['failed'])} of {r['sent']} client requests failed; "
-              f"restart --pair: {len(p['failed'])} of {p['sent']} failed, final-health after it failed "
-              f"{sorted(failing) or 'nothing'}, broken pairs after it: "
-              f"{[x['name'] for x in after.json()['pairs'] if x['status'] != 'pass']}")
+              f"restart --pair: {len(p['failed'])} of {p['sent']} failed")
         assert r["sent"] >= 20 and r["failed"] == [], r
         # the same load sees an outage when there is one: the rolling figure is not a blind instrument's
         assert len(p["failed"]) >= 1, p
