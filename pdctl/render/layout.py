@@ -153,6 +153,18 @@ def inline(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], widt
 
 
 INDENT = 4   # a stacked row's other cells, under its head line
+_KEEP = "\x00"   # stands for a space inside a `quoted command` while wrapping, so the command stays on one line
+
+
+def wrap_keeping_commands(text: str, width: int) -> list[str]:
+    """`text` wrapped at spaces to `width`, never inside a `backquoted` command (`pdctl restart --pair` stays
+    whole) nor inside a word. Pure."""
+    import textwrap
+
+    parts = text.split("`")
+    joined = "`".join(p.replace(" ", _KEEP) if i % 2 else p for i, p in enumerate(parts))
+    lines = textwrap.wrap(joined, max(1, width), break_long_words=False, break_on_hyphens=False) or [""]
+    return [line.replace(_KEEP, " ") for line in lines]
 
 
 def _pad(cell: Cell, w: int, right: bool) -> Text:
@@ -185,6 +197,9 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
                 items = [as_text(x) for x in r[k]]
                 items = [x + Text(";") for x in items[:-1]] + items[-1:]
                 lines += pack(items, width - INDENT, sep=" ")
+        avail = width - INDENT
+        lines = [Text(w, style=line.style) for line in lines
+                 for w in (wrap_keeping_commands(line.plain, avail) if len(line.plain) > avail else [line.plain])]
         if lines:
             g = Table.grid()
             g.add_column(width=INDENT, no_wrap=True)

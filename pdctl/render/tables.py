@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdctl.checks.result import CheckResult, Status
-from pdctl.render.layout import Col, block, grid, pack, plain_table
+from pdctl.render.layout import Col, block, grid, pack, plain_table, stacked
 from pdctl.render.screen import STATUS_STYLE
 
 CHECK_COLS = (Col("target", ident=True, head=True), Col("check", ident=True, head=True),
@@ -79,7 +79,7 @@ def check_groups(results: Iterable[CheckResult]) -> list[list[CheckResult]]:
     return list(groups.values())
 
 
-_GROUP_COLS = (Col("instance", ident=True, head=True), Col("found"), Col("why"))
+_GROUP_COLS = (Col("instance", ident=True, head=True), Col("found", head=True), Col("why"))
 
 
 def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> list[RenderableType]:
@@ -105,10 +105,10 @@ def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> 
     for label, value in common:
         g.add_row(Text(f"   {label + ':':<9}", style="dim"), Text(value))
     out.append(g)
-    if not same_found:
+    if not same_found:   # one row per instance: its label and what it found on a line, its why under it
         cols = _GROUP_COLS if not same_why else _GROUP_COLS[:2]
         rows = [(r.target, r.observed or "-", r.detail)[:len(cols)] for r in group]
-        out.append(Padding(grid("", cols, rows, width - 3, narrow="stacked"), (0, 0, 0, 3)))
+        out.append(Padding(stacked("", cols, rows, width - 3), (0, 0, 0, 3)))
     return out
 
 

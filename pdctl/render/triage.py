@@ -3,30 +3,18 @@ then the observations that did not pass as one row per kind and instance, and th
 
 from __future__ import annotations
 
-import textwrap
-
 from rich.table import Table
 from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.result import Status
 from pdctl.render.inflight import style_of
-from pdctl.render.layout import Col, grid
+from pdctl.render.layout import Col, grid, wrap_keeping_commands
 from pdctl.render.screen import STATUS_STYLE
 
 OBS_COLS = (Col("what", ident=True, head=True), Col("target", ident=True, head=True),
             Col("status", ident=True, head=True), Col("observed"))
 _WORST = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)
-_KEEP = "\x00"   # stands for a space inside a `quoted command` while wrapping, so the command stays on one line
-
-
-def wrap_keeping_commands(text: str, width: int) -> list[str]:
-    """`text` wrapped at spaces to `width`, never inside a `backquoted` command (`pdctl restart --pair` stays
-    whole) nor inside a word. Pure."""
-    parts = text.split("`")
-    joined = "`".join(p.replace(" ", _KEEP) if i % 2 else p for i, p in enumerate(parts))
-    lines = textwrap.wrap(joined, max(1, width), break_long_words=False, break_on_hyphens=False) or [""]
-    return [line.replace(_KEEP, " ") for line in lines]
 
 
 def _finding_lines(f, width: int) -> Table:
