@@ -71,6 +71,18 @@ def fits(width: int, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> boo
     return sum(min_widths(cols, rows)) + _chrome(cols) <= width
 
 
+def _table_lines(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> int:
+    """About how many lines a table of these rows takes at `width` (its wrapped cells counted). Pure."""
+    widths = col_widths(cols, rows, width)
+    return 2 + sum(max(-(-len(plain(r[k])) // max(1, w)) or 1 for k, w in enumerate(widths)) for r in rows)
+
+
+def _stacked_lines(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> int:
+    """About how many lines `stacked` takes for these rows at `width`. Pure."""
+    rest = [k for k, c in enumerate(cols) if not c.head]
+    return 2 + sum(1 + sum(-(-len(plain(r[k])) // max(1, width - INDENT)) for k in rest) for r in rows)
+
+
 def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> list[int]:
     """Each column's width in a table `width` wide: identifier columns their whole cell; the wrapping columns
     share the rest, each from its minimum towards its natural width (longest cell) in proportion. Pure."""
@@ -213,8 +225,10 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
 def grid(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, *,
          narrow: str = "blocks", labels: dict[str, str] | None = None) -> RenderableType:
     """A table when it fits `width`, else blocks (`inline` lines for a numeric series, `stacked` lines for one row
-    per instance). Pure."""
-    if fits(width, cols, rows):
+    per instance: then a table only when it takes no more lines than stacked rows would).
+    Pure."""
+    if fits(width, cols, rows) and (narrow != "stacked" or
+                                    _table_lines(cols, rows, width) <= _stacked_lines(cols, rows, width)):
         # the title on its own line: a table narrower than its title would wrap it
         return Group(Text(title, style="italic"), table("", cols, rows, width)) if title else table("", cols, rows,
                                                                                                     width)
