@@ -39,13 +39,16 @@ def status_rows(rows: list[dict[str, Any]]) -> list[tuple]:
 
 
 def status_headline(rows: list[dict[str, Any]]) -> Text:
-    """'status: 10 of 10 running', or which instances are stopped or unknown (short labels, whole). Pure."""
+    """'status: 10 of 10 running', 'status: 9 of 10 running; stopped: decode[2]', 'status: 3 of 3 unknown:
+    prefill[0], ...' (short labels, whole; "running" only when something runs). Pure."""
     states = [_state(r) for r in rows]
-    head = f"status: {states.count('running')} of {len(rows)} running"
+    parts = [f"{states.count('running')} of {len(rows)} running"] if "running" in states else []
     for word in ("stopped", "unknown"):
         names = [short_label(r["label"]) for r, s in zip(rows, states) if s == word]
         if names:
-            head += f"; {word}: {', '.join(names)}"
+            parts.append(f"{word}: {', '.join(names)}" if parts else
+                         f"{len(names)} of {len(rows)} {word}: {', '.join(names)}")
+    head = "status: " + "; ".join(parts)
     ok = states.count("running") == len(rows)
     style = "bold green" if ok else ("bold red" if "stopped" in states else "yellow")
     return Text(head, style=style)

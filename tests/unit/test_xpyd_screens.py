@@ -192,3 +192,15 @@ def test_instance_rows_status_is_the_worst():
     assert {r[0]: r[1].plain for r in rows}[BROKEN] == "FAIL"
     assert sum(r[1].plain == "PASS" for r in rows) == 7
     assert all(Status.FAIL.value not in r[1].plain for r in rows if r[0] != BROKEN)
+
+
+def test_status_headline_says_running_only_when_something_runs(width, capsys):
+    rows = status_4x4(stopped=False)
+    for r in rows:
+        r.update(active=False, pid=None, uptime_s=None, state="unknown", error="unreachable",
+                 detail="ssh gpu-host-1.example.internal:22: timed out")
+    render.status_table(rows)
+    lines = screen(capsys)
+    assert lines[0].startswith("status: 10 of 10 unknown: prefill[0], prefill[1]")
+    assert "running" not in "\n".join(lines) and "stopped" not in "\n".join(lines)
+    assert_fits_and_intact(lines, width, LABELS + ["router[1]"])
