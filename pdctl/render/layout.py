@@ -179,6 +179,11 @@ def wrap_keeping_commands(text: str, width: int) -> list[str]:
     return [line.replace(_KEEP, " ") for line in lines]
 
 
+def _style_of(t: Text) -> str:
+    """The style of a one-item line (its only span's), so a failed check keeps its colour when re-wrapped."""
+    return str(t.spans[0].style) if len(t.spans) == 1 else ""
+
+
 def _pad(cell: Cell, w: int, right: bool) -> Text:
     t = as_text(cell)
     pad = Text(" " * max(0, w - len(t.plain)))
@@ -210,8 +215,9 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
                 items = [x + Text(";") for x in items[:-1]] + items[-1:]
                 lines += pack(items, width - INDENT, sep=" ")
         avail = width - INDENT
-        lines = [Text(w, style=line.style) for line in lines
-                 for w in (wrap_keeping_commands(line.plain, avail) if len(line.plain) > avail else [line.plain])]
+        lines = [x for line in lines for x in ([line] if len(line.plain) <= avail else  # keeps its styles
+                                               [Text(w, style=line.style or _style_of(line))
+                                                for w in wrap_keeping_commands(line.plain, avail)])]
         if lines:
             g = Table.grid()
             g.add_column(width=INDENT, no_wrap=True)

@@ -31,7 +31,7 @@ def instance_rows(rep) -> tuple[list[tuple], int]:
         rise = last.counters[label].get("transfer_failed", 0.0) - first.counters.get(label, {}).get(
             "transfer_failed", 0.0)
         held = rep.holders.get(label) or {}
-        if rise or held:
+        if rise > 0 or held:     # a counter that went down: the process restarted, no failure
             rows.append((label, f"+{num(rise)}", short_gauges(held) if held else ""))
         else:
             quiet += 1
