@@ -37,7 +37,7 @@ def check_block(r: CheckResult, width: int = 10 ** 6) -> list[RenderableType]:
     return block(_BLOCK_COLS, (status_cell(r), r.name, r.target, r.expected, r.observed, r.detail), width=width)
 
 
-INSTANCE_COLS = (Col("instance", ident=True, head=True), Col("status", ident=True, head=True), Col("checks"))
+INSTANCE_COLS = (Col("target", ident=True, head=True), Col("status", ident=True, head=True), Col("checks"))
 _WORST = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)
 
 
@@ -79,7 +79,7 @@ def check_groups(results: Iterable[CheckResult]) -> list[list[CheckResult]]:
     return list(groups.values())
 
 
-_GROUP_COLS = (Col("instance", ident=True, head=True), Col("found", head=True), Col("why"))
+_GROUP_COLS = (Col("target", ident=True, head=True), Col("found", head=True), Col("why"))
 
 
 def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> list[RenderableType]:
@@ -88,8 +88,8 @@ def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> 
     if len(group) == 1:
         return check_block(group[0], width)
     r0 = group[0]
-    same_found = len({r.observed for r in group}) == 1
     same_why = len({r.detail for r in group}) == 1
+    same_found = same_why and len({r.observed for r in group}) == 1    # else each instance says its own
     on = Text(f"on {len(group)}" + (f" of {of}" if of > len(group) else " instances"), style="dim")
     out: list[RenderableType] = list(pack([status_cell(r0), Text(r0.name), on], width))
     common = [("expected", r0.expected or "-")]
@@ -97,8 +97,9 @@ def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> 
         common.append(("found", r0.observed or "-"))
     if same_why and r0.detail:
         common.append(("why", r0.detail))
-    if same_found:
-        common.append(("on", ", ".join(r.target for r in group)))
+    if same_found:   # the targets packed whole: a pair's "prefill[1] -> decode[2]" never splits
+        common.append(("on", "\n".join(t.plain for t in pack([r.target + "," for r in group[:-1]] +
+                                                              [group[-1].target], width - 14, sep=" "))))
     g = Table.grid(padding=(0, 1))
     g.add_column(no_wrap=True)
     g.add_column(overflow="fold")

@@ -204,3 +204,32 @@ def test_status_headline_says_running_only_when_something_runs(width, capsys):
     assert lines[0].startswith("status: 10 of 10 unknown: prefill[0], prefill[1]")
     assert "running" not in "\n".join(lines) and "stopped" not in "\n".join(lines)
     assert_fits_and_intact(lines, width, LABELS + ["router[1]"])
+
+
+def test_final_health_failed_pairs_one_row_each_never_split(width, capsys):
+    """The pairs layer of a 4x4 where prefill[1] reaches only decode[0]: one block, one row per broken pair with its
+    own room; a pair's target ('prefill[1] -> decode[2]') is never split over lines."""
+    from pdctl.checks.result import CheckResult
+    from pdctl.ops.verify import HealthReport
+
+    rows = []
+    for i in range(4):
+        for j in range(4):
+            bad = i == 1 and j != 0
+            rows.append(CheckResult("pairs", f"prefill[{i}] -> decode[{j}]", "canary",
+                                    Status.FAIL if bad else Status.PASS,
+                                    observed="no answer in 4.0s (aborted)" if bad else "200, KV 35 ms",
+                                    expected="HTTP 200 from both workers, content",
+                                    detail=f"{PREFILLS[i]} -> {DECODES[j]}, room {1000 + 4 * i + j}"))
+    render.health_report(HealthReport("prod-4x4.yaml", {"pairs": rows}))
+    lines = screen(capsys)
+    assert lines[0].startswith("final-health: FAIL (3 check(s) failed in: pairs)")
+    broken = [f"prefill[1] -> decode[{j}]" for j in (1, 2, 3)]
+    assert_fits_and_intact(lines, width, broken + ["on 3 of 16", "expected: HTTP 200 from both workers, content"])
+    text = "\n".join(lines)
+    for j, pair in zip((1, 2, 3), broken):
+        (i,) = rows_of(lines, pair)
+        assert "no answer in 4.0s (aborted)" in lines[i]
+        assert f"room {1005 + j - 1}" in text
+    assert "prefill[0] -> " not in text and "prefill[1] -> decode[0]" not in text
+    assert len(lines) <= 18
