@@ -1,5 +1,6 @@
-"""The final-health report: the verdict first, then each failed check with what was expected and what was found,
-then the passing checks summarised per layer (every check's row with `verbose`), then what to run next."""
+"""The final-health report: the verdict first, then each failed check with what was expected and what was found
+(the same failure on several instances once, with one row per instance), then the passing checks summarised per
+layer (with `verbose`, one row per instance of each layer with all its checks), then what to run next."""
 
 from __future__ import annotations
 
@@ -9,17 +10,23 @@ from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.result import CheckResult, Status
-from pdctl.render.tables import check_block, check_table
+from pdctl.render.tables import check_groups, group_block, instance_table
 
 
-def layer_summary(layer: str, results: list[CheckResult]) -> str:
-    """'flags     13/15 pass, 2 fail   4. live flags and env vs inventory'. Pure."""
+def layer_summary(layer: str, results: list[CheckResult], pad: int = 0) -> str:
+    """'flags     13/15 pass, 2 fail   4. live flags and env vs inventory' (counts padded to `pad`, so the titles
+    of several layers line up). Pure."""
     from pdctl.checks.layers import layer_title
 
+    return f"  {layer:<9} {layer_counts(results).ljust(pad)}   {layer_title(layer)}"
+
+
+def layer_counts(results: list[CheckResult]) -> str:
+    """'13/15 pass, 2 fail'. Pure."""
     n = Counter(r.status for r in results)
     extra = "".join(f", {n[s]} {s.value}" for s in (Status.FAIL, Status.WARN, Status.SKIP) if n[s])
     counts = f"{n[Status.PASS]}/{len(results)}"
-    return f"  {layer:<9} {counts:>5} pass{extra}   {layer_title(layer)}"
+    return f"{counts:>5} pass{extra}"
 
 
 def health_report(report, *, verbose: bool = False) -> None:
@@ -36,16 +43,18 @@ def health_report(report, *, verbose: bool = False) -> None:
     for heading, rs in (("failed checks", failures), ("warnings", warned)):
         if rs:
             c.print(Text(heading, style="bold"))
-            for r in rs:
-                for part in check_block(r, c.width):
+            for group in check_groups(rs):
+                of = {r.target for r in report.layers.get(group[0].layer, []) if r.name == group[0].name}
+                for part in group_block(group, len(of), c.width):
                     c.print(part)
     if verbose:
         for layer, results in report.layers.items():
-            c.print(check_table(layer_title(layer), results, c.width))
+            c.print(instance_table(layer_title(layer), results, c.width))
     else:
         c.print(Text("layers", style="bold"))
+        pad = max((len(layer_counts(rs)) for rs in report.layers.values()), default=0)
         for layer, results in report.layers.items():
-            c.print(Text(layer_summary(layer, results)))
+            c.print(Text(layer_summary(layer, results, pad)))
     for step in next_steps(failures):
         c.print(Text("next: ", style="yellow") + Text(step))
 

@@ -1,6 +1,8 @@
 """Tables that never drop a column and never cut an identifier: a rich table when it fits the console, else one
-block per row. Identifier columns (role labels, ports, metric names, flags) keep their whole width; the other
-columns wrap inside themselves."""
+block per row (or, for one row per instance, `stacked`: the head cells on one aligned line, the rest indented under
+it). Identifier columns (role labels, ports, metric names, flags) keep their whole width; the other columns wrap
+inside themselves. A cell may be a list of items (a role's checks): joined with "; " in a table, packed whole
+under its row when stacked."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-Cell = Union[str, Text]
+Cell = Union[str, Text, list]    # a list: items of one cell (each a str or Text)
 WRAP_MIN = 10        # the narrowest a wrapping column may get before the table gives way to blocks
 WORD_MAX = 40        # a wrapping column is at least as wide as its longest word up to this (URLs, metric names)
 
@@ -26,7 +28,15 @@ class Col:
 
 
 def plain(cell: Cell) -> str:
+    if isinstance(cell, list):
+        return "; ".join(plain(c) for c in cell)
     return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def as_text(cell: Cell) -> Text:
+    if isinstance(cell, list):
+        return Text("; ").join(as_text(c) for c in cell)
+    return cell.copy() if isinstance(cell, Text) else Text(str(cell))
 
 
 def _longest_word(s: str) -> int:
@@ -61,6 +71,18 @@ def fits(width: int, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> boo
     return sum(min_widths(cols, rows)) + _chrome(cols) <= width
 
 
+def _table_lines(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> int:
+    """About how many lines a table of these rows takes at `width` (its wrapped cells counted). Pure."""
+    widths = col_widths(cols, rows, width)
+    return 2 + sum(max(-(-len(plain(r[k])) // max(1, w)) or 1 for k, w in enumerate(widths)) for r in rows)
+
+
+def _stacked_lines(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> int:
+    """About how many lines `stacked` takes for these rows at `width`. Pure."""
+    rest = [k for k, c in enumerate(cols) if not c.head]
+    return 2 + sum(1 + sum(-(-len(plain(r[k])) // max(1, width - INDENT)) for k in rest) for r in rows)
+
+
 def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> list[int]:
     """Each column's width in a table `width` wide: identifier columns their whole cell; the wrapping columns
     share the rest, each from its minimum towards its natural width (longest cell) in proportion. Pure."""
@@ -87,7 +109,7 @@ def table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width
         t.add_column(col.header, justify="right" if col.right else "left", width=w,
                      no_wrap=col.ident, overflow="fold")
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*(as_text(c) if isinstance(c, list) else c for c in r))
     return t
 
 
@@ -110,7 +132,8 @@ def block(cols: Sequence[Col], row: Sequence[Cell], *, labels: dict[str, str] | 
     cell, the value wrapping under itself. Pure."""
     labels = labels or {}
     heads = pack([c for col, c in zip(cols, row) if col.head and plain(c)], width)
-    rest = [(labels.get(col.header, col.header) + ":", c) for col, c in zip(cols, row) if not col.head and plain(c)]
+    rest = [(labels.get(col.header, col.header) + ":", as_text(c) if isinstance(c, list) else c)
+            for col, c in zip(cols, row) if not col.head and plain(c)]
     out: list[RenderableType] = list(heads)
     if rest:
         g = Table.grid(padding=(0, 1))
@@ -141,11 +164,82 @@ def inline(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], widt
     return Group(*parts)
 
 
+INDENT = 4   # a stacked row's other cells, under its head line
+_KEEP = "\x00"   # stands for a space inside a `quoted command` while wrapping, so the command stays on one line
+
+
+def wrap_keeping_commands(text: str, width: int) -> list[str]:
+    """`text` wrapped at spaces to `width`, never inside a `backquoted` command (`pdctl restart --pair` stays
+    whole) nor inside a word. Pure."""
+    import textwrap
+
+    parts = text.split("`")
+    joined = "`".join(p.replace(" ", _KEEP) if i % 2 else p for i, p in enumerate(parts))
+    lines = textwrap.wrap(joined, max(1, width), break_long_words=False, break_on_hyphens=False) or [""]
+    return [line.replace(_KEEP, " ") for line in lines]
+
+
+def _style_of(t: Text) -> str:
+    """The style of a one-item line (its only span's), so a failed check keeps its colour when re-wrapped."""
+    return str(t.spans[0].style) if len(t.spans) == 1 else ""
+
+
+def _pad(cell: Cell, w: int, right: bool) -> Text:
+    t = as_text(cell)
+    pad = Text(" " * max(0, w - len(t.plain)))
+    return pad + t if right else t + pad
+
+
+def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6
+            ) -> RenderableType:
+    """One row per instance in a few lines: the head cells whole on one line, aligned across rows under a header;
+    the other non-empty cells indented under it, wrapping between items (an item wraps at spaces only when it alone
+    is wider than the line). Blocks when the head cells alone do not fit `width`. Pure."""
+    heads = [k for k, c in enumerate(cols) if c.head]
+    widths = {k: max([len(cols[k].header)] + [len(plain(r[k])) for r in rows]) for k in heads}
+    used = sum(widths.values()) + GAP * max(0, len(heads) - 1)
+    if used > width:
+        return blocks(title, cols, rows, width=width)
+    gap = Text(" " * GAP)
+    parts: list[RenderableType] = [Text(title, style="italic")] if title else []
+    parts.append(gap.join(_pad(Text(cols[k].header, style="bold"), widths[k], cols[k].right) for k in heads))
+    parts.append(Text("─" * used))
+    for r in rows:
+        parts.append(gap.join(_pad(r[k], widths[k], cols[k].right) for k in heads))
+        lines: list[Text] = []
+        loose = [r[k] for k, c in enumerate(cols) if not c.head and not isinstance(r[k], list) and plain(r[k])]
+        lines += pack(loose, width - INDENT) if loose else []
+        for k, c in enumerate(cols):
+            if not c.head and isinstance(r[k], list):
+                items = [as_text(x) for x in r[k]]
+                items = [x + Text(";") for x in items[:-1]] + items[-1:]
+                lines += pack(items, width - INDENT, sep=" ")
+        avail = width - INDENT
+        lines = [x for line in lines for x in ([line] if len(line.plain) <= avail else  # keeps its styles
+                                               [Text(w, style=line.style or _style_of(line))
+                                                for w in wrap_keeping_commands(line.plain, avail)])]
+        if lines:
+            g = Table.grid()
+            g.add_column(width=INDENT, no_wrap=True)
+            g.add_column(overflow="fold")
+            for line in lines:
+                g.add_row("", line)
+            parts.append(g)
+    return Group(*parts)
+
+
 def grid(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, *,
          narrow: str = "blocks", labels: dict[str, str] | None = None) -> RenderableType:
-    """A table when it fits `width`, else blocks (or `inline` lines for a numeric series). Pure."""
-    if fits(width, cols, rows):
-        return table(title, cols, rows, width)
+    """A table when it fits `width`, else blocks (`inline` lines for a numeric series, `stacked` lines for one row
+    per instance: then a table only when it takes no more lines than stacked rows would).
+    Pure."""
+    if fits(width, cols, rows) and (narrow != "stacked" or
+                                    _table_lines(cols, rows, width) <= _stacked_lines(cols, rows, width)):
+        # the title on its own line: a table narrower than its title would wrap it
+        return Group(Text(title, style="italic"), table("", cols, rows, width)) if title else table("", cols, rows,
+                                                                                                    width)
     if narrow == "inline":
         return inline(title, cols, rows, width)
+    if narrow == "stacked":
+        return stacked(title, cols, rows, width)
     return blocks(title, cols, rows, labels=labels, width=width)

@@ -1,17 +1,41 @@
-"""What `pdctl storm` prints: calibration, the series, the hit rate and the verdict."""
+"""What `pdctl storm` prints: calibration, the series, the instances that failed transfers or held requests (one
+row each, the others counted), the hit rate and the verdict."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
 from pdctl import render
-from pdctl.checks.inflight import fmt_s
+from pdctl.checks.inflight import fmt_s, short_gauges
 from pdctl.render.inflight import num, print_chart, style_of
 from pdctl.render.layout import Col, grid
 
 SERIES_COLS = (Col("t (s)", ident=True, right=True, head=True), Col("phase", ident=True, head=True),
                Col("inflight", right=True), Col("prefill inflight", right=True), Col("transfer_failed", right=True),
                Col("generation tokens", right=True))
+
+
+INSTANCE_COLS = (Col("instance", ident=True, head=True), Col("transfer_failed", ident=True, right=True, head=True),
+                 Col("held at the end"))
+
+
+def instance_rows(rep) -> tuple[list[tuple], int]:
+    """One row per worker whose transfer_failed rose during the storm or that held requests at the end (failing
+    first, in inventory order), and how many other workers were read. Pure."""
+    good = [p for p in rep.points if p.complete]
+    if not good:
+        return [], 0
+    first, last = good[0], good[-1]
+    rows, quiet = [], 0
+    for label in last.counters:
+        rise = last.counters[label].get("transfer_failed", 0.0) - first.counters.get(label, {}).get(
+            "transfer_failed", 0.0)
+        held = rep.holders.get(label) or {}
+        if rise > 0 or held:     # a counter that went down: the process restarted, no failure
+            rows.append((label, f"+{num(rise)}", short_gauges(held) if held else ""))
+        else:
+            quiet += 1
+    return rows, quiet
 
 
 def storm_report(rep) -> None:
@@ -41,6 +65,13 @@ def storm_report(rep) -> None:
     times = [r["t"] for r in rows]
     print_chart(c, [r["inflight"] for r in rows], times, "inflight per sample")
     print_chart(c, [r["transfer_failed"] for r in rows], times, "transfer_failed per sample")
+    rows, quiet = instance_rows(rep)
+    if rows:
+        c.print(grid("instances that failed transfers or held requests", INSTANCE_COLS, rows, c.width,
+                     narrow="stacked"))
+    if quiet and (rows or quiet > 2):
+        c.print(Text(f"  {'other ' if rows else ''}{quiet} worker(s): transfer_failed +0, nothing held at the end",
+                     style="dim"))
     if rep.hits:
         h = rep.hits
         rate = "n/a" if h.hit_rate is None else f"{100 * h.hit_rate:.0f}%"
