@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -47,13 +48,16 @@ def env_for(state: Path) -> dict:
     return {**os.environ, "XDG_STATE_HOME": str(state), "COLUMNS": "100", "PDCTL_OPERATOR": "bench"}
 
 
-def wall(cmd: list[str], env: dict, *, want: int = 0) -> float:
+def wall(cmd: list[str], env: dict, *, want: int = 0) -> tuple[float, float]:
+    """(wall, CPU: user+sys of the command and the children it waited for) of one run, which must exit `want`."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env, cwd=REPO)
     took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != want:
         raise RuntimeError(f"{' '.join(cmd[2:])} exited {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return took
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def ssh_host(sshd, state_dir: str, **over) -> dict:
@@ -127,11 +131,11 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def alternated(cmds: dict[str, list[str]], env: dict, runs: int) -> dict[str, list[float]]:
-    """Wall times of each command, runs times, in turn (a, b, c, a, b, c, ...), after one unmeasured warm-up each."""
+def alternated(cmds: dict[str, list[str]], env: dict, runs: int) -> dict[str, list[tuple[float, float]]]:
+    """(wall, CPU) of each command, runs times, in turn (a, b, c, a, b, c, ...), after one unmeasured warm-up each."""
     for cmd in cmds.values():
         wall(cmd, env)
-    out: dict[str, list[float]] = {k: [] for k in cmds}
+    out: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
     for _ in range(runs):
         for k, cmd in cmds.items():
             out[k].append(wall(cmd, env))
@@ -177,13 +181,15 @@ def bench_fanout(tmp: Path, runs: int, prof: Path | None) -> list[tuple[str, str
             cold = alternated({k: pdctl_cmd(*what, "-i", str(p)) for k, p in inv.items()}, env, runs)
             kept = alternated({k: pdctl_cmd(*what, "-i", str(p)) for k, p in warm.items()}, env, runs)
             for mode, got in (("cold", cold), ("warm", kept)):
-                a, b, c = (med(got[k]) for k in ("8 hosts", "1 host", "1P+1D+1R, 1 host"))
-                rows.append((f"{label}, {mode}", f"{a:.3f} s", f"{b:.3f} s", f"{a / b:.2f}x", f"{c:.3f} s"))
+                for n, kind in ((0, "wall"), (1, "CPU")):
+                    a, b, c = (med([x[n] for x in got[k]]) for k in ("8 hosts", "1 host", "1P+1D+1R, 1 host"))
+                    rows.append((f"{label}, {mode}, {kind}", f"{a:.3f} s", f"{b:.3f} s", f"{a / b:.2f}x", f"{c:.3f} s"))
         pairs = alternated({"8 hosts": pdctl_cmd("verify", "pairs", "-i", str(inv["8 hosts"])),
                             "1 host": pdctl_cmd("verify", "pairs", "-i", str(inv["1 host"]))}, env, runs)
-        a, b = med(pairs["8 hosts"]), med(pairs["1 host"])
-        rows.append((f"`pdctl verify pairs` ({PREFILLS}x{DECODES} matrix), cold", f"{a:.3f} s", f"{b:.3f} s",
-                     f"{a / b:.2f}x", "-"))
+        for n, kind in ((0, "wall"), (1, "CPU")):
+            a, b = (med([x[n] for x in pairs[k]]) for k in ("8 hosts", "1 host"))
+            rows.append((f"`pdctl verify pairs` ({PREFILLS}x{DECODES} matrix), cold, {kind}", f"{a:.3f} s",
+                         f"{b:.3f} s", f"{a / b:.2f}x", "-"))
         if prof is not None:
             prof.mkdir(parents=True, exist_ok=True)
             for k in ("8 hosts", "1 host"):
@@ -216,8 +222,9 @@ def bench_pairs(tmp: Path, runs: int) -> list[tuple[str, str, str, str]]:
             e = subprocess.run(pdctl_cmd("verify", "final-health", "-i", str(inv), "--layer", "e2e", "--json"),
                                capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
             inner_e2e.append(json.loads(e.stdout)["layers"]["e2e"][0]["data"]["latency_ms"])
-    return [("`pdctl verify pairs` (2x2), whole command", f"{med(got['pairs']):.3f} s",
-             "`pdctl verify final-health --layer e2e` (one router probe), whole command", f"{med(got['e2e']):.3f} s"),
+    return [("`pdctl verify pairs` (2x2), whole command", f"{med([w for w, _ in got['pairs']]):.3f} s",
+             "`pdctl verify final-health --layer e2e` (one router probe), whole command",
+             f"{med([w for w, _ in got['e2e']]):.3f} s"),
             ("the 2x2 matrix itself (JSON `elapsed_ms`)", f"{med(inner_pairs):.1f} ms",
              "the router probe itself (e2e `latency_ms`)", f"{med(inner_e2e):.1f} ms")]
 
@@ -228,6 +235,9 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, default=None, help="save cProfile data of 8-host and 1-host runs here")
     ap.add_argument("--only", choices=("fanout", "pairs"), default=None)
     args = ap.parse_args()
+    # as scripts/install.sh does: these machines set PYTHONDONTWRITEBYTECODE, and a checkout without bytecode
+    # would add ~0.2 s of compiling to every run
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "pdctl"], cwd=REPO, check=True, capture_output=True)
     with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp:
         tmp = Path(tmp)
         if args.only in (None, "fanout"):
