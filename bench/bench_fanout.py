@@ -190,18 +190,17 @@ def bench_fanout(tmp: Path, runs: int, prof: Path | None) -> list[tuple[str, str
             a, b = (med([x[n] for x in pairs[k]]) for k in ("8 hosts", "1 host"))
             rows.append((f"`pdctl verify pairs` ({PREFILLS}x{DECODES} matrix), cold, {kind}", f"{a:.3f} s",
                          f"{b:.3f} s", f"{a / b:.2f}x", "-"))
+        # how many SSH connections one cold 8-host final-health opens, per host (sshd's own log)
+        before = [Path(s.log_path).read_text(errors="replace").count("Accepted publickey") for s in sshds]
+        wall(pdctl_cmd("verify", "final-health", "-i", str(inv["8 hosts"])), env)
+        after = [Path(s.log_path).read_text(errors="replace").count("Accepted publickey") for s in sshds]
+        print("SSH connections per host, one cold 8-host final-health:", [b - a for a, b in zip(before, after)])
         if prof is not None:
             prof.mkdir(parents=True, exist_ok=True)
             for k in ("8 hosts", "1 host"):
                 for what in (("status",), ("verify", "final-health")):
                     tag = f"{'-'.join(what)}-{k.replace(' ', '')}"
                     profile(pdctl_cmd(*what, "-i", str(inv[k])), env, prof / f"{tag}.pstats")
-            # how many SSH connections one 8-host final-health opened, per host (sshd's own log)
-            before = [Path(s.log_path).read_text(errors="replace").count("Accepted publickey") for s in sshds]
-            wall(pdctl_cmd("verify", "final-health", "-i", str(inv["8 hosts"])), env)
-            after = [Path(s.log_path).read_text(errors="replace").count("Accepted publickey") for s in sshds]
-            print("connections per host, one 8-host final-health:", [b - a for a, b in zip(before, after)],
-                  file=sys.stderr)
     return rows
 
 
