@@ -137,7 +137,11 @@ def test_decode_restart_breaks_exactly_the_armed_prefills_pairs_while_the_router
     screen = pdctl(["verify", "pairs", "--budget", "4", "-i", str(dep["inv"])], state=dep["state"],
                    env={"COLUMNS": "80"}, timeout=120)
     assert screen.code == 1 and all(len(line) <= 80 for line in screen.stdout.splitlines()), screen.stdout
-    assert screen.stdout.splitlines()[0].startswith("verify pairs: FAIL (2 of 4 pair(s) failed"), screen.stdout
-    failed = screen.stdout.split("failed pairs", 1)[1]
+    lines = screen.stdout.splitlines()
+    assert lines[0].startswith("verify pairs: FAIL (2 of 4 pair(s) failed"), screen.stdout
+    # the verdict's pair names are never cut across lines
+    named = " ".join(lines[:3])
+    assert "prefill[0] -> decode[0]," in named and "prefill[0] -> decode[1]" in named, screen.stdout
+    failed = screen.stdout.split("failed pairs", 1)[1].split("restart-lineage hazards", 1)[0]
     assert "prefill[0] -> decode[0]" in failed and "prefill[0] -> decode[1]" in failed, screen.stdout
     assert "prefill[1] ->" not in failed, screen.stdout
