@@ -116,7 +116,8 @@ CASES = [
      [{"deployment": "d", "cadence": "health", "value": 130}]),
     ("rounds on time (pairs every 30 s)", "PdctlWatchRoundsStale",
      {f'pdctl_round_last_timestamp_seconds{{{D},cadence="health"}}': "0+5x40",
-      f'pdctl_round_last_timestamp_seconds{{{D},cadence="pairs"}}': "0x6 30x6 60x6 90x6 120x6 150x6 180x6"}, "200s", []),
+      f'pdctl_round_last_timestamp_seconds{{{D},cadence="pairs"}}': "0x6 30x6 60x6 90x6 120x6 150x6 180x6"},
+     "200s", []),
 
     ("inflight held, decode flat: the seed's wedge", "SGLangPrefillInflightStalled",
      {pf(INFLIGHT, "ha:30000"): "1x40", tok(GEN, "hb:30002"): "100x40"}, "180s",

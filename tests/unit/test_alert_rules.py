@@ -122,7 +122,8 @@ def test_every_rule_says_what_to_do_and_points_at_its_runbook():
         assert rule["labels"]["severity"] in ("critical", "warning"), name
         ann = rule["annotations"]
         assert ann["summary"] and "\n" not in ann["summary"], name
-        assert re.search(r"`pdctl (triage|restart --rolling|restart --pair|verify \w+|history|status)", ann["description"]), name
+        command = r"`pdctl (triage|restart --rolling|restart --pair|verify \w+|history|status|watch)"
+        assert re.search(command, ann["description"]), name
         assert ann["runbook"] == f"docs/alerts.md#{name.lower()}", name
         assert name.lower() in anchors, f"docs/alerts.md has no section for {name}"
 
