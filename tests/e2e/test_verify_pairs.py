@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import pdctl, write_inventory
-from tests.engine.test_storm_engine import _kill_leftovers
+from tests.e2e.helpers import deployed, pdctl
 from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -35,15 +34,7 @@ def xpyd_inventory(name: str, *, prefill_env: list[dict] | None = None, decode_e
 
 
 def _deploy(tmp_path_factory, name: str, inv: dict):
-    state = tmp_path_factory.mktemp(name)
-    path = write_inventory(state / "inv.yaml", inv)
-    try:
-        r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state, timeout=400)
-        assert r.code == 0, r.output
-        yield {"state": state, "inv": path, "data": inv}
-    finally:
-        pdctl(["down", "-i", str(path)], state=state, timeout=120)
-        _kill_leftovers(state)
+    return deployed(tmp_path_factory, name, inv, timeout=400)
 
 
 def _run(dep, *args: str, timeout: float = 120):
