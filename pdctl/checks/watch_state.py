@@ -243,3 +243,21 @@ class WatchState:
         """final-health's: 3 something could not be asked (unknown), else 1 a check failed, else 0."""
         statuses = {c.status for c in self.checks.values()}
         return 3 if UNKNOWN in statuses else (1 if "fail" in statuses else 0)
+
+    # -- the one document (--json) ---------------------------------------------------------------------------
+    def snapshot(self, now: float) -> dict[str, Any]:
+        """Everything the watch knows, as JSON-able data. Pure."""
+        from pdctl.serialize import to_data
+
+        checks = sorted(self.checks.values(), key=lambda c: (c.status == "pass", c.layer, c.target, c.check))
+        return {"deployment": self.deployment, "verdict": self.verdict(), "exit_code": self.exit_code(),
+                "started": self.started, "checks": to_data(checks), "targets_up": dict(self.target_up),
+                "inflight": {"verdict": self.inflight.verdict if self.inflight else UNKNOWN,
+                             "summary": self.inflight.summary if self.inflight else "",
+                             "pinned": self.pinned, "pinned_seconds": self.pinned_seconds(now)},
+                "pairs": to_data(list(self.pairs.values())),
+                "failures_since_start": [{"target": t, "kind": k, "count": n}
+                                         for (t, k), n in sorted(self.failures_since_start().items())],
+                "lineage_hazards": [{"prefill": p, "decode": d, "hazard": h} for (p, d), h in sorted(self.hazards.items())],
+                "rounds": to_data(self.rounds), "heals": dict(self.heals),
+                "heal_budget_exhausted": self.heal_budget_exhausted}

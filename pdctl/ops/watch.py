@@ -173,15 +173,20 @@ class Watch:
 
 
 def run_watch(dep: Deployment, *, on_lines=(), hooks=(), for_s: float | None = None, once: bool = False,
-              stop: threading.Event | None = None, serve: tuple[str, int] | None = None) -> WatchResult:
-    """Build a Watch, serve its exporter on `serve` (host, port) while it runs, run it. Raises UsageError when
-    the exporter's address cannot be bound (before any round)."""
+              stop: threading.Event | None = None, serve: tuple[str, int] | None = None,
+              screen: Callable[[Watch], Any] | None = None) -> WatchResult:
+    """Build a Watch, serve its exporter on `serve` (host, port) and show `screen(watch)` (a context manager,
+    e.g. the live view) while it runs, run it. Raises UsageError when the exporter's address cannot be bound
+    (before any round)."""
+    from contextlib import nullcontext
+
     from pdctl.ops.watch_exporter import serve_exporter
 
     w = Watch(dep, on_lines=list(on_lines), hooks=list(hooks))
     server = serve_exporter(w, *serve) if serve is not None else None
     try:
-        return w.run(stop=stop, for_s=for_s, once=once)
+        with screen(w) if screen is not None else nullcontext():
+            return w.run(stop=stop, for_s=for_s, once=once)
     finally:
         if server is not None:
             server.close()
