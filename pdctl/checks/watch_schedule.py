@@ -29,8 +29,10 @@ class CadenceClock:
         round still runs (that tick is dropped: the next is one period later); None when not due."""
         if now < self.next_due:
             return None
-        # the next tick one period after this one, or from now when the clock fell more than a period behind
-        self.next_due = max(self.next_due + self.every, now) if self.next_due else now + self.every
+        # the next tick one period after this one, or a period from now when the clock fell a period behind
+        # (a late wake-up, a suspended laptop): never a burst of catch-up rounds
+        nxt = self.next_due + self.every
+        self.next_due = nxt if nxt > now else now + self.every
         if self.running:
             self.skipped += 1
             return SKIP
