@@ -5,12 +5,11 @@ thread."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import Any, Iterator
 
 from pdctl.checks.watch_state import UNKNOWN
 
-if TYPE_CHECKING:
-    from pdctl.ops.watch import Watch
+Watch = Any   # pdctl.ops.watch.Watch, not imported: it imports this module
 
 HEAL_OUTCOMES = ("done", "failed", "refused", "dry")
 
@@ -18,7 +17,7 @@ HEAL_OUTCOMES = ("done", "failed", "refused", "dry")
 class WatchCollector:
     """A prometheus_client collector reading a Watch's state under its lock."""
 
-    def __init__(self, watch: "Watch"):
+    def __init__(self, watch: Watch):
         self.watch = watch
 
     def collect(self) -> Iterator:
@@ -105,7 +104,7 @@ class WatchCollector:
             yield from (last, heals, exhausted)
 
 
-def _instance_labels(w: "Watch") -> list[str]:
+def _instance_labels(w: Watch) -> list[str]:
     return [w.dep.inv.label(role, i) for role, i, _ in w.dep.inv.instances()]
 
 
@@ -121,7 +120,7 @@ class Exporter:
         self._thread.join(timeout=2)
 
 
-def serve_exporter(watch: "Watch", host: str, port: int) -> Exporter:
+def serve_exporter(watch: Watch, host: str, port: int) -> Exporter:
     """Serve /metrics for `watch` on host:port (port 0: any free one, see Exporter.port). Raises UsageError
     naming the address when it cannot be bound."""
     from prometheus_client import CollectorRegistry, start_http_server

@@ -14,7 +14,8 @@ from pdctl.checks.watch_schedule import CADENCES
 
 if TYPE_CHECKING:
     from pdctl.checks.watch_state import WatchState
-    from pdctl.ops.watch import Watch
+
+Watch = Any   # pdctl.ops.watch.Watch: render does not import ops
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta"}
 _ORDER = {"fail": 0, "unknown": 1, "warn": 2}
@@ -100,7 +101,7 @@ class ChangeLines:
 class LiveScreen:
     """The live view of a Watch, redrawn once a second on stdout (a terminal) until closed."""
 
-    def __init__(self, watch: "Watch"):
+    def __init__(self, watch: Watch):
         from rich.live import Live
 
         from pdctl import render
