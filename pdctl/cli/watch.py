@@ -84,7 +84,8 @@ def watch(
                           "stopped_by": result.stopped_by, **result.state.snapshot(result.state.started +
                                                                                     result.seconds)})
     elif timeline != "-":
-        render.console().print(screen_text(result.state, result.state.started + result.seconds))
+        if not live:   # the live view's last frame stays on the screen
+            render.console().print(screen_text(result.state, result.state.started + result.seconds))
         if result.stopped_by:
             render.console(stderr=True).print(f"watch stopped by {result.stopped_by} after {result.seconds:.0f}s")
     code = result.exit_code()

@@ -46,6 +46,8 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
             out.append(f"        expected {c.expected}; found {found}\n", style="dim")
         elif found:
             out.append(f"        {found}\n", style="dim")
+        if c.status == "warn" and c.detail and c.detail != found:
+            out.append(f"        {c.detail}\n", style="dim")
     failing_pairs = [p for p in state.pairs.values() if p.consecutive_failures > 1]
     for p in failing_pairs:
         out.append(f"pair {p.prefill} -> {p.decode}: {p.consecutive_failures} failed canaries in a row\n",
@@ -59,13 +61,14 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
             rounds.append(f"{cadence} -")
         else:
             skipped = f", {info.skipped} skipped" if info.skipped else ""
-            rounds.append(f"{cadence} {now - info.last_complete:.0f}s ago ({info.seconds:.1f}s{skipped})")
+            rounds.append(f"{cadence} {max(0.0, now - info.last_complete):.0f}s ago ({info.seconds:.1f}s{skipped})")
     out.append("last rounds: " + "; ".join(rounds), style="dim")
     return out
 
 
 def change_line(line: dict[str, Any]) -> Text | None:
-    """One timeline line as a line for a log (None for round lines: only changes are said). Pure."""
+    """One timeline line as a line for a log (None for round lines: only changes are said); what was expected
+    and found goes on an indented second line. Pure."""
     event = line.get("event")
     if event == "round":
         return None
@@ -76,26 +79,46 @@ def change_line(line: dict[str, Any]) -> Text | None:
         out.append(status.upper(), style=STYLE.get(status, ""))
         out.append(f" {line['layer']} {line['target']} {line['check']}")
         if status in ("fail", "warn") and line.get("expected"):
-            out.append(f": expected {line['expected']}; found {line.get('observed', '')}")
+            out.append(f"\n         expected {line['expected']}; found {line.get('observed', '')}", style="dim")
         elif status == "unknown":
-            out.append(f": {line.get('observed', '')}")
+            out.append(f"\n         {line.get('observed', '')}", style="dim")
         return out
     who = line.get("target") or line.get("cadence") or ""
-    rest = " ".join(str(line[k]) for k in ("status", "hazard", "prefill", "decode", "observed") if line.get(k))
-    return Text(f"{stamp} {event} {who} {rest}".rstrip())
+    rest = " ".join(str(line[k]) for k in ("status", "hazard", "prefill", "decode") if line.get(k))
+    out = Text(f"{stamp} {event} {who} {rest}".rstrip())
+    if line.get("observed"):
+        out.append(f"\n         {line['observed']}", style="dim")
+    return out
 
 
 class ChangeLines:
-    """A timeline sink that prints each change as one line (stdout not a terminal)."""
+    """A timeline sink that prints each change as a line (stdout not a terminal). A check seen for the first
+    time passing is not a change: those are counted, one line per layer ("PASS flags: 20 checks")."""
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[str, str, str]] = set()
 
     def __call__(self, lines: list[dict[str, Any]]) -> None:
         from pdctl import render
 
         c = render.console()
+        new_pass: dict[str, int] = {}
         for line in lines:
+            if line.get("event") is None:
+                key = (line["layer"], line["target"], line["check"])
+                first = key not in self._seen
+                self._seen.add(key)
+                if first and line["status"] == "pass":
+                    new_pass[line["layer"]] = new_pass.get(line["layer"], 0) + 1
+                    continue
             text = change_line(line)
             if text is not None:
                 c.print(text)
+        for layer, n in new_pass.items():
+            out = Text(f"{_clock(lines[0].get('t', time.time()))} ")
+            out.append("PASS", style=STYLE["pass"])
+            out.append(f" {layer}: {n} check{'s' if n != 1 else ''}")
+            c.print(out)
 
 
 class LiveScreen:
