@@ -231,9 +231,17 @@ class WatchState:
         return {"t": t, "deployment": self.deployment, "event": "skip", "cadence": cadence,
                 "observed": "its previous round still runs: this tick was skipped"}
 
+    def unknown_targets(self) -> list[str]:
+        """Targets whose host did not answer in their last round (with or without checks seen before)."""
+        return sorted(t for t, up in self.target_up.items() if not up)
+
+    def _statuses(self) -> set[str]:
+        return {c.status for c in self.checks.values()} | ({UNKNOWN} if self.unknown_targets() else set())
+
     def verdict(self) -> str:
-        """fail when any check fails; else unknown when any is unknown; else warn when any warns; else pass."""
-        statuses = {c.status for c in self.checks.values()}
+        """fail when any check fails; else unknown when any check or target is unknown; else warn when any
+        warns; else pass."""
+        statuses = self._statuses()
         for s in ("fail", UNKNOWN, "warn"):
             if s in statuses:
                 return s
@@ -241,7 +249,7 @@ class WatchState:
 
     def exit_code(self) -> int:
         """final-health's: 3 something could not be asked (unknown), else 1 a check failed, else 0."""
-        statuses = {c.status for c in self.checks.values()}
+        statuses = self._statuses()
         return 3 if UNKNOWN in statuses else (1 if "fail" in statuses else 0)
 
     # -- the one document (--json) ---------------------------------------------------------------------------
@@ -252,6 +260,7 @@ class WatchState:
         checks = sorted(self.checks.values(), key=lambda c: (c.status == "pass", c.layer, c.target, c.check))
         return {"deployment": self.deployment, "verdict": self.verdict(), "exit_code": self.exit_code(),
                 "started": self.started, "checks": to_data(checks), "targets_up": dict(self.target_up),
+                "unknown_targets": self.unknown_targets(),
                 "inflight": {"verdict": self.inflight.verdict if self.inflight else UNKNOWN,
                              "summary": self.inflight.summary if self.inflight else "",
                              "pinned": self.pinned, "pinned_seconds": self.pinned_seconds(now)},

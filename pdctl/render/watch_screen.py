@@ -29,6 +29,9 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
     """The live view of `state` at unix time `now`. Pure (given the state)."""
     checks = list(state.checks.values())
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("fail", "unknown", "warn", "pass")}
+    with_checks = {c.target for c in checks if c.status == "unknown"}
+    silent = [t for t in state.unknown_targets() if t not in with_checks]   # unknown from their first round
+    counts["unknown"] += len(silent)
     verdict = state.verdict()
     out = Text()
     out.append(f"watch {state.deployment}: ", style="bold")
@@ -48,6 +51,9 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
             out.append(f"        {found}\n", style="dim")
         if c.status == "warn" and c.detail and c.detail != found:
             out.append(f"        {c.detail}\n", style="dim")
+    for target in silent:
+        out.append("unknown", style=STYLE["unknown"])
+        out.append(f" {target}: its host did not answer\n")
     failing_pairs = [p for p in state.pairs.values() if p.consecutive_failures > 1]
     for p in failing_pairs:
         out.append(f"pair {p.prefill} -> {p.decode}: {p.consecutive_failures} failed canaries in a row\n",

@@ -137,3 +137,34 @@ def test_watch_exporter_sees_a_decode_die_and_recover(deployed, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def test_a_host_that_does_not_answer_is_unknown_and_the_rest_are_watched(tmp_path):
+    """decode on an SSH host whose port nothing listens on (a real connection attempt, refused): its targets are
+    unknown (exit 3), never failed; the local roles (not deployed) are still checked and fail."""
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = local_inventory("watch-gone", ports)
+    inv["hosts"]["gone"] = {"transport": "ssh", "address": "127.0.0.1", "port": free_port(), "connect_timeout": 2,
+                            "http": "tunnel", "accept_new_host_key": True}
+    inv["hosts"]["local"]["internal_address"] = "127.0.0.1"
+    inv["roles"]["decode"][0].update(host="gone", listen_host="0.0.0.0")
+    inv["roles"]["prefill"][0]["listen_host"] = "0.0.0.0"
+    inv["watch"] = {"inflight_window": 2}
+    path = write_inventory(tmp_path / "inv.yaml", inv)
+    r = pdctl(["watch", "-i", str(path), "--listen", f"127.0.0.1:{free_port()}", "--once", "--json"],
+              state=tmp_path, timeout=60)
+    assert r.code == 3, r.output
+    doc = r.json()
+    decode = f"decode[0]@gone:{ports['decode']}"
+    assert decode in doc["unknown_targets"] and doc["targets_up"][decode] is False
+    assert not any(c["target"] == decode and c["status"] == "fail" for c in doc["checks"])
+    local = {c["target"] for c in doc["checks"] if c["layer"] == "health"}
+    assert local == {f"prefill[0]@local:{ports['prefill']}", f"router[0]@local:{ports['router']}"}
+    assert {c["status"] for c in doc["checks"] if c["layer"] == "health"} == {"fail"}   # not deployed: refused
+    r80 = pdctl(["watch", "-i", str(path), "--listen", f"127.0.0.1:{free_port()}", "--once"], state=tmp_path,
+                env={"COLUMNS": "80"}, timeout=60)
+    assert r80.code == 3
+    lines = r80.stdout.splitlines()
+    assert lines[0].startswith("watch watch-gone: FAIL") and "2 unknown" in lines[0], r80.stdout   # decode, its pair
+    assert f"unknown {decode}: its host did not answer" in r80.stdout
+    assert all(len(line) <= 80 for line in lines), r80.stdout
