@@ -213,6 +213,9 @@ class WatchSettings(_Strict):
     pairs_every: float = Field(30.0, gt=0, le=86400)      # a canary for every prefill x decode pair
     flags_every: float = Field(60.0, gt=0, le=86400)      # live flags/env and the restart lineage
     listen: str = "127.0.0.1:9464"                        # the exporter's HOST:PORT
+    heal_pin_after: float = Field(60.0, gt=0, le=86400)   # --heal: a pin seen this long is healed
+    heal_pair_failures: int = Field(3, ge=1, le=1000)     # --heal: a pair failing this many canaries in a row
+    heal_max_per_hour: int = Field(2, ge=1, le=60)        # --heal: then it alerts and stops acting
 
     @field_validator("listen")
     @classmethod

@@ -40,6 +40,10 @@ def watch(
     once: Annotated[bool, typer.Option("--once", help="One round of every cadence (the inflight cadence until its "
                                        "window is full), then exit as final-health does.")] = False,
     for_s: Annotated[Optional[float], typer.Option("--for", metavar="SECONDS", help="Stop after SECONDS.")] = None,
+    heal: Annotated[str, typer.Option("--heal", metavar="off|dry|on", help="Heal the known cases (a confirmed "
+                    "pin, a pair broken in K canaries, the degraded bootstrap), guarded: under the lock, at most "
+                    "watch.heal_max_per_hour, never on an unknown host (docs/watch.md). dry: say what it would do."
+                    )] = "off",
     json_out: JsonOpt = False,
 ) -> None:
     """Verify continuously: every layer on its cadence, an exporter, a timeline.
@@ -62,6 +66,8 @@ def watch(
 
     if for_s is not None and not (math.isfinite(for_s) and for_s > 0):
         raise UsageError(f"--for {for_s:g}: must be a number of seconds > 0")
+    if heal not in ("off", "dry", "on"):
+        raise UsageError(f"--heal {heal!r}: choose off, dry or on")
     inv = load_inventory(inventory)
     serve = exporter_address(listen or inv.watch.listen, listen_any)
     if json_out and timeline == "-":
@@ -74,7 +80,12 @@ def watch(
         sinks.append(ChangeLines())
     try:
         with open_deployment(inv, quiet=True) as dep:
-            result = run_watch(dep, on_lines=sinks, for_s=for_s, once=once, serve=serve,
+            hooks = []
+            if heal != "off":
+                from pdctl.ops.heal import Healer
+
+                hooks.append(Healer(dep, dry=heal == "dry"))
+            result = run_watch(dep, on_lines=sinks, hooks=hooks, for_s=for_s, once=once, serve=serve,
                                screen=LiveScreen if live else None)
     finally:
         if writer is not None:
