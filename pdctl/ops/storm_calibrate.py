@@ -39,7 +39,7 @@ def _hist(dep: Deployment, name: str) -> tuple[float, float] | None:
     return (total_s, total_c) if seen else None
 
 
-BACKGROUND_PROBE_S = 2.0   # how long the calibration watches the prefill histograms before its first request
+BACKGROUND_PROBE_S = 3.0   # how long the calibration watches the prefill histograms before its first request
 
 
 def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random, *,
@@ -54,7 +54,8 @@ def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random, 
     lat0, pre0 = _hist(dep, KV_TRANSFER_LATENCY_MS), _hist(dep, PREFILL_TTFT)
     probed = time.monotonic() - started
     bg_lat, bg_pre = histogram_mean_delta(lat_b, lat0), histogram_mean_delta(pre_b, pre0)
-    bg_n = (pre0[1] - pre_b[1]) if pre0 and pre_b and pre0[1] >= pre_b[1] else 0.0
+    # every request ends in a transfer; not every server observes a prefill-side TTFT: the larger count is the rate
+    bg_n = max((a[1] - b[1] for a, b in ((lat0, lat_b), (pre0, pre_b)) if a and b and a[1] >= b[1]), default=0.0)
     ttfts, failures, lats, pres = [], [], [], []
     with dep.progress.step(f"calibrate: {cfg.calib_requests} lone request(s) of {cfg.prompt_tokens} tokens"):
         for k in range(cfg.calib_requests):
