@@ -77,6 +77,8 @@ class InflightVerdict:
             if self.queue_changes:
                 prog.append(f"queue changed {self.queue_changes}x")
             s = f"nonzero ({_gauges(held) or 'drained at the end'}) with progress: {', '.join(prog)}"
+            if self.balance_median is not None:
+                s += f"; room balance median {fmt_count(self.balance_median)} over {fmt_s(self.balance_covered_s)}"
         elif self.pinned_by == ROOM_BALANCE:
             s = (f"pinned under load: the cross-side room balance held a median of {fmt_count(self.balance_median)} "
                  f"over {fmt_s(self.balance_window_s)} while traffic flowed, and the prefill inflight queue was "

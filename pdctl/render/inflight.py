@@ -24,8 +24,8 @@ def num(v: Any) -> str:
 
 INFLIGHT_COLS = (Col("t (s)", ident=True, right=True, head=True), Col("prefill bootstrap", right=True),
                  Col("prefill inflight", right=True), Col("decode prealloc", right=True),
-                 Col("decode transfer", right=True), Col("running", right=True), Col("room balance", right=True),
-                 Col("generation tokens", right=True), Col("note"))
+                 Col("decode transfer", right=True), Col("running", right=True), Col("generation tokens", right=True),
+                 Col("note"))
 _GAUGES = ("sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_inflight_queue_reqs",
            "sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs", "sglang:num_running_reqs")
 
@@ -38,7 +38,7 @@ def print_chart(c, values, times, title: str) -> None:
 
 def inflight_report(rep) -> None:
     c = render.console()
-    rows = [(f"{p.t:.1f}", *(num(p.gauges.get(k)) for k in _GAUGES), num(p.balance), num(p.generation_tokens),
+    rows = [(f"{p.t:.1f}", *(num(p.gauges.get(k)) for k in _GAUGES), num(p.generation_tokens),
              "; ".join(f"{k}: {v}" for k, v in p.errors.items())) for p in rep.points]
     c.print(grid("inflight samples", INFLIGHT_COLS, rows, c.width, narrow="inline"))
     print_chart(c, [p.inflight if p.complete else None for p in rep.points], [p.t for p in rep.points],
