@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pdctl.checks import metric_names as N
 from pdctl.checks.inflight import (BALANCE_WINDOW_S, NO_PROGRESS, ROOM_BALANCE, Point, balance_suspects_pin,
                                    judge_points)
@@ -105,3 +107,22 @@ def test_without_the_balance_gauges_the_old_rule_stands():
     v, _ = judge_points(idle, 9.0)
     assert v.verdict == "pinned" and v.pinned_by == NO_PROGRESS
     assert "NO decode progress" in v.summary
+
+
+def lagged(points, lag):
+    """The same series with the decode side's rooms read `lag` samples late (SGLang refreshes each side's gauges at
+    its own log interval, so one side can show a room the other has already let go)."""
+    out = []
+    for i, p in enumerate(points):
+        d = points[max(0, i - lag)].decode_rooms
+        out.append(Point(t=p.t, gauges=p.gauges, generation_tokens=p.generation_tokens, per_worker={}, counters={},
+                         gen_throughput={}, prefill_rooms=p.prefill_rooms, decode_rooms=d))
+    return out
+
+
+@pytest.mark.parametrize("lag", [1, 2, 3])
+def test_recorded_series_with_the_decode_refresh_lagging(lag):
+    calm = lagged(recorded("pinload-fixed-load.jsonl"), lag)
+    assert {v.verdict for _t, v in sliding(calm, 20.0)} <= {"busy", "drained"}
+    pinned = sliding(lagged(recorded("pinload-racy-pin.jsonl"), lag), 20.0)[-1][1]
+    assert pinned.verdict == "pinned" and pinned.pinned_by == ROOM_BALANCE
