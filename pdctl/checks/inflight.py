@@ -36,8 +36,8 @@ from pdctl.serialize import to_data
 
 LAYER = "inflight"
 VERDICTS = ("drained", "busy", "pinned")
-#: how long the room balance must hold before it calls a pin under load (measured: >= 1 from about 21 s after the
-#: pin, never in ~1,000 s of loaded traffic without one; docs/performance.md)
+#: how long the room balance must hold before it calls a pin under load (issue 15: a 30 s median >= 1 from about
+#: 21 s after the pin, never in ~1,000 s of loaded traffic without one; re-measured in docs/performance.md)
 BALANCE_WINDOW_S = 30.0
 BALANCE_MIN = 1.0
 NO_PROGRESS, ROOM_BALANCE = "no-progress", "room-balance"   # what a pinned verdict rests on
