@@ -203,6 +203,40 @@ class LintSettings(_Strict):
         return v
 
 
+class WatchSettings(_Strict):
+    """`pdctl watch` cadences (seconds between rounds of each) and where its exporter listens (docs/watch.md)."""
+
+    health_every: float = Field(5.0, gt=0, le=86400)      # /health, router /readiness, the transfer counters
+    inflight_interval: float = Field(1.0, gt=0, le=3600)  # one read of every worker's PD gauges, continuously
+    inflight_window: float = Field(20.0, gt=0, le=86400)  # the sliding window the inflight verdict judges
+    e2e_every: float = Field(30.0, gt=0, le=86400)        # a chat completion through each router
+    pairs_every: float = Field(30.0, gt=0, le=86400)      # a canary for every prefill x decode pair
+    flags_every: float = Field(60.0, gt=0, le=86400)      # live flags/env and the restart lineage
+    listen: str = "127.0.0.1:9464"                        # the exporter's HOST:PORT
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, v: str) -> str:
+        parse_listen(v)
+        return v
+
+    @model_validator(mode="after")
+    def _window_holds_samples(self) -> "WatchSettings":
+        if self.inflight_interval > self.inflight_window:
+            raise ValueError(f"inflight_interval {self.inflight_interval:g} must be at most inflight_window "
+                             f"{self.inflight_window:g}")
+        return self
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """'127.0.0.1:9464' or '[::1]:9464' -> (host, port). Raises ValueError saying what HOST:PORT wants."""
+    host, sep, port = str(text).rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"listen {text!r}: expected HOST:PORT with a port 1-65535 (e.g. 127.0.0.1:9464)")
+    return host, int(port)
+
+
 class Inventory(_Strict):
     name: str = Field("local", pattern=SAFE_NAME)
     engine: Literal["bundled", "sglang"] = "bundled"
@@ -213,6 +247,7 @@ class Inventory(_Strict):
     roles: Roles
     final_health: FinalHealth = Field(default_factory=FinalHealth)
     lint: LintSettings = Field(default_factory=LintSettings)
+    watch: WatchSettings = Field(default_factory=WatchSettings)
     source: str = Field("<embedded default>", exclude=True)
 
     @model_validator(mode="after")

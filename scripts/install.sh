@@ -20,6 +20,29 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v 
   fi
 fi
 
+# Debian's prometheus: promtool for the alert-rule tests, the server for tests/fixtures/prometheus.py (each test
+# starts its own on a free loopback port). The package's own service must not run: a policy-rc.d (unless one is
+# there already) stops its postinst starting it, and it is disabled so no boot starts it either;
+# --no-install-recommends keeps prometheus-node-exporter (another service, on 9100) out.
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    own_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
+    fi
+    rc=0
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || rc=$?
+    if [ -n "$own_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+    [ "$rc" = 0 ] || exit "$rc"
+    if [ -d /run/systemd/system ]; then systemctl stop prometheus.service >/dev/null 2>&1 || true; fi
+    systemctl disable prometheus.service >/dev/null 2>&1 || true
+  else
+    echo "install.sh: not root: install Debian's prometheus package (promtool and the server) yourself for the" \
+         "alert-rule tests" >&2
+  fi
+fi
+
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore "torch==2.13.0"
 # compat: a plain .pth path entry, not setuptools' import hook, which costs every pdctl start ~10 ms of imports
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[engine,test]" \

@@ -27,6 +27,7 @@ COMMANDS = {
     "lint": "pdctl.cli.lint:lint",
     "ssh": "pdctl.cli.ssh_cmd:ssh",
     "verify": "pdctl.cli.verify:app",
+    "watch": "pdctl.cli.watch:watch",
 }
 
 

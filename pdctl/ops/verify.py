@@ -18,7 +18,7 @@ from pdctl import launch, state
 from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.router import judge_router_workers, title_rewritten
-from pdctl.errors import PdctlError
+from pdctl.errors import PdctlError, RefusedError, UnreachableError
 from pdctl.ops.context import Deployment
 from pdctl.ops.fanout import raise_first_unreachable
 from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, host_lineage_path, load_lineage_record  # noqa: F401 (callers)
@@ -143,6 +143,20 @@ def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | Non
     return results
 
 
+def _observe_host(dep: Deployment, host: str) -> dict[tuple[str, int], tuple]:
+    """(role, index) -> (ServiceStatus, ProcessInfo|None) of the roles on `host`, in one remote command. Raises
+    UnreachableError/RefusedError when the host cannot be asked (fan_out keeps it as the host's error)."""
+    names = {dep.inv.service_name(role, i): (role, i) for role, i, inst in dep.inv.instances() if inst.host == host}
+    try:
+        seen = dep.services(host).observe(list(names))
+    except (UnreachableError, RefusedError):
+        raise
+    except PdctlError as e:  # the host answered, the read failed: shown for its roles, the others stand
+        down = e.message.splitlines()[0]
+        return {key: (ServiceStatus(name, False, None, None, detail=down), None) for name, key in names.items()}
+    return {key: seen[name] for name, key in names.items()}
+
+
 def live_processes(dep: Deployment) -> dict[str, Any]:
     """label -> (role, index, ServiceStatus, ProcessInfo|None) for every role instance: each host's services and
     their processes read in ONE remote command per host (`ServiceManager.observe`), hosts in parallel.
@@ -150,27 +164,22 @@ def live_processes(dep: Deployment) -> dict[str, Any]:
     Raises the first UnreachableError/RefusedError (exit 3/4, e.g. "unknown: gpu1 did not answer within 20 s")
     once every host was asked: a host that could not be asked says nothing about its processes, so it is
     never reported as "no live main process" (nor counted in a lineage record)."""
-    from pdctl.errors import RefusedError, UnreachableError
-
-    on_host: dict[str, dict[str, tuple[str, int]]] = {}
-    for role, i, inst in dep.inv.instances():
-        on_host.setdefault(inst.host, {})[dep.inv.service_name(role, i)] = (role, i)
-
-    def one(host: str) -> dict[tuple[str, int], tuple]:
-        names = on_host[host]
-        try:
-            seen = dep.services(host).observe(list(names))
-        except (UnreachableError, RefusedError):
-            raise   # fan_out keeps it as this host's error; raised below
-        except PdctlError as e:  # the host answered, the read failed: shown for its roles, the others stand
-            down = e.message.splitlines()[0]
-            return {key: (ServiceStatus(name, False, None, None, detail=down), None) for name, key in names.items()}
-        return {key: seen[name] for name, key in names.items()}
-
-    results = dep.each_host(one)
+    results = dep.each_host(lambda host: _observe_host(dep, host))
     raise_first_unreachable(results)
-    found = {key: value for r in results for key, value in r.value.items()}
-    return {dep.inv.label(role, i): (role, i, *found[(role, i)]) for role, i, _ in dep.inv.instances()}
+    return _by_label(dep, results)
+
+
+def _by_label(dep: Deployment, results) -> dict[str, Any]:
+    found = {key: value for r in results if r.reached for key, value in r.value.items()}
+    return {dep.inv.label(role, i): (role, i, *found[(role, i)]) for role, i, _ in dep.inv.instances()
+            if (role, i) in found}
+
+
+def live_processes_reached(dep: Deployment) -> tuple[dict[str, Any], dict[str, PdctlError]]:
+    """live_processes of the hosts that answered, and host -> the error of each host that could not be asked:
+    its roles are left out (unknown, never "no live main process"). For `pdctl watch`, which watches the rest."""
+    results = dep.each_host(lambda host: _observe_host(dep, host))
+    return _by_label(dep, results), {r.label: r.error for r in results if not r.reached}
 
 
 def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:

@@ -8,7 +8,7 @@ from rich.text import Text
 from pdctl import render
 from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
 from pdctl.checks.result import NEXT_PAIR_RESTART, NEXT_TRIAGE
-from pdctl.render.layout import Col, block, grid
+from pdctl.render.layout import Col, block, grid, pack
 
 _CELL_STYLE = {PASS: "green", FAIL: "bold red", UNKNOWN: "yellow"}
 
@@ -39,7 +39,14 @@ def pairs_report(rep) -> None:
     v = rep.verdict
     word = "PASS" if v.ok else ("UNKNOWN" if rep.exit_code == 3 else "FAIL")
     style = "bold green" if v.ok else ("yellow" if word == "UNKNOWN" else "bold red")
-    c.print(Text(f"verify pairs: {word} ({v.summary})", style=style))
+    line = f"verify pairs: {word} ({v.summary})"
+    if len(line) <= c.width:
+        c.print(Text(line, style=style))
+    else:    # the names on their own lines, broken only between pairs: a pair name is never cut
+        head, names = v.summary.split(": ", 1)
+        c.print(Text(f"verify pairs: {word} ({head})", style=style))
+        for part in pack([f"{n}," for n in names.split(", ")[:-1]] + [names.split(", ")[-1]], c.width - 2, sep=" "):
+            c.print(Text("  ") + part)
     c.print(Text(f"  {len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
                  f"(budget {rep.budget_s:g}s), straight to each pair's two workers", style="dim"))
     cols, rows = matrix_rows(rep)

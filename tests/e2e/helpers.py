@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -71,3 +72,28 @@ def layer(report: dict, name: str) -> list[dict]:
 
 def statuses(report: dict, name: str) -> set[str]:
     return {r["status"] for r in layer(report, name)}
+
+
+def kill_leftovers(state: Path) -> None:
+    """SIGKILL the process group of every pidfile under `state` (what a failed test's `down` may leave)."""
+    for pidfile in state.rglob("*.pid"):
+        try:
+            text = pidfile.read_text()
+            pid = int(json.loads(text)["pid"]) if text.strip().startswith("{") else int(text.split()[0])
+            os.killpg(pid, signal.SIGKILL)
+        except (ValueError, KeyError, ProcessLookupError, PermissionError, IndexError, OSError):
+            pass
+
+
+def deployed(tmp_path_factory, name: str, inv: dict, *, timeout: float = 600):
+    """Deploy `inv` (no final-health) in a fresh state dir; yield {"state", "inv" (its path), "data"}; always
+    `down` and kill what is left. For a module fixture: `yield from deployed(...)`."""
+    state = tmp_path_factory.mktemp(name)
+    path = write_inventory(state / "inv.yaml", inv)
+    try:
+        r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state, timeout=timeout)
+        assert r.code == 0, r.output
+        yield {"state": state, "inv": path, "data": inv}
+    finally:
+        pdctl(["down", "-i", str(path)], state=state, timeout=120)
+        kill_leftovers(state)

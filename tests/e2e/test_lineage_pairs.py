@@ -7,25 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import layer, pdctl, write_inventory
+from tests.e2e.helpers import deployed, layer, pdctl
 from tests.e2e.test_verify_pairs import xpyd_inventory
-from tests.engine.test_storm_engine import _kill_leftovers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 
 @pytest.fixture(scope="module")
 def xpyd(tmp_path_factory):
-    state = tmp_path_factory.mktemp("lineage-xpyd")
-    inv = xpyd_inventory("lineage-xpyd")
-    path = write_inventory(state / "inv.yaml", inv)
-    try:
-        r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state, timeout=400)
-        assert r.code == 0, r.output
-        yield {"state": state, "inv": path}
-    finally:
-        pdctl(["down", "-i", str(path)], state=state, timeout=120)
-        _kill_leftovers(state)
+    yield from deployed(tmp_path_factory, "lineage-xpyd", xpyd_inventory("lineage-xpyd"))
 
 
 def _run(dep, *args: str, env: dict | None = None, timeout: float = 240):

@@ -11,9 +11,8 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.helpers import pdctl, write_inventory
+from tests.e2e.helpers import deployed, pdctl
 from tests.e2e.test_verify_pairs import xpyd_inventory
-from tests.engine.test_storm_engine import _kill_leftovers
 from tests.fixtures.client_load import ClientLoad
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -21,16 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 @pytest.fixture(scope="module")
 def dep(tmp_path_factory):
-    state = tmp_path_factory.mktemp("rolling")
-    inv = xpyd_inventory("rolling")
-    path = write_inventory(state / "inv.yaml", inv)
-    try:
-        r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state, timeout=400)
-        assert r.code == 0, r.output
-        yield {"state": state, "inv": path, "data": inv}
-    finally:
-        pdctl(["down", "-i", str(path)], state=state, timeout=120)
-        _kill_leftovers(state)
+    yield from deployed(tmp_path_factory, "rolling", xpyd_inventory("rolling"))
 
 
 def run(dep, *args: str, timeout: float = 300):

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.helpers import pdctl, write_inventory
-from tests.engine.test_storm_engine import _kill_leftovers
+from tests.e2e.helpers import deployed, pdctl
 from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -35,15 +34,7 @@ def xpyd_inventory(name: str, *, prefill_env: list[dict] | None = None, decode_e
 
 
 def _deploy(tmp_path_factory, name: str, inv: dict):
-    state = tmp_path_factory.mktemp(name)
-    path = write_inventory(state / "inv.yaml", inv)
-    try:
-        r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state, timeout=400)
-        assert r.code == 0, r.output
-        yield {"state": state, "inv": path, "data": inv}
-    finally:
-        pdctl(["down", "-i", str(path)], state=state, timeout=120)
-        _kill_leftovers(state)
+    return deployed(tmp_path_factory, name, inv, timeout=400)
 
 
 def _run(dep, *args: str, timeout: float = 120):
@@ -137,7 +128,11 @@ def test_decode_restart_breaks_exactly_the_armed_prefills_pairs_while_the_router
     screen = pdctl(["verify", "pairs", "--budget", "4", "-i", str(dep["inv"])], state=dep["state"],
                    env={"COLUMNS": "80"}, timeout=120)
     assert screen.code == 1 and all(len(line) <= 80 for line in screen.stdout.splitlines()), screen.stdout
-    assert screen.stdout.splitlines()[0].startswith("verify pairs: FAIL (2 of 4 pair(s) failed"), screen.stdout
-    failed = screen.stdout.split("failed pairs", 1)[1]
+    lines = screen.stdout.splitlines()
+    assert lines[0].startswith("verify pairs: FAIL (2 of 4 pair(s) failed"), screen.stdout
+    # the verdict's pair names are never cut across lines
+    named = " ".join(lines[:3])
+    assert "prefill[0] -> decode[0]," in named and "prefill[0] -> decode[1]" in named, screen.stdout
+    failed = screen.stdout.split("failed pairs", 1)[1].split("restart-lineage hazards", 1)[0]
     assert "prefill[0] -> decode[0]" in failed and "prefill[0] -> decode[1]" in failed, screen.stdout
     assert "prefill[1] ->" not in failed, screen.stdout

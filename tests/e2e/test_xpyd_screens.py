@@ -9,8 +9,7 @@ import re
 
 import pytest
 
-from tests.e2e.helpers import pdctl, write_inventory
-from tests.engine.test_storm_engine import _kill_leftovers
+from tests.e2e.helpers import deployed, pdctl, write_inventory
 from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -42,16 +41,7 @@ def labels(inv: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def dep(tmp_path_factory):
-    state = tmp_path_factory.mktemp("xpyd-screens")
-    inv = inventory("xpyd-screens")
-    path = write_inventory(state / "inv.yaml", inv)
-    try:
-        r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state, timeout=600)
-        assert r.code == 0, r.output
-        yield {"state": state, "inv": path, "data": inv}
-    finally:
-        pdctl(["down", "-i", str(path)], state=state, timeout=120)
-        _kill_leftovers(state)
+    yield from deployed(tmp_path_factory, "xpyd-screens", inventory("xpyd-screens"))
 
 
 def _run(dep, *args: str, inv=None):

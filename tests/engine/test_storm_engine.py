@@ -9,14 +9,12 @@ delay) the same storm drains. Hit rates are printed, never asserted as times.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import threading
 import time
 
 import pytest
 
+from tests.e2e.helpers import kill_leftovers as _kill_leftovers
 from tests.e2e.helpers import local_inventory, pdctl, write_inventory
 from tests.fixtures.net import free_port
 
@@ -25,16 +23,6 @@ pytestmark = [pytest.mark.engine]
 DELAY = "transfer-delay-ms=500"
 STORM = ["--prompt-tokens", "3000", "--sample-every", "1", "--watch", "4", "--calibrate", "2", "--seed", "7",
          "--max-new-tokens", "32"]
-
-
-def _kill_leftovers(state):
-    for pidfile in state.rglob("*.pid"):
-        try:
-            text = pidfile.read_text()
-            pid = int(json.loads(text)["pid"]) if text.strip().startswith("{") else int(text.split()[0])
-            os.killpg(pid, signal.SIGKILL)
-        except (ValueError, KeyError, ProcessLookupError, PermissionError, IndexError, OSError):
-            pass
 
 
 def _deploy(tmp_path_factory, name, prefill_drills, extra=None):

@@ -45,7 +45,7 @@ def test_inventory_reference_lists_every_field():
     from pdctl import inventory as m
 
     text = (REPO / "docs" / "inventory.md").read_text()
-    for model in (m.Inventory, m.Host, m.RoleInstance, m.FinalHealth, m.Probe, m.Expect):
+    for model in (m.Inventory, m.Host, m.RoleInstance, m.FinalHealth, m.Probe, m.Expect, m.WatchSettings):
         for name in model.model_fields:
             if name == "source":
                 continue

@@ -1,0 +1,102 @@
+"""The watch's guarded self-healing (issue 15, `pdctl watch --heal`): which known case is confirmed, what the
+smallest healing action is, and whether the guards allow it now. Pure: the watch gathers, pdctl.ops.heal acts.
+
+The known cases, and only these:
+- pinned:             the inflight verdict has been `pinned` for longer than `pin_confirm_s` (the seed's wedge);
+- pair-broken:        a prefill x decode pair failed `pair_failures` consecutive canaries;
+- degraded-bootstrap: the lineage judge names a decode restarted under a long-running prefill AND a canary of such
+                      a pair failed (a hazard alone, with every canary passing, is alerted, not healed).
+The action: on xPyD (two or more prefills and decodes) the rolling co-restart, which keeps the service up; a pin,
+whose room never drains (the rolling restart waits for drains), and a 1P1D deployment get `restart --pair`.
+The guards, in order: any target unknown (a host that did not answer: never act on what cannot be seen), the
+previous heal's final-health red, the budget (at most `max_per_hour` heals in the last hour; then the watch says
+so and stops acting until the hour has passed), and a heal already running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+HOUR_S = 3600.0
+CASES = ("pinned", "pair-broken", "degraded-bootstrap")
+
+
+@dataclass(frozen=True)
+class HealPolicy:
+    pin_confirm_s: float = 60.0       # a pin must be seen this long first (a storm's abort can hold a room briefly)
+    pair_failures: int = 3            # consecutive failed canaries (at the 30 s cadence: 90 s of a broken pair)
+    max_per_hour: int = 2             # then alert (pdctl_heal_budget_exhausted) and stop acting
+
+
+@dataclass(frozen=True)
+class HealView:
+    """What the watch knows now, reduced to what the decision needs."""
+    pinned_for_s: float | None                       # None: not pinned
+    pair_failures: Mapping[tuple[int, int], int]     # (prefill, decode) -> consecutive failed canaries
+    lineage_hazards: Sequence[tuple[int, int, str]]  # (prefill, decode, hazard) from pdctl.checks.lineage
+    unknown: Sequence[str]                           # targets that did not answer in their last round
+    n_prefill: int
+    n_decode: int
+
+
+@dataclass
+class HealDecision:
+    case: str | None                  # one of CASES, or None: nothing to heal
+    action: str | None = None         # "restart --rolling" | "restart --pair"
+    reason: str = ""                  # what was seen, for the timeline and the audit record
+    refused: str | None = None        # a guard that stops it now
+    evidence: list[str] = field(default_factory=list)
+
+    @property
+    def act(self) -> bool:
+        return self.case is not None and self.refused is None
+
+
+def confirmed_case(view: HealView, policy: HealPolicy) -> tuple[str | None, str, list[str]]:
+    """(case, reason, evidence) of the most urgent confirmed known case, or (None, "", [])."""
+    if view.pinned_for_s is not None and view.pinned_for_s >= policy.pin_confirm_s:
+        return "pinned", f"inflight pinned for {view.pinned_for_s:.0f}s (>= {policy.pin_confirm_s:g}s)", []
+    broken = sorted(k for k, n in view.pair_failures.items() if n >= policy.pair_failures)
+    names = [f"prefill[{i}] -> decode[{j}]" for i, j in broken]
+    hazards = {(i, j) for i, j, h in view.lineage_hazards if h == "degraded-bootstrap"}
+    degraded = [k for k in broken if k in hazards]
+    if degraded:
+        return ("degraded-bootstrap", f"{len(degraded)} pair(s) broken after a decode restarted under their "
+                f"long-running prefill: {', '.join(names[broken.index(k)] for k in degraded)}",
+                [f"{n} failed {view.pair_failures[k]} canaries in a row" for n, k in zip(names, broken)])
+    if broken:
+        return ("pair-broken", f"{len(broken)} pair(s) failed {policy.pair_failures}+ canaries in a row: "
+                f"{', '.join(names)}", [f"{n}: {view.pair_failures[k]} in a row" for n, k in zip(names, broken)])
+    return None, "", []
+
+
+def smallest_action(case: str, view: HealView) -> str:
+    if case != "pinned" and view.n_prefill >= 2 and view.n_decode >= 2:
+        return "restart --rolling"
+    return "restart --pair"
+
+
+def decide(view: HealView, policy: HealPolicy, *, heals_at: Iterable[float], now: float,
+           last_heal_ok: bool | None, healing: bool = False) -> HealDecision:
+    """The decision for this round. `heals_at`: times of the heals done (or tried) so far; `last_heal_ok`: the
+    previous heal's final-health verdict (None: no heal yet)."""
+    case, reason, evidence = confirmed_case(view, policy)
+    if case is None:
+        return HealDecision(None)
+    d = HealDecision(case, smallest_action(case, view), reason, evidence=evidence)
+    recent = [t for t in heals_at if now - t < HOUR_S]
+    if view.unknown:
+        d.refused = f"not acting: {', '.join(view.unknown)} did not answer (unknown is never acted on)"
+    elif healing:
+        d.refused = "not acting: the previous heal is still running"
+    elif last_heal_ok is False:
+        d.refused = "not acting: the previous heal's final-health is red (a human must look)"
+    elif len(recent) >= policy.max_per_hour:
+        d.refused = (f"not acting: heal budget spent ({len(recent)} in the last hour, at most "
+                     f"{policy.max_per_hour}); next allowed in {HOUR_S - (now - min(recent)):.0f}s")
+    return d
+
+
+def budget_exhausted(heals_at: Iterable[float], now: float, policy: HealPolicy) -> bool:
+    return sum(1 for t in heals_at if now - t < HOUR_S) >= policy.max_per_hour

@@ -1,0 +1,47 @@
+"""When each of `pdctl watch`'s cadences runs: a tick is due every `every` seconds; a tick that comes while the
+previous round of the same cadence still runs is skipped (and counted), never queued, so a slow round cannot pile
+rounds up behind it. Pure: the caller passes the clock reading."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CADENCES = ("health", "inflight", "e2e", "pairs", "flags")
+
+RUN = "run"
+SKIP = "skip"
+
+
+@dataclass
+class CadenceClock:
+    name: str
+    every: float
+    next_due: float = 0.0         # clock reading of the next tick (0: at the first look)
+    running: bool = False         # a round of this cadence has started and not finished
+    skipped: int = 0              # ticks skipped because the previous round still ran
+
+    def __post_init__(self) -> None:
+        if not self.every > 0:
+            raise ValueError(f"{self.name}: every must be > 0 seconds, got {self.every!r}")
+
+    def tick(self, now: float) -> str | None:
+        """RUN when a round is due and none runs (the round is marked running); SKIP when due but the previous
+        round still runs (that tick is dropped: the next is one period later); None when not due."""
+        if now < self.next_due:
+            return None
+        # the next tick one period after this one, or a period from now when the clock fell a period behind
+        # (a late wake-up, a suspended laptop): never a burst of catch-up rounds
+        nxt = self.next_due + self.every
+        self.next_due = nxt if nxt > now else now + self.every
+        if self.running:
+            self.skipped += 1
+            return SKIP
+        self.running = True
+        return RUN
+
+    def finished(self) -> None:
+        self.running = False
+
+    def wait_s(self, now: float) -> float:
+        """Seconds until this cadence's next tick (0 when due)."""
+        return max(0.0, self.next_due - now)

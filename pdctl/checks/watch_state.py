@@ -1,0 +1,272 @@
+"""What `pdctl watch` knows across rounds: each check's last status, each target's reachability, the failure
+counters since the watch started, the inflight window and its pin, the pair canaries, the lineage hazards and the
+rounds. Pure: ops/watch.py feeds it observations with the time they were made; every method returns the timeline
+lines the change made (checks.watch_state never reads a clock, a host or a file).
+
+Statuses: pass | warn | fail | unknown. A target whose host could not be asked is unknown (never fail): its checks
+turn unknown, and come back with what the next answer says ("recovered"). A counter that drops is a restart of the
+process exposing it, never a failure, and the failures counted before it still count (checks.watch_counters).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from pdctl.checks.inflight import InflightVerdict, Point, inflight_results, judge_points
+from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.watch_counters import CounterTrack
+
+UNKNOWN = "unknown"
+#: the failure counters of read_point's Point.counters, by the `kind` label of pdctl_kv_failures_since_start
+FAILURE_KINDS = {"transfer": "transfer_failed", "bootstrap": "bootstrap_failed"}
+#: counters whose drop shows a restart (generation tokens move on every decode, so they show it best)
+RESTART_EVIDENCE = (*FAILURE_KINDS.values(), "generation_tokens")
+
+
+@dataclass
+class CheckState:
+    cadence: str
+    layer: str
+    target: str
+    check: str
+    status: str                   # pass | warn | fail | unknown
+    observed: str = ""
+    expected: str = ""
+    detail: str = ""
+    since: float = 0.0            # unix time of the last status change
+    next_step: str = ""
+
+    def line(self, t: float, deployment: str) -> dict[str, Any]:
+        """Its timeline line (docs/watch.md)."""
+        return {"t": t, "deployment": deployment, "cadence": self.cadence, "layer": self.layer, "target": self.target,
+                "check": self.check, "status": self.status, "observed": self.observed, "expected": self.expected}
+
+
+@dataclass
+class PairState:
+    prefill: str                  # labels
+    decode: str
+    status: str = UNKNOWN         # pass | fail | unknown
+    latency_s: float | None = None
+    consecutive_failures: int = 0
+
+
+@dataclass
+class RoundInfo:
+    last_complete: float | None = None    # unix time the last complete round ended
+    seconds: float | None = None          # how long it took
+    ok: bool | None = None                # no failed check in it
+    rounds: int = 0
+    skipped: int = 0                      # ticks skipped while it ran
+
+
+@dataclass
+class WatchState:
+    deployment: str
+    started: float                        # unix time the watch started
+    inflight_window_s: float = 20.0
+    checks: dict[tuple[str, str, str], CheckState] = field(default_factory=dict)
+    target_up: dict[str, bool] = field(default_factory=dict)
+    counters: dict[tuple[str, str], CounterTrack] = field(default_factory=dict)
+    points: deque = field(default_factory=deque)
+    inflight: InflightVerdict | None = None
+    pin_started: float | None = None      # unix time the current pin began (its evidence: no progress since)
+    pairs: dict[tuple[str, str], PairState] = field(default_factory=dict)
+    hazards: dict[tuple[str, str], str] = field(default_factory=dict)   # (prefill, decode) -> hazard kind
+    processes: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)   # label -> (pid, start)
+    rounds: dict[str, RoundInfo] = field(default_factory=dict)
+    heals: dict[str, int] = field(default_factory=dict)                # outcome -> count (the heal's seam)
+    heal_budget_exhausted: bool = False
+
+    # -- checks and targets ------------------------------------------------------------------------------------
+    def apply_checks(self, cadence: str, results: Iterable[CheckResult], t: float, *,
+                     unknown: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        """One round of `cadence`: its results (each target's checks of this round replace those it had from this
+        cadence), and the targets it could not ask (`unknown`: target -> why): their checks of this cadence turn
+        unknown. Returns the timeline lines: a line per check whose status changed (and per new check), plus a
+        {"event": "target"} line when a target turns unknown or recovers."""
+        lines: list[dict[str, Any]] = []
+        seen: dict[str, set[tuple[str, str, str]]] = {}
+        for r in results:
+            if r.status is Status.SKIP:
+                continue
+            key = (r.layer, r.target, r.name)
+            seen.setdefault(r.target, set()).add(key)
+            new = CheckState(cadence, r.layer, r.target, r.name, r.status.value, r.observed, r.expected, r.detail,
+                             t, r.next_step)
+            old = self.checks.get(key)
+            if old is not None and old.status == new.status:
+                new.since = old.since
+            self.checks[key] = new
+            if old is None or old.status != new.status:
+                lines.append(new.line(t, self.deployment))
+        for target, keys in seen.items():   # a check this cadence no longer reports for the target is gone
+            for key in [k for k, c in self.checks.items() if c.cadence == cadence and c.target == target]:
+                if key not in keys:
+                    del self.checks[key]
+            lines += self._up(target, True, t)
+        for target, why in (unknown or {}).items():
+            lines += self._up(target, False, t, why)
+            for c in self.checks.values():   # every check of the target: none of them was asked
+                if c.target == target and c.status != UNKNOWN:
+                    c.status, c.observed, c.detail, c.since = UNKNOWN, why, why, t
+                    lines.append(c.line(t, self.deployment))
+        return lines
+
+    def _up(self, target: str, up: bool, t: float, why: str = "") -> list[dict[str, Any]]:
+        was = self.target_up.get(target)
+        self.target_up[target] = up
+        if was is None or was == up:
+            return [] if up or was is not None else [self._target_line(target, "unknown", t, why)]
+        return [self._target_line(target, "recovered" if up else "unknown", t, why)]
+
+    def _target_line(self, target: str, status: str, t: float, why: str) -> dict[str, Any]:
+        line = {"t": t, "deployment": self.deployment, "event": "target", "target": target, "status": status}
+        return line | ({"observed": why} if why else {})
+
+    # -- counters and restarts ---------------------------------------------------------------------------------
+    def apply_counters(self, counters: Mapping[str, Mapping[str, float]], t: float) -> list[dict[str, Any]]:
+        """The raw counters of each target (read_point's Point.counters). A drop is a restart of that target's
+        process: a {"event": "restart"} line, never a failure; the totals since start carry on."""
+        lines = []
+        for target, values in counters.items():
+            reset = [name for name in RESTART_EVIDENCE if name in values and
+                     self.counters.setdefault((target, name), CounterTrack()).observe(values[name])]
+            if reset:
+                lines.append({"t": t, "deployment": self.deployment, "event": "restart", "target": target,
+                              "observed": f"counter reset: {', '.join(reset)}"})
+        return lines
+
+    def failures_since_start(self) -> dict[tuple[str, str], float]:
+        """(target, kind) -> transfer/bootstrap failures counted since the watch started, across resets."""
+        return {(target, kind): self.counters[(target, name)].total
+                for (target, name) in self.counters for kind, n in FAILURE_KINDS.items() if n == name}
+
+    def transfer_checks(self) -> list[CheckResult]:
+        """The "transfer" layer from the counters: each worker's failures since the watch started, 0 to pass."""
+        out = []
+        for (target, kind), total in sorted(self.failures_since_start().items()):
+            name = f"{kind} failures since the watch started"
+            status = Status.PASS if total == 0 else Status.FAIL
+            out.append(CheckResult("transfer", target, name, status, observed=f"{total:g}", expected="0",
+                                   next_step="" if total == 0 else "pdctl triage"))
+        return out
+
+    def apply_processes(self, seen: Mapping[str, tuple[int | None, float | None]], t: float) -> list[dict[str, Any]]:
+        """label -> (pid, start time) of the running main processes: a changed pid is a restart line."""
+        lines = []
+        for label, (pid, start) in seen.items():
+            old = self.processes.get(label)
+            if old is not None and old[0] is not None and pid is not None and old[0] != pid:
+                lines.append({"t": t, "deployment": self.deployment, "event": "restart", "target": label,
+                              "observed": f"pid {old[0]} -> {pid}"})
+            self.processes[label] = (pid, start)
+        return lines
+
+    # -- inflight --------------------------------------------------------------------------------------------
+    def apply_point(self, point: Point, t: float) -> list[dict[str, Any]]:
+        """One inflight sample (`point.t` on the caller's monotonic clock, `t` unix time): slides the window,
+        judges it, follows the pin, and folds the counters the sample carried in."""
+        lines = self.apply_counters(point.counters, t)
+        self.points.append(point)
+        while len(self.points) > 1 and self.points[1].t <= point.t - self.inflight_window_s:
+            self.points.popleft()   # one point at or before the window's start anchors it
+        verdict, _notes = judge_points(list(self.points), self.inflight_window_s)
+        self.inflight = verdict
+        pinned = verdict is not None and verdict.verdict == "pinned" and verdict.conclusive
+        if pinned and self.pin_started is None:
+            self.pin_started = t - verdict.no_progress_for_s   # the pin began when progress last stopped
+        elif not pinned:
+            self.pin_started = None
+        return lines + self.apply_checks("inflight", inflight_results(verdict, list(self.points), partial=False), t)
+
+    @property
+    def pinned(self) -> bool:
+        return self.pin_started is not None
+
+    def pinned_seconds(self, now: float) -> float:
+        return 0.0 if self.pin_started is None else max(0.0, now - self.pin_started)
+
+    @property
+    def busy(self) -> bool:
+        return self.inflight is not None and self.inflight.verdict == "busy"
+
+    # -- pairs and lineage -----------------------------------------------------------------------------------
+    def apply_pairs(self, results: Sequence[tuple[str, str, str, float | None]], t: float) -> list[dict[str, Any]]:
+        """(prefill label, decode label, pass|fail|unknown, latency s or None) of each pair's last canary.
+        Consecutive failures count fails in a row; an unknown canary neither breaks nor extends the run."""
+        for p, d, status, latency in results:
+            st = self.pairs.setdefault((p, d), PairState(p, d))
+            st.status = status
+            if status == UNKNOWN:
+                continue
+            st.latency_s = latency
+            st.consecutive_failures = st.consecutive_failures + 1 if status == "fail" else 0
+        return []
+
+    def apply_hazards(self, hazards: Mapping[tuple[str, str], str], t: float) -> list[dict[str, Any]]:
+        """The lineage judge's hazardous pairs now; a line for each that appears or clears."""
+        lines = []
+        for key in sorted(set(hazards) | set(self.hazards)):
+            now, was = hazards.get(key), self.hazards.get(key)
+            if now != was:
+                lines.append({"t": t, "deployment": self.deployment, "event": "lineage", "prefill": key[0],
+                              "decode": key[1], "hazard": now or was, "status": "hazard" if now else "cleared"})
+        self.hazards = dict(hazards)
+        return lines
+
+    # -- rounds and the verdict ------------------------------------------------------------------------------
+    def round_done(self, cadence: str, t: float, seconds: float) -> dict[str, Any]:
+        info = self.rounds.setdefault(cadence, RoundInfo())
+        info.last_complete, info.seconds, info.rounds = t, seconds, info.rounds + 1
+        info.ok = not any(c.status == "fail" for c in self.checks.values() if c.cadence == cadence)
+        return {"t": t, "deployment": self.deployment, "event": "round", "cadence": cadence, "ok": info.ok,
+                "seconds": round(seconds, 3)}
+
+    def round_skipped(self, cadence: str, t: float) -> dict[str, Any]:
+        info = self.rounds.setdefault(cadence, RoundInfo())
+        info.skipped += 1
+        return {"t": t, "deployment": self.deployment, "event": "skip", "cadence": cadence,
+                "observed": "its previous round still runs: this tick was skipped"}
+
+    def unknown_targets(self) -> list[str]:
+        """Targets whose host did not answer in their last round (with or without checks seen before)."""
+        return sorted(t for t, up in self.target_up.items() if not up)
+
+    def _statuses(self) -> set[str]:
+        return {c.status for c in self.checks.values()} | ({UNKNOWN} if self.unknown_targets() else set())
+
+    def verdict(self) -> str:
+        """fail when any check fails; else unknown when any check or target is unknown; else warn when any
+        warns; else pass."""
+        statuses = self._statuses()
+        for s in ("fail", UNKNOWN, "warn"):
+            if s in statuses:
+                return s
+        return "pass"
+
+    def exit_code(self) -> int:
+        """final-health's: 3 something could not be asked (unknown), else 1 a check failed, else 0."""
+        statuses = self._statuses()
+        return 3 if UNKNOWN in statuses else (1 if "fail" in statuses else 0)
+
+    # -- the one document (--json) ---------------------------------------------------------------------------
+    def snapshot(self, now: float) -> dict[str, Any]:
+        """Everything the watch knows, as JSON-able data. Pure."""
+        from pdctl.serialize import to_data
+
+        checks = sorted(self.checks.values(), key=lambda c: (c.status == "pass", c.layer, c.target, c.check))
+        return {"deployment": self.deployment, "verdict": self.verdict(), "exit_code": self.exit_code(),
+                "started": self.started, "checks": to_data(checks), "targets_up": dict(self.target_up),
+                "unknown_targets": self.unknown_targets(),
+                "inflight": {"verdict": self.inflight.verdict if self.inflight else UNKNOWN,
+                             "summary": self.inflight.summary if self.inflight else "",
+                             "pinned": self.pinned, "pinned_seconds": self.pinned_seconds(now)},
+                "pairs": to_data(list(self.pairs.values())),
+                "failures_since_start": [{"target": t, "kind": k, "count": n}
+                                         for (t, k), n in sorted(self.failures_since_start().items())],
+                "lineage_hazards": [{"prefill": p, "decode": d, "hazard": h} for (p, d), h in sorted(self.hazards.items())],
+                "rounds": to_data(self.rounds), "heals": dict(self.heals),
+                "heal_budget_exhausted": self.heal_budget_exhausted}

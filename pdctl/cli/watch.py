@@ -1,0 +1,94 @@
+"""`pdctl watch`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
+
+LOOPBACK = ("localhost", "::1")
+
+
+def exporter_address(listen: str, listen_any: bool) -> tuple[str, int]:
+    """--listen as (host, port). Raises UsageError naming --listen for a bad HOST:PORT, and for an address other
+    than loopback without --listen-any (the exporter tells anyone who asks the deployment's state, unauthenticated)."""
+    from pdctl.errors import UsageError
+    from pdctl.inventory import parse_listen
+
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as e:
+        raise UsageError(f"--{e}") from None
+    if not (host in LOOPBACK or host.startswith("127.")) and not listen_any:
+        raise UsageError(f"--listen {listen}: not a loopback address; the exporter has no authentication",
+                         hint="pass --listen-any to serve it there anyway (behind a firewall), or listen on "
+                              "127.0.0.1 and let a local Prometheus scrape it")
+    return host, port
+
+
+@handle_errors
+def watch(
+    inventory: InventoryOpt = None,
+    listen: Annotated[Optional[str], typer.Option("--listen", metavar="HOST:PORT", help="Serve the exporter's "
+                      "/metrics here. Default: the inventory's watch.listen (127.0.0.1:9464).")] = None,
+    listen_any: Annotated[bool, typer.Option("--listen-any", help="Allow a --listen address other than "
+                                             "loopback (the exporter has no authentication).")] = False,
+    timeline: Annotated[Optional[str], typer.Option("--timeline", metavar="FILE|-", help="Append the verdict "
+                        "timeline as JSON lines to FILE, or to stdout with - (then the screen is off).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="One round of every cadence (the inflight cadence until its "
+                                       "window is full), then exit as final-health does.")] = False,
+    for_s: Annotated[Optional[float], typer.Option("--for", metavar="SECONDS", help="Stop after SECONDS.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Verify continuously: every layer on its cadence, an exporter, a timeline.
+
+    Runs health, inflight, e2e, pair canaries, flags and lineage on the inventory's `watch:` cadences over one
+    set of connections, serves the verdicts as Prometheus metrics on --listen, and shows what is not passing.
+    A host that does not answer makes its targets unknown; the rest stay watched.
+
+    Exit (with --once or --for): 0 all pass, 1 a check fails, 3 a target is unknown; 130 stopped by Ctrl-C or
+    SIGTERM."""
+    import math
+    import sys
+
+    from pdctl import render
+    from pdctl.errors import UsageError
+    from pdctl.inventory import load_inventory
+    from pdctl.ops.watch import run_watch
+    from pdctl.render.watch_screen import ChangeLines, LiveScreen, screen_text
+    from pdctl.render.watch_timeline import TimelineWriter
+
+    if for_s is not None and not (math.isfinite(for_s) and for_s > 0):
+        raise UsageError(f"--for {for_s:g}: must be a number of seconds > 0")
+    inv = load_inventory(inventory)
+    serve = exporter_address(listen or inv.watch.listen, listen_any)
+    if json_out and timeline == "-":
+        raise UsageError("--json and --timeline - both want stdout", hint="write the timeline to a file")
+    sinks, writer = [], TimelineWriter(timeline) if timeline else None
+    if writer is not None:
+        sinks.append(writer)
+    live = not json_out and timeline != "-" and not once and sys.stdout.isatty()
+    if not json_out and timeline != "-" and not once and not live:
+        sinks.append(ChangeLines())
+    try:
+        with open_deployment(inv, quiet=True) as dep:
+            result = run_watch(dep, on_lines=sinks, for_s=for_s, once=once, serve=serve,
+                               screen=LiveScreen if live else None)
+    finally:
+        if writer is not None:
+            writer.close()
+    if json_out:
+        render.emit_json({"ok": result.ok, "exit_code": result.exit_code(), "seconds": round(result.seconds, 1),
+                          "stopped_by": result.stopped_by, **result.state.snapshot(result.state.started +
+                                                                                    result.seconds)})
+    elif timeline != "-":
+        if not live:   # the live view's last frame stays on the screen
+            render.console().print(screen_text(result.state, result.state.started + result.seconds))
+        if result.stopped_by:
+            render.console(stderr=True).print(f"watch stopped by {result.stopped_by} after {result.seconds:.0f}s")
+    code = result.exit_code()
+    if code:
+        raise typer.Exit(code)
+

@@ -1,0 +1,192 @@
+"""`pdctl watch`: final-health's layers run all the time, each on its own cadence, over ONE Deployment (its
+connections stay open for the whole run), their results kept in a checks.watch_state.WatchState.
+
+Cadences (inventory `watch:`, docs/watch.md): health (/health, router /readiness) every health_every s; inflight
+(one read of every worker's /metrics: the PD gauges of the sliding window, and the failure counters) every
+inflight_interval s; e2e and pairs every e2e_every / pairs_every s; flags and lineage every flags_every s. Each
+cadence runs in its own thread, so a slow round of one (a hung canary) never delays another; a tick that comes
+while the same cadence's previous round still runs is skipped and said in the timeline ({"event": "skip"}).
+
+After each round: the new timeline lines go to every sink (`on_lines`), then every hook (`hooks`: the heal's
+seam) is called as hook(watch, cadence) in that round's thread; a hook's exception becomes an {"event": "error"}
+line and the watch goes on.
+
+Its own restart. Recovered from the deployment, never assumed: the processes and their start times (read every
+flags round), the co-restart lineage record (read from the prefill host every flags round), every check's status
+(the first round of each cadence), a pin's start (the inflight judge's evidence: no progress for so long, once a
+full window is sampled). Lost: the failure counts before the watch started (pdctl_kv_failures_since_start starts at
+0: "since start" is this watch's start), a pair's run of consecutive failures, the heal counts and budget, and the
+first inflight window (the verdict is inconclusive until one window is sampled).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock
+from pdctl.checks.watch_state import WatchState
+from pdctl.ops.context import Deployment
+from pdctl.ops.watch_rounds import ROUNDS, Seen
+
+TICK_S = 0.5      # the longest the loop sleeps: how soon it sees a stop, the end of --for, or --once done
+Hook = Callable[["Watch", str], None]
+
+
+def cadence_periods(settings) -> dict[str, float]:
+    """cadence -> seconds between its rounds, from the inventory's WatchSettings."""
+    return {"health": settings.health_every, "inflight": settings.inflight_interval, "e2e": settings.e2e_every,
+            "pairs": settings.pairs_every, "flags": settings.flags_every}
+
+
+@dataclass
+class WatchResult:
+    deployment: str
+    seconds: float
+    stopped_by: str = ""                  # "" (ran out: --for or --once), "SIGINT (Ctrl-C)", "SIGTERM", ...
+    state: WatchState | None = None
+    json_extra = ("ok",)
+
+    @property
+    def ok(self) -> bool:
+        return self.state is not None and self.state.exit_code() == 0
+
+    def exit_code(self) -> int:
+        return 130 if self.stopped_by else (self.state.exit_code() if self.state else 3)
+
+
+@dataclass
+class Watch:
+    dep: Deployment
+    on_lines: list[Callable[[list[dict[str, Any]]], None]] = field(default_factory=list)
+    hooks: list[Hook] = field(default_factory=list)
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
+        s = self.dep.inv.watch
+        self.state = WatchState(self.dep.inv.name, self.wall(), inflight_window_s=s.inflight_window)
+        self.lock = threading.RLock()       # state changes, and the exporter's reads of it
+        self._emit_lock = threading.Lock()  # sinks see whole batches, in order
+        self.clocks = {name: CadenceClock(name, every) for name, every in cadence_periods(s).items()}
+
+    # -- the loop ----------------------------------------------------------------------------------------------
+    def run(self, *, stop: threading.Event | None = None, for_s: float | None = None,
+            once: bool = False) -> WatchResult:
+        """Watch until `stop` is set, `for_s` seconds passed, or (with `once`) every cadence completed a round and
+        the inflight window is full; Ctrl-C / SIGTERM (KeyboardInterrupt in this thread) stops it at the next
+        statement: the result says by what (exit 130). Rounds still running are left to finish on their own
+        (daemon threads, each bounded by its own timeouts): the stop takes at most TICK_S."""
+        from pdctl.ops.fanout import DaemonPool
+
+        stop = stop or threading.Event()
+        started = self.clock()
+        result = WatchResult(self.dep.inv.name, 0.0, state=self.state)
+        pool = DaemonPool(len(CADENCES))
+        try:
+            while not stop.is_set():
+                now = self.clock()
+                if for_s is not None and now - started >= for_s:
+                    break
+                if once and self.once_done():
+                    break
+                for clock in self.clocks.values():
+                    if once and self.state.rounds.get(clock.name) and clock.name != "inflight":
+                        continue      # --once: one round of each, the inflight cadence until its window is full
+                    act = clock.tick(now)
+                    if act == RUN:
+                        pool.submit(self._round, clock)
+                    elif act == SKIP:
+                        with self.lock:
+                            line = self.state.round_skipped(clock.name, self.wall())
+                        self._emit([line])
+                wait = min(c.wait_s(self.clock()) for c in self.clocks.values())
+                stop.wait(min(max(wait, 0.01), TICK_S))
+        except KeyboardInterrupt as e:
+            result.stopped_by = getattr(e, "signal_name", None) or "SIGINT (Ctrl-C)"
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        result.seconds = self.clock() - started
+        return result
+
+    def once_done(self) -> bool:
+        with self.lock:
+            done = all(self.state.rounds.get(c) for c in CADENCES)
+            inflight = self.state.inflight
+            return done and (inflight is None or inflight.conclusive)
+
+    def _round(self, clock: CadenceClock) -> None:
+        t0 = self.clock()
+        try:
+            seen = ROUNDS[clock.name](self.dep)
+            with self.lock:
+                lines = self.apply(clock.name, seen, self.wall())
+                lines.append(self.state.round_done(clock.name, self.wall(), self.clock() - t0))
+        except Exception as e:   # a bug or an unmapped failure: said in the timeline, the watch goes on
+            lines = [self._error_line(clock.name, e)]
+        finally:
+            clock.finished()
+        self._emit(lines)
+        for hook in list(self.hooks):
+            try:
+                hook(self, clock.name)
+            except Exception as e:
+                self._emit([self._error_line(clock.name, e, what="hook")])
+
+    def apply(self, cadence: str, seen: Seen, t: float) -> list[dict[str, Any]]:
+        """Fold one round into the state (the caller holds the lock); the timeline lines it made."""
+        st = self.state
+        if cadence == "inflight":
+            lines = st.apply_point(seen.point, t)
+            # the transfer check follows the counters each sample carries
+            return lines + st.apply_checks("inflight", st.transfer_checks(), t)
+        lines = st.apply_processes(seen.processes, t) if seen.processes else []
+        if seen.pairs:
+            st.apply_pairs(seen.pairs, t)
+        if seen.hazards is not None:
+            lines += st.apply_hazards(seen.hazards, t)
+        return lines + st.apply_checks(cadence, seen.checks, t, unknown=seen.unknown)
+
+    # -- what the heal and the screen use ----------------------------------------------------------------------
+    def event(self, kind: str, **fields: Any) -> None:
+        """A line of the heal's own ({"event": "heal", ...}) to every sink, stamped with time and deployment."""
+        self._emit([{"t": self.wall(), "deployment": self.state.deployment, "event": kind, **fields}])
+
+    def record_heal(self, outcome: str) -> None:
+        """Count a heal (outcome: done, failed, refused, dry) for pdctl_heals_total."""
+        with self.lock:
+            self.state.heals[outcome] = self.state.heals.get(outcome, 0) + 1
+
+    def _emit(self, lines: list[dict[str, Any]]) -> None:
+        if not lines:
+            return
+        with self._emit_lock:
+            for sink in self.on_lines:
+                sink(lines)
+
+    def _error_line(self, cadence: str, e: BaseException, what: str = "round") -> dict[str, Any]:
+        text = (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]
+        return {"t": self.wall(), "deployment": self.state.deployment, "event": "error", "cadence": cadence,
+                "observed": f"{what} raised {type(e).__name__}: {text}"}
+
+
+def run_watch(dep: Deployment, *, on_lines=(), hooks=(), for_s: float | None = None, once: bool = False,
+              stop: threading.Event | None = None, serve: tuple[str, int] | None = None,
+              screen: Callable[[Watch], Any] | None = None) -> WatchResult:
+    """Build a Watch, serve its exporter on `serve` (host, port) and show `screen(watch)` (a context manager,
+    e.g. the live view) while it runs, run it. Raises UsageError when the exporter's address cannot be bound
+    (before any round)."""
+    from contextlib import nullcontext
+
+    from pdctl.ops.watch_exporter import serve_exporter
+
+    w = Watch(dep, on_lines=list(on_lines), hooks=list(hooks))
+    server = serve_exporter(w, *serve) if serve is not None else None
+    try:
+        with screen(w) if screen is not None else nullcontext():
+            return w.run(stop=stop, for_s=for_s, once=once)
+    finally:
+        if server is not None:
+            server.close()

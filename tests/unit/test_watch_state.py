@@ -1,0 +1,188 @@
+"""The watch's pure state (checks/watch_state.py), its counters across resets and its cadence clock; the exporter
+built from that state (series removed while unknown), the `watch:` inventory settings and --listen's refusal."""
+
+from __future__ import annotations
+
+import pytest
+
+from pdctl.checks.inflight import Point
+from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.watch_counters import CounterTrack
+from pdctl.checks.watch_schedule import RUN, SKIP, CadenceClock
+from pdctl.checks.watch_state import WatchState
+
+DECODE = "decode[0]@local:30002"
+PREFILL = "prefill[0]@local:30000"
+
+
+def _health(status: Status, target: str = DECODE) -> CheckResult:
+    return CheckResult("health", target, "/health", status, observed="HTTP 200" if status is Status.PASS else
+                       "connection refused", expected="HTTP 200")
+
+
+def test_counter_reset_is_a_restart_and_the_total_carries_on():
+    c = CounterTrack()
+    assert c.observe(5) is False and c.total == 0       # the first read is the baseline
+    assert c.observe(7) is False and c.total == 2
+    assert c.observe(1) is True and c.total == 3         # restarted: the new process counted 1
+    assert c.observe(None) is False and c.total == 3     # not read: nothing changes
+    assert c.observe(4) is False and c.total == 6 and c.resets == 1
+
+
+def test_state_counters_say_restart_and_the_failures_do_not_jump():
+    st = WatchState("d", started=0.0)
+    st.apply_counters({DECODE: {"transfer_failed": 2, "bootstrap_failed": 0, "generation_tokens": 900}}, 1)
+    st.apply_counters({DECODE: {"transfer_failed": 3, "bootstrap_failed": 0, "generation_tokens": 950}}, 2)
+    lines = st.apply_counters({DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": 10}}, 3)
+    assert [(x["event"], x["target"]) for x in lines] == [("restart", DECODE)]
+    assert "transfer_failed" in lines[0]["observed"] and "generation_tokens" in lines[0]["observed"]
+    assert st.failures_since_start() == {(DECODE, "transfer"): 1.0, (DECODE, "bootstrap"): 0.0}
+    checks = {c.name: c.status for c in st.transfer_checks()}
+    assert checks == {"transfer failures since the watch started": Status.FAIL,
+                      "bootstrap failures since the watch started": Status.PASS}
+
+
+def test_unknown_then_recovered():
+    st = WatchState("d", started=0.0)
+    first = st.apply_checks("health", [_health(Status.PASS)], 1)
+    assert [(x["target"], x["status"]) for x in first] == [(DECODE, "pass")]    # one line per check at start
+    assert st.apply_checks("health", [_health(Status.PASS)], 2) == []           # no change, no line
+    lines = st.apply_checks("health", [], 3, unknown={DECODE: "unknown: host gpu2 did not answer"})
+    assert {(x.get("event"), x["status"]) for x in lines} == {("target", "unknown"), (None, "unknown")}
+    assert st.target_up[DECODE] is False
+    assert st.checks[("health", DECODE, "/health")].status == "unknown"        # never fail
+    assert st.verdict() == "unknown" and st.exit_code() == 3
+    back = st.apply_checks("health", [_health(Status.PASS)], 4)
+    assert {(x.get("event"), x["status"]) for x in back} == {("target", "recovered"), (None, "pass")}
+    assert st.target_up[DECODE] is True and st.exit_code() == 0
+
+
+def test_a_failing_check_is_fail_not_unknown_and_since_is_kept():
+    st = WatchState("d", started=0.0)
+    st.apply_checks("health", [_health(Status.FAIL)], 1)
+    st.apply_checks("health", [_health(Status.FAIL)], 5)
+    c = st.checks[("health", DECODE, "/health")]
+    assert c.status == "fail" and c.since == 1 and st.exit_code() == 1 and st.target_up[DECODE] is True
+
+
+def _point(t: float, inflight: float, gen: float) -> Point:
+    gauges = {"sglang:num_prefill_inflight_queue_reqs": inflight}
+    return Point(t=t, gauges=gauges, generation_tokens=gen, per_worker={PREFILL: gauges},
+                 counters={DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": gen}},
+                 gen_throughput={})
+
+
+def test_pin_starts_when_progress_stopped_and_ends_when_it_moves():
+    st = WatchState("d", started=1000.0, inflight_window_s=4)
+    for k in range(3):                     # progress, then a room stays with no progress from t=2
+        st.apply_point(_point(k, 1, 100 + 10 * min(k, 2)), 1000 + k)
+    assert not st.pinned
+    for k in range(3, 7):
+        st.apply_point(_point(k, 1, 120), 1000 + k)
+    assert st.pinned and st.pin_started == 1002.0          # when progress last moved, not when it was seen
+    assert st.pinned_seconds(1010) == 8.0
+    assert st.checks[("inflight", "prefill+decode", "inflight")].status == "fail"
+    st.apply_point(_point(7, 1, 130), 1007)               # decode moved: no longer pinned
+    assert not st.pinned and st.pinned_seconds(1010) == 0.0 and st.busy
+    assert len(st.points) <= 6                             # the window slides (4 s at 1 s + its anchor)
+
+
+def test_consecutive_pair_failures_and_unknown_neither_breaks_nor_extends():
+    st = WatchState("d", started=0.0)
+    key = (PREFILL, DECODE)
+    for status in ("fail", "fail", "unknown", "fail"):
+        st.apply_pairs([(PREFILL, DECODE, status, 0.05)], 1)
+    assert st.pairs[key].consecutive_failures == 3 and st.pairs[key].status == "fail"
+    st.apply_pairs([(PREFILL, DECODE, "pass", 0.02)], 2)
+    assert st.pairs[key].consecutive_failures == 0 and st.pairs[key].latency_s == 0.02
+
+
+def test_lineage_hazard_appears_and_clears_once_each():
+    st = WatchState("d", started=0.0)
+    appear = st.apply_hazards({(PREFILL, DECODE): "degraded-bootstrap"}, 1)
+    assert [(x["event"], x["status"], x["hazard"]) for x in appear] == [("lineage", "hazard", "degraded-bootstrap")]
+    assert st.apply_hazards({(PREFILL, DECODE): "degraded-bootstrap"}, 2) == []
+    assert [x["status"] for x in st.apply_hazards({}, 3)] == ["cleared"]
+
+
+def test_a_process_restart_is_seen_by_its_pid():
+    st = WatchState("d", started=0.0)
+    assert st.apply_processes({DECODE: (100, 5.0)}, 1) == []
+    lines = st.apply_processes({DECODE: (200, 9.0)}, 2)
+    assert lines[0]["event"] == "restart" and lines[0]["observed"] == "pid 100 -> 200"
+
+
+def test_slow_round_skips_its_tick_never_piles_up():
+    c = CadenceClock("e2e", every=5)
+    assert c.tick(0) == RUN
+    assert c.tick(1) is None                       # not due
+    assert c.tick(5) == SKIP and c.skipped == 1    # due, but the first round still runs
+    assert c.tick(6) is None                       # the skipped tick is dropped, not queued
+    assert c.tick(10) == SKIP and c.skipped == 2
+    c.finished()
+    assert c.tick(12) is None and c.tick(15) == RUN
+    c.finished()
+    assert c.tick(100) == RUN and c.next_due == 105   # far behind: from now, not a burst of catch-up rounds
+    st = WatchState("d", started=0.0)
+    line = st.round_skipped("e2e", 7)
+    assert line["event"] == "skip" and line["cadence"] == "e2e" and st.rounds["e2e"].skipped == 1
+
+
+def test_round_done_records_the_last_complete_round():
+    st = WatchState("d", started=0.0)
+    st.apply_checks("health", [_health(Status.FAIL)], 1)
+    line = st.round_done("health", 2.0, 0.25)
+    assert line == {"t": 2.0, "deployment": "d", "event": "round", "cadence": "health", "ok": False,
+                    "seconds": 0.25}
+    assert st.rounds["health"].last_complete == 2.0
+
+
+def test_exporter_removes_the_series_of_an_unknown_target():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from pdctl.inventory import embedded_default
+    from pdctl.ops.context import Deployment
+    from pdctl.ops.watch import Watch
+    from pdctl.ops.watch_exporter import WatchCollector
+
+    with Deployment(embedded_default()) as dep:
+        w = Watch(dep)
+        decode = dep.inv.label("decode", 0)
+        w.state.apply_checks("health", [_health(Status.FAIL, decode)], 1)
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(WatchCollector(w))
+        text = generate_latest(reg).decode()
+        assert f'pdctl_check_ok{{check="/health",deployment="local",layer="health",target="{decode}"}} 0.0' in text
+        w.state.apply_checks("health", [], 2, unknown={decode: "unknown: no answer"})
+        text = generate_latest(reg).decode()
+        assert "pdctl_check_ok{" not in text
+        assert f'pdctl_target_up{{deployment="local",target="{decode}"}} 0.0' in text
+
+
+def test_watch_settings_defaults_and_errors_name_the_field():
+    from pdctl.errors import InventoryError
+    from pdctl.inventory import embedded_default, parse_inventory
+
+    inv = embedded_default()
+    assert (inv.watch.health_every, inv.watch.inflight_interval, inv.watch.inflight_window, inv.watch.e2e_every,
+            inv.watch.pairs_every, inv.watch.flags_every, inv.watch.listen) == (5, 1, 20, 30, 30, 60,
+                                                                                "127.0.0.1:9464")
+    data = inv.model_dump()
+    for bad, field in (({"listen": "9464"}, "watch.listen"), ({"e2e_every": 0}, "watch.e2e_every"),
+                       ({"inflight_interval": 30}, "inflight_interval 30 must be at most inflight_window")):
+        with pytest.raises(InventoryError) as e:
+            parse_inventory({**data, "watch": bad}, "inv.yaml")
+        assert field in e.value.message
+
+
+def test_listen_refuses_a_non_loopback_address_without_listen_any():
+    from pdctl.cli.watch import exporter_address
+    from pdctl.errors import UsageError
+
+    assert exporter_address("127.0.0.1:9464", False) == ("127.0.0.1", 9464)
+    assert exporter_address("[::1]:9", False) == ("::1", 9)
+    with pytest.raises(UsageError, match="not a loopback address"):
+        exporter_address("0.0.0.0:9464", False)
+    assert exporter_address("0.0.0.0:9464", True) == ("0.0.0.0", 9464)
+    with pytest.raises(UsageError, match="--listen"):
+        exporter_address("nope", False)
