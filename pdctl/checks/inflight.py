@@ -7,9 +7,14 @@ KV) or a pin (the 16-minute wedge: nonzero inflight, zero decode activity)? The 
            contents changed (requests came and went);
   pinned   something is queued or running and NOTHING moved over the whole window: no generation tokens, no gauge
            changed.
-Limits, stated in the evidence: gauges are counts, not request ids, so one pinned room under steady traffic that keeps
-the counts moving reads as busy (the seed's "can't definitively say" case); a window shorter than asked gives a
-verdict marked inconclusive.
+Under load the counts keep moving while one room stays pinned, so queue changes alone would read busy for as long
+as traffic flows. A second rule catches that case (issue 15): the cross-side room balance, prefill (bootstrap +
+waiting + running + inflight) minus decode (prealloc + transfer). A healthy request is held on both sides at once
+(the decode holds it in prealloc/transfer until its KV has arrived), so the balance wanders around 0; a pinned room
+is held by the prefill alone, for good. Verdict pinned, while traffic flows, when over the last BALANCE_WINDOW_S
+  the median balance is >= 1 and the prefill inflight queue was never 0.
+A median, not a minimum: the two sides' gauges are read (and, in SGLang, refreshed) at different instants, so single
+samples swing either way. A window shorter than BALANCE_WINDOW_S leaves the rule out and says so.
 Pure: `judge_inflight(samples, window_s)`; `inflight_point(prefill_sets, decode_sets)` builds one sample's values;
 `judge_points(points, window_s)` judges a series of `Point`s (one read of every worker each) and
 `inflight_results(...)` makes the layer's check result.
@@ -18,17 +23,24 @@ Pure: `judge_inflight(samples, window_s)`; `inflight_point(prefill_sets, decode_
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from pdctl.checks.metric_names import (DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE, GENERATION_TOKENS,
-                                       NUM_RUNNING_REQS, PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE)
+                                       NUM_QUEUE_REQS, NUM_RUNNING_REQS, PREFILL_BOOTSTRAP_QUEUE,
+                                       PREFILL_INFLIGHT_QUEUE)
 from pdctl.checks.metrics import MetricSet
 from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
 from pdctl.serialize import to_data
 
 LAYER = "inflight"
 VERDICTS = ("drained", "busy", "pinned")
+#: how long the room balance must hold before it calls a pin under load (issue 15: a 30 s median >= 1 from about
+#: 21 s after the pin, never in ~1,000 s of loaded traffic without one; re-measured in docs/performance.md)
+BALANCE_WINDOW_S = 30.0
+BALANCE_MIN = 1.0
+NO_PROGRESS, ROOM_BALANCE = "no-progress", "room-balance"   # what a pinned verdict rests on
 
 InflightSample = tuple[float, Mapping[str, float], "float | None"]
 
@@ -47,6 +59,10 @@ class InflightVerdict:
     nonzero_for_s: float                          # how long the gauges have been continuously nonzero at the end
     no_progress_for_s: float                      # time since the last progress seen (bounded by the window)
     notes: list[str] = field(default_factory=list)
+    pinned_by: str = ""                           # NO_PROGRESS | ROOM_BALANCE when pinned
+    balance_median: float | None = None           # median room balance over the last balance_window_s (None: unknown)
+    balance_window_s: float = BALANCE_WINDOW_S
+    balance_covered_s: float = 0.0                # time span of the samples with a known balance
     json_extra = ("summary",)
 
     @property
@@ -61,6 +77,12 @@ class InflightVerdict:
             if self.queue_changes:
                 prog.append(f"queue changed {self.queue_changes}x")
             s = f"nonzero ({_gauges(held) or 'drained at the end'}) with progress: {', '.join(prog)}"
+            if self.balance_median is not None:
+                s += f"; room balance median {fmt_count(self.balance_median)} over {fmt_s(self.balance_covered_s)}"
+        elif self.pinned_by == ROOM_BALANCE:
+            s = (f"pinned under load: the cross-side room balance held a median of {fmt_count(self.balance_median)} "
+                 f"over {fmt_s(self.balance_window_s)} while traffic flowed, and the prefill inflight queue was "
+                 f"never 0 ({_gauges(held)})")
         else:
             s = (f"{_gauges(held)} with NO decode progress and no queue change for {fmt_s(self.no_progress_for_s)}")
         if not self.conclusive:
@@ -73,7 +95,11 @@ class InflightVerdict:
         if not self.conclusive and status is not Status.WARN:
             status = Status.WARN
         detail = self.summary
-        if self.verdict == "pinned":
+        if self.verdict == "pinned" and self.pinned_by == ROOM_BALANCE:
+            detail += ("; observed: the prefill held more rooms than the decode waited for, for the whole balance "
+                       "window; inferred: a room the decode gave up is stuck in the prefill inflight queue (the "
+                       "seed's wedge, under load). Collect logs, then `pdctl restart --pair`")
+        elif self.verdict == "pinned":
             detail += ("; observed: no change in any gauge or in generation tokens; inferred: a room is stuck in the "
                        "prefill inflight/transfer queue (the seed's wedge). Collect logs, then `pdctl restart --pair`")
         return CheckResult(LAYER, target, "inflight", status, observed=self.verdict,
@@ -109,10 +135,13 @@ def _val(x: float | None) -> float:
     return 0.0 if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def judge_inflight(samples: Sequence[InflightSample], window_s: float) -> InflightVerdict:
+def judge_inflight(samples: Sequence[InflightSample], window_s: float, *,
+                   balances: Sequence[tuple[float, float | None]] = (),
+                   balance_window_s: float = BALANCE_WINDOW_S) -> InflightVerdict:
     """Judge the window ending at the last sample. `samples`: (t seconds, {gauge: value}, decode generation tokens
     total or None). Order does not matter. The last sample at or before the window start anchors the window.
-    Raises ValueError when there is no sample or window_s <= 0. Pure.
+    `balances`: (t, room balance or None) at the same instants (see room_balance_pin); without them only the
+    no-progress rule can call a pin. Raises ValueError when there is no sample or window_s <= 0. Pure.
     """
     if not samples:
         raise ValueError("judge_inflight needs at least one sample")
@@ -172,17 +201,50 @@ def judge_inflight(samples: Sequence[InflightSample], window_s: float) -> Inflig
             j -= 1
         nonzero_for = t_end - win[j][0]
 
+    med, bal_covered, by_balance = room_balance_pin(ordered, balances, balance_window_s)
+    pinned_by = ""
     if not any(nonzero):
         verdict = "drained"
     elif queue_changes or (gen_delta or 0) > 0 or reset_seen:
         verdict = "busy"
-        notes.append("counts, not request ids: a single stuck room under steady traffic would also read as busy")
+        if by_balance:
+            verdict, pinned_by = "pinned", ROOM_BALANCE
+        elif med is None:
+            notes.append("counts, not request ids, and no cross-side room balance: a single stuck room under "
+                         "steady traffic would also read as busy")
+        elif bal_covered < balance_window_s - 1e-6:
+            notes.append(f"the room balance needs {fmt_s(balance_window_s)} of samples to call a pin under load "
+                         f"(had {fmt_s(bal_covered)}): a single stuck room under steady traffic would read as busy")
     else:
-        verdict = "pinned"
+        verdict, pinned_by = "pinned", NO_PROGRESS
+    if pinned_by == ROOM_BALANCE and bal_covered >= balance_window_s - 1e-6:
+        conclusive = True   # the balance window (longer than the queue window) is what the verdict rests on
     return InflightVerdict(verdict=verdict, window_s=window_s, covered_s=covered, conclusive=conclusive,
                            samples=len(win), last=last, peak=peak, generation_tokens_delta=gen_delta,
                            queue_changes=queue_changes, nonzero_for_s=nonzero_for,
-                           no_progress_for_s=t_end - last_progress_t, notes=notes)
+                           no_progress_for_s=t_end - last_progress_t, notes=notes, pinned_by=pinned_by,
+                           balance_median=med, balance_window_s=balance_window_s, balance_covered_s=bal_covered)
+
+
+def room_balance_pin(ordered: Sequence[InflightSample], balances: Sequence[tuple[float, float | None]],
+                     window_s: float) -> tuple[float | None, float, bool]:
+    """The room-balance rule over the last `window_s` of the series: (median balance or None when some sample in
+    that span has no balance, time span covered, pinned). Pinned when the span covers the window, the median
+    balance is >= BALANCE_MIN and the prefill inflight queue was nonzero in every sample of it. Pure."""
+    if not balances or not ordered:
+        return None, 0.0, False
+    t_end = ordered[-1][0]
+    series = [(t, b) for t, b in sorted(balances, key=lambda x: x[0]) if t <= t_end + 1e-9]
+    # anchored like the queue window: the last sample at or before the window start opens it
+    first = max([i for i, (t, _b) in enumerate(series) if t <= t_end - window_s + 1e-9], default=0)
+    span = series[first:]
+    if not span or any(b is None or math.isnan(b) for _t, b in span):
+        return None, 0.0, False
+    covered = span[-1][0] - span[0][0]
+    med = statistics.median(b for _t, b in span)
+    inflight = [_val(g.get(PREFILL_INFLIGHT_QUEUE)) for t, g, _ in ordered if t >= span[0][0] - 1e-9]
+    held = bool(inflight) and min(inflight) >= 1
+    return med, covered, covered >= window_s - 1e-6 and med >= BALANCE_MIN and held
 
 
 PREFILL_GAUGES = (PREFILL_BOOTSTRAP_QUEUE, PREFILL_INFLIGHT_QUEUE)
@@ -208,6 +270,24 @@ def inflight_point(prefill: Iterable[MetricSet], decode: Iterable[MetricSet]) ->
     return gauges, gen
 
 
+#: the rooms each side holds for the cross-side balance: a request sits in one of these on the prefill while the
+#: decode holds it in prealloc or transfer (until the KV has arrived), so the difference stays near 0 under load
+PREFILL_ROOM_GAUGES = (PREFILL_BOOTSTRAP_QUEUE, NUM_QUEUE_REQS, NUM_RUNNING_REQS, PREFILL_INFLIGHT_QUEUE)
+DECODE_ROOM_GAUGES = (DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE)
+
+
+def side_rooms(sets: Iterable[MetricSet], names: Sequence[str]) -> float | None:
+    """The sum of `names` at tp_rank 0 over `sets`; None when any set lacks one of them (no balance then). Pure."""
+    total = []
+    for m in sets:
+        for name in names:
+            v = m.value(name, tp_rank="0")
+            if v is None or math.isnan(v):
+                return None
+            total.append(float(v))
+    return math.fsum(total)
+
+
 @dataclass
 class Point:
     """One sample of every worker, `t` seconds on the caller's clock (monotonic)."""
@@ -219,6 +299,15 @@ class Point:
     counters: dict[str, dict[str, float]]         # label -> {transfer_failed, bootstrap_failed, generation_tokens}
     gen_throughput: dict[str, float]              # decode label -> sglang:gen_throughput (when exposed)
     errors: dict[str, str] = field(default_factory=dict)   # label -> why its metrics could not be read
+    prefill_rooms: float | None = None            # PREFILL_ROOM_GAUGES summed over prefills (None: not exposed)
+    decode_rooms: float | None = None             # DECODE_ROOM_GAUGES summed over decodes
+
+    @property
+    def balance(self) -> float | None:
+        """Prefill rooms minus decode rooms: a room the prefill holds that no decode waits for (None: unknown)."""
+        if self.prefill_rooms is None or self.decode_rooms is None:
+            return None
+        return self.prefill_rooms - self.decode_rooms
 
     @property
     def complete(self) -> bool:
@@ -233,16 +322,32 @@ class Point:
 
 
 
-def judge_points(points: Sequence[Point], window_s: float) -> tuple[InflightVerdict | None, list[str]]:
-    """judge_inflight over the complete points (a point with an unreadable worker would fake a queue change); None
-    when no point is complete. Pure."""
+def judge_points(points: Sequence[Point], window_s: float, *, balance_window_s: float = BALANCE_WINDOW_S
+                 ) -> tuple[InflightVerdict | None, list[str]]:
+    """judge_inflight over the complete points (a point with an unreadable worker would fake a queue change), the
+    room balance included; None when no point is complete. Pure."""
     good = [p for p in points if p.complete]
     notes = []
     if len(good) < len(points):
         notes.append(f"{len(points) - len(good)} sample(s) skipped: a worker's /metrics could not be read")
     if not good:
         return None, notes
-    return judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in good], window_s), notes
+    return judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in good], window_s,
+                          balances=[(p.t, p.balance) for p in good], balance_window_s=balance_window_s), notes
+
+
+def balance_suspects_pin(points: Sequence[Point], balance_window_s: float = BALANCE_WINDOW_S) -> bool:
+    """Whether the complete points so far (at most the last balance window) look like a pin under load: every one
+    has a balance, their median is >= BALANCE_MIN and the prefill inflight queue was never 0. The cue to keep
+    sampling until the balance window is covered, so that a shorter window can still tell a pin from load. Pure."""
+    good = [p for p in points if p.complete]
+    if not good:
+        return False
+    span = [p for p in good if p.t >= good[-1].t - balance_window_s - 1e-9]
+    if any(p.balance is None for p in span):
+        return False
+    return (statistics.median(p.balance for p in span) >= BALANCE_MIN
+            and min(_val(p.gauges.get(PREFILL_INFLIGHT_QUEUE)) for p in span) >= 1)
 
 
 def holders(points: Sequence[Point]) -> dict[str, dict[str, float]]:

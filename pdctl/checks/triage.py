@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pdctl.checks.inflight import fmt_count, fmt_s, short_gauges
+from pdctl.checks.inflight import BALANCE_WINDOW_S, ROOM_BALANCE, fmt_count, fmt_s, short_gauges
 from pdctl.checks.layers import DEFAULT_LAYERS
 from pdctl.checks.result import CheckResult, Status
 
@@ -42,6 +42,7 @@ class InflightSummary:
     conclusive: bool
     summary: str
     holders: dict[str, dict[str, float]] = field(default_factory=dict)   # label -> nonzero gauges at the end
+    pinned_by: str = ""                            # checks.inflight NO_PROGRESS | ROOM_BALANCE when pinned
 
 
 @dataclass
@@ -139,11 +140,14 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
             "--enable-metrics), then run `pdctl triage` again", kind="unobserved", next_step="pdctl status"))
     inf = obs.inflight
     if inf is not None and inf.verdict == "pinned":
-        lines = [inf.summary] + [f"{k} holds {short_gauges(gs)}" for k, gs in inf.holders.items()] + idle
+        under_load = inf.pinned_by == ROOM_BALANCE
+        lines = [inf.summary] + [f"{k} holds {short_gauges(gs)}" for k, gs in inf.holders.items()]
+        lines += [] if under_load else idle
         if not down and not stopped:
             lines.append("every /health answered 200")
         findings.append(Finding(
-            "requests pinned in the PD queues with decode idle (the seed's silent wedge)",
+            "a request pinned in the prefill inflight queue while traffic flows (the seed's wedge, under load)"
+            if under_load else "requests pinned in the PD queues with decode idle (the seed's silent wedge)",
             "action" if inf.conclusive else "warn", lines,
             ["a KV transfer room is stuck (e.g. a Failed status overwritten to Transferring by a late chunk write, "
              "the seed's update_status race); it will not time out on its own",
@@ -155,8 +159,9 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     if inf is not None and inf.verdict == "busy" and not failing:
         findings.append(Finding(
             "requests queued but progressing", "warn", [inf.summary] + idle,
-            ["normal work (e.g. a post-prefill room waiting for decode to pull its KV); counts are not request ids, "
-             "so one pinned room under steady traffic would also read as busy"],
+            ["normal work (e.g. a post-prefill room waiting for decode to pull its KV); a room pinned under steady "
+             f"traffic shows as a prefill holding rooms no decode waits for (the room balance), judged over "
+             f"{fmt_s(BALANCE_WINDOW_S)}"],
             "nothing now; if it persists without load, run `pdctl verify inflight --window 60`", kind="busy",
             next_step="pdctl verify inflight --window 60"))
     return findings

@@ -39,7 +39,9 @@ def inflight(
 
     Samples the PD queue gauges and decode progress over a window:
     drained (exit 0), busy (0, a warning: work is moving) or pinned (1: nonzero with no progress
-    for the whole window). Ctrl-C judges what was gathered (130)."""
+    for the whole window; or, while traffic flows, a room the prefill alone held for 30 s, by the
+    cross-side room balance). A shorter window that ends busy but looks pinned samples on to 30 s.
+    Ctrl-C judges what was gathered (130)."""
     from pdctl import render
     from pdctl.ops.inflight import sample_inflight
 

@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pdctl.checks.inflight import (InflightVerdict, Point, holders, inflight_point, inflight_results, judge_points,
-                                   short_gauges)
+from pdctl.checks.inflight import (BALANCE_WINDOW_S, DECODE_ROOM_GAUGES, PREFILL_ROOM_GAUGES, InflightVerdict, Point,
+                                   balance_suspects_pin, holders, inflight_point, inflight_results, judge_points,
+                                   short_gauges, side_rooms)
 from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, GEN_THROUGHPUT, GENERATION_TOKENS, INFLIGHT_GAUGES,
                                        TRANSFER_FAILED)
 from pdctl.checks.result import CheckResult
@@ -93,7 +94,8 @@ def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] =
                 thr[label] = float(v)
     gauges, gen = inflight_point(prefill_sets, decode_sets)
     return Point(t=t, gauges=gauges, generation_tokens=gen, per_worker=per_worker, counters=counters,
-                 gen_throughput=thr, errors=errors)
+                 gen_throughput=thr, errors=errors, prefill_rooms=side_rooms(prefill_sets, PREFILL_ROOM_GAUGES),
+                 decode_rooms=side_rooms(decode_sets, DECODE_ROOM_GAUGES))
 
 
 @dataclass
@@ -105,6 +107,7 @@ class InflightReport:
     partial: bool = False                    # stopped early (Ctrl-C or stop event)
     notes: list[str] = field(default_factory=list)
     t0: float = 0.0                          # the clock reading the samples' t are relative to
+    extended_to_s: float | None = None       # sampled past the window to cover the room-balance window
 
     @property
     def name(self) -> str:
@@ -131,7 +134,7 @@ class InflightReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.name, "ok": self.exit_code() == 0, "partial": self.partial,
-                "window_s": self.window_s, "interval_s": self.interval_s,
+                "window_s": self.window_s, "interval_s": self.interval_s, "extended_to_s": self.extended_to_s,
                 "judgement": to_data(self.verdict),
                 "holders": self.holders(), "notes": self.notes,
                 "samples": to_data(self.points)}
@@ -140,8 +143,13 @@ class InflightReport:
 def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interval_s: float = INFLIGHT_INTERVAL_S, *,
                     stop: threading.Event | None = None, what: str = "inflight samples",
                     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] | None = None,
-                    preflight: bool = False, explained: frozenset[str] = frozenset()) -> InflightReport:
+                    preflight: bool = False, explained: frozenset[str] = frozenset(),
+                    balance_window_s: float = BALANCE_WINDOW_S) -> InflightReport:
     """Sample every `interval_s` until `window_s` is covered (at most window/interval + 2 reads), then judge.
+
+    When the window is shorter than `balance_window_s` and ends busy but with the prefill holding a room no decode
+    waits for (checks.inflight.balance_suspects_pin), sampling goes on until the balance window is covered (at
+    most balance_window/interval + 2 reads): under load that is the only way to tell a pin from traffic.
 
     Changes nothing on the servers. Ctrl-C or `stop` ends the loop early: the partial series is judged and the
     report marked partial. Raises ValueError on a non-positive window or interval. With `preflight` (a command
@@ -158,7 +166,8 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     t0 = clock()
     points: list[Point] = []
     partial = False
-    max_reads = int(math.ceil(window_s / interval_s)) + 2
+    target, extended = window_s, None
+    max_reads = int(math.ceil(max(window_s, balance_window_s) / interval_s)) + 2
     expected = int(math.ceil(window_s / interval_s - 1e-9)) + 1   # a full window: the first read, then one per interval
     try:
         for k in range(max_reads):
@@ -169,7 +178,7 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
             else:
                 points.append(read_point(dep, t0, clock=clock))
             elapsed = clock() - t0
-            dep.progress.waiting(what, elapsed, window_s, detail=_progress_detail(points[-1]),
+            dep.progress.waiting(what, elapsed, target, detail=_progress_detail(points[-1], extended),
                                  done=len(points), total=expected)
             # the window is measured from the first sample (however long the first read took), so a full run
             # covers the whole window and its verdict is conclusive
@@ -177,19 +186,27 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
             if stop.is_set():
                 partial = points[-1].t - base < window_s - 1e-6
                 break
-            if k > 0 and points[-1].t - base >= window_s - 1e-6:
-                break
-            next_t = base + min((k + 1) * interval_s, window_s)
+            if k > 0 and points[-1].t - base >= target - 1e-6:
+                if extended is None and target < balance_window_s and balance_suspects_pin(points, balance_window_s):
+                    target = extended = balance_window_s
+                    expected = int(math.ceil(target / interval_s - 1e-9)) + 1
+                else:
+                    break
+            next_t = base + min((k + 1) * interval_s, target)
             wait(max(0.0, next_t - (clock() - t0)) + 0.005)
             if stop.is_set():
                 partial = True
                 break
     except KeyboardInterrupt:
         partial = True
-    verdict, notes = judge_points(points, window_s)
+    verdict, notes = judge_points(points, window_s, balance_window_s=balance_window_s)
+    if extended is not None:
+        notes.append(f"sampled {extended:g}s, past the {window_s:g}s window: busy, but the prefill held more rooms "
+                     "than the decode waited for, so the room balance was given its full window")
     if partial:
         notes.append("interrupted: the series is partial")
-    return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes, t0=t0)
+    return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes, t0=t0,
+                          extended_to_s=extended)
 
 
 def raise_if_none_answers(got: list[tuple[str, str, Any]], *, explained: frozenset[str] = frozenset()) -> None:
@@ -207,11 +224,12 @@ def raise_if_none_answers(got: list[tuple[str, str, Any]], *, explained: frozens
                                                     "ROLE)? nothing was sampled")
 
 
-def _progress_detail(p: Point) -> str:
+def _progress_detail(p: Point, extended: float | None = None) -> str:
     if p.errors:
         return f"{len(p.errors)} worker(s) unreadable"
     gen = f", generation_tokens={p.generation_tokens:g}" if p.generation_tokens is not None else ""
-    return (short_gauges(p.gauges) or "all queues 0") + gen
+    why = f"; prefill holds unmatched rooms: sampling to {extended:g}s" if extended else ""
+    return (short_gauges(p.gauges) or "all queues 0") + gen + why
 
 
 def inflight_layer(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S,

@@ -22,19 +22,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pdctl.checks.inflight import Point, fmt_count, fmt_s, short_gauges
-from pdctl.checks.metric_names import KV_TRANSFER_LATENCY_MS
 from pdctl.checks.storm import (HitReport, RequestOutcome, StormVerdict, all_rejected_reason, judge_hits,
                                 judge_watch)
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.inflight import read_point
 from pdctl.ops.storm_client import generate_body, run_requests
-from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, prompt_ids,
-                                  random_schedule, storm_bound_s)
+from pdctl.ops.storm_calibrate import calibrate
+from pdctl.ops.storm_plan import Calibration, StormConfig, aimed_schedule, prompt_ids, random_schedule, storm_bound_s
 from pdctl.serialize import to_data
-
-PREFILL_TTFT = "sglang:time_to_first_token_seconds"
-
 
 @dataclass
 class StormReport:
@@ -142,50 +138,6 @@ def router_url(dep: Deployment, target: str | None) -> str:
     declared = ", ".join(f"{dep.inv.hosts[inst.host].address}:{inst.port}" for _i, inst in routers)
     raise UsageError(f"--router {target!r} is not the inventory's router ({declared}): refused",
                      hint="the storm only sends traffic to the inventory's own router")
-
-
-def _hist(dep: Deployment, name: str) -> tuple[float, float] | None:
-    """(sum, count) of a histogram summed over every prefill, None when no prefill exposes it."""
-    from pdctl.checks.sampling import fetch_metrics
-
-    total_s = total_c = 0.0
-    seen = False
-    for _r, i, _ in dep.inv.instances("prefill"):
-        try:
-            m = fetch_metrics(dep.base_url("prefill", i), timeout=dep.inv.final_health.metrics_timeout)
-        except Exception:
-            continue
-        s, c = m.value(name + "_sum"), m.value(name + "_count")
-        if s is not None and c is not None:
-            seen = True
-            total_s += s
-            total_c += c
-    return (total_s, total_c) if seen else None
-
-
-def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random) -> Calibration:
-    """Lone, un-aborted requests of the storm's prompt size, one after another; TTFT from the client, transfer
-    latency and prefill TTFT from the prefill histograms' deltas. Bounded: calib_requests x request_timeout."""
-    lat0, pre0 = _hist(dep, KV_TRANSFER_LATENCY_MS), _hist(dep, PREFILL_TTFT)
-    ttfts, failures = [], []
-    with dep.progress.step(f"calibrate: {cfg.calib_requests} lone request(s) of {cfg.prompt_tokens} tokens"):
-        started = time.monotonic()
-        for k in range(cfg.calib_requests):
-            dep.progress.waiting("calibration requests", time.monotonic() - started,
-                                 cfg.calib_requests * cfg.request_timeout_s, done=k, total=cfg.calib_requests)
-            body = generate_body(prompt_ids(cfg.prompt_tokens, rng), 4, cfg.path)
-            (o,) = asyncio.run(run_requests(base, cfg.path, [(0.0, None)], lambda _k: body,
-                                            timeout_s=cfg.request_timeout_s))
-            if o.first_token_s is not None and o.error is None:
-                ttfts.append(o.first_token_s)
-            else:
-                failures.append(o.error or "no token")
-            dep.progress.info(f"calibration {k + 1}/{cfg.calib_requests}",
-                              f"first token after {o.first_token_s:.2f}s" if o.first_token_s else (o.error or "?"))
-    lat1, pre1 = _hist(dep, KV_TRANSFER_LATENCY_MS), _hist(dep, PREFILL_TTFT)
-    lat = histogram_mean_delta(lat0, lat1)
-    pre = histogram_mean_delta(pre0, pre1)
-    return Calibration(ttfts, None if lat is None else lat / 1000.0, pre, failures)
 
 
 class _Sampler(threading.Thread):

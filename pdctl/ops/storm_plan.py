@@ -13,6 +13,11 @@ The transfer window of a request is where its chunks move: from max(T - L, P) to
 [max(lo_frac*T, T - L, P), hi_frac*T] (defaults 0.6 and 0.9: the decode side notices a disconnect a little late, and
 an abort after the last chunk is a plain cancel). The window's tail -- prefill done, last chunks still moving -- is
 where an abort finds the room in the prefill inflight queue: the seed's pin.
+Under background traffic the histograms also gain the other requests' observations (short ones, mostly), which would
+pull L and P toward them and the launch spacing below the storm's real service time (the requests then queue behind
+each other and the aborts land early). So the calibration first measures the background for a moment (its rate and
+mean per observation), then reads the histograms around each of its own requests and takes the background out
+(`own_mean`). T itself is measured under the current queueing: that is what the storm's requests will meet.
 """
 
 from __future__ import annotations
@@ -96,6 +101,8 @@ class Calibration:
     transfer_latency_s: float | None      # mean KV transfer latency over the calibration (None: not exposed)
     prefill_ttft_s: float | None          # mean prefill-side time to first token (None: no samples)
     failures: list[str] = field(default_factory=list)
+    background_per_s: float = 0.0         # other traffic's prefill observations per second, seen before calibrating
+    notes: list[str] = field(default_factory=list)
     json_extra = ("ttft_median_s",)
 
     @property
@@ -146,6 +153,28 @@ def histogram_mean_delta(before: tuple[float, float] | None, after: tuple[float,
     if dc <= 0:
         return None
     return (s1 - s0) / dc
+
+
+def own_mean(before: tuple[float, float] | None, after: tuple[float, float] | None, own: int,
+             background_mean: float | None) -> float | None:
+    """Mean of our `own` observations among those a histogram gained between two reads, the rest being background
+    traffic whose mean observation is `background_mean` (measured just before, with none of ours). None when the
+    histogram gained fewer than `own` observations (or is absent, or reset). Without background (or no background
+    estimate) it is the plain mean of what was added. Pure."""
+    if after is None or own <= 0:
+        return None
+    s0, c0 = before or (0.0, 0.0)
+    s1, c1 = after
+    if c1 < c0:
+        s0, c0 = 0.0, 0.0
+    dc, ds = c1 - c0, s1 - s0
+    if dc < own:
+        return None
+    extra = dc - own
+    if extra > 0 and background_mean is not None:
+        ds -= extra * background_mean
+        return max(ds / own, 0.0)
+    return ds / dc
 
 
 def aimed_schedule(n: int, window: tuple[float, float], spacing_s: float, rng: random.Random

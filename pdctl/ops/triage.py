@@ -138,7 +138,7 @@ def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: fl
     _counters_into(obs, inf, window_s, interval_s)
     if inf.verdict is not None:
         obs.inflight = InflightSummary(inf.verdict.verdict, inf.verdict.conclusive, inf.verdict.summary,
-                                       inf.holders())
+                                       inf.holders(), pinned_by=inf.verdict.pinned_by)
     return TriageReport(dep.inv.name, observation_rows(obs, fh_error), judge_triage(obs), facts=obs, partial=partial)
 
 

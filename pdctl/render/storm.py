@@ -50,6 +50,8 @@ def storm_report(rep) -> None:
             parts.append(f"KV transfer {cal.transfer_latency_s:.2f}s")
         if cal.prefill_ttft_s is not None:
             parts.append(f"prefill {cal.prefill_ttft_s:.2f}s")
+        if cal.background_per_s:
+            parts.append(f"under background traffic of {cal.background_per_s:g} req/s (taken out)")
         c.print(Text("calibration: " + ", ".join(parts)))
     if rep.window:
         c.print(Text(f"transfer window: {rep.window[0]:.2f}-{rep.window[1]:.2f}s after send; "

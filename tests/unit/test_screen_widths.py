@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pdctl import render
-from pdctl.checks.inflight import judge_inflight
+from pdctl.checks.inflight import judge_inflight, judge_points
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.storm import HitReport, judge_watch
 from pdctl.checks.triage import Finding, Observation
@@ -235,3 +235,16 @@ def test_verify_inflight_samples_chart_and_verdict(width, capsys, pinned):
         "verify inflight: PINNED" in text
     if pinned:
         assert "FAIL" in text and "found:" in text
+
+
+def test_verify_inflight_pinned_under_load_reads_at_every_width(width, capsys):
+    # steady load (counts move, tokens flow) with one room the prefill alone holds: the room-balance verdict
+    pts = [Point(t=float(t), gauges={INF: 1.0 + t % 2, XFER: float(t % 2)}, generation_tokens=8.0 * t,
+                 per_worker={"prefill[0]@gpu-host-1:30000": {INF: 1.0 + t % 2}}, counters={}, gen_throughput={},
+                 prefill_rooms=1.0 + t % 2, decode_rooms=float(t % 2)) for t in range(31)]
+    v, _ = judge_points(pts, 30.0)
+    render.inflight_report(InflightReport(30.0, 1.0, pts, v))
+    lines = screen(capsys)
+    text = " ".join(x.strip() for x in lines)
+    assert_fits_and_intact(lines, width, ["prefill[0]@gpu-host-1:30000", "generation"])
+    assert "verify inflight: PINNED" in text and "pinned under load" in text and "restart --pair" in text

@@ -9,8 +9,8 @@ from hypothesis import given, strategies as st
 
 from pdctl.checks.storm import (AFTER, COMPLETED, EARLY, ERROR, HIT, LATE, RequestOutcome, classify, judge_hits,
                                 judge_watch)
-from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, prompt_ids,
-                                  random_schedule)
+from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, own_mean,
+                                  prompt_ids, random_schedule)
 
 
 def test_defaults_are_the_seeds_numbers():
@@ -151,3 +151,20 @@ def test_prompt_ids_are_printable_and_random():
     a, b = prompt_ids(100, random.Random(1)), prompt_ids(100, random.Random(2))
     assert len(a) == 100 and all(32 <= i < 127 for i in a) and a != b
 
+
+
+def test_own_mean_takes_the_background_out_of_a_histogram_delta():
+    # one storm-sized request (1.2 s prefill TTFT) among three background ones of 0.05 s each
+    before, after = (10.0, 100.0), (10.0 + 1.2 + 3 * 0.05, 104.0)
+    assert own_mean(before, after, 1, 0.05) == pytest.approx(1.2)
+    # the plain delta mean is what the old calibration used: pulled toward the background
+    assert histogram_mean_delta(before, after) == pytest.approx(0.3375)
+    # no background: the plain mean; no background estimate: the plain mean too (nothing better is known)
+    assert own_mean(before, (11.2, 101.0), 1, 0.05) == pytest.approx(1.2)
+    assert own_mean(before, after, 1, None) == pytest.approx(0.3375)
+    # fewer observations than ours (not recorded yet, or a reset to less): unknown
+    assert own_mean(before, before, 1, 0.05) is None and own_mean(None, None, 1, 0.05) is None
+    # a reset (counts went down) reads the new totals
+    assert own_mean((500.0, 900.0), (1.2, 1.0), 1, 0.05) == pytest.approx(1.2)
+    # a background estimate larger than what was added never gives a negative mean
+    assert own_mean(before, after, 1, 5.0) == 0.0

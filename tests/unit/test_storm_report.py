@@ -131,3 +131,18 @@ def test_verify_inflight_sparkline_is_labelled(out):
     text = out.getvalue()
     assert "inflight per sample: max 0; 3 samples" in text and "0 └───" in text    # a labelled chart, flat at 0
     assert "all PD queues 0 for 3.0s" in text and "3.00486" not in text
+
+
+def test_a_calibration_under_background_traffic_says_so(out):
+    from pdctl.ops.storm_plan import Calibration
+    from pdctl.render import storm_report
+
+    rep = storm_rep(n_hits=1, aborted=1, target="transfer-window", requests=1)
+    rep.calibration = Calibration([3.1, 4.0], 1.2, None, background_per_s=0.667)
+    storm_report(rep)
+    assert "calibration: first token 3.55s, KV transfer 1.20s, under background traffic of 0.667 req/s (taken " \
+           "out)" in out.getvalue()
+    rep.calibration = Calibration([1.5], 0.5, None)
+    out.truncate(0)
+    storm_report(rep)
+    assert "calibration: first token 1.50s, KV transfer 0.50s\n" in out.getvalue()

@@ -180,3 +180,18 @@ def test_headline_is_the_canonical_verdict_line():
     assert TriageReport("t", [], [warn, act]).headline == "triage: ACTION NEEDED (2 finding(s))"
     assert TriageReport("t", [], [act], partial=True).headline == "triage: INTERRUPTED (partial)"
     assert TriageReport("t", [], [act]).to_dict()["headline"] == "triage: ACTION NEEDED (1 finding(s))"
+
+
+def test_pinned_under_load_is_named_so_and_does_not_claim_an_idle_decode():
+    pin = InflightSummary("pinned", True, "pinned under load: the cross-side room balance held a median of 1 over "
+                          "30.0s while traffic flowed", {"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 2.0}},
+                          pinned_by="room-balance")
+    obs = dict(HEALTHY, inflight=pin, generation_tokens_delta=240.0, gen_throughput={"decode[0]": 8.0},
+               gpu_util={"gpu2": [40.0]})
+    f = judge_triage(obs)
+    assert kinds(f) == ["pinned"] and f[0].severity == "action"
+    assert "while traffic flows" in f[0].title and "decode idle" not in f[0].title
+    text = " ".join(f[0].observed)
+    assert "room balance" in text and "prefill[0] holds prefill_inflight_queue=2" in text
+    assert "gen_throughput" not in text and "GPU utilisation" not in text   # decode is busy: no idle evidence
+    assert "restart --pair" in f[0].action
