@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from pdctl.checks.inflight import InflightVerdict, Point, inflight_results, judge_points
+from pdctl.checks.inflight import BALANCE_WINDOW_S, InflightVerdict, Point, inflight_results, judge_points
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.watch_counters import CounterTrack
 
@@ -171,7 +171,9 @@ class WatchState:
         judges it, follows the pin, and folds the counters the sample carried in."""
         lines = self.apply_counters(point.counters, t)
         self.points.append(point)
-        while len(self.points) > 1 and self.points[1].t <= point.t - self.inflight_window_s:
+        # keep the longer of the two windows: the queue rule's, and the room balance's (a pin under load)
+        keep = max(self.inflight_window_s, BALANCE_WINDOW_S)
+        while len(self.points) > 1 and self.points[1].t <= point.t - keep:
             self.points.popleft()   # one point at or before the window's start anchors it
         verdict, _notes = judge_points(list(self.points), self.inflight_window_s)
         self.inflight = verdict

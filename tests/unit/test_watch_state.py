@@ -84,7 +84,10 @@ def test_pin_starts_when_progress_stopped_and_ends_when_it_moves():
     assert st.checks[("inflight", "prefill+decode", "inflight")].status == "fail"
     st.apply_point(_point(7, 1, 130), 1007)               # decode moved: no longer pinned
     assert not st.pinned and st.pinned_seconds(1010) == 0.0 and st.busy
-    assert len(st.points) <= 6                             # the window slides (4 s at 1 s + its anchor)
+    for k in range(8, 60):
+        st.apply_point(_point(k, 1, 130 + k), 1000 + k)
+    # the samples slide: the longer of the queue window (4 s) and the room balance's (30 s), plus an anchor
+    assert 30 <= len(st.points) <= 32 and st.points[0].t >= 59 - 31
 
 
 def test_consecutive_pair_failures_and_unknown_neither_breaks_nor_extends():
