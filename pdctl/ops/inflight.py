@@ -21,7 +21,7 @@ from pdctl.checks.inflight import (BALANCE_WINDOW_S, DECODE_ROOM_GAUGES, PREFILL
                                    balance_suspects_pin, holders, inflight_point, inflight_results, judge_points,
                                    short_gauges, side_rooms)
 from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, GEN_THROUGHPUT, GENERATION_TOKENS, INFLIGHT_GAUGES,
-                                       TRANSFER_FAILED)
+                                       NUM_ABORTED_REQUESTS, TRANSFER_FAILED)
 from pdctl.checks.result import CheckResult
 from pdctl.errors import RefusedError, UnreachableError
 from pdctl.ops.context import Deployment
@@ -86,7 +86,8 @@ def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] =
         g, _gen = inflight_point([m], []) if role == "prefill" else inflight_point([], [m])
         per_worker[label] = g
         counters[label] = {"transfer_failed": _counter(m, TRANSFER_FAILED),
-                           "bootstrap_failed": _counter(m, BOOTSTRAP_FAILED)}
+                           "bootstrap_failed": _counter(m, BOOTSTRAP_FAILED),
+                           "aborted": _counter(m, NUM_ABORTED_REQUESTS)}   # what a client abort counts too
         if role == "decode":
             counters[label]["generation_tokens"] = _counter(m, GENERATION_TOKENS)
             v = m.value(GEN_THROUGHPUT, tp_rank="0")

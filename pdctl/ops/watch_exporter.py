@@ -85,11 +85,16 @@ class WatchCollector:
                        "started, across counter resets", ("target", "kind"))
             for (target, kind), total in sorted(st.failures_since_start().items()):
                 kv.add_metric([dep, target, kind], total)
+            real = gauge("pdctl_kv_failures_unexplained_since_start", "those failures beyond what the same "
+                         "worker's aborted requests explain (a client abort in the transfer window is one)",
+                         ("target", "kind"))
+            for (target, kind), left in sorted(st.unexplained_failures().items()):
+                real.add_metric([dep, target, kind], left)
             hazard = gauge("pdctl_lineage_hazard", "1 for each pair the lineage judge calls hazardous",
                            ("prefill", "decode", "hazard"))
             for (p, d), kind in sorted(st.hazards.items()):
                 hazard.add_metric([dep, p, d, kind], 1)
-            yield from (kv, hazard)
+            yield from (kv, real, hazard)
 
             last = gauge("pdctl_round_last_timestamp_seconds", "unix time of the last complete round of the cadence",
                          ("cadence",))

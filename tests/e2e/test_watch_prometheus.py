@@ -1,7 +1,8 @@
 """The seed's wedge, seen without a human: a real local 1P1D (bundled engine, real sglang-router, free ports) with the
 status-update-race drill; an aimed abort storm pins a room; `pdctl watch` judges it pinned and its exporter says
 so; a real Prometheus (Debian's package, loopback, started and killed by the test) scrapes the watch with the
-shipped rules, and PdctlInflightPinned fires, where it was not firing before the pin."""
+shipped rules, and PdctlInflightPinned fires, where it was not firing before the pin. The pin is made and judged
+under a steady client load of 0.8 requests/s (queue counts alone would read busy)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from tests.e2e.helpers import REPO, deployed, local_inventory, pdctl
 from tests.e2e.test_watch import _scrape, _series, _timeline, _until
 from tests.engine.test_storm_engine import DELAY, STORM
+from tests.fixtures.client_load import ClientLoad
 from tests.fixtures.net import free_port
 from tests.fixtures.prometheus import Prometheus
 
@@ -47,15 +49,17 @@ def test_a_pin_is_judged_by_the_watch_and_fires_the_shipped_alert(racy, tmp_path
             prom.wait_evaluated()
             assert not prom.alerts("PdctlInflightPinned"), prom.alerts("PdctlInflightPinned")
 
-            r = pdctl(["storm", "-i", str(racy["inv"]), "--json", *STORM, "--target", "transfer-window",
-                       "--requests", "6"], state=racy["state"], timeout=300)
-            assert r.code in (0, 1), r.output
-            assert r.json()["hits"]["hits"] >= 1, r.json()["hits"]
-
-            _until("the exporter saying pinned",
-                   lambda: set(_series(_scrape(port), "pdctl_inflight_pinned").values()) == {1.0}, 60)
-            assert max(_series(_scrape(port), "pdctl_inflight_pinned_seconds").values()) > 0
-            alert = prom.wait_alert("PdctlInflightPinned", timeout=90, deployment="watch-pin")
+            # under a steady client load: queue counts alone would read busy; the room balance says pinned
+            with ClientLoad(f"http://127.0.0.1:{racy['data']['roles']['router'][0]['port']}", rate=0.8) as load:
+                r = pdctl(["storm", "-i", str(racy["inv"]), "--json", *STORM, "--target", "transfer-window",
+                           "--requests", "6"], state=racy["state"], timeout=300)
+                assert r.code in (0, 1), r.output
+                assert r.json()["hits"]["hits"] >= 1, r.json()["hits"]
+                _until("the exporter saying pinned",
+                       lambda: set(_series(_scrape(port), "pdctl_inflight_pinned").values()) == {1.0}, 90)
+                assert max(_series(_scrape(port), "pdctl_inflight_pinned_seconds").values()) > 0
+                alert = prom.wait_alert("PdctlInflightPinned", timeout=90, deployment="watch-pin")
+            assert load.summary()["ok"] >= 10, load.summary()      # the load flowed while the pin was judged
             assert alert["labels"]["severity"] == "critical"
             assert "pdctl triage" in alert["annotations"]["description"]
             pinned = [x for x in _timeline(tl) if x.get("layer") == "inflight" and x.get("status") == "fail"]

@@ -189,3 +189,20 @@ def test_listen_refuses_a_non_loopback_address_without_listen_any():
     assert exporter_address("0.0.0.0:9464", True) == ("0.0.0.0", 9464)
     with pytest.raises(UsageError, match="--listen"):
         exporter_address("nope", False)
+
+
+def test_failures_explained_by_the_workers_own_aborts_do_not_fail_the_transfer_check():
+    st = WatchState("d", started=0.0)
+    p, d = "prefill[0]@a:30000", "decode[0]@b:30002"
+    zero = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
+    st.apply_counters({p: zero, d: zero}, 1)
+    # a random abort storm: prefill counts 3 transfer failures and 5 aborts; decode 2 failures and no abort
+    st.apply_counters({p: {"transfer_failed": 3, "bootstrap_failed": 0, "aborted": 5},
+                       d: {"transfer_failed": 2, "bootstrap_failed": 1, "aborted": 0}}, 2)
+    left = st.unexplained_failures()
+    assert left[(p, "transfer")] == 0 and left[(d, "transfer")] == 2 and left[(d, "bootstrap")] == 1
+    checks = {(c.target, c.name): c for c in st.transfer_checks()}
+    explained = checks[(p, "transfer failures since the watch started")]
+    assert explained.status.value == "pass" and "3 explained by aborts" in explained.observed
+    assert checks[(d, "transfer failures since the watch started")].status.value == "fail"
+    assert st.failures_since_start()[(p, "transfer")] == 3          # the raw count is still exported as it is
