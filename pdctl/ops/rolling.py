@@ -71,6 +71,7 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
     """Restart every prefill and decode without taking the service down. Raises HazardRefused (a router would be
     left without a prefill or a decode), LockHeld, LintRefused, UnreachableError (a router's worker list cannot be
     read before anything is done). A step that fails later does not raise: the result says where it stopped."""
+    from pdctl.ops.fanout import raise_first_unreachable
     from pdctl.ops.restart import lint_gate
 
     units = form_units(len(dep.inv.roles.prefill), len(dep.inv.roles.decode))
@@ -88,14 +89,18 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
                 result.warnings.append(f"took over the {lock.took_over.describe()}")
             _refuse(dep, result)
             lint_gate(dep, result, rec, skip_lint)
-            bases = {(r.key[0], r.key[1]): r.value for r in
-                     dep.each_instance(lambda role, k: dep.base_url(role, k), roles=ROLES) if r.reached}
+            resolved = dep.each_instance(lambda role, k: dep.base_url(role, k), roles=ROLES)
+            raise_first_unreachable(resolved)      # a worker that cannot be asked: nothing has been changed yet
+            bases = {(r.key[0], r.key[1]): r.value for r in resolved}
             for state in result.units:
                 try:
                     _run_unit(dep, state, result.steps, bases, drain_timeout)
                 except StepFailed as e:
                     result.stopped, result.stopped_exit = e.message, e.exit_code
                     break
+                except KeyboardInterrupt:   # the record says which workers stay out of the routers
+                    rec.extra["units"] = to_data(result.to_dict()["units"])
+                    raise
                 # every pair has been canaried since either of its workers last restarted: the new clean lineage
                 save_lineage_record(dep)
             rec.extra.update(units=to_data(result.to_dict()["units"]), steps=to_data(result.steps),
@@ -155,9 +160,11 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
         for j in unit.decodes:
             step(f"{label('decode', j)} back in the routers", lambda j=j: rw.put_back(dep, "decode", j))
             out.remove(("decode", j))
-    except StepFailed as e:
-        state.state = f"failed at: {_failed_step(e)}"
-        state.detail = e.message.splitlines()[0]
+    except (StepFailed, KeyboardInterrupt) as e:    # Ctrl-C too: what was never restarted goes back in
+        if isinstance(e, StepFailed):
+            state.state, state.detail = f"failed at: {_failed_step(e)}", e.message.splitlines()[0]
+        else:
+            state.state, state.detail = "interrupted", f"interrupted during: {done[-1].step if done else 'start'}"
         back, kept = _restore_untouched(dep, out, restarted)
         state.out = [label(role, k) for role, k in kept]
         if back:
