@@ -14,6 +14,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Mapping
 
+SEND_TIMEOUT_S = 1.0   # a manager that does not read (its queue full) must not stall the watch's loop
+
 READY = "READY=1"
 WATCHDOG = "WATCHDOG=1"
 STOPPING = "STOPPING=1"
@@ -73,8 +75,9 @@ class Notifier:
         try:
             if self._sock is None:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock.settimeout(SEND_TIMEOUT_S)
             self._sock.sendto(state.encode(), self.address)
-        except OSError:
+        except OSError:     # no such socket, refused, or not sent within SEND_TIMEOUT_S (TimeoutError)
             return False
         key = state.split("=", 1)[0]
         self.sent[key] = self.sent.get(key, 0) + 1
