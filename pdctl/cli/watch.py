@@ -83,7 +83,8 @@ def watch(
     if heal not in ("off", "dry", "on"):
         raise UsageError(f"--heal {heal!r}: choose off, dry or on")
     inv = load_inventory(inventory)
-    serve = exporter_address(listen or inv.watch.listen, listen_any)
+    if not (uninstall or status):      # what the watch (or the service's) would serve, checked before anything
+        serve = exporter_address(listen or inv.watch.listen, listen_any)
     if install or uninstall or status:
         if install + uninstall + status > 1:
             raise UsageError("choose one of --install, --uninstall, --status")
@@ -150,7 +151,7 @@ def _service(inv, inventory, *, install: bool, uninstall: bool, listen, listen_a
     elif uninstall:
         ws = ops.uninstall(inv, inventory, dry_run=dry_run)
     else:
-        ws = ops.status(inv)
+        ws = ops.status(inv, inventory)
     if json_out:
         from pdctl.serialize import to_data
 

@@ -213,7 +213,7 @@ def uninstall(inv, inventory: Path | None, *, dry_run: bool = False) -> WatchSer
     kind, why = manager_kind()
     mgr = _manager(kind)
     name = service_name(inv.name)
-    ws = _describe(kind, why, mgr, name, "uninstall", "")
+    ws = _describe(kind, why, mgr, name, "uninstall", "")   # once removed, nothing is left to stop
     present = mgr.not_installed(name) is None
     if dry_run or not present:
         ws.detail = "would stop, disable and remove it" if present else "not installed: nothing to remove"
@@ -234,7 +234,7 @@ def uninstall(inv, inventory: Path | None, *, dry_run: bool = False) -> WatchSer
     return ws
 
 
-def status(inv) -> WatchService:
+def status(inv, inventory: Path | None) -> WatchService:
     """Read-only: the service's state, one scrape of its exporter, judged (checks.watch_service)."""
     from pdctl.checks.metrics import parse_metrics
     from pdctl.checks.watch_service import WatchServiceSeen, judge_watch_service
@@ -243,7 +243,7 @@ def status(inv) -> WatchService:
     kind, why = manager_kind()
     mgr = _manager(kind)
     name = service_name(inv.name)
-    ws = _describe(kind, why, mgr, name, "status", f" -i {inv.source}" if inv.source.startswith("/") else "")
+    ws = _describe(kind, why, mgr, name, "status", f" -i {Path(inventory).resolve()}" if inventory else "")
     installed = mgr.not_installed(name) is None
     spec = mgr.installed_spec(name) if installed else None
     listen = _listen_of(spec.argv) if spec is not None else None
