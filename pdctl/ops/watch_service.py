@@ -266,6 +266,26 @@ def status(inv, inventory: Path | None) -> WatchService:
     return ws
 
 
+def brief(inv) -> dict[str, Any]:
+    """One line's worth for `pdctl status`: is this deployment's watch service installed, running, as which pid.
+    Never raises: a manager that did not answer is said as the state "unknown"."""
+    kind, _ = manager_kind()
+    name = service_name(inv.name)
+    out: dict[str, Any] = {"service": name, "manager": kind, "state": "unknown", "pid": None}
+    try:
+        mgr = _manager(kind)
+        if mgr.not_installed(name) is not None:
+            out["state"] = "not installed"
+            return out
+        st = mgr.status(name)
+        out.update(state="running" if st.active else "stopped", pid=st.main_pid, detail=st.detail)
+        if kind == "systemd":
+            out["restarts"] = st.restarts
+    except Exception as e:      # status must still show the roles
+        out["detail"] = (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]
+    return out
+
+
 def _listen_of(argv) -> str | None:
     argv = list(argv)
     return argv[argv.index("--listen") + 1] if "--listen" in argv[:-1] else None

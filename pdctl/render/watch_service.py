@@ -61,3 +61,13 @@ def watch_service_report(ws) -> None:
 def _inv(ws) -> str:
     argv = list(ws.argv)
     return f" -i {argv[argv.index('-i') + 1]}" if "-i" in argv[:-1] else ""
+
+
+def watch_line(w: dict) -> str:
+    """`pdctl status`'s line about the deployment's watch service. Pure."""
+    if w["state"] == "running":
+        restarts = f", restarted {w['restarts']}x" if w.get("restarts") else ""
+        return f"watch: {w['service']} running, pid {w['pid']} ({w['manager']}{restarts}); pdctl watch --status"
+    if w["state"] == "not installed":
+        return "watch: not installed (pdctl watch --install runs it as a service)"
+    return f"watch: {w['service']} {w['state']}" + (f" ({w['detail']})" if w.get("detail") else "")

@@ -88,6 +88,10 @@ def test_pidfile_install_runs_the_watch_and_uninstall_stops_it_by_pid(setup):
     assert status.code == 0, status.output
     assert status.stdout.splitlines()[0] == f"watch service pdctl-watch-wsvc: running, pid {pid}"
 
+    roles = pdctl(["status", "-i", s["inv"], "--json"], state=s["state"], env=env)
+    assert roles.code == 1 and roles.json()["watch"] == {"service": "pdctl-watch-wsvc", "manager": "pidfile",
+                                                         "state": "running", "pid": pid, "detail": "running"}
+
     gone = pdctl(["watch", "--uninstall", "-i", s["inv"], "--json"], state=s["state"], env=env)
     assert gone.code == 0, gone.output
     assert gone.json()["detail"] == f"stopped pid {pid}"
@@ -97,6 +101,8 @@ def test_pidfile_install_runs_the_watch_and_uninstall_stops_it_by_pid(setup):
     assert last.startswith("watch stopped by SIGTERM after "), last
     after = pdctl(["watch", "--status", "-i", s["inv"], "--json"], state=s["state"], env=env)
     assert after.code == 1 and after.json()["checks"][0]["observed"] == "not installed"
+    assert pdctl(["status", "-i", s["inv"], "--json"], state=s["state"], env=env).json()["watch"]["state"] == \
+        "not installed"
     actions = [json.loads(x)["action"] for x in Path(env["PDCTL_AUDIT_LOG"]).read_text().splitlines()]
     assert actions == ["watch --install", "watch --install", "watch --uninstall"]
 

@@ -196,3 +196,15 @@ def test_status_judge_says_what_is_wrong_first():
     down = judge_watch_service(seen(active=False, detail="failed/failed"), 1.0, name="w")
     assert len(down) == 1 and down[0].observed == "not running (failed/failed)"
     assert judge_watch_service(seen(installed=False), 1.0, name="w")[0].observed == "not installed"
+
+
+def test_status_line_of_the_watch_service():
+    from pdctl.render.watch_service import watch_line
+
+    assert watch_line({"service": "pdctl-watch-d", "manager": "systemd", "state": "running", "pid": 9,
+                       "restarts": 2}) == "watch: pdctl-watch-d running, pid 9 (systemd, restarted 2x); " \
+                                          "pdctl watch --status"
+    assert watch_line({"service": "w", "manager": "pidfile", "state": "not installed", "pid": None}) == \
+        "watch: not installed (pdctl watch --install runs it as a service)"
+    assert watch_line({"service": "w", "manager": "pidfile", "state": "stopped", "pid": None,
+                       "detail": "stale pidfile: pid 7 is gone"}) == "watch: w stopped (stale pidfile: pid 7 is gone)"
