@@ -18,14 +18,17 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
     from pdctl import render
     from pdctl.ops.lifecycle import status as run
     from pdctl.ops.lifecycle import status_hazards
+    from pdctl.ops.watch_service import brief
 
     with open_deployment(inventory, quiet=True) as dep:
         rows = run(dep)
         hazards = status_hazards(dep, rows)
+        watch = brief(dep.inv)
     if json_out:
-        render.emit_json({"inventory": dep.inv.name, "roles": rows, "hazards": hazards})
+        render.emit_json({"inventory": dep.inv.name, "roles": rows, "hazards": hazards, "watch": watch})
     else:
         render.status_table(rows)
+        render.lines([render.watch_line(watch)], style="dim")
         for h in hazards:
             render.warning(h)
         if any(r["state"] == "unknown" for r in rows):   # deploy would act on a host we know nothing about

@@ -44,6 +44,17 @@ def watch(
                     "pin, a pair broken in K canaries, the degraded bootstrap), guarded: under the lock, at most "
                     "watch.heal_max_per_hour, never on an unknown host (docs/watch.md). dry: say what it would do."
                     )] = "off",
+    install: Annotated[bool, typer.Option("--install", help="Run this watch (with the --listen, --listen-any, "
+                       "--timeline and --heal given) as a service on this machine: a systemd unit when systemd "
+                       "runs it and pdctl is root, else a pidfile service; enabled and started.")] = False,
+    uninstall: Annotated[bool, typer.Option("--uninstall", help="Stop the watch service of this inventory and "
+                         "remove it.")] = False,
+    status: Annotated[bool, typer.Option("--status", help="Is the watch service running, does its exporter "
+                      "answer, are its rounds recent. Exit 1 when not.")] = False,
+    watchdog: Annotated[float, typer.Option("--watchdog", metavar="SECONDS", help="With --install under "
+                        "systemd: WatchdogSec, restart the watch when no round completed for that long.")] = 60.0,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --install or --uninstall: print the unit or "
+                       "spec and what would be done; change nothing.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify continuously: every layer on its cadence, an exporter, a timeline.
@@ -53,7 +64,9 @@ def watch(
     A host that does not answer makes its targets unknown; the rest stay watched.
 
     Exit (with --once or --for): 0 all pass, 1 a check fails, 3 a target is unknown; 130 stopped by Ctrl-C or
-    SIGTERM."""
+    SIGTERM.
+
+    As a service (docs/watch.md): --install, --status, --uninstall."""
     import math
     import sys
 
@@ -63,13 +76,23 @@ def watch(
     from pdctl.ops.watch import run_watch
     from pdctl.render.watch_screen import ChangeLines, LiveScreen, screen_text
     from pdctl.render.watch_timeline import TimelineWriter
+    from pdctl.services.sdnotify import Notifier
 
     if for_s is not None and not (math.isfinite(for_s) and for_s > 0):
         raise UsageError(f"--for {for_s:g}: must be a number of seconds > 0")
     if heal not in ("off", "dry", "on"):
         raise UsageError(f"--heal {heal!r}: choose off, dry or on")
     inv = load_inventory(inventory)
-    serve = exporter_address(listen or inv.watch.listen, listen_any)
+    if not (uninstall or status):      # what the watch (or the service's) would serve, checked before anything
+        serve = exporter_address(listen or inv.watch.listen, listen_any)
+    if install or uninstall or status:
+        if install + uninstall + status > 1:
+            raise UsageError("choose one of --install, --uninstall, --status")
+        return _service(inv, inventory, install=install, uninstall=uninstall, listen=listen,
+                        listen_any=listen_any, timeline=timeline, heal=heal, watchdog=watchdog, once=once,
+                        for_s=for_s, dry_run=dry_run, json_out=json_out)
+    if dry_run:
+        raise UsageError("--dry-run goes with --install or --uninstall", hint="the watch itself changes nothing")
     if json_out and timeline == "-":
         raise UsageError("--json and --timeline - both want stdout", hint="write the timeline to a file")
     sinks, writer = [], TimelineWriter(timeline) if timeline else None
@@ -86,7 +109,7 @@ def watch(
 
                 hooks.append(Healer(dep, dry=heal == "dry"))
             result = run_watch(dep, on_lines=sinks, hooks=hooks, for_s=for_s, once=once, serve=serve,
-                               screen=LiveScreen if live else None)
+                               screen=LiveScreen if live else None, notifier=Notifier.from_env(unset=True))
     finally:
         if writer is not None:
             writer.close()
@@ -103,3 +126,37 @@ def watch(
     if code:
         raise typer.Exit(code)
 
+
+
+def _service(inv, inventory, *, install: bool, uninstall: bool, listen, listen_any: bool, timeline, heal: str,
+             watchdog: float, once: bool, for_s, dry_run: bool, json_out: bool) -> None:
+    """--install / --uninstall / --status: one call each, rendered."""
+    import math
+
+    from pdctl import render
+    from pdctl.errors import UsageError
+    from pdctl.ops import watch_service as ops
+    from pdctl.render.watch_service import watch_service_report
+
+    status = not (install or uninstall)
+    if once or for_s is not None:
+        raise UsageError("--once and --for end the watch: a service runs until stopped")
+    if status and dry_run:
+        raise UsageError("--dry-run goes with --install or --uninstall (--status changes nothing)")
+    if install and not (math.isfinite(watchdog) and watchdog >= 1):
+        raise UsageError(f"--watchdog {watchdog:g}: must be at least 1 second")
+    if install:
+        ws = ops.install(inv, inventory, listen=listen, listen_any=listen_any, timeline=timeline, heal=heal,
+                         watchdog_s=watchdog, dry_run=dry_run)
+    elif uninstall:
+        ws = ops.uninstall(inv, inventory, dry_run=dry_run)
+    else:
+        ws = ops.status(inv, inventory)
+    if json_out:
+        from pdctl.serialize import to_data
+
+        render.emit_json(to_data(ws))
+    else:
+        watch_service_report(ws)
+    if status and not ws.ok:
+        raise typer.Exit(1)

@@ -30,8 +30,10 @@ from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock
 from pdctl.checks.watch_state import WatchState
 from pdctl.ops.context import Deployment
 from pdctl.ops.watch_rounds import ROUNDS, Seen
+from pdctl.services.sdnotify import READY, STOPPING, WATCHDOG, Notifier
 
 TICK_S = 0.5      # the longest the loop sleeps: how soon it sees a stop, the end of --for, or --once done
+PING_SHARE = 0.25  # a watchdog ping at most every quarter of WatchdogSec (systemd advises under half)
 Hook = Callable[["Watch", str], None]
 
 
@@ -71,20 +73,27 @@ class Watch:
         self.lock = threading.RLock()       # state changes, and the exporter's reads of it
         self._emit_lock = threading.Lock()  # sinks see whole batches, in order
         self.clocks = {name: CadenceClock(name, every) for name, every in cadence_periods(s).items()}
+        self.finished = 0                   # rounds finished (done or raised): what the watchdog pings follow
+        self.first_finished: set[str] = set()
 
     # -- the loop ----------------------------------------------------------------------------------------------
     def run(self, *, stop: threading.Event | None = None, for_s: float | None = None,
-            once: bool = False) -> WatchResult:
+            once: bool = False, notifier: Notifier | None = None) -> WatchResult:
         """Watch until `stop` is set, `for_s` seconds passed, or (with `once`) every cadence completed a round and
         the inflight window is full; Ctrl-C / SIGTERM (KeyboardInterrupt in this thread) stops it at the next
         statement: the result says by what (exit 130). Rounds still running are left to finish on their own
-        (daemon threads, each bounded by its own timeouts): the stop takes at most TICK_S."""
+        (daemon threads, each bounded by its own timeouts): the stop takes at most TICK_S.
+
+        `notifier` (systemd's sd_notify, a no-op outside a unit): READY=1 once every cadence finished its first
+        round, WATCHDOG=1 from this loop only when rounds finished since the last ping (a wedged loop, or every
+        round hung, lets the watchdog fire), STOPPING=1 on the way out."""
         from pdctl.ops.fanout import DaemonPool
 
         stop = stop or threading.Event()
         started = self.clock()
         result = WatchResult(self.dep.inv.name, 0.0, state=self.state)
         pool = DaemonPool(len(CADENCES))
+        pulse = _Pulse(notifier or Notifier())
         try:
             while not stop.is_set():
                 now = self.clock()
@@ -102,11 +111,15 @@ class Watch:
                         with self.lock:
                             line = self.state.round_skipped(clock.name, self.wall())
                         self._emit([line])
+                with self.lock:
+                    finished, first = self.finished, len(self.first_finished)
+                pulse.beat(self.clock(), finished, first == len(CADENCES))
                 wait = min(c.wait_s(self.clock()) for c in self.clocks.values())
                 stop.wait(min(max(wait, 0.01), TICK_S))
         except KeyboardInterrupt as e:
             result.stopped_by = getattr(e, "signal_name", None) or "SIGINT (Ctrl-C)"
         finally:
+            pulse.notifier.notify(STOPPING)
             pool.shutdown(wait=False, cancel_futures=True)
         result.seconds = self.clock() - started
         return result
@@ -128,6 +141,9 @@ class Watch:
             lines = [self._error_line(clock.name, e)]
         finally:
             clock.finished()
+            with self.lock:
+                self.finished += 1
+                self.first_finished.add(clock.name)
         self._emit(lines)
         for hook in list(self.hooks):
             try:
@@ -172,9 +188,28 @@ class Watch:
                 "observed": f"{what} raised {type(e).__name__}: {text}"}
 
 
+class _Pulse:
+    """What the loop tells systemd: READY once, then WATCHDOG while the finished-round count moves."""
+
+    def __init__(self, notifier: Notifier):
+        self.notifier, self.ready, self.pinged_at, self.pinged_count = notifier, False, None, 0
+
+    def beat(self, now: float, finished: int, all_first_done: bool) -> None:
+        n = self.notifier
+        if not n.active:
+            return
+        if not self.ready and all_first_done:
+            self.ready = n.notify(READY + "\nSTATUS=watching: every cadence ran a round")
+        if n.watchdog_s is None or finished == self.pinged_count:
+            return      # no round finished since the last ping: no ping (the watchdog may then fire)
+        if self.pinged_at is None or now - self.pinged_at >= n.watchdog_s * PING_SHARE:
+            if n.notify(WATCHDOG):
+                self.pinged_at, self.pinged_count = now, finished
+
+
 def run_watch(dep: Deployment, *, on_lines=(), hooks=(), for_s: float | None = None, once: bool = False,
               stop: threading.Event | None = None, serve: tuple[str, int] | None = None,
-              screen: Callable[[Watch], Any] | None = None) -> WatchResult:
+              screen: Callable[[Watch], Any] | None = None, notifier: Notifier | None = None) -> WatchResult:
     """Build a Watch, serve its exporter on `serve` (host, port) and show `screen(watch)` (a context manager,
     e.g. the live view) while it runs, run it. Raises UsageError when the exporter's address cannot be bound
     (before any round)."""
@@ -186,7 +221,7 @@ def run_watch(dep: Deployment, *, on_lines=(), hooks=(), for_s: float | None = N
     server = serve_exporter(w, *serve) if serve is not None else None
     try:
         with screen(w) if screen is not None else nullcontext():
-            return w.run(stop=stop, for_s=for_s, once=once)
+            return w.run(stop=stop, for_s=for_s, once=once, notifier=notifier)
     finally:
         if server is not None:
             server.close()

@@ -14,6 +14,7 @@ _HOME = {
     "deploy_outcome": "deploy", "deploy_plan": "deploy", "status_table": "status", "HISTORY_RESULT_MAX": "history",
     "history_lines": "history", "shorten": "history", "inflight_report": "inflight", "storm_report": "storm",
     "triage_report": "triage", "_STYLE": "screen", "lint_report": "lint", "pairs_report": "pairs",
+    "watch_line": "watch_service",
 }
 
 
@@ -33,5 +34,5 @@ __all__ = [
     "clear_live", "check_table",
     "steps_table", "health_report", "next_steps", "deploy_outcome", "deploy_plan", "status_table",
     "HISTORY_RESULT_MAX", "history_lines", "shorten", "inflight_report", "storm_report",
-    "triage_report", "lint_report", "pairs_report",
+    "triage_report", "lint_report", "pairs_report", "watch_line",
 ]

@@ -212,6 +212,10 @@ class PidfileManager(ServiceManager):
         return self.t.read_file(path, timeout=self.command_timeout)
 
     # -- install ---------------------------------------------------------------------------------------------
+    def render(self, spec: ServiceSpec) -> str:
+        """The spec text `install` would write. Pure."""
+        return self.render_spec(spec)
+
     @staticmethod
     def render_spec(spec: ServiceSpec) -> str:
         return json.dumps(
@@ -248,15 +252,16 @@ class PidfileManager(ServiceManager):
         """Raises StepFailed for a corrupt spec (as start would), UnreachableError for a host that did not answer."""
         return None if self.installed_spec(name) is not None else f"{self.spec_path(name)} missing"
 
-    def purge(self, name: str) -> list[str]:
-        """Remove the spec, pidfile and log of a stopped service (the log may hold what secrets masking missed)."""
+    def purge(self, name: str, *, keep_log: bool = False) -> list[str]:
+        """Remove the spec, pidfile and log of a stopped service (the log may hold what secrets masking missed;
+        `keep_log` keeps it, said in the list)."""
         if self.status(name).active:
             raise StepFailed(f"{self.t.name}: {name!r} is running: stop it before purging its files")
-        paths = [self.spec_path(name), self.pid_path(name), self.log_path(name)]
+        paths = [self.spec_path(name), self.pid_path(name)] + ([] if keep_log else [self.log_path(name)])
         res = self._run("rm -f -- " + " ".join(quote(p) for p in paths), f"removing the files of {name}")
         if not res.ok:
             raise StepFailed(f"{self.t.name}: could not remove the files of {name!r}: {res.stderr.strip()}")
-        return paths
+        return paths + ([f"(log {self.log_path(name)} kept)"] if keep_log else [])
 
     # -- start -----------------------------------------------------------------------------------------------
     def launch_command(self, spec: ServiceSpec) -> str:

@@ -88,8 +88,14 @@ def unit_name(name: str) -> str:
 
 
 def render_unit(spec: ServiceSpec, restart: str = "on-failure", *, restart_sec: float = 5,
-                timeout_stop_sec: float = 30) -> str:
-    """The unit file text for `spec`. Pure. Raises ValueError on an unusable spec (relative ExecStart, bad env)."""
+                timeout_stop_sec: float = 30, watchdog_sec: float | None = None,
+                success_exit_status: str | None = None) -> str:
+    """The unit file text for `spec`. Pure. Raises ValueError on an unusable spec (relative ExecStart, bad env).
+
+    watchdog_sec: a Type=notify unit (the process says READY=1 and pings WATCHDOG=1 over $NOTIFY_SOCKET, only its
+    main process is heard) that systemd kills and restarts when the pings stop for that long. success_exit_status:
+    exit codes that are a clean stop (pdctl exits 130 on SIGTERM), so `systemctl stop` leaves it inactive, not
+    failed."""
     desc = _escape_common(spec.description or f"pdctl {spec.name}").replace("\n", " ")
     lines = [
         "# Managed by pdctl: changes here are overwritten by `pdctl deploy`.",
@@ -102,8 +108,13 @@ def render_unit(spec: ServiceSpec, restart: str = "on-failure", *, restart_sec: 
         "Wants=network-online.target",
         "",
         "[Service]",
-        "Type=simple",
     ]
+    if watchdog_sec is not None:
+        if not watchdog_sec > 0:
+            raise ValueError(f"WatchdogSec must be > 0, got {watchdog_sec!r}")
+        lines += ["Type=notify", "NotifyAccess=main", f"WatchdogSec={watchdog_sec:g}"]
+    else:
+        lines.append("Type=simple")
     if spec.workdir:
         if "\n" in spec.workdir or not spec.workdir.startswith("/"):
             raise ValueError(f"WorkingDirectory must be an absolute path, got {spec.workdir!r}")
@@ -113,6 +124,7 @@ def render_unit(spec: ServiceSpec, restart: str = "on-failure", *, restart_sec: 
         f"ExecStart={systemd_exec_line(spec.argv)}",
         f"Restart={restart}",
         f"RestartSec={restart_sec:g}",
+        *([f"SuccessExitStatus={success_exit_status}"] if success_exit_status else []),
         "KillMode=mixed",
         f"TimeoutStopSec={timeout_stop_sec:g}",
         "",
@@ -176,8 +188,9 @@ class SystemdManager(ServiceManager):
     """Units in `unit_dir` on the transport's host; needs root (or equivalent) there."""
 
     def __init__(self, transport: Transport, *, unit_dir: str = UNIT_DIR, restart: str = "on-failure",
-                 timeout_stop_sec: float = 30, command_timeout: float = 60.0):
+                 timeout_stop_sec: float = 30, command_timeout: float = 60.0, unit_options: dict | None = None):
         self.t = transport
+        self.unit_options = dict(unit_options or {})     # more of render_unit's keywords (the watch's watchdog)
         self.unit_dir = unit_dir.rstrip("/")
         self.restart_policy = restart
         self.timeout_stop_sec = timeout_stop_sec
@@ -200,7 +213,22 @@ class SystemdManager(ServiceManager):
         return StepFailed(f"{self.t.name}: {what} {unit_name(name)} failed (exit {res.exit_code}): {out}")
 
     def _render(self, spec: ServiceSpec) -> str:
-        return render_unit(spec, self.restart_policy, timeout_stop_sec=self.timeout_stop_sec)
+        return render_unit(spec, self.restart_policy, timeout_stop_sec=self.timeout_stop_sec, **self.unit_options)
+
+    def render(self, spec: ServiceSpec) -> str:
+        """The unit text `install` would write for `spec`. Pure."""
+        return self._render(spec)
+
+    def enable(self, name: str) -> None:
+        """`systemctl enable`: started at boot (multi-user.target). Raises StepFailed when systemctl refuses."""
+        res = self._systemctl("enable", unit_name(name))
+        if not res.ok:
+            raise self._fail("enable of", name, res)
+
+    def disable(self, name: str) -> None:
+        res = self._systemctl("disable", unit_name(name))
+        if not res.ok:
+            raise self._fail("disable of", name, res)
 
     def installed_spec(self, name: str) -> ServiceSpec | None:
         raw = self.t.read_file(self.unit_path(name), timeout=self.command_timeout)
