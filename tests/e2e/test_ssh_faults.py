@@ -219,15 +219,15 @@ def test_restart_over_a_host_whose_kill_hangs_is_unknown_and_never_says_sigkill_
     inv = _inventory(tmp_path, "faults", _host(hung_kill_sshd, tmp_path))
     for role in ROLES:     # installed, as a restart requires before it stops anything
         (tmp_path / "remote-state" / f"pdctl-faults-{role}-0.json").write_text(json.dumps({"argv": ["sleep", "600"]}))
-    prefill = running_roles[0]
+    decode = running_roles[1]       # the co-restart stops the decodes first (until the prefills are back)
     r, took = _timed_pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], tmp_path)
     assert r.code == 3, r.output
     assert took < 30, took
     assert "survived SIGKILL" not in r.output and "Traceback" not in r.output
-    _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s", f"kill -TERM {prefill.pid}")
+    _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s", f"kill -TERM {decode.pid}")
     assert "do not redeploy or restart on this result" in r.stderr       # the hint of an unknown, not "restart"
     assert all(p.poll() is None for p in running_roles)        # no signal reached them: nothing was concluded
-    assert (tmp_path / "remote-state" / "pdctl-faults-prefill-0.pid").exists()
+    assert (tmp_path / "remote-state" / "pdctl-faults-decode-0.pid").exists()
 
 
 # -- (c) SFTP that hangs: bounded, unknown -------------------------------------------------------------------------
