@@ -5,7 +5,8 @@ The known cases, and only these:
 - pinned:             the inflight verdict has been `pinned` for longer than `pin_confirm_s` (the seed's wedge);
 - pair-broken:        a prefill x decode pair failed `pair_failures` consecutive canaries;
 - degraded-bootstrap: the lineage judge names a decode restarted under a long-running prefill AND a canary of such
-                      a pair failed (a hazard alone, with every canary passing, is alerted, not healed).
+                      a pair failed, once is enough: the lineage says why (a hazard alone, with every canary
+                      passing, is alerted, not healed).
 The action: on xPyD (two or more prefills and decodes) the rolling co-restart, which keeps the service up; a pin,
 whose room never drains (the rolling restart waits for drains), and a 1P1D deployment get `restart --pair`.
 The guards, in order: any target unknown (a host that did not answer: never act on what cannot be seen), the
@@ -57,14 +58,16 @@ def confirmed_case(view: HealView, policy: HealPolicy) -> tuple[str | None, str,
     """(case, reason, evidence) of the most urgent confirmed known case, or (None, "", [])."""
     if view.pinned_for_s is not None and view.pinned_for_s >= policy.pin_confirm_s:
         return "pinned", f"inflight pinned for {view.pinned_for_s:.0f}s (>= {policy.pin_confirm_s:g}s)", []
-    broken = sorted(k for k, n in view.pair_failures.items() if n >= policy.pair_failures)
-    names = [f"prefill[{i}] -> decode[{j}]" for i, j in broken]
+    name = lambda k: f"prefill[{k[0]}] -> decode[{k[1]}]"     # noqa: E731
+    # the lineage already says why: one failed canary of such a pair confirms it (the others need K in a row)
     hazards = {(i, j) for i, j, h in view.lineage_hazards if h == "degraded-bootstrap"}
-    degraded = [k for k in broken if k in hazards]
+    degraded = sorted(k for k, n in view.pair_failures.items() if n >= 1 and k in hazards)
     if degraded:
         return ("degraded-bootstrap", f"{len(degraded)} pair(s) broken after a decode restarted under their "
-                f"long-running prefill: {', '.join(names[broken.index(k)] for k in degraded)}",
-                [f"{n} failed {view.pair_failures[k]} canaries in a row" for n, k in zip(names, broken)])
+                f"long-running prefill: {', '.join(name(k) for k in degraded)}",
+                [f"{name(k)} failed {view.pair_failures[k]} canaries in a row" for k in degraded])
+    broken = sorted(k for k, n in view.pair_failures.items() if n >= policy.pair_failures)
+    names = [name(k) for k in broken]
     if broken:
         return ("pair-broken", f"{len(broken)} pair(s) failed {policy.pair_failures}+ canaries in a row: "
                 f"{', '.join(names)}", [f"{n}: {view.pair_failures[k]} in a row" for n, k in zip(names, broken)])

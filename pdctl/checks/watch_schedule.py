@@ -1,6 +1,8 @@
 """When each of `pdctl watch`'s cadences runs: a tick is due every `every` seconds; a tick that comes while the
 previous round of the same cadence still runs is skipped (and counted), never queued, so a slow round cannot pile
-rounds up behind it. Pure: the caller passes the clock reading."""
+rounds up behind it; but one skipped tick is owed, and falls due the moment that round finishes, so a round a
+little longer than its period (a 30.04 s canary round every 30 s) does not halve the cadence. Pure: the caller
+passes the clock reading."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ class CadenceClock:
     next_due: float = 0.0         # clock reading of the next tick (0: at the first look)
     running: bool = False         # a round of this cadence has started and not finished
     skipped: int = 0              # ticks skipped because the previous round still ran
+    owed: bool = False            # a tick was skipped: the next falls due when the running round finishes
 
     def __post_init__(self) -> None:
         if not self.every > 0:
@@ -35,12 +38,19 @@ class CadenceClock:
         self.next_due = nxt if nxt > now else now + self.every
         if self.running:
             self.skipped += 1
+            self.owed = True
             return SKIP
         self.running = True
         return RUN
 
     def finished(self) -> None:
         self.running = False
+        if self.owed:              # at most one owed tick: due at the next look, then the period again
+            self.owed, self.next_due = False, 0.0
+
+    def due_now(self) -> None:
+        """Make the next tick due at the next look (after a heal, its evidence is to be read afresh)."""
+        self.next_due = 0.0
 
     def wait_s(self, now: float) -> float:
         """Seconds until this cadence's next tick (0 when due)."""

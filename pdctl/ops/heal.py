@@ -102,6 +102,8 @@ class Healer:
             self.running = False
         with watch.lock:    # the evidence that led here predates the heal: the next rounds must confirm anew
             forget_evidence(watch.state)
+        for clock in watch.clocks.values():    # ... and they run now, not a period later
+            clock.due_now()
         watch.record_heal(outcome)
         watch.event("heal", outcome=outcome, case=d.case, action=d.action, observed=detail)
 

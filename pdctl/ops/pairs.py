@@ -95,17 +95,27 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
                        bootstrap_host=dep.inv.address_from(p_inst.host, d_inst.host),
                        bootstrap_port=dep.inv.bootstrap_port(p_inst))
     got: dict[str, LegAnswer] = {}
-    side = threading.Thread(target=lambda: got.setdefault("prefill", _leg(bases[("prefill", i)], body, slot)),
-                            name=f"canary-prefill{i}-decode{j}", daemon=True)
-    side.start()
-    got["decode"] = _leg(bases[("decode", j)], body, slot)
-    side.join(slot + 5)   # _leg is bounded by `slot`; the margin only covers a thread scheduled late
-    prefill_leg = got.get("prefill") or LegAnswer(error=f"no response within {slot:g}s")
+    legs = {role: threading.Thread(target=lambda role=role, k=k: got.setdefault(role, _leg(bases[(role, k)], body,
+                                                                                            slot)),
+                                   name=f"canary-{role}-prefill{i}-decode{j}", daemon=True)
+            for role, k in (("prefill", i), ("decode", j))}
+    for t in legs.values():
+        t.start()
+    legs["prefill"].join(slot + 5)   # _leg is bounded by `slot`; the margin only covers a thread scheduled late
     aborted: list[str] = []
+    early = got.get("prefill")
+    if early is not None and early.status_code != 200 and legs["decode"].is_alive():
+        # the prefill already said the pair failed: the decode would wait for KV that never comes (SGLang: up to
+        # its 300 s waiting timeout); abort it now rather than hold the matrix for the whole slot
+        aborted.append(_abort(bases[("decode", j)], dep.inv.label("decode", j), canary_rid(room),
+                              dep.inv.final_health.health_timeout) + " (the prefill had failed)")
+    legs["decode"].join(slot + 5)
+    prefill_leg = got.get("prefill") or LegAnswer(error=f"no response within {slot:g}s")
+    got.setdefault("decode", LegAnswer(error=f"no response within {slot:g}s"))
     if leg_timed_out(prefill_leg) or leg_timed_out(got["decode"]):
         rid = canary_rid(room)
         health = dep.inv.final_health.health_timeout
-        aborted = ["closed both connections"] + [
+        aborted = ["closed both connections"] + aborted + [
             _abort(bases[(role, k)], dep.inv.label(role, k), rid, health) for role, k in (("prefill", i), ("decode", j))]
     return judge_pair(i, j, room, prefill_leg, got["decode"], aborted)
 

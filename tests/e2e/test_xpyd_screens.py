@@ -69,7 +69,7 @@ def test_status_is_one_row_per_instance_at_80_columns(dep):
     for label in everyone:
         (i,) = rows_of(lines, label)
         assert "running" in lines[i], lines[i]
-    assert len(lines) <= 2 * len(everyone) + 4, r.stdout
+    assert len(lines) <= 2 * len(everyone) + 5, r.stdout     # + the verdict, title, header, rule, watch line
 
 
 def test_final_health_names_the_drifting_decode_in_a_few_lines(dep):

@@ -36,6 +36,14 @@ def test_broken_pair_with_the_lineage_hazard_is_the_degraded_bootstrap():
     assert d.act and d.case == "degraded-bootstrap" and "prefill[0] -> decode[1]" in d.reason
 
 
+def test_the_degraded_bootstrap_is_confirmed_by_one_failed_canary():
+    d = decide(view(pair_failures={(0, 1): 1}, lineage_hazards=[(0, 1, "degraded-bootstrap")]), P, heals_at=[],
+               now=1000, last_heal_ok=None)
+    assert d.act and d.case == "degraded-bootstrap"
+    # without the lineage's reason, one failure is not enough
+    assert decide(view(pair_failures={(0, 1): 1}), P, heals_at=[], now=1000, last_heal_ok=None).case is None
+
+
 def test_a_hazard_whose_canaries_pass_is_not_healed():
     d = decide(view(lineage_hazards=[(0, 0, "degraded-bootstrap")]), P, heals_at=[], now=1000, last_heal_ok=None)
     assert d.case is None
