@@ -67,12 +67,13 @@ def poll(fn, limit: float, every: float = 0.25):
 class Stack:
     """One deployment (CLI deploy/down), its watch process and a Prometheus scraping the watch and the engines."""
 
-    def __init__(self, name: str, root: Path, prefill_drills: str, heal: str = "off"):
+    def __init__(self, name: str, root: Path, prefill_drills: str, heal: str = "off", decode_env: dict | None = None):
         self.name, self.heal = name, heal
         self.state = root / name
         self.state.mkdir()
         self.ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-        self.data = local_inventory(name, self.ports, prefill_env={"PDCTL_DRILLS": prefill_drills})
+        self.data = local_inventory(name, self.ports, prefill_env={"PDCTL_DRILLS": prefill_drills},
+                                    decode_env=decode_env)
         self.inv = write_inventory(self.state / "inv.yaml", self.data)
         self.watch: subprocess.Popen | None = None
         self.prom: Prometheus | None = None
@@ -202,7 +203,7 @@ def one_pin(s: Stack, dep, seed: int) -> dict:
     alert, t_fire = poll(lambda: [a for a in s.prom.alerts("PdctlInflightPinned") if a["state"] == "firing"], 120, 0.5)
     lines = [x for x in s.timeline() if x.get("layer") == "inflight" and x.get("t", 0) >= t_pin - 5]
     first_fail = next((x for x in lines if x.get("status") == "fail"), None)
-    row.update(pinned=True, verdict_s=round(first_fail["t"] - t_pin, 1) if first_fail else None,
+    row.update(pinned=True, t_pin=round(t_pin, 3), verdict_s=round(first_fail["t"] - t_pin, 1) if first_fail else None,
                gauge_s=round(t_gauge - t_pin, 1) if t_gauge else None,
                alert_s=round(t_fire - t_pin, 1) if t_fire else None,
                alert_active_at=alert[0].get("activeAt") if alert else None,
@@ -219,10 +220,12 @@ def clear_pin(s: Stack) -> None:
     time.sleep(25)                                         # a full window without the pin before the next one
 
 
-def bench_heal(root: Path, runs: int, out: dict) -> None:
-    s = Stack("heal", root, "degraded-bootstrap", heal="on")
+def bench_heal(root: Path, runs: int, out: dict, waiting_timeout: int | None = None) -> None:
+    # SGLang's default decode waiting timeout (300 s) unless given: a canary's decode leg then waits its whole slot
+    env = {"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": str(waiting_timeout)} if waiting_timeout else None
+    s = Stack("heal" if not env else f"heal-wt{waiting_timeout}", root, "degraded-bootstrap", heal="on", decode_env=env)
     s.deploy()
-    rows = out.setdefault("heal", [])
+    rows = out.setdefault("heal" if not env else f"heal_waiting_timeout_{waiting_timeout}", [])
     try:
         for run in range(runs):
             s.start_watch()                                # a fresh watch: its heal budget starts anew
@@ -352,6 +355,8 @@ def main() -> int:
     ap.add_argument("--heal-runs", type=int, default=2)
     ap.add_argument("--quiet-s", type=float, default=240)
     ap.add_argument("--cpu-s", type=float, default=60)
+    ap.add_argument("--decode-waiting-timeout", type=int, default=None,
+                    help="heal: the decode's SGLANG_DISAGGREGATION_WAITING_TIMEOUT (default: SGLang's 300 s)")
     ap.add_argument("--only", default="pin,heal,quiet,cpu")
     ap.add_argument("--out", default="/tmp/bench_watch.json")
     args = ap.parse_args()
@@ -360,12 +365,16 @@ def main() -> int:
     os.environ["XDG_STATE_HOME"] = str(root)
     out: dict = {"cores": os.cpu_count(), "loadavg_start": loadavg(), "scrape_interval": SCRAPE}
     try:
-        if parts & {"cpu", "quiet"}:
-            bench_quiet_and_cpu(root, parts, args.quiet_s, args.cpu_s, out)
-        if "pin" in parts:
-            bench_pin(root, args.runs, out)
-        if "heal" in parts:
-            bench_heal(root, args.heal_runs, out)
+        # one part failing (its error kept in the JSON) does not lose the others' figures
+        for part, fn in (("heal", lambda: bench_heal(root, args.heal_runs, out, args.decode_waiting_timeout)),
+                         ("quiet", lambda: bench_quiet_and_cpu(root, parts, args.quiet_s, args.cpu_s, out)),
+                         ("pin", lambda: bench_pin(root, args.runs, out))):
+            if part in parts or (part == "quiet" and "cpu" in parts):
+                try:
+                    fn()
+                except Exception as e:  # noqa: BLE001
+                    out.setdefault("errors", {})[part] = f"{type(e).__name__}: {e}"
+                    print(f"[{part}] failed: {type(e).__name__}: {e}", flush=True)
     finally:
         out["loadavg_end"] = loadavg()
         Path(args.out).write_text(json.dumps(out, indent=1))
@@ -377,9 +386,9 @@ def main() -> int:
             print(f"| pin -> watch verdict, {mode} | {med(rows, 'verdict_s')} |")
             print(f"| pin -> pdctl_inflight_pinned 1, {mode} | {med(rows, 'gauge_s')} |")
             print(f"| pin -> PdctlInflightPinned firing, {mode} (target <= {target} s) | {med(rows, 'alert_s')} |")
-    if out.get("heal"):
-        print(f"| decode restart end -> heal done | {med(out['heal'], 'done_s')} |")
-        print(f"| decode restart end -> pair canary ok (target <= 90 s) | {med(out['heal'], 'pair_ok_again_s')} |")
+    for key in [k for k in out if k.startswith("heal")]:
+        print(f"| {key}: decode restart end -> heal done | {med(out[key], 'done_s')} |")
+        print(f"| {key}: decode restart end -> pair canary ok (target <= 90 s) | {med(out[key], 'pair_ok_again_s')} |")
     if "quiet" in out:
         q = out["quiet"]
         print(f"| {q['seconds']} s load + {q['storms']} random storms: alerts fired / heals | "
