@@ -18,6 +18,7 @@ package, tests/fixtures/prometheus.py) scraping the watch with the shipped rules
 
 Prints a markdown summary; writes every raw figure as JSON (--out). Runtime about 20-30 minutes with the defaults.
 Usage: python bench/bench_watch.py [--runs 3] [--heal-runs 2] [--quiet-s 240] [--cpu-s 60] [--only pin,heal,...]
+       [--decode-waiting-timeout S]   (heal part: the decode's SGLANG_DISAGGREGATION_WAITING_TIMEOUT)
 """
 
 from __future__ import annotations
