@@ -265,8 +265,9 @@ def proc_cpu(pid: int) -> tuple[float, float]:
     return (int(f[11]) + int(f[12])) / CLK, (int(f[13]) + int(f[14])) / CLK
 
 
-def bench_quiet_and_cpu(root: Path, parts: set, quiet_s: float, cpu_s: float, out: dict) -> None:
-    s = Stack("quiet", root, DELAY, heal="on")
+def bench_quiet_and_cpu(root: Path, parts: set, quiet_s: float, cpu_s: float, out: dict,
+                        drills: str = DELAY) -> None:
+    s = Stack("quiet", root, drills, heal="on")
     s.deploy()
     try:
         if "cpu" in parts:
@@ -358,6 +359,7 @@ def main() -> int:
     ap.add_argument("--cpu-s", type=float, default=60)
     ap.add_argument("--decode-waiting-timeout", type=int, default=None,
                     help="heal: the decode's SGLANG_DISAGGREGATION_WAITING_TIMEOUT (default: SGLang's 300 s)")
+    ap.add_argument("--quiet-drills", default=DELAY, help="quiet/cpu: the prefill's drills ('' : none)")
     ap.add_argument("--only", default="pin,heal,quiet,cpu")
     ap.add_argument("--out", default="/tmp/bench_watch.json")
     args = ap.parse_args()
@@ -368,7 +370,8 @@ def main() -> int:
     try:
         # one part failing (its error kept in the JSON) does not lose the others' figures
         for part, fn in (("heal", lambda: bench_heal(root, args.heal_runs, out, args.decode_waiting_timeout)),
-                         ("quiet", lambda: bench_quiet_and_cpu(root, parts, args.quiet_s, args.cpu_s, out)),
+                         ("quiet", lambda: bench_quiet_and_cpu(root, parts, args.quiet_s, args.cpu_s, out,
+                                                              args.quiet_drills)),
                          ("pin", lambda: bench_pin(root, args.runs, out))):
             if part in parts or (part == "quiet" and "cpu" in parts):
                 try:
