@@ -45,20 +45,21 @@ class HealthReport:
         return to_data(self)
 
 
-def _health_layer(dep: Deployment) -> list[CheckResult]:
+def health_probes(dep: Deployment, role: str, i: int) -> list[CheckResult]:
+    """One instance's health checks: GET /health, and a router's /readiness with every declared worker."""
     from pdctl.checks.health import probe_health, probe_router_ready
 
     timeout = dep.inv.final_health.health_timeout
-    workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
+    base = dep.base_url(role, i)
+    out = [probe_health(base, "/health", timeout)]
+    if role == "router":
+        workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
+        out.append(probe_router_ready(base, timeout=timeout, expect_workers=workers))
+    return out
 
-    def one(role: str, i: int) -> list[CheckResult]:
-        base = dep.base_url(role, i)
-        out = [probe_health(base, "/health", timeout)]
-        if role == "router":
-            out.append(probe_router_ready(base, timeout=timeout, expect_workers=workers))
-        return out
 
-    return _labelled(dep.each_instance(one))
+def _health_layer(dep: Deployment) -> list[CheckResult]:
+    return _labelled(dep.each_instance(lambda role, i: health_probes(dep, role, i)))
 
 
 def _e2e_layer(dep: Deployment) -> list[CheckResult]:

@@ -61,19 +61,9 @@ def _per_instance(dep: Deployment, fn, roles=None) -> Seen:
 
 def health_round(dep: Deployment) -> Seen:
     """GET /health of every role, and the router's /readiness with every declared worker (final-health's layer)."""
-    from pdctl.checks.health import probe_health, probe_router_ready
+    from pdctl.ops.verify import health_probes
 
-    timeout = dep.inv.final_health.health_timeout
-    workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
-
-    def one(role: str, i: int) -> list[CheckResult]:
-        base = dep.base_url(role, i)
-        out = [probe_health(base, "/health", timeout)]
-        if role == "router":
-            out.append(probe_router_ready(base, timeout=timeout, expect_workers=workers))
-        return out
-
-    return _per_instance(dep, one)
+    return _per_instance(dep, lambda role, i: health_probes(dep, role, i))
 
 
 def e2e_round(dep: Deployment) -> Seen:
