@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import REPO, local_inventory, pdctl, write_inventory
-from tests.engine.test_storm_engine import _kill_leftovers
+from tests.e2e.helpers import deployed as deploy_and_down
 from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -28,18 +28,11 @@ FAST = {"health_every": 1, "inflight_interval": 1, "inflight_window": 4, "e2e_ev
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
-    state = tmp_path_factory.mktemp("watch")
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
     inv = local_inventory("watch-e2e", ports)
     inv["watch"] = FAST
-    path = write_inventory(state / "inv.yaml", inv)
-    try:
-        r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state, timeout=400)
-        assert r.code == 0, r.output
-        yield {"state": state, "inv": path, "ports": ports}
-    finally:
-        pdctl(["down", "-i", str(path)], state=state, timeout=120)
-        _kill_leftovers(state)
+    for dep in deploy_and_down(tmp_path_factory, "watch", inv):
+        yield dict(dep, ports=ports)
 
 
 def _scrape(port: int) -> dict[tuple[str, frozenset], float]:
