@@ -1,8 +1,11 @@
-"""Launch flags with SGLang's names and defaults. GPU-only flags are accepted, reported, and ignored."""
+"""Launch flags with SGLang's names and defaults, every SGLang 0.5.23 flag known. GPU-only flags are accepted,
+reported, and ignored."""
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine import drills as drills_mod
 
@@ -23,12 +26,15 @@ def _fraction(v: str) -> float:
     return f
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # prefix matching stays on, as in SGLang's parser: `--cuda-graph-max-bs` is refused as ambiguous between the
-    # -decode and -prefill forms here too, so `pdctl lint` gives the same verdict on the embedded default
-    p = argparse.ArgumentParser(prog="python -m engine.launch_server",
-                                description="pdctl's bundled CPU engine (SGLang PD protocol)")
-    a = p.add_argument
+SGLANG_FLAGS = Path(__file__).parent / "assets" / "sglang-0.5.23-flags.json"
+
+
+def _own_options() -> list[tuple[tuple[str, ...], dict]]:
+    """The flags the engine acts on or records, with its own types and defaults."""
+    o = []
+
+    def a(*names, **kw):
+        o.append((names, kw))
     a("--model-path", "--model", dest="model_path", default=None,
       help="local directory of an engine checkpoint (config.json, model.pt, tokenizer.json); default: built-in seeded weights")
     a("--tokenizer-path", default=None)
@@ -75,6 +81,50 @@ def build_parser() -> argparse.ArgumentParser:
     a("--dist-init-addr", default=None)
     # Engine-only: drills (also via env PDCTL_DRILLS).
     a("--drill", action="append", default=[], metavar="NAME", help=f"enable a drill: {', '.join(drills_mod.DRILL_NAMES)}")
+    return o
+
+
+def _sglang_flags() -> list[dict]:
+    return json.loads(SGLANG_FLAGS.read_text())["flags"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every flag of SGLang 0.5.23, in SGLang's order, so an abbreviation resolves, or is refused as ambiguous
+    (the seed's `--cuda-graph-max-bs` between the -decode and -prefill forms), with SGLang's own message; an
+    unknown flag is "unrecognized arguments", exit 2, as there. The engine's own flags keep their types and
+    defaults under SGLang's option strings (aliases included); the rest are accepted with no effect and
+    recorded (hidden from --help)."""
+    p = argparse.ArgumentParser(prog="python -m engine.launch_server",
+                                description="pdctl's bundled CPU engine (SGLang PD protocol). Every other flag of SGLang "
+                                "0.5.23 is accepted and has no effect.")
+    own = _own_options()
+    by_name = {n: i for i, (names, _) in enumerate(own) for n in names}
+    placed: set[int] = set()
+    for f in _sglang_flags():
+        hit = next((by_name[n] for n in f["options"] if n in by_name), None)
+        if hit is not None and hit not in placed:
+            names, kw = own[hit]
+            strings = list(dict.fromkeys([*f["options"], *names]))
+            if f["kind"] == "bool_optional" and kw.get("action") == "store_true":
+                kw = {**kw, "action": argparse.BooleanOptionalAction, "default": False}
+            p.add_argument(*strings, **kw)
+            placed.add(hit)
+            continue
+        kw = {"help": argparse.SUPPRESS, "default": None}
+        if f["kind"] == "flag":
+            kw["action"] = "store_true"
+            kw["default"] = False
+        elif f["kind"] == "bool_optional":
+            kw["action"] = argparse.BooleanOptionalAction
+        else:
+            if f["nargs"] != 1:
+                kw["nargs"] = f["nargs"]
+            if f.get("choices"):
+                kw["choices"] = f["choices"]
+        p.add_argument(*f["options"], **kw)
+    for i, (names, kw) in enumerate(own):
+        if i not in placed:
+            p.add_argument(*names, **kw)
     return p
 
 

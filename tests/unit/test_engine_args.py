@@ -31,3 +31,18 @@ def test_drills_parse():
     assert drills.parse([], env="").names() == []
     with pytest.raises(ValueError):
         drills.parse([], env="transfer-delay-ms=abc")
+
+
+def test_sglang_flag_table_is_generated_from_the_help_capture():
+    """engine/assets/sglang-0.5.23-flags.json is scripts/gen_sglang_flags.py's reading of SGLang's --help."""
+    import json
+    from pathlib import Path
+
+    from scripts.gen_sglang_flags import HELP, OUT, parse_help
+    flags = parse_help(Path(HELP).read_text())
+    assert json.loads(Path(OUT).read_text())["flags"] == flags
+    assert len(flags) == 529
+    by = {o: f for f in flags for o in f["options"]}
+    assert by["--ep"]["options"] == ["--ep-size", "--expert-parallel-size", "--ep"]
+    assert by["--numa-node"]["nargs"] == "+" and by["--enable-metrics"]["kind"] == "flag"
+    assert by["--disaggregation-transfer-backend"]["choices"][:2] == ["mooncake", "nixl"]
