@@ -16,10 +16,16 @@ class Req:
     rid: str
     input_ids: list[int]
     max_new_tokens: int
-    sink: Callable[[tuple], None]            # thread-safe delivery of ("tokens", ids) / ("done", reason) / ("error", code, msg)
+    # thread-safe delivery of ("tokens", ids, logprob entries, reason|None) / ("done", reason) / ("error", code, msg);
+    # a tokens event that ends the request carries its reason, so a stream can send the last token with it
+    sink: Callable[[tuple], None]
     temperature: float = 0.0
     top_p: float = 1.0
     stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    first_logprob: tuple | None = None       # the first token's entry as prefill computed it (PD decode side)
     seed: int | None = None
     room: int | None = None
     bootstrap_host: str | None = None

@@ -7,6 +7,7 @@ import queue
 import threading
 import time
 
+from engine import sampling
 from engine.model import TinyLM
 from engine.req import Req
 from engine.tokenizer import ByteTokenizer
@@ -127,7 +128,7 @@ class Scheduler:
 
     def on_prefill_done(self, r: Req, logits) -> None:
         tok = self.model.sample(logits, r.temperature, r.top_p, r.generator())
-        self.emit(r, tok)
+        self.emit(r, tok, logits)
         if not r.done:
             self.running.append(r)
 
@@ -137,27 +138,32 @@ class Scheduler:
             return False
         logits = self.model.decode([r.out_ids[-1] for r in batch], [r.cache for r in batch])
         for r, lg in zip(batch, logits):
-            self.emit(r, self.model.sample(lg, r.temperature, r.top_p, r.generator()))
+            self.emit(r, self.model.sample(lg, r.temperature, r.top_p, r.generator()), lg)
         return True
 
-    def emit(self, r: Req, tok: int) -> None:
-        """Append a token, stream it, finish on length / stop string."""
+    def emit(self, r: Req, tok: int, logits=None) -> None:
+        """Append a token, stream it, finish on length / stop token / stop string. `logits` is the raw row the
+        token was sampled from (its logprob); without it, the entry prefill sent along with the first token."""
         now = time.monotonic()
         if r.first_token_at is None:
             r.first_token_at = now
             self.metrics.observe("time_to_first_token_seconds", now - r.created)
+        lp = None
+        if r.return_logprob:
+            lp = (sampling.entry(logits, tok, self.model.mask, r.temperature, r.top_logprobs_num)
+                  if logits is not None else r.first_logprob)
         r.out_ids.append(tok)
         self.metrics.inc("generation_tokens")
         self._tok_window.append((now, 1))
-        r.sink(("tokens", [tok]))
-        reason = None
+        reason = None  # SGLang's order: length, then stop token ids (matched is the id), then stop strings
         if len(r.out_ids) >= r.max_new_tokens:
             reason = {"type": "length", "length": len(r.out_ids)}
+        elif tok in r.stop_token_ids:
+            reason = {"type": "stop", "matched": tok}
         elif r.stop:
             text = self.tok.decode(r.out_ids[-64:])
-            for s in r.stop:
-                if s and text.endswith(s):
-                    reason = {"type": "stop", "matched": s}
+            reason = next(({"type": "stop", "matched": s} for s in r.stop if s and text.endswith(s)), None)
+        r.sink(("tokens", [tok], [lp], reason))
         if reason:
             self.complete(r, reason)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from engine import sampling
 from engine.disaggregation.kvpoll import KVPoll
 from engine.model import KVCache
 from engine.req import Req
@@ -69,6 +70,7 @@ class DecodeScheduler(Scheduler):
             st = self.kv.status.get(r.room)
             if st == KVPoll.Success:
                 first = self.kv.first_token.get(r.room, -1)
+                r.first_logprob = sampling.unpack(self.kv.first_logprob.get(r.room, ""))
                 kv = self.kv.pool.read_tokens(r.pages, len(r.input_ids))
                 r.cache = KVCache.from_tensor(kv, len(r.input_ids), len(r.input_ids) + r.max_new_tokens + 1)
                 self._forget(r, quarantine=False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from engine import sampling
 from engine.disaggregation.kvpoll import KVPoll
 from engine.disaggregation.prefill_kv import Chunk
 from engine.req import Req
@@ -99,7 +100,7 @@ class PrefillScheduler(Scheduler):
         first = r.out_ids[0] if last and r.out_ids else -1
         if last:
             r.cache = None  # KV now lives in the staging pages until the transfer worker is done
-        self.kv.enqueue(Chunk(r.room, src, s // self.kv.pool.page_size, last, first))
+        self.kv.enqueue(Chunk(r.room, src, s // self.kv.pool.page_size, last, first, sampling.pack(r.first_logprob)))
         return True
 
     def on_prefill_done(self, r: Req, logits) -> None:
@@ -110,6 +111,8 @@ class PrefillScheduler(Scheduler):
                 self.complete(r, {"type": "length", "length": 1})
             return
         r.out_ids.append(tok)  # handed to decode with the last chunk, not streamed here
+        if r.return_logprob:  # decode never sees these logits: the entry travels with the token
+            r.first_logprob = sampling.entry(logits, tok, self.model.mask, r.temperature, r.top_logprobs_num)
         self.inflight.append(r)
         self.inflight_since[r.rid] = time.monotonic()
 

@@ -29,6 +29,7 @@ class DecodeKVManager:
         self.identity = identity  # this server's stable host:port, sent with /kv/peer (the agent name is per process)
         self.status = StatusTable(sticky=True)
         self.first_token: dict[int, int] = {}
+        self.first_logprob: dict[int, str] = {}
         self.room_addr: dict[int, str] = {}       # room -> bootstrap "host:port"
         self.room_rank: dict[int, str] = {}       # room -> prefill rank url
         self.prefill_info: dict[str, dict] = {}   # bootstrap addr -> /route answer
@@ -120,7 +121,7 @@ class DecodeKVManager:
             pass
 
     def poll(self) -> None:
-        """Apply notifications from prefill: '<room>:S:<first_token>' or '<room>:F'."""
+        """Apply notifications from prefill: '<room>:S:<first_token>[:<packed logprob>]' or '<room>:F'."""
         for _peer, msg in self.backend.poll_notifs():
             try:
                 parts = msg.decode().split(":")
@@ -130,6 +131,7 @@ class DecodeKVManager:
             if parts[1] == "S":
                 if self.status.get(room) not in (None, KVPoll.Failed):
                     self.first_token[room] = int(parts[2])
+                    self.first_logprob[room] = parts[3] if len(parts) > 3 else ""
                     self.status.update(room, KVPoll.Success)
             elif parts[1] == "F":
                 self.status.update(room, KVPoll.Failed)
@@ -138,6 +140,7 @@ class DecodeKVManager:
         self.status.clear(room)
         with self.lock:
             self.first_token.pop(room, None)
+            self.first_logprob.pop(room, None)
             self.room_addr.pop(room, None)
             self.room_rank.pop(room, None)
 

@@ -63,6 +63,7 @@ class Chunk:
     dst_offset: int          # index of the first destination page for this chunk
     is_last: bool
     first_token: int = -1
+    first_logprob: str = ""  # engine.sampling.pack of the first token's logprob entry, "" when not asked
     t_start: float = field(default_factory=time.monotonic)
 
 
@@ -266,5 +267,6 @@ class PrefillKVManager:
         dst = info.dst_pages[c.dst_offset: c.dst_offset + len(c.src_pages)]
         if len(dst) != len(c.src_pages):
             return False, False
-        notif = f"{c.room}:S:{c.first_token}".encode() if c.is_last else b""
+        lp = f":{c.first_logprob}" if c.first_logprob else ""
+        notif = f"{c.room}:S:{c.first_token}{lp}".encode() if c.is_last else b""
         return self.backend.write(info.peer, c.src_pages, peer.base_addr, dst, peer.page_bytes, notif, timeout_s=10), False
