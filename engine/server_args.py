@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from engine import drills as drills_mod
 
-SUPPORTED_BACKENDS = ("nixl", "fake")
+SUPPORTED_BACKENDS = ("mooncake", "nixl", "fake")
 
 
 def _positive_int(v: str) -> int:
