@@ -2,9 +2,12 @@
 the real Mooncake TransferEngine moving the KV over loopback, the real sglang-router in front."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
+import subprocess
+import sys
 import threading
 
 import httpx
@@ -12,7 +15,7 @@ import pytest
 
 from engine.model import TinyLM
 from engine.tokenizer import ByteTokenizer
-from tests.engine.stack import Stack, metric, wait_for
+from tests.engine.stack import ROOT, Stack, mc_port_range, metric, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -33,6 +36,56 @@ def generate(url: str, text: str, n: int, timeout: float = 60) -> httpx.Response
 def log_of(s: Stack, name: str) -> str:
     with open(os.path.join(s.logdir, f"{name}.log"), errors="replace") as f:
         return f.read()
+
+
+BOOKKEEPING = r"""
+import json
+from engine.disaggregation.kv_pool import KVPool
+from engine.disaggregation.mooncake_backend import MooncakeBackend
+a, b = KVPool(2, 16, 4, 8), KVPool(2, 16, 4, 8)
+a.pool.fill_(3.0)
+me, peer = MooncakeBackend(a, "127.0.0.1", "127.0.0.1"), MooncakeBackend(b, "127.0.0.1", "127.0.0.1")
+sid = me.add_peer(peer.metadata())
+out = {"sid": sid, "peer_sid": peer.session_id, "me_sid": me.session_id}
+out["ok"] = me.write(sid, [0], b.base_addr, [1], b.page_bytes, b"7:S:42")
+out["page1"] = float(b.pool[1].mean())
+out["bad"] = me.write(sid, [0], b.base_addr + (1 << 40), [1], b.page_bytes)  # outside the peer's registered pool
+out["failed_after_bad"] = sorted(me.failed_sessions)
+out["good_while_failed"] = me.write(sid, [2], b.base_addr, [2], b.page_bytes)
+out["page2_while_failed"] = float(b.pool[2].mean())
+me.add_peer(peer.metadata())  # the decode registers again
+out["failed_after_register"] = sorted(me.failed_sessions)
+out["good"] = me.write(sid, [2], b.base_addr, [2], b.page_bytes)
+out["page2"] = float(b.pool[2].mean())
+import time
+for _ in range(100):
+    n = peer.poll_notifs()
+    if n:
+        break
+    time.sleep(0.01)
+out["notifs"] = [[p, m.decode()] for p, m in n]
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def test_failed_session_fails_fast_until_it_registers_again():
+    """SGLang's failed_sessions on two real TransferEngines (one process, loopback): one failed write marks the
+    session; a correct write to it then fails without moving a byte; a new registration clears it."""
+    env = {**os.environ, "PYTHONPATH": ROOT, **mc_port_range(4)}
+    p = subprocess.run([sys.executable, "-c", BOOKKEEPING], env=env, cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    assert line, p.stdout + p.stderr[-3000:]
+    out = json.loads(line[7:])
+    assert out["sid"] == out["peer_sid"] and re.fullmatch(r"127\.0\.0\.1:\d+", out["sid"])
+    assert out["ok"] is True and out["page1"] == 3.0
+    assert out["notifs"] == [[out["me_sid"], "7:S:42"]]  # after the data, over ZMQ, from the writer's session
+    assert out["bad"] is False and out["failed_after_bad"] == [out["sid"]]
+    assert out["good_while_failed"] is False and out["page2_while_failed"] == 0.0
+    assert out["failed_after_register"] == []
+    assert out["good"] is True and out["page2"] == 3.0
+    assert f"Session {out['sid']} failed." in p.stderr
+    assert f"remote mooncake session {out['sid']} is not alive" in p.stderr
 
 
 @pytest.fixture(scope="module")
