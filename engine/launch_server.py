@@ -80,7 +80,8 @@ def build(args):
     elif args.disaggregation_transfer_backend == "mooncake":
         from engine.disaggregation.mooncake_backend import MooncakeBackend
         from engine.disaggregation.prefill_kv import advertised_host
-        backend = MooncakeBackend(pool, args.host, advertised_host(args.host), args.disaggregation_ib_device)
+        backend = MooncakeBackend(pool, args.host, advertised_host(args.host), args.disaggregation_ib_device,
+                                  registry=st.metrics.registry if mode == "prefill" else None)
     else:
         from engine.disaggregation.fake_backend import FakeBackend
         backend = FakeBackend(agent, pool)

@@ -40,6 +40,8 @@ def log_of(s: Stack, name: str) -> str:
 
 BOOKKEEPING = r"""
 import json
+import logging
+logging.basicConfig(level=logging.INFO)
 from engine.disaggregation.kv_pool import KVPool
 from engine.disaggregation.mooncake_backend import MooncakeBackend
 a, b = KVPool(2, 16, 4, 8), KVPool(2, 16, 4, 8)
@@ -64,14 +66,29 @@ for _ in range(100):
         break
     time.sleep(0.01)
 out["notifs"] = [[p, m.decode()] for p, m in n]
+# the prefill side with SGLang's failed-session probe (0.2 s here): a session that answers send_probe is lifted
+from prometheus_client import CollectorRegistry
+reg = CollectorRegistry()
+probing = MooncakeBackend(a, "127.0.0.1", "127.0.0.1", registry=reg)
+probing.add_peer(peer.metadata())
+out["probing_bad"] = probing.write(sid, [0], b.base_addr + (1 << 40), [1], b.page_bytes)
+out["probing_failed"] = sorted(probing.failed_sessions)
+for _ in range(100):
+    if not probing.failed_sessions:
+        break
+    time.sleep(0.05)
+out["probing_failed_later"] = sorted(probing.failed_sessions)
+out["recoveries"] = reg.get_sample_value("sglang:failed_session_recoveries_total")
+out["probing_good"] = probing.write(sid, [3], b.base_addr, [3], b.page_bytes)
 print("RESULT " + json.dumps(out), flush=True)
 """
 
 
-def test_failed_session_fails_fast_until_it_registers_again():
-    """SGLang's failed_sessions on two real TransferEngines (one process, loopback): one failed write marks the
-    session; a correct write to it then fails without moving a byte; a new registration clears it."""
-    env = {**os.environ, "PYTHONPATH": ROOT, **mc_port_range(4)}
+def test_failed_session_fails_fast_until_it_registers_again_or_the_probe_lifts_it():
+    """SGLang's failed_sessions on real TransferEngines (one process, loopback): one failed write marks the
+    session; a correct write to it then fails without moving a byte; a new registration clears it; on the
+    prefill side the failed-session probe lifts a session that answers send_probe."""
+    env = {**os.environ, "PYTHONPATH": ROOT, **mc_port_range(6), "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S": "0.2"}
     p = subprocess.run([sys.executable, "-c", BOOKKEEPING], env=env, cwd=ROOT, capture_output=True, text=True,
                        timeout=60)
     line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
@@ -84,6 +101,10 @@ def test_failed_session_fails_fast_until_it_registers_again():
     assert out["good_while_failed"] is False and out["page2_while_failed"] == 0.0
     assert out["failed_after_register"] == []
     assert out["good"] is True and out["page2"] == 3.0
+    # SGLang 0.5.23's probe: the session answers send_probe, so it is lifted and counted as a recovery
+    assert out["probing_bad"] is False and out["probing_failed"] == [out["sid"]]
+    assert out["probing_failed_later"] == [] and out["recoveries"] == 1.0 and out["probing_good"] is True
+    assert f"Session {out['sid']} recovered via probe; un-blacklisted" in p.stderr
     assert f"Session {out['sid']} failed." in p.stderr
     assert f"remote mooncake session {out['sid']} is not alive" in p.stderr
 
@@ -104,6 +125,9 @@ def test_minimal_launch_line_runs_mooncake(mc):
         # a P2PHANDSHAKE session id host:rpc_port, the rpc port from this process's MC range
         m = re.search(r"Mooncake session 127\.0\.0\.1:(\d+), notifications on tcp://127\.0\.0\.1:\d+", log_of(mc, name))
         assert m, log_of(mc, name)[-2000:]
+    # SGLang's failed-session probe counter, on the sending side only
+    assert re.search(r"^sglang:failed_session_recoveries_total 0\.0$", httpx.get(f"{mc.prefill}/metrics").text, re.M)
+    assert "failed_session_recoveries" not in httpx.get(f"{mc.decode}/metrics").text
 
 
 def test_multi_chunk_prompt_through_router_matches_reference(mc):
