@@ -21,6 +21,11 @@ ENV_NAMES: dict[str, dict] = {
     "SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT": _env("EnvFloat", 300, "honoured",
                                                    "engine-only: upstream has no prefill inflight timeout"),
     "SGLANG_HOST_IP": _env("EnvStr", None, "honoured", "read directly by SGLang, outside its registry"),
+    # honoured by the mooncake backend's failed-session probe (prefill)
+    "SGLANG_ENABLE_FAILED_SESSION_PROBE": _env("EnvBool", True, "honoured"),
+    "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S": _env("EnvFloat", 30.0, "honoured"),
+    "SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S": _env("EnvFloat", 300.0, "honoured"),
+    "SGLANG_FAILED_SESSION_IDLE_TIMEOUT_S": _env("EnvFloat", 600.0, "honoured"),
     # accepted: production switches with no effect on the CPU engine
     "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": _env("EnvBool", True, "accepted"),
     "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": _env("EnvBool", True, "accepted"),

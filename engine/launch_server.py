@@ -77,6 +77,11 @@ def build(args):
     if args.disaggregation_transfer_backend == "nixl":
         from engine.disaggregation.nixl_backend import NixlBackend
         backend = NixlBackend(agent, pool)
+    elif args.disaggregation_transfer_backend == "mooncake":
+        from engine.disaggregation.mooncake_backend import MooncakeBackend
+        from engine.disaggregation.prefill_kv import advertised_host
+        backend = MooncakeBackend(pool, args.host, advertised_host(args.host), args.disaggregation_ib_device,
+                                  registry=st.metrics.registry if mode == "prefill" else None)
     else:
         from engine.disaggregation.fake_backend import FakeBackend
         backend = FakeBackend(agent, pool)

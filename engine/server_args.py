@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine import drills as drills_mod
 
-SUPPORTED_BACKENDS = ("nixl", "fake")
+SUPPORTED_BACKENDS = ("mooncake", "nixl", "fake")
 
 
 def _positive_int(v: str) -> int:

@@ -43,6 +43,18 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   fi
 fi
 
+# Debian's libibverbs1: the Mooncake transfer engine's wheel links it even where no RDMA device exists (then it moves
+# the KV over TCP).
+if ! ldconfig -p 2>/dev/null | grep -q 'libibverbs\.so\.1'; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends libibverbs1 >/dev/null
+  else
+    echo "install.sh: not root: install Debian's libibverbs1 yourself for the mooncake transfer backend" >&2
+  fi
+fi
+
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore "torch==2.13.0"
 # compat: a plain .pth path entry, not setuptools' import hook, which costs every pdctl start ~10 ms of imports
 "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[engine,test]" \

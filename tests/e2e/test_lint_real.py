@@ -141,6 +141,17 @@ def test_the_bundled_engine_answers_from_its_own_parser_and_registry(tmp_path):
     assert code == 0 and [r["role"] for r in doc["roles"]] == ["prefill"]
 
 
+def test_the_bundled_engine_accepts_mooncake_sglangs_default_backend(tmp_path):
+    from tests.e2e.helpers import local_inventory
+    from tests.fixtures.net import free_port
+
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = {**local_inventory("lintmc", ports), "transfer_backend": "mooncake"}
+    code, doc = lint(tmp_path, "mooncake", inv)
+    assert code == 0 and doc["findings"] == [], doc["findings"]
+    assert {r["role"] for r in doc["roles"]} == {"prefill", "decode", "router"}
+
+
 def test_the_screen_reads_at_80_columns_verdict_first(tmp_path):
     from tests.e2e.helpers import local_inventory
     from tests.fixtures.net import free_port

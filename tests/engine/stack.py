@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,8 +42,33 @@ def wait_for(pred, timeout: float, what: str, interval: float = 0.1):
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
+def mc_port_range(n: int = 6) -> dict[str, str]:
+    """MC_MIN_RPC_PORT..MC_MAX_RPC_PORT for one Mooncake process: n consecutive ports free on every address now
+    (Mooncake binds its handshake and data listeners on all of them), below 32768 (Mooncake ignores a range
+    reaching further and falls back to 15000..17000, shared by every test)."""
+    for _ in range(50):
+        base = free_port()
+        ports = range(base, base + n)
+        if ports[-1] >= 32768:
+            continue
+        ok = True
+        for port in ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("0.0.0.0", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return {"MC_MIN_RPC_PORT": str(ports[0]), "MC_MAX_RPC_PORT": str(ports[-1])}
+    raise RuntimeError(f"no {n} consecutive free ports below 32768 for Mooncake")
+
+
 class Stack:
-    def __init__(self, prefill_env=None, decode_env=None, drills: str = ""):
+    def __init__(self, prefill_env=None, decode_env=None, drills: str = "", backend: str | None = "nixl"):
+        """backend: the --disaggregation-transfer-backend of both workers; None leaves the flag out (the engine's
+        default, mooncake, as SGLang's). A Mooncake worker gets its own MC rpc port range at each start."""
+        self.backend = backend
         self.pp, self.dp, self.rp, self.bp, self.mp = (free_port() for _ in range(5))
         # UCX_NET_DEVICES=lo as pdctl's single-host launch env sets it: NIXL/UCX sockets stay on loopback
         self.prefill_env = {"PDCTL_DRILLS": drills, **UCX_LOOPBACK, **(prefill_env or {})}
@@ -62,13 +88,19 @@ class Stack:
     def worker_argv(self, mode, port, bootstrap_port=None):
         return [sys.executable, "-m", "engine.launch_server", "--disaggregation-mode", mode, "--host", "127.0.0.1",
                 "--port", str(port), "--disaggregation-bootstrap-port", str(bootstrap_port or self.bp),
-                "--disaggregation-transfer-backend", "nixl", "--enable-metrics", "--served-model-name", "tiny"]
+                *(["--disaggregation-transfer-backend", self.backend] if self.backend else []),
+                "--enable-metrics", "--served-model-name", "tiny"]
+
+    def worker_env(self, env: dict) -> dict:
+        if self.backend in (None, "mooncake"):
+            return {**mc_port_range(), **env}
+        return env
 
     def start_prefill(self):
-        self._spawn("prefill", self.worker_argv("prefill", self.pp), self.prefill_env)
+        self._spawn("prefill", self.worker_argv("prefill", self.pp), self.worker_env(self.prefill_env))
 
     def start_decode(self):
-        self._spawn("decode", self.worker_argv("decode", self.dp), self.decode_env)
+        self._spawn("decode", self.worker_argv("decode", self.dp), self.worker_env(self.decode_env))
 
     def start_router(self):
         self._spawn("router", [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",

@@ -16,13 +16,18 @@ def test_defaults_and_gpu_flags_recorded():
 
 
 @pytest.mark.parametrize("argv", [["--bogus"], ["--tp-size", "x"], ["--cuda-graph-max-bs", "96"],
-                                  ["--disaggregation-mode", "prefill"],  # default backend mooncake unsupported
+                                  ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "ascend"],
                                   ["--drill", "nope"], ["--mem-fraction-static", "2"]])
 def test_bad_flags_exit_2_without_traceback(argv):
     p = subprocess.run([sys.executable, "-m", "engine.launch_server", *argv], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and "error:" in p.stderr
+
+
+def test_minimal_pd_launch_line_defaults_to_mooncake():
+    # SGLang's own minimal PD line, no transfer-backend flag: accepted, mooncake as upstream's default
+    assert parse_args(["--disaggregation-mode", "decode"]).disaggregation_transfer_backend == "mooncake"
 
 
 def test_drills_parse():
