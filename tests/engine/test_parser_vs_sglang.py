@@ -29,6 +29,7 @@ CASES = [
     (["--port", "abc"], None),
     (["--disaggregation-mode", "foo"], None),
     (["--disagg", "prefill"], None),
+    (["--disaggregation-mo", "prefill"], "disaggregation_transfer_backend"),  # SGLang's minimal PD line: mooncake
     (["--ena", "x"], None),
     (["--enable-metr"], "enable_metrics"),
     (["--max-running", "8"], "max_running_requests"),
