@@ -215,7 +215,7 @@ def build_app(state) -> FastAPI:
             req = make_req(b, tok.encode(prompt), max_new, sink, b)
         except BadRequest as e:
             return _err(400, str(e))
-        stream = bool(b.get("stream", False))
+        stream = req.stream = bool(b.get("stream", False))
         cid = ("chatcmpl-" if chat else "cmpl-") + req.rid
         model = b.get("model") or args.served_model_name
         created = int(time.time())
@@ -293,6 +293,7 @@ def build_app(state) -> FastAPI:
             req = make_req(b, ids, _int(sp.get("max_new_tokens"), "max_new_tokens", 1), sink, sp)
         except BadRequest as e:
             return _err(400, str(e))
+        req.stream = bool(b.get("stream"))
 
         def payload(reason):
             return {"text": tok.decode(req.out_ids) if mode != "prefill" else "",
