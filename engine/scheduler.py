@@ -119,10 +119,12 @@ class Scheduler:
         s = r.prefill_pos
         e = min(len(r.input_ids), s + self.chunk)
         self.stats.on_forward(r)
+        t0 = time.monotonic()
         logits = self.model.extend(r.input_ids[s:e], r.cache)
+        self.stats.on_extend(e - s, time.monotonic() - t0)
         r.prefill_pos = e
         last = e == len(r.input_ids)
-        self.stats.on_chunk(r, e - s, last)
+        self.stats.on_chunk(r, last)
         if last:
             self.waiting.pop(0)
             self.on_prefill_done(r, logits)

@@ -20,11 +20,11 @@ GB = float(1 << 30)
 
 class _T:
     """A request's milestones (time.monotonic seconds, as Req.created)."""
-    __slots__ = ("wait", "fwd", "chunk0", "last_chunk", "prefill_done", "prealloc", "transfer", "first", "last",
+    __slots__ = ("wait", "fwd", "last_chunk", "prefill_done", "prealloc", "transfer", "first", "last",
                  "n_out", "chunks")
 
     def __init__(self):
-        self.wait = self.fwd = self.chunk0 = self.last_chunk = self.prefill_done = None
+        self.wait = self.fwd = self.last_chunk = self.prefill_done = None
         self.prealloc = self.transfer = self.first = self.last = None
         self.n_out = self.chunks = 0
 
@@ -116,21 +116,22 @@ class SchedulerStats:
         """A forward including `r` starts (each prefill chunk; the first one ends its queueing)."""
         now = time.monotonic()
         t = self._t(r)
-        t.chunk0 = now
         if t.fwd is None:
             t.fwd = now
             self.m.observe("queue_time_seconds", now - (t.wait if t.wait is not None else _recv(r)))
             if self.mode == "decode" and not getattr(r, "health", False):
                 self._stage("decode_waiting", now - (t.wait or now))
 
-    def on_chunk(self, r, n_tokens: int, last: bool) -> None:
-        """One prefill chunk of `r` (n_tokens tokens) was computed; `last` when its prompt is done."""
-        now = time.monotonic()
-        t = self._t(r)
-        start = t.chunk0 if t.chunk0 is not None else now
-        self.m.inc("forward_execution_seconds_total", now - start, category="extend")
+    def on_extend(self, n_tokens: int, seconds: float) -> None:
+        """One prefill forward (of one or several requests' chunks, n_tokens in all) took `seconds`."""
+        self.m.inc("forward_execution_seconds_total", seconds, category="extend")
         self.m.inc("realtime_tokens_total", n_tokens, mode="prefill_compute")
         self.m.inc("prefill_effective_tokens_total", n_tokens, mode="input")
+
+    def on_chunk(self, r, last: bool) -> None:
+        """A prefill chunk of `r` was computed; `last` when its prompt is done (after on_extend of its forward)."""
+        now = time.monotonic()
+        t = self._t(r)
         t.chunks += 1
         if not last:
             self._stage("chunked_prefill", now - (t.last_chunk or t.fwd or now))
