@@ -84,7 +84,8 @@ class Api:
         def sink_of(k):
             return lambda ev: loop.call_soon_threadsafe(q.put_nowait, (k, ev))
 
-        return q, [Out(Req(sink=sink_of(k), **kw), no_stop_trim) for k, kw in enumerate(kws)]
+        stream = bool(b.get("stream", False))  # SGLang's is_streaming label
+        return q, [Out(Req(sink=sink_of(k), stream=stream, **kw), no_stop_trim) for k, kw in enumerate(kws)]
 
     async def run(self, request: Request, outs: list[Out], q: asyncio.Queue):
         """Submit every item; yield (k, event) until each is done or failed. Every item is aborted in the

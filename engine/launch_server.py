@@ -44,9 +44,8 @@ class EngineState:
             "internal_states": [{
                 "disaggregation_mode": self.args.disaggregation_mode,
                 "num_active_reqs": self.scheduler.num_active() if self.scheduler else 0,
-                "last_gen_throughput": self.metrics.g["gen_throughput"]._value.get() if self.metrics else 0.0,
-                "memory_usage": {"kv_pool_used_fraction": self.metrics.g["token_usage"]._value.get()
-                                 if self.metrics else 0.0},
+                "last_gen_throughput": self.metrics.value("gen_throughput") if self.metrics else 0.0,
+                "memory_usage": {"kv_pool_used_fraction": self.metrics.value("token_usage") if self.metrics else 0.0},
             }],
         })
         return info
@@ -59,20 +58,24 @@ def build(args):
     from engine.scheduler import Scheduler
 
     st = EngineState(args)
+    t_build = time.monotonic()
     model = TinyLM.load(args.model_path) if args.model_path and os.path.exists(
         os.path.join(args.model_path, "config.json")) else TinyLM()
     if args.random_seed is not None:
         torch.manual_seed(args.random_seed)
     st.context_length = min(args.context_length or model.cfg.context_length, model.cfg.context_length)
+    st.startup = {"load_weight": time.monotonic() - t_build}  # startup_time_seconds{phase}, as SGLang's phases
     st.metrics = Metrics(args.served_model_name, args.disaggregation_mode)
     st.page_size = args.page_size or DEFAULT_PAGE_SIZE
     mode = args.disaggregation_mode
     if mode == "null":
         st.scheduler = Scheduler(model, args, st.metrics)
-        return st
+        return _started(st, model, None, t_build)
     from engine.disaggregation.kv_pool import KVPool
     total = args.max_total_tokens or DEFAULT_MAX_TOTAL_TOKENS
+    t_kv = time.monotonic()
     pool = KVPool(model.cfg.n_layers, model.cfg.d_model, st.page_size, total // st.page_size + 1)
+    st.startup["kv_cache_allocation"] = time.monotonic() - t_kv
     agent = f"{mode}-{socket.gethostname()}-{args.port}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     if args.disaggregation_transfer_backend == "nixl":
         from engine.disaggregation.nixl_backend import NixlBackend
@@ -100,6 +103,12 @@ def build(args):
         kv = DecodeKVManager(backend, pool, st.metrics, identity=f"{advertised_host(args.host)}:{args.port}")
         st.scheduler = DecodeScheduler(model, args, st.metrics, kv, fake=backend.name == "fake")
     st.kv = kv
+    return _started(st, model, pool, t_build)
+
+
+def _started(st: EngineState, model, pool, t_build: float) -> EngineState:
+    st.scheduler.stats.emit_constants(model, pool, st.context_length)
+    st.startup["scheduler_e2e"] = time.monotonic() - t_build
     return st
 
 
@@ -110,6 +119,8 @@ def _warmup_then_ready(st: EngineState) -> None:
     st.scheduler.submit(Req(rid="WARMUP", input_ids=list(b"warm up"), max_new_tokens=2, health=True, room=0,
                             sink=lambda ev: done.set() if ev[0] in ("done", "error") else None))
     done.wait(60)
+    st.startup["tokenizer_e2e"] = time.time() - st.t0  # process start to ready
+    st.scheduler.stats.emit_startup(st.startup)
     st.ready = True
     logging.getLogger("engine").info("The server is fired up and ready to roll!")
 

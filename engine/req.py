@@ -31,6 +31,7 @@ class Req:
     bootstrap_host: str | None = None
     bootstrap_port: int | None = None
     health: bool = False                     # /health_generate: local run, never the transfer path
+    stream: bool = False                     # the client asked for a stream (metrics' is_streaming label)
     created: float = field(default_factory=time.monotonic)
     out_ids: list[int] = field(default_factory=list)
     cache: object = None

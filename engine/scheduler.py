@@ -10,6 +10,7 @@ import time
 from engine import sampling
 from engine.model import TinyLM
 from engine.req import Req
+from engine.scheduler_stats import SchedulerStats
 from engine.tokenizer import ByteTokenizer
 
 
@@ -33,7 +34,7 @@ class Scheduler:
         self.waiting: list[Req] = []     # prefill compute queue (head may be part-way through its chunks)
         self.running: list[Req] = []     # decode batch
         self.by_rid: dict[str, Req] = {}
-        self._tok_window: list[tuple[float, int]] = []
+        self.stats = SchedulerStats(metrics, self.engine_type)
         self.thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
 
     # -- API used by the HTTP layer (any thread) -----------------------------------------------
@@ -64,7 +65,7 @@ class Scheduler:
                     self._drop(r)
                     r.fail(500, f"internal error: {e}")
                 busy = False
-            self._gauges()
+            self.stats.tick(self, busy)
             if not busy:
                 self.wake.wait(0.005)
                 self.wake.clear()
@@ -79,19 +80,20 @@ class Scheduler:
                 r = msg[1]
                 r.t_queue = time.monotonic()
                 self.by_rid[r.rid] = r
-                self.metrics.inc("num_requests")
+                self.stats.on_arrival(r)
                 self.admit(r)
             else:
                 _, rid, abort_all = msg
                 targets = list(self.by_rid.values()) if abort_all else [self.by_rid[rid]] if rid in self.by_rid else []
                 for r in targets:
-                    self.metrics.inc("num_aborted_requests")
+                    self.stats.on_abort(r)
                     self.on_abort(r)
                     # As SGLang: the caller gets its answer so far with finish_reason abort (HTTP 200), which a
                     # router does not retry; a 5xx would be retried and the abort silently undone.
                     r.finish({"type": "abort", "message": "Abort requested"})
 
     def admit(self, r: Req) -> None:
+        self.stats.on_waiting(r)
         self.waiting.append(r)
 
     def on_abort(self, r: Req) -> None:
@@ -117,12 +119,15 @@ class Scheduler:
             r.cache = self.model.new_cache(len(r.input_ids) + r.max_new_tokens + 1)
         s = r.prefill_pos
         e = min(len(r.input_ids), s + self.chunk)
+        self.stats.on_forward(r)
+        t0 = time.monotonic()
         logits = self.model.extend(r.input_ids[s:e], r.cache)
+        self.stats.on_extend(e - s, time.monotonic() - t0)
         r.prefill_pos = e
         last = e == len(r.input_ids)
+        self.stats.on_chunk(r, last)
         if last:
             self.waiting.pop(0)
-            self.metrics.inc("prompt_tokens", len(r.input_ids))
             self.on_prefill_done(r, logits)
         return r, s, e, (logits if last else None)
 
@@ -136,7 +141,9 @@ class Scheduler:
         batch = [r for r in self.running if not r.done][: self.max_running]
         if not batch:
             return False
+        t0 = time.monotonic()
         logits = self.model.decode([r.out_ids[-1] for r in batch], [r.cache for r in batch])
+        self.stats.on_decode(batch, time.monotonic() - t0)
         for r, lg in zip(batch, logits):
             self.emit(r, self.model.sample(lg, r.temperature, r.top_p, r.generator()), lg)
         return True
@@ -144,17 +151,13 @@ class Scheduler:
     def emit(self, r: Req, tok: int, logits=None) -> None:
         """Append a token, stream it, finish on length / stop token / stop string. `logits` is the raw row the
         token was sampled from (its logprob); without it, the entry prefill sent along with the first token."""
-        now = time.monotonic()
         if r.first_token_at is None:
-            r.first_token_at = now
-            self.metrics.observe("time_to_first_token_seconds", now - r.created)
+            r.first_token_at = time.monotonic()
         lp = None
         if r.return_logprob:
             lp = (sampling.entry(logits, tok, self.model.mask, r.temperature, r.top_logprobs_num)
                   if logits is not None else r.first_logprob)
         r.out_ids.append(tok)
-        self.metrics.inc("generation_tokens")
-        self._tok_window.append((now, 1))
         reason = None  # SGLang's order: length, then stop token ids (matched is the id), then stop strings
         if len(r.out_ids) >= r.max_new_tokens:
             reason = {"type": "length", "length": len(r.out_ids)}
@@ -168,18 +171,5 @@ class Scheduler:
             self.complete(r, reason)
 
     def complete(self, r: Req, reason: dict) -> None:
-        self.metrics.observe("e2e_request_latency_seconds", time.monotonic() - r.created)
         self._drop(r)
         r.finish(reason)
-
-    def _gauges(self) -> None:
-        now = time.monotonic()
-        self._tok_window = [x for x in self._tok_window if now - x[0] < 5.0]
-        m = self.metrics
-        m.set("num_running_reqs", len(self.running))
-        m.set("num_queue_reqs", len(self.waiting))
-        m.set("gen_throughput", sum(n for _, n in self._tok_window) / 5.0)
-        self.extra_gauges()
-
-    def extra_gauges(self) -> None:
-        pass

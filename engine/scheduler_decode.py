@@ -25,8 +25,10 @@ class DecodeScheduler(Scheduler):
 
     def admit(self, r: Req) -> None:
         if r.health or self.fake:
+            self.stats.on_waiting(r)
             self.waiting.append(r)  # local prefill: never the transfer path
         else:
+            self.stats.on_prealloc(r)
             self.prealloc.append(r)
 
     def on_abort(self, r: Req) -> None:
@@ -56,11 +58,13 @@ class DecodeScheduler(Scheduler):
                 if pages is None:
                     break  # KV pool full: wait for running requests to finish
                 r.pages = pages
+                self.stats.on_alloc(r)
                 self.kv.start_room(r.room, r.bootstrap_host, r.bootstrap_port, pages)
             st = self.kv.status.get(r.room)
             if st in (KVPoll.WaitingForInput, KVPoll.Success):
                 self.prealloc.remove(r)
                 self.transfer.append(r)
+                self.stats.on_transfer_queue(r)
                 self.waiting_since[r.rid] = now
             elif st == KVPoll.Failed:
                 self._forget(r, quarantine=True)
@@ -74,7 +78,7 @@ class DecodeScheduler(Scheduler):
                 kv = self.kv.pool.read_tokens(r.pages, len(r.input_ids))
                 r.cache = KVCache.from_tensor(kv, len(r.input_ids), len(r.input_ids) + r.max_new_tokens + 1)
                 self._forget(r, quarantine=False)
-                self.metrics.inc("prompt_tokens", len(r.input_ids))
+                self.stats.on_transferred(r)
                 self.emit(r, first)
                 if not r.done:
                     self.running.append(r)
@@ -94,8 +98,3 @@ class DecodeScheduler(Scheduler):
 
     def on_prefill_done(self, r: Req, logits) -> None:
         super().on_prefill_done(r, logits)
-
-    def extra_gauges(self) -> None:
-        self.metrics.set("num_decode_prealloc_queue_reqs", len(self.prealloc))
-        self.metrics.set("num_decode_transfer_queue_reqs", len(self.transfer))
-        self.metrics.set("token_usage", self.kv.pool.used_fraction())

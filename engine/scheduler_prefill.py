@@ -33,6 +33,7 @@ class PrefillScheduler(Scheduler):
 
     def admit(self, r: Req) -> None:
         if r.health:
+            self.stats.on_waiting(r)
             self.waiting.insert(0, r)
             return
         self.kv.status.update(r.room, KVPoll.Bootstrapping)
@@ -61,6 +62,7 @@ class PrefillScheduler(Scheduler):
             st = self.kv.status.get(r.room)
             if self.kv.has_dest(r.room) and st != KVPoll.Failed:
                 self.bootstrap.remove(r)
+                self.stats.on_waiting(r)
                 self.waiting.append(r)
                 self.metrics.observe("kv_transfer_bootstrap_ms", (now - r.created) * 1000)
             elif self.kv.was_aborted(r.room) or st == KVPoll.Failed:
@@ -122,7 +124,7 @@ class PrefillScheduler(Scheduler):
             st = self.kv.status.get(r.room)
             if st == KVPoll.Success:
                 self._leave_inflight(r)
-                self.metrics.observe("e2e_request_latency_seconds", now - r.created)
+                self.stats.on_transfer_done(r)
                 r.finish(PREFILL_DONE)
             elif st == KVPoll.Failed or st is None:
                 self._leave_inflight(r)
@@ -139,8 +141,3 @@ class PrefillScheduler(Scheduler):
         self.inflight_since.pop(r.rid, None)
         self.by_rid.pop(r.rid, None)
         self.kv.clear(r.room)
-
-    def extra_gauges(self) -> None:
-        self.metrics.set("num_prefill_bootstrap_queue_reqs", len(self.bootstrap))
-        self.metrics.set("num_prefill_inflight_queue_reqs", len(self.inflight))
-        self.metrics.set("token_usage", self.kv.pool.used_fraction())

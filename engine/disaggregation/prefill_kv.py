@@ -238,11 +238,11 @@ class PrefillKVManager:
                 if c.is_last:
                     self.status.update(c.room, KVPoll.Success)
                     dt = time.monotonic() - room_start.pop(c.room, c.t_start)
-                    mb = room_bytes.pop(c.room, 0) / 1e6
+                    mb = room_bytes.pop(c.room, 0) / (1 << 20)  # MB and GB/s as SGLang: 2**20 B, MB / 1024 / s
                     self.metrics.observe("kv_transfer_latency_ms", dt * 1000)
                     self.metrics.observe("kv_transfer_total_mb", mb)
                     if dt > 0:
-                        self.metrics.observe("kv_transfer_speed_gb_s", mb / 1000 / dt)
+                        self.metrics.observe("kv_transfer_speed_gb_s", mb / 1024 / dt)
                 else:
                     self.status.update(c.room, KVPoll.Transferring)
             finally:

@@ -24,8 +24,8 @@ def test_families_match_capture(mode):
     path = CAPTURES / f"sglang-0.5.23-metrics-{mode}-idle.prom"
     cap = families(path.read_text())
     m = Metrics("tiny", mode)
-    for c in ("num_requests", "prompt_tokens", "generation_tokens"):
-        m.inc(c, 0)
+    for c in ("num_requests_total", "prompt_tokens_total", "generation_tokens_total"):
+        m.inc(c, 0, is_streaming="false")
     mine = families(m.render().decode())
     assert len(mine) >= 20
     for name, (typ, labels) in mine.items():

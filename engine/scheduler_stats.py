@@ -1,0 +1,246 @@
+"""What feeds the metrics: one-line hooks the schedulers call at a request's milestones, plus a per-loop tick
+for the gauges. The logic lives here so the schedulers stay about scheduling.
+
+Where SGLang 0.5.23 observes a value, the engine observes it at the same milestone:
+- tokenizer side (the request's output stream, wrapped at arrival): TTFT at the first streamed token (never on
+  a prefill worker: SGLang's prefill workers do not observe TTFT, nor ITL or TPOT), inter-token latency per
+  streamed chunk, and at the end prompt/generation tokens, requests, e2e latency, TPOT, the length histograms;
+- scheduler side: queue time from the waiting queue to the first forward, the per-stage latencies SGLang
+  observes (metric_families.STAGES), forward time and tokens per category, the KV pool and PD queue gauges,
+  idle time and process CPU time.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+
+_WINDOW_S = 5.0
+GB = float(1 << 30)
+
+
+class _T:
+    """A request's milestones (time.monotonic seconds, as Req.created)."""
+    __slots__ = ("wait", "fwd", "last_chunk", "prefill_done", "prealloc", "transfer", "first", "last",
+                 "n_out", "chunks")
+
+    def __init__(self):
+        self.wait = self.fwd = self.last_chunk = self.prefill_done = None
+        self.prealloc = self.transfer = self.first = self.last = None
+        self.n_out = self.chunks = 0
+
+
+def _is_streaming(r) -> str:
+    return "true" if getattr(r, "stream", False) else "false"
+
+
+class SchedulerStats:
+    def __init__(self, metrics, mode: str):
+        self.m, self.mode = metrics, mode
+        self._times: dict[int, _T] = {}
+        self._tokens: deque[tuple[float, int]] = deque()
+        self._last_tick = time.monotonic()
+        self._was_idle = False
+        self._cpu = time.process_time()
+
+    def _t(self, r) -> _T:
+        # A request seen after its end (e.g. an aborted room leaving the inflight queue) gets a throwaway record.
+        return self._times.get(id(r)) or _T()
+
+    def _stage(self, stage: str, seconds: float) -> None:
+        self.m.observe("per_stage_req_latency_seconds", max(0.0, seconds), stage=stage)
+
+    # -- tokenizer side -------------------------------------------------------------------------
+    def on_arrival(self, r) -> None:
+        """The scheduler took `r` from its inbox: watch its output stream (what SGLang's tokenizer sees)."""
+        self._times[id(r)] = _T()
+        sink = r.sink
+
+        def watched(ev, _sink=sink, _r=r):
+            try:
+                self._on_output(_r, ev)
+            finally:
+                _sink(ev)
+        r.sink = watched
+
+    def _on_output(self, r, ev) -> None:
+        now = time.monotonic()
+        t = self._t(r)
+        if ev[0] == "tokens":
+            n = len(ev[1])
+            self._tokens.append((now, n))
+            if t.first is None:
+                t.first = now
+                if self.mode != "prefill":
+                    self.m.observe("time_to_first_token_seconds", now - _created(r), is_streaming=_is_streaming(r))
+            elif n:
+                for _ in range(n):
+                    self.m.observe("inter_token_latency_seconds", (now - t.last) / n)
+            t.last = now
+            t.n_out += n
+            return
+        reason = ev[1].get("type") if ev[0] == "done" and isinstance(ev[1], dict) else "abort"
+        self._times.pop(id(r), None)
+        s = _is_streaming(r)
+        # A prefill worker hands its one sampled token to the decode: it reports no completion tokens itself.
+        prompt, gen = len(r.input_ids), (0 if self.mode == "prefill" else len(r.out_ids))
+        self.m.inc("prompt_tokens_total", prompt, is_streaming=s)
+        self.m.inc("generation_tokens_total", gen, is_streaming=s)
+        self.m.inc("num_requests_total", 1, is_streaming=s)
+        self.m.observe("e2e_request_latency_seconds", now - _created(r), is_streaming=s)
+        if self.mode != "prefill" and reason in ("stop", "length") and t.first is not None and gen > 1:
+            self.m.observe("request_time_per_output_token_seconds", (now - t.first) / (gen - 1), is_streaming=s)
+        self.m.observe("prompt_tokens_histogram", prompt)
+        self.m.observe("uncached_prompt_tokens_histogram", prompt)  # no prefix cache: every prompt token computed
+        self.m.observe("generation_tokens_histogram", gen)
+
+    def on_abort(self, r) -> None:
+        self.m.inc("num_aborted_requests_total")
+
+    # -- scheduler side: the waiting queue and prefill forwards -----------------------------------
+    def on_waiting(self, r) -> None:
+        """`r` entered the prefill waiting queue (after bootstrap on a prefill, after its transfer on a decode)."""
+        now = time.monotonic()
+        t = self._t(r)
+        t.wait = now
+        if getattr(r, "health", False):
+            return
+        if self.mode == "prefill":
+            self._stage("prefill_bootstrap", now - _recv(r))
+        elif self.mode == "decode":
+            if t.transfer is not None:
+                self._stage("decode_transferred", now - t.transfer)
+        else:
+            self._stage("request_process", now - _recv(r))
+
+    def on_forward(self, r) -> None:
+        """A forward including `r` starts (each prefill chunk; the first one ends its queueing)."""
+        now = time.monotonic()
+        t = self._t(r)
+        if t.fwd is None:
+            t.fwd = now
+            self.m.observe("queue_time_seconds", now - (t.wait if t.wait is not None else _recv(r)))
+            if self.mode == "decode" and not getattr(r, "health", False):
+                self._stage("decode_waiting", now - (t.wait or now))
+
+    def on_extend(self, n_tokens: int, seconds: float) -> None:
+        """One prefill forward (of one or several requests' chunks, n_tokens in all) took `seconds`."""
+        self.m.inc("forward_execution_seconds_total", seconds, category="extend")
+        self.m.inc("realtime_tokens_total", n_tokens, mode="prefill_compute")
+        self.m.inc("prefill_effective_tokens_total", n_tokens, mode="input")
+
+    def on_chunk(self, r, last: bool) -> None:
+        """A prefill chunk of `r` was computed; `last` when its prompt is done (after on_extend of its forward)."""
+        now = time.monotonic()
+        t = self._t(r)
+        t.chunks += 1
+        if not last:
+            self._stage("chunked_prefill", now - (t.last_chunk or t.fwd or now))
+            t.last_chunk = now
+            return
+        if t.chunks > 1:
+            self._stage("chunked_prefill", now - (t.last_chunk or t.fwd or now))
+        self._stage("prefill_forward", now - (t.fwd or now))
+        t.prefill_done = now
+
+    def on_decode(self, batch, seconds: float) -> None:
+        """One batched decode forward of len(batch) requests took `seconds`."""
+        self.m.inc("forward_execution_seconds_total", seconds, category="decode")
+        self.m.inc("realtime_tokens_total", len(batch), mode="decode")
+
+    # -- PD milestones --------------------------------------------------------------------------
+    def on_transfer_done(self, r) -> None:
+        """Prefill: the room of `r` reached Success (its last chunk was queued for transfer at prefill end)."""
+        t = self._t(r)
+        if t.prefill_done is not None:
+            self._stage("prefill_transfer_kv_cache", time.monotonic() - t.prefill_done)
+
+    def on_prealloc(self, r) -> None:
+        """Decode: `r` entered the prealloc queue."""
+        now = time.monotonic()
+        self._t(r).prealloc = now
+        self._stage("decode_prepare", now - _recv(r))
+
+    def on_alloc(self, r) -> None:
+        """Decode: KV pages for `r` were allocated (the engine allocates before its bootstrap with the prefill)."""
+        t = self._t(r)
+        if t.prealloc is not None:
+            self.m.observe("kv_transfer_alloc_ms", (time.monotonic() - t.prealloc) * 1000)
+
+    def on_transfer_queue(self, r) -> None:
+        """Decode: `r` is bootstrapped (its destination is at the prefill) and waits in the transfer queue."""
+        now = time.monotonic()
+        t = self._t(r)
+        t.transfer = now
+        self._stage("decode_bootstrap", now - (t.prealloc or now))
+
+    def on_transferred(self, r) -> None:
+        """Decode: the KV of `r` arrived; it joins the running batch at once (the prebuilt first token)."""
+        self.on_waiting(r)
+        self.on_forward(r)
+        self._stage("fake_output", time.monotonic() - self._t(r).fwd)
+
+    # -- constants and gauges -------------------------------------------------------------------
+    def emit_constants(self, model, pool, context_len: int) -> None:
+        m = self.m
+        m.set("weight_memory_usage_gb", sum(p.numel() * p.element_size() for p in model.p.values()) / GB)
+        m.set("context_len", context_len)
+        if pool is not None:
+            m.set("kv_cache_memory_usage_gb", pool.pool.numel() * pool.pool.element_size() / GB)
+            m.set("page_size", pool.page_size)
+            m.set("num_pages", _usable_pages(pool))
+            m.set("max_total_num_tokens", _usable_pages(pool) * pool.page_size)
+
+    def emit_startup(self, phases: dict[str, float]) -> None:
+        for phase, seconds in phases.items():
+            self.m.set("startup_time_seconds", seconds, phase=phase)
+
+    def tick(self, s, busy: bool) -> None:
+        """Once per scheduler loop iteration: gauges, idle time, CPU time."""
+        now = time.monotonic()
+        m = self.m
+        if self._was_idle:
+            m.inc("scheduler_idle_seconds_total", now - self._last_tick)
+        self._last_tick = now
+        self._was_idle = not busy and not s.by_rid and not getattr(s, "inflight", None)
+        cpu = time.process_time()
+        m.inc("scheduler_process_cpu_seconds_total", max(0.0, cpu - self._cpu))
+        self._cpu = cpu
+        while self._tokens and now - self._tokens[0][0] > _WINDOW_S:
+            self._tokens.popleft()
+        m.set("num_running_reqs", len(s.running))
+        m.set("num_queue_reqs", len(s.waiting))
+        m.set("gen_throughput", sum(n for _, n in self._tokens) / _WINDOW_S)
+        m.set("decode_sum_seq_lens", sum(len(r.input_ids) + len(r.out_ids) for r in s.running))
+        m.set("num_prefill_bootstrap_queue_reqs", len(getattr(s, "bootstrap", ())))
+        m.set("num_prefill_inflight_queue_reqs", len(getattr(s, "inflight", ())))
+        m.set("num_decode_prealloc_queue_reqs", len(getattr(s, "prealloc", ())))
+        m.set("num_decode_transfer_queue_reqs", len(getattr(s, "transfer", ())))
+        kv = getattr(s, "kv", None)
+        if kv is None:
+            return
+        pool = kv.pool
+        P, cap = pool.page_size, _usable_pages(pool)
+        used = max(0, round(pool.used_fraction() * pool.num_pages) - 1) * P  # the scratch page is never allocated
+        total = cap * P
+        m.set("num_used_tokens", used)
+        m.set("kv_used_tokens", used)
+        m.set("kv_available_tokens", total - used)
+        m.set("token_usage", used / total if total else 0.0)
+        m.set("full_token_usage", used / total if total else 0.0)
+        if self.mode == "decode" and total:
+            pending = sum(len(r.input_ids) for r in s.prealloc if not r.pages)
+            held = sum(len(r.pages) for q in (s.prealloc, s.transfer) for r in q) * P
+            m.set("pending_prealloc_token_usage", pending / total)
+            m.set("prealloc_full_token_usage", held / total)
+
+
+def _usable_pages(pool) -> int:
+    return pool.num_pages - 1  # the last page is the warm-up scratch target, never allocated
+
+
+def _created(r) -> float:
+    return r.created  # the HTTP layer made the request: what SGLang's tokenizer calls created_time
+
+
+def _recv(r) -> float:
+    return r.t_queue or r.created  # the scheduler took it from its inbox
