@@ -90,7 +90,7 @@ def build_app(state) -> FastAPI:
         return Req(rid=rid, input_ids=ids, max_new_tokens=max_new, sink=sink,
                    temperature=0.0 if temp is None else temp, top_p=1.0 if top_p is None else top_p, stop=stop,
                    seed=_int(sp.get("seed", sp.get("sampling_seed")), "seed"), room=room,
-                   bootstrap_host=b.get("bootstrap_host"), bootstrap_port=port)
+                   bootstrap_host=b.get("bootstrap_host"), bootstrap_port=port, stream=bool(b.get("stream")))
 
     def channel():
         loop = asyncio.get_running_loop()

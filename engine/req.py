@@ -25,6 +25,7 @@ class Req:
     bootstrap_host: str | None = None
     bootstrap_port: int | None = None
     health: bool = False                     # /health_generate: local run, never the transfer path
+    stream: bool = True                      # False: the caller wants the final answer only (no token events)
     created: float = field(default_factory=time.monotonic)
     out_ids: list[int] = field(default_factory=list)
     cache: object = None

@@ -1,11 +1,16 @@
-"""Scheduler thread shared by all modes: inbox, aborts, prefill chunks, batched decode, metrics.
-Null mode (unified) is this class as is; prefill and decode modes override `step`."""
+"""Scheduler thread shared by all modes: inbox, aborts, batched prefill chunks, batched decode, metrics.
+Null mode (unified) is this class as is; prefill and decode modes override `step`.
+
+A prefill step takes chunks of several waiting requests up to the chunked-prefill budget (as SGLang's
+chunked prefill: the queue's heads in order, only the last one cut). The running batch lives in the
+model's DecodeSlots: running[i] is slot i, a request's KV window is copied in once when it joins."""
 from __future__ import annotations
 
 import os
 import queue
 import threading
 import time
+from collections import deque
 
 from engine.model import TinyLM
 from engine.req import Req
@@ -19,8 +24,35 @@ def env_float(name: str, default: float) -> float:
         return default
 
 
+class TokenWindow:
+    """Tokens of the last `span` seconds in 0.1 s buckets: append is O(1), the rate O(buckets), whatever the rate."""
+
+    def __init__(self, span: float = 5.0):
+        self.span = span
+        self.buckets: deque[list] = deque()  # [bucket start, tokens]
+
+    def append(self, ev: tuple[float, int]) -> None:
+        t, n = ev
+        b = t - t % 0.1
+        if self.buckets and self.buckets[-1][0] == b:
+            self.buckets[-1][1] += n
+        else:
+            self.buckets.append([b, n])
+
+    def rate(self, now: float) -> float:
+        while self.buckets and now - self.buckets[0][0] >= self.span:
+            self.buckets.popleft()
+        return sum(n for _, n in self.buckets) / self.span
+
+
+def _final_only(sink):
+    """A non-streaming request's sink: token events are dropped here instead of crossing to the HTTP loop."""
+    return lambda ev: None if ev[0] == "tokens" else sink(ev)
+
+
 class Scheduler:
     engine_type = "unified"
+    decodes = True  # holds a running batch (DecodeSlots); the prefill server does not
 
     def __init__(self, model: TinyLM, args, metrics):
         self.model, self.args, self.metrics = model, args, metrics
@@ -32,7 +64,8 @@ class Scheduler:
         self.waiting: list[Req] = []     # prefill compute queue (head may be part-way through its chunks)
         self.running: list[Req] = []     # decode batch
         self.by_rid: dict[str, Req] = {}
-        self._tok_window: list[tuple[float, int]] = []
+        self._tok_window = TokenWindow()
+        self.slots = model.new_slots(self.max_running) if self.decodes else None
         self.thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
 
     # -- API used by the HTTP layer (any thread) -----------------------------------------------
@@ -77,6 +110,8 @@ class Scheduler:
             if msg[0] == "req":
                 r = msg[1]
                 r.t_queue = time.monotonic()
+                if not getattr(r, "stream", True):
+                    r.sink = _final_only(r.sink)
                 self.by_rid[r.rid] = r
                 self.metrics.inc("num_requests")
                 self.admit(r)
@@ -97,50 +132,88 @@ class Scheduler:
         self._drop(r)
 
     def _drop(self, r: Req) -> None:
-        for q in (self.waiting, self.running):
-            if r in q:
-                q.remove(r)
+        if r in self.waiting:
+            self.waiting.remove(r)
+        if r in self.running:
+            self._leave_batch(r)
         self.by_rid.pop(r.rid, None)
 
+    def _leave_batch(self, r: Req) -> None:
+        i = self.running.index(r)
+        self.slots.leave(i)  # the last slot moves into i: so does the last request
+        last = self.running.pop()
+        if last is not r:
+            self.running[i] = last
+
+    def join_batch(self, r: Req, kv, length: int) -> None:
+        """Start decoding r: kv[layer, k/v, pos, d] ends at position length - 1 and holds at least its last window
+        (or all of it when shorter); that window is copied into the next slot."""
+        m = min(length, self.model.cfg.window)
+        self.slots.join(kv[:, :, kv.shape[2] - m:], length)
+        self.running.append(r)
+
     def step(self) -> bool:
-        did = self.prefill_one_chunk() is not None
+        did = bool(self.prefill_batch())
         return self.decode_step() or did
 
     # -- compute ------------------------------------------------------------------------------
-    def prefill_one_chunk(self):
-        """Run one chunk of the head waiting request; returns (req, chunk_start, chunk_end, logits|None)."""
-        if not self.waiting or len(self.running) >= self.max_running:
-            return None
-        r = self.waiting[0]
-        if r.cache is None:
-            r.cache = self.model.new_cache(len(r.input_ids) + r.max_new_tokens + 1)
-        s = r.prefill_pos
-        e = min(len(r.input_ids), s + self.chunk)
-        logits = self.model.extend(r.input_ids[s:e], r.cache)
-        r.prefill_pos = e
-        last = e == len(r.input_ids)
-        if last:
-            self.waiting.pop(0)
-            self.metrics.inc("prompt_tokens", len(r.input_ids))
-            self.on_prefill_done(r, logits)
-        return r, s, e, (logits if last else None)
+    def batch_room(self) -> int:
+        """How many more requests may start prefill: each takes a decode slot when done."""
+        return self.max_running - len(self.running)
+
+    def schedule_prefill(self, page: int = 1) -> list[tuple[Req, int, int]]:
+        """Chunks for one prefill step, (req, start, end): the waiting queue's heads in order up to the chunk budget;
+        only the last may be cut, at a multiple of `page`. No more requests than the running batch has room for."""
+        budget, out = self.chunk, []
+        for r in self.waiting[:max(0, self.batch_room())]:
+            s = r.prefill_pos
+            rest = len(r.input_ids) - s
+            n = rest if rest <= budget else budget - budget % page
+            if n <= 0:
+                break
+            out.append((r, s, s + n))
+            budget -= n
+        return out
+
+    def prefill_batch(self, chunks: list[tuple[Req, int, int]] | None = None) -> list[tuple[Req, int, int, object]]:
+        """Run one prefill step; returns (req, start, end, logits if the prompt is done else None) per chunk."""
+        chunks = self.schedule_prefill() if chunks is None else chunks
+        if not chunks:
+            return []
+        for r, _, _ in chunks:
+            if r.cache is None:
+                r.cache = self.model.new_cache(len(r.input_ids))
+        logits = self.model.extend_batch([(r.input_ids[s:e], r.cache) for r, s, e in chunks])
+        out = []
+        for (r, s, e), lg in zip(chunks, logits):
+            r.prefill_pos = e
+            last = e == len(r.input_ids)
+            if last:
+                self.waiting.remove(r)
+                self.metrics.inc("prompt_tokens", len(r.input_ids))
+                self.on_prefill_done(r, lg)
+            out.append((r, s, e, lg if last else None))
+        return out
 
     def on_prefill_done(self, r: Req, logits) -> None:
         tok = self.model.sample(logits, r.temperature, r.top_p, r.generator())
-        self.emit(r, tok)
+        self.emit(r, tok, logits)
         if not r.done:
-            self.running.append(r)
+            self.join_batch(r, r.cache.kv, len(r.input_ids))
+        r.cache = None  # the dense prompt cache is no longer needed: decode runs in the slot
 
     def decode_step(self) -> bool:
-        batch = [r for r in self.running if not r.done][: self.max_running]
-        if not batch:
+        for r in [r for r in self.running if r.done]:  # finished elsewhere: never decode a stale slot
+            self._leave_batch(r)
+        if not self.running:
             return False
-        logits = self.model.decode([r.out_ids[-1] for r in batch], [r.cache for r in batch])
-        for r, lg in zip(batch, logits):
-            self.emit(r, self.model.sample(lg, r.temperature, r.top_p, r.generator()))
+        batch = list(self.running)
+        logits = self.model.decode([r.out_ids[-1] for r in batch], self.slots)
+        for r, tok, lg in zip(batch, self.model.sample_batch(logits, batch), logits):
+            self.emit(r, tok, lg)
         return True
 
-    def emit(self, r: Req, tok: int) -> None:
+    def emit(self, r: Req, tok: int, logits=None) -> None:
         """Append a token, stream it, finish on length / stop string."""
         now = time.monotonic()
         if r.first_token_at is None:
@@ -168,11 +241,10 @@ class Scheduler:
 
     def _gauges(self) -> None:
         now = time.monotonic()
-        self._tok_window = [x for x in self._tok_window if now - x[0] < 5.0]
         m = self.metrics
         m.set("num_running_reqs", len(self.running))
         m.set("num_queue_reqs", len(self.waiting))
-        m.set("gen_throughput", sum(n for _, n in self._tok_window) / 5.0)
+        m.set("gen_throughput", self._tok_window.rate(now))
         self.extra_gauges()
 
     def extra_gauges(self) -> None:
