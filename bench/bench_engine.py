@@ -174,7 +174,7 @@ def _storm(s: Stack, timeout: float) -> dict:
             p.kill()
 
 
-def _engine_figures(root: str, a, label: str) -> dict:
+def _engine_figures(root: str, a, label: str, storm_runs: int) -> dict:
     """Every figure of one engine tree, each on its own fresh stack."""
     out: dict = {}
     if "decode" in a.only or "ttft" in a.only:
@@ -193,7 +193,7 @@ def _engine_figures(root: str, a, label: str) -> dict:
             st.stop()
     if "storm" in a.only:
         runs = []
-        for _ in range(a.storm_runs):
+        for _ in range(storm_runs):
             st = TreeStack(root, POOL_TOKENS).start()
             try:
                 _one(st.router, "warm up", 4)
@@ -283,6 +283,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--storm-runs", type=int, default=2)
+    ap.add_argument("--baseline-storm-runs", type=int, default=1, help="the baseline's storm takes minutes")
     ap.add_argument("--storm-timeout", type=float, default=600)
     ap.add_argument("--warm", type=float, default=2.0, help="seconds of load before the measured window")
     ap.add_argument("--window", type=float, default=8.0, help="seconds of the measured decode window")
@@ -291,12 +292,12 @@ def main() -> None:
     ap.add_argument("--only", default="ttft,decode,storm,transfer")
     a = ap.parse_args()
     a.only = set(a.only.split(","))
-    new = _engine_figures(ROOT, a, "this tree")
+    new = _engine_figures(ROOT, a, "this tree", a.storm_runs)
     old: dict = {}
     if not a.no_baseline:
         base = extract_tree(a.baseline_ref)
         try:
-            old = _engine_figures(base, a, a.baseline_ref)
+            old = _engine_figures(base, a, a.baseline_ref, a.baseline_storm_runs)
         finally:
             shutil.rmtree(base, ignore_errors=True)
     rows = []
@@ -337,7 +338,8 @@ def main() -> None:
         rows.append(("engine transfer path / bare NIXL", "-", f"{eng / bare:.0%}"))
         rows.append(("request-level kv_transfer_speed_gb_s (first chunk queued -> last written)", "-", f"{e2e:.3f}"))
     base_name = "-" if a.no_baseline else f"before ({a.baseline_ref})"
-    print(f"| metric (median of {a.runs} runs; storm {a.storm_runs}) | {base_name} | now |\n|---|---|---|")
+    print(f"| metric (median of {a.runs} runs; storm {a.storm_runs}, baseline's {a.baseline_storm_runs}) | {base_name} | now |")
+    print("|---|---|---|")
     for k, v0, v1 in rows:
         print(f"| {k} | {v0} | {v1} |")
 

@@ -6,6 +6,7 @@ chunked prefill: the queue's heads in order, only the last one cut). The running
 model's DecodeSlots: running[i] is slot i, a request's KV window is copied in once when it joins."""
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
@@ -15,6 +16,9 @@ from collections import deque
 from engine.model import TinyLM
 from engine.req import Req
 from engine.tokenizer import ByteTokenizer
+
+log = logging.getLogger("engine.scheduler")
+DECODE_LOG_INTERVAL = 40
 
 
 def env_float(name: str, default: float) -> float:
@@ -66,6 +70,7 @@ class Scheduler:
         self.by_rid: dict[str, Req] = {}
         self._tok_window = TokenWindow()
         self.slots = model.new_slots(self.max_running) if self.decodes else None
+        self.decode_steps = 0
         self.thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
 
     # -- API used by the HTTP layer (any thread) -----------------------------------------------
@@ -184,6 +189,9 @@ class Scheduler:
             if r.cache is None:
                 r.cache = self.model.new_cache(len(r.input_ids))
         logits = self.model.extend_batch([(r.input_ids[s:e], r.cache) for r, s, e in chunks])
+        # SGLang's per-batch log line (its field names), which tests and operators read
+        log.info("Prefill batch, #new-seq: %d, #new-token: %d, #running-req: %d, #queue-req: %d", len(chunks),
+                 sum(e - s for _, s, e in chunks), len(self.running), len(self.waiting))
         out = []
         for (r, s, e), lg in zip(chunks, logits):
             r.prefill_pos = e
@@ -208,6 +216,11 @@ class Scheduler:
         if not self.running:
             return False
         batch = list(self.running)
+        self.decode_steps += 1
+        if self.decode_steps % DECODE_LOG_INTERVAL == 0:  # SGLang's decode log line, at its default interval
+            log.info("Decode batch, #running-req: %d, #token: %d, gen throughput (token/s): %.2f, #queue-req: %d",
+                     len(batch), int(self.slots.pos[:len(batch)].sum()), self._tok_window.rate(time.monotonic()),
+                     len(self.waiting))
         logits = self.model.decode([r.out_ids[-1] for r in batch], self.slots)
         for r, tok, lg in zip(batch, self.model.sample_batch(logits, batch), logits):
             self.emit(r, tok, lg)
