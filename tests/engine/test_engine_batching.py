@@ -8,6 +8,7 @@ import re
 
 import httpx
 import pytest
+import torch
 
 from engine.model import TinyLM
 from engine.tokenizer import ByteTokenizer
@@ -44,6 +45,7 @@ def test_concurrent_requests_share_prefill_steps_and_the_decode_batch(stack):
 
     with cf.ThreadPoolExecutor(len(LENGTHS)) as ex:
         texts = list(ex.map(one, range(len(LENGTHS))))
+    torch.set_num_threads(1)  # the reference in this process: intra-op threads only fight the servers for 2 cores
     ref = TinyLM()
     for i, text in enumerate(texts):
         assert text == tok.decode(ref.generate_greedy(tok.encode(_prompt(i, LENGTHS[i])), n_new)), f"request {i}"
