@@ -115,7 +115,7 @@ class Scheduler:
             if msg[0] == "req":
                 r = msg[1]
                 r.t_queue = time.monotonic()
-                if not getattr(r, "stream", True):
+                if not r.stream:
                     r.sink = _final_only(r.sink)
                 self.by_rid[r.rid] = r
                 self.metrics.inc("num_requests")
