@@ -18,6 +18,9 @@ import torch.nn.functional as F
 from engine.tokenizer import VOCAB_SIZE
 
 
+QUERY_BLOCK = 1024  # prefill queries per attention call: a mask of QUERY_BLOCK x (QUERY_BLOCK + window) floats
+
+
 @dataclass
 class ModelConfig:
     vocab_size: int = VOCAB_SIZE
@@ -149,43 +152,49 @@ class TinyLM:
     @torch.inference_mode()
     def extend_batch(self, chunks: list[tuple[list[int], KVCache]]) -> list[torch.Tensor]:
         """One prefill step over chunks of several requests, each appended at its cache.len. Projections and MLP
-        run over all tokens at once; attention per chunk. Returns each chunk's last-token logits."""
+        run over all tokens at once; attention per chunk, in blocks of QUERY_BLOCK queries (so the mask stays
+        small whatever the chunk size). Returns each chunk's last-token logits."""
         c, p = self.cfg, self.p
-        H, dh = c.n_heads, c.head_dim
-        spans, toks, poss, masks = [], [], [], []
+        spans, toks, poss = [], [], []
         o = 0
         for tokens, cache in chunks:
             s, n = cache.len, len(tokens)
-            e = s + n
-            pos = torch.arange(s, e)
-            # Query at absolute position q may see keys in (q - window, q]; a float mask keeps SDPA on its fused path.
-            k0 = max(0, s - c.window + 1)
-            kpos = torch.arange(k0, e)[None, :]
-            allow = (kpos <= pos[:, None]) & (kpos > pos[:, None] - c.window)
-            masks.append(torch.zeros(allow.shape).masked_fill_(~allow, float("-inf"))[None, None])
-            spans.append((o, o + n, s, e, k0))
+            spans.append((o, s, s + n))
             toks.extend(tokens)
-            poss.append(pos)
+            poss.append(torch.arange(s, s + n))
             o += n
         x = p["emb"][torch.tensor(toks)] + self._pos(torch.cat(poss))
         for i in range(c.n_layers):
             h = self._norm(x) @ p[f"l{i}.wqkv"]
             q, k, v = h.split(c.d_model, dim=-1)
             outs = []
-            for (a, b, s, e, k0), (_, cache), mask in zip(spans, chunks, masks):
-                cache.kv[i, 0, s:e] = k[a:b]
-                cache.kv[i, 1, s:e] = v[a:b]
-                K = cache.kv[i, 0, k0:e].view(1, e - k0, H, dh).transpose(1, 2)
-                V = cache.kv[i, 1, k0:e].view(1, e - k0, H, dh).transpose(1, 2)
-                Q = q[a:b].reshape(1, b - a, H, dh).transpose(1, 2)
-                outs.append(F.scaled_dot_product_attention(Q, K, V, attn_mask=mask)[0].transpose(0, 1))
+            for (a, s, e), (_, cache) in zip(spans, chunks):
+                cache.kv[i, 0, s:e] = k[a:a + e - s]
+                cache.kv[i, 1, s:e] = v[a:a + e - s]
+                for qs in range(s, e, QUERY_BLOCK):
+                    qe = min(e, qs + QUERY_BLOCK)
+                    outs.append(self._attend(q[a + qs - s:a + qe - s], cache.kv[i], qs, qe))
             att = outs[0] if len(outs) == 1 else torch.cat(outs)
             x = x + att.reshape(o, c.d_model) @ p[f"l{i}.wo"]
             x = x + F.gelu(self._norm(x) @ p[f"l{i}.w1"]) @ p[f"l{i}.w2"]
-        for (_, b, _, e, _), (_, cache) in zip(spans, chunks):
+        for (_, _, e), (_, cache) in zip(spans, chunks):
             cache.len = e
-        last = torch.tensor([b - 1 for _, b, _, _, _ in spans])
+        last = torch.tensor([a + e - s - 1 for a, s, e in spans])
         return list(self._norm(x[last]) @ p["head"])
+
+    def _attend(self, q: torch.Tensor, kv: torch.Tensor, qs: int, qe: int) -> torch.Tensor:
+        """Attention of the queries at positions [qs, qe) over kv[k/v, pos, d]: query q sees keys in (q - window, q].
+        A float mask keeps SDPA on its fused CPU path (several times faster than a bool one)."""
+        c = self.cfg
+        H, dh = c.n_heads, c.head_dim
+        k0 = max(0, qs - c.window + 1)
+        pos = torch.arange(qs, qe)[:, None]
+        kpos = torch.arange(k0, qe)[None, :]
+        mask = torch.zeros(qe - qs, qe - k0).masked_fill_((kpos > pos) | (kpos <= pos - c.window), float("-inf"))
+        K = kv[0, k0:qe].view(1, qe - k0, H, dh).transpose(1, 2)
+        V = kv[1, k0:qe].view(1, qe - k0, H, dh).transpose(1, 2)
+        Q = q.reshape(1, qe - qs, H, dh).transpose(1, 2)
+        return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask[None, None])[0].transpose(0, 1)
 
     def new_slots(self, max_slots: int) -> DecodeSlots:
         return DecodeSlots(self.cfg, max_slots)

@@ -156,3 +156,12 @@ def test_token_window_rate_forgets_old_buckets():
     assert w.rate(1003.5) == pytest.approx(150 / 5.0)
     assert w.rate(1007.0) == pytest.approx(50 / 5.0)  # the first second's buckets are gone
     assert w.rate(1009.0) == 0.0 and not w.buckets
+
+
+def test_a_chunk_longer_than_a_query_block_matches_naive(model):
+    # one 1500-token chunk (as with --chunked-prefill-size -1) is attended in blocks; the result is the same
+    ids = prompt(1500, 5)
+    cache = model.new_cache(len(ids))
+    got = model.extend(ids, cache)
+    assert cache.len == 1500
+    assert torch.allclose(got, naive_logits(model, ids), atol=1e-4)
