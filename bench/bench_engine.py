@@ -1,18 +1,61 @@
-"""Bench of the bundled engine on loopback: TTFT, decode tokens/s at concurrency 1, 8, 32, and KV
-transfer GB/s of the engine's path vs a bare NIXL WRITE of the same bytes, same run.
-Prints a markdown table (median of several runs). Usage: python -m bench.bench_engine [--runs 3]"""
+"""Bench of the bundled engine on loopback, prefill + decode + the real sglang-router on this machine:
+decode tokens/s at concurrency 1, 8, 32 and a storm of 90 x 20k-token prompts, each side by side with the
+engine of a baseline commit (extracted with `git archive` into a temp dir and run the same way, same run);
+TTFT; KV transfer GB/s of the engine's path vs a bare NIXL WRITE of the same bytes.
+
+The load comes from a separate process (non-streaming requests from threads there); tokens are counted from
+the servers' own counters: decode's sglang:generation_tokens_total over the measured window, prefill's
+sglang:prompt_tokens_total for the storm. Prints a markdown table (median of several runs).
+Usage: python -m bench.bench_engine [--runs 3] [--baseline-ref REF | --no-baseline] [--only decode,storm]"""
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
+import io
 import multiprocessing as mp
+import os
 import re
+import shutil
 import statistics
+import subprocess
+import tarfile
+import tempfile
+import threading
 import time
 
 import httpx
 
-from tests.engine.stack import Stack
+from tests.engine.stack import ROOT, Stack, metric
+
+BASELINE_REF = "acd8547"  # main before issue 16's batching (per-request attention, one chunk a step)
+STORM_N, STORM_TOKENS, STORM_OUT = 90, 20000, 4
+# Decode must hold the pages of a 20k prompt per request until it finishes: 16 at a time (~330 MB per pool).
+POOL_TOKENS = 16 * 20480
+
+
+class TreeStack(Stack):
+    """A Stack whose engines run from another source tree, with a given KV pool size."""
+
+    def __init__(self, root: str, max_total_tokens: int | None = None, **kw):
+        super().__init__(**kw)
+        self.root, self.mtt = root, max_total_tokens
+
+    def worker_argv(self, mode, port, bootstrap_port=None):
+        extra = ["--max-total-tokens", str(self.mtt)] if self.mtt else []
+        return super().worker_argv(mode, port, bootstrap_port) + extra
+
+    def _spawn(self, name, argv, env):
+        log = open(os.path.join(self.logdir, f"{name}.log"), "ab")
+        e = {**os.environ, "PYTHONPATH": self.root, **env}
+        self.procs[name] = subprocess.Popen(argv, cwd=self.root, env=e, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+
+
+def extract_tree(ref: str) -> str:
+    """The engine/ of commit ref in a temp dir (the caller removes it)."""
+    d = tempfile.mkdtemp(prefix="bench-engine-base-")
+    data = subprocess.run(["git", "archive", ref, "engine"], cwd=ROOT, check=True, capture_output=True).stdout
+    tarfile.open(fileobj=io.BytesIO(data)).extractall(d)
+    return d
 
 
 def _hist(url, name):
@@ -25,7 +68,7 @@ def _hist(url, name):
 def _one(router, prompt, n, stream=True):
     t0 = time.monotonic()
     ttft = None
-    with httpx.stream("POST", f"{router}/generate", timeout=120,
+    with httpx.stream("POST", f"{router}/generate", timeout=600,
                       json={"text": prompt, "stream": stream, "sampling_params": {"max_new_tokens": n}}) as r:
         for line in r.iter_lines():
             if line.startswith("data: ") and ttft is None:
@@ -33,11 +76,133 @@ def _one(router, prompt, n, stream=True):
     return ttft, time.monotonic() - t0
 
 
-def _decode_tps(router, conc, n=64):
-    with cf.ThreadPoolExecutor(conc) as ex:
-        t0 = time.monotonic()
-        list(ex.map(lambda i: _one(router, f"bench prompt {i}", n), range(conc)))
-        return conc * n / (time.monotonic() - t0)
+def _load_proc(router, conc, prompts, max_new, stop, done_q):
+    """The load generator's process: conc threads, each sending non-streaming requests back to back (from
+    `prompts` in turn) until `stop` is set; or, with prompts of the storm, each prompt once. Puts (ok, failed)."""
+    ok, failed, lock = [0], [0], threading.Lock()
+    it = iter(prompts)
+
+    def worker():
+        with httpx.Client(timeout=900) as c:
+            while not stop.is_set():
+                with lock:
+                    p = next(it, None)
+                if p is None:
+                    return
+                try:
+                    r = c.post(f"{router}/generate", json={"text": p, "sampling_params": {"max_new_tokens": max_new}})
+                    good = r.status_code == 200
+                except httpx.HTTPError:
+                    good = False
+                with lock:
+                    ok[0] += good
+                    failed[0] += not good
+
+    ts = [threading.Thread(target=worker) for _ in range(conc)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    done_q.put((ok[0], failed[0]))
+
+
+def _gen_tokens(url):
+    return metric(url, "sglang:generation_tokens_total")
+
+
+def _decode_tps(s: Stack, conc: int, warm: float, window: float, max_new: int = 256) -> float:
+    """Decode tokens/s at `conc` requests in flight: the decode's generation_tokens_total over `window` seconds,
+    after `warm` seconds of the same load."""
+    ctx = mp.get_context("spawn")
+    stop, q = ctx.Event(), ctx.Queue()
+    p = ctx.Process(target=_load_proc, args=(s.router, conc, _Cycle(conc), max_new, stop, q))
+    p.start()
+    try:
+        time.sleep(warm)
+        n0, t0 = _gen_tokens(s.decode), time.monotonic()
+        time.sleep(window)
+        n1, t1 = _gen_tokens(s.decode), time.monotonic()
+        return (n1 - n0) / (t1 - t0)
+    finally:
+        stop.set()
+        p.join(120)
+        if p.is_alive():
+            p.kill()
+
+
+class _Cycle:
+    """Endless distinct short prompts (picklable for the spawned load process)."""
+
+    def __init__(self, seed):
+        self.i, self.seed = 0, seed
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.i += 1
+        return f"bench prompt {self.seed} {self.i}"
+
+
+def _storm(s: Stack, timeout: float) -> dict:
+    """90 x 20k-token prompts at once; seconds from the storm's start to all prefilled (the prefill's
+    prompt_tokens_total) and to all answered (the load process's end)."""
+    ctx = mp.get_context("spawn")
+    stop, q = ctx.Event(), ctx.Queue()
+    prompts = [(f"storm {i} " + "lorem ipsum dolor sit amet " * 800)[:STORM_TOKENS] for i in range(STORM_N)]
+    target = sum(len(x.encode()) for x in prompts)
+    base = metric(s.prefill, "sglang:prompt_tokens_total")
+    p = ctx.Process(target=_load_proc, args=(s.router, STORM_N, prompts, STORM_OUT, stop, q))
+    t0 = time.monotonic()
+    p.start()
+    prefilled = answered = None
+    try:
+        while time.monotonic() - t0 < timeout:
+            if prefilled is None and metric(s.prefill, "sglang:prompt_tokens_total") - base >= target:
+                prefilled = time.monotonic() - t0
+            if answered is None and not p.is_alive():
+                answered = time.monotonic() - t0
+            if prefilled is not None and answered is not None:
+                break
+            time.sleep(0.2)
+        stop.set()
+        p.join(60)
+        ok, failed = q.get(timeout=5) if not q.empty() else (0, STORM_N)
+        return {"prefilled": prefilled, "answered": answered, "ok": ok, "failed": failed}
+    finally:
+        if p.is_alive():
+            p.kill()
+
+
+def _engine_figures(root: str, a, label: str, storm_runs: int) -> dict:
+    """Every figure of one engine tree, each on its own fresh stack."""
+    out: dict = {}
+    if "decode" in a.only or "ttft" in a.only:
+        st = TreeStack(root).start()
+        try:
+            _one(st.router, "warm up", 4)
+            if "ttft" in a.only:
+                out["ttft300"] = statistics.median(_one(st.router, "hello " * 50, 4)[0] for _ in range(a.runs))
+                out["ttft6000"] = statistics.median(_one(st.router, "hello " * 1000, 4)[0] for _ in range(a.runs))
+            if "decode" in a.only:
+                for c in (1, 8, 32):
+                    runs = [_decode_tps(st, c, a.warm, a.window) for _ in range(a.runs)]
+                    out[f"decode{c}"] = (statistics.median(runs), min(runs), max(runs))
+                    print(f"[{label}] decode c{c}: {[round(x) for x in runs]}", flush=True)
+        finally:
+            st.stop()
+    if "storm" in a.only:
+        runs = []
+        for _ in range(storm_runs):
+            st = TreeStack(root, POOL_TOKENS).start()
+            try:
+                _one(st.router, "warm up", 4)
+                runs.append(_storm(st, a.storm_timeout))
+                print(f"[{label}] storm: {runs[-1]}", flush=True)
+            finally:
+                st.stop()
+        out["storm"] = runs
+    return out
 
 
 def _dst_proc(nbytes, q_meta, q_done):
@@ -100,45 +265,83 @@ def _nixl_pair(nbytes: int, runs: int) -> tuple[float, float]:
             p.kill()
 
 
+def _fmt_range(v):
+    return f"{v[0]:.0f} ({v[1]:.0f}-{v[2]:.0f})" if v else "-"
+
+
+def _fmt_storm(runs, key):
+    xs = [r[key] for r in runs or [] if r[key] is not None]
+    if not runs:
+        return "-"
+    if len(xs) < len(runs):
+        return f"not within the limit in {len(runs) - len(xs)} of {len(runs)} runs" + (
+            f"; {statistics.median(xs):.1f} s in the others" if xs else "")
+    return f"{statistics.median(xs):.1f} s" + (f" ({min(xs):.1f}-{max(xs):.1f})" if len(xs) > 1 else "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--storm-runs", type=int, default=2)
+    ap.add_argument("--baseline-storm-runs", type=int, default=1, help="the baseline's storm takes minutes")
+    ap.add_argument("--storm-timeout", type=float, default=600)
+    ap.add_argument("--warm", type=float, default=2.0, help="seconds of load before the measured window")
+    ap.add_argument("--window", type=float, default=8.0, help="seconds of the measured decode window")
+    ap.add_argument("--baseline-ref", default=BASELINE_REF)
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--only", default="ttft,decode,storm,transfer")
     a = ap.parse_args()
-    s = Stack().start()
+    a.only = set(a.only.split(","))
+    new = _engine_figures(ROOT, a, "this tree", a.storm_runs)
+    old: dict = {}
+    if not a.no_baseline:
+        base = extract_tree(a.baseline_ref)
+        try:
+            old = _engine_figures(base, a, a.baseline_ref, a.baseline_storm_runs)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
     rows = []
-    try:
-        _one(s.router, "warm up", 4)
-        ttft = statistics.median(_one(s.router, "hello " * 50, 4)[0] for _ in range(a.runs))
-        ttft_long = statistics.median(_one(s.router, "hello " * 1000, 4)[0] for _ in range(a.runs))
-        rows.append(("TTFT, 300-token prompt (s)", f"{ttft:.3f}"))
-        rows.append(("TTFT, 6000-token prompt (s)", f"{ttft_long:.3f}"))
+    if "ttft" in a.only:
+        for k, n in (("ttft300", 300), ("ttft6000", 6000)):
+            rows.append((f"TTFT, {n}-token prompt (s)", f"{old[k]:.3f}" if k in old else "-", f"{new[k]:.3f}"))
+    if "decode" in a.only:
         for c in (1, 8, 32):
-            rows.append((f"decode tokens/s, concurrency {c}",
-                         f"{statistics.median(_decode_tps(s.router, c) for _ in range(a.runs)):.0f}"))
-        # Engine path: per-request KV transfer speed as the prefill measures it (first chunk queued ->
-        # last chunk written, chunked prefill compute overlapping), from its histogram.
-        speeds, sizes = [], []
-        for _ in range(a.runs):
-            s0, c0 = _hist(s.prefill, "kv_transfer_speed_gb_s")
-            m0, _ = _hist(s.prefill, "kv_transfer_total_mb")
-            _one(s.router, "x" * 16000, 1, stream=False)
-            s1, c1 = _hist(s.prefill, "kv_transfer_speed_gb_s")
-            m1, _ = _hist(s.prefill, "kv_transfer_total_mb")
-            speeds.append((s1 - s0) / (c1 - c0))
-            sizes.append(m1 - m0)
-        mb = statistics.median(sizes)
-        e2e = statistics.median(speeds)
-    finally:
-        s.stop()
-    bare, eng = _nixl_pair(int(mb * 1e6), a.runs)
-    rows.append((f"KV transfer GB/s, engine transfer path (chunked page WRITEs, {mb:.1f} MB)", f"{eng:.2f}"))
-    rows.append(("KV transfer GB/s, bare NIXL single WRITE of the same bytes", f"{bare:.2f}"))
-    rows.append(("engine transfer path / bare NIXL", f"{eng / bare:.0%}"))
-    rows.append(("request-level kv_transfer_speed_gb_s (first chunk queued -> last written, includes "
-                 "overlapped prefill compute)", f"{e2e:.3f}"))
-    print(f"| metric (median of {a.runs} runs) | value |\n|---|---|")
-    for k, v in rows:
-        print(f"| {k} | {v} |")
+            rows.append((f"decode tokens/s, concurrency {c}", _fmt_range(old.get(f"decode{c}")),
+                         _fmt_range(new[f"decode{c}"])))
+        ratio = lambda f: f"{f['decode32'][0] / f['decode1'][0]:.1f}x" if f else "-"  # noqa: E731
+        rows.append(("decode tokens/s, concurrency 32 / concurrency 1", ratio(old), ratio(new)))
+    if "storm" in a.only:
+        for key, what in (("prefilled", "prefilled (prefill prompt_tokens_total)"), ("answered", "answered")):
+            rows.append((f"storm {STORM_N} x {STORM_TOKENS // 1000}k tokens, start -> all {what}",
+                         _fmt_storm(old.get("storm"), key), _fmt_storm(new["storm"], key)))
+        fails = lambda f: str(sum(r["failed"] for r in f["storm"])) if f else "-"  # noqa: E731
+        rows.append(("storm requests failed (all runs)", fails(old), fails(new)))
+    if "transfer" in a.only:
+        s = Stack().start()
+        try:
+            _one(s.router, "warm up", 4)
+            speeds, sizes = [], []
+            for _ in range(a.runs):
+                s0, c0 = _hist(s.prefill, "kv_transfer_speed_gb_s")
+                m0, _ = _hist(s.prefill, "kv_transfer_total_mb")
+                _one(s.router, "x" * 16000, 1, stream=False)
+                s1, c1 = _hist(s.prefill, "kv_transfer_speed_gb_s")
+                m1, _ = _hist(s.prefill, "kv_transfer_total_mb")
+                speeds.append((s1 - s0) / (c1 - c0))
+                sizes.append(m1 - m0)
+            mb, e2e = statistics.median(sizes), statistics.median(speeds)
+        finally:
+            s.stop()
+        bare, eng = _nixl_pair(int(mb * 1e6), a.runs)
+        rows.append((f"KV transfer GB/s, engine transfer path (chunked page WRITEs, {mb:.1f} MB)", "-", f"{eng:.2f}"))
+        rows.append(("KV transfer GB/s, bare NIXL single WRITE of the same bytes", "-", f"{bare:.2f}"))
+        rows.append(("engine transfer path / bare NIXL", "-", f"{eng / bare:.0%}"))
+        rows.append(("request-level kv_transfer_speed_gb_s (first chunk queued -> last written)", "-", f"{e2e:.3f}"))
+    base_name = "-" if a.no_baseline else f"before ({a.baseline_ref})"
+    print(f"| metric (median of {a.runs} runs; storm {a.storm_runs}, baseline's {a.baseline_storm_runs}) | {base_name} | now |")
+    print("|---|---|---|")
+    for k, v0, v1 in rows:
+        print(f"| {k} | {v0} | {v1} |")
 
 
 if __name__ == "__main__":

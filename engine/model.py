@@ -1,8 +1,9 @@
-"""A tiny decoder-only transformer (byte vocab) with a dense per-request KV cache.
+"""A tiny decoder-only transformer (byte vocab) with sliding-window attention.
 
 Weights are seeded, so greedy output is a pure function of the prompt. Sampling is restricted to
-printable ASCII and newline so outputs are readable text. Prefill runs in chunks (extend), decode
-runs a batch of single tokens (projections and MLP batched, attention per request).
+printable ASCII and newline so outputs are readable text. Prefill runs chunks of several requests in
+one forward (extend_batch: projections and MLP over all their tokens, attention per chunk against
+its request's dense cache); decode runs the running batch in DecodeSlots, one SDPA per layer.
 """
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from engine.tokenizer import VOCAB_SIZE
+
+
+QUERY_BLOCK = 1024  # prefill queries per attention call: a mask of QUERY_BLOCK x (QUERY_BLOCK + window) floats
 
 
 @dataclass
@@ -51,6 +55,38 @@ class KVCache:
         c.kv[:, :, :length] = kv[:, :, :length]
         c.len = length
         return c
+
+
+class DecodeSlots:
+    """The running batch's KV: kv[layer, k/v, slot, window, d_model], one ring buffer of the sliding window per
+    slot. Slots 0..n-1 are the batch in order, so a layer's keys are one view. Positions are added to the
+    embeddings, so the order of keys inside the window does not matter, only which are valid."""
+
+    def __init__(self, cfg: ModelConfig, max_slots: int):
+        self.window = cfg.window
+        self.kv = torch.zeros(cfg.n_layers, 2, max_slots, cfg.window, cfg.d_model)
+        self.pos = torch.zeros(max_slots, dtype=torch.long)  # tokens held so far = position of the next one
+        self.n = 0
+
+    def join(self, tail: torch.Tensor, length: int) -> int:
+        """Put a request's last min(length, window) keys/values (tail[layer, k/v, m, d]) in the next free slot;
+        returns the slot. Raises IndexError when every slot is taken."""
+        if self.n >= self.kv.shape[2]:
+            raise IndexError("every decode slot is taken")
+        m = tail.shape[2]
+        slot = self.n
+        self.kv[:, :, slot, torch.arange(length - m, length) % self.window] = tail
+        self.pos[slot] = length
+        self.n += 1
+        return slot
+
+    def leave(self, slot: int) -> None:
+        """Free a slot; the last slot moves into it (the caller moves its request the same way)."""
+        last = self.n - 1
+        if slot != last:
+            self.kv[:, :, slot] = self.kv[:, :, last]
+            self.pos[slot] = self.pos[last]
+        self.n = last
 
 
 def _allowed_mask(vocab: int) -> torch.Tensor:
@@ -111,52 +147,82 @@ class TinyLM:
     @torch.inference_mode()
     def extend(self, tokens: list[int], cache: KVCache) -> torch.Tensor:
         """Run one prefill chunk appended at cache.len; returns logits of the last token."""
-        c, p = self.cfg, self.p
-        s, n = cache.len, len(tokens)
-        e = s + n
-        pos = torch.arange(s, e)
-        x = p["emb"][torch.tensor(tokens)] + self._pos(pos)
-        # Query at absolute position q may see keys in (q - window, q].
-        k0 = max(0, s - c.window + 1)
-        kpos = torch.arange(k0, e)[None, :]
-        allow = (kpos <= pos[:, None]) & (kpos > pos[:, None] - c.window)
-        H, dh = c.n_heads, c.head_dim
-        for i in range(c.n_layers):
-            h = self._norm(x) @ p[f"l{i}.wqkv"]
-            q, k, v = h.split(c.d_model, dim=-1)
-            cache.kv[i, 0, s:e] = k
-            cache.kv[i, 1, s:e] = v
-            K = cache.kv[i, 0, k0:e].view(e - k0, H, dh).transpose(0, 1)
-            V = cache.kv[i, 1, k0:e].view(e - k0, H, dh).transpose(0, 1)
-            a = F.scaled_dot_product_attention(q.view(n, H, dh).transpose(0, 1), K, V, attn_mask=allow)
-            x = x + a.transpose(0, 1).reshape(n, c.d_model) @ p[f"l{i}.wo"]
-            x = x + F.gelu(self._norm(x) @ p[f"l{i}.w1"]) @ p[f"l{i}.w2"]
-        cache.len = e
-        return (self._norm(x[-1:]) @ p["head"])[0]
+        return self.extend_batch([(tokens, cache)])[0]
 
     @torch.inference_mode()
-    def decode(self, tokens: list[int], caches: list[KVCache]) -> torch.Tensor:
-        """One decode step for a batch: token b goes at caches[b].len. Returns logits [B, V]."""
+    def extend_batch(self, chunks: list[tuple[list[int], KVCache]]) -> list[torch.Tensor]:
+        """One prefill step over chunks of several requests, each appended at its cache.len. Projections and MLP
+        run over all tokens at once; attention per chunk, in blocks of QUERY_BLOCK queries (so the mask stays
+        small whatever the chunk size). Returns each chunk's last-token logits."""
         c, p = self.cfg, self.p
-        H, dh = c.n_heads, c.head_dim
-        pos = torch.tensor([kc.len for kc in caches])
-        x = p["emb"][torch.tensor(tokens)] + self._pos(pos)
+        spans, toks, poss = [], [], []
+        o = 0
+        for tokens, cache in chunks:
+            s, n = cache.len, len(tokens)
+            spans.append((o, s, s + n))
+            toks.extend(tokens)
+            poss.append(torch.arange(s, s + n))
+            o += n
+        x = p["emb"][torch.tensor(toks)] + self._pos(torch.cat(poss))
         for i in range(c.n_layers):
             h = self._norm(x) @ p[f"l{i}.wqkv"]
             q, k, v = h.split(c.d_model, dim=-1)
             outs = []
-            for b, kc in enumerate(caches):
-                t = kc.len
-                kc.kv[i, 0, t] = k[b]
-                kc.kv[i, 1, t] = v[b]
-                k0 = max(0, t + 1 - c.window)
-                K = kc.kv[i, 0, k0: t + 1].view(t + 1 - k0, H, dh).transpose(0, 1)
-                V = kc.kv[i, 1, k0: t + 1].view(t + 1 - k0, H, dh).transpose(0, 1)
-                outs.append(F.scaled_dot_product_attention(q[b].view(H, 1, dh), K, V).reshape(c.d_model))
-            x = x + torch.stack(outs) @ p[f"l{i}.wo"]
+            for (a, s, e), (_, cache) in zip(spans, chunks):
+                cache.kv[i, 0, s:e] = k[a:a + e - s]
+                cache.kv[i, 1, s:e] = v[a:a + e - s]
+                for qs in range(s, e, QUERY_BLOCK):
+                    qe = min(e, qs + QUERY_BLOCK)
+                    outs.append(self._attend(q[a + qs - s:a + qe - s], cache.kv[i], qs, qe))
+            att = outs[0] if len(outs) == 1 else torch.cat(outs)
+            x = x + att.reshape(o, c.d_model) @ p[f"l{i}.wo"]
             x = x + F.gelu(self._norm(x) @ p[f"l{i}.w1"]) @ p[f"l{i}.w2"]
-        for kc in caches:
-            kc.len += 1
+        for (_, _, e), (_, cache) in zip(spans, chunks):
+            cache.len = e
+        last = torch.tensor([a + e - s - 1 for a, s, e in spans])
+        return list(self._norm(x[last]) @ p["head"])
+
+    def _attend(self, q: torch.Tensor, kv: torch.Tensor, qs: int, qe: int) -> torch.Tensor:
+        """Attention of the queries at positions [qs, qe) over kv[k/v, pos, d]: query q sees keys in (q - window, q].
+        A float mask keeps SDPA on its fused CPU path (several times faster than a bool one)."""
+        c = self.cfg
+        H, dh = c.n_heads, c.head_dim
+        k0 = max(0, qs - c.window + 1)
+        pos = torch.arange(qs, qe)[:, None]
+        kpos = torch.arange(k0, qe)[None, :]
+        mask = torch.zeros(qe - qs, qe - k0).masked_fill_((kpos > pos) | (kpos <= pos - c.window), float("-inf"))
+        K = kv[0, k0:qe].view(1, qe - k0, H, dh).transpose(1, 2)
+        V = kv[1, k0:qe].view(1, qe - k0, H, dh).transpose(1, 2)
+        Q = q.reshape(1, qe - qs, H, dh).transpose(1, 2)
+        return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask[None, None])[0].transpose(0, 1)
+
+    def new_slots(self, max_slots: int) -> DecodeSlots:
+        return DecodeSlots(self.cfg, max_slots)
+
+    @torch.inference_mode()
+    def decode(self, tokens: list[int], slots: DecodeSlots) -> torch.Tensor:
+        """One decode step of the whole batch: token b goes at slots.pos[b] of slot b. Returns logits [B, V]."""
+        c, p = self.cfg, self.p
+        H, dh, W = c.n_heads, c.head_dim, c.window
+        B = slots.n
+        pos = slots.pos[:B]
+        x = p["emb"][torch.tensor(tokens)] + self._pos(pos)
+        ring = pos % W
+        rows = torch.arange(B)
+        L = min(W, int(pos.max()) + 1)  # short sequences attend over the filled part of the ring only
+        valid = torch.arange(L)[None, :] < (pos + 1).clamp(max=W)[:, None]
+        mask = torch.zeros(B, 1, 1, L).masked_fill_(~valid[:, None, None, :], float("-inf"))
+        for i in range(c.n_layers):
+            h = self._norm(x) @ p[f"l{i}.wqkv"]
+            q, k, v = h.split(c.d_model, dim=-1)
+            slots.kv[i, 0, rows, ring] = k
+            slots.kv[i, 1, rows, ring] = v
+            K = slots.kv[i, 0, :B, :L].view(B, L, H, dh).transpose(1, 2)
+            V = slots.kv[i, 1, :B, :L].view(B, L, H, dh).transpose(1, 2)
+            a = F.scaled_dot_product_attention(q.reshape(B, H, 1, dh), K, V, attn_mask=mask)
+            x = x + a.reshape(B, c.d_model) @ p[f"l{i}.wo"]
+            x = x + F.gelu(self._norm(x) @ p[f"l{i}.w1"]) @ p[f"l{i}.w2"]
+        slots.pos[:B] += 1
         return self._norm(x) @ p["head"]
 
     def sample(self, logits: torch.Tensor, temperature: float, top_p: float = 1.0,
@@ -171,12 +237,22 @@ class TinyLM:
             probs = torch.zeros_like(probs).scatter(0, idx[keep], sp[keep])
         return int(torch.multinomial(probs, 1, generator=generator))
 
+    def sample_batch(self, logits: torch.Tensor, reqs) -> list[int]:
+        """One token per row for requests with .temperature, .top_p, .generator(): the greedy rows in one argmax."""
+        greedy = (logits + self.mask).argmax(-1).tolist()
+        return [g if r.temperature <= 1e-5 else self.sample(lg, r.temperature, r.top_p, r.generator())
+                for g, r, lg in zip(greedy, reqs, logits)]
+
     def generate_greedy(self, prompt_ids: list[int], max_new_tokens: int, chunk: int = 512) -> list[int]:
-        """Reference (non-disaggregated) greedy run, used by tests to check PD output."""
-        cache = self.new_cache(len(prompt_ids) + max_new_tokens + 1)
-        for s in range(0, len(prompt_ids), chunk):
+        """Reference (non-disaggregated) greedy run, the engine's own math (chunked extend, then DecodeSlots);
+        tests check PD output against it."""
+        n = len(prompt_ids)
+        cache = self.new_cache(n)
+        for s in range(0, n, chunk):
             logits = self.extend(prompt_ids[s:s + chunk], cache)
         out = [self.sample(logits, 0.0)]
+        slots = self.new_slots(1)
+        slots.join(cache.kv[:, :, max(0, n - self.cfg.window):n], n)
         while len(out) < max_new_tokens:
-            out.append(self.sample(self.decode([out[-1]], [cache])[0], 0.0))
+            out.append(self.sample(self.decode([out[-1]], slots)[0], 0.0))
         return out

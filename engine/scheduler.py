@@ -1,17 +1,24 @@
-"""Scheduler thread shared by all modes: inbox, aborts, prefill chunks, batched decode, metrics.
-Null mode (unified) is this class as is; prefill and decode modes override `step`."""
+"""Scheduler thread shared by all modes: inbox, aborts, batched prefill chunks, batched decode, metrics.
+Null mode (unified) is this class as is; prefill and decode modes override `step`.
+
+A prefill step takes chunks of several waiting requests up to the chunked-prefill budget (as SGLang's
+chunked prefill: the queue's heads in order, only the last one cut). The running batch lives in the
+model's DecodeSlots: running[i] is slot i, a request's KV window is copied in once when it joins."""
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
 import time
-
 from engine import sampling
 from engine.model import TinyLM
 from engine.req import Req
 from engine.scheduler_stats import SchedulerStats
 from engine.tokenizer import ByteTokenizer
+
+log = logging.getLogger("engine.scheduler")
+DECODE_LOG_INTERVAL = 40
 
 
 def env_float(name: str, default: float) -> float:
@@ -21,8 +28,31 @@ def env_float(name: str, default: float) -> float:
         return default
 
 
+def _held_until_end(sink):
+    """A non-streaming request's sink: its token events are joined into one, sent just before its end, instead
+    of crossing to the HTTP loop one by one (the metrics still see each token: they wrap this sink)."""
+    ids: list[int] = []
+    lps: list = []
+
+    def put(ev):
+        if ev[0] == "tokens":
+            ids.extend(ev[1])
+            lps.extend(ev[2] if len(ev) > 2 else [None] * len(ev[1]))
+            reason = ev[3] if len(ev) > 3 else None
+            if reason is None:
+                return
+            ev = ("tokens", list(ids), list(lps), reason)
+        elif ids:
+            sink(("tokens", list(ids), list(lps), None))
+        ids.clear()
+        lps.clear()
+        sink(ev)
+    return put
+
+
 class Scheduler:
     engine_type = "unified"
+    decodes = True  # holds a running batch (DecodeSlots); the prefill server does not
 
     def __init__(self, model: TinyLM, args, metrics):
         self.model, self.args, self.metrics = model, args, metrics
@@ -35,6 +65,8 @@ class Scheduler:
         self.running: list[Req] = []     # decode batch
         self.by_rid: dict[str, Req] = {}
         self.stats = SchedulerStats(metrics, self.engine_type)
+        self.slots = model.new_slots(self.max_running) if self.decodes else None
+        self.decode_steps = 0
         self.thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
 
     # -- API used by the HTTP layer (any thread) -----------------------------------------------
@@ -79,6 +111,8 @@ class Scheduler:
             if msg[0] == "req":
                 r = msg[1]
                 r.t_queue = time.monotonic()
+                if not r.stream:
+                    r.sink = _held_until_end(r.sink)
                 self.by_rid[r.rid] = r
                 self.stats.on_arrival(r)
                 self.admit(r)
@@ -100,52 +134,99 @@ class Scheduler:
         self._drop(r)
 
     def _drop(self, r: Req) -> None:
-        for q in (self.waiting, self.running):
-            if r in q:
-                q.remove(r)
+        if r in self.waiting:
+            self.waiting.remove(r)
+        if r in self.running:
+            self._leave_batch(r)
         self.by_rid.pop(r.rid, None)
 
+    def _leave_batch(self, r: Req) -> None:
+        i = self.running.index(r)
+        self.slots.leave(i)  # the last slot moves into i: so does the last request
+        last = self.running.pop()
+        if last is not r:
+            self.running[i] = last
+
+    def join_batch(self, r: Req, kv, length: int) -> None:
+        """Start decoding r: kv[layer, k/v, pos, d] ends at position length - 1 and holds at least its last window
+        (or all of it when shorter); that window is copied into the next slot."""
+        m = min(length, self.model.cfg.window)
+        self.slots.join(kv[:, :, kv.shape[2] - m:], length)
+        self.running.append(r)
+
     def step(self) -> bool:
-        did = self.prefill_one_chunk() is not None
+        did = bool(self.prefill_batch())
         return self.decode_step() or did
 
     # -- compute ------------------------------------------------------------------------------
-    def prefill_one_chunk(self):
-        """Run one chunk of the head waiting request; returns (req, chunk_start, chunk_end, logits|None)."""
-        if not self.waiting or len(self.running) >= self.max_running:
-            return None
-        r = self.waiting[0]
-        if r.cache is None:
-            r.cache = self.model.new_cache(len(r.input_ids) + r.max_new_tokens + 1)
-        s = r.prefill_pos
-        e = min(len(r.input_ids), s + self.chunk)
-        self.stats.on_forward(r)
+    def batch_room(self) -> int:
+        """How many more requests may start prefill: each takes a decode slot when done."""
+        return self.max_running - len(self.running)
+
+    def schedule_prefill(self, page: int = 1) -> list[tuple[Req, int, int]]:
+        """Chunks for one prefill step, (req, start, end): the waiting queue's heads in order up to the chunk budget;
+        only the last may be cut, at a multiple of `page`. No more requests than the running batch has room for."""
+        budget, out = self.chunk, []
+        for r in self.waiting[:max(0, self.batch_room())]:
+            s = r.prefill_pos
+            rest = len(r.input_ids) - s
+            n = rest if rest <= budget else budget - budget % page
+            if n <= 0:
+                break
+            out.append((r, s, s + n))
+            budget -= n
+        return out
+
+    def prefill_batch(self, chunks: list[tuple[Req, int, int]] | None = None) -> list[tuple[Req, int, int, object]]:
+        """Run one prefill step; returns (req, start, end, logits if the prompt is done else None) per chunk."""
+        chunks = self.schedule_prefill() if chunks is None else chunks
+        if not chunks:
+            return []
+        for r, _, _ in chunks:
+            if r.cache is None:
+                r.cache = self.model.new_cache(len(r.input_ids))
+        for r, _, _ in chunks:
+            self.stats.on_forward(r)
         t0 = time.monotonic()
-        logits = self.model.extend(r.input_ids[s:e], r.cache)
-        self.stats.on_extend(e - s, time.monotonic() - t0)
-        r.prefill_pos = e
-        last = e == len(r.input_ids)
-        self.stats.on_chunk(r, last)
-        if last:
-            self.waiting.pop(0)
-            self.on_prefill_done(r, logits)
-        return r, s, e, (logits if last else None)
+        logits = self.model.extend_batch([(r.input_ids[s:e], r.cache) for r, s, e in chunks])
+        self.stats.on_extend(sum(e - s for _, s, e in chunks), time.monotonic() - t0)
+        # SGLang's per-batch log line (its field names), which tests and operators read
+        log.info("Prefill batch, #new-seq: %d, #new-token: %d, #running-req: %d, #queue-req: %d", len(chunks),
+                 sum(e - s for _, s, e in chunks), len(self.running), len(self.waiting))
+        out = []
+        for (r, s, e), lg in zip(chunks, logits):
+            r.prefill_pos = e
+            last = e == len(r.input_ids)
+            self.stats.on_chunk(r, last)
+            if last:
+                self.waiting.remove(r)
+                self.on_prefill_done(r, lg)
+            out.append((r, s, e, lg if last else None))
+        return out
 
     def on_prefill_done(self, r: Req, logits) -> None:
         tok = self.model.sample(logits, r.temperature, r.top_p, r.generator())
         self.emit(r, tok, logits)
         if not r.done:
-            self.running.append(r)
+            self.join_batch(r, r.cache.kv, len(r.input_ids))
+        r.cache = None  # the dense prompt cache is no longer needed: decode runs in the slot
 
     def decode_step(self) -> bool:
-        batch = [r for r in self.running if not r.done][: self.max_running]
-        if not batch:
+        for r in [r for r in self.running if r.done]:  # finished elsewhere: never decode a stale slot
+            self._leave_batch(r)
+        if not self.running:
             return False
+        batch = list(self.running)
+        self.decode_steps += 1
+        if self.decode_steps % DECODE_LOG_INTERVAL == 0:  # SGLang's decode log line, at its default interval
+            log.info("Decode batch, #running-req: %d, #token: %d, gen throughput (token/s): %.2f, #queue-req: %d",
+                     len(batch), int(self.slots.pos[:len(batch)].sum()), self.stats.gen_throughput(time.monotonic()),
+                     len(self.waiting))
         t0 = time.monotonic()
-        logits = self.model.decode([r.out_ids[-1] for r in batch], [r.cache for r in batch])
+        logits = self.model.decode([r.out_ids[-1] for r in batch], self.slots)
         self.stats.on_decode(batch, time.monotonic() - t0)
-        for r, lg in zip(batch, logits):
-            self.emit(r, self.model.sample(lg, r.temperature, r.top_p, r.generator()), lg)
+        for r, tok, lg in zip(batch, self.model.sample_batch(logits, batch), logits):
+            self.emit(r, tok, lg)
         return True
 
     def emit(self, r: Req, tok: int, logits=None) -> None:

@@ -1,13 +1,12 @@
 """Decode mode: prealloc queue (pages reserved, destination sent to prefill) -> transfer queue
 (until Success with the first token, or Failed / SGLANG_DISAGGREGATION_WAITING_TIMEOUT) -> running
-batch that continues from the transferred KV."""
+batch that continues from the transferred KV (only its last window is read out of the pages, into a slot)."""
 from __future__ import annotations
 
 import time
 
 from engine import sampling
 from engine.disaggregation.kvpoll import KVPoll
-from engine.model import KVCache
 from engine.req import Req
 from engine.scheduler import Scheduler, env_float
 
@@ -75,13 +74,13 @@ class DecodeScheduler(Scheduler):
             if st == KVPoll.Success:
                 first = self.kv.first_token.get(r.room, -1)
                 r.first_logprob = sampling.unpack(self.kv.first_logprob.get(r.room, ""))
-                kv = self.kv.pool.read_tokens(r.pages, len(r.input_ids))
-                r.cache = KVCache.from_tensor(kv, len(r.input_ids), len(r.input_ids) + r.max_new_tokens + 1)
+                n = len(r.input_ids)
+                tail = self._read_window(r.pages, n)
                 self._forget(r, quarantine=False)
                 self.stats.on_transferred(r)
                 self.emit(r, first)
                 if not r.done:
-                    self.running.append(r)
+                    self.join_batch(r, tail, n)
             elif st == KVPoll.Failed or st is None:
                 self._forget(r, quarantine=True)
                 self._drop(r)
@@ -93,8 +92,14 @@ class DecodeScheduler(Scheduler):
                 self._drop(r)
                 self.metrics.inc("num_transfer_failed_reqs")
                 r.fail(500, f"KV transfer timed out after {self.waiting_timeout:g}s waiting for prefill")
-        did = self.prefill_one_chunk() is not None
+        did = bool(self.prefill_batch())  # the local path: health checks and the fake transport
         return self.decode_step() or did
 
-    def on_prefill_done(self, r: Req, logits) -> None:
-        super().on_prefill_done(r, logits)
+    def batch_room(self) -> int:
+        return self.max_running - len(self.running) - len(self.transfer)  # a transfer holds a slot-to-be
+
+    def _read_window(self, pages: list[int], n: int):
+        """kv[layer, k/v, pos, d] of the pages that hold the prompt's last window, ending at position n - 1."""
+        P = self.kv.pool.page_size
+        first = max(0, n - self.model.cfg.window) // P
+        return self.kv.pool.read_tokens(pages[first:], n - first * P)

@@ -1,5 +1,6 @@
-"""Prefill mode: bootstrap queue -> chunked prefill (each chunk staged in the pool and queued for
-transfer) -> inflight queue until the room is Success or Failed.
+"""Prefill mode: bootstrap queue -> chunked prefill (a step holds chunks of several requests up to the
+budget; each chunk staged in the pool and queued for transfer) -> inflight queue until the room is
+Success or Failed.
 
 Beyond upstream, a room may not sit in the inflight queue forever: after
 SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT seconds (default 300) it is failed and counted -- except under
@@ -19,6 +20,7 @@ PREFILL_DONE = {"type": "length", "length": 0}
 
 class PrefillScheduler(Scheduler):
     engine_type = "prefill"
+    decodes = False
 
     def __init__(self, model, args, metrics, kv):
         super().__init__(model, args, metrics)
@@ -81,34 +83,37 @@ class PrefillScheduler(Scheduler):
         self._poll_inflight(now)
         return did
 
+    def batch_room(self) -> int:
+        return self.max_running  # nothing decodes here: finished prompts go to the inflight queue
+
     def _prefill_chunk(self) -> bool:
-        if not self.waiting:
+        """One batched prefill step. Every chunk of a PD request gets its staging pages first; the batch stops at
+        the first chunk the pool cannot stage (the transfer worker frees pages)."""
+        P = self.kv.pool.page_size
+        chunks, staged = [], []
+        for r, s, e in self.schedule_prefill(page=P):
+            src = [] if r.health else self.kv.pool.alloc(self.kv.pool.pages_for(e - s))
+            if src is None:
+                break
+            chunks.append((r, s, e))
+            staged.append(src)
+        if not chunks:
             return False
-        r = self.waiting[0]
-        if r.health:
-            res = self.prefill_one_chunk()
-            return res is not None
-        n_tokens = min(len(r.input_ids), r.prefill_pos + self.chunk) - r.prefill_pos
-        src = self.kv.pool.alloc(self.kv.pool.pages_for(n_tokens))
-        if src is None:
-            return False  # staging pages busy: the transfer worker frees them
-        res = self.prefill_one_chunk()
-        if res is None:
-            self.kv.pool.free(src)
-            return False
-        r, s, e, logits = res
-        self.kv.pool.write_tokens(src, r.cache.kv[:, :, s:e])
-        last = logits is not None
-        first = r.out_ids[0] if last and r.out_ids else -1
-        if last:
-            r.cache = None  # KV now lives in the staging pages until the transfer worker is done
-        self.kv.enqueue(Chunk(r.room, src, s // self.kv.pool.page_size, last, first, sampling.pack(r.first_logprob)))
+        for (r, s, e, logits), src in zip(self.prefill_batch(chunks), staged):
+            if r.health:
+                continue
+            self.kv.pool.write_tokens(src, r.cache.kv[:, :, s:e])
+            last = logits is not None
+            first = r.out_ids[0] if last and r.out_ids else -1
+            if last:
+                r.cache = None  # KV now lives in the staging pages until the transfer worker is done
+            self.kv.enqueue(Chunk(r.room, src, s // P, last, first, sampling.pack(r.first_logprob)))
         return True
 
     def on_prefill_done(self, r: Req, logits) -> None:
         tok = self.model.sample(logits, r.temperature, r.top_p, r.generator())
         if r.health:
-            self.emit(r, tok)
+            self.emit(r, tok, logits)
             if not r.done:
                 self.complete(r, {"type": "length", "length": 1})
             return

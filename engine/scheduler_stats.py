@@ -33,11 +33,31 @@ def _is_streaming(r) -> str:
     return "true" if getattr(r, "stream", False) else "false"
 
 
+class TokenWindow:
+    """Tokens of the last `span` seconds in 0.1 s buckets: append is O(1), the rate O(buckets), whatever the rate."""
+
+    def __init__(self, span: float = _WINDOW_S):
+        self.span = span
+        self.buckets: deque[list] = deque()  # [bucket start, tokens]
+
+    def append(self, t: float, n: int) -> None:
+        b = t - t % 0.1
+        if self.buckets and self.buckets[-1][0] == b:
+            self.buckets[-1][1] += n
+        else:
+            self.buckets.append([b, n])
+
+    def rate(self, now: float) -> float:
+        while self.buckets and now - self.buckets[0][0] >= self.span:
+            self.buckets.popleft()
+        return sum(n for _, n in self.buckets) / self.span
+
+
 class SchedulerStats:
     def __init__(self, metrics, mode: str):
         self.m, self.mode = metrics, mode
         self._times: dict[int, _T] = {}
-        self._tokens: deque[tuple[float, int]] = deque()
+        self._tokens = TokenWindow()
         self._last_tick = time.monotonic()
         self._was_idle = False
         self._cpu = time.process_time()
@@ -67,7 +87,7 @@ class SchedulerStats:
         t = self._t(r)
         if ev[0] == "tokens":
             n = len(ev[1])
-            self._tokens.append((now, n))
+            self._tokens.append(now, n)
             if t.first is None:
                 t.first = now
                 if self.mode != "prefill":
@@ -194,6 +214,10 @@ class SchedulerStats:
         for phase, seconds in phases.items():
             self.m.set("startup_time_seconds", seconds, phase=phase)
 
+    def gen_throughput(self, now: float) -> float:
+        """Tokens per second over the last 5 s, as the gen_throughput gauge."""
+        return self._tokens.rate(now)
+
     def tick(self, s, busy: bool) -> None:
         """Once per scheduler loop iteration: gauges, idle time, CPU time."""
         now = time.monotonic()
@@ -205,11 +229,9 @@ class SchedulerStats:
         cpu = time.process_time()
         m.inc("scheduler_process_cpu_seconds_total", max(0.0, cpu - self._cpu))
         self._cpu = cpu
-        while self._tokens and now - self._tokens[0][0] > _WINDOW_S:
-            self._tokens.popleft()
         m.set("num_running_reqs", len(s.running))
         m.set("num_queue_reqs", len(s.waiting))
-        m.set("gen_throughput", sum(n for _, n in self._tokens) / _WINDOW_S)
+        m.set("gen_throughput", self._tokens.rate(now))
         m.set("decode_sum_seq_lens", sum(len(r.input_ids) + len(r.out_ids) for r in s.running))
         m.set("num_prefill_bootstrap_queue_reqs", len(getattr(s, "bootstrap", ())))
         m.set("num_prefill_inflight_queue_reqs", len(getattr(s, "inflight", ())))

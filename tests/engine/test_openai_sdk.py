@@ -35,14 +35,17 @@ def client(stack):
 
 def greedy(text: str, n: int) -> tuple[str, list[torch.Tensor]]:
     """The reference: greedy text and the log-distribution each token was picked from."""
-    cache = MODEL.new_cache(len(text) + n + 1)
-    logits = MODEL.extend(tok.encode(text), cache)
+    ids = tok.encode(text)
+    cache = MODEL.new_cache(len(ids))
+    logits = MODEL.extend(ids, cache)
+    slots = MODEL.new_slots(1)  # the engine's decode math: the prompt's last window in one batch slot
+    slots.join(cache.kv[:, :, max(0, len(ids) - MODEL.cfg.window):len(ids)], len(ids))
     out, dists = [], []
     for _ in range(n):
         lp = torch.log_softmax(logits + MODEL.mask, dim=-1)
         out.append(int(lp.argmax()))
         dists.append(lp)
-        logits = MODEL.decode([out[-1]], [cache])[0]
+        logits = MODEL.decode([out[-1]], slots)[0]
     return tok.decode(out), dists
 
 
