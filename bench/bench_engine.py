@@ -110,19 +110,28 @@ def _gen_tokens(url):
     return metric(url, "sglang:generation_tokens_total")
 
 
-def _decode_tps(s: Stack, conc: int, warm: float, window: float, max_new: int = 256) -> float:
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a local process, seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _decode_tps(s: Stack, conc: int, warm: float, window: float, max_new: int = 256) -> tuple[float, float]:
     """Decode tokens/s at `conc` requests in flight: the decode's generation_tokens_total over `window` seconds,
-    after `warm` seconds of the same load."""
+    after `warm` seconds of the same load; and the same tokens per CPU second of the decode process (the figure
+    that other load on the machine disturbs least)."""
     ctx = mp.get_context("spawn")
     stop, q = ctx.Event(), ctx.Queue()
     p = ctx.Process(target=_load_proc, args=(s.router, conc, _Cycle(conc), max_new, stop, q))
     p.start()
+    pid = s.procs["decode"].pid
     try:
         time.sleep(warm)
-        n0, t0 = _gen_tokens(s.decode), time.monotonic()
+        n0, c0, t0 = _gen_tokens(s.decode), _cpu_s(pid), time.monotonic()
         time.sleep(window)
-        n1, t1 = _gen_tokens(s.decode), time.monotonic()
-        return (n1 - n0) / (t1 - t0)
+        n1, c1, t1 = _gen_tokens(s.decode), _cpu_s(pid), time.monotonic()
+        return (n1 - n0) / (t1 - t0), (n1 - n0) / max(c1 - c0, 1e-9)
     finally:
         stop.set()
         p.join(120)
@@ -185,10 +194,20 @@ def _engine_figures(root: str, a, label: str, storm_runs: int) -> dict:
                 out["ttft300"] = statistics.median(_one(st.router, "hello " * 50, 4)[0] for _ in range(a.runs))
                 out["ttft6000"] = statistics.median(_one(st.router, "hello " * 1000, 4)[0] for _ in range(a.runs))
             if "decode" in a.only:
-                for c in (1, 8, 32):
-                    runs = [_decode_tps(st, c, a.warm, a.window) for _ in range(a.runs)]
-                    out[f"decode{c}"] = (statistics.median(runs), min(runs), max(runs))
-                    print(f"[{label}] decode c{c}: {[round(x) for x in runs]}", flush=True)
+                # interleaved (1, 8, 32, 1, 8, 32, ...) so that a change in the machine's other load hits every
+                # concurrency alike; the 32/1 ratio is the median of each round's own ratio
+                runs: dict[int, list] = {1: [], 8: [], 32: []}
+                for _ in range(a.runs):
+                    for c in runs:
+                        runs[c].append(_decode_tps(st, c, a.warm, a.window))
+                    print(f"[{label}] decode round: {[(c, round(v[-1][0]), round(v[-1][1])) for c, v in runs.items()]}",
+                          flush=True)
+                for c, v in runs.items():
+                    tps = [x for x, _ in v]
+                    out[f"decode{c}"] = (statistics.median(tps), min(tps), max(tps))
+                    out[f"cpu{c}"] = statistics.median(y for _, y in v)
+                out["ratio"] = statistics.median(x[0] / y[0] for x, y in zip(runs[32], runs[1]))
+                out["cpu_ratio"] = statistics.median(x[1] / y[1] for x, y in zip(runs[32], runs[1]))
         finally:
             st.stop()
     if "storm" in a.only:
@@ -308,8 +327,13 @@ def main() -> None:
         for c in (1, 8, 32):
             rows.append((f"decode tokens/s, concurrency {c}", _fmt_range(old.get(f"decode{c}")),
                          _fmt_range(new[f"decode{c}"])))
-        ratio = lambda f: f"{f['decode32'][0] / f['decode1'][0]:.1f}x" if f else "-"  # noqa: E731
-        rows.append(("decode tokens/s, concurrency 32 / concurrency 1", ratio(old), ratio(new)))
+        ratio = lambda f, k: f"{f[k]:.1f}x" if f else "-"  # noqa: E731
+        rows.append(("decode tokens/s, concurrency 32 / concurrency 1 (median of the rounds' ratios)",
+                     ratio(old, "ratio"), ratio(new, "ratio")))
+        for c in (1, 8, 32):
+            rows.append((f"decode tokens per decode-process CPU second, concurrency {c}",
+                         f"{old[f'cpu{c}']:.0f}" if old else "-", f"{new[f'cpu{c}']:.0f}"))
+        rows.append(("the same, concurrency 32 / concurrency 1", ratio(old, "cpu_ratio"), ratio(new, "cpu_ratio")))
     if "storm" in a.only:
         for key, what in (("prefilled", "prefilled (prefill prompt_tokens_total)"), ("answered", "answered")):
             rows.append((f"storm {STORM_N} x {STORM_TOKENS // 1000}k tokens, start -> all {what}",
