@@ -28,20 +28,23 @@ def env_float(name: str, default: float) -> float:
         return default
 
 
-def _held_until_end(sink):
-    """A non-streaming request's sink: its token events are joined into one, sent just before its end, instead
-    of crossing to the HTTP loop one by one (the metrics still see each token: they wrap this sink)."""
+def _sent_in_chunks(sink, every: int, first_at_once: bool):
+    """What SGLang's scheduler sends its tokenizer: a streaming request's tokens every `every` (--stream-interval,
+    the first at once), a non-streaming one's every SGLANG_FORCE_STREAM_INTERVAL (50), and whatever is left when
+    it ends; token events in between are joined here instead of crossing to the HTTP loop one by one."""
     ids: list[int] = []
     lps: list = []
+    sent = [0]
 
     def put(ev):
         if ev[0] == "tokens":
             ids.extend(ev[1])
             lps.extend(ev[2] if len(ev) > 2 else [None] * len(ev[1]))
             reason = ev[3] if len(ev) > 3 else None
-            if reason is None:
+            if reason is None and len(ids) < every and not (first_at_once and sent[0] == 0):
                 return
             ev = ("tokens", list(ids), list(lps), reason)
+            sent[0] += len(ids)
         elif ids:
             sink(("tokens", list(ids), list(lps), None))
         ids.clear()
@@ -65,6 +68,8 @@ class Scheduler:
         self.running: list[Req] = []     # decode batch
         self.by_rid: dict[str, Req] = {}
         self.stats = SchedulerStats(metrics, self.engine_type)
+        self.stream_interval = max(1, getattr(args, "stream_interval", 1) or 1)
+        self.force_stream_interval = max(1, int(env_float("SGLANG_FORCE_STREAM_INTERVAL", 50)))
         self.slots = model.new_slots(self.max_running) if self.decodes else None
         self.decode_steps = 0
         self.thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
@@ -111,10 +116,11 @@ class Scheduler:
             if msg[0] == "req":
                 r = msg[1]
                 r.t_queue = time.monotonic()
-                if not r.stream:
-                    r.sink = _held_until_end(r.sink)
                 self.by_rid[r.rid] = r
-                self.stats.on_arrival(r)
+                self.stats.on_arrival(r)  # the metrics see what SGLang's tokenizer sees: the chunks below
+                every = self.stream_interval if r.stream else self.force_stream_interval
+                if every > 1:
+                    r.sink = _sent_in_chunks(r.sink, every, first_at_once=r.stream)
                 self.admit(r)
             else:
                 _, rid, abort_all = msg

@@ -167,3 +167,24 @@ def test_a_chunk_longer_than_a_query_block_matches_naive(model):
     got = model.extend(ids, cache)
     assert cache.len == 1500
     assert torch.allclose(got, naive_logits(model, ids), atol=1e-4)
+
+
+def test_tokens_reach_the_http_side_in_sglangs_chunks(model):
+    """A non-streaming request's tokens every SGLANG_FORCE_STREAM_INTERVAL (50) and at its end; a streaming one's
+    first token at once, then every --stream-interval."""
+    args = types.SimpleNamespace(chunked_prefill_size=512, max_running_requests=8, stream_interval=4)
+    s = Scheduler(model, args, Metrics("tiny", "null"))
+    events: dict[str, list] = {}
+    reqs = [_req("quiet", prompt(30, 0), 120, events.setdefault("quiet", []), stream=False),
+            _req("loud", prompt(30, 1), 10, events.setdefault("loud", []), stream=True)]
+    for r in reqs:
+        s.submit(r)
+    s._drain_inbox()
+    for _ in range(300):
+        if not s.step():
+            break
+    sizes = {k: [len(e[1]) for e in ev if e[0] == "tokens"] for k, ev in events.items()}
+    assert sizes == {"quiet": [50, 50, 20], "loud": [1, 4, 4, 1]}
+    for k, r in zip(("quiet", "loud"), reqs):
+        assert [t for e in events[k] if e[0] == "tokens" for t in e[1]] == r.out_ids
+        assert events[k][-1][0] == "done" and events[k][-2][3] == events[k][-1][1]  # the reason rides the last chunk
