@@ -24,7 +24,7 @@ import time
 
 import httpx
 
-from tests.engine.stack import ROOT, Stack, metric
+from tests.engine.stack import ROOT, Stack, metric_sum
 
 BASELINE_REF = "acd8547"  # main before issue 16's batching (per-request attention, one chunk a step)
 STORM_N, STORM_TOKENS, STORM_OUT = 90, 20000, 4
@@ -107,7 +107,7 @@ def _load_proc(router, conc, prompts, max_new, stop, done_q):
 
 
 def _gen_tokens(url):
-    return metric(url, "sglang:generation_tokens_total")
+    return metric_sum(url, "sglang:generation_tokens_total")
 
 
 def _cpu_s(pid: int) -> float:
@@ -160,14 +160,14 @@ def _storm(s: Stack, timeout: float) -> dict:
     stop, q = ctx.Event(), ctx.Queue()
     prompts = [(f"storm {i} " + "lorem ipsum dolor sit amet " * 800)[:STORM_TOKENS] for i in range(STORM_N)]
     target = sum(len(x.encode()) for x in prompts)
-    base = metric(s.prefill, "sglang:prompt_tokens_total")
+    base = metric_sum(s.prefill, "sglang:prompt_tokens_total")
     p = ctx.Process(target=_load_proc, args=(s.router, STORM_N, prompts, STORM_OUT, stop, q))
     t0 = time.monotonic()
     p.start()
     prefilled = answered = None
     try:
         while time.monotonic() - t0 < timeout:
-            if prefilled is None and metric(s.prefill, "sglang:prompt_tokens_total") - base >= target:
+            if prefilled is None and metric_sum(s.prefill, "sglang:prompt_tokens_total") - base >= target:
                 prefilled = time.monotonic() - t0
             if answered is None and not p.is_alive():
                 answered = time.monotonic() - t0
@@ -240,7 +240,6 @@ def _nixl_pair(nbytes: int, runs: int) -> tuple[float, float]:
     """Two processes, nbytes DRAM->DRAM over UCX after a warm-up. Returns GB/s of (a) one bare WRITE,
     (b) the engine's NixlBackend.write path: 512-token chunks of 64-token pages out of a KVPool, as the
     transfer worker issues them (run merging, descriptors, polling, the last with a notification)."""
-    import torch
     from engine.disaggregation.kv_pool import KVPool
     from engine.disaggregation.nixl_backend import NixlBackend
     from engine.model import ModelConfig

@@ -11,8 +11,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from engine.metric_families import FAMILIES, SCHED_LABELS, TOK_LABELS, Fam
 
 _KINDS = {"gauge": Gauge, "counter": Counter, "histogram": Histogram}
-# Fed by engine/scheduler_stats.py now; a call site of the old form (kept by a merge) must not count twice.
-_MOVED = {"num_aborted_requests", "num_requests", "prompt_tokens", "generation_tokens"}
 
 
 class Metrics:
@@ -53,25 +51,17 @@ class Metrics:
             c = self._child[key] = self._metric[name].labels(**(self._tok if f.tok else self._sched), **extra)
         return c
 
-    def _fed(self, name: str, extra: dict) -> bool:
-        # A family with extra labels fed without them is an old call site (TTFT and e2e are observed by
-        # scheduler_stats with is_streaming now): ignored rather than failing the scheduler step.
-        f = self.fams.get(name)
-        return f is not None and len(extra) == len(f.extra)
-
     def set(self, name: str, value: float, **extra: str) -> None:
-        if self._fed(name, extra):
+        if name in self.fams:
             self.child(name, **extra).set(value)
 
     def inc(self, name: str, by: float = 1, **extra: str) -> None:
-        if name in _MOVED:
-            return
         name = name if name in self.fams else name + "_total"   # callers may name a counter without _total
-        if self._fed(name, extra) and by >= 0:
+        if name in self.fams and by >= 0:
             self.child(name, **extra).inc(by)
 
     def observe(self, name: str, value: float, **extra: str) -> None:
-        if self._fed(name, extra):
+        if name in self.fams:
             self.child(name, **extra).observe(value)
 
     def value(self, name: str, default: float = 0.0) -> float:

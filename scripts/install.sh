@@ -7,16 +7,20 @@ PY=${PYTHON:-python3}
 
 if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v systemd-analyze >/dev/null 2>&1 \
    || ! command -v ip >/dev/null 2>&1 || ! command -v tmux >/dev/null 2>&1 \
-   || ! command -v systemd-nspawn >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+   || ! command -v systemd-nspawn >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1 \
+   || ! ldconfig -p 2>/dev/null | grep 'libibverbs\.so\.1' >/dev/null; then  # no -q: under pipefail an early exit SIGPIPEs ldconfig
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # tmux: the screen test drives pdctl in a real 80x24 terminal
     # systemd-container + debootstrap: the systemd test hosts (tests/fixtures/systemd_host.py)
-    apt-get install -y -qq openssh-server openssh-client systemd iproute2 tmux systemd-container debootstrap >/dev/null
+    # libibverbs1: the Mooncake transfer engine's wheel links it even where no RDMA device exists (it then moves
+    # the KV over TCP)
+    apt-get install -y -qq openssh-server openssh-client systemd iproute2 tmux systemd-container debootstrap \
+        libibverbs1 >/dev/null
   else
-    echo "install.sh: not root: install openssh-server, systemd, iproute2, tmux, systemd-container and debootstrap" \
-         "yourself for the SSH/netns/screen/systemd-host tests" >&2
+    echo "install.sh: not root: install openssh-server, systemd, iproute2, tmux, systemd-container, debootstrap and" \
+         "libibverbs1 yourself for the SSH/netns/screen/systemd-host tests and the mooncake backend" >&2
   fi
 fi
 
@@ -40,18 +44,6 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   else
     echo "install.sh: not root: install Debian's prometheus package (promtool and the server) yourself for the" \
          "alert-rule tests" >&2
-  fi
-fi
-
-# Debian's libibverbs1: the Mooncake transfer engine's wheel links it even where no RDMA device exists (then it moves
-# the KV over TCP).
-if ! ldconfig -p 2>/dev/null | grep -q 'libibverbs\.so\.1'; then
-  if [ "$(id -u)" = 0 ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends libibverbs1 >/dev/null
-  else
-    echo "install.sh: not root: install Debian's libibverbs1 yourself for the mooncake transfer backend" >&2
   fi
 fi
 

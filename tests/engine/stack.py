@@ -29,6 +29,12 @@ def metric(url: str, name: str) -> float:
     return float(m.group(1)) if m else float("nan")
 
 
+def metric_sum(url: str, name: str) -> float:
+    """The sum over every series of `name` (e.g. generation_tokens_total's is_streaming="true" and "false")."""
+    text = httpx.get(f"{url}/metrics", timeout=5).text
+    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
+
+
 def wait_for(pred, timeout: float, what: str, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
