@@ -20,16 +20,14 @@ import logging
 import os
 import threading
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 
 import zmq
 
 from engine.disaggregation.kv_pool import KVPool, runs
+from engine.disaggregation.prefill_kv import WILDCARDS
 
 log = logging.getLogger("engine.mooncake")
-
-WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def _zmq_addr(host: str) -> str:
@@ -77,8 +75,7 @@ class MooncakeBackend:
         self.agent_name = self.session_id  # what prefill keys its peers by, as SGLang keys by mooncake_session_id
         if self.engine.register_memory(pool.base_addr, pool.pool.numel() * pool.pool.element_size()) != 0:
             raise OSError("Mooncake memory registration of the KV pool failed")
-        # prefill side: SGLang's session_failures / failed_sessions, under session_lock
-        self.session_failures: dict[str, int] = defaultdict(int)
+        # prefill side: SGLang's failed_sessions, under session_lock
         self.failed_sessions: set[str] = set()
         self.session_lock = threading.Lock()
         self._probes: dict[str, _Probe] = {}
@@ -141,10 +138,8 @@ class MooncakeBackend:
             ret = -1
         if ret != 0:
             with self.session_lock:
-                self.session_failures[peer] += 1
                 # a live session never fails a write: once is enough to mark it (SGLang's threshold is 1)
-                if self.session_failures[peer] >= 1:
-                    self.failed_sessions.add(peer)
+                self.failed_sessions.add(peer)
             log.error("Session %s failed.", peer)
             return False
         if notif:
@@ -184,7 +179,6 @@ class MooncakeBackend:
     def _clear(self, sid: str) -> None:
         """Caller holds session_lock."""
         self.failed_sessions.discard(sid)
-        self.session_failures.pop(sid, None)
         self._probes.pop(sid, None)
 
     def _start_probe(self, registry) -> None:
