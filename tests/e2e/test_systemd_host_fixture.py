@@ -7,13 +7,18 @@ pdctl's use of such hosts is in test_systemd_hosts.py.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
+import tests.fixtures.systemd_host as fixture
 from pdctl.transport.ssh import SshTransport
-from tests.fixtures.systemd_host import BUILD_SCRIPT, ROOT, can_boot_hosts, systemd_host
+from tests.fixtures.systemd_host import (BUILD_SCRIPT, REPO, ROOT, SystemdHostLeftover, can_boot_hosts,
+                                        sweep_stale_hosts, systemd_host)
 
 pytestmark = [pytest.mark.e2e]
 
@@ -93,6 +98,77 @@ def test_two_hosts_in_namespaces_of_the_test_have_their_own_addresses(tmp_path):
             assert b.name in seen[b.name] and lab.addresses["hostb"] in seen[b.name]
             tags = [a.name, b.name]
     assert [x for t in tags for x in _leftovers(t)] == []
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
+
+
+def test_hosts_of_a_killed_pytest_are_swept_by_the_next_one_and_nothing_else(tmp_path):
+    # a stand-in for a pytest that is killed (SIGKILL) while its host runs: the fixture's finally never runs
+    owner = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from tests.fixtures.systemd_host import systemd_host\n"
+         "with systemd_host(sys.argv[1]) as h:\n"
+         "    print(h.name, h.nspawn_pid, h.leader, flush=True)\n"
+         "    time.sleep(600)\n", str(tmp_path / "h")],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        tag, nspawn_pid, leader = owner.stdout.readline().split()
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+    assert tag.startswith(f"pdctl-sdh-{owner.pid}-")               # its owner is in its name
+    assert _alive(int(nspawn_pid)) and _alive(int(leader))         # nspawn has a session of its own: it lives on
+    assert _leftovers(tag)
+    roots = fixture._cgroup_roots()
+    # not to be touched: a host of a live owner (this process) and any name the fixture does not make this way
+    live = fixture._owner_tag()
+    foreign = ["pdctl-sdh-0badc0de", f"pdctl-sdh-{owner.pid}-1-{fixture._pidns():x}-0badc0de-x",
+               f"pdctl-sdh-{owner.pid}-1-{fixture._pidns() + 1:x}-0badc0de"]    # dead owner, other pid namespace
+    made = [r / n for r in roots for n in (live, *foreign)]
+    try:
+        for d in made:
+            d.mkdir()
+        with pytest.warns(SystemdHostLeftover, match=f"swept stale systemd test host {tag}: its pytest"):
+            assert tag in sweep_stale_hosts()
+        assert all(d.is_dir() for d in made)
+    finally:
+        for d in made:
+            d.rmdir()
+    assert not _alive(int(nspawn_pid)) and not _alive(int(leader))
+    assert _leftovers(tag) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tag not in sweep_stale_hosts()                       # once only
+
+
+def test_removal_runs_when_stopping_fails_and_a_leftover_is_loud(tmp_path, monkeypatch):
+    stopped = []
+
+    def stop_that_times_out(proc):                                  # _stop's second wait timing out
+        stopped.append(proc)
+        raise subprocess.TimeoutExpired(proc.args, fixture.STOP_TIMEOUT)
+
+    monkeypatch.setattr(fixture, "_stop", stop_that_times_out)
+    with pytest.raises(subprocess.TimeoutExpired):
+        with systemd_host(tmp_path / "h") as h:
+            tag = h.name
+    assert stopped[0].wait(timeout=30) == -signal.SIGKILL           # killed by the removal, not by _stop
+    assert _leftovers(tag) == []
+
+    real_remove = fixture._remove_cgroup
+    monkeypatch.setattr(fixture, "_stop", lambda proc: (proc.kill(), proc.wait(timeout=30)))
+    monkeypatch.setattr(fixture, "_remove_cgroup",
+                        lambda cg: real_remove(cg) or f"{cg} (processes still in them: [4242])")
+    with pytest.warns(SystemdHostLeftover, match=r"systemd test host pdctl-sdh-\S+ left behind: .*\[4242\]"):
+        with systemd_host(tmp_path / "h2") as h:
+            tag = h.name
+    assert _leftovers(tag) == []
 
 
 FAKE_DEBOOTSTRAP = """#!/bin/sh

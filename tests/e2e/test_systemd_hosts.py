@@ -25,16 +25,27 @@ UNITS = {"prefill": "sglang-dsv4-prefill", "decode": "sglang-dsv4-decode", "rout
 ORDER = ("prefill", "decode", "router")
 
 
-def _show(h, role: str) -> dict[str, str]:
-    """`systemctl show` of a role's unit, asked inside the host through the test's own channel (nsenter)."""
+def show_unit(h, unit: str) -> dict[str, str]:
+    """`systemctl show` of `unit` (the properties pdctl reads), asked inside host `h` through the test's own channel
+    (nsenter), parsed by pdctl's parser."""
     props = [a for p in SHOW_PROPERTIES for a in ("-p", p)]
-    res = h.run(["systemctl", "show", f"{UNITS[role]}.service", *props])
+    res = h.run(["systemctl", "show", f"{unit}.service", *props])
     assert res.returncode == 0, res.stderr
     return parse_systemctl_show(res.stdout)
 
 
+def started_monotonic(units: dict[str, tuple]) -> dict[str, int]:
+    """role -> ExecMainStartTimestampMonotonic of its unit, for `units` role -> (host, unit). Hosts on this machine
+    share its kernel, so the values compare across hosts too."""
+    return {role: int(show_unit(h, unit)["ExecMainStartTimestampMonotonic"]) for role, (h, unit) in units.items()}
+
+
+def _show(h, role: str) -> dict[str, str]:
+    return show_unit(h, UNITS[role])
+
+
 def _started_monotonic(h) -> dict[str, int]:
-    return {role: int(_show(h, role)["ExecMainStartTimestampMonotonic"]) for role in ORDER}
+    return started_monotonic({role: (h, UNITS[role]) for role in ORDER})
 
 
 def _wait(what: str, ok, timeout: float = 60.0):

@@ -8,16 +8,22 @@ running in the operator's namespace `op`:
 - prefill on `hosta`, decode and router on `hostb`, each host its own systemd, the KV crossing the veth.
 
 Flow on each: deploy -> final-health -> restart --pair -> final-health -> down. Everything is removed afterwards.
+
+What the seed's lint gate checks there: SGLang's parser (`sglang.srt.server_args`) is not on the host (the stand-in
+has only `sglang.launch_server`), so the prefill's and decode's command lines and env are NOT linted (two
+`lint-unavailable` findings, which do not block deploy or restart); the router's is, by the real sglang-router.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 import yaml
 
 from tests.e2e.helpers import REPO, pdctl, write_inventory
+from tests.e2e.test_systemd_hosts import show_unit, started_monotonic
 from tests.fixtures.netns import can_make_namespaces, netns_lab
 from tests.fixtures.sglang_stand_in import install_sglang_stand_in
 from tests.fixtures.systemd_host import can_boot_hosts, systemd_host
@@ -52,16 +58,20 @@ def _passes(run, what: str) -> dict:
     return report
 
 
-def _flow(inv_path, state, op: str) -> None:
+def _flow(inv_path, state, op: str, check=lambda stage: None) -> None:
+    """The flow; `check(stage)` runs after "deploy", "restart --pair" and "down"."""
     run = dict(state=state, netns=op, timeout=150)
     args = ["-i", str(inv_path), "--json"]
     try:
         _passes(pdctl(["deploy", *args], **run), "deploy")
+        check("deploy")
         pair = pdctl(["restart", "--pair", *args], **run)
         assert pair.code == 0, pair.output[-3000:]
+        check("restart --pair")
         _passes(pdctl(["verify", "final-health", *args], **run), "final-health after restart --pair")
         down = pdctl(["down", *args], **run)
         assert down.code == 0, down.output[-3000:]
+        check("down")
     finally:
         pdctl(["down", "-i", str(inv_path)], **run)
 
@@ -70,6 +80,12 @@ def _units(h) -> dict[str, str]:
     out = h.run(["systemctl", "show", "--type=service", "-p", "Id", "-p", "ActiveState", "-p", "ExecStart",
                  "sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router"]).stdout
     return {block.split("Id=")[1].split()[0]: block for block in out.split("\n\n") if "Id=" in block}
+
+
+def _lint_gates(state) -> dict[str, dict]:
+    """action -> the lint gate's outcome in its final audit record (what deploy/restart's gate concluded)."""
+    records = [json.loads(line) for line in (state / "pdctl" / "audit.jsonl").read_text().splitlines()]
+    return {r["action"]: r["lint"] for r in records if r.get("result") != "started" and "lint" in r}
 
 
 def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
@@ -84,7 +100,22 @@ def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
         state.mkdir()
         run = dict(state=state, netns=lab.names["op"], timeout=150)
         try:
+            # what the gate will see: the workers' parser is missing, the router's is there
+            lint = pdctl(["lint", "-i", str(inv), "--json"], **run)
+            assert lint.code == 1, lint.output[-3000:]
+            report = lint.json()
+            assert not report["ok"] and report["blocking"] == 0 and not report["skipped"]
+            roles = {r["role"]: r for r in report["roles"]}
+            assert {k: (r["kind"], r["parsed"]) for k, r in roles.items()} == {
+                "prefill": ("sglang", False), "decode": ("sglang", False), "router": ("router", True)}
+            assert roles["router"]["version"]                              # the real sglang-router parsed it
+            findings = {(f["rule"], f["role"].split("[")[0], f["blocks"]) for f in report["findings"]}
+            assert findings == {("lint-unavailable", "prefill", False), ("lint-unavailable", "decode", False)}
+            assert all("No module named 'sglang.srt'" in f["message"] for f in report["findings"])
+
             _passes(pdctl(["deploy", "-i", str(inv), "--json"], **run), "deploy")
+            # the deploy gate asked, was not satisfied (2 findings: the workers were not linted) and did not block
+            assert _lint_gates(state)["deploy"] == {"skipped": False, "ok": False, "findings": 2}
             units = _units(h)
             for role in ("prefill", "decode"):
                 block = units[f"sglang-dsv4-{role}.service"]
@@ -94,6 +125,7 @@ def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
             assert "-m sglang_router.launch_router --pd-disaggregation" in units["sglang-dsv4-router.service"]
             pair = pdctl(["restart", "--pair", "-i", str(inv), "--json"], **run)
             assert pair.code == 0, pair.output[-3000:]
+            assert _lint_gates(state)["restart --pair"] == {"skipped": False, "ok": False, "findings": 2}   # the same
             _passes(pdctl(["verify", "final-health", "-i", str(inv), "--json"], **run), "final-health")
             assert pdctl(["down", "-i", str(inv)], **run).code == 0
             assert all("ActiveState=inactive" in b for b in _units(h).values())
@@ -128,6 +160,24 @@ def test_prefill_and_decode_on_two_systemd_hosts(tmp_path):
         })
         state = tmp_path / "operator"
         state.mkdir()
-        _flow(inv, state, lab.names["op"])
+        units = {"prefill": (a, "pdctl-twohosts-prefill-0"), "decode": (b, "pdctl-twohosts-decode-0"),
+                 "router": (b, "pdctl-twohosts-router-0")}
+        starts = []
+
+        def check(stage: str) -> None:
+            if stage == "down":
+                for role, (h, unit) in units.items():
+                    show = show_unit(h, unit)
+                    assert show["ActiveState"] == "inactive" and show["MainPID"] == "0", (role, show)
+                return
+            # one kernel under both hosts: their monotonic clocks are the same clock
+            started = started_monotonic(units)
+            assert started["prefill"] < started["decode"] < started["router"], (stage, started)
+            if starts:
+                assert all(started[r] > starts[-1][r] for r in units), (stage, starts[-1], started)
+            starts.append(started)
+
+        _flow(inv, state, lab.names["op"], check)
+        assert len(starts) == 2
         assert "pdctl-twohosts-prefill-0.service" in a.run(["systemctl", "list-unit-files", "pdctl-*"]).stdout
         assert "pdctl-twohosts-decode-0.service" in b.run(["systemctl", "list-unit-files", "pdctl-*"]).stdout
