@@ -59,8 +59,9 @@ _RULES = [
     Rule("version-mismatch", "warning", "prefill and decode run different engine versions"),
     Rule("router-health-window", "warning", "router health interval x failure threshold longer than the declared "
          "probe window: the router keeps sending to a dead worker meanwhile"),
-    Rule("timeout-order", "warning", "timeouts out of order: the router gives up before the engine's own timeout "
-         "fails the stuck transfer, which then shows only as a router timeout"),
+    Rule("timeout-order", "warning", "timeouts out of order: the router gives up before the engine's bootstrap + "
+         "waiting timeouts fail a stuck transfer (then only a router timeout shows), before the probe, or its "
+         "circuit breaker stays open past the restart window or is off"),
 ]
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 FAILING = ("error", "warning")
@@ -76,10 +77,19 @@ class Finding:
     version: str = ""          # the version of the package that answered
     silenced: str | None = None   # the inventory's reason, when silenced
     data: dict[str, Any] = field(default_factory=dict)
+    json_extra = ("severity", "blocks", "reason", "doc")
 
     @property
     def severity(self) -> str:
         return RULES[self.rule].severity
+
+    @property
+    def reason(self) -> str:
+        return RULES[self.rule].reason
+
+    @property
+    def doc(self) -> str:
+        return RULES[self.rule].doc
 
     @property
     def blocks(self) -> bool:
@@ -88,12 +98,6 @@ class Finding:
     @property
     def fails(self) -> bool:
         return self.silenced is None and self.severity in FAILING
-
-    def to_dict(self) -> dict[str, Any]:
-        rule = RULES[self.rule]
-        return {"rule": self.rule, "severity": rule.severity, "blocks": rule.blocks, "role": self.role,
-                "subject": self.subject, "message": self.message, "fix": self.fix, "version": self.version,
-                "reason": rule.reason, "doc": rule.doc, "silenced": self.silenced, "data": self.data}
 
 
 def silence(findings: list[Finding], silenced: list[tuple[str, str | None, str]]) -> list[Finding]:

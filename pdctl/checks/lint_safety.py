@@ -87,8 +87,8 @@ def judge_router(label: str, parsed: Mapping[str, Any], probe_timeout: float,
                  restart_window: float | None = None) -> list[Finding]:
     """The router: how long it keeps routing to a dead worker against the declared probe window, how long a
     restarted worker takes to come back against the restart window (the router's ready_timeout, which restart and
-    deploy wait), and whether its request timeout comes after the engine's own disaggregation timeouts
-    ((worker label, env name, seconds))."""
+    deploy wait), and the order of its timeouts against the engine's (`worker_timeouts`: (worker label, env name,
+    seconds) of the prefill's bootstrap and the decode's waiting timeouts, the ones that bound a room)."""
     out: list[Finding] = []
     if not parsed:
         return out
@@ -110,16 +110,53 @@ def judge_router(label: str, parsed: Mapping[str, Any], probe_timeout: float,
                            f"leaves rotation, longer than the probe window of {probe_timeout:g} s "
                            "(final_health.probe.timeout)", fix="e.g. --health-check-interval-secs 2 (pdctl's default)",
                            version=version, data={"window": interval * threshold, "probe_timeout": probe_timeout}))
+    return out + _timeout_order(label, parsed, probe_timeout, worker_timeouts, version, restart_window)
+
+
+def _longest(worker_timeouts: Sequence[tuple[str, str, float]], name: str) -> tuple[str, float] | None:
+    armed = [(w, s) for w, n, s in worker_timeouts if n == name and s > 0]   # <= 0: waiting-timeout's finding
+    return max(armed, key=lambda ws: ws[1]) if armed else None
+
+
+def _timeout_order(label: str, parsed: Mapping[str, Any], probe_timeout: float,
+                   worker_timeouts: Sequence[tuple[str, str, float]], version: str,
+                   restart_window: float | None) -> list[Finding]:
+    """Rule timeout-order. A stuck room is failed by the engine after the prefill's bootstrap timeout (the
+    sender in Bootstrapping) and then the decode's waiting timeout (WaitingForInput, timed from the decode's
+    metadata): successive phases, so they add up, as SGLang's own deferred bootstrap budgets waiting + bootstrap.
+    The router's request timeout must outlast that sum and the probe; the breaker must close within the restart
+    window; with the breaker off nothing sheds a worker whose /health passes while its requests fail."""
+    out: list[Finding] = []
     request = _number(parsed.get("request_timeout_secs"))
-    if request is None:
-        return out
-    for worker, name, seconds in worker_timeouts:
-        if seconds > 0 and seconds >= request:
-            out.append(Finding("timeout-order", label, "--request-timeout-secs",
-                               f"the router gives up after {request:g} s, before {worker}'s {name} ({seconds:g} s)",
-                               fix=f"keep {name} below the router's --request-timeout-secs", version=version))
-    if probe_timeout >= request:
+    phases = []   # in the order a room meets them: Bootstrapping, then WaitingForInput
+    for name in (BOOTSTRAP, WAITING):
+        found = _longest(worker_timeouts, name)
+        if found is not None:
+            phases.append((found[0], name, found[1]))
+    if request is not None and phases and sum(s for _w, _n, s in phases) >= request:
+        total = sum(s for _w, _n, s in phases)
+        chain = " then ".join(f"{w}'s {n} ({s:g} s)" for w, n, s in phases)
+        out.append(Finding("timeout-order", label, "--request-timeout-secs",
+                           f"the router gives up after {request:g} s, before the engine fails a stuck room: {chain}"
+                           f" = {total:g} s", fix=f"--request-timeout-secs above {total:g}, or lower those timeouts",
+                           version=version, data={"request_timeout": request, "engine_deadline": total,
+                                                  "phases": [{"worker": w, "env": n, "seconds": s}
+                                                             for w, n, s in phases]}))
+    if request is not None and probe_timeout >= request:
         out.append(Finding("timeout-order", label, "final_health.probe.timeout",
                            f"the probe waits {probe_timeout:g} s, the router only {request:g} s",
                            fix="keep final_health.probe.timeout below --request-timeout-secs", version=version))
+    if parsed.get("disable_circuit_breaker"):
+        out.append(Finding("timeout-order", label, "--disable-circuit-breaker", "no circuit breaker: a worker whose "
+                           "/health passes while its requests fail keeps receiving them",
+                           fix="remove --disable-circuit-breaker", version=version))
+        return out
+    open_s = _number(parsed.get("cb_timeout_duration_secs"))
+    if open_s is not None and restart_window is not None and open_s > restart_window:
+        out.append(Finding("timeout-order", label, "--cb-timeout-duration-secs",
+                           f"an open circuit stays open {open_s:g} s, longer than the restart window of "
+                           f"{restart_window:g} s (the router's ready_timeout): a worker restarted after its "
+                           "circuit opened is still refused when restart ends",
+                           fix=f"--cb-timeout-duration-secs at most {restart_window:g}", version=version,
+                           data={"open_s": open_s, "restart_window": restart_window}))
     return out

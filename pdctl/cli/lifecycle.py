@@ -74,10 +74,12 @@ def logs(
     inventory: InventoryOpt = None,
     index: Annotated[int, typer.Option("--index", help="Which instance of the role.")] = 0,
     lines: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many lines from the end.")] = 200,
+    report: ReportOpt = None,
 ) -> None:
     """Print the last lines of a role's log (journal or log file), secret env values scrubbed."""
     from pdctl.errors import UsageError
     from pdctl.ops.lifecycle import logs as run
+    from pdctl.render.report import record_text
 
     if lines > MAX_LOG_LINES:
         raise UsageError(f"-n/--lines {lines}: at most {MAX_LOG_LINES}")
@@ -86,3 +88,4 @@ def logs(
     with open_deployment(inventory, quiet=True) as dep:
         text = run(dep, role, index=index, lines=lines)
     typer.echo(text, nl=not text.endswith("\n"))
+    record_text(text.rstrip("\n"))   # raw text bypasses the recording console: keep it for --report

@@ -45,7 +45,7 @@ def lint_report(report) -> None:
             c.print(line)
         parts = [f.message] + ([f"fix: {f.fix}"] if f.fix else [])
         parts += [f"silenced by the inventory: {f.silenced}"] if f.silenced else []
-        for part in parts + [f"see {f.to_dict()['doc']}"]:
+        for part in parts + [f"see {f.doc}"]:
             for line in _wrapped(part, w):
                 c.print(line)
     c.print(Text("answered by", style="bold"))

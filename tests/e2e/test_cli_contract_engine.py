@@ -6,8 +6,12 @@ the expected shape. The usage / unreachable / refused / role-down-behind-a-tunne
 |----------------------------------|------|----------------------------------------------------------------------------|
 | ok (read commands, dry runs)     | 0    | the command's own document (`"ok": true` where it has one)                 |
 | check failed (a drifted flag)    | 1    | final-health's report, `"ok": false`, the failed flag with expected/found  |
-| interrupted (SIGINT, inflight)   | 130  | the partial inflight report (`"partial": true`, `"ok": false`): inflight   |
-|                                  |      | judges what it gathered instead of printing an error document              |
+| refused (hazard: decode alone)   | 4    | {"ok": false, "error": {"exit_code": 4, "kind": "refused", ...}}, no pid  |
+|                                  |      | changed                                                                    |
+| interrupted (SIGINT, inflight,   | 130  | the partial report (`"partial": true`, `"ok": false`): inflight and triage |
+|  triage)                         |      | judge what they gathered instead of printing an error document             |
+| interrupted (SIGINT,             | 130  | {"ok": false, "error": {"exit_code": 130, "kind": "interrupted", ...}}    |
+|  final-health)                   |      |                                                                            |
 """
 
 from __future__ import annotations
@@ -130,14 +134,28 @@ def test_check_failed_drifted_flag(deployment, tmp_path):
     assert "64" in text and "96" in text, failed
 
 
-def test_interrupted_inflight(deployment):
+def test_refused_restart_decode_alone_under_a_running_prefill(deployment):
+    """The hazard guard refuses under the lock, before anything is stopped: every pid stays."""
+    def pids():
+        return {row["label"]: row["pid"] for row in _doc(_run(deployment, "status"))["roles"]}
+
+    before = pids()
+    r = _run(deployment, "restart", "--role", "decode", "--no-verify")
+    assert r.code == 4, r.output
+    doc = _doc(r)
+    assert doc["ok"] is False and doc["error"]["kind"] == "refused" and doc["error"]["exit_code"] == 4, doc
+    assert "degraded" in doc["error"]["message"] and "restart --pair" in doc["error"]["hint"]
+    assert pids() == before
+
+
+def _interrupted(deployment, args: list[str]) -> tuple[int, str, str]:
+    """`pdctl ARGS --json` sent SIGINT 3 s in (past start-up, well inside its 30 s window): (exit, stdout, stderr)."""
     env = {**os.environ, "XDG_STATE_HOME": str(deployment["state"]), "COLUMNS": "200",
            "PDCTL_OPERATOR": "test-operator"}
-    p = subprocess.Popen([sys.executable, "-m", "pdctl", "verify", "inflight", "-i", str(deployment["inv"]),
-                          "--window", "30", "--interval", "1", "--json"], cwd=REPO, env=env, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, "-m", "pdctl", *args, "-i", str(deployment["inv"]), "--json"], cwd=REPO,
+                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        time.sleep(3)   # past start-up and the first samples, well inside the 30 s window
+        time.sleep(3)
         assert p.poll() is None, p.communicate()
         started = time.monotonic()
         p.send_signal(signal.SIGINT)
@@ -147,11 +165,35 @@ def test_interrupted_inflight(deployment):
             p.kill()
             p.communicate()
     assert time.monotonic() - started < 10   # stopped by the signal, not by the end of the window
-    assert p.returncode == 130, (p.returncode, out, err)
     assert "Traceback" not in out + err, err
+    return p.returncode, out, err
+
+
+def test_interrupted_inflight(deployment):
+    code, out, err = _interrupted(deployment, ["verify", "inflight", "--window", "30", "--interval", "1"])
+    assert code == 130, (code, out, err)
     doc = json.loads(out)
     assert isinstance(doc, dict)
     # inflight judges the partial series rather than printing {"ok": false, "error": {"kind": "interrupted"}}
     assert doc["ok"] is False and doc["partial"] is True and "error" not in doc, doc
     assert any("interrupted" in n for n in doc["notes"]), doc["notes"]
     assert 1 <= len(doc["samples"]) < 30, doc["samples"]
+
+
+#: final-health's optional inflight layer samples 30 s (INFLIGHT_WINDOW_S); triage is given a 30 s window
+INTERRUPTIBLE = {"final-health": ["verify", "final-health", "--layer", "inflight"],
+                 "triage": ["triage", "--window", "30", "--interval", "1"]}
+
+
+@pytest.mark.parametrize("name", INTERRUPTIBLE, ids=str)
+def test_interrupted_json_is_one_document_exit_130(deployment, name):
+    code, out, err = _interrupted(deployment, INTERRUPTIBLE[name])
+    assert code == 130, (code, out, err)
+    doc = json.loads(out)   # raises unless stdout is exactly one JSON document
+    assert isinstance(doc, dict), doc
+    if name == "final-health":   # an interrupted window is no verdict: the error document
+        assert doc["ok"] is False and doc["error"]["kind"] == "interrupted" and doc["error"]["exit_code"] == 130
+        assert "SIGINT" in doc["error"]["message"]
+    else:                        # triage, like inflight, judges what it gathered, marked partial
+        # (its "ok" stays true when nothing was found before the signal: the exit code and headline say it)
+        assert doc["partial"] is True and "error" not in doc and "INTERRUPTED" in doc["headline"], doc

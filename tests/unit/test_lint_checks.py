@@ -11,9 +11,10 @@ import pytest
 from pdctl.checks.lint import effective_env, judge_command, judge_env, parse_probe_reply
 from pdctl.checks.lint_report import RoleAnswer, judge_lint
 from pdctl.checks.lint_rules import RULES
-from pdctl.checks.lint_safety import judge_router, judge_worker_safety
+from pdctl.checks.lint_safety import judge_pair, judge_router, judge_worker_safety
 from pdctl.errors import InventoryError
 from pdctl.inventory import embedded_default, parse_inventory
+from pdctl.serialize import to_data
 
 ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = ["--cuda-graph-max-bs-decode", "--cuda-graph-max-bs-prefill", "--enable-metrics", "--tp-size", "--port"]
@@ -95,7 +96,7 @@ def test_a_secret_flag_value_the_parser_echoes_is_masked():
     answers = [RoleAnswer("decode[0]", "decode", "sglang", "h", "py", ["--api-key", "hunter2", "--tp-size",
                                                                        "hunter2"], {},
                           {**_item(False, err), "options": [*OPTIONS, "--api-key"]})]
-    doc = judge_lint(answers, site_env={}, silenced=[], probe_timeout=30.0).to_dict()
+    doc = to_data(judge_lint(answers, site_env={}, silenced=[], probe_timeout=30.0))
     assert "hunter2" not in str(doc) and doc["findings"][0]["rule"] == "flag-value"
 
 
@@ -118,6 +119,117 @@ def test_router_window_and_timeout_order():
     assert [(f.rule, f.subject) for f in out] == [("router-health-window", "--health-success-threshold")]
 
 
+# sglang-router 0.3.2's defaults (router_args.py): what `parsed` holds when the router's flags leave them alone
+ROUTER_DEFAULTS = {"health_check_interval_secs": 2, "health_failure_threshold": 3, "health_success_threshold": 2,
+                   "request_timeout_secs": 1800, "cb_failure_threshold": 10, "cb_success_threshold": 3,
+                   "cb_timeout_duration_secs": 60, "cb_window_duration_secs": 120, "disable_circuit_breaker": False}
+BOOT, WAIT = "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
+
+
+def _order(parsed=None, timeouts=(), probe=30.0, restart=300.0):
+    return [f for f in judge_router("router[0]", {**ROUTER_DEFAULTS, **(parsed or {})}, probe, list(timeouts),
+                                    "0.3.2", restart_window=restart) if f.rule == "timeout-order"]
+
+
+def test_timeout_order_quiet_on_sglang_and_router_defaults():
+    assert _order(timeouts=[("prefill[0]", BOOT, 300.0), ("decode[0]", WAIT, 300.0)]) == []
+
+
+def test_timeout_order_adds_bootstrap_then_waiting_against_the_request_timeout():
+    # each alone is below the router's 1800 s; a room can be stuck through both phases: 1000 + 1000 s
+    timeouts = [("prefill[0]", BOOT, 1000.0), ("prefill[1]", BOOT, 400.0), ("decode[0]", WAIT, 1000.0)]
+    (f,) = _order(timeouts=timeouts)
+    assert f.severity == "warning" and f.subject == "--request-timeout-secs" and f.version == "0.3.2"
+    assert f.data["engine_deadline"] == 2000 and f.data["request_timeout"] == 1800
+    assert [p["worker"] for p in f.data["phases"]] == ["prefill[0]", "decode[0]"]   # Bootstrapping, then waiting
+    assert f.message.index(BOOT) < f.message.index(WAIT) and "2000" in f.fix
+    assert _order({"request_timeout_secs": 2001}, timeouts) == []
+    # a disabled timeout adds nothing here: waiting-timeout / bootstrap-timeout say it
+    assert _order(timeouts=[("prefill[0]", BOOT, 0.0), ("decode[0]", WAIT, 1000.0)]) == []
+
+
+def test_timeout_order_probe_against_the_request_timeout():
+    (f,) = _order({"request_timeout_secs": 30})
+    assert f.subject == "final_health.probe.timeout"
+    assert _order({"request_timeout_secs": 31}) == []
+
+
+def test_timeout_order_circuit_breaker_against_the_restart_window():
+    (f,) = _order({"cb_timeout_duration_secs": 600}, restart=300.0)
+    assert f.subject == "--cb-timeout-duration-secs" and f.data == {"open_s": 600, "restart_window": 300.0}
+    assert _order({"cb_timeout_duration_secs": 300}, restart=300.0) == []
+    assert _order({"cb_timeout_duration_secs": 600}, restart=None) == []      # no declared window: nothing to compare
+    (off,) = _order({"disable_circuit_breaker": True, "cb_timeout_duration_secs": 600})
+    assert off.subject == "--disable-circuit-breaker" and off.fails
+
+
+def test_timeout_order_in_judge_lint_takes_the_prefills_bootstrap_and_the_decodes_waiting():
+    reg = {"fields": {BOOT: {"type": "EnvInt", "default": 300}, WAIT: {"type": "EnvInt", "default": 300}},
+           "deprecated": {}, "direct_reads": []}
+
+    def answer(label, role, kind, env, parsed):
+        return RoleAnswer(label, role, kind, "h", "py", [], env, _item(parsed=parsed), reg)
+
+    def lint(prefill_env, decode_env):
+        answers = [answer("prefill[0]", "prefill", "sglang", prefill_env, {"enable_metrics": True}),
+                   answer("decode[0]", "decode", "sglang", decode_env, {"enable_metrics": True}),
+                   answer("router[0]", "router", "router", {}, ROUTER_DEFAULTS)]
+        rep = judge_lint(answers, site_env={}, silenced=[], probe_timeout=30.0, restart_windows={"router[0]": 300.0})
+        return [f for f in rep.findings if f.rule == "timeout-order"]
+
+    (f,) = lint({BOOT: "900"}, {WAIT: "900"})
+    assert f.data["engine_deadline"] == 1800
+    # a prefill's waiting and a decode's bootstrap timeout bound no room: 300 + 300 stays under 1800
+    assert lint({WAIT: "1700"}, {BOOT: "1700"}) == []
+
+
+def _safety(env):
+    reg = {"fields": {BOOT: {"type": "EnvInt", "default": 300}, WAIT: {"type": "EnvInt", "default": 300},
+                      "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": {"type": "EnvFloat", "default": 5.0},
+                      "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": {"type": "EnvInt", "default": 2}},
+           "deprecated": {}, "direct_reads": []}
+    return judge_worker_safety("prefill[0]", env, {"enable_metrics": True, "tp_size": 1}, reg, "0.5.23")
+
+
+@pytest.mark.parametrize("value", ["100000", "0"])
+def test_bootstrap_timeout_off_or_huge_fires(value):
+    (f,) = _safety({BOOT: value})
+    assert (f.rule, f.severity, f.subject, f.version) == ("bootstrap-timeout", "warning", BOOT, "0.5.23")
+    assert _safety({BOOT: "600"}) == [] and _safety({}) == []
+
+
+@pytest.mark.parametrize("interval, misses", [("60", "10"), ("0", "2")])
+def test_heartbeat_window_off_or_huge_fires(interval, misses):
+    env = {"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": interval, "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": misses}
+    (f,) = _safety(env)
+    assert (f.rule, f.severity) == ("heartbeat-window", "warning")
+    assert f.data["window"] == float(interval) * float(misses)
+    assert _safety({"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "10", "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": "3"}) == []
+
+
+def test_transfer_backend_and_version_mismatch_fire_per_pair():
+    def worker(label, role, backend, version):
+        return (label, role, {"disaggregation_transfer_backend": backend}, version)
+
+    out = judge_pair([worker("prefill[0]", "prefill", "mooncake", "0.5.23"),
+                      worker("decode[0]", "decode", "nixl", "0.5.22")])
+    assert [(f.rule, f.severity, f.role) for f in out] == [
+        ("transfer-backend-mismatch", "error", "prefill[0] / decode[0]"),
+        ("version-mismatch", "warning", "prefill[0] / decode[0]")]
+    assert "mooncake" in out[0].message and "nixl" in out[0].message
+    assert "0.5.23" in out[1].message and "0.5.22" in out[1].message
+    assert judge_pair([worker("prefill[0]", "prefill", "nixl", "0.5.23"),
+                       worker("decode[0]", "decode", "nixl", "0.5.23")]) == []
+
+
+def test_a_validation_refusal_is_flag_rejected_and_blocks():
+    err = "ValueError: --tp-size 3 must divide the number of attention heads"   # as the probe says a raise
+    out = judge_command("decode[0]", "sglang", ["--tp-size", "3"], _item(False, err))
+    assert [(f.rule, f.severity, f.subject) for f in out] == [("flag-rejected", "error", "command line")]
+    assert out[0].blocks and "must divide" in out[0].message and out[0].version == "0.5.23"
+    assert judge_command("decode[0]", "sglang", ["--tp-size", "4"], _item(True)) == []
+
+
 def test_silenced_rules_show_their_reason_and_do_not_fail():
     answers = [RoleAnswer("router[0]", "router", "router", "h", "py", [], {},
                           _item(parsed={"health_check_interval_secs": 60, "health_failure_threshold": 3}))]
@@ -126,7 +238,7 @@ def test_silenced_rules_show_their_reason_and_do_not_fail():
     quiet = judge_lint(answers, site_env={}, silenced=[("router-health-window", "router", "lab cluster")],
                        probe_timeout=30.0)
     assert quiet.ok and quiet.findings[0].silenced == "lab cluster"
-    assert quiet.to_dict()["findings"][0]["silenced"] == "lab cluster"
+    assert to_data(quiet)["findings"][0]["silenced"] == "lab cluster"
 
 
 def test_every_rule_has_a_section_in_the_docs():

@@ -138,3 +138,71 @@ def test_a_usage_error_found_by_the_command_itself_is_in_the_report(env):
     assert r.exit_code == 2
     # the path was fine, the window was not: the usage error is in the report, written on the way out
     assert "--window" in _screen_text(out)
+
+
+def test_render_report_holds_each_roles_command_line(env):
+    out = env / "render.svg"
+    r = CliRunner().invoke(app, ["render", "--role", "decode", "--report", str(out)])
+    assert r.exit_code == 0, r.output
+    text = _screen_text(out)
+    assert "decode[0]" in text and "--disaggregation-mode" in text and "pdctl render" in text
+
+
+def test_render_json_report_saves_the_document(env):
+    out = env / "render.html"
+    r = CliRunner().invoke(app, ["render", "--json", "--report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["offline"] is True and '"offline": true' in _screen_text(out)
+
+
+def _fake_lint(monkeypatch):
+    from pdctl.checks.lint_report import LintReport
+    from pdctl.checks.lint_rules import Finding
+    from pdctl.ops import lint
+
+    def fake(dep, role=None):
+        return LintReport([Finding("flag-ambiguous", "decode[0]", "--cuda-graph-max-bs", "sglang 0.5.23: "
+                                   "--cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                                   "--cuda-graph-max-bs-prefill", fix="write one of them", version="0.5.23")])
+
+    monkeypatch.setattr(lint, "lint", fake)
+
+
+@pytest.mark.parametrize("suffix", [".svg", ".html"])
+def test_a_failed_lint_is_saved_with_its_finding(env, monkeypatch, suffix):
+    _fake_lint(monkeypatch)
+    out = env / f"lint{suffix}"
+    r = CliRunner().invoke(app, ["lint", "--report", str(out)])
+    assert r.exit_code == 1, r.output                        # saved also when lint fails
+    text = _screen_text(out)
+    assert "flag-ambiguous" in text and "--cuda-graph-max-bs-prefill" in text and "0.5.23" in text
+
+
+def test_lint_bad_report_suffix_is_usage_before_asking_any_host(env, monkeypatch):
+    calls: list = []
+    from pdctl.ops import lint
+
+    monkeypatch.setattr(lint, "lint", lambda dep, role=None: calls.append(role))
+    r = CliRunner().invoke(app, ["lint", "--report", str(env / "lint.txt"), "--json"])
+    assert r.exit_code == 2 and calls == []
+    assert json.loads(r.stdout)["error"]["kind"] == "usage"
+
+
+def test_logs_report_holds_the_log_lines(env, monkeypatch):
+    from pdctl.ops import lifecycle
+
+    monkeypatch.setattr(lifecycle, "logs", lambda dep, role, index=0, lines=200:
+                        "decode started\nKVPoll.Failed room 7 [x]\n")
+    out = env / "logs.svg"
+    r = CliRunner().invoke(app, ["logs", "decode", "--report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "KVPoll.Failed room 7 [x]" in r.stdout               # the screen still shows it
+    text = _screen_text(out)
+    assert "decode started" in text and "KVPoll.Failed room 7 [x]" in text   # markup-like text kept as is
+
+
+def test_logs_usage_error_is_in_its_report(env):
+    out = env / "logs.html"
+    r = CliRunner().invoke(app, ["logs", "cache", "--report", str(out)])
+    assert r.exit_code == 2
+    assert "ROLE 'cache'" in _screen_text(out)
