@@ -1,5 +1,6 @@
 """The audit log: one JSON line per mutating action or playbook run, appended under an exclusive file lock, and
-the queries `pdctl history` answers (read, filter by action and inventory, the last N, a result in a word).
+the queries `pdctl history` answers (read; filter by action, result, inventory and time; the last N). A result in
+a word is pdctl.audit_result.
 
 Records never carry secrets: callers pass env through `pdctl.secrets.mask_env` first, and `append` masks again any
 mapping under a key named "env" as a last line of defence.
@@ -16,10 +17,12 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from pdctl import state
+from pdctl.audit_result import RESULT_WORDS, STARTED, result_word  # noqa: F401 (callers use audit.*)
 from pdctl.errors import InventoryError, UsageError
 
 
@@ -111,9 +114,6 @@ def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, r
     finally:
         os.close(fd)         # closing drops the flock
     return record
-
-
-STARTED = "started"
 
 
 class Audited:
@@ -305,21 +305,67 @@ class InventoryFilter:
         return rec == self.name or (rec_name if rec_name is not None else name_of(rec)) == self.name
 
 
-def query(lines: Iterable[AuditLine], *, action: Optional[str] = None,
-          inventory: Union[str, InventoryFilter, None] = None, limit: Optional[int] = None,
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_when(text: str, *, option: str = "--since", now: Optional[float] = None) -> datetime:
+    """A point in time as the operator gives it: an ISO time ("2025-01-01T10:00", "2025-01-01 10:00:00+02:00",
+    "2025-01-01"; without an offset: local time) or a time ago ("90s", "30m", "2h", "1d"). Raises UsageError
+    naming `option` otherwise."""
+    m = _AGO.match(text.strip().lower())
+    if m:
+        ago = float(m.group(1)) * _UNIT_S[m.group(2)]
+        return datetime.fromtimestamp((time.time() if now is None else now) - ago).astimezone()
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: not a time", hint="give an ISO time (2025-01-01T10:00) or a time "
+                                                                 "ago: 30m, 2h, 1d") from None
+    return when if when.tzinfo else when.astimezone()     # naive: the operator's local time
+
+
+def record_time(record: Record) -> Optional[datetime]:
+    """When the record was written (its `time` field), or None when it has none that parses."""
+    try:
+        return datetime.strptime(str(record.get("time")), "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:
+        return None
+
+
+def _in_time(record: Record, since: Optional[datetime], until: Optional[datetime]) -> bool:
+    at = record_time(record)
+    if at is None:      # undated: nobody can say it is outside the range, as for a corrupt line
+        return True
+    return (since is None or at >= since) and (until is None or at <= until)
+
+
+def query(lines: Iterable[AuditLine], *, action: Optional[str] = None, result: Optional[str] = None,
+          inventory: Union[str, InventoryFilter, None] = None, since: Optional[datetime] = None,
+          until: Optional[datetime] = None, limit: Optional[int] = None,
           name_of: Callable[[str], Optional[str]] = inventory_name_of) -> list[AuditLine]:
     """The lines that match every filter given, oldest first, at most the last `limit`.
 
-    `action`: see matches_action. `inventory`: an InventoryFilter, or what the operator typed (see
-    InventoryFilter.resolve; raises InventoryError for a file that does not load). `name_of` names the inventory
-    file a record names (read once per file per query). Corrupt lines pass every filter, since nobody can say
-    what they were, but when only corrupt lines are left nothing matched and the answer is empty."""
+    `action`: see matches_action. `result`: one of RESULT_WORDS, the record's result in a word (result_word;
+    UsageError for another word). `since`/`until`: the record's `time` in that range, both ends included (see
+    parse_when). `inventory`: an InventoryFilter, or what the operator typed (see InventoryFilter.resolve; raises
+    InventoryError for a file that does not load). `name_of` names the inventory file a record names (read once
+    per file per query). Corrupt lines (and records without a time, for the time filter) pass every filter, since
+    nobody can say what they were, but when only corrupt lines are left nothing matched and the answer is empty."""
     if limit is not None and limit < 1:
         raise UsageError(f"the number of records must be at least 1, got {limit}")
+    if result is not None and result.lower() not in RESULT_WORDS:
+        raise UsageError(f"--result {result!r}: not a result", hint="one of: " + ", ".join(RESULT_WORDS))
     out = list(lines)
     filtered = False
     if action:
         out = [x for x in out if isinstance(x, CorruptLine) or matches_action(x, action)]
+        filtered = True
+    if result is not None:
+        out = [x for x in out if isinstance(x, CorruptLine) or result_word(x).word == result.lower()]
+        filtered = True
+    if since is not None or until is not None:
+        out = [x for x in out if isinstance(x, CorruptLine) or _in_time(x, since, until)]
         filtered = True
     if inventory is not None:
         want = inventory if isinstance(inventory, InventoryFilter) else InventoryFilter.resolve(inventory)
@@ -343,49 +389,3 @@ def fold_runs(lines: Iterable[AuditLine]) -> list[AuditLine]:
     out = list(lines)
     ended = {x.get("run") for x in out if isinstance(x, dict) and x.get("run") and x.get("result") != STARTED}
     return [x for x in out if not (isinstance(x, dict) and x.get("result") == STARTED and x.get("run") in ended)]
-
-
-# -- a result in a word ---------------------------------------------------------------------------------------------
-
-class ResultWord(NamedTuple):
-    word: str       # ok, failed, refused, unreachable, usage, interrupted, unfinished or taken over
-    detail: str     # the rest of the result, without the word repeated ("" when nothing is left)
-
-
-_EXIT_WORD = {1: "failed", 2: "usage", 3: "unreachable", 4: "refused", 130: "interrupted"}
-_CLASS_WORD = {"RefusedError": "refused", "LockHeld": "refused", "HazardRefused": "refused",
-               "HostKeyRefused": "refused", "UnreachableError": "unreachable", "UsageError": "usage",
-               "InventoryError": "usage", "PlaybookError": "usage", "KeyboardInterrupt": "interrupted"}
-_CLASS_PREFIX = re.compile(r"^([A-Z][A-Za-z0-9_]*): ?(.*)$", re.S)
-
-
-def result_word(record: Record) -> ResultWord:
-    """(word, detail) for an audit record's result, whatever the action wrote ("ok", "passed", "HazardRefused:
-    refused: ...", "failed at step 2 ...", "final-health failed"); a playbook run's `exit_code` decides the word
-    when the text alone does not. Pure."""
-    res = str(record.get("result", "")).strip()
-    code = record.get("exit_code")
-    low = res.lower()
-    if low in ("ok", "passed", "pass"):
-        return ResultWord("ok", "")
-    if low == STARTED:      # its end is not in the log (fold_runs drops the started records of finished runs)
-        return ResultWord("unfinished", "started, no end recorded: killed, or still running")
-    if low.startswith("taken over"):    # a "lock takeover" record
-        return ResultWord("taken over", res[len("taken over"):].lstrip(" :"))
-    if low.startswith("interrupted"):
-        return ResultWord("interrupted", res[len("interrupted"):].lstrip(" :"))
-    m = _CLASS_PREFIX.match(res)
-    if m:   # "ErrorClass: message", as `audited` writes an exception
-        cls, rest = m.group(1), m.group(2)
-        word = _CLASS_WORD.get(cls) or ("refused" if cls.endswith("Refused") else
-                                        "unreachable" if ("Unreachable" in cls or "Timeout" in cls
-                                                          or "Connection" in cls) else "failed")
-        if rest.lower().startswith(word + ":"):
-            rest = rest[len(word) + 1:]
-        return ResultWord(word, rest.strip())
-    word = _EXIT_WORD.get(code, "failed") if isinstance(code, int) and code else "failed"
-    if low.startswith("failed"):
-        return ResultWord(word, res[len("failed"):].lstrip(" :"))
-    if low == "error":
-        return ResultWord(word, "")
-    return ResultWord(word, res)

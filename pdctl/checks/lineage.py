@@ -36,10 +36,11 @@ Pure: give `now` to make it deterministic.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
+from pdctl.serialize import JSON_OFF, to_data
 
 LAYER = "lineage"
 ACTION = "run `pdctl restart --pair` (prefill -> decode -> router)"
@@ -75,14 +76,12 @@ class PairHazard:
     decode: str                   # label
     hazard: str                   # DEGRADED | PREFILL_ALONE
     basis: str                    # RECORD (who changed since the co-restart) | START_TIMES (inferred)
-    after_prefill_s: float | None = None   # decode start - prefill start, when both are known
+    # decode start - prefill start, when both are known (the check's data has it as `after_prefill_s`, per pair)
+    after_prefill_s: float | None = field(default=None, metadata=JSON_OFF)
 
     @property
     def status(self) -> Status:
         return Status.FAIL if self.basis == RECORD else Status.WARN
-
-    def to_dict(self) -> dict[str, str]:
-        return {"prefill": self.prefill, "decode": self.decode, "hazard": self.hazard, "basis": self.basis}
 
 
 def make_lineage_record(starts: Mapping[str, tuple[str, int, float | None]]) -> dict[str, dict[str, Any]]:
@@ -276,7 +275,7 @@ def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tu
                        observed="; ".join(observed), expected=expected, detail="; ".join(said + [ACTION]),
                        next_step=NEXT_PAIR_RESTART,
                        data={**data, "hazard": bad[0].hazard, "prefill": bad[0].prefill,
-                             "pairs": [h.to_dict() for h in bad]})
+                             "pairs": to_data(bad)})
 
 
 def _severity(status: Status) -> int:

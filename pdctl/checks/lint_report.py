@@ -42,6 +42,7 @@ class LintReport:
     roles: list[dict[str, Any]] = field(default_factory=list)
     skipped: bool = False              # --skip-lint: nothing was asked
     seconds: float = 0.0               # wall time of asking the hosts
+    json_extra = ("ok", ("blocking", "blocking_count"))
 
     @property
     def ok(self) -> bool:
@@ -51,10 +52,10 @@ class LintReport:
     def blocking(self) -> list[Finding]:
         return [f for f in self.findings if f.blocks]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "blocking": len(self.blocking), "skipped": self.skipped, "seconds": self.seconds,
-                "roles": self.roles,
-                "findings": [f.to_dict() for f in self.findings]}
+    @property
+    def blocking_count(self) -> int:
+        return len(self.blocking)
+
 
 
 def _masked(findings: list[Finding], a: RoleAnswer) -> list[Finding]:
@@ -87,13 +88,12 @@ def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
         findings += _masked(mine, a)
     workers = [(a.label, a.role, a.parsed, a.version) for a in answers if a.role != "router" and a.parsed]
     findings += judge_pair(workers)
-    timeouts = []
+    timeouts = []   # what bounds a room: the prefill's bootstrap timeout, the decode's waiting timeout
     for a in answers:
-        if a.role != "router":
-            for name in (WAITING, BOOTSTRAP):
-                v = effective_env(name, a.env, a.registry)
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    timeouts.append((a.label, name, float(v)))
+        name = {"prefill": BOOTSTRAP, "decode": WAITING}.get(a.role)
+        v = effective_env(name, a.env, a.registry) if name else None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            timeouts.append((a.label, name, float(v)))
     for a in answers:
         if a.role == "router":
             findings += judge_router(a.label, a.parsed, probe_timeout, timeouts, a.version,

@@ -36,8 +36,3 @@ class CheckResult:
     @property
     def failed(self) -> bool:
         return self.status is Status.FAIL
-
-    def to_dict(self) -> dict[str, Any]:
-        from pdctl.serialize import to_data
-
-        return to_data(self)

@@ -16,8 +16,10 @@ throughout. Routers hold no KV bootstrap state and are not restarted (`restart -
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
+
+from pdctl.serialize import JSON_OFF
 
 Worker = tuple[str, int]     # ("prefill" | "decode", index)
 
@@ -96,7 +98,21 @@ def drained(gauges: Mapping[str, float]) -> bool:
 class UnitState:
     """What one unit went through: `state` is "not started", "done", or "failed at <step>"; `out` lists the
     members still out of the routers when the restart stopped (the operator must know what is not serving)."""
-    unit: Unit
+    unit: Unit = field(metadata=JSON_OFF)           # shown as its name and members' labels
     state: str = "not started"
     detail: str = ""
-    out: list[str] | None = None
+    out: list[str] | None = field(default=None, metadata=JSON_OFF)
+    json_extra = (("unit", "unit.name"), ("decodes", "decode_labels"), ("prefills", "prefill_labels"),
+                  ("out_of_routers", "out_of_routers"))
+
+    @property
+    def decode_labels(self) -> list[str]:
+        return [f"decode[{j}]" for j in self.unit.decodes]
+
+    @property
+    def prefill_labels(self) -> list[str]:
+        return [f"prefill[{i}]" for i in self.unit.prefills]
+
+    @property
+    def out_of_routers(self) -> list[str]:
+        return self.out or []

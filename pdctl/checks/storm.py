@@ -1,14 +1,18 @@
-"""The storm's judges: where each abort landed against the calibrated transfer window (the hit report), and the
-verdict on whether inflight drained to 0 and stayed 0 after the load (the seed's pass rule). Pure.
+"""The storm's judges: where each abort landed against the calibrated transfer window (the hit report), the
+verdict on whether inflight drained to 0 and stayed 0 after the load (the seed's pass rule), and `judge_storm`, the
+whole judgement over what a storm gathered (which workers held the rooms, since when, and the all-rejected rule).
+Pure.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from pdctl.checks.inflight import fmt_count, fmt_s
+from pdctl.checks.inflight import Point, fmt_count, fmt_s, short_gauges
+from pdctl.checks.metric_names import PREFILL_INFLIGHT_QUEUE
 
 
 @dataclass
@@ -152,3 +156,63 @@ def all_rejected_reason(outcomes: Sequence[RequestOutcome]) -> str | None:
     top = "; ".join(f"{n} x {cause}" for cause, n in causes.most_common(3))
     return (f"all {len(outcomes)} requests were rejected or failed (none aborted by the storm, none completed), "
             f"so nothing was exercised: {top}")
+
+
+@dataclass
+class StormJudgement:
+    """What `judge_storm` concluded: the verdict, the workers holding rooms at the end of a failed watch (label ->
+    its nonzero gauges), the hit report (None without outcomes) and notes for the report."""
+    verdict: StormVerdict
+    holders: dict[str, dict[str, float]] = field(default_factory=dict)
+    hits: HitReport | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def judge_storm(points: Sequence[Point], outcomes: Sequence[RequestOutcome], *, load_stopped_at: float | None,
+                watch_s: float, partial: bool = False, verdict: StormVerdict | None = None,
+                window: tuple[float, float] | None = None, calibrated: bool = False,
+                concurrent: bool = False) -> StormJudgement:
+    """The storm's judgement from its samples (t on the storm's clock; a sample with an unreadable worker is left
+    out) and request outcomes. The watch is the samples from `load_stopped_at` on; a partial storm is judged over
+    the watch it covered. A `verdict` already reached (a failed calibration) stands. A failed watch names the
+    workers holding rooms at its end and since when inflight was nonzero; when every request was rejected the
+    storm fails whatever inflight did (it drains trivially when nothing got in). Pure."""
+    points = sorted(points, key=lambda p: p.t)
+    good = [p for p in points if p.complete]
+    notes = [f"{len(points) - len(good)} sample(s) had an unreadable worker and were left out"] \
+        if len(good) < len(points) else []
+    stop = load_stopped_at
+    watch = [p for p in good if stop is not None and p.t >= stop - 1e-6]
+    holders: dict[str, dict[str, float]] = {}
+    if watch and verdict is None:
+        covered = watch[-1].t - watch[0].t
+        verdict = judge_watch([(p.t - stop, p.inflight, p.generation_tokens) for p in watch],
+                              min(watch_s, max(covered, 1e-6)) if partial else watch_s)
+        if not verdict.passed:
+            holders = {label: {k: v for k, v in g.items() if v} for label, g in watch[-1].per_worker.items()
+                       if any(g.values())}
+            nonzero_since = stop
+            for p in reversed(watch):
+                if p.inflight == 0:
+                    break
+                nonzero_since = p.t
+            if holders:
+                verdict.reason += (f"; held by {', '.join(f'{k} ({short_gauges(v)})' for k, v in holders.items())}"
+                                   f" for {fmt_s(watch[-1].t - nonzero_since)} since the load stopped")
+    elif verdict is None:
+        verdict = StormVerdict(False, "no complete sample after the load stopped", None, 0, 0, False, False)
+    rejected = None if partial else all_rejected_reason(outcomes)
+    if rejected:
+        verdict = dataclasses.replace(verdict, passed=False, reason=f"{rejected}; inflight: {verdict.reason}")
+    hits = None
+    if outcomes:
+        tf = good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed") if good else None
+        residual = None
+        if watch and good:   # rooms added to the prefill inflight queue by this storm and still held at the end
+            residual = max(0.0, (watch[-1].gauges.get(PREFILL_INFLIGHT_QUEUE) or 0.0) -
+                           (good[0].gauges.get(PREFILL_INFLIGHT_QUEUE) or 0.0))
+        hits = judge_hits(outcomes, window, transfer_failed_delta=tf, residual_inflight=residual,
+                          concurrent=concurrent)
+        if window is None and not calibrated:
+            hits.notes.append("no calibration (--calibrate 0): hits are not judged by timing")
+    return StormJudgement(verdict, holders, hits, notes)

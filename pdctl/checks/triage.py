@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pdctl.checks.inflight import BALANCE_WINDOW_S, ROOM_BALANCE, fmt_count, fmt_s, short_gauges
 from pdctl.checks.layers import DEFAULT_LAYERS
 from pdctl.checks.result import CheckResult, Status
+from pdctl.serialize import JSON_OFF
 
 PAIR_ACTION = "run `pdctl restart --pair` (prefill -> decode -> router, readiness-gated, verified)"
 DEPLOY_ACTION = "run `pdctl deploy` (starts prefill -> decode -> router, readiness-gated, then final-health)"
@@ -51,10 +52,11 @@ class TriageObservations:
 
     window_s: float | None = None
     services: dict[str, ServiceState] = field(default_factory=dict)        # label -> state
-    health: list[CheckResult] = field(default_factory=list)
-    e2e: list[CheckResult] = field(default_factory=list)
-    transfer: list[CheckResult] = field(default_factory=list)
-    lineage: list[CheckResult] = field(default_factory=list)
+    # final-health's layers: the report's findings and observations say what they found (not part of `facts`)
+    health: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
+    e2e: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
+    transfer: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
+    lineage: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
     inflight: InflightSummary | None = None
     transfer_failed: dict[str, float] = field(default_factory=dict)       # label -> total
     bootstrap_failed: dict[str, float] = field(default_factory=dict)

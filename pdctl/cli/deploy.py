@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.serialize import to_data
 
 
 @handle_errors
@@ -19,7 +20,7 @@ def deploy(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out:
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         result = run_deploy(dep, dry_run=dry_run, verify=not no_verify, skip_lint=skip_lint)
     if json_out:
-        render.emit_json(result.to_dict())
+        render.emit_json(to_data(result))
     else:
         for w in result.warnings:
             render.warning(w)

@@ -24,6 +24,14 @@ def history(
     n: Annotated[int, typer.Option("-n", "--lines", min=1, help="Show the last N records.")] = 20,
     action: Annotated[Optional[str], typer.Option(
         "--action", help="Only records of this action: exact ('run final-health') or its first word ('run').")] = None,
+    result: Annotated[Optional[str], typer.Option(
+        "--result", help="Only records with this result: ok, failed, refused, unreachable, usage, interrupted, "
+                         "unfinished or 'taken over'.")] = None,
+    since: Annotated[Optional[str], typer.Option(
+        "--since", metavar="WHEN", help="Only records from WHEN on: an ISO time (2025-01-01T10:00, local time "
+                                        "without an offset) or a time ago (30m, 2h, 1d).")] = None,
+    until: Annotated[Optional[str], typer.Option(
+        "--until", metavar="WHEN", help="Only records up to WHEN (as for --since).")] = None,
     report: ReportOpt = None,
 ) -> None:
     """Show the audit log, one line per record; --json has the full records. Corrupt lines are shown as such.
@@ -33,11 +41,14 @@ def history(
 
     log = state.audit_log_path()
     given = None if inventory is None else str(inventory)
+    when = {"since": None if since is None else audit.parse_when(since, option="--since"),
+            "until": None if until is None else audit.parse_when(until, option="--until")}
     records = audit.read_records(log)
     if json_out:    # every raw line, started records included
-        lines = audit.query(records, action=action, inventory=given, limit=n)
+        lines = audit.query(records, action=action, result=result, inventory=given, limit=n, **when)
         render.emit_json({"log": str(log), "records": [audit.line_json(x) for x in lines]})
     else:           # -n counts what is shown: a finished run once, by its end
-        lines = audit.query(audit.fold_runs(records), action=action, inventory=given, limit=n)
-        filters = ([f"--action {action!r}"] if action else []) + ([f"-i {given}"] if given is not None else [])
+        lines = audit.query(audit.fold_runs(records), action=action, result=result, inventory=given, limit=n, **when)
+        given_filters = {"--action": action, "--result": result, "--since": since, "--until": until}
+        filters = [f"{k} {v!r}" for k, v in given_filters.items() if v] + ([f"-i {given}"] if given is not None else [])
         render.history_lines(lines, filters=filters, log=str(log))

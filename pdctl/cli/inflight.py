@@ -8,6 +8,7 @@ import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
+from pdctl.serialize import to_data
 
 
 MAX_WINDOW_S = 86400.0   # a day: longer is a typo, and inf/nan would overflow the sample count
@@ -49,7 +50,7 @@ def inflight(
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = sample_inflight(dep, window, interval, preflight=True)   # exit 3 before a window when nothing answers
     if json_out:
-        render.emit_json(rep.to_dict())
+        render.emit_json(to_data(rep))
     else:
         render.inflight_report(rep)
     code = rep.exit_code()

@@ -6,14 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 
 RoleOpt = Annotated[Optional[str], typer.Option(
     "--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")]
 
 
 @handle_errors
-def lint(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False) -> None:
+def lint(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False,
+         report: ReportOpt = None) -> None:
     """Check every role's command line and env with the SGLang / sglang-router installed on its host.
 
     Each role's host runs the parser of what it has installed (the role's own interpreter and working directory):
@@ -22,12 +23,13 @@ def lint(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt
     inventory does not silence; changes nothing."""
     from pdctl import render
     from pdctl.ops.lint import lint as run
+    from pdctl.serialize import to_data
 
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
-        report = run(dep, role=role)
+        found = run(dep, role=role)
     if json_out:
-        render.emit_json(report.to_dict())
+        render.emit_json(to_data(found))
     else:
-        render.lint_report(report)
-    if not report.ok:
+        render.lint_report(found)
+    if not found.ok:
         raise typer.Exit(1)

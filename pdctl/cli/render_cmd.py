@@ -6,14 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors
+from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors
 
 RoleOpt = Annotated[Optional[str], typer.Option(
     "--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")]
 
 
 @handle_errors
-def render(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False) -> None:
+def render(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False,
+           report: ReportOpt = None) -> None:
     """Print what deploy would write for each role, offline: no host is contacted.
 
     Each role's command line, env (secrets masked), interpreter, and systemd unit or pidfile spec and launcher."""
@@ -21,10 +22,11 @@ def render(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonO
     from pdctl.render import units as render_units
     from pdctl.inventory import load_inventory
     from pdctl.ops.render_plan import render_plan
+    from pdctl.serialize import to_data
 
     plan = render_plan(load_inventory(inventory), role=role)
     if json_out:
-        out.emit_json(plan.to_dict())
+        out.emit_json(to_data(plan))
     else:
         render_units.render_plan(plan)
     if not plan.ok:

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.serialize import to_data
 
 
 @handle_errors
@@ -48,7 +49,7 @@ def restart(
         result = run(dep, roles=roles, dry_run=dry_run, override_hazard=override_hazard, verify=not no_verify,
                      skip_lint=skip_lint)
     if json_out:
-        render.emit_json(result.to_dict())
+        render.emit_json(to_data(result))
     else:
         for w in result.warnings:
             render.warning(w)
@@ -71,7 +72,7 @@ def _rolling(inventory, *, dry_run: bool, json_out: bool, verify: bool, skip_lin
         result = rolling_restart(dep, dry_run=dry_run, drain_timeout=drain_timeout, verify=verify,
                                  skip_lint=skip_lint)
     if json_out:
-        render.emit_json(result.to_dict())
+        render.emit_json(to_data(result))
     else:
         rolling_report(result)
     if result.exit_code:

@@ -8,6 +8,7 @@ import typer
 
 from pdctl.cli.common import (DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment,
                               progress_quiet)
+from pdctl.serialize import to_data
 
 
 @handle_errors
@@ -52,7 +53,7 @@ def run(
     p = runner.plan(pb, inv, cli_vars=cli_vars, apply=apply, secret_vars=set(secret_vars))
     if dry_run:
         if json_out:
-            render.emit_json({"dry_run": True, **p.to_dict()})
+            render.emit_json({"dry_run": True, **to_data(p)})
         else:
             show.plan(p)
         return
@@ -63,7 +64,7 @@ def run(
     with open_deployment(inv, quiet=progress_quiet(json_out)) as dep:
         result = runner.run(p, dep, hooks=hooks)
     if json_out:
-        render.emit_json(result.to_dict())
+        render.emit_json(to_data(result))
     else:
         show.summary(result)
     if result.exit_code:

@@ -8,6 +8,7 @@ import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.ops import defaults as D
+from pdctl.serialize import to_data
 
 
 @handle_errors
@@ -62,7 +63,7 @@ def storm(
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = run(dep, cfg, router=router)
     if json_out:
-        render.emit_json(rep.to_dict())
+        render.emit_json(to_data(rep))
     else:
         render.storm_report(rep)
     code = rep.exit_code()

@@ -9,6 +9,7 @@ import typer
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.cli.inflight import check_window
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
+from pdctl.serialize import to_data
 
 
 @handle_errors
@@ -34,7 +35,7 @@ def triage(
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = run(dep, window_s=window, interval_s=interval)
     if json_out:
-        render.emit_json(rep.to_dict())
+        render.emit_json(to_data(rep))
     else:
         render.triage_report(rep, verbose=verbose)
     code = rep.exit_code()

@@ -10,6 +10,7 @@ from pdctl.checks.layers import DEFAULT_LAYERS, OPTIONAL_LAYERS
 from pdctl.cli import inflight as inflight_cmd
 from pdctl.cli.common import (InventoryOpt, JsonOpt, PdctlCommand, PdctlGroup, ReportOpt, handle_errors,
                               open_deployment, progress_quiet)
+from pdctl.serialize import to_data
 
 app = typer.Typer(name="verify", cls=PdctlGroup, help="Read-only checks of a deployment.", no_args_is_help=True,
                   add_completion=False,     # the root has the completion options
@@ -46,7 +47,7 @@ def final_health(
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         report = final_health_with_baseline(dep, since_baseline=since_baseline, record=record_baseline, layers=layers)
     if json_out:
-        render.emit_json(report.to_dict())
+        render.emit_json(to_data(report))
     else:
         render.health_report(report, verbose=verbose)
     if not report.ok:
@@ -78,7 +79,7 @@ def pairs(
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = verify_pairs(dep, budget)
     if json_out:
-        render.emit_json(rep.to_dict())
+        render.emit_json(to_data(rep))
     else:
         render.pairs_report(rep)
     if rep.exit_code:

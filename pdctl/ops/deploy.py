@@ -8,7 +8,6 @@ degraded-bootstrap hazard, so deploy never does it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pdctl import audit, launch
 from pdctl.errors import StepFailed
@@ -17,7 +16,7 @@ from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, r
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
 from pdctl.secrets import mask_argv, mask_env, secret_values
 from pdctl.services.base import spec_changes
-from pdctl.serialize import to_data
+from pdctl.serialize import json_key, to_data
 
 
 @dataclass
@@ -33,6 +32,16 @@ class RolePlan:
     changes: list[str] = field(default_factory=list)   # what installing changes (secrets masked)
     python: str = ""           # the interpreter the role runs under (argv[0])
     python_source: str = ""    # inventory | installed | host | default (launch.resolved_pythons)
+    # for JSON, the role's own secret values scrubbed from argv, env values and env names alike
+    json_extra = (("argv", "masked_argv"), ("env", "masked_env"))
+
+    @property
+    def masked_argv(self) -> list[str]:
+        return mask_argv(self.argv, secret_values(self.env, self.argv))
+
+    @property
+    def masked_env(self) -> dict[str, str]:
+        return mask_env(self.env, secret_values(self.env, self.argv))
 
 
 #: which parts of a plan were read on the hosts; the rest is rendered from the inventory (`pdctl render`, offline)
@@ -48,31 +57,18 @@ class DeployPlan:
     reason: str
     from_hosts: str = FROM_HOSTS
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "reason": self.reason, "from_hosts": self.from_hosts,
-                "roles": [_masked(r) for r in self.roles]}
-
-
-def _masked(r: RolePlan) -> dict[str, Any]:
-    """A role's plan for JSON: its own secret values scrubbed from argv, env values and env names alike."""
-    secrets = secret_values(r.env, r.argv)
-    return {**r.__dict__, "argv": mask_argv(r.argv, secrets), "env": mask_env(r.env, secrets)}
-
 
 @dataclass
 class DeployResult:
     plan: DeployPlan
     steps: list[StepRecord] = field(default_factory=list)
-    health: HealthReport | None = None
+    health: HealthReport | None = field(default=None, metadata=json_key("final_health"))
     warnings: list[str] = field(default_factory=list)
+    json_extra = ("ok",)
 
     @property
     def ok(self) -> bool:
         return self.health is None or self.health.ok
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "plan": self.plan.to_dict(), "warnings": self.warnings,
-                "steps": to_data(self.steps), "final_health": to_data(self.health)}
 
 
 def plan_deploy(dep: Deployment) -> DeployPlan:
@@ -132,7 +128,7 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True, skip_
         if lock.took_over:
             result.warnings.append(f"took over the {lock.took_over.describe()}")
             rec.extra["warnings"] = result.warnings
-        rec.extra["plan"] = result.plan.to_dict()
+        rec.extra["plan"] = to_data(result.plan)
         if result.plan.action == "co-restart":
             _lint_gate(dep, result, rec, skip_lint)
             for k, r in enumerate(result.plan.roles):

@@ -26,7 +26,7 @@ from pdctl.checks.result import CheckResult
 from pdctl.errors import RefusedError, UnreachableError
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
-from pdctl.serialize import to_data
+from pdctl.serialize import JSON_OFF, json_key
 
 
 
@@ -103,12 +103,13 @@ def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] =
 class InflightReport:
     window_s: float
     interval_s: float
-    points: list[Point]
-    verdict: InflightVerdict | None          # None when no complete sample was taken
+    points: list[Point] = field(metadata=json_key("samples"))
+    verdict: InflightVerdict | None = field(metadata=json_key("judgement"))   # None: no complete sample was taken
     partial: bool = False                    # stopped early (Ctrl-C or stop event)
     notes: list[str] = field(default_factory=list)
-    t0: float = 0.0                          # the clock reading the samples' t are relative to
+    t0: float = field(default=0.0, metadata=JSON_OFF)   # the clock reading the samples' t are relative to
     extended_to_s: float | None = None       # sampled past the window to cover the room-balance window
+    json_extra = (("verdict", "name"), "ok", "holders")
 
     @property
     def name(self) -> str:
@@ -117,6 +118,10 @@ class InflightReport:
     @property
     def pinned(self) -> bool:
         return self.verdict is not None and self.verdict.verdict == "pinned" and self.verdict.conclusive
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code() == 0
 
     def holders(self) -> dict[str, dict[str, float]]:
         """Which workers hold nonzero gauges at the last complete sample (the evidence of a pin)."""
@@ -132,13 +137,6 @@ class InflightReport:
 
     def to_check_results(self) -> list[CheckResult]:
         return inflight_results(self.verdict, self.points, partial=self.partial)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.name, "ok": self.exit_code() == 0, "partial": self.partial,
-                "window_s": self.window_s, "interval_s": self.interval_s, "extended_to_s": self.extended_to_s,
-                "judgement": to_data(self.verdict),
-                "holders": self.holders(), "notes": self.notes,
-                "samples": to_data(self.points)}
 
 
 def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interval_s: float = INFLIGHT_INTERVAL_S, *,

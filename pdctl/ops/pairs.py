@@ -20,7 +20,6 @@ from pdctl.checks.pairs import (ABORT_PATH, GENERATE_PATH, UNKNOWN, LegAnswer, M
                                 pair_check)
 from pdctl.checks.result import CheckResult, Status
 from pdctl.ops.context import Deployment
-from pdctl.serialize import to_data
 
 MIN_SLOT_S = 0.5   # a canary gets at least this long, whatever the budget: less cannot move any KV
 
@@ -47,9 +46,6 @@ class PairsReport:
         """0 every pair passed; 3 a pair is unknown (a host did not answer: the matrix is incomplete); 1 a pair
         failed."""
         return 0 if self.ok else (3 if self.verdict.unknown else 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_data(self)
 
 
 def _leg(url: str, body: dict[str, Any], timeout: float) -> LegAnswer:

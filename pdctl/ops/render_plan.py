@@ -9,14 +9,12 @@ first-deploy default is shown and said to be one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pdctl import launch
 from pdctl.errors import UsageError
 from pdctl.inventory import ROLES, Inventory
 from pdctl.secrets import mask_argv, mask_env, mask_text, secret_values
 from pdctl.services.base import ServiceSpec
-from pdctl.serialize import to_data
 
 #: said with every offline rendering whose interpreter was not declared
 DEFAULT_PYTHON_NOTE = ("not declared (hosts.{host}.python): a first deploy records this one; a later deploy keeps "
@@ -45,13 +43,13 @@ class RenderedRole:
 class RenderPlan:
     inventory: str
     roles: list[RenderedRole]
+    offline = True              # nothing in it was read on a host
+    json_extra = ("ok", "offline")
 
     @property
     def ok(self) -> bool:
         return not any(r.problem for r in self.roles)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "inventory": self.inventory, "offline": True, "roles": to_data(self.roles)}
 
 
 def _select(inv: Inventory, role: str | None) -> list[tuple[str, int]]:

@@ -8,14 +8,13 @@ other runs on is the seed's degraded-bootstrap hazard and is refused unless the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pdctl import audit
 from pdctl.errors import HazardRefused
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
-from pdctl.serialize import to_data
+from pdctl.serialize import json_key, to_data
 
 PAIR = ("prefill", "decode", "router")
 
@@ -26,16 +25,13 @@ class RestartResult:
     dry_run: bool
     plan: list[str]
     steps: list[StepRecord] = field(default_factory=list)
-    health: HealthReport | None = None
+    health: HealthReport | None = field(default=None, metadata=json_key("final_health"))
     warnings: list[str] = field(default_factory=list)
+    json_extra = ("ok",)
 
     @property
     def ok(self) -> bool:
         return self.health is None or self.health.ok
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "roles": list(self.roles), "dry_run": self.dry_run, "plan": self.plan,
-                "warnings": self.warnings, "steps": to_data(self.steps), "final_health": to_data(self.health)}
 
 
 def restart_plan(dep: Deployment, roles: tuple[str, ...]) -> list[str]:
@@ -78,7 +74,7 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
     roles = tuple(r for r in PAIR if r in roles)
     result = RestartResult(roles, dry_run, restart_plan(dep, roles))
     if dry_run:
-        _judge_hazard(dep, result, override_hazard)
+        _refuse_on_hazard(dep, result, override_hazard)
         return result
     action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
     states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
@@ -88,7 +84,7 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
         with deployment_lock(dep, action, run=rec.run, states=lambda: role_states(dep)) as lock:
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")
-            _judge_hazard(dep, result, override_hazard)
+            _refuse_on_hazard(dep, result, override_hazard)
             lint_gate(dep, result, rec, skip_lint)
             rec.extra["warnings"] = result.warnings
             result.steps = ordered_restart(dep, roles)
@@ -102,7 +98,7 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
         return result
 
 
-def _judge_hazard(dep: Deployment, result: RestartResult, override: bool) -> None:
+def _refuse_on_hazard(dep: Deployment, result: RestartResult, override: bool) -> None:
     hazard = hazard_of(dep, result.roles)
     if hazard and not override:
         raise HazardRefused(f"refused: {hazard}", hint="run `pdctl restart --pair`, or pass --override-hazard")

@@ -10,7 +10,6 @@ that was restarted and failed stays out (it is not to take traffic); one never t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from pdctl import audit
 from pdctl.checks.rolling import UnitState, drained, form_units, refusal
@@ -19,7 +18,7 @@ from pdctl.ops import router_workers as rw
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, restart_one, role_states, run_step
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
-from pdctl.serialize import to_data
+from pdctl.serialize import JSON_OFF, json_key, to_data
 
 DRAIN_TIMEOUT_S = 60.0
 ROLES = ("prefill", "decode")
@@ -31,11 +30,13 @@ class RollingResult:
     plan: list[str]
     units: list[UnitState]
     steps: list[StepRecord] = field(default_factory=list)
-    health: HealthReport | None = None
+    health: HealthReport | None = field(default=None, metadata=json_key("final_health"))
     warnings: list[str] = field(default_factory=list)
     stopped: str | None = None                  # why the restart stopped before the last unit, with the states
-    stopped_exit: int = 1
-    roles: tuple[str, ...] = ROLES              # what it restarts (the lint gate reads this)
+    stopped_exit: int = field(default=1, metadata=JSON_OFF)
+    roles: tuple[str, ...] = field(default=ROLES, metadata=JSON_OFF)   # what it restarts (the lint gate reads this)
+    rolling = True                              # says which restart this document is
+    json_extra = ("ok", "exit_code", "rolling")
 
     @property
     def ok(self) -> bool:
@@ -44,14 +45,6 @@ class RollingResult:
     @property
     def exit_code(self) -> int:
         return 0 if self.ok else (self.stopped_exit if self.stopped else 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "exit_code": self.exit_code, "rolling": True, "dry_run": self.dry_run,
-                "plan": self.plan, "warnings": self.warnings, "stopped": self.stopped,
-                "units": [{"unit": u.unit.name, "decodes": [f"decode[{j}]" for j in u.unit.decodes],
-                           "prefills": [f"prefill[{i}]" for i in u.unit.prefills], "state": u.state,
-                           "detail": u.detail, "out_of_routers": u.out or []} for u in self.units],
-                "steps": to_data(self.steps), "final_health": to_data(self.health)}
 
 
 def rolling_plan(dep: Deployment, states: list[UnitState]) -> list[str]:
@@ -99,11 +92,11 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
                     result.stopped, result.stopped_exit = e.message, e.exit_code
                     break
                 except KeyboardInterrupt:   # the record says which workers stay out of the routers
-                    rec.extra["units"] = to_data(result.to_dict()["units"])
+                    rec.extra["units"] = to_data(result.units)
                     raise
                 # every pair has been canaried since either of its workers last restarted: the new clean lineage
                 save_lineage_record(dep)
-            rec.extra.update(units=to_data(result.to_dict()["units"]), steps=to_data(result.steps),
+            rec.extra.update(units=to_data(result.units), steps=to_data(result.steps),
                              warnings=result.warnings)
             if result.stopped is None:
                 if verify:

@@ -2,17 +2,16 @@
 
 Sequence: baseline sample -> (transfer-window) calibration with lone un-aborted requests -> the load (streaming
 requests, each closed by the client at its abort time) while a sampler reads every worker's /metrics every
-`sample_every` s -> after the load stops, keep sampling for `watch` s -> verdict (checks.storm.judge_watch), hit rate
-(checks.storm.judge_hits). Only the router, timing and metrics are used, so it runs against real SGLang unchanged.
-Only the inventory's own router is ever sent traffic. Every phase is bounded (a load phase cut by its bound keeps
-every finished request's outcome); Ctrl-C ends the run, stops and joins the sampler, and returns what was gathered,
-marked partial. Every storm appends one audit record (it is a load-generating action), interrupted or failed too.
+`sample_every` s -> after the load stops, keep sampling for `watch` s -> the judgement (checks.storm.judge_storm:
+verdict, who held the rooms, hit rate). Only the router, timing and metrics are used, so it runs against real SGLang
+unchanged. Only the inventory's own router is ever sent traffic. Every phase is bounded (a load phase cut by its
+bound keeps every finished request's outcome); Ctrl-C ends the run, stops and joins the sampler, and returns what
+was gathered, marked partial. Every storm appends one audit record (it is a load-generating action), interrupted or failed too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 import random
 import threading
@@ -21,34 +20,35 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from pdctl.checks.inflight import Point, fmt_count, fmt_s, short_gauges
-from pdctl.checks.storm import (HitReport, RequestOutcome, StormVerdict, all_rejected_reason, judge_hits,
-                                judge_watch)
+from pdctl.checks.inflight import Point, fmt_count, short_gauges
+from pdctl.checks.storm import HitReport, RequestOutcome, StormVerdict, judge_storm
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.inflight import read_point
 from pdctl.ops.storm_client import generate_body, run_requests
 from pdctl.ops.storm_calibrate import calibrate
 from pdctl.ops.storm_plan import Calibration, StormConfig, aimed_schedule, prompt_ids, random_schedule, storm_bound_s
-from pdctl.serialize import to_data
+from pdctl.serialize import JSON_OFF, json_key, to_data
 
 @dataclass
 class StormReport:
     config: dict[str, Any]
     router: str
     calibration: Calibration | None = None
-    window: tuple[float, float] | None = None
+    window: tuple[float, float] | None = field(default=None, metadata=json_key("window_s"))
     spacing_s: float = 0.0
-    points: list[Point] = field(default_factory=list)      # t relative to the storm start
-    load_started_at: float = 0.0
-    load_stopped_at: float | None = None
-    outcomes: list[RequestOutcome] = field(default_factory=list)
+    # the samples are in the document as its `series` (one row each); the run's clock readings are not
+    points: list[Point] = field(default_factory=list, metadata=JSON_OFF)      # t relative to the storm start
+    load_started_at: float = field(default=0.0, metadata=JSON_OFF)
+    load_stopped_at: float | None = field(default=None, metadata=JSON_OFF)
+    outcomes: list[RequestOutcome] = field(default_factory=list, metadata=json_key("requests"))
     hits: HitReport | None = None
     verdict: StormVerdict | None = None
     holders: dict[str, dict[str, float]] = field(default_factory=dict)
     partial: bool = False
     notes: list[str] = field(default_factory=list)
-    t0: float = 0.0                                        # monotonic clock at the storm start
+    t0: float = field(default=0.0, metadata=JSON_OFF)       # monotonic clock at the storm start
+    json_extra = ("ok", ("weak_pass", "weak_reason"), "series")
 
     @property
     def ok(self) -> bool:
@@ -106,14 +106,6 @@ class StormReport:
                          "transfer_failed": p.counter_total("transfer_failed") if p.complete else None,
                          "generation_tokens": p.generation_tokens})
         return rows
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "partial": self.partial, "router": self.router, "config": self.config,
-                "calibration": to_data(self.calibration),
-                "window_s": list(self.window) if self.window else None, "spacing_s": self.spacing_s,
-                "verdict": to_data(self.verdict), "hits": to_data(self.hits), "weak_pass": self.weak_reason,
-                "holders": self.holders,
-                "series": self.series(), "requests": to_data(self.outcomes), "notes": self.notes}
 
 
 def router_url(dep: Deployment, target: str | None) -> str:
@@ -285,7 +277,7 @@ def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -
     finally:
         if sampler is not None and not _stop_sampler(dep, sampler):
             rep.notes.append("the metrics sampler did not stop in time: samples after this point are left out")
-    _judge(rep, cfg)
+    conclude(rep, cfg)
 
 
 def _stop_sampler(dep: Deployment, sampler: _Sampler) -> bool:
@@ -301,45 +293,13 @@ def _last_detail(points: list[Point]) -> str:
     return "" if p is None else (f"inflight={p.inflight:g} transfer_failed={p.counter_total('transfer_failed'):g}")
 
 
-def _judge(rep: StormReport, cfg: StormConfig) -> None:
-    """The verdict and hit rate from the gathered points and outcomes. Works on a sorted COPY of the points: call it
-    only after the sampler was stopped (a sampler that missed its join could still append to the old list)."""
+def conclude(rep: StormReport, cfg: StormConfig) -> None:
+    """Fill `rep` with checks.storm.judge_storm's judgement of what was gathered. Works on a sorted COPY of the
+    points: call it only after the sampler was stopped (a sampler that missed its join could still append to the
+    old list)."""
     rep.points = sorted(list(rep.points), key=lambda p: p.t)
-    good = [p for p in rep.points if p.complete]
-    if len(good) < len(rep.points):
-        rep.notes.append(f"{len(rep.points) - len(good)} sample(s) had an unreadable worker and were left out")
-    stop = rep.load_stopped_at
-    watch = [p for p in good if stop is not None and p.t >= stop - 1e-6]
-    if watch and rep.verdict is None:
-        covered = watch[-1].t - watch[0].t
-        rep.verdict = judge_watch([(p.t - stop, p.inflight, p.generation_tokens) for p in watch],
-                                  min(cfg.watch_s, max(covered, 1e-6)) if rep.partial else cfg.watch_s)
-        if not rep.verdict.passed:
-            last = watch[-1]
-            rep.holders = {label: {k: v for k, v in g.items() if v} for label, g in last.per_worker.items()
-                           if any(g.values())}
-            nonzero_since = stop
-            for p in reversed(watch):
-                if p.inflight == 0:
-                    break
-                nonzero_since = p.t
-            rep.verdict.reason += (f"; held by {', '.join(f'{k} ({short_gauges(v)})' for k, v in rep.holders.items())}"
-                                   f" for {fmt_s(watch[-1].t - nonzero_since)} since the load stopped" if rep.holders else "")
-    elif rep.verdict is None:
-        rep.verdict = StormVerdict(False, "no complete sample after the load stopped", None, 0, 0, False, False)
-    rejected = None if rep.partial else all_rejected_reason(rep.outcomes)
-    if rejected and rep.verdict is not None:   # inflight drains trivially when nothing got in
-        rep.verdict = dataclasses.replace(rep.verdict, passed=False, reason=f"{rejected}; inflight: {rep.verdict.reason}")
-    tf = None
-    if good:
-        tf = good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")
-    residual = None
-    if watch and good:   # rooms added to the prefill inflight queue by this storm and still held at the end
-        key = "sglang:num_prefill_inflight_queue_reqs"
-        residual = max(0.0, (watch[-1].gauges.get(key) or 0.0) - (good[0].gauges.get(key) or 0.0))
-    if rep.outcomes:
-        rep.hits = judge_hits(rep.outcomes, rep.window if rep.window else None,
-                              transfer_failed_delta=tf, residual_inflight=residual,
-                              concurrent=rep.spacing_s == 0 and cfg.requests > 1)
-        if rep.window is None and rep.calibration is None:
-            rep.hits.notes.append("no calibration (--calibrate 0): hits are not judged by timing")
+    j = judge_storm(rep.points, rep.outcomes, load_stopped_at=rep.load_stopped_at, watch_s=cfg.watch_s,
+                    partial=rep.partial, verdict=rep.verdict, window=rep.window,
+                    calibrated=rep.calibration is not None, concurrent=rep.spacing_s == 0 and cfg.requests > 1)
+    rep.verdict, rep.holders, rep.hits = j.verdict, j.holders, j.hits
+    rep.notes += j.notes

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
 
 from pdctl.checks.gpu import NVIDIA_SMI_UTILISATION, parse_gpu_util
 from pdctl.checks.triage import (FINAL_HEALTH_LAYERS, Finding, InflightSummary, Observation, ServiceState,
@@ -18,7 +17,6 @@ from pdctl.checks.triage import (FINAL_HEALTH_LAYERS, Finding, InflightSummary, 
 from pdctl.errors import RefusedError, UnreachableError
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
-from pdctl.serialize import to_data
 
 #: the words `pdctl triage` ends with; TriageReport.headline builds the line from them
 HEALTHY = "HEALTHY"
@@ -34,6 +32,11 @@ class TriageReport:
     findings: list[Finding]
     facts: TriageObservations = field(default_factory=TriageObservations)
     partial: bool = False
+    json_extra = ("ok", "headline")
+
+    @property
+    def ok(self) -> bool:
+        return not self.needs_action
 
     @property
     def needs_action(self) -> bool:
@@ -55,12 +58,6 @@ class TriageReport:
         if self.partial:
             return 130
         return 1 if self.needs_action else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        facts = {k: v for k, v in to_data(self.facts).items() if k not in FINAL_HEALTH_LAYERS}
-        return {"inventory": self.inventory, "ok": not self.needs_action, "partial": self.partial,
-                "headline": self.headline, "findings": to_data(self.findings),
-                "observations": to_data(self.observations), "facts": facts}
 
 
 def gpu_utilisation(dep: Deployment, host: str) -> list[float] | None:

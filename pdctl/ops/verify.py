@@ -23,7 +23,6 @@ from pdctl.ops.context import Deployment
 from pdctl.ops.fanout import raise_first_unreachable
 from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, host_lineage_path, load_lineage_record  # noqa: F401 (callers)
 from pdctl.progress import Event
-from pdctl.serialize import to_data
 from pdctl.services.base import ServiceStatus
 
 
@@ -40,9 +39,6 @@ class HealthReport:
 
     def failures(self) -> list[CheckResult]:
         return [r for rs in self.layers.values() for r in rs if r.failed]
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_data(self)
 
 
 def health_probes(dep: Deployment, role: str, i: int) -> list[CheckResult]:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from pdctl.serialize import JSON_OFF, to_data
+from pdctl.serialize import JSON_OFF
 
 ROLE = Literal["prefill", "decode", "router"]
 
@@ -16,7 +16,8 @@ ROLE = Literal["prefill", "decode", "router"]
 @dataclass
 class StepOutcome:
     """What a step's action observed. `ok` is the action's own verdict; the gate decides whether the run goes on.
-    (Fields in the order of the JSON document.)"""
+    (Fields in the order of the JSON document.) As JSON data: empty values left out (`ok` always kept); stdout and
+    stderr (their last 2000 characters) only for a command that exited."""
 
     ok: bool
     summary: str
@@ -31,18 +32,16 @@ class StepOutcome:
     # what a failed gate exits with (1 = a check failed; from an error otherwise); the step's record carries it
     exit_code: int = field(default=0, metadata=JSON_OFF)
     health: Any = field(default=None, metadata=JSON_OFF)   # a HealthReport when the step ran final-health
+    json_extra = (("stdout", "stdout_shown"), ("stderr", "stderr_shown"))
+    json_omit_empty = True
 
-    def to_dict(self, *, with_data: bool = True) -> dict[str, Any]:
-        """The outcome as JSON data, empty values left out (`ok` always kept); stdout and stderr (their last 2000
-        characters) only for a command that exited; `data` only when asked (the audit record leaves it out)."""
-        d = to_data(self)
-        if self.exit_status is None:
-            del d["stdout"], d["stderr"]
-        else:
-            d["stdout"], d["stderr"] = d["stdout"][-2000:], d["stderr"][-2000:]
-        if not with_data:
-            del d["data"]
-        return {k: v for k, v in d.items() if v not in (None, {}, "")} | {"ok": self.ok}
+    @property
+    def stdout_shown(self) -> Optional[str]:
+        return None if self.exit_status is None else self.stdout[-2000:]
+
+    @property
+    def stderr_shown(self) -> Optional[str]:
+        return None if self.exit_status is None else self.stderr[-2000:]
 
 
 class _Args(BaseModel):

@@ -34,19 +34,24 @@ from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
 from pdctl.playbook.masking import mask_outcome, mask_shown, run_secrets, secret_var_names
 from pdctl.playbook.steps import check_args, inventory_secrets, run_kind
 from pdctl.playbook.vars import VarError, build_scope, substitute, truthy
-from pdctl.serialize import to_data
+from pdctl.serialize import JSON_OFF, json_key, to_data
 
 
 @dataclass
 class PlannedStep:
+    """As JSON data (the plan's view of the step): the spec's fields flattened, the command line, masked args."""
     index: int                          # 1-based position in the file
-    spec: StepSpec
-    kind: StepKind
-    args: BaseModel
-    shown_args: dict[str, Any]          # substituted, secrets masked: what the plan shows
+    spec: StepSpec = field(metadata=JSON_OFF)
+    kind: StepKind = field(metadata=JSON_OFF)
+    args: BaseModel = field(metadata=JSON_OFF)
+    shown_args: dict[str, Any] = field(metadata=json_key("args"))   # substituted, secrets masked: what the plan shows
     runs: bool                          # `when` is true (or absent)
     skip_reason: Optional[str] = None
-    secrets: frozenset[str] = field(default=frozenset(), repr=False)   # the run's secret values, scrubbed
+    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)   # the run's, scrubbed
+    json_extra = (("name", "spec.name"), ("action", "spec.action"), ("command", "describe"), ("gate", "shown_gate"),
+                  ("on_failure", "spec.on_failure_text"), ("when", "spec.when"), ("handler", "spec.handler"),
+                  ("mutating", "kind.mutating"))
+    json_mask = "secrets"
 
     @property
     def describe(self) -> str:
@@ -54,25 +59,25 @@ class PlannedStep:
 
         return mask_text(self.kind.describe(self.args), self.secrets)
 
-    def to_dict(self) -> dict[str, Any]:
-        """The plan's view of the step: the spec's fields flattened, the command line, masked args."""
-        from pdctl.secrets import mask_nested
-
-        return {"index": self.index, "name": self.spec.name, "action": self.spec.action, "command": self.describe,
-                "args": self.shown_args, "gate": mask_nested(self.spec.gate, self.secrets) or "action ok", "on_failure": self.spec.on_failure_text,
-                "when": self.spec.when, "handler": self.spec.handler, "runs": self.runs, "skip_reason": self.skip_reason,
-                "mutating": self.kind.mutating}
+    @property
+    def shown_gate(self) -> Any:
+        return self.spec.gate or "action ok"
 
 
 @dataclass
 class Plan:
-    playbook: Playbook
+    """As JSON data, the `--dry-run --json` document: the playbook's name, description and source flattened in
+    (secrets scrubbed)."""
+    playbook: Playbook = field(metadata=JSON_OFF)
     inventory: str
     vars: dict[str, Any]
     apply: bool
     steps: list[PlannedStep]                     # in file order, handlers included
-    inventory_name: str = ""                     # the inventory's `name` (history -i matches it)
-    secrets: frozenset[str] = field(default=frozenset(), repr=False)   # inventory + secret vars: never shown
+    inventory_name: str = field(default="", metadata=JSON_OFF)   # the inventory's `name` (history -i matches it)
+    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)   # inventory + secret vars
+    json_extra = (("playbook", "playbook.name"), ("description", "playbook.description"),
+                  ("source", "playbook.source"))
+    json_mask = "secrets"
 
     @property
     def sequence(self) -> list[PlannedStep]:
@@ -80,15 +85,6 @@ class Plan:
 
     def handler(self, name: str) -> PlannedStep:
         return next(s for s in self.steps if s.spec.name == name)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `--dry-run --json` document: the playbook's name, description and source flattened in (secrets
-        scrubbed)."""
-        from pdctl.secrets import mask_nested
-
-        return mask_nested({"playbook": self.playbook.name, "description": self.playbook.description,
-                "source": self.playbook.source, "inventory": self.inventory, "vars": self.vars, "apply": self.apply,
-                "steps": [s.to_dict() for s in self.steps]}, self.secrets)
 
 
 @dataclass
@@ -101,38 +97,37 @@ class StepRun:
     gate: str = ""                   # the gate verdict in words (with the action's summary when no gate is set)
     exit_code: int = 0
     handler_of: Optional[str] = None
-    outcome: Optional[StepOutcome] = None
-    note: str = ""
-    gate_brief: str = ""             # the gate verdict alone, for display next to the summary ("ok", "verdict pinned")
+    outcome: Optional[StepOutcome] = field(default=None, metadata=json_key("result"))
+    note: str = field(default="", metadata=JSON_OFF)
+    gate_brief: str = field(default="", metadata=JSON_OFF)   # the verdict alone, shown beside the summary ("ok")
+    # the step's record: duration rounded, `handler_of` only for a handler, the outcome as `result`
+    json_extra = (("duration_s", "duration_rounded"), "summary")
+    json_omit_empty = ("handler_of", "result")
 
     @property
     def summary(self) -> str:
         return self.outcome.summary if self.outcome else self.note
 
-    def to_dict(self, *, with_data: bool = True) -> dict[str, Any]:
-        """The step's record: duration rounded, `handler_of` only for a handler, the outcome as `result` (its
-        data only when asked: the audit record leaves it out)."""
-        d = {"index": self.index, "name": self.name, "action": self.action, "status": self.status,
-             "duration_s": round(self.duration_s, 3), "gate": self.gate, "exit_code": self.exit_code,
-             "summary": self.summary}
-        if self.handler_of:
-            d["handler_of"] = self.handler_of
-        if self.outcome:
-            d["result"] = self.outcome.to_dict(with_data=with_data)
-        return d
+    @property
+    def duration_rounded(self) -> float:
+        return round(self.duration_s, 3)
 
 
 @dataclass
 class RunResult:
+    """As JSON data, the `pdctl run --json` document (secrets scrubbed)."""
     plan: Plan
     steps: list[StepRun] = field(default_factory=list)
     exit_code: int = 0
     failed_step: Optional[str] = None
-    interrupted: bool = False
+    interrupted: bool = field(default=False, metadata=JSON_OFF)
     recommendations: list[str] = field(default_factory=list)
-    health: Any = None                # the last final-health report a step produced
-    health_reports: list[Any] = field(default_factory=list)   # every one, in run order
-    run_id: str = ""                  # shared by the run's "started" record (if any) and its final one
+    # the last final-health report a step produced; every one, in run order
+    health: Any = field(default=None, metadata=json_key("final_health"))
+    health_reports: list[Any] = field(default_factory=list, metadata=JSON_OFF)
+    run_id: str = field(default="", metadata=JSON_OFF)   # shared by the run's "started" record and its final one
+    json_extra = (("playbook", "plan.playbook.name"), "ok", ("result", "outcome_text"))
+    json_mask = "plan.secrets"
 
     def health_by_layer(self):
         """One HealthReport holding every layer any step checked, each from the last step that checked it, in
@@ -159,16 +154,6 @@ class RunResult:
             return "ok"
         s = next(x for x in self.steps if x.name == self.failed_step and x.status == "failed")
         return f"failed at step {s.index} '{s.name}': {s.gate.removeprefix('failed: ')}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The `pdctl run --json` document (secrets scrubbed)."""
-        from pdctl.secrets import mask_nested
-
-        return mask_nested({"playbook": self.plan.playbook.name, "ok": self.ok, "exit_code": self.exit_code,
-                            "result": self.outcome_text, "failed_step": self.failed_step,
-                            "recommendations": self.recommendations, "plan": self.plan.to_dict(),
-                            "steps": [s.to_dict() for s in self.steps], "final_health": to_data(self.health)},
-                           self.plan.secrets)
 
 
 # -- planning ---------------------------------------------------------------------------------------------------------
@@ -375,6 +360,14 @@ def _audit_start(audit, result: RunResult, started: float, path, secrets) -> Non
         raise UsageError(f"{e.message}: refusing to run {p.playbook.name} (nothing was done)", hint=e.hint) from None
 
 
+def _recorded(step: StepRun) -> dict[str, Any]:
+    """A step as the audit record keeps it: its outcome without `data` (the --json document has it)."""
+    d = to_data(step)
+    if "result" in d:
+        d["result"].pop("data", None)
+    return d
+
+
 def _audit(audit, result: RunResult, started: float, path, secrets) -> None:
     """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own)."""
     from pdctl.secrets import mask_nested, mask_text
@@ -384,6 +377,6 @@ def _audit(audit, result: RunResult, started: float, path, secrets) -> None:
                  result=mask_text(result.outcome_text, secrets), started=started, path=path,
                  extra=mask_nested({"inventory_name": p.inventory_name, "run": result.run_id,
                                     "exit_code": result.exit_code,
-                                    "steps": [s.to_dict(with_data=False) for s in result.steps],
+                                    "steps": [_recorded(s) for s in result.steps],
                                     "recommendations": result.recommendations,
                                     "final_health": to_data(result.health)}, secrets))

@@ -257,3 +257,73 @@ def test_a_binary_inventory_file_exits_2_from_the_cli(tmp_path, monkeypatch):
 
     r = CliRunner().invoke(app, ["history", "-i", str(bad)])
     assert r.exit_code == 2 and "not UTF-8" in r.output and "unexpected" not in r.output
+
+
+# -- result and time -------------------------------------------------------------------------------------------------
+
+def at(time_text, result="ok", action="deploy"):
+    return {**rec(action), "time": time_text, "result": result}
+
+
+TIMED = [at("2025-01-01T09:00:00+0000"), at("2025-01-01T10:00:00+0000", "HazardRefused: refused: decode alone"),
+         CorruptLine(3, "x", "r"), at("2025-01-01T12:00:00+0200", "final-health failed"),
+         {**rec(), "time": "yesterday", "result": "started"}]
+
+
+def _times(lines):
+    return [x["time"] if isinstance(x, dict) else "corrupt" for x in lines]
+
+
+def test_result_matches_the_result_in_a_word():
+    assert _times(audit.query(TIMED, result="refused")) == ["2025-01-01T10:00:00+0000", "corrupt"]
+    assert _times(audit.query(TIMED, result="Failed")) == ["corrupt", "2025-01-01T12:00:00+0200"]
+    assert _times(audit.query(TIMED, result="unfinished")) == ["corrupt", "yesterday"]
+    assert audit.query(TIMED, result="interrupted") == []      # only corrupt lines left: nothing matched
+    with pytest.raises(UsageError) as e:
+        audit.query(TIMED, result="bogus")
+    assert "--result 'bogus'" in e.value.message and "unreachable" in e.value.hint
+
+
+def test_since_and_until_keep_the_range_both_ends_included_across_offsets():
+    since = audit.parse_when("2025-01-01T10:00:00+00:00")
+    got = audit.query(TIMED, since=since)      # 12:00+02:00 is 10:00 UTC: in; an undated record cannot be ruled out
+    assert _times(got) == ["2025-01-01T10:00:00+0000", "corrupt", "2025-01-01T12:00:00+0200", "yesterday"]
+    until = audit.parse_when("2025-01-01T09:30:00+00:00")
+    assert _times(audit.query(TIMED, until=until, result="ok")) == ["2025-01-01T09:00:00+0000", "corrupt"]
+    assert audit.query(TIMED, since=since, until=until, action="deploy", result="ok") == []
+
+
+def test_when_is_an_iso_time_or_a_time_ago():
+    from datetime import datetime, timezone
+
+    now = datetime(2025, 1, 2, 12, 0, tzinfo=timezone.utc).timestamp()
+    assert audit.parse_when("30m", now=now) == datetime(2025, 1, 2, 11, 30, tzinfo=timezone.utc)
+    assert audit.parse_when("2h", now=now) == datetime(2025, 1, 2, 10, 0, tzinfo=timezone.utc)
+    assert audit.parse_when("1d", now=now) == datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
+    assert audit.parse_when("2025-01-01T10:00+02:00") == datetime(2025, 1, 1, 8, 0, tzinfo=timezone.utc)
+    assert audit.parse_when("2025-01-01").tzinfo is not None           # local time, made comparable
+    for bad in ("soon", "30x", "-1h", "2025-13-01"):
+        with pytest.raises(UsageError) as e:
+            audit.parse_when(bad, option="--until")
+        assert e.value.message.startswith(f"--until {bad!r}")
+
+
+def test_history_filters_by_result_and_since_from_the_cli(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("PDCTL_AUDIT_LOG", raising=False)
+    path = tmp_path / "state" / "pdctl" / "audit.jsonl"
+    path.parent.mkdir(parents=True)
+    recent = audit.parse_when("10m").strftime("%Y-%m-%dT%H:%M:%S%z")
+    lines = [at("2025-01-01T09:00:00+0000"), at(recent, "failed: x", "restart --pair"), at(recent)]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    from pdctl.cli.app import app
+
+    doc = json.loads(CliRunner().invoke(app, ["history", "--json", "--since", "1h"]).stdout)
+    assert [x["time"] for x in doc["records"]] == [recent, recent]
+    doc = json.loads(CliRunner().invoke(app, ["history", "--json", "--result", "failed", "--since", "1h"]).stdout)
+    assert [x["action"] for x in doc["records"]] == ["restart --pair"]
+    r = CliRunner().invoke(app, ["history", "--result", "refused"])
+    assert r.exit_code == 0 and "no records match --result 'refused'" in r.stdout
+    r = CliRunner().invoke(app, ["history", "--since", "last tuesday"])
+    assert r.exit_code == 2 and "--since 'last tuesday'" in r.output

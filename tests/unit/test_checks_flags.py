@@ -6,6 +6,7 @@ from pdctl.checks.flags import flag_occurrences, judge_flags
 from pdctl.checks.proc import parse_cmdline, parse_environ
 from pdctl.checks.result import Status
 from pdctl.secrets import MASK
+from pdctl.serialize import to_data
 
 FIX = Path(__file__).parent / "fixtures"
 ARGV = parse_cmdline((FIX / "proc-decode-cmdline.bin").read_bytes())
@@ -46,7 +47,7 @@ def test_drift_is_reported_expected_vs_found_and_secrets_stay_masked():
     assert res["env:SGLANG_SM120_MMA_TARGET_CTAS"].observed == "unset"
     tok = res["env:HF_TOKEN"]
     assert tok.status is Status.FAIL and "masked" in tok.detail
-    blob = str([r.to_dict() for r in res.values()])
+    blob = str([to_data(r) for r in res.values()])
     assert "hf_other" not in blob and "hf_secret" not in blob
 
 
@@ -68,7 +69,7 @@ def test_equals_form_lists_repeats_and_numbers():
     assert res["--prefill"].observed == "http://127.0.0.1:30000 8998"
     assert res["--policy"].data["note"].startswith("--policy given 2 times")
     assert res["--api-key"].observed == MASK and res["--api-key"].expected == MASK
-    assert "sk-1" not in str(res["--api-key"].to_dict())
+    assert "sk-1" not in str(to_data(res["--api-key"]))
 
 
 def test_prefix_of_another_flag_is_not_that_flag():

@@ -14,8 +14,10 @@ from pdctl.errors import StepFailed, UsageError
 from pdctl.playbook import kinds
 from pdctl.playbook.kinds import REGISTRY, register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.runner import StepRun, _recorded
 from pdctl.playbook.steps import check_args
 from pdctl.poll import poll_until
+from pdctl.serialize import to_data
 
 
 def test_every_module_of_the_package_registers_its_kind_in_listing_order():
@@ -133,9 +135,9 @@ def test_a_fixed_wait_shows_progress_until_the_time_has_passed(fake_time):
 def test_an_outcome_serialises_without_empty_values_and_trims_a_commands_output():
     o = StepOutcome(False, "s", exit_code=3, verdict="v", layers={"a": True}, exit_status=2, stdout="x" * 3000,
                     data={"k": 1}, error="boom", health=object())
-    d = o.to_dict()
+    d = to_data(o)
     assert list(d) == ["ok", "summary", "verdict", "layers", "exit_status", "error", "stdout", "data"]
     assert len(d["stdout"]) == 2000 and "exit_code" not in d and "health" not in d
-    assert "data" not in o.to_dict(with_data=False)
-    assert StepOutcome(True, "").to_dict() == {"ok": True}
-    assert "stdout" not in StepOutcome(True, "ran", stdout="out").to_dict()     # not a command: no output shown
+    assert "data" not in _recorded(StepRun(1, "s", "shell", "failed", outcome=o))["result"]   # the audit record's
+    assert to_data(StepOutcome(True, "")) == {"ok": True}
+    assert "stdout" not in to_data(StepOutcome(True, "ran", stdout="out"))     # not a command: no output shown

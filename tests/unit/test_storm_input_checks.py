@@ -9,7 +9,7 @@ import pytest
 
 from pdctl.checks.storm import RequestOutcome, all_rejected_reason
 from pdctl.ops.inflight import Point
-from pdctl.ops.storm import StormReport, _judge, audit_result
+from pdctl.ops.storm import StormReport, audit_result, conclude
 from pdctl.ops.storm_plan import StormConfig
 
 INF = "sglang:num_prefill_inflight_queue_reqs"
@@ -38,12 +38,12 @@ def _pt(t, inflight=0.0):
 
 
 def _judged(outcomes):
-    """A storm whose watch drained (inflight 0 throughout), judged by the storm's own _judge."""
+    """A storm whose watch drained (inflight 0 throughout), judged as the storm does (ops.storm.conclude)."""
     cfg = StormConfig(requests=len(outcomes), watch_s=2.0, sample_every_s=1.0, calib_requests=0)
     rep = StormReport(config={"requests": len(outcomes), "target": "random"}, router="http://r",
                       points=[_pt(0.0), _pt(1.0), _pt(2.0), _pt(3.0)], load_started_at=0.5, load_stopped_at=1.0,
                       outcomes=outcomes)
-    _judge(rep, cfg)
+    conclude(rep, cfg)
     return rep
 
 

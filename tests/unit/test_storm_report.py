@@ -14,6 +14,7 @@ from pdctl.checks.inflight import fmt_count, fmt_s, judge_inflight
 from pdctl.ops.inflight import InflightReport, Point
 from pdctl.ops.storm import StormReport
 from pdctl.checks.storm import HitReport, judge_watch
+from pdctl.serialize import to_data
 
 INF = "sglang:num_prefill_inflight_queue_reqs"
 XFER = "sglang:num_decode_transfer_queue_reqs"
@@ -70,7 +71,7 @@ def test_pass_with_no_hit_is_weak_but_exits_zero(out):
     assert rep.ok and rep.exit_code() == 0
     assert rep.weak_reason.startswith("0 of 8 aborts landed in the transfer window; the race was not exercised")
     assert "try --target transfer-window" in rep.weak_reason
-    assert rep.to_dict()["weak_pass"] == rep.weak_reason
+    assert to_data(rep)["weak_pass"] == rep.weak_reason
     from pdctl.render import storm_report
 
     storm_report(rep)

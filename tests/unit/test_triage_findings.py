@@ -8,6 +8,7 @@ from pathlib import Path
 from pdctl.checks.gpu import parse_gpu_util
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.triage import InflightSummary, ServiceState, TriageObservations, judge_triage
+from pdctl.serialize import to_data
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -179,7 +180,7 @@ def test_headline_is_the_canonical_verdict_line():
     assert TriageReport("t", [], [warn]).headline == "triage: WARNINGS (1 finding(s))"
     assert TriageReport("t", [], [warn, act]).headline == "triage: ACTION NEEDED (2 finding(s))"
     assert TriageReport("t", [], [act], partial=True).headline == "triage: INTERRUPTED (partial)"
-    assert TriageReport("t", [], [act]).to_dict()["headline"] == "triage: ACTION NEEDED (1 finding(s))"
+    assert to_data(TriageReport("t", [], [act]))["headline"] == "triage: ACTION NEEDED (1 finding(s))"
 
 
 def test_pinned_under_load_is_named_so_and_does_not_claim_an_idle_decode():

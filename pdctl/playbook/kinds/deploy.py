@@ -5,6 +5,7 @@ from __future__ import annotations
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import health_step_outcome
+from pdctl.serialize import to_data
 
 
 class DeployArgs(_Args):
@@ -23,5 +24,5 @@ def run(ctx: RunContext, a: DeployArgs) -> StepOutcome:
     res = deploy(ctx.dep, verify=a.verify)
     what = f"deploy: {res.plan.action} ({res.plan.reason})"
     if res.health is None:
-        return StepOutcome(True, what, data=res.to_dict())
-    return health_step_outcome(what, res.health, res.to_dict())
+        return StepOutcome(True, what, data=to_data(res))
+    return health_step_outcome(what, res.health, to_data(res))

@@ -8,6 +8,7 @@ from pdctl.checks.inflight import VERDICTS as INFLIGHT_VERDICTS
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import stop_if_interrupted
+from pdctl.serialize import to_data
 
 
 class InflightArgs(_Args):
@@ -32,5 +33,5 @@ def run(ctx: RunContext, a: InflightArgs) -> StepOutcome:
     code = rep.exit_code()
     why = rep.verdict.summary if rep.verdict is not None else ("; ".join(rep.notes) or "no complete sample")
     out = StepOutcome(code == 0, f"inflight: verdict {rep.name}" + (f"; {why}" if why else ""), exit_code=code,
-                      verdict=rep.name, data=rep.to_dict())
+                      verdict=rep.name, data=to_data(rep))
     return stop_if_interrupted(rep.partial, out)

@@ -9,6 +9,7 @@ from pydantic import model_validator
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import ROLE, RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import health_step_outcome
+from pdctl.serialize import to_data
 
 
 class RestartArgs(_Args):
@@ -40,5 +41,5 @@ def run(ctx: RunContext, a: RestartArgs) -> StepOutcome:
     res = restart(ctx.dep, roles=roles, override_hazard=a.override_hazard, verify=a.verify)
     what = f"restarted {'/'.join(roles)}: {len(res.steps)} restart steps in {sum(s.seconds for s in res.steps):.1f}s"
     if res.health is None:
-        return StepOutcome(True, what, data=res.to_dict())
-    return health_step_outcome(what, res.health, res.to_dict())
+        return StepOutcome(True, what, data=to_data(res))
+    return health_step_outcome(what, res.health, to_data(res))

@@ -10,6 +10,7 @@ from pdctl.errors import UsageError
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome
 from pdctl.playbook.steps import stop_if_interrupted
+from pdctl.serialize import to_data
 
 
 class StormArgs(BaseModel):
@@ -64,14 +65,13 @@ def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
         verdict = "pinned" if v is not None and v.pinned else "not-drained"
     hits = getattr(rep, "hits", None)
     hit_txt = ""
-    if hits is not None and hasattr(hits, "to_dict"):
-        hd = hits.to_dict()
-        rate = hd.get("hit_rate") if isinstance(hd, dict) else None
-        hit_txt = f"; transfer-window hit rate {rate:.0%}" if isinstance(rate, (int, float)) else ""
+    rate = getattr(hits, "hit_rate", None)
+    if isinstance(rate, (int, float)):
+        hit_txt = f"; transfer-window hit rate {rate:.0%}"
     reason = v.reason if v is not None else "no verdict"
     out = StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}",
                       exit_code=rep.exit_code() or 0, verdict=verdict,
                       recommendation=("a room stayed pinned after the storm: collect logs, then "
                                       "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"
-                      else None, data=rep.to_dict())
+                      else None, data=to_data(rep))
     return stop_if_interrupted(rep.partial, out)

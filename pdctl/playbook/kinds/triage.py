@@ -9,6 +9,7 @@ from pydantic import Field
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import stop_if_interrupted
+from pdctl.serialize import to_data
 
 
 class TriageArgs(_Args):
@@ -42,5 +43,5 @@ def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
     ok = verdict in ("clean", "warn")
     head = triage_headline(rep)
     out = StepOutcome(ok, head + (f": {titles}" if titles else ""), exit_code=rep.exit_code() or (0 if ok else 1),
-                      verdict=verdict, recommendation="; ".join(actions) or None, data=rep.to_dict())
+                      verdict=verdict, recommendation="; ".join(actions) or None, data=to_data(rep))
     return stop_if_interrupted(rep.partial, out)

@@ -12,6 +12,7 @@ from pdctl.playbook.kinds import REGISTRY, register
 from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import check_args, error_outcome
 from pdctl.poll import poll_until
+from pdctl.serialize import to_data
 
 WAITABLE = ("verify", "inflight", "triage", "shell")   # what `until` may poll (no restart/deploy/storm)
 
@@ -89,4 +90,4 @@ def run(ctx: RunContext, a: WaitArgs) -> StepOutcome:
                            verdict=out.verdict, layers=out.layers, health=out.health)
     return StepOutcome(False, f"{spec.action} did not pass within the wait timeout of {a.timeout:g}s "
                               f"({tries} tries); last: {why}", exit_code=1, verdict=out.verdict,
-                       layers=out.layers, health=out.health, data={"last": out.to_dict()})
+                       layers=out.layers, health=out.health, data={"last": to_data(out)})
