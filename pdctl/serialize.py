@@ -2,7 +2,7 @@
 
 Dataclasses serialise field by field (recursively); a field with `metadata={"json": False}` is left out, and a
 class may name computed properties to add in `json_extra` (e.g. ("ok", "headline")). Enums give their value,
-pydantic models their JSON dump, exceptions their first message line. Anything else unknown becomes its str(), so a
+pydantic and msgspec models their JSON dump, exceptions their first message line. Anything else unknown becomes its str(), so a
 JSON document is always produced.
 """
 
@@ -32,6 +32,10 @@ def to_data(obj: Any) -> Any:
         return [to_data(v) for v in obj]
     if hasattr(obj, "model_dump"):        # pydantic, without importing it here
         return obj.model_dump(mode="json")
+    if hasattr(obj, "__struct_fields__"):  # msgspec (the inventory's models)
+        import msgspec
+
+        return msgspec.to_builtins(obj)
     if isinstance(obj, BaseException):
         return (str(obj).splitlines() or [type(obj).__name__])[0]
     return str(obj)
