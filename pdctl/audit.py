@@ -259,7 +259,7 @@ def _same_path(rec: str, source: str) -> bool:
 
 
 def _load_inventory(path: str | os.PathLike):
-    from pdctl.inventory import load_inventory   # lazy: pydantic models are not needed to append a record
+    from pdctl.inventory import load_inventory   # lazy: the models are not needed to append a record
 
     try:
         return load_inventory(path)

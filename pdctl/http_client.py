@@ -159,8 +159,10 @@ def close_all() -> None:
 
 
 def _connect(key: tuple[str, int], end: float, timeout: float) -> _Connection:
+    # an ASCII host as bytes: a str host makes the socket module load the idna codec (~6 ms a run)
+    host = key[0].encode("ascii") if key[0].isascii() else key[0]
     try:
-        sock = socket.create_connection(key, timeout=max(end - time.monotonic(), 0.001))
+        sock = socket.create_connection((host, key[1]), timeout=max(end - time.monotonic(), 0.001))
     except socket.timeout:
         raise ConnectTimeout(f"connect to {key[0]}:{key[1]} timed out after {timeout:g}s") from None
     except socket.gaierror as e:

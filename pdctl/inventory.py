@@ -1,7 +1,11 @@
-"""The declared deployment: pydantic models, the YAML loader and the embedded default.
+"""The declared deployment: typed models (msgspec Structs), the YAML loader and the embedded default.
 
 An inventory names hosts, the three roles (one or more instances each) and what final-health expects. Errors name
 the file, the dotted path to the field and what was expected (InventoryError, exit 2).
+
+msgspec, not pydantic: every pdctl command loads an inventory, and pydantic's import and schema building cost
+~130 ms a run where msgspec's cost ~5 ms (docs/performance.md). A check that needs the field it fails on says so
+with `field_error`, so the message names the field's whole path.
 """
 
 from __future__ import annotations
@@ -9,12 +13,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+import msgspec
+from msgspec import Meta, field
 
 from pdctl.errors import InventoryError
-from pdctl.yamlfile import load_yaml, plain_problem
+from pdctl.struct_errors import field_error, validation_problems
+from pdctl.yamlfile import load_yaml
 
 ROLES = ("prefill", "decode", "router")
 RoleName = Literal["prefill", "decode", "router"]
@@ -56,8 +62,40 @@ def env_as_text(v: Any) -> Any:
     return out
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+Port = Annotated[int, Meta(ge=1, le=65535)]
+Seconds = Annotated[float, Meta(gt=0)]
+SafeName = Annotated[str, Meta(pattern=SAFE_NAME)]
+
+
+def _le(limit: float) -> Any:
+    return Annotated[float, Meta(gt=0, le=limit)]
+
+
+class _Strict(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An inventory model: keyword fields, an unknown field refused."""
+
+    def dump(self, *, exclude_defaults: bool = False) -> dict[str, Any]:
+        """The model as plain data (what YAML or JSON would hold); `exclude_defaults` leaves out fields at their
+        default, recursively."""
+        if not exclude_defaults:
+            return msgspec.to_builtins(self)
+        return _dump_set(self)
+
+
+def _dump_set(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):
+        out = {}
+        for f in msgspec.structs.fields(value):
+            v = getattr(value, f.name)
+            default = f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
+            if default is msgspec.NODEFAULT or v != default:
+                out[f.name] = _dump_set(v)
+        return out
+    if isinstance(value, dict):
+        return {k: _dump_set(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dump_set(v) for v in value]
+    return value
 
 
 class Host(_Strict):
@@ -65,170 +103,151 @@ class Host(_Strict):
 
     transport: Literal["local", "ssh"] = "local"
     address: str = "127.0.0.1"
-    user: str | None = None
-    port: int = Field(22, ge=1, le=65535)
-    key: str | None = None                   # private key file
-    known_hosts: str | None = None           # default: ~/.ssh/known_hosts
+    user: Optional[str] = None
+    port: Port = 22
+    key: Optional[str] = None                # private key file
+    known_hosts: Optional[str] = None        # default: ~/.ssh/known_hosts
     accept_new_host_key: bool = False        # only an explicit yes trusts an unknown key
-    ssh_config: str | None = None            # default: ~/.ssh/config when it exists
-    proxy_jump: str | None = None            # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
-    connect_timeout: float = Field(10.0, gt=0)
-    command_timeout: float = Field(60.0, gt=0)
+    ssh_config: Optional[str] = None         # default: ~/.ssh/config when it exists
+    proxy_jump: Optional[str] = None         # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
+    connect_timeout: Seconds = 10.0
+    command_timeout: Seconds = 60.0
     http: Literal["direct", "tunnel"] = "direct"   # tunnel: reach role ports via the SSH connection
-    keep_connection: float = Field(0.0, ge=0, le=86400)   # ssh: idle seconds a keeper holds it between runs; 0 off
-    internal_address: str | None = None      # how other roles reach this host; default 127.0.0.1 (same host)
+    keep_connection: Annotated[float, Meta(ge=0, le=86400)] = 0.0   # ssh: idle seconds a keeper holds it; 0 off
+    internal_address: Optional[str] = None   # how other roles reach this host; default 127.0.0.1 (same host)
     service_manager: Literal["systemd", "pidfile"] = "pidfile"
-    # the Restart= of the units pdctl renders; docs/inventory.md says what each choice costs (systemd only)
-    systemd_restart: Literal["on-failure", "always", "no"] = "on-failure"
-    python: str | None = None                # interpreter for engine/sglang; default: this one (local), python3 (ssh)
-    state_dir: str | None = None             # pidfiles, logs, rendered launchers; default per transport
-    workdir: str | None = None               # cwd of launched processes (bundled engine: a checkout with engine/)
+    # the Restart= of the units pdctl renders; docs/inventory.md says what each choice costs (systemd only);
+    # a bool because YAML reads a bare `no` as false
+    systemd_restart: Union[Literal["on-failure", "always", "no"], bool] = "on-failure"
+    python: Optional[str] = None             # interpreter for engine/sglang; default: this one (local), python3 (ssh)
+    state_dir: Optional[str] = None          # pidfiles, logs, rendered launchers; default per transport
+    workdir: Optional[str] = None            # cwd of launched processes (bundled engine: a checkout with engine/)
 
-    @field_validator("systemd_restart", mode="before")
-    @classmethod
-    def _yaml_no_is_a_policy(cls, v: Any) -> Any:
-        return "no" if v is False else v     # YAML reads a bare `no` as false
-
-    @model_validator(mode="after")
-    def _restart_policy_needs_systemd(self) -> "Host":
+    def __post_init__(self) -> None:
+        if self.systemd_restart is False:
+            self.systemd_restart = "no"
+        elif self.systemd_restart is True:
+            raise field_error("systemd_restart", "expected 'on-failure', 'always' or 'no'")
         # the default is allowed anywhere: a dumped and re-read inventory carries it on every host
         if self.systemd_restart != "on-failure" and self.service_manager != "systemd":
-            raise ValueError("systemd_restart: only service_manager: systemd restarts a service on its own "
-                             "(the pidfile manager never does)")
-        return self
+            raise field_error("systemd_restart", "only service_manager: systemd restarts a service on its own "
+                                                 "(the pidfile manager never does)")
 
 
-class RoleInstance(_Strict):
+class RoleInstance(_Strict, kw_only=True):     # kw_only is per class in msgspec: `port` follows defaults
     """One process of a role on a host."""
 
     host: str = "local"
-    port: int = Field(..., ge=1, le=65535)
+    port: Port
     listen_host: str = "127.0.0.1"
-    bootstrap_port: int | None = Field(None, ge=1, le=65535)   # prefill only
-    service: str | None = Field(None, pattern=SAFE_NAME)   # systemd unit or pidfile name; default pdctl-<name>-<role>-<i>
-    args: dict[str, ArgValue] = Field(default_factory=dict)     # extra launch flags: {"--flag": value|true}
-    env: dict[str, str] = Field(default_factory=dict)
-    ready_timeout: float = Field(300.0, gt=0)
+    bootstrap_port: Optional[Port] = None    # prefill only
+    service: Optional[SafeName] = None       # systemd unit or pidfile name; default pdctl-<name>-<role>-<i>
+    args: dict[str, ArgValue] = field(default_factory=dict)     # extra launch flags: {"--flag": value|true}
+    env: dict[str, Any] = field(default_factory=dict)          # name -> text once checked (env_as_text)
+    ready_timeout: Seconds = 300.0
 
-    @field_validator("args")
-    @classmethod
-    def _flags_start_with_dashes(cls, v: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        for flag in v:
+    def __post_init__(self) -> None:
+        for flag, val in self.args.items():
             if not flag.startswith("--"):
-                raise ValueError(f"launch flag {flag!r} must start with '--'")
-        return v
-
-    @field_validator("args")
-    @classmethod
-    def _no_nul_in_args(cls, v: dict[str, ArgValue]) -> dict[str, ArgValue]:
-        for flag, val in v.items():   # a NUL cannot be passed to exec: the role would fail to start mid-deploy
+                raise field_error("args", f"launch flag {flag!r} must start with '--'")
+            # a NUL cannot be passed to exec: the role would fail to start mid-deploy
             if any("\0" in x for x in [flag, *(val if isinstance(val, list) else [val])] if isinstance(x, str)):
-                raise ValueError(f"launch flag {flag!r}: contains a NUL character")
-        return v
+                raise field_error("args", f"launch flag {flag!r}: contains a NUL character")
+        self.env = _env_field(self.env)
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_values_as_text(cls, v: Any) -> Any:
-        return env_as_text(v)
+
+def _env_field(env: dict[str, Any]) -> dict[str, str]:
+    try:
+        return env_as_text(env)
+    except ValueError as e:
+        raise field_error("env", str(e)) from None
 
 
 class Roles(_Strict):
-    prefill: list[RoleInstance] = Field(..., min_length=1)
-    decode: list[RoleInstance] = Field(..., min_length=1)
-    router: list[RoleInstance] = Field(..., min_length=1)
+    prefill: Annotated[list[RoleInstance], Meta(min_length=1)]
+    decode: Annotated[list[RoleInstance], Meta(min_length=1)]
+    router: Annotated[list[RoleInstance], Meta(min_length=1)]
 
 
 class Probe(_Strict):
     """The end-to-end chat completion of final-health."""
 
-    model: str | None = None                 # default: the served model name
+    model: Optional[str] = None              # default: the served model name
     prompt: str = "hi"
-    max_tokens: int = Field(8, ge=1)
-    timeout: float = Field(30.0, gt=0)
+    max_tokens: Annotated[int, Meta(ge=1)] = 8
+    timeout: Seconds = 30.0
 
 
 class Expect(_Strict):
     """Flags and env final-health expects on a role beyond those the role declares."""
 
-    flags: dict[str, ArgValue] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
+    flags: dict[str, ArgValue] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
 
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_values_as_text(cls, v: Any) -> Any:
-        return env_as_text(v)
+    def __post_init__(self) -> None:
+        self.env = _env_field(self.env)
 
 
 class FinalHealth(_Strict):
-    health_timeout: float = Field(4.0, gt=0)   # the seed's curl -m4
-    metrics_timeout: float = Field(5.0, gt=0)
-    probe: Probe = Field(default_factory=Probe)
-    expect: dict[RoleName, Expect] = Field(default_factory=dict)
+    health_timeout: Seconds = 4.0            # the seed's curl -m4
+    metrics_timeout: Seconds = 5.0
+    probe: Probe = field(default_factory=Probe)
+    expect: dict[RoleName, Expect] = field(default_factory=dict)
 
 
 class SilencedRule(_Strict):
     """A lint rule the operator switched off, with the reason `pdctl lint` shows."""
 
     rule: str
-    reason: str = Field(..., min_length=1)
-    role: str | None = None                  # a role (decode) or instance (decode[0]); default every role
+    reason: Annotated[str, Meta(min_length=1)]
+    role: Optional[str] = None               # a role (decode) or instance (decode[0]); default every role
 
-    @field_validator("rule")
-    @classmethod
-    def _known_and_silenceable(cls, v: str) -> str:
+    def __post_init__(self) -> None:
         from pdctl.checks.lint_rules import RULES
 
-        if v not in RULES:
-            raise ValueError(f"unknown lint rule {v!r} (docs/lint.md lists them)")
-        if RULES[v].blocks:
-            raise ValueError(f"lint rule {v!r} cannot be silenced: the command line would not start "
-                             "(fix it, or pass --skip-lint to deploy/restart once)")
-        return v
+        if self.rule not in RULES:
+            raise field_error("rule", f"unknown lint rule {self.rule!r} (docs/lint.md lists them)")
+        if RULES[self.rule].blocks:
+            raise field_error("rule", f"lint rule {self.rule!r} cannot be silenced: the command line would not "
+                                      "start (fix it, or pass --skip-lint to deploy/restart once)")
 
 
 class LintSettings(_Strict):
     """`pdctl lint` settings: env names only a site's own build reads (name -> why) and silenced rules."""
 
-    site_env: dict[str, str] = Field(default_factory=dict)
-    silence: list[SilencedRule] = Field(default_factory=list)
+    site_env: dict[str, str] = field(default_factory=dict)
+    silence: list[SilencedRule] = field(default_factory=list)
 
-    @field_validator("site_env")
-    @classmethod
-    def _names_with_reasons(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, reason in v.items():
+    def __post_init__(self) -> None:
+        for name, reason in self.site_env.items():
             if not ENV_NAME.fullmatch(name):
-                raise ValueError(f"site_env: {name!r} is not an env name")
+                raise field_error("site_env", f"{name!r} is not an env name")
             if not str(reason).strip():
-                raise ValueError(f"site_env.{name}: give the reason (which build reads it)")
-        return v
+                raise field_error("site_env", f"{name}: give the reason (which build reads it)")
 
 
 class WatchSettings(_Strict):
     """`pdctl watch` cadences (seconds between rounds of each) and where its exporter listens (docs/watch.md)."""
 
-    health_every: float = Field(5.0, gt=0, le=86400)      # /health, router /readiness, the transfer counters
-    inflight_interval: float = Field(1.0, gt=0, le=3600)  # one read of every worker's PD gauges, continuously
-    inflight_window: float = Field(20.0, gt=0, le=86400)  # the sliding window the inflight verdict judges
-    e2e_every: float = Field(30.0, gt=0, le=86400)        # a chat completion through each router
-    pairs_every: float = Field(30.0, gt=0, le=86400)      # a canary for every prefill x decode pair
-    flags_every: float = Field(60.0, gt=0, le=86400)      # live flags/env and the restart lineage
-    listen: str = "127.0.0.1:9464"                        # the exporter's HOST:PORT
-    heal_pin_after: float = Field(60.0, gt=0, le=86400)   # --heal: a pin seen this long is healed
-    heal_pair_failures: int = Field(3, ge=1, le=1000)     # --heal: a pair failing this many canaries in a row
-    heal_max_per_hour: int = Field(2, ge=1, le=60)        # --heal: then it alerts and stops acting
+    health_every: _le(86400) = 5.0           # /health, router /readiness, the transfer counters
+    inflight_interval: _le(3600) = 1.0       # one read of every worker's PD gauges, continuously
+    inflight_window: _le(86400) = 20.0       # the sliding window the inflight verdict judges
+    e2e_every: _le(86400) = 30.0             # a chat completion through each router
+    pairs_every: _le(86400) = 30.0           # a canary for every prefill x decode pair
+    flags_every: _le(86400) = 60.0           # live flags/env and the restart lineage
+    listen: str = "127.0.0.1:9464"           # the exporter's HOST:PORT
+    heal_pin_after: _le(86400) = 60.0        # --heal: a pin seen this long is healed
+    heal_pair_failures: Annotated[int, Meta(ge=1, le=1000)] = 3   # --heal: a pair failing this many canaries in a row
+    heal_max_per_hour: Annotated[int, Meta(ge=1, le=60)] = 2      # --heal: then it alerts and stops acting
 
-    @field_validator("listen")
-    @classmethod
-    def _host_port(cls, v: str) -> str:
-        parse_listen(v)
-        return v
-
-    @model_validator(mode="after")
-    def _window_holds_samples(self) -> "WatchSettings":
+    def __post_init__(self) -> None:
+        try:
+            parse_listen(self.listen)
+        except ValueError as e:
+            raise field_error("listen", str(e)) from None
         if self.inflight_interval > self.inflight_window:
-            raise ValueError(f"inflight_interval {self.inflight_interval:g} must be at most inflight_window "
-                             f"{self.inflight_window:g}")
-        return self
+            raise field_error("inflight_interval", f"{self.inflight_interval:g} must be at most inflight_window "
+                                                   f"{self.inflight_window:g}")
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -240,40 +259,39 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class Inventory(_Strict):
-    name: str = Field("local", pattern=SAFE_NAME)
+class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set after validation, not a field
+    name: SafeName = "local"
     engine: Literal["bundled", "sglang"] = "bundled"
-    model_path: str | None = None            # sglang: required; bundled: optional engine checkpoint
+    model_path: Optional[str] = None         # sglang: required; bundled: optional engine checkpoint
     served_model_name: str = "pdctl-tiny"
     transfer_backend: str = "nixl"
-    hosts: dict[str, Host] = Field(default_factory=lambda: {"local": Host()})
+    hosts: dict[str, Host] = field(default_factory=lambda: {"local": Host()})
     roles: Roles
-    final_health: FinalHealth = Field(default_factory=FinalHealth)
-    lint: LintSettings = Field(default_factory=LintSettings)
-    watch: WatchSettings = Field(default_factory=WatchSettings)
-    source: str = Field("<embedded default>", exclude=True)
+    final_health: FinalHealth = field(default_factory=FinalHealth)
+    lint: LintSettings = field(default_factory=LintSettings)
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    source: ClassVar[str] = "<embedded default>"   # the file it came from (set per instance by parse_inventory)
 
-    @model_validator(mode="after")
-    def _cross_checks(self) -> "Inventory":
+    def __post_init__(self) -> None:
         for role in ROLES:
             for i, inst in enumerate(getattr(self.roles, role)):
                 if inst.host not in self.hosts:
                     known = ", ".join(sorted(self.hosts)) or "none"
-                    raise ValueError(f"roles.{role}.{i}.host: unknown host {inst.host!r} (hosts: {known})")
+                    raise field_error(f"roles.{role}.{i}.host", f"unknown host {inst.host!r} (hosts: {known})")
                 if role != "prefill" and inst.bootstrap_port is not None:
-                    raise ValueError(f"roles.{role}.{i}.bootstrap_port: only prefill has a bootstrap port")
+                    raise field_error(f"roles.{role}.{i}.bootstrap_port", "only prefill has a bootstrap port")
         self._check_reachable()
         if self.engine == "sglang" and not self.model_path:
-            raise ValueError("model_path: required when engine is 'sglang'")
+            raise field_error("model_path", "required when engine is 'sglang'")
         seen: dict[tuple[str, int], str] = {}
         for role, i, inst in self.instances():
             ports = [inst.port] + ([self.bootstrap_port(inst)] if role == "prefill" else [])
             for p in ports:
                 key = (inst.host, p)
                 if key in seen:
-                    raise ValueError(f"roles.{role}.{i}.port: port {p} on host {inst.host!r} is also used by {seen[key]}")
+                    raise field_error(f"roles.{role}.{i}.port",
+                                      f"port {p} on host {inst.host!r} is also used by {seen[key]}")
                 seen[key] = f"{role}[{i}]"
-        return self
 
     def _check_reachable(self) -> None:
         """A role bound to loopback can only be dialled from its own host: refuse an inventory where another
@@ -286,14 +304,15 @@ class Inventory(_Strict):
                 dialers += self.instances("decode")
             for r, j, other in dialers:
                 if other.host != inst.host:
-                    raise ValueError(
-                        f"roles.{role}.{i}.listen_host: {inst.listen_host} is reachable only on host {inst.host!r}, "
-                        f"but {r}[{j}] on host {other.host!r} must reach it; listen on 0.0.0.0 or the host's address")
+                    raise field_error(
+                        f"roles.{role}.{i}.listen_host", f"{inst.listen_host} is reachable only on host "
+                        f"{inst.host!r}, but {r}[{j}] on host {other.host!r} must reach it; listen on 0.0.0.0 or the "
+                        "host's address")
             host = self.hosts[inst.host]
             if host.transport == "ssh" and host.http == "direct":
-                raise ValueError(
-                    f"roles.{role}.{i}.listen_host: {inst.listen_host} cannot be probed directly on {host.address}; "
-                    f"set hosts.{inst.host}.http: tunnel, or listen on the host's address")
+                raise field_error(
+                    f"roles.{role}.{i}.listen_host", f"{inst.listen_host} cannot be probed directly on "
+                    f"{host.address}; set hosts.{inst.host}.http: tunnel, or listen on the host's address")
 
     # -- derived views ---------------------------------------------------------------------------------------
     def instances(self, role: str | None = None) -> list[tuple[str, int, RoleInstance]]:
@@ -327,26 +346,18 @@ def _is_loopback(addr: str) -> bool:
     return addr == "localhost" or addr == "::1" or addr.startswith("127.")
 
 
-def _format_validation_error(source: str, err: ValidationError) -> str:
-    lines = [f"{source}: invalid inventory"]
-    for e in err.errors():
-        path = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg, got_txt = plain_problem(e)
-        lines.append(f"  {path}: {msg}{got_txt}")
-    return "\n".join(lines)
-
-
 def parse_inventory(data: Any, source: str) -> Inventory:
-    """Validate a mapping as an inventory. Raises InventoryError naming `source` and each bad field."""
+    """Validate a mapping as an inventory. Raises InventoryError naming `source` and the bad field."""
     if data is None:
         raise InventoryError(f"{source}: the inventory is empty",
                              hint="start from examples/seed-production.yaml or docs/inventory.md")
     if not isinstance(data, dict):
         raise InventoryError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     try:
-        inv = Inventory.model_validate(data)
-    except ValidationError as err:
-        raise InventoryError(_format_validation_error(source, err)) from None
+        inv = msgspec.convert(data, Inventory, strict=False)   # lax as YAML is: "8" for 8, 1 for 1.0
+    except msgspec.ValidationError as err:
+        lines = validation_problems(err, data, Inventory)
+        raise InventoryError("\n  ".join([f"{source}: invalid inventory", *lines])) from None
     inv.source = source
     return inv
 

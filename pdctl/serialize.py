@@ -6,8 +6,8 @@ Dataclasses serialise field by field (recursively). What a class declares instea
   (a method found there is called without arguments). A key a field already has is replaced where it stands;
 - `json_omit_empty`: these keys (True: every key) are left out when None, "" or {};
 - `json_mask`: the attribute path of the secret values scrubbed from the whole document (pdctl.secrets.mask_nested).
-Enums give their value, pydantic models their JSON dump, exceptions their first message line. Anything else unknown
-becomes its str(), so a JSON document is always produced.
+Enums give their value, pydantic and msgspec models their JSON dump, exceptions their first message line.
+Anything else unknown becomes its str(), so a JSON document is always produced.
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ def to_data(obj: Any) -> Any:
         return [to_data(v) for v in obj]
     if hasattr(obj, "model_dump"):        # pydantic, without importing it here
         return obj.model_dump(mode="json")
+    if hasattr(obj, "__struct_fields__"):  # msgspec (the inventory's models)
+        import msgspec
+
+        return msgspec.to_builtins(obj)
     if isinstance(obj, BaseException):
         return (str(obj).splitlines() or [type(obj).__name__])[0]
     return str(obj)

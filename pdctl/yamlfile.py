@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 from pdctl.errors import UsageError
 from pdctl.safe_read import MAX_INPUT_BYTES, read_input_text
 
-__all__ = ["MAX_INPUT_BYTES", "load_yaml", "plain_problem", "read_input_text"]
+__all__ = ["MAX_INPUT_BYTES", "load_yaml", "plain_problem", "read_input_text", "shown_input"]
 
 #: a reference bomb ("billion laughs": aliases of aliases) is a few hundred bytes that expand to 10^9 nodes; an
 #: inventory or playbook uses an alias a handful of times (`<<: *defaults`)
@@ -123,26 +123,33 @@ def plain_problem(error: dict[str, Any], *, secret: Callable[[str], bool] | None
                   secrets: Iterable[str] = ()) -> tuple[str, str]:
     """(what is wrong, " (got VALUE)" or "") for one entry of pydantic's `ValidationError.errors()`, in words an
     operator reads: "required field is missing", "unknown field", or pydantic's message without its prefix.
+    The value is shown as `shown_input` shows it; `secrets` (declared secret values) are scrubbed from both parts."""
+    from pdctl.secrets import mask_text
 
-    Never shows a secret: the value of a field whose name (any part of its location) satisfies `secret` (default:
-    a secret-looking name, `is_secret_name`) is MASK, and `secrets` (declared secret values) and secret-looking
-    `NAME=value` / `--flag value` texts are scrubbed from both parts (`mask_text`)."""
-    from pdctl.secrets import MASK, MIN_SCRUB_LEN, is_secret_name, mask_text
-
-    secret = secret or is_secret_name
     kind = error["type"]
     msg = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
         kind, error["msg"].removeprefix("Value error, "))
-    got = error.get("input")
     scrub = {str(s) for s in secrets if s}
-    if kind == "missing" or isinstance(got, (dict, list, tuple, set, frozenset)):
-        got_txt = ""
-    elif got not in (None, "", False) and any(secret(str(p)) for p in error.get("loc", ())):
-        got_txt = f" (got {MASK})"
-        if isinstance(got, str) and len(got) >= MIN_SCRUB_LEN:    # a validator's message may quote it
-            scrub.add(got)
-    elif isinstance(got, str):  # scrubbed before repr() quotes it: a masked `NAME=value` keeps its closing quote
-        got_txt = f" (got {mask_text(got, scrub)!r})"
-    else:
-        got_txt = f" (got {mask_text(repr(got), scrub)})"
+    got_txt = "" if kind == "missing" else shown_input(error.get("input"), error.get("loc", ()), scrub, secret=secret)
     return mask_text(msg, scrub), got_txt
+
+
+def shown_input(got: Any, loc: Iterable[Any], scrub: set[str], *, secret: Callable[[str], bool] | None = None) -> str:
+    """" (got VALUE)" for the value found at the field `loc` (its path), or "" for nothing or a collection.
+
+    Never shows a secret: the value of a field whose name (any part of `loc`) satisfies `secret` (default: a
+    secret-looking name, `is_secret_name`) is MASK, and the texts in `scrub` and secret-looking `NAME=value` /
+    `--flag value` texts are scrubbed (`mask_text`). A masked value long enough to scrub joins `scrub`, so the
+    caller can scrub the message too (a check's message may quote it)."""
+    from pdctl.secrets import MASK, MIN_SCRUB_LEN, is_secret_name, mask_text
+
+    secret = secret or is_secret_name
+    if isinstance(got, (dict, list, tuple, set, frozenset)):
+        return ""
+    if got not in (None, "", False) and any(secret(str(p)) for p in loc):
+        if isinstance(got, str) and len(got) >= MIN_SCRUB_LEN:
+            scrub.add(got)
+        return f" (got {MASK})"
+    if isinstance(got, str):  # scrubbed before repr() quotes it: a masked `NAME=value` keeps its closing quote
+        return f" (got {mask_text(got, scrub)!r})"
+    return f" (got {mask_text(repr(got), scrub)})"

@@ -14,6 +14,7 @@ OpenMetrics exemplar's timestamp too; SGLang's text has no exemplars). Pure: no 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -173,8 +174,7 @@ def only_families(text: str, names: Iterable[str]) -> str:
 def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet:
     """Parse Prometheus text exposition into a MetricSet (only `families`, when given). Pure; raises
     MetricsParseError naming the bad line."""
-    from prometheus_client.parser import text_string_to_metric_families  # lazy: `pdctl --help` does not load it
-
+    text_string_to_metric_families = _library_parser()
     if families is not None:
         text = only_families(text, families)
 
@@ -207,6 +207,32 @@ def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet
     return MetricSet(families)
 
 
+@functools.lru_cache(maxsize=1)
+def _library_parser():
+    """prometheus_client's `text_string_to_metric_families`, imported on first use (`pdctl --help` never loads it).
+    When the package is not loaded yet, its parser is loaded as a private copy under a stand-in package whose
+    `__init__` does not run: that `__init__` loads the exposition side too (http.server, ssl, wsgiref: ~50 ms, a
+    sixth of a final-health run) for a parser that needs four small modules. The copy's modules leave sys.modules
+    again, so a later `import prometheus_client` (the watch's exporter) is the whole package, as usual."""
+    import sys
+
+    if "prometheus_client" in sys.modules:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        return text_string_to_metric_families
+    import importlib.util
+
+    before = set(sys.modules)
+    sys.modules["prometheus_client"] = importlib.util.module_from_spec(importlib.util.find_spec("prometheus_client"))
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    finally:
+        for name in set(sys.modules) - before:
+            if name == "prometheus_client" or name.startswith("prometheus_client."):
+                del sys.modules[name]
+    return text_string_to_metric_families
+
+
 def _family_for(families: dict[str, Family], sample_name: str) -> Family:
     """The family an undeclared sample belongs to: `x_created` to histogram `x` and the like, else its own."""
     fam = families.get(sample_name)
@@ -229,7 +255,7 @@ def _sample(s) -> Sample:
 
 def _parse_error(text: str, err: Exception) -> MetricsParseError:
     """Name the line the library could not read: the first line that fails on its own (its errors rarely say)."""
-    from prometheus_client.parser import text_string_to_metric_families
+    text_string_to_metric_families = _library_parser()
 
     for lineno, line in enumerate(text.split("\n"), 1):   # the library reads lines split on \n only
         if not line.strip():

@@ -13,7 +13,7 @@ from pdctl.progress import Progress
 from pdctl.services.base import ServiceManager, ServiceStatus
 from pdctl.transport.base import Transport
 
-if TYPE_CHECKING:  # pydantic stays off the `pdctl --help` path
+if TYPE_CHECKING:  # the inventory models stay off the `pdctl --help` path
     from pdctl.inventory import Inventory, RoleInstance
 
 T = TypeVar("T")

@@ -62,7 +62,7 @@ def show_value(v: Any) -> str:
 
 def build_scope(inv, playbook_vars: dict[str, Any], cli_vars: dict[str, Any], apply: bool) -> dict[str, Any]:
     """The names `${...}` can reach. Playbook var defaults may themselves use inventory names."""
-    data = inv.model_dump(mode="json")
+    data = inv.dump()
     base = {"inventory": data, "roles": data["roles"], "hosts": data["hosts"], "apply": apply}
     resolved = {k: substitute(v, {**base, "vars": {}}) for k, v in playbook_vars.items()}
     resolved.update(cli_vars)

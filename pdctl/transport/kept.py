@@ -157,7 +157,7 @@ class KeptTransport(Transport):
             pass
         read_end, write_end = os.pipe()
         log = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        spec = {"name": self.name, "host": self.host.model_dump(mode="json"), "keep": self.keep,
+        spec = {"name": self.name, "host": self.host.dump(), "keep": self.keep,
                 "socket": paths.socket, "ready_fd": write_end}
         env = dict(os.environ)   # the keeper runs this same pdctl, wherever it was imported from
         root = str(Path(__file__).resolve().parents[2])

@@ -46,7 +46,7 @@ def test_inventory_reference_lists_every_field():
 
     text = (REPO / "docs" / "inventory.md").read_text()
     for model in (m.Inventory, m.Host, m.RoleInstance, m.FinalHealth, m.Probe, m.Expect, m.WatchSettings):
-        for name in model.model_fields:
+        for name in model.__struct_fields__:
             if name == "source":
                 continue
             assert re.search(rf"`([A-Za-z_.]*\.)?{name}`", text), f"docs/inventory.md lacks {model.__name__}.{name}"

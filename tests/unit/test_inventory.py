@@ -111,7 +111,7 @@ def test_docs_embedded_default_block_matches_the_code():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "inventory.md").read_text()
     block = re.search(r"## The embedded default\s+```yaml\n(.*?)```", doc, re.S).group(1)
-    assert parse_inventory(yaml.safe_load(block), "docs").model_dump() == embedded_default().model_dump()
+    assert parse_inventory(yaml.safe_load(block), "docs").dump() == embedded_default().dump()
 
 
 def test_loopback_router_probed_directly_over_ssh_is_refused():
@@ -201,7 +201,7 @@ def test_env_list_written_in_yaml_is_refused_at_load(tmp_path):
     assert str(p) in e.value.message and "CUDA_VISIBLE_DEVICES" in e.value.message and "[1, 2]" in e.value.message
 
 
-@pytest.mark.parametrize("value, needle", [(-1, "greater than or equal to 0"), (86401, "less than or equal to 86400"),
+@pytest.mark.parametrize("value, needle", [(-1, ">= 0.0 (got -1)"), (86401, "<= 86400.0 (got 86401)"),
                                            ("soon", "hosts.gpu.keep_connection")])
 def test_keep_connection_is_bounded_seconds(value, needle):
     data = {"hosts": {"gpu": {"transport": "ssh", "keep_connection": value}},
@@ -234,7 +234,7 @@ def test_keep_env_wins_over_the_inventory_and_is_checked(monkeypatch):
 
 
 def test_a_restart_policy_other_than_the_default_needs_systemd_and_a_dump_reads_back():
-    data = embedded_default().model_dump()
+    data = embedded_default().dump()
     assert parse_inventory(data, "dumped.yaml").hosts["local"].systemd_restart == "on-failure"   # round trip
     data["hosts"]["local"]["systemd_restart"] = "always"
     with pytest.raises(InventoryError, match="systemd_restart: only service_manager: systemd"):

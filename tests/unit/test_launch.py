@@ -1,5 +1,6 @@
 """Launch command rendering for both engines uses SGLang's flag names."""
 
+import copy
 from pathlib import Path
 
 from pdctl import launch
@@ -39,7 +40,7 @@ def test_sglang_commands_carry_declared_flags_and_env():
 
 
 def test_multi_host_router_reaches_workers_by_internal_address():
-    inv = load_inventory(EXAMPLE).model_copy(deep=True)
+    inv = copy.deepcopy(load_inventory(EXAMPLE))
     from pdctl.inventory import parse_inventory
 
     data = {

@@ -28,7 +28,7 @@ def test_multi_host_leaves_the_device_to_the_inventory():
 
 
 def test_declared_device_wins_on_one_host():
-    data = embedded_default().model_dump()
+    data = embedded_default().dump()
     data["roles"]["decode"][0]["env"] = {"UCX_NET_DEVICES": "eth0"}
     inv = parse_inventory(data, "one.yaml")
     assert launch.role_env(inv, "decode", 0)["UCX_NET_DEVICES"] == "eth0"

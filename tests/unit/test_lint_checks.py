@@ -250,7 +250,7 @@ def test_every_rule_has_a_section_in_the_docs():
 
 
 def _with_lint(lint: dict):
-    data = embedded_default().model_dump()
+    data = embedded_default().dump()
     data["lint"] = lint
     return parse_inventory(data, "inv.yaml")
 

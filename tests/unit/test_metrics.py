@@ -200,7 +200,23 @@ def test_importing_the_module_does_not_load_prometheus_client():
 
     code = ("import sys, pdctl.checks.metrics, pdctl.checks.sampling; "
             "assert 'prometheus_client' not in sys.modules, 'loaded'; "
-            "pdctl.checks.metrics.parse_metrics('x 1'); assert 'prometheus_client' in sys.modules")
+            "assert pdctl.checks.metrics.parse_metrics('# TYPE x counter\\nx_total 1').value('x_total') == 1")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_parsing_loads_only_the_parser_and_the_whole_package_still_imports_after_it():
+    """The parser's private copy leaves neither the package's exposition side (http.server, ssl) nor a half
+    package behind: the watch's exporter imports prometheus_client whole after final-health-style parses."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pdctl.checks.metrics import parse_metrics; "
+            "assert parse_metrics('x 1').value('x') == 1; "
+            "left = [m for m in sys.modules if m.startswith(('prometheus_client', 'http.server', 'ssl'))]; "
+            "assert not left, left; "
+            "import prometheus_client.parser as p; from prometheus_client import CollectorRegistry, start_http_server; "
+            "from prometheus_client.core import GaugeMetricFamily; "
+            "assert p.text_string_to_metric_families and parse_metrics('x 2').value('x') == 2")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -305,7 +305,7 @@ def test_step_error_messages_are_masked_with_the_inventorys_secrets(env, monkeyp
     from pdctl.inventory import embedded_default
 
     secret = "sk-roleenv-9f8e7d6c5b4a"
-    data = embedded_default().model_dump(mode="json")
+    data = embedded_default().dump()
     data["roles"]["prefill"][0]["env"]["MY_API_KEY"] = secret
     inv = env["tmp"] / "inv.yaml"
     inv.write_text(yaml.safe_dump(data))

@@ -126,7 +126,7 @@ def _watch(monkeypatch, block: threading.Event | None):
 
     for name in watch_mod.ROUNDS:
         monkeypatch.setitem(watch_mod.ROUNDS, name, round_)
-    data = embedded_default().model_dump()
+    data = embedded_default().dump()
     data["watch"] = {"health_every": 0.05, "inflight_interval": 0.05, "inflight_window": 1, "e2e_every": 0.05,
                      "pairs_every": 0.05, "flags_every": 0.05}
     dep = Deployment(parse_inventory(data, "inv.yaml"))

@@ -173,9 +173,9 @@ def test_watch_settings_defaults_and_errors_name_the_field():
     assert (inv.watch.health_every, inv.watch.inflight_interval, inv.watch.inflight_window, inv.watch.e2e_every,
             inv.watch.pairs_every, inv.watch.flags_every, inv.watch.listen) == (5, 1, 20, 30, 30, 60,
                                                                                 "127.0.0.1:9464")
-    data = inv.model_dump()
+    data = inv.dump()
     for bad, field in (({"listen": "9464"}, "watch.listen"), ({"e2e_every": 0}, "watch.e2e_every"),
-                       ({"inflight_interval": 30}, "inflight_interval 30 must be at most inflight_window")):
+                       ({"inflight_interval": 30}, "watch.inflight_interval: 30 must be at most inflight_window 20")):
         with pytest.raises(InventoryError) as e:
             parse_inventory({**data, "watch": bad}, "inv.yaml")
         assert field in e.value.message
