@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from pdctl.checks.inflight import Point, fmt_count, short_gauges
 from pdctl.checks.storm import HitReport, RequestOutcome, StormVerdict, judge_storm
-from pdctl.errors import UsageError
+from pdctl.errors import UnreachableError, UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.inflight import read_point
 from pdctl.ops.storm_client import generate_body, run_requests
@@ -171,11 +171,13 @@ def run_load(base: str, cfg: StormConfig, plan: list[tuple[float, float | None]]
 def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> StormReport:
     """Run the storm. Sends traffic only to the inventory's router. Returns the report (never raises for an
     unhealthy deployment); raises UsageError for a router outside the inventory (before any traffic); Ctrl-C -> a
-    partial report. Appends one audit record ("storm") once the router is accepted: passed, failed, interrupted,
-    or the error that stopped it."""
+    partial report; raises UnreachableError (exit 3) when the router cannot be asked at all (before any traffic).
+    Appends one audit record ("storm") once the router is accepted and answers: passed, failed, interrupted, or
+    the error that stopped it."""
     from pdctl import audit
 
     base = router_url(dep, router)
+    _ask_router(base, dep.inv.final_health.health_timeout)
     rep = StormReport(config={k: getattr(cfg, k) for k in cfg.__dataclass_fields__}, router=base)
     with audit.audited("storm", inventory=dep.inv.source, args=dict(rep.config, router=base),
                        mark_start=True) as rec:
@@ -185,6 +187,23 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
             rec.extra["summary"] = summary(rep)   # what was gathered, also when stopped
         rec.result = audit_result(rep)
         return rep
+
+
+def _ask_router(base: str, timeout: float) -> None:
+    """One GET /health before any load: a router that cannot be asked at all (refused, no route; through a tunnel,
+    the host's own reason) is UnreachableError naming it by its label and its address on the host, never a storm
+    of failed requests read as a verdict. Any HTTP answer, even an error status, lets the storm go on: judging
+    the router's health is final-health's job."""
+    from pdctl import http_client
+    from pdctl.checks.http_util import describe_error, join, request_name
+
+    started = time.monotonic()
+    try:
+        http_client.request("GET", join(base, "/health"), timeout=timeout)
+    except http_client.HTTPError as e:
+        raise UnreachableError(f"{request_name(base, '/health')}: {describe_error(e, timeout, base, started)}",
+                               target=getattr(base, "label", base),
+                               hint="is the router running? pdctl status; pdctl verify final-health") from None
 
 
 def audit_result(rep: StormReport) -> str:

@@ -36,7 +36,7 @@ class TriageReport:
 
     @property
     def ok(self) -> bool:
-        return not self.needs_action
+        return not self.partial and not self.needs_action   # a partial report found nothing only so far
 
     @property
     def needs_action(self) -> bool:

@@ -9,7 +9,7 @@ outcome, each cell of command x outcome asserted here with real parts (the real 
 |                             |      | document, every row's error_exit_code 4                                    |
 | refused (lock held)         | 4    | restart, down: the refused error document naming the holder               |
 | role down behind a tunnel   | 1 final-health, verify pairs (the failed checks), 3 verify inflight, 1 triage      |
-|                             | (stopped is a finding), 1 status (its rows say stopped); storm: xfail, see its cell |
+|                             | (stopped is a finding), 1 status (its rows say stopped), 3 storm (before any load) |
 | dry-run restart / down      | 0 with the plan, even with the host unreachable (they plan from the inventory)          |
 
 `status` keeps its own document (every role's row, the error in the row of each role that could not be asked).
@@ -292,9 +292,6 @@ def test_role_down_behind_tunnel_pairs_fails_the_pair_naming_each_worker_exit_1(
     _no_tunnel_port_or_library_noise(r, ports)
 
 
-@pytest.mark.xfail(strict=True, reason="storm sends its load to a router it never asked first: exit 1 after the "
-                                       "window, the router named by its local tunnel URL and the refusal read as "
-                                       "ConnectionResetError (fix belongs in pdctl/ops/storm*.py)")
 def test_role_down_behind_tunnel_storm_exit_3_before_any_load_naming_the_router(role_down_inventory):
     tmp, ports, inv = role_down_inventory
     r = pdctl([*HOST_COMMANDS["storm"], "-i", str(inv), "--json"], state=tmp, timeout=120)

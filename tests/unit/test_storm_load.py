@@ -71,7 +71,7 @@ def test_no_bound_returns_false_and_all_outcomes():
 class FakeInv:
     name = "t"
     source = "inv.yaml"
-    final_health = SimpleNamespace(metrics_timeout=1.0)
+    final_health = SimpleNamespace(metrics_timeout=1.0, health_timeout=1.0)
 
     def instances(self, role=None):
         return [("router", 0, SimpleNamespace(host="local", port=9))] if role in (None, "router") else []
@@ -98,7 +98,24 @@ def fakes(monkeypatch, tmp_path):
 
     monkeypatch.setattr(S, "read_point", read_point)
     monkeypatch.setattr(S, "storm_bound_s", lambda cfg, spacing, max_abort: 0.4)
+    monkeypatch.setattr(S, "_ask_router", lambda base, timeout: None)    # the fake router "answers"
     return log
+
+
+def test_a_router_that_cannot_be_asked_stops_the_storm_before_any_load_or_record(monkeypatch, tmp_path):
+    from pdctl.errors import UnreachableError
+    from tests.fixtures.net import closed_port
+
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(log))
+    sent = []
+    monkeypatch.setattr(C, "stream_once", lambda *a, **k: sent.append(a))
+    dep = FakeDep()
+    port = closed_port()
+    dep.base_url = lambda role, i: f"http://127.0.0.1:{port}"
+    with pytest.raises(UnreachableError, match="connection refused") as e:
+        S.storm(dep, StormConfig(requests=2, calib_requests=0))
+    assert e.value.exit_code == 3 and sent == [] and not log.exists()
 
 
 def _records(log):
