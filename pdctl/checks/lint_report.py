@@ -101,3 +101,15 @@ def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
     roles = [{"label": a.label, "role": a.role, "host": a.host, "python": a.python, "kind": a.kind,
               "version": a.version or None, "parsed": bool(a.parsed)} for a in answers]
     return LintReport(silence(findings, silenced), roles)
+
+
+def unchecked_warnings(report: LintReport, action: str) -> list[str]:
+    """One warning per role the gate could not lint (rule lint-unavailable, unless the inventory silences it):
+    the gate refuses only what it saw fail, so `action` goes ahead unchecked there and must say so, on screen and in
+    --json, not only in the audit log. Pure."""
+    why: dict[str, list[str]] = {}
+    for f in report.findings:
+        if f.rule == "lint-unavailable" and f.silenced is None:
+            why.setdefault(f.role, []).append(f.message)
+    return [f"lint could not check {role}: {'; '.join(msgs)}; {action} went ahead without checking its command line"
+            for role, msgs in why.items()]

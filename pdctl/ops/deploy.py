@@ -147,6 +147,7 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True, skip_
 
 def _lint_gate(dep: Deployment, result: DeployResult, rec, skip: bool) -> None:
     """The new command lines, linted on their hosts before anything is installed (LintRefused, exit 2)."""
+    from pdctl.checks.lint_report import unchecked_warnings
     from pdctl.ops.lint import gate
 
     specs = {(r.role, r.index): launch.service_spec(dep.inv, r.role, r.index, python=r.python)
@@ -154,5 +155,8 @@ def _lint_gate(dep: Deployment, result: DeployResult, rec, skip: bool) -> None:
     report = gate(dep, specs, skip=skip, action="deploy")
     if skip:
         result.warnings.append("lint skipped (--skip-lint): the new command lines were not checked on their hosts")
-    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings)}
+    unchecked = unchecked_warnings(report, "deploy")
+    result.warnings += unchecked
+    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings),
+                         "unchecked": len(unchecked)}
     rec.extra["warnings"] = result.warnings

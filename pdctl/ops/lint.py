@@ -149,3 +149,4 @@ def gate(dep: Deployment, specs: Mapping[tuple[str, int], ServiceSpec], *, skip:
         raise LintRefused("\n".join(lines), hint="fix the inventory (`pdctl lint` shows every finding), or pass "
                                                  "--skip-lint to override (audited)")
     return report
+

@@ -109,9 +109,13 @@ def _refuse_on_hazard(dep: Deployment, result: RestartResult, override: bool) ->
 def lint_gate(dep: Deployment, result: RestartResult, rec, skip: bool) -> None:
     """What each of `result.roles` would start with, linted on its host before anything is stopped (LintRefused,
     exit 2); `skip` is recorded in the audit record `rec` and said in `result.warnings`."""
+    from pdctl.checks.lint_report import unchecked_warnings
     from pdctl.ops.lint import gate, installed_specs
 
     report = gate(dep, {} if skip else installed_specs(dep, result.roles), skip=skip, action="restart")
     if skip:
         result.warnings.append("lint skipped (--skip-lint): the command lines were not checked on their hosts")
-    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings)}
+    unchecked = unchecked_warnings(report, "restart")
+    result.warnings += unchecked
+    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings),
+                         "unchecked": len(unchecked)}

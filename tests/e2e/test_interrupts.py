@@ -152,6 +152,83 @@ def test_kill_9_leaves_an_unfinished_record_and_the_next_restart_takes_the_lock_
     assert "taken over" in hist and hist.count("unfinished") == 1      # the killed deploy, and only it
 
 
+
+def _start_roles(sleepy) -> dict[str, int]:
+    """Every role installed and running (real detached processes under the pidfile manager), as after a deploy;
+    returns label -> pid."""
+    from pdctl import launch
+    from pdctl.inventory import load_inventory
+    from pdctl.services.pidfile import PidfileManager
+    from pdctl.transport.local import LocalTransport
+
+    inv = load_inventory(sleepy["inv"])
+    mgr = PidfileManager(LocalTransport("local"), str(sleepy["state"] / "pdctl"))
+    for role, i, _ in inv.instances():
+        mgr.install(launch.service_spec(inv, role, i, python=str(sleepy["tmp"] / "fake-python")))
+        mgr.start(inv.service_name(role, i))
+    return {inv.label(role, i): mgr.status(inv.service_name(role, i)).main_pid for role, i, _ in inv.instances()}
+
+
+def _pid_of(state: Path, role: str) -> int | None:
+    try:
+        return json.loads((state / "pdctl" / f"pdctl-{NAME}-{role}-0.pid").read_text())["pid"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@pytest.mark.parametrize("command", [["restart", "--pair"], ["restart", "--role", "prefill", "--override-hazard"]])
+def test_kill_9_mid_restart_then_status_names_the_abandoned_lock_and_what_the_restart_left(sleepy, command):
+    """Issue 9 item 2: after kill -9 mid-restart, `status` must not say all is well. The pair restart holds the
+    decodes stopped while the prefills restart (ordered_restart), so killed while prefill[0] comes back it leaves
+    prefill new and decode stopped: the lock is the hazard and the headline says decode is down. A prefill
+    restarted alone (overridden) and killed leaves the mixed lineage, prefill new under the old decode: the lock and
+    that lineage are both hazards."""
+    st, inv = sleepy["state"], sleepy["inv"]
+    before = _start_roles(sleepy)
+    first = pdctl(["status", "--json", "-i", str(inv)], state=st).json()
+    assert first["hazards"] == [] and {r["state"] for r in first["roles"]} == {"running"}, first
+    # the co-restart record a deploy would have left: the lineage judges who changed since it
+    record = {r["label"]: {"role": r["role"], "pid": r["pid"], "start": r["started_at"]} for r in first["roles"]}
+    (st / "pdctl" / "lineage").mkdir(exist_ok=True)
+    (st / "pdctl" / "lineage" / f"{NAME}.json").write_text(json.dumps(record))
+
+    p = subprocess.Popen([sys.executable, "-m", "pdctl", *command, "--no-verify", "-i", str(inv)], cwd=REPO,
+                         env=_env(st), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    old_prefill = _pid_of(st, "prefill")
+    try:
+        _wait_for("prefill[0] restarted under the lock", lambda: p.poll() is not None or (
+            _lock_dir(st).exists() and _pid_of(st, "prefill") not in (None, old_prefill)))
+        assert p.poll() is None, p.communicate()
+        killed = p.pid
+        p.kill()
+    finally:
+        p.communicate(timeout=30)
+    action = " ".join(command[:3]) if command[1] == "--role" else "restart --pair"
+    (started,) = _records(st)
+    assert started["result"] == "started" and started["action"] == action
+
+    r = pdctl(["status", "--json", "-i", str(inv)], state=st)
+    assert r.code == (1 if command[1] == "--pair" else 0), r.output
+    rows = {x["label"].split("@")[0]: x for x in r.json()["roles"]}
+    hazards = r.json()["hazards"]
+    (lock,) = [h for h in hazards if "abandoned deployment lock" in h]
+    assert f"pid {killed}" in lock and f"'{action}'" in lock and started["run"] in lock
+    assert rows["prefill[0]"]["state"] == "running" and rows["prefill[0]"]["pid"] != old_prefill
+    assert rows["router[0]"]["pid"] == before[next(k for k in before if k.startswith("router[0]"))]
+    lineage = [h for h in hazards if h.startswith("restart lineage")]
+    if command[1] == "--pair":
+        assert rows["decode[0]"]["state"] == "stopped"     # held stopped until the prefills are back
+        assert lineage == [], hazards                       # no pair runs: nothing to judge, nothing invented
+    else:
+        assert rows["decode[0]"]["pid"] == before[next(k for k in before if k.startswith("decode[0]"))]
+        (mixed,) = lineage
+        assert "decode[0]" in mixed and f"unchanged (pid {rows['decode[0]']['pid']})" in mixed, mixed
+        assert "prefill[0]" in mixed and "restarted" in mixed and "pdctl restart --pair" in mixed, mixed
+    screen = pdctl(["status", "-i", str(inv)], state=st)       # the same hazards on screen
+    assert "abandoned deployment lock" in screen.output and "all is well" not in screen.output
+    assert ("restart lineage" in screen.output) == (command[1] != "--pair"), screen.output
+    assert "unfinished" in pdctl(["history"], state=st).stdout
+
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 @pytest.mark.parametrize("command", [["restart", "--role", "router"], ["deploy"]])
 def test_an_audit_log_that_cannot_be_written_refuses_before_anything_is_touched(sleepy, kind, command):
@@ -276,3 +353,4 @@ def test_the_interrupt_message_lists_each_roles_state_as_the_record_does(sleepy,
     for label, state in end["roles"].items():        # the same states on the screen as in the audit record
         assert f"  {label}: {state.split(' (')[0]}" in shown, (label, state, shown)
     assert _state_of(end["roles"], "prefill[0]").startswith("running")
+    assert not _lock_dir(st).exists()        # released on the way out, not left for the next run to take over

@@ -50,13 +50,24 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture
 def setup(tmp_path):
+    yield from _setup(tmp_path, sglang_python())
+
+
+@pytest.fixture
+def unlintable(tmp_path):
+    """The same deployment, but the host's interpreter (pdctl's own: no sglang installed) cannot run SGLang's
+    parser: the workers' command lines cannot be linted, and the gate does not refuse what it could not check."""
+    yield from _setup(tmp_path, sys.executable)
+
+
+def _setup(tmp_path: Path, lint_python: str):
     state = tmp_path / "state"
     state.mkdir()
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap")}
     inv = {
         "name": NAME, "engine": "sglang", "model_path": "/models/DeepSeek-V4-Flash-NVFP4",
         "hosts": {"local": {"transport": "local", "service_manager": "pidfile",
-                            "python": _wrapper(tmp_path, sglang_python())}},
+                            "python": _wrapper(tmp_path, lint_python)}},
         "roles": {
             "prefill": [{"port": ports["prefill"], "bootstrap_port": ports["bootstrap"], "ready_timeout": 20}],
             "decode": [{"port": ports["decode"], "ready_timeout": 20,
@@ -107,3 +118,21 @@ def test_deploy_and_restart_refuse_a_flag_the_installed_sglang_rejects(setup):
     assert "LintRefused" in deploys[0]["result"]
     restart = [r for r in records if r["action"] == "restart --pair"]
     assert len(restart) == 1 and "LintRefused" in restart[0]["result"]
+
+
+def test_deploy_and_restart_say_which_roles_the_gate_could_not_lint(unlintable):
+    """Issue 12: the gate's lint-unavailable findings (no sglang.srt on the host) were only in the audit log; deploy
+    and restart go ahead (same exit codes) and say, on screen and in --json, which roles went unchecked and why."""
+    inv, state = str(unlintable["inv"]), unlintable["state"]
+    deployed = pdctl(["deploy", "-i", inv, "--no-verify", "--json"], state=state, timeout=180)
+    assert deployed.code == 0, deployed.output
+    warned = [w for w in json.loads(deployed.stdout)["warnings"] if w.startswith("lint could not check")]
+    assert [w.split()[4].split("@")[0].rstrip(":") for w in warned] == ["prefill[0]", "decode[0]"], warned
+    assert all("No module named 'sglang" in w and "deploy went ahead without checking" in w for w in warned)
+
+    again = pdctl(["restart", "--pair", "-i", inv, "--no-verify"], state=state, timeout=180)
+    assert again.code == 0, again.output
+    shown = [ln for ln in again.stderr.splitlines() if ln.startswith("warning: lint could not check")]
+    assert len(shown) == 2 and "decode[0]" in shown[1] and "restart went ahead" in shown[1], again.stderr
+    gates = [r["lint"] for r in _history(state) if r.get("result") == "ok" and "lint" in r]
+    assert [g["unchecked"] for g in gates] == [2, 2] and not any(g["ok"] for g in gates)

@@ -230,6 +230,25 @@ def test_restart_over_a_host_whose_kill_hangs_is_unknown_and_never_says_sigkill_
     assert (tmp_path / "remote-state" / "pdctl-faults-decode-0.pid").exists()
 
 
+def test_restart_pair_over_a_host_whose_proc_reads_hang_is_unknown_and_stops_nothing(hung_proc_sshd, running_roles,
+                                                                                     tmp_path):
+    """The issue's `restart --pair` that ended in `lock: timed out creating ...` exit 1: the hang is the host's
+    /proc reads (every role's status), so it is unknown (exit 3) naming the host, and no role is stopped."""
+    inv = _inventory(tmp_path, "faults", _host(hung_proc_sshd, tmp_path))
+    remote = tmp_path / "remote-state"
+    for role in ROLES:     # installed, as a restart requires before it stops anything
+        (remote / f"pdctl-faults-{role}-0.json").write_text(json.dumps({"argv": ["sleep", "600"]}))
+    pidfiles = {role: (remote / f"pdctl-faults-{role}-0.pid").read_text() for role in ROLES}
+    r, took = _timed_pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], tmp_path)
+    assert r.code == 3, r.output
+    assert took < 30, took
+    assert "lock: timed out" not in r.output and "survived SIGKILL" not in r.output
+    _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s")
+    assert all(p.poll() is None for p in running_roles)       # no role stopped
+    assert {role: (remote / f"pdctl-faults-{role}-0.pid").read_text() for role in ROLES} == pidfiles
+    assert not list(remote.glob("locks/*.lock"))             # the lock it took is released
+
+
 # -- (c) SFTP that hangs: bounded, unknown -------------------------------------------------------------------------
 def test_hung_sftp_read_and_write_are_bounded_and_unknown(hung_sftp_sshd, tmp_path):
     t = SshTransport("gpu-sftp", hung_sftp_sshd.make_host(connect_timeout=T, command_timeout=T))

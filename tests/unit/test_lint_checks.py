@@ -69,6 +69,28 @@ def test_a_parser_that_could_not_be_asked_is_unavailable_not_a_rejection():
     assert [f.rule for f in out] == ["lint-unavailable"] and not out[0].blocks and out[0].fails
 
 
+def test_the_gate_says_each_role_it_could_not_lint_and_why():
+    """deploy/restart go ahead past lint-unavailable (it does not block); the warning names the role and the reason,
+    one line per role, and leaves out a role the inventory silences the rule for and every other rule."""
+    from pdctl.checks.lint_report import LintReport
+    from pdctl.checks.lint_rules import Finding
+    from pdctl.checks.lint_report import unchecked_warnings
+
+    why = "ModuleNotFoundError: No module named 'sglang.srt'"
+    report = LintReport([
+        *judge_command("prefill[0]@gpu1:30000", "sglang", ["--tp-size", "4"], {"available": False, "unavailable": why}),
+        Finding("lint-unavailable", "decode[0]@gpu1:30002", "sglang", f"sglang could not be asked: {why}"),
+        Finding("lint-unavailable", "decode[0]@gpu1:30002", "env registry", "the env registry could not be read"),
+        Finding("lint-unavailable", "decode[1]@gpu2:30002", "sglang", "not asked", silenced="no sglang there, known"),
+        Finding("flag-abbreviated", "router[0]@gpu1:8998", "--health", "an abbreviation"),
+    ])
+    assert unchecked_warnings(report, "restart") == [
+        f"lint could not check prefill[0]@gpu1:30000: sglang could not be asked: {why}; restart went ahead without "
+        "checking its command line",
+        f"lint could not check decode[0]@gpu1:30002: sglang could not be asked: {why}; the env registry could not be "
+        "read; restart went ahead without checking its command line"]
+    assert unchecked_warnings(LintReport([], skipped=True), "deploy") == []
+
 def test_env_names_against_the_registry():
     env = {"SGLANG_OPT_USE_MULTI_STREAM_OVERLAPP": "0", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "soon",
            "SGLANG_OLD": "2", "SGLANG_GONE": "1", "SGLANG_HOST_IP": "10.0.0.1", "SGL_NEW": "3",
