@@ -63,7 +63,7 @@ def down(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: J
     if json_out:
         render.emit_json({"dry_run": dry_run, "steps": to_data(steps)})
     elif dry_run:
-        render.lines(["plan:"] + [f"  {s}" for s in steps])
+        render.plan_lines(steps)
     else:
         render.console().print(render.steps_table(steps))
 

@@ -54,7 +54,7 @@ def restart(
         for w in result.warnings:
             render.warning(w)
         if dry_run:
-            render.lines(["plan:"] + [f"  {i + 1}. {s}" for i, s in enumerate(result.plan)])
+            render.plan_lines(result.plan)
         else:
             render.console().print(render.steps_table(result.steps))
             if result.health:

@@ -9,7 +9,8 @@ from __future__ import annotations
 # name -> the module that defines it; imported on first use, so a command pays only for the printers it calls
 _HOME = {
     "STATUS_STYLE": "screen", "console": "screen", "emit_json": "screen", "error": "screen", "lines": "screen",
-    "start_report": "screen", "warning": "screen", "ProgressPrinter": "progress", "clear_live": "progress",
+    "start_report": "screen", "warning": "screen", "plan_lines": "screen", "ProgressPrinter": "progress",
+    "clear_live": "progress",
     "check_table": "tables", "steps_table": "tables", "health_report": "health", "next_steps": "health",
     "deploy_outcome": "deploy", "deploy_plan": "deploy", "status_table": "status", "HISTORY_RESULT_MAX": "history",
     "history_lines": "history", "shorten": "history", "inflight_report": "inflight", "storm_report": "storm",
@@ -30,7 +31,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "STATUS_STYLE", "console", "emit_json", "error", "lines", "start_report", "warning", "ProgressPrinter",
+    "STATUS_STYLE", "console", "emit_json", "error", "lines", "plan_lines", "start_report", "warning",
+    "ProgressPrinter",
     "clear_live", "check_table",
     "steps_table", "health_report", "next_steps", "deploy_outcome", "deploy_plan", "status_table",
     "HISTORY_RESULT_MAX", "history_lines", "shorten", "inflight_report", "storm_report",

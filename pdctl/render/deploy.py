@@ -23,9 +23,9 @@ def deploy_plan(plan) -> None:
         # soft_wrap: a command line stays one line, so it can be copied or grepped whatever the width
         c.print(Text("  " + quote_argv(mask_argv(r.argv, secrets))), soft_wrap=True)
         for change in r.changes:
-            c.print(Text(f"  change: {change}", style="yellow"))
+            c.print(Text(f"  change: {change}", style="yellow"), soft_wrap=True)   # a value is copied whole
     c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
-    c.print(Text(f"from the hosts: {plan.from_hosts}", style="dim"), soft_wrap=True)
+    c.print(Text(f"from the hosts: {plan.from_hosts}", style="dim"))
 
 
 def deploy_outcome(plan, steps) -> None:

@@ -22,8 +22,9 @@ def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
     text = text.strip()
     first = re.split(r"\n|(?<=[.!?])\s", text, maxsplit=1)[0].strip()
     cut = first != text
-    if len(first) > limit:
-        first, cut = first[:limit - 1].rstrip(), True
+    if len(first) > limit:    # at a space when there is one: a role label or a path is never cut inside
+        head = first[:limit - 1]
+        first, cut = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(), True
     return first + ("…" if cut else "")
 
 
@@ -68,7 +69,9 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
         c.print(Text("audit log", style="italic"))
         for row in rows:
             secs = (row[4] + "s") if row[4] else ""
-            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], row[5]),
+            room = c.width - len("   inventory: ")   # cut on the left, as in the table: the file name stays
+            inv = row[5] if len(row[5]) <= room or room < 2 else "…" + row[5][len(row[5]) - room + 1:]
+            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], inv),
                               width=c.width):
                 c.print(part)
         return

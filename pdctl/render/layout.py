@@ -25,6 +25,7 @@ class Col:
     ident: bool = False      # never wrapped or cut: the column is as wide as its longest cell
     right: bool = False      # right-justified (numbers)
     head: bool = False       # in block layout, on the row's first line (identifiers and the status)
+    whole_words: bool = False   # wraps, but never inside a word: a sentence naming role labels (a step)
 
 
 def plain(cell: Cell) -> str:
@@ -50,11 +51,12 @@ def min_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> list[int]
     for k, col in enumerate(cols):
         cells = [plain(r[k]) for r in rows]
         w = _longest_word(col.header)
-        if col.ident:
-            w = max([w] + [len(c) for c in cells])
+        if col.ident:    # its header too: the column is never narrower than what col_widths gives it
+            w = max([len(col.header)] + [len(c) for c in cells])
         else:
+            cap = 10 ** 6 if col.whole_words else WORD_MAX
             w = max([w, min(WRAP_MIN, max((len(c) for c in cells), default=0))] +
-                    [min(WORD_MAX, _longest_word(c)) for c in cells])
+                    [min(cap, _longest_word(c)) for c in cells])
         out.append(w)
     return out
 

@@ -9,7 +9,14 @@ from rich.text import Text
 
 from pdctl import render
 from pdctl.playbook.vars import show_value
-from pdctl.render.layout import plain_table
+from pdctl.render.layout import Col, grid
+
+# a table when it fits, else a block per step: a step's name, action and status are never cut
+PLAN_COLS = (Col("#", ident=True, right=True, head=True), Col("step", ident=True, head=True), Col("does"),
+             Col("gate"), Col("on failure"), Col("runs"))
+RUN_COLS = (Col("#", ident=True, right=True, head=True), Col("step", ident=True, head=True),
+            Col("action", ident=True, head=True), Col("status", ident=True, head=True),
+            Col("seconds", ident=True, right=True), Col("gate"), Col("result"))
 from pdctl.render.progress import clear_live
 
 _STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim",
@@ -33,9 +40,7 @@ def plan(p, *, stderr: bool = False) -> None:
     c.print(Text(f"inventory: {p.inventory}   apply: {'yes' if p.apply else 'no'}", style="dim"))
     if p.vars:
         c.print(Text("vars: " + " ".join(f"{k}={show_value(v)}" for k, v in p.vars.items()), style="dim"))
-    t = plain_table("plan")
-    for col in ("#", "step", "does", "gate", "on failure", "runs"):
-        t.add_column(col, overflow="fold")
+    rows = []
     for s in p.steps:
         gate = mask_text(", ".join(f"{k}: {_show_gate_value(v)}" for k, v in s.spec.gate.items()), p.secrets) \
             or "action ok"
@@ -43,8 +48,8 @@ def plan(p, *, stderr: bool = False) -> None:
             runs = Text("as handler" + ("" if s.runs else f"; {s.skip_reason}"), style="yellow" if s.runs else "dim")
         else:
             runs = Text("yes", style="green") if s.runs else Text(f"no: {s.skip_reason}", style="dim")
-        t.add_row(str(s.index), s.spec.name, s.describe, gate, s.spec.on_failure_text, runs)
-    c.print(t)
+        rows.append((str(s.index), s.spec.name, s.describe, gate, s.spec.on_failure_text, runs))
+    c.print(grid("plan", PLAN_COLS, rows, c.width))
 
 
 class StepPrinter:
@@ -83,15 +88,13 @@ class StepPrinter:
 
 def summary(result) -> None:
     c = render.console()
-    t = plain_table(f"run {result.plan.playbook.name}")
-    for col in ("#", "step", "action", "status", "seconds", "gate", "result"):
-        t.add_column(col, overflow="fold")
+    rows = []
     for s in result.steps:
         name = s.name + (f" (handler of {s.handler_of})" if s.handler_of else "")
-        t.add_row(str(s.index), name, s.action, Text(s.status, style=_STATUS_STYLE.get(s.status, "")),
-                  f"{s.duration_s:.1f}" if s.status not in ("skipped", "not run") else "",
-                  s.gate_brief or s.gate, s.summary)
-    c.print(t)
+        rows.append((str(s.index), name, s.action, Text(s.status, style=_STATUS_STYLE.get(s.status, "")),
+                     f"{s.duration_s:.1f}" if s.status not in ("skipped", "not run") else "",
+                     s.gate_brief or s.gate, s.summary))
+    c.print(grid(f"run {result.plan.playbook.name}", RUN_COLS, rows, c.width))
     health = result.health_by_layer()
     if health is not None:
         # every layer any step checked (layers 1-2 of one step, 3-5 of the next, ...), each check's row: `pdctl run`

@@ -41,7 +41,7 @@ def rolling_report(result) -> None:
     for w in result.warnings:
         render.warning(w)
     if result.dry_run:
-        render.lines(["plan:"] + [f"  {i + 1}. {s}" for i, s in enumerate(result.plan)])
+        render.plan_lines(result.plan)
         return
     c.print(Text(f"  {len(result.steps)} steps in {sum(s.seconds for s in result.steps):.1f}s; each unit "
                  "restarts every prefill in turn, then its decodes", style="dim"))

@@ -77,3 +77,16 @@ def lines(items: Iterable[str], style: str | None = None) -> None:
     c = render.console()
     for s in items:
         c.print(Text(s, style=style or ""))
+
+
+def plan_lines(steps: Iterable[str]) -> None:
+    """`plan:` then each step numbered on its own line; a step wider than the console wraps at spaces under its
+    own text, so a role label with its host is never split and every step still starts a line."""
+    from pdctl.render.layout import wrap_keeping_commands
+
+    c = render.console()
+    c.print(Text("plan:"))
+    for i, step in enumerate(steps, 1):
+        head = f"  {i}. "
+        for k, line in enumerate(wrap_keeping_commands(step, c.width - len(head))):
+            c.print(Text((head if k == 0 else " " * len(head)) + line))

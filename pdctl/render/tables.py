@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdctl.checks.result import CheckResult, Status
-from pdctl.render.layout import Col, block, grid, pack, plain_table, stacked
+from pdctl.render.layout import Col, block, fits, grid, pack, stacked
 from pdctl.render.screen import STATUS_STYLE
 
 CHECK_COLS = (Col("target", ident=True, head=True), Col("check", ident=True, head=True),
@@ -113,11 +113,29 @@ def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> 
     return out
 
 
-def steps_table(steps) -> Table:
-    t = plain_table("steps")
-    t.add_column("step")
-    t.add_column("seconds", justify="right")
-    t.add_column("result")
-    for s in steps:
-        t.add_row(s.step, f"{s.seconds:.1f}", Text("ok" if s.ok else "failed", style="green" if s.ok else "red"))
-    return t
+STEP_COLS = (Col("step", whole_words=True), Col("seconds", ident=True, right=True), Col("result", ident=True))
+
+
+def steps_table(steps, width: int | None = None) -> RenderableType:
+    """One row per step: a table when it fits `width` (None: the console's), else a line per step, its result and
+    seconds first, the step wrapping at spaces under it. A step's words (role labels with their host) are never
+    cut. Pure given width."""
+    import textwrap
+
+    from rich.console import Group
+
+    if width is None:
+        from pdctl import render
+
+        width = render.console().width
+    rows = [(s.step, f"{s.seconds:.1f}", Text("ok" if s.ok else "failed", style="green" if s.ok else "red"))
+            for s in steps]
+    if fits(width, STEP_COLS, rows):
+        return grid("steps", STEP_COLS, rows, width)
+    out = [Text("steps", style="italic")]
+    for step, secs, result in rows:
+        lines = textwrap.wrap(f"{result.plain} {secs}s  {step}", width, subsequent_indent="    ",
+                              break_long_words=False, break_on_hyphens=False)
+        out += [Text(result.plain, style=result.style) + Text(lines[0][len(result.plain):])]
+        out += [Text(x) for x in lines[1:]]
+    return Group(*out)
