@@ -243,9 +243,11 @@ class TinyLM:
 
     def sample_batch(self, logits: torch.Tensor, reqs) -> list[int]:
         """One token per row for requests with .temperature, .top_p, .generator(): the greedy rows in one argmax."""
-        greedy = (logits + self.mask).argmax(-1).tolist()
-        return [g if r.temperature <= 1e-5 else self.sample(lg, r.temperature, r.top_p, r.generator())
-                for g, r, lg in zip(greedy, reqs, logits)]
+        out = (logits + self.mask).argmax(-1).tolist()
+        for i, r in enumerate(reqs):  # only sampled rows are taken out of the tensor (iterating it costs a view each)
+            if not r.temperature <= 1e-5:
+                out[i] = self.sample(logits[i], r.temperature, r.top_p, r.generator())
+        return out
 
     def generate_greedy(self, prompt_ids: list[int], max_new_tokens: int, chunk: int = 512) -> list[int]:
         """Reference (non-disaggregated) greedy run, the engine's own math (chunked extend, then DecodeSlots);
