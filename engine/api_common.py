@@ -56,6 +56,27 @@ class Out:
         return d, lps
 
 
+def _put_all(q: asyncio.Queue, items: list) -> None:
+    for it in items:
+        q.put_nowait(it)
+
+
+def _held_sink(loop, q: asyncio.Queue, k: int):
+    """A non-streaming item's sink: nothing of it is answered before its end, so its events wait here and cross
+    to the HTTP loop together once it is done or failed: one wake-up of the loop per item instead of one per
+    chunk of tokens (each call_soon_threadsafe writes to the loop's self-pipe, and the scheduler thread then waits
+    for the GIL). Same events, same order; the metrics watch them upstream, in the scheduler thread."""
+    held: list = []
+
+    def sink(ev):
+        held.append((k, ev))
+        if ev[0] in ("done", "error"):
+            items = held[:]
+            held.clear()
+            loop.call_soon_threadsafe(_put_all, q, items)
+    return sink
+
+
 class Api:
     def __init__(self, state):
         self.state, self.args = state, state.args
@@ -80,11 +101,13 @@ class Api:
                        default_port=self.args.disaggregation_bootstrap_port, logprob=logprob)
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
+        stream = bool(b.get("stream", False))  # SGLang's is_streaming label
 
         def sink_of(k):
-            return lambda ev: loop.call_soon_threadsafe(q.put_nowait, (k, ev))
+            if stream:
+                return lambda ev: loop.call_soon_threadsafe(q.put_nowait, (k, ev))
+            return _held_sink(loop, q, k)
 
-        stream = bool(b.get("stream", False))  # SGLang's is_streaming label
         return q, [Out(Req(sink=sink_of(k), stream=stream, **kw), no_stop_trim) for k, kw in enumerate(kws)]
 
     async def run(self, request: Request, outs: list[Out], q: asyncio.Queue):
@@ -99,9 +122,12 @@ class Api:
         try:
             while left:
                 try:
-                    k, ev = await asyncio.wait_for(q.get(), timeout=DISCONNECT_CHECK_S)
-                except asyncio.TimeoutError:
-                    k = ev = None
+                    k, ev = q.get_nowait()  # events that arrived together need no task and timer each
+                except asyncio.QueueEmpty:
+                    try:
+                        k, ev = await asyncio.wait_for(q.get(), timeout=DISCONNECT_CHECK_S)
+                    except asyncio.TimeoutError:
+                        k = ev = None
                 if time.monotonic() >= next_check or ev is None:
                     next_check = time.monotonic() + DISCONNECT_CHECK_S
                     if await request.is_disconnected():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from fastapi import FastAPI, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import request_parse as rp
 from engine.api_common import Api, Out, sse, sse_error, tok
@@ -84,7 +84,8 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
             if (e := await api.collect(request, outs, q)) is not None:
                 return e
             res = [payload(o, k, o.reason) for k, o in enumerate(outs)]
-            return res if many else res[0]
+            # plain JSON already: skip FastAPI's jsonable_encoder walk of every field (same bytes)
+            return JSONResponse(res if many else res[0])
 
         async def events():
             async for k, ev in api.run(request, outs, q):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from fastapi import FastAPI, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import request_parse as rp
 from engine.api_common import Api, Out, sse, sse_error, tok
@@ -148,7 +148,8 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
                 return e
             ch = [choice(k, o, echo_of[k] + ("" if pre else o.text()), [] if pre else o.lps, True, True,
                          len(echo_of[k])) for k, o in enumerate(outs)]
-            return {"id": cid, "object": obj, "created": created, "model": model, "choices": ch, "usage": usage()}
+            return JSONResponse({"id": cid, "object": obj, "created": created, "model": model, "choices": ch,
+                                 "usage": usage()})  # plain JSON already: no jsonable_encoder walk
 
         chunk_obj = obj + ".chunk" if chat else obj
         started = set()

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass, asdict
 from pathlib import Path
+from typing import List
 
 import torch
 import torch.nn.functional as F
@@ -92,6 +94,44 @@ class DecodeSlots:
         self.n = last
 
 
+def _rms_norm(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def _decode_step(tokens: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, inv_freq: torch.Tensor,
+                 layers: List[List[torch.Tensor]], head: torch.Tensor, n_heads: int, window: int) -> torch.Tensor:
+    """One decode step of a batch (TinyLM.decode): token b goes at pos[b] of ring slot b of kv[layer, k/v, slot, head,
+    window, head_dim]; pos (a view of the slots' positions) moves on by one. TorchScript-compatible."""
+    B = pos.shape[0]
+    d_model = emb.shape[1]
+    dh = d_model // n_heads
+    ang = pos.float()[:, None] * inv_freq[None, :]
+    x = emb[tokens] + torch.cat([ang.sin(), ang.cos()], dim=-1)
+    ring = pos % window
+    rows = torch.arange(B)
+    L = min(window, int(pos.max()) + 1)  # short sequences attend over the filled part of the ring only
+    valid = torch.arange(L)[None, :] < (pos + 1).clamp(max=window)[:, None]
+    mask = torch.zeros(B, 1, 1, L).masked_fill_(~valid[:, None, None, :], float("-inf"))
+    i = 0
+    for lw in layers:
+        h = _rms_norm(x) @ lw[0]
+        q, k, v = h.split(d_model, dim=-1)
+        kv[i, 0, rows, :, ring] = k.view(B, n_heads, dh)
+        kv[i, 1, rows, :, ring] = v.view(B, n_heads, dh)
+        K, V = kv[i, 0, :B, :, :L], kv[i, 1, :B, :, :L]  # [B, H, L, dh]
+        # plain attention: with one query per row it beats SDPA's CPU kernel on this layout
+        w = torch.softmax((q.view(B, n_heads, 1, dh) @ K.transpose(-1, -2)) * dh ** -0.5 + mask, dim=-1)
+        a = w @ V
+        x = x + a.reshape(B, d_model) @ lw[1]
+        x = x + F.gelu(_rms_norm(x) @ lw[2]) @ lw[3]
+        i += 1
+    pos += 1
+    return _rms_norm(x) @ head
+
+
+_SCRIPTED_STEP = None  # torch.jit.script(_decode_step), compiled at the first decode
+
+
 def _allowed_mask(vocab: int) -> torch.Tensor:
     m = torch.full((vocab,), float("-inf"))
     m[32:127] = 0.0
@@ -118,6 +158,7 @@ class TinyLM:
             }.items()},
             "head": w(c.d_model, c.vocab_size, scale=2 / math.sqrt(c.d_model)),
         }
+        self._layers = [[self.p[f"l{i}.{n}"] for n in ("wqkv", "wo", "w1", "w2")] for i in range(c.n_layers)]
         self.mask = _allowed_mask(c.vocab_size)
         inv = torch.exp(torch.arange(0, c.d_model, 2).float() * (-math.log(10000.0) / c.d_model))
         self._inv_freq = inv
@@ -204,30 +245,25 @@ class TinyLM:
 
     @torch.inference_mode()
     def decode(self, tokens: list[int], slots: DecodeSlots) -> torch.Tensor:
-        """One decode step of the whole batch: token b goes at slots.pos[b] of slot b. Returns logits [B, V]."""
+        """One decode step of the whole batch: token b goes at slots.pos[b] of slot b. Returns logits [B, V].
+        The step runs as one TorchScript call (the math of decode_eager, op for op: the same logits bit for bit), so
+        the scheduler thread gives the GIL up once per step instead of at each of its ~50 torch ops; in a server
+        whose HTTP and KV threads want the GIL, each of those hand-backs could wait a switch interval."""
+        global _SCRIPTED_STEP
+        if _SCRIPTED_STEP is None:
+            with warnings.catch_warnings():  # torch 2.x calls TorchScript deprecated; it is what runs without the GIL
+                warnings.simplefilter("ignore", DeprecationWarning)
+                _SCRIPTED_STEP = torch.jit.script(_decode_step)
         c, p = self.cfg, self.p
-        H, dh, W = c.n_heads, c.head_dim, c.window
-        B = slots.n
-        pos = slots.pos[:B]
-        x = p["emb"][torch.tensor(tokens)] + self._pos(pos)
-        ring = pos % W
-        rows = torch.arange(B)
-        L = min(W, int(pos.max()) + 1)  # short sequences attend over the filled part of the ring only
-        valid = torch.arange(L)[None, :] < (pos + 1).clamp(max=W)[:, None]
-        mask = torch.zeros(B, 1, 1, L).masked_fill_(~valid[:, None, None, :], float("-inf"))
-        for i in range(c.n_layers):
-            h = self._norm(x) @ p[f"l{i}.wqkv"]
-            q, k, v = h.split(c.d_model, dim=-1)
-            slots.kv[i, 0, rows, :, ring] = k.view(B, H, dh)
-            slots.kv[i, 1, rows, :, ring] = v.view(B, H, dh)
-            K, V = slots.kv[i, 0, :B, :, :L], slots.kv[i, 1, :B, :, :L]  # [B, H, L, dh]
-            # plain attention: with one query per row it beats SDPA's CPU kernel on this layout
-            w = torch.softmax((q.view(B, H, 1, dh) @ K.transpose(-1, -2)) * dh ** -0.5 + mask, dim=-1)
-            a = w @ V
-            x = x + a.reshape(B, c.d_model) @ p[f"l{i}.wo"]
-            x = x + F.gelu(self._norm(x) @ p[f"l{i}.w1"]) @ p[f"l{i}.w2"]
-        slots.pos[:B] += 1
-        return self._norm(x) @ p["head"]
+        return _SCRIPTED_STEP(torch.tensor(tokens), slots.kv, slots.pos[:slots.n], p["emb"], self._inv_freq,
+                              self._layers, p["head"], c.n_heads, c.window)
+
+    @torch.inference_mode()
+    def decode_eager(self, tokens: list[int], slots: DecodeSlots) -> torch.Tensor:
+        """decode in plain eager torch: the reference its TorchScript step is tested against."""
+        c, p = self.cfg, self.p
+        return _decode_step(torch.tensor(tokens), slots.kv, slots.pos[:slots.n], p["emb"], self._inv_freq,
+                            self._layers, p["head"], c.n_heads, c.window)
 
     def sample(self, logits: torch.Tensor, temperature: float, top_p: float = 1.0,
                generator: torch.Generator | None = None) -> int:
@@ -243,9 +279,11 @@ class TinyLM:
 
     def sample_batch(self, logits: torch.Tensor, reqs) -> list[int]:
         """One token per row for requests with .temperature, .top_p, .generator(): the greedy rows in one argmax."""
-        greedy = (logits + self.mask).argmax(-1).tolist()
-        return [g if r.temperature <= 1e-5 else self.sample(lg, r.temperature, r.top_p, r.generator())
-                for g, r, lg in zip(greedy, reqs, logits)]
+        out = (logits + self.mask).argmax(-1).tolist()
+        for i, r in enumerate(reqs):  # only sampled rows are taken out of the tensor (iterating it costs a view each)
+            if not r.temperature <= 1e-5:
+                out[i] = self.sample(logits[i], r.temperature, r.top_p, r.generator())
+        return out
 
     def generate_greedy(self, prompt_ids: list[int], max_new_tokens: int, chunk: int = 512) -> list[int]:
         """Reference (non-disaggregated) greedy run, the engine's own math (chunked extend, then DecodeSlots);

@@ -231,8 +231,9 @@ class Scheduler:
         t0 = time.monotonic()
         logits = self.model.decode([r.out_ids[-1] for r in batch], self.slots)
         self.stats.on_decode(batch, time.monotonic() - t0)
-        for r, tok, lg in zip(batch, self.model.sample_batch(logits, batch), logits):
-            self.emit(r, tok, lg)
+        toks = self.model.sample_batch(logits, batch)
+        for i, r in enumerate(batch):  # a row of logits only for a request that reads its logprob
+            self.emit(r, toks[i], logits[i] if r.return_logprob else None)
         return True
 
     def emit(self, r: Req, tok: int, logits=None) -> None:

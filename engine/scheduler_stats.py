@@ -62,6 +62,11 @@ class SchedulerStats:
         self._gauges_at = 0.0
         # the per-token path observes this child directly: a labelled lookup per token costs a busy batch ~10%
         self._itl = metrics.child("inter_token_latency_seconds") if metrics.has("inter_token_latency_seconds") else None
+        # per-step series, looked up once: the first decode creates the labelled ones (a series appears when first
+        # fed, as before); the process CPU counter has no extra labels, so its series exists from start-up
+        self._decode_children = None
+        self._cpu_child = metrics.child("scheduler_process_cpu_seconds_total") if metrics.has(
+            "scheduler_process_cpu_seconds_total") else None
         self._last_tick = time.monotonic()
         self._was_idle = False
         self._cpu = time.process_time()
@@ -168,8 +173,17 @@ class SchedulerStats:
 
     def on_decode(self, batch, seconds: float) -> None:
         """One batched decode forward of len(batch) requests took `seconds`."""
-        self.m.inc("forward_execution_seconds_total", seconds, category="decode")
-        self.m.inc("realtime_tokens_total", len(batch), mode="decode")
+        c = self._decode_children
+        if c is None:
+            m = self.m
+            c = self._decode_children = (
+                m.child("forward_execution_seconds_total", category="decode")
+                if m.has("forward_execution_seconds_total") else None,
+                m.child("realtime_tokens_total", mode="decode") if m.has("realtime_tokens_total") else None)
+        if c[0] is not None and seconds >= 0:
+            c[0].inc(seconds)
+        if c[1] is not None:
+            c[1].inc(len(batch))
 
     # -- PD milestones --------------------------------------------------------------------------
     def on_transfer_done(self, r) -> None:
@@ -231,7 +245,8 @@ class SchedulerStats:
         self._last_tick = now
         self._was_idle = not busy and not s.by_rid and not getattr(s, "inflight", None)
         cpu = time.process_time()
-        m.inc("scheduler_process_cpu_seconds_total", max(0.0, cpu - self._cpu))
+        if self._cpu_child is not None:
+            self._cpu_child.inc(max(0.0, cpu - self._cpu))
         self._cpu = cpu
         if busy and now - self._gauges_at < GAUGE_INTERVAL_S:
             return
