@@ -10,7 +10,6 @@ from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.result import CheckResult, Status
-from pdctl.render.tables import check_groups, group_block, instance_table
 
 
 def layer_summary(layer: str, results: list[CheckResult], pad: int = 0) -> str:
@@ -42,12 +41,16 @@ def health_report(report, *, verbose: bool = False) -> None:
     warned = [r for rs in report.layers.values() for r in rs if r.status is Status.WARN]
     for heading, rs in (("failed checks", failures), ("warnings", warned)):
         if rs:
+            from pdctl.render.tables import check_groups, group_block   # rich's tables: only a failure needs them
+
             c.print(Text(heading, style="bold"))
             for group in check_groups(rs):
                 of = {r.target for r in report.layers.get(group[0].layer, []) if r.name == group[0].name}
                 for part in group_block(group, len(of), c.width):
                     c.print(part)
     if verbose:
+        from pdctl.render.tables import instance_table
+
         for layer, results in report.layers.items():
             c.print(instance_table(layer_title(layer), results, c.width))
     else:
