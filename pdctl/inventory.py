@@ -53,8 +53,11 @@ def env_as_text(v: Any) -> Any:
         if val is None:
             raise ValueError(f'env {k}: null is not a value; write an empty string "" if that is meant')
         if not isinstance(val, (str, int, float, bool)):
+            from pdctl.secrets import MASK, is_secret_name
+
+            shown = MASK if is_secret_name(k) else repr(val)[:60]   # a secret's value is never echoed
             raise ValueError(f"env {k}: the value must be a string, number or boolean, got "
-                             f"{type(val).__name__} {repr(val)[:60]}; quote it to pass it as text")
+                             f"{type(val).__name__} {shown}; quote it to pass it as text")
         text = ("true" if val else "false") if isinstance(val, bool) else str(val)
         if "\0" in text:
             raise ValueError(f"env {k}: the value contains a NUL character")

@@ -74,7 +74,6 @@ class DecodeKVManager:
         self.hb_fail: dict[str, int] = {}
         self.lock = threading.Lock()
         self.pool_exec = ThreadPoolExecutor(4, thread_name_prefix="kv-recv")
-        self.http = httpx.Client(timeout=5)
         self.bootstrap_timeout = env_float("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300)
         self.hb_interval = env_float("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5)
         self.hb_max = int(env_float("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2))
@@ -153,7 +152,7 @@ class DecodeKVManager:
 
     def _send_abort(self, rank: str, room: int) -> None:
         try:
-            self.http.post(f"{rank}/kv/abort", json={"room": room}, timeout=2)
+            _call("POST", f"{rank}/kv/abort", {"room": room}, timeout=2)
         except httpx.HTTPError:
             pass
 
@@ -189,7 +188,7 @@ class DecodeKVManager:
                 addrs = set(self.room_addr.values()) | set(self.prefill_info)
             for addr in addrs:
                 try:
-                    ok = self.http.get(f"http://{addr}/health", timeout=2).status_code == 200
+                    ok = _call("GET", f"http://{addr}/health", timeout=2).status_code == 200
                 except httpx.HTTPError:
                     ok = False
                 n = 0 if ok else self.hb_fail.get(addr, 0) + 1

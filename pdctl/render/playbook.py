@@ -10,6 +10,7 @@ from rich.text import Text
 from pdctl import render
 from pdctl.playbook.vars import show_value
 from pdctl.render.layout import Col, grid
+from pdctl.render.progress import clear_live
 
 # a table when it fits, else a block per step: a step's name, action and status are never cut
 PLAN_COLS = (Col("#", ident=True, right=True, head=True), Col("step", ident=True, head=True), Col("does"),
@@ -17,7 +18,6 @@ PLAN_COLS = (Col("#", ident=True, right=True, head=True), Col("step", ident=True
 RUN_COLS = (Col("#", ident=True, right=True, head=True), Col("step", ident=True, head=True),
             Col("action", ident=True, head=True), Col("status", ident=True, head=True),
             Col("seconds", ident=True, right=True), Col("gate"), Col("result"))
-from pdctl.render.progress import clear_live
 
 _STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim",
                 "interrupted": "bold yellow"}

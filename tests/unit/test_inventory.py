@@ -239,3 +239,12 @@ def test_a_restart_policy_other_than_the_default_needs_systemd_and_a_dump_reads_
     data["hosts"]["local"]["systemd_restart"] = "always"
     with pytest.raises(InventoryError, match="systemd_restart: only service_manager: systemd"):
         parse_inventory(data, "pidfile-always.yaml")
+
+
+def test_a_secret_env_value_of_the_wrong_type_is_not_echoed():
+    data = {"roles": {"prefill": [{"port": 1, "env": {"API_TOKEN": ["hunter2secret"]}}], "decode": [{"port": 2}],
+                      "router": [{"port": 3}]}}
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(data, "x.yaml")
+    assert "roles.prefill.0.env: env API_TOKEN" in e.value.message and "got list" in e.value.message
+    assert "hunter2secret" not in e.value.message

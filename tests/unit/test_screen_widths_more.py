@@ -281,18 +281,13 @@ def test_restart_pair_refused_names_the_hazard(width, monkeypatch):
 
 
 def rolling_result(dry_run: bool = True, stopped: bool = False):
+    from types import SimpleNamespace
+
     from pdctl.checks.rolling import UnitState, form_units
-    from pdctl.ops.rolling import RollingResult
+    from pdctl.ops.rolling import RollingResult, rolling_plan
 
     units = [UnitState(u) for u in form_units(2, 2)]
-    plan = []
-    for s in units:
-        u = s.unit
-        plan += [f"{u.name}: {label('decode', j)}: out of the routers, drain" for j in u.decodes]
-        plan += [f"{u.name}: {label('prefill', i)}: out, drain, restart, canary, back in" for i in u.prefills]
-        plan += [f"{u.name}: {label('decode', j)}: restart, canary with each prefill, back in" for j in u.decodes]
-        plan.append(f"{u.name}: save the lineage record (every pair canaried since its last restart)")
-    res = RollingResult(dry_run, plan + ["final-health"], units)
+    res = RollingResult(dry_run, rolling_plan(SimpleNamespace(inv=SimpleNamespace(label=label)), units), units)
     if stopped:
         units[0].state, units[1].state = "done", f"failed at wait {label('decode', 1)} ready"
         units[1].out = [label("decode", 1)]
