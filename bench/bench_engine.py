@@ -6,7 +6,7 @@ TTFT; KV transfer GB/s of the engine's path vs a bare NIXL WRITE of the same byt
 The load comes from a separate process (non-streaming requests from threads there); tokens are counted from
 the servers' own counters: decode's sglang:generation_tokens_total over the measured window, prefill's
 sglang:prompt_tokens_total for the storm. Prints a markdown table (median of several runs).
-Usage: python -m bench.bench_engine [--runs 3] [--baseline-ref REF | --no-baseline] [--only decode,storm]"""
+Usage: python -m bench.bench_engine [--runs 3] [--baseline-ref REF | --no-baseline] [--only decode,step,storm]"""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +17,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tarfile
 import tempfile
 import threading
@@ -183,9 +184,32 @@ def _storm(s: Stack, timeout: float) -> dict:
             p.kill()
 
 
+# The decode step alone in one process (no HTTP): batch 1, 8, 32 over the decode load's 20..275-token contexts.
+STEP_CODE = r"""
+import statistics, sys, time, torch
+torch.set_num_threads(1)
+from engine.model import TinyLM
+m, g, ms = TinyLM(), torch.Generator().manual_seed(0), {1: [], 8: [], 32: []}
+made = {B: (m.new_slots(B), [150] if B == 1 else [20 + b * 255 // (B - 1) for b in range(B)]) for B in ms}
+[s.join(torch.randn(m.cfg.n_layers, 2, n, m.cfg.d_model, generator=g), n) for s, ns in made.values() for n in ns]
+for r in range(int(sys.argv[1]) + 1):  # the first round warms up (and compiles the step)
+    for B, (s, ns) in made.items():
+        t = time.perf_counter()
+        for _ in range(100):
+            m.decode([40] * B, s)
+            s.pos[:B] = torch.tensor(ns)
+        ms[B].append((time.perf_counter() - t) * 10)
+print(*(statistics.median(v[1:]) for v in ms.values()))
+"""
+
+
 def _engine_figures(root: str, a, label: str, storm_runs: int) -> dict:
     """Every figure of one engine tree, each on its own fresh stack."""
     out: dict = {}
+    if "step" in a.only:  # in a process of its own, on the tree's engine
+        res = subprocess.run([sys.executable, "-c", STEP_CODE, str(3 * a.runs)], cwd=root, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": root}, check=True).stdout
+        out.update({f"step{c}": float(v) for c, v in zip((1, 8, 32), res.splitlines()[-1].split())})
     if "decode" in a.only or "ttft" in a.only:
         st = TreeStack(root).start()
         try:
@@ -333,6 +357,10 @@ def main() -> None:
             rows.append((f"decode tokens per decode-process CPU second, concurrency {c}",
                          f"{old[f'cpu{c}']:.0f}" if old else "-", f"{new[f'cpu{c}']:.0f}"))
         rows.append(("the same, concurrency 32 / concurrency 1", ratio(old, "cpu_ratio"), ratio(new, "cpu_ratio")))
+    if "step" in a.only:  # ms per step; then tokens per second at batch 32 over batch 1
+        rows += [(f"decode step alone, batch {c} (ms)", *(f"{f[f'step{c}']:.3f}" if f else "-" for f in (old, new)))
+                 for c in (1, 8, 32)] + [("the same, batch 32 / batch 1 tokens/s", *(
+                     f"{32 * f['step1'] / f['step32']:.1f}x" if f else "-" for f in (old, new)))]
     if "storm" in a.only:
         for key, what in (("prefilled", "prefilled (prefill prompt_tokens_total)"), ("answered", "answered")):
             rows.append((f"storm {STORM_N} x {STORM_TOKENS // 1000}k tokens, start -> all {what}",

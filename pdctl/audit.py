@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from pdctl import state
 from pdctl.audit_result import RESULT_WORDS, STARTED, result_word  # noqa: F401 (callers use audit.*)
-from pdctl.errors import InventoryError, UsageError
+from pdctl.errors import InventoryError, PdctlError, UsageError
 
 
 def _mask_nested(obj: Any) -> Any:
@@ -94,7 +94,8 @@ def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, r
     record = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
         "operator": state.operator(),
-        "inventory": inventory,
+        # a path as an absolute one: `history -i` from another directory must find (and not mistake) it
+        "inventory": inventory if not inventory or inventory.startswith("<") else os.path.abspath(inventory),
         "action": action,
         "args": _mask_nested(args or {}),
         "result": result,
@@ -152,6 +153,7 @@ def audited(action: str, *, inventory: str, args: dict[str, Any], mark_start: bo
     except KeyboardInterrupt as e:
         sig = getattr(e, "signal_name", None)
         rec.result = f"interrupted by {sig}" if sig else "interrupted"
+        rec.extra["exit_code"] = 130
         if states is not None:
             try:
                 rec.extra["roles"] = states()
@@ -161,6 +163,8 @@ def audited(action: str, *, inventory: str, args: dict[str, Any], mark_start: bo
     except Exception as e:
         msg = getattr(e, "message", None) or str(e) or "no message"
         rec.result = f"{type(e).__name__}: {msg.splitlines()[0]}"
+        # the CLI's exit code for it, which decides the result word (a StepFailed that got no answer is exit 3)
+        rec.extra["exit_code"] = e.exit_code if isinstance(e, PdctlError) else 1
         raise
     finally:
         rec.extra["run"] = rec.run

@@ -26,8 +26,8 @@ _CLASS_PREFIX = re.compile(r"^([A-Z][A-Za-z0-9_]*): ?(.*)$", re.S)
 
 def result_word(record: dict[str, Any]) -> ResultWord:
     """(word, detail) for an audit record's result, whatever the action wrote ("ok", "passed", "HazardRefused:
-    refused: ...", "failed at step 2 ...", "final-health failed"); a playbook run's `exit_code` decides the word
-    when the text alone does not. Pure."""
+    refused: ...", "failed at step 2 ...", "final-health failed"); the record's `exit_code` decides the word when
+    the text alone does not, and over an error's class (a StepFailed of exit 3 is unreachable). Pure."""
     res = str(record.get("result", "")).strip()
     code = record.get("exit_code")
     low = res.lower()
@@ -42,9 +42,11 @@ def result_word(record: dict[str, Any]) -> ResultWord:
     m = _CLASS_PREFIX.match(res)
     if m:   # "ErrorClass: message", as `audited` writes an exception
         cls, rest = m.group(1), m.group(2)
-        word = _CLASS_WORD.get(cls) or ("refused" if cls.endswith("Refused") else
-                                        "unreachable" if ("Unreachable" in cls or "Timeout" in cls
-                                                          or "Connection" in cls) else "failed")
+        # the exit code recorded with the error decides (StepFailed: unreachable when a host did not answer)
+        word = _EXIT_WORD.get(code) if isinstance(code, int) else None
+        word = word or _CLASS_WORD.get(cls) or ("refused" if cls.endswith("Refused") else
+                                                "unreachable" if ("Unreachable" in cls or "Timeout" in cls
+                                                                  or "Connection" in cls) else "failed")
         if rest.lower().startswith(word + ":"):
             rest = rest[len(word) + 1:]
         return ResultWord(word, rest.strip())

@@ -12,10 +12,27 @@ class PdctlError(Exception):
 
     exit_code = 1
 
+    warnings: tuple[str, ...] = ()   # what the action had warned of before it failed (carry_warnings)
+
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class carry_warnings:
+    """`with carry_warnings(result.warnings):` a PdctlError leaving the block takes the warnings gathered so far
+    (a lint gate's "not checked", a taken-over lock), so the error's screen and JSON still say them."""
+
+    def __init__(self, warnings: list[str]):
+        self.warnings = warnings
+
+    def __enter__(self) -> "carry_warnings":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if isinstance(exc, PdctlError) and self.warnings and not exc.warnings:
+            exc.warnings = tuple(self.warnings)
 
 
 class CheckFailed(PdctlError):

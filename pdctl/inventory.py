@@ -11,7 +11,6 @@ with `field_error`, so the message names the field's whole path.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
@@ -19,7 +18,8 @@ import msgspec
 from msgspec import Meta, field
 
 from pdctl.errors import InventoryError
-from pdctl.struct_errors import field_error, validation_problems
+from pdctl.inventory_env import ENV_NAME, env_field
+from pdctl.struct_errors import field_error, field_errors, validation_problems
 from pdctl.yamlfile import load_yaml
 
 ROLES = ("prefill", "decode", "router")
@@ -34,39 +34,8 @@ DEFAULT_BOOTSTRAP_PORT = 8998
 SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$"   # used in file paths, lock dirs and systemd unit names
 
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # a shell identifier: the name reaches `env NAME=...` launchers
-
-
-def env_as_text(v: Any) -> Any:
-    """An env mapping as name -> text, validated before anything acts on it: names must be shell identifiers;
-    values must be scalars (str, int, float, bool) without a NUL. A list, a mapping, a date or bytes would silently
-    become their Python repr, and null (`X:` with nothing after it) an empty value, so they are refused. Booleans
-    are `true`/`false`, the spelling SGLang's env parsers (get_bool_env_var, environ.EnvBool) read after
-    lowercasing; numbers keep Python's text (1.5, 1e-05). Raises ValueError naming the variable."""
-    if not isinstance(v, dict):
-        return v
-    out = {}
-    for k, val in v.items():
-        if not isinstance(k, str) or not ENV_NAME.fullmatch(k):
-            raise ValueError(f"env name {k!r} is not a shell identifier (letters, digits and _, not starting "
-                             "with a digit)")
-        if val is None:
-            raise ValueError(f'env {k}: null is not a value; write an empty string "" if that is meant')
-        if not isinstance(val, (str, int, float, bool)):
-            from pdctl.secrets import MASK, is_secret_name
-
-            shown = MASK if is_secret_name(k) else repr(val)[:60]   # a secret's value is never echoed
-            raise ValueError(f"env {k}: the value must be a string, number or boolean, got "
-                             f"{type(val).__name__} {shown}; quote it to pass it as text")
-        text = ("true" if val else "false") if isinstance(val, bool) else str(val)
-        if "\0" in text:
-            raise ValueError(f"env {k}: the value contains a NUL character")
-        out[k] = text
-    return out
-
-
 Port = Annotated[int, Meta(ge=1, le=65535)]
-Seconds = Annotated[float, Meta(gt=0)]
+Seconds = Annotated[float, Meta(gt=0, le=7 * 86400)]    # a timeout, never infinite (.inf would wait for ever)
 SafeName = Annotated[str, Meta(pattern=SAFE_NAME)]
 
 
@@ -111,7 +80,7 @@ class Host(_Strict):
     key: Optional[str] = None                # private key file
     known_hosts: Optional[str] = None        # default: ~/.ssh/known_hosts
     accept_new_host_key: bool = False        # only an explicit yes trusts an unknown key
-    ssh_config: Optional[str] = None         # default: ~/.ssh/config when it exists
+    ssh_config: Optional[str] = None         # default: ~/.ssh/config when it exists; `none`: read none
     proxy_jump: Optional[str] = None         # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
     connect_timeout: Seconds = 10.0
     command_timeout: Seconds = 60.0
@@ -127,6 +96,14 @@ class Host(_Strict):
     workdir: Optional[str] = None            # cwd of launched processes (bundled engine: a checkout with engine/)
 
     def __post_init__(self) -> None:
+        from pdctl.host_address import address_problem, jump_problem
+
+        problems = [(name, why) for name, why in (
+            ("address", address_problem(self.address)),
+            ("internal_address", self.internal_address is not None and address_problem(self.internal_address)),
+            ("proxy_jump", self.proxy_jump is not None and jump_problem(self.proxy_jump))) if why]
+        if problems:
+            raise field_errors(problems)
         if self.systemd_restart is False:
             self.systemd_restart = "no"
         elif self.systemd_restart is True:
@@ -150,20 +127,18 @@ class RoleInstance(_Strict, kw_only=True):     # kw_only is per class in msgspec
     ready_timeout: Seconds = 300.0
 
     def __post_init__(self) -> None:
+        from pdctl.host_address import address_problem
+
+        problem = address_problem(self.listen_host)   # "" would bind every address: never by accident
+        if problem:
+            raise field_error("listen_host", problem)
         for flag, val in self.args.items():
             if not flag.startswith("--"):
                 raise field_error("args", f"launch flag {flag!r} must start with '--'")
             # a NUL cannot be passed to exec: the role would fail to start mid-deploy
             if any("\0" in x for x in [flag, *(val if isinstance(val, list) else [val])] if isinstance(x, str)):
                 raise field_error("args", f"launch flag {flag!r}: contains a NUL character")
-        self.env = _env_field(self.env)
-
-
-def _env_field(env: dict[str, Any]) -> dict[str, str]:
-    try:
-        return env_as_text(env)
-    except ValueError as e:
-        raise field_error("env", str(e)) from None
+        self.env = env_field(self.env)
 
 
 class Roles(_Strict):
@@ -188,7 +163,7 @@ class Expect(_Strict):
     env: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.env = _env_field(self.env)
+        self.env = env_field(self.env)
 
 
 class FinalHealth(_Strict):
@@ -283,18 +258,43 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
                     raise field_error(f"roles.{role}.{i}.host", f"unknown host {inst.host!r} (hosts: {known})")
                 if role != "prefill" and inst.bootstrap_port is not None:
                     raise field_error(f"roles.{role}.{i}.bootstrap_port", "only prefill has a bootstrap port")
+        self._check_args()
         self._check_reachable()
         if self.engine == "sglang" and not self.model_path:
             raise field_error("model_path", "required when engine is 'sglang'")
-        seen: dict[tuple[str, int], str] = {}
+        self._check_ports()
+
+    def _check_ports(self) -> None:
+        """Refuse two uses of one port on one host, each clash named under the field that makes it (a prefill's
+        `bootstrap_port` also when it is the default) with the field of its other user."""
+        seen: dict[tuple[str, int], str] = {}      # (host, port) -> "prefill[0]'s bootstrap_port"
+        problems = []
         for role, i, inst in self.instances():
-            ports = [inst.port] + ([self.bootstrap_port(inst)] if role == "prefill" else [])
-            for p in ports:
+            uses = [("port", inst.port)]
+            if role == "prefill":
+                uses.append(("bootstrap_port", self.bootstrap_port(inst)))
+            for name, p in uses:
+                default = " (default)" if name == "bootstrap_port" and inst.bootstrap_port is None else ""
                 key = (inst.host, p)
                 if key in seen:
-                    raise field_error(f"roles.{role}.{i}.port",
-                                      f"port {p} on host {inst.host!r} is also used by {seen[key]}")
-                seen[key] = f"{role}[{i}]"
+                    why = f"port {p}{default} on host {inst.host!r} is also used by {seen[key]}"
+                    problems.append((f"roles.{role}.{i}.{name}",
+                                     why + ("; set a bootstrap_port per prefill" if default else "")))
+                else:
+                    seen[key] = f"{role}[{i}]'s {name}{default}"
+        if problems:
+            raise field_errors(problems)
+
+    def _check_args(self) -> None:
+        """Refuse a role's `args` that would set a flag pdctl sets itself (managed_flags.args_conflicts): a
+        prefill's `--port` or `--disaggregation-mode` there would run a process other than the one pdctl probes and
+        routes to, and its `--host` would slip past the reachability check. Every such flag is named."""
+        from pdctl.managed_flags import args_conflicts
+
+        problems = [(f"roles.{role}.{i}.args.{key}", why) for role, i, inst in self.instances()
+                    for key, why in args_conflicts(role, i, inst.args, model_path=bool(self.model_path))]
+        if problems:
+            raise field_errors(problems)
 
     def _check_reachable(self) -> None:
         """A role bound to loopback can only be dialled from its own host: refuse an inventory where another

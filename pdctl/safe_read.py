@@ -18,6 +18,8 @@ def read_input_text(path: str | os.PathLike, error: type[UsageError], what: str,
     """The UTF-8 text of the regular file at `path`. Refuses, without opening it for reading, a FIFO (opening one
     blocks), a device (/dev/zero never ends), a directory or a socket; refuses a file over `limit` bytes or not
     UTF-8. Raises `error` (exit 2) naming the file."""
+    if not os.fspath(path):     # Path("") is ".", which would be refused as "a directory"
+        raise error(f"the {what} path is empty: give the {what} file")
     p = Path(path)
     fd = open_regular(p, error, what, limit=limit)
     try:

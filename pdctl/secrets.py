@@ -183,3 +183,15 @@ def _mask_flag_values(text: str) -> str:
         out += [text[at:start], MASK]
         at = start + len(m.group("value"))
     return "".join(out) + text[at:]
+
+
+def inventory_secrets(inv) -> set[str]:
+    """The secret values the inventory declares (roles' env and launch flags, final_health.expect: every element of
+    a list value, and values starting with "--"), to scrub from free text such as an error message carrying a log
+    tail, a shell command or a gate."""
+    out: set[str] = set()
+    for _role, _i, inst in inv.instances():
+        out |= secret_values(inst.env) | secret_arg_values(inst.args)
+    for exp in inv.final_health.expect.values():
+        out |= secret_values(exp.env) | secret_arg_values(exp.flags)
+    return out

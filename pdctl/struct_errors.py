@@ -22,6 +22,11 @@ def field_error(path: str, message: str) -> ValueError:
     return ValueError(f"{_FIELD_MARK}{path}: {message}")
 
 
+def field_errors(problems: list[tuple[str, str]]) -> ValueError:
+    """One error for several (path, message) problems of a model's check, each said on its own line."""
+    return ValueError("\n".join(f"{_FIELD_MARK}{path}: {message}" for path, message in problems))
+
+
 def validation_problems(err: msgspec.ValidationError, data: Any, root: type, limit: int = 20) -> list[str]:
     """What is wrong with `data` as a `root`, a line each: the problem of `err`, then, while it is an unknown field
     (dropping one is harmless), those found converting again without it; msgspec stops at the first."""
@@ -66,8 +71,13 @@ def describe_validation_error(err: msgspec.ValidationError, data: Any, root: typ
     elif m := re.fullmatch(r"Object missing required field `(.*)`", text):
         names, text, shown = names + [m[1]], "required field is missing", False
     elif text.startswith(_FIELD_MARK):
-        rel, _, text = text[1:].partition(": ")
-        names, shown = names + rel.split("."), False     # the check's message says what it found
+        from pdctl.secrets import mask_text
+
+        lines = []   # field_errors: one "@path: message" a line
+        for entry in text[1:].split("\n" + _FIELD_MARK):
+            rel, _, said = entry.partition(": ")
+            lines.append(f"{'.'.join(names + rel.split('.'))}: {mask_text(said.replace('`', ''), set())}")
+        return "\n  ".join(lines)     # the check's message says what it found
     scrub: set[str] = set()
     got = shown_input(value, names, scrub) if shown and value is not None else ""
     from pdctl.secrets import mask_text

@@ -1,13 +1,23 @@
 """Test-wide fixtures live in tests/fixtures/; this file only imports them."""
 
-from tests.fixtures.pytest_fixtures import ssh_host, sshd, xdg_state  # noqa: F401
+from tests.fixtures.pytest_fixtures import leftovers_swept, ssh_host, sshd, xdg_state  # noqa: F401
 
 import os
+import signal
 
 import pytest
 
 # An operator's PDCTL_SSH_KEEP would turn every SSH test's connection into a kept one: tests that want keeping set it.
 os.environ.pop("PDCTL_SSH_KEEP", None)
+# An operator's PDCTL_RESIDENT=0 would keep the resident pdctl's tests from their resident: tests set it themselves.
+os.environ.pop("PDCTL_RESIDENT", None)
+# A suite started in the background by a script (`cmd &`) inherits SIGINT ignored, under nohup SIGHUP, as does every
+# process it starts, and pdctl keeps an ignored signal ignored: the tests that send them need them delivered.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+for _sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGQUIT):
+    if signal.getsignal(_sig) is signal.SIG_IGN:
+        signal.signal(_sig, signal.SIG_DFL)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -358,14 +358,17 @@ def holders(points: Sequence[Point]) -> dict[str, dict[str, float]]:
     return {label: {k: v for k, v in g.items() if v} for label, g in last.per_worker.items() if any(g.values())}
 
 
+TARGET = "prefill+decode"   # the inflight check's target: the whole PD deployment, not one worker
+
+
 def inflight_results(verdict: InflightVerdict | None, points: Sequence[Point], *, partial: bool) -> list[CheckResult]:
     """The inflight layer's check result: the verdict (naming the workers that hold a pin), FAIL when nothing could
     be read, and at most WARN for an interrupted series. Pure."""
     if verdict is None:
         why = "; ".join(f"{k}: {v}" for k, v in (points[-1].errors.items() if points else [])) or "no sample taken"
-        return [CheckResult(LAYER, "prefill+decode", "inflight", Status.FAIL, observed="no complete sample",
+        return [CheckResult(LAYER, TARGET, "inflight", Status.FAIL, observed="no complete sample",
                             expected="drained, or busy with progress", detail=why)]
-    r = verdict.to_check_result("prefill+decode")
+    r = verdict.to_check_result(TARGET)
     held = holders(points)
     if verdict.verdict == "pinned" and verdict.conclusive and held:
         r.detail += "; held by " + ", ".join(f"{label} ({short_gauges(g)})" for label, g in held.items())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -207,8 +208,23 @@ def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet
     return MetricSet(families)
 
 
-@functools.lru_cache(maxsize=1)
+_parser_lock = threading.Lock()
+
+
+def warm_parser() -> None:
+    """Load the library's parser now: the resident pdctl does, so the runs it forks start with it."""
+    _library_parser()
+
+
 def _library_parser():
+    """prometheus_client's parser; the lock keeps a second layer thread from importing it while the first one
+    swaps the stand-in package in and out of sys.modules (it then loaded the whole package after all)."""
+    with _parser_lock:
+        return _load_library_parser()
+
+
+@functools.lru_cache(maxsize=1)
+def _load_library_parser():
     """prometheus_client's `text_string_to_metric_families`, imported on first use (`pdctl --help` never loads it).
     When the package is not loaded yet, its parser is loaded as a private copy under a stand-in package whose
     `__init__` does not run: that `__init__` loads the exposition side too (http.server, ssl, wsgiref: ~50 ms, a

@@ -11,7 +11,11 @@ with EVERY PREFILL, restarted in this order:
   3. the group's decodes restart (no running prefill has ever paired with their old processes), every
      prefill x group pair is canaried, and the group goes back into every router.
 Two units restart every prefill twice and every decode once; at least one prefill and half of the decodes serve
-throughout. Routers hold no KV bootstrap state and are not restarted (`restart --role router` does that).
+throughout. Workers that do not serve now (out of a router, or unhealthy in it) and pairs already known broken (the
+restart lineage's hazards) decide the order: such decodes form the first group, so the decodes left serving during
+unit 1 are the sound ones (a router retrying on a broken pair while its healthy decodes are out opens that decode's
+circuit breaker: no decode at all), and such prefills roll first.
+Routers hold no KV bootstrap state and are not restarted (`restart --role router` does that).
 """
 
 from __future__ import annotations
@@ -38,34 +42,48 @@ class Unit:
         return [("prefill", i) for i in self.prefills] + [("decode", j) for j in self.decodes]
 
 
-def form_units(n_prefill: int, n_decode: int) -> list[Unit]:
+def form_units(n_prefill: int, n_decode: int, first: Iterable[Worker] = ()) -> list[Unit]:
     """The units of a rolling restart of `n_prefill` x `n_decode` (see the module docstring): the decodes in two
-    halves, the first half the larger; one unit when there is a single decode (which `refusal` refuses)."""
-    prefills = tuple(range(n_prefill))
+    halves, the first half the larger; one unit when there is a single decode (which `refusal` refuses).
+    `first`: workers to restart first (not serving now, or in a pair known broken): such decodes go in the first
+    half (as many as fit), such prefills roll first in every unit. Otherwise index order."""
+    first = set(first)
+    prefills = tuple(sorted(range(n_prefill), key=lambda i: (("prefill", i) not in first, i)))
+    decodes = sorted(range(n_decode), key=lambda j: (("decode", j) not in first, j))
     half = (n_decode + 1) // 2
-    groups = [tuple(range(half)), tuple(range(half, n_decode))]
+    groups = [tuple(sorted(decodes[:half])), tuple(sorted(decodes[half:]))]
     return [Unit(k, g, prefills) for k, g in enumerate(g for g in groups if g)]
 
 
-def refusal(units: Sequence[Unit], in_service: Mapping[str, Iterable[Worker]]) -> str | None:
-    """Why this rolling restart must not start, or None. `in_service`: router label -> the workers in its worker
-    list now. Refused when any step would leave a router with no prefill or no decode: a unit's whole decode
-    group out (every decode in one unit), or a prefill out when it is the router's only one."""
-    for router, present in in_service.items():
-        have = set(present)
-        prefills = {i for role, i in have if role == "prefill"}
-        decodes = {j for role, j in have if role == "decode"}
+def refusal(units: Sequence[Unit], serving: Mapping[str, Iterable[Worker]]) -> str | None:
+    """Why this rolling restart must not start, or None. `serving`: router label -> the workers its worker list
+    holds now as healthy. The units are followed in order: a worker restarted by an earlier step serves again
+    after it (it was canaried and put back), one that does not serve now and was not restarted yet does not.
+    Refused when any step would leave a router with no prefill or no decode serving."""
+    for router, present in serving.items():
+        now = set(present)
+        decodes_now = sorted(j for role, j in now if role == "decode")
+        prefills_now = sorted(i for role, i in now if role == "prefill")
+        fresh: set[Worker] = set()
         for unit in units:
-            left = decodes - set(unit.decodes)
-            if not left:
+            up = now | fresh
+            if not {j for role, j in up if role == "decode"} - set(unit.decodes):
                 gone = ", ".join(f"decode[{j}]" for j in unit.decodes)
                 return (f"taking {gone} out would leave {router} with no decode "
-                        f"(it routes to {_count(len(decodes), 'decode')}); a rolling restart needs two")
+                        f"(it routes to {_serving(decodes_now, 'decode')}); a rolling restart needs two")
             for i in unit.prefills:
-                if not prefills - {i}:
+                if not {k for role, k in now | fresh if role == "prefill"} - {i}:
                     return (f"taking prefill[{i}] out would leave {router} with no prefill "
-                            f"(it routes to {_count(len(prefills), 'prefill')}); a rolling restart needs two")
+                            f"(it routes to {_serving(prefills_now, 'prefill')}); a rolling restart needs two")
+                fresh.add(("prefill", i))
+            fresh |= {("decode", j) for j in unit.decodes}
     return None
+
+
+def _serving(indices: list[int], role: str) -> str:
+    if not indices:
+        return f"no healthy {role}"
+    return f"{_count(len(indices), role)}: " + ", ".join(f"{role}[{k}]" for k in indices)
 
 
 def _count(n: int, what: str) -> str:

@@ -63,6 +63,7 @@ class RoundInfo:
     ok: bool | None = None                # no failed check in it
     rounds: int = 0
     skipped: int = 0                      # ticks skipped while it ran
+    error: str | None = None              # why its last round raised (its checks are not known), None once one ends
 
 
 @dataclass
@@ -72,6 +73,7 @@ class WatchState:
     inflight_window_s: float = 20.0
     checks: dict[tuple[str, str, str], CheckState] = field(default_factory=dict)
     target_up: dict[str, bool] = field(default_factory=dict)
+    target_why: dict[str, str] = field(default_factory=dict)   # an unknown target: why (which host, what it said)
     counters: dict[tuple[str, str], CounterTrack] = field(default_factory=dict)
     points: deque = field(default_factory=deque)
     inflight: InflightVerdict | None = None
@@ -121,6 +123,10 @@ class WatchState:
     def _up(self, target: str, up: bool, t: float, why: str = "") -> list[dict[str, Any]]:
         was = self.target_up.get(target)
         self.target_up[target] = up
+        if up:
+            self.target_why.pop(target, None)
+        elif why:
+            self.target_why[target] = why
         if was is None or was == up:
             return [] if up or was is not None else [self._target_line(target, "unknown", t, why)]
         return [self._target_line(target, "recovered" if up else "unknown", t, why)]
@@ -163,12 +169,15 @@ class WatchState:
                     out[(target, kind)], pool = raw[(target, kind)] - took, pool - took
         return out
 
-    def transfer_checks(self) -> list[CheckResult]:
+    def transfer_checks(self, unread: Mapping[str, str] | None = None) -> list[CheckResult]:
         """The "transfer" layer from the counters: each worker's failures since the watch started that its aborts
-        do not explain, 0 to pass."""
+        do not explain, 0 to pass. Workers in `unread` (label -> why: not read in this sample) are left out: their
+        counters are not known now (transfer_unread)."""
         out = []
         raw = self.failures_since_start()
         for (target, kind), left in sorted(self.unexplained_failures().items()):
+            if target in (unread or {}):
+                continue
             total = raw[(target, kind)]
             name = f"{kind} failures since the watch started"
             status = Status.PASS if left == 0 else Status.FAIL
@@ -177,6 +186,26 @@ class WatchState:
                                    expected="0 not explained by aborts",
                                    next_step="" if left == 0 else "pdctl triage"))
         return out
+
+    def transfer_unread(self, unread: Mapping[str, str], t: float) -> list[dict[str, Any]]:
+        """The transfer checks of workers whose /metrics could not be read in this sample turn unknown (a stale
+        count must not read pass, and a worker never read must not go unlisted); its host answered, so the target
+        itself is not unknown."""
+        lines = []
+        for target, why in sorted(unread.items()):
+            observed = f"its /metrics could not be read: {why}"
+            for kind in FAILURE_KINDS:
+                key = ("transfer", target, f"{kind} failures since the watch started")
+                c = self.checks.get(key)
+                if c is None:
+                    c = self.checks[key] = CheckState("inflight", "transfer", target, key[2], UNKNOWN, observed,
+                                                      "0 not explained by aborts", observed, t, "")
+                elif c.status != UNKNOWN:
+                    c.status, c.observed, c.detail, c.since = UNKNOWN, observed, observed, t
+                else:
+                    continue
+                lines.append(c.line(t, self.deployment))
+        return lines
 
     def apply_processes(self, seen: Mapping[str, tuple[int | None, float | None]], t: float) -> list[dict[str, Any]]:
         """label -> (pid, start time) of the running main processes: a changed pid is a restart line."""
@@ -246,10 +275,17 @@ class WatchState:
     # -- rounds and the verdict ------------------------------------------------------------------------------
     def round_done(self, cadence: str, t: float, seconds: float) -> dict[str, Any]:
         info = self.rounds.setdefault(cadence, RoundInfo())
-        info.last_complete, info.seconds, info.rounds = t, seconds, info.rounds + 1
+        info.last_complete, info.seconds, info.rounds, info.error = t, seconds, info.rounds + 1, None
         info.ok = not any(c.status == "fail" for c in self.checks.values() if c.cadence == cadence)
         return {"t": t, "deployment": self.deployment, "event": "round", "cadence": cadence, "ok": info.ok,
                 "seconds": round(seconds, 3)}
+
+    def round_failed(self, cadence: str, why: str) -> None:
+        """A round that raised: the cadence reads unknown until one of its rounds ends."""
+        self.rounds.setdefault(cadence, RoundInfo()).error = why
+
+    def round_errors(self) -> dict[str, str]:
+        return {c: i.error for c, i in sorted(self.rounds.items()) if i.error is not None}
 
     def round_skipped(self, cadence: str, t: float) -> dict[str, Any]:
         info = self.rounds.setdefault(cadence, RoundInfo())
@@ -262,11 +298,12 @@ class WatchState:
         return sorted(t for t, up in self.target_up.items() if not up)
 
     def _statuses(self) -> set[str]:
-        return {c.status for c in self.checks.values()} | ({UNKNOWN} if self.unknown_targets() else set())
+        return {c.status for c in self.checks.values()} | (
+            {UNKNOWN} if self.unknown_targets() or self.round_errors() else set())
 
     def verdict(self) -> str:
-        """fail when any check fails; else unknown when any check or target is unknown; else warn when any
-        warns; else pass."""
+        """fail when any check fails; else unknown when any check or target is unknown, or a cadence's last round
+        raised; else warn when any warns; else pass."""
         statuses = self._statuses()
         for s in ("fail", UNKNOWN, "warn"):
             if s in statuses:
@@ -286,7 +323,8 @@ class WatchState:
         checks = sorted(self.checks.values(), key=lambda c: (c.status == "pass", c.layer, c.target, c.check))
         return {"deployment": self.deployment, "verdict": self.verdict(), "exit_code": self.exit_code(),
                 "started": self.started, "checks": to_data(checks), "targets_up": dict(self.target_up),
-                "unknown_targets": self.unknown_targets(),
+                "unknown_targets": self.unknown_targets(), "round_errors": self.round_errors(),
+                "unknown_why": {t: self.target_why[t] for t in self.unknown_targets() if t in self.target_why},
                 "inflight": {"verdict": self.inflight.verdict if self.inflight else UNKNOWN,
                              "summary": self.inflight.summary if self.inflight else "",
                              "pinned": self.pinned, "pinned_seconds": self.pinned_seconds(now)},

@@ -11,10 +11,21 @@ from typing import Annotated, Callable, Iterator, Optional
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+
+def _inventory_path(value: str | None) -> Path | None:
+    """Read as text first: a Path would turn "" into ".", refused as "a directory" instead of as empty."""
+    if value is None:
+        return None
+    if not value:
+        raise typer.BadParameter("the path is empty: give the inventory file, or leave out -i for the embedded "
+                                 "default")
+    return Path(value)
+
+
 InventoryOpt = Annotated[
-    Optional[Path],
+    Optional[str],
     typer.Option("-i", "--inventory", help="Inventory YAML. Without it: the embedded default (bundled engine on this machine).",
-                 envvar="PDCTL_INVENTORY"),
+                 envvar="PDCTL_INVENTORY", metavar="<path>", callback=_inventory_path),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")]
@@ -47,14 +58,16 @@ def _raise_interrupted(signum, _frame) -> None:
 @contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
     """While inside, SIGTERM and SIGHUP raise Interrupted in the main thread (as SIGINT raises
-    KeyboardInterrupt); the previous handlers come back after. A no-op outside the main thread."""
+    KeyboardInterrupt), unless ignored (`nohup pdctl ...`); the previous handlers come back after. A no-op outside
+    the main thread."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    # one the process was started ignoring (nohup's SIGHUP) stays ignored: the caller asked for that
     sigs = [getattr(signal, n) for n in _STOP_SIGNALS if hasattr(signal, n)]
-    previous = {s: signal.signal(s, _raise_interrupted) for s in sigs}
+    previous = {s: signal.signal(s, _raise_interrupted) for s in sigs if signal.getsignal(s) != signal.SIG_IGN}
     try:
         yield
     finally:
@@ -166,16 +179,23 @@ def _usage_hint(e) -> str | None:
     return f"run `{ctx.command_path} --help`" if ctx is not None else None
 
 
-def report_error(kind: str, exit_code: int, message: str, hint: str | None, *, json_out: bool) -> int:
-    """Say an error: `error:` and `hint:` lines on stderr and, under --json, the one JSON document on stdout
-    ({"ok": false, "error": {exit_code, kind, message, hint}}, secrets masked as on screen). Returns exit_code."""
+def report_error(kind: str, exit_code: int, message: str, hint: str | None, *, json_out: bool,
+                 warnings: tuple[str, ...] = ()) -> int:
+    """Say an error: the warnings the action gave before it failed, then `error:` and `hint:` lines on stderr and,
+    under --json, the one JSON document on stdout ({"ok": false, "error": {exit_code, kind, message, hint}}, and
+    "warnings" when there are any; secrets masked as on screen). Returns exit_code."""
     from pdctl import render
     from pdctl.secrets import mask_text
 
+    for w in warnings:
+        render.warning(w)
     render.error(message, hint)
     if json_out:
-        render.emit_json({"ok": False, "error": {"exit_code": exit_code, "kind": kind, "message": mask_text(message),
-                                                 "hint": mask_text(hint) if hint else None}})
+        doc = {"ok": False, "error": {"exit_code": exit_code, "kind": kind, "message": mask_text(message),
+                                      "hint": mask_text(hint) if hint else None}}
+        if warnings:
+            doc["warnings"] = [mask_text(w) for w in warnings]
+        render.emit_json(doc)
     return exit_code
 
 
@@ -209,13 +229,15 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
             return fn(*args, **kwargs)
     except PdctlError as e:
         code = report_error(ERROR_KINDS.get(e.exit_code, "failed"), e.exit_code, e.message,
-                            e.hint or _usage_hint(e), json_out=json_out)
+                            e.hint or _usage_hint(e), json_out=json_out, warnings=e.warnings)
         raise typer.Exit(code) from None
     except KeyboardInterrupt as e:
         message = f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}"
         states = getattr(e, "role_states", None)    # read for the audit record by deploy and restart
         if isinstance(states, dict) and states:
             message += "\nstate of each role now:" + "".join(f"\n  {k}: {v}" for k, v in states.items())
+        for note in getattr(e, "interrupted_notes", None) or []:   # what the action left that the operator must know
+            message += f"\n{note}"
         report_error("interrupted", INTERRUPTED_EXIT, message,
                      "it stopped at a safe point: a mutating action released its lock and recorded where "
                      "it stopped (see `pdctl history` and `pdctl status`)", json_out=json_out)
@@ -225,6 +247,11 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
     except Exception as e:  # a bug or an unmapped failure: say what happened, exit 1, no traceback
         import os
         import traceback
+
+        from pdctl.broken_pipe import READER_GONE_EXIT, drop_rest_of_output
+
+        if isinstance(e, BrokenPipeError) and drop_rest_of_output():   # cut short by `| head`: quietly, as SIGPIPE
+            raise typer.Exit(READER_GONE_EXIT) from None
 
         if os.environ.get("PDCTL_DEBUG"):
             traceback.print_exc()

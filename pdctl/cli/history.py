@@ -43,6 +43,12 @@ def history(
     given = None if inventory is None else str(inventory)
     when = {"since": None if since is None else audit.parse_when(since, option="--since"),
             "until": None if until is None else audit.parse_when(until, option="--until")}
+    if when["since"] is not None and when["until"] is not None and when["since"] > when["until"]:
+        from pdctl.errors import UsageError
+
+        raise UsageError(f"--since {since!r} is after --until {until!r}: no record can be in between",
+                         hint="a time ago counts back from now: --since 3h --until 2h is from 3 hours ago "
+                              "to 2 hours ago")
     records = audit.read_records(log)
     if json_out:    # every raw line, started records included
         lines = audit.query(records, action=action, result=result, inventory=given, limit=n, **when)

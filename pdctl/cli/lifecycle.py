@@ -31,7 +31,9 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
         render.lines([render.watch_line(watch)], style="dim")
         for h in hazards:
             render.warning(h)
-        if any(r["state"] == "unknown" for r in rows):   # deploy would act on a host we know nothing about
+        if any(r.get("error_exit_code") == 2 for r in rows):   # a retry cannot help: the inventory's files
+            render.lines(["next: fix what the error below names, then `pdctl status` again"], style="yellow")
+        elif any(r["state"] == "unknown" for r in rows):   # deploy would act on a host we know nothing about
             render.lines(["next: nothing is known of the unknown roles; retry `pdctl status` before acting"],
                          style="yellow")
         elif any(r["state"] == "stopped" for r in rows):
@@ -76,7 +78,9 @@ def logs(
     lines: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many lines from the end.")] = 200,
     report: ReportOpt = None,
 ) -> None:
-    """Print the last lines of a role's log (journal or log file), secret env values scrubbed."""
+    """Print the last lines of a role's log (journal or log file), secret env values scrubbed.
+
+    A log file that does not exist (the role never started on its host) is said, with its path: exit 1."""
     from pdctl.errors import UsageError
     from pdctl.ops.lifecycle import logs as run
     from pdctl.render.report import record_text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Optional
 
 import typer
@@ -36,8 +37,8 @@ def restart(
 
     if [pair, bool(role), rolling].count(True) != 1:
         raise UsageError("say what to restart: --pair, --rolling, or --role ROLE (one of them)")
-    if drain_timeout < 0:
-        raise UsageError(f"--drain-timeout {drain_timeout:g}: seconds must be >= 0")
+    if not (math.isfinite(drain_timeout) and drain_timeout >= 0):    # nan would never time out
+        raise UsageError(f"--drain-timeout {drain_timeout:g}: seconds must be a finite number >= 0")
     if rolling:
         return _rolling(inventory, dry_run=dry_run, json_out=json_out, verify=not no_verify, skip_lint=skip_lint,
                         drain_timeout=drain_timeout)

@@ -39,7 +39,7 @@ def run(
     from pdctl.inventory import load_inventory
     from pdctl.playbook import runner
     from pdctl.playbook.schema import load_playbook, resolve_playbook
-    from pdctl.playbook.steps import inventory_secrets
+    from pdctl.secrets import inventory_secrets
     from pdctl.playbook.vars import parse_cli_vars
 
     try:

@@ -49,6 +49,7 @@ def storm(
 
     Exit 0 drained and stayed 0, 1 not drained or pinned, 2 bad options, 130 interrupted."""
     from pdctl import render
+    from pdctl.checks.router_address import parse_router_address
     from pdctl.errors import UsageError
     from pdctl.ops.storm import storm as run
     from pdctl.ops.storm_plan import StormConfig
@@ -60,6 +61,11 @@ def storm(
                             aim_lo_frac=aim_from, aim_hi_frac=aim_to)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if router is not None:     # a malformed address is refused before any host is contacted
+        try:
+            parse_router_address(router)
+        except ValueError as e:
+            raise UsageError(f"--router {router!r}: {e}", hint="give host:port of the inventory's router") from None
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = run(dep, cfg, router=router)
     if json_out:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -16,7 +16,9 @@ from pdctl.serialize import to_data
 def triage(
     inventory: InventoryOpt = None,
     window: Annotated[float, typer.Option("--window", help="Seconds to sample queues and counters over.")] = TRIAGE_WINDOW_S,
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between samples.")] = TRIAGE_INTERVAL_S,
+    interval: Annotated[Optional[float], typer.Option(
+        "--interval", help=f"Seconds between samples (default {TRIAGE_INTERVAL_S:g}, or the window when "
+                           "shorter).")] = None,
     json_out: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every observation, passing ones too.")] = False,
     report: ReportOpt = None,
@@ -31,7 +33,7 @@ def triage(
     from pdctl import render
     from pdctl.ops.triage import triage as run
 
-    check_window(window, interval)
+    interval = check_window(window, interval, TRIAGE_INTERVAL_S)
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
         rep = run(dep, window_s=window, interval_s=interval)
     if json_out:

@@ -28,7 +28,8 @@ def final_health(
         "--layer", help=f"Run only these layers (repeat, or comma-separate): {', '.join(DEFAULT_LAYERS)}; "
                         f"{', '.join(OPTIONAL_LAYERS)} (a sampled window; a canary per pair) only when named.")] = None,
     record_baseline: Annotated[bool, typer.Option(
-        "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline.")] = False,
+        "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline; only when "
+                                  "every worker's were read (else the old one stays and the check fails).")] = False,
     since_baseline: Annotated[bool, typer.Option(
         "--since-baseline", help="Transfer layer: fail only if failures grew since the recorded baseline.")] = False,
     verbose: Annotated[bool, typer.Option(

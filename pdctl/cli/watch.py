@@ -114,9 +114,10 @@ def watch(
         if writer is not None:
             writer.close()
     if json_out:
+        snapshot = result.state.snapshot(result.state.started + result.seconds)
+        snapshot.pop("exit_code")   # the state's verdict alone: the process's own (130 when interrupted) stands
         render.emit_json({"ok": result.ok, "exit_code": result.exit_code(), "seconds": round(result.seconds, 1),
-                          "stopped_by": result.stopped_by, **result.state.snapshot(result.state.started +
-                                                                                    result.seconds)})
+                          "stopped_by": result.stopped_by, **snapshot})
     elif timeline != "-":
         if not live:   # the live view's last frame stays on the screen
             render.console().print(screen_text(result.state, result.state.started + result.seconds))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pdctl import audit, launch
-from pdctl.errors import StepFailed
+from pdctl.errors import StepFailed, carry_warnings
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
@@ -119,12 +119,13 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True, skip_
     if dry_run:
         return DeployResult(plan_deploy(dep))
     states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
-    with states.carried(), \
+    warned: list[str] = []             # the result's warnings; an error says them too (carry_warnings)
+    with carry_warnings(warned), states.carried(), \
             audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False, "skip_lint": skip_lint},
                           mark_start=True,
                           states=states) as rec, \
             deployment_lock(dep, "deploy", run=rec.run, states=lambda: role_states(dep)) as lock:
-        result = DeployResult(plan_deploy(dep))   # observed under the lock: nobody changes it meanwhile
+        result = DeployResult(plan_deploy(dep), warnings=warned)   # observed under the lock: nobody changes it
         if lock.took_over:
             result.warnings.append(f"took over the {lock.took_over.describe()}")
             rec.extra["warnings"] = result.warnings

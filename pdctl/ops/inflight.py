@@ -128,11 +128,12 @@ class InflightReport:
         return holders(self.points)
 
     def exit_code(self) -> int:
-        """130 interrupted (Ctrl-C), 0 drained, 0 busy (a warning), 1 pinned (conclusive), 1 nothing could be read."""
+        """130 interrupted (Ctrl-C), 0 drained, 0 busy (a warning), 1 pinned (conclusive), 3 unknown: no complete
+        sample (a worker could not be read in any), as every unknown."""
         if self.partial:
             return 130
         if self.verdict is None:
-            return 1
+            return 3
         return 1 if self.pinned else 0
 
     def to_check_results(self) -> list[CheckResult]:
@@ -235,8 +236,9 @@ def inflight_layer(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S,
                    interval_s: float = INFLIGHT_INTERVAL_S) -> list[CheckResult]:
     """The optional "inflight" layer of final-health. Ctrl-C while sampling re-raises KeyboardInterrupt (the CLI
     exits 130, as `verify inflight` does): an interrupted window is no verdict, and softening it to a warning would
-    let final-health exit 0."""
-    rep = sample_inflight(dep, window_s, interval_s)
+    let final-health exit 0. As `verify inflight`, raises UnreachableError (exit 3) at the first sample when no
+    worker's /metrics can be read: a window of unreadable samples would only wait to say the same as a FAIL."""
+    rep = sample_inflight(dep, window_s, interval_s, preflight=True)
     if rep.partial:       # no stop event here: partial means Ctrl-C
         raise KeyboardInterrupt
     return rep.to_check_results()

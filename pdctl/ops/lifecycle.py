@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from pdctl import audit
-from pdctl.errors import PdctlError, UsageError
+from pdctl.errors import CheckFailed, PdctlError, UsageError
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_stop
 from pdctl.serialize import to_data
@@ -85,16 +85,23 @@ def down(dep: Deployment, *, dry_run: bool = False, purge: bool = False) -> list
 
 
 def logs(dep: Deployment, role: str, *, index: int = 0, lines: int = 200) -> str:
-    """The last `lines` of a role instance's log, with the role's secret env values scrubbed."""
-    from pdctl.secrets import is_secret_name, mask_text
+    """The last `lines` of a role instance's log, with every secret the inventory declares scrubbed (any role's env
+    and launch flags: a peer's token can reach this log too)."""
+    from pdctl.secrets import inventory_secrets, mask_text
 
     instances = getattr(dep.inv.roles, role)
     if not 0 <= index < len(instances):
         raise UsageError(f"--index {index}: {role} has {len(instances)} instance(s)")
     inst = instances[index]
-    text = dep.services(inst.host).log_tail(dep.inv.service_name(role, index), lines=lines)
-    secrets = [v for k, v in inst.env.items() if is_secret_name(k) and v]
-    return mask_text(text, secrets)
+    services, name = dep.services(inst.host), dep.inv.service_name(role, index)
+    text = services.log_tail(name, lines=lines)
+    if not text:    # nothing read: an empty log, or none at all (an empty screen would say neither)
+        missing = services.missing_log(name)
+        if missing is not None:
+            raise CheckFailed(f"{dep.inv.label(role, index)}: no log file: {missing} does not exist",
+                              hint="not started there since its state was purged, or never deployed: "
+                              "see `pdctl status`")
+    return mask_text(text, inventory_secrets(dep.inv))
 
 
 def purge_files(dep: Deployment) -> list[StepRecord]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pdctl import audit
-from pdctl.errors import HazardRefused
+from pdctl.errors import HazardRefused, carry_warnings
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
@@ -78,9 +78,10 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
         return result
     action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
     states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
-    with states.carried(), audit.audited(action, inventory=dep.inv.source, mark_start=True, states=states,
-                                         args={"roles": list(roles), "override_hazard": override_hazard,
-                                               "skip_lint": skip_lint}) as rec:
+    with carry_warnings(result.warnings), states.carried(), \
+            audit.audited(action, inventory=dep.inv.source, mark_start=True, states=states,
+                          args={"roles": list(roles), "override_hazard": override_hazard,
+                                "skip_lint": skip_lint}) as rec:
         with deployment_lock(dep, action, run=rec.run, states=lambda: role_states(dep)) as lock:
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pdctl import audit
 from pdctl.checks.rolling import UnitState, drained, form_units, refusal
-from pdctl.errors import HazardRefused, PdctlError, StepFailed
+from pdctl.errors import HazardRefused, PdctlError, StepFailed, carry_warnings
 from pdctl.ops import router_workers as rw
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, restart_one, role_states, run_step
@@ -33,6 +33,7 @@ class RollingResult:
     health: HealthReport | None = field(default=None, metadata=json_key("final_health"))
     warnings: list[str] = field(default_factory=list)
     stopped: str | None = None                  # why the restart stopped before the last unit, with the states
+    order: str | None = None                    # why the units are not in index order (pairs known broken first)
     stopped_exit: int = field(default=1, metadata=JSON_OFF)
     roles: tuple[str, ...] = field(default=ROLES, metadata=JSON_OFF)   # what it restarts (the lint gate reads this)
     rolling = True                              # says which restart this document is
@@ -67,20 +68,24 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
     from pdctl.ops.fanout import raise_first_unreachable
     from pdctl.ops.restart import lint_gate
 
-    units = form_units(len(dep.inv.roles.prefill), len(dep.inv.roles.decode))
-    result = RollingResult(dry_run, [], [UnitState(u) for u in units])
+    now = rw.serving(dep)     # raises UnreachableError when a router's list cannot be read: nothing done yet
+    first, order, unread = restart_first(dep, now)
+    units = form_units(len(dep.inv.roles.prefill), len(dep.inv.roles.decode), first)
+    result = RollingResult(dry_run, [], [UnitState(u) for u in units], order=order)
+    if unread:
+        result.warnings.append(unread + "; the units go in index order")
     result.plan = rolling_plan(dep, result.units)
     if dry_run:
-        _refuse(dep, result)
+        _refuse(dep, result, now)
         return result
     states = StatesAtInterrupt(dep)
-    with states.carried(), audit.audited("restart --rolling", inventory=dep.inv.source, mark_start=True,
-                                         states=states, args={"drain_timeout": drain_timeout,
-                                                              "skip_lint": skip_lint}) as rec:
+    with carry_warnings(result.warnings), states.carried(), \
+            audit.audited("restart --rolling", inventory=dep.inv.source, mark_start=True, states=states,
+                          args={"drain_timeout": drain_timeout, "skip_lint": skip_lint}) as rec:
         with deployment_lock(dep, "restart --rolling", run=rec.run, states=lambda: role_states(dep)) as lock:
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")
-            _refuse(dep, result)
+            _refuse(dep, result, rw.serving(dep))    # read again under the lock
             lint_gate(dep, result, rec, skip_lint)
             resolved = dep.each_instance(lambda role, k: dep.base_url(role, k), roles=ROLES)
             raise_first_unreachable(resolved)      # a worker that cannot be asked: nothing has been changed yet
@@ -91,8 +96,13 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
                 except StepFailed as e:
                     result.stopped, result.stopped_exit = e.message, e.exit_code
                     break
-                except KeyboardInterrupt:   # the record says which workers stay out of the routers
+                except KeyboardInterrupt as e:   # the record and the screen say which workers stay out
                     rec.extra["units"] = to_data(result.units)
+                    out = [w for s in result.units for w in (s.out or [])]
+                    if out:
+                        e.interrupted_notes = [f"still out of the routers: {', '.join(out)} (restarted, not put "
+                                               "back); `pdctl restart --rolling` again restarts them first and puts "
+                                               "them back"]
                     raise
                 # every pair has been canaried since either of its workers last restarted: the new clean lineage
                 save_lineage_record(dep)
@@ -104,11 +114,40 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
                     rec.extra["final_health"] = to_data(result.health)
         rec.result = "ok" if result.ok else ("stopped: " + result.stopped.splitlines()[0] if result.stopped
                                              else "final-health failed")
+        if result.exit_code:    # decides the record's result word: a unit whose host did not answer is unreachable
+            rec.extra["exit_code"] = result.exit_code
     return result
 
 
-def _refuse(dep: Deployment, result: RollingResult) -> None:
-    why = refusal([s.unit for s in result.units], rw.in_service(dep))
+def restart_first(dep: Deployment, serving) -> tuple[list[tuple[str, int]], str | None, str | None]:
+    """The workers to restart first: those some router does not route to now (out of its list, or unhealthy
+    there: a worker an earlier, stopped run left out, or a dead one) and those of the pairs the restart lineage
+    calls broken. Returns them, the line saying why (None without any), and why the lineage could not be read
+    (None when it was). A pair broken for a reason the lineage cannot see (it judges pids and start times) does not
+    change the order."""
+    from pdctl.ops.lineage_record import pair_lineage
+
+    label = dep.inv.label
+    declared = [(role, k) for role, k, _ in dep.inv.instances() if role in ROLES]
+    idle = [w for w in declared if any(w not in set(ws) for ws in serving.values())]
+    marks, unread = pair_lineage(dep)
+    index = {label(role, k): (role, k) for role, k in declared}
+    pairs = sorted(((index[p], index[d], kind) for (p, d), kind in marks.items() if p in index and d in index),
+                   key=lambda t: (t[0][1], t[1][1]))
+    first = idle + [w for p, d, _k in pairs for w in (p, d) if w not in idle]
+    why = []
+    if idle:
+        why.append("not routed to now (out of a router, or unhealthy there): " + ", ".join(label(*w) for w in idle))
+    if pairs:
+        why.append("the restart lineage calls broken: " + "; ".join(f"{label(*p)} -> {label(*d)} ({kind})"
+                                                                    for p, d, kind in pairs))
+    if not why:
+        return [], None, unread
+    return first, ("these go first (decodes out in unit 1, prefills rolled first): " + "; and ".join(why)), unread
+
+
+def _refuse(dep: Deployment, result: RollingResult, serving) -> None:
+    why = refusal([s.unit for s in result.units], serving)
     if why:
         raise HazardRefused(f"refused: {why}", hint="`pdctl restart --pair` co-restarts everything (the service is "
                                                      "down meanwhile)")
@@ -202,7 +241,12 @@ def _wait_drained(dep: Deployment, role: str, k: int, bases, limit: float) -> No
     timeout = dep.inv.final_health.metrics_timeout
 
     def gauges() -> dict[str, float]:
-        m = fetch_metrics(bases[(role, k)], timeout=timeout)
+        try:
+            m = fetch_metrics(bases[(role, k)], timeout=timeout)
+        except PdctlError:
+            if not dep.status(role, k).active:   # not running (a dead decode): nothing can be in flight on it
+                return {}
+            raise
         return (inflight_point([m], []) if role == "prefill" else inflight_point([], [m]))[0]
 
     w = poll_until(gauges, drained, timeout=limit, interval=0.2, backoff=1.5, max_interval=1.0,

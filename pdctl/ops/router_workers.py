@@ -58,14 +58,16 @@ def url_of(dep: Deployment, r: int, role: str, i: int) -> str:
     return worker_url(dep.inv, role, i, dep.instance("router", r).host)
 
 
-def in_service(dep: Deployment) -> dict[str, list[tuple[str, int]]]:
-    """router label -> the declared workers its list holds now."""
+def serving(dep: Deployment) -> dict[str, list[tuple[str, int]]]:
+    """router label -> the declared workers its list holds now and does not call unhealthy (the ones it routes
+    to)."""
     out = {}
     for r in range(len(dep.inv.roles.router)):
         listed_now = workers(dep, r)
         out[dep.inv.label("router", r)] = [
             (role, i) for role, i, _ in dep.inv.instances() if role != "router"
-            and listed(listed_now, url_of(dep, r, role, i)) is not None]
+            and (entry := listed(listed_now, url_of(dep, r, role, i))) is not None
+            and entry.get("is_healthy") is not False]
     return out
 
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl import launch, state
+from pdctl.checks.baseline import BaselineRecord
+from pdctl.ops.baseline import baseline_warning, load_baseline, read_transfer_counters, record_baseline
 from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.router import judge_router_workers, title_rewritten
-from pdctl.errors import PdctlError, RefusedError, UnreachableError
+from pdctl.errors import PdctlError, RefusedError, UnreachableError, UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.fanout import raise_first_unreachable
 from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, host_lineage_path, load_lineage_record  # noqa: F401 (callers)
@@ -31,14 +33,18 @@ from pdctl.services.base import ServiceStatus
 class HealthReport:
     inventory: str
     layers: dict[str, list[CheckResult]] = field(default_factory=dict)
+    baseline: BaselineRecord | None = None    # what --record-baseline did (None: not asked)
     json_extra = ("ok",)
+    json_omit_empty = ("baseline",)
 
     @property
     def ok(self) -> bool:
-        return not any(r.failed for rs in self.layers.values() for r in rs)
+        return not self.failures()
 
     def failures(self) -> list[CheckResult]:
-        return [r for rs in self.layers.values() for r in rs if r.failed]
+        """Every failed check of every layer, then a baseline that was asked for and not recorded."""
+        baseline = self.baseline.checks() if self.baseline is not None else []
+        return [r for rs in self.layers.values() for r in rs if r.failed] + baseline
 
 
 def health_probes(dep: Deployment, role: str, i: int) -> list[CheckResult]:
@@ -71,59 +77,25 @@ def _e2e_layer(dep: Deployment) -> list[CheckResult]:
     return _labelled(dep.each_instance(one, roles=("router",)))
 
 
-def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
-    """label -> MetricSet (or the exception that stopped us reading it), for every prefill and decode."""
-    from pdctl.checks.metric_names import FAILURE_COUNTERS
-    from pdctl.checks.sampling import fetch_metrics
-
-    def one(role: str, i: int):
-        try:
-            return fetch_metrics(dep.base_url(role, i), timeout=dep.inv.final_health.metrics_timeout,
-                                 families=FAILURE_COUNTERS)
-        except Exception as e:  # reported as a failed check, never swallowed
-            return e
-
-    return {r.label: r.value for r in dep.each_instance(one, roles=("prefill", "decode"))}
-
-
-def transfer_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
-    """The current failure counters per worker, to compare against later (`--since-baseline`)."""
-    from pdctl.checks.transfer import counters_of
-
-    return {label: counters_of(m) for label, m in read_transfer_counters(dep).items() if not isinstance(m, Exception)}
-
-
-def baseline_path(dep: Deployment):
-    return state.state_dir() / f"baseline-{dep.inv.name}.json"
-
-
-def load_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
-    """The failure counters recorded by `record_baseline`. Raises UsageError when none was recorded."""
-    from pdctl.errors import UsageError
-
-    path = baseline_path(dep)
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise UsageError(f"no transfer baseline recorded for {dep.inv.name!r} (looked in {path})",
-                         hint="record one first: pdctl verify final-health --record-baseline") from None
-
-
-def record_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
-    """Save the current failure counters of every worker as the baseline for later `since_baseline` checks."""
-    snap = transfer_baseline(dep)
-    baseline_path(dep).write_text(json.dumps(snap))
-    return snap
-
-
 def final_health_with_baseline(dep: Deployment, *, since_baseline: bool, record: bool,
                                layers: tuple[str, ...] = DEFAULT_LAYERS) -> "HealthReport":
-    """final-health that compares transfer failures with the recorded baseline (`since_baseline`), then saves
-    the counters as the new baseline (`record`), in that order."""
+    """final-health that compares transfer failures with the recorded baseline (`since_baseline`) and saves the
+    counters as the new baseline (`record`) before the layers run, so a transfer the e2e probe fails counts against
+    it (playbooks/deploy-fix.yaml). `report.baseline` says whether it was saved; one not saved is a failed check.
+    When a host cannot be asked (exit 3/4), the error carries a warning saying what became of the baseline."""
     baseline = load_baseline(dep) if since_baseline else None
-    if record:
-        record_baseline(dep)
-    return final_health(dep, baseline=baseline, layers=layers)
+    saved: BaselineRecord | None = None
+    try:
+        if record:
+            dep.connect_all()   # a host that cannot be asked stops here, before any read: nothing recorded
+            saved = record_baseline(dep)
+        report = final_health(dep, baseline=baseline, layers=layers)
+    except PdctlError as e:
+        if record:
+            e.warnings = (*e.warnings, baseline_warning(dep, saved))
+        raise
+    report.baseline = saved
+    return report
 
 
 def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | None) -> list[CheckResult]:
@@ -146,7 +118,7 @@ def _observe_host(dep: Deployment, host: str) -> dict[tuple[str, int], tuple]:
     names = {dep.inv.service_name(role, i): (role, i) for role, i, inst in dep.inv.instances() if inst.host == host}
     try:
         seen = dep.services(host).observe(list(names))
-    except (UnreachableError, RefusedError):
+    except (UnreachableError, RefusedError, UsageError):   # not asked, or never can be (a key file missing)
         raise
     except PdctlError as e:  # the host answered, the read failed: shown for its roles, the others stand
         down = e.message.splitlines()[0]
@@ -179,7 +151,7 @@ def live_processes_reached(dep: Deployment) -> tuple[dict[str, Any], dict[str, P
     return _by_label(dep, results), {r.label: r.error for r in results if not r.reached}
 
 
-def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
+def _flags_layer(dep: Deployment, procs: dict[str, Any], infos: dict[tuple[str, int], Any]) -> list[CheckResult]:
     from pdctl.checks.flags import judge_flags, judge_undeclared
 
     results = []
@@ -196,25 +168,34 @@ def _flags_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
         results.extend(judge_flags(label, info.argv, info.env,
                                    launch.declared_flags(dep.inv, role, i), launch.declared_env(dep.inv, role, i)))
         results.extend(judge_undeclared(label, info.argv, launch.role_argv(dep.inv, role, i)))
-    return results + _versions(dep, procs)
+    return results + _versions(procs, infos)
 
 
-def _versions(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
-    """One row per live worker: the version its /server_info reports (workers in parallel; no row when none)."""
-    from pdctl.checks.flags import judge_version
+def server_infos(dep: Deployment, only: set[tuple[str, int]] | None = None) -> dict[tuple[str, int], Any]:
+    """Each worker's /server_info (of `only` when given; None where it does not answer), asked in parallel.
+    final-health asks every worker while /proc is still being read, so the flags layer does not wait for these
+    round trips after it; the watch asks the live ones it found."""
     from pdctl.checks.http_util import client
     from pdctl.http_client import HTTPError
-    from pdctl.ops.fanout import fan_out
 
-    def server_info(key: tuple[str, int]) -> Any:
+    def server_info(role: str, i: int) -> Any:
+        if only is not None and (role, i) not in only:
+            return None
         try:
             with client(dep.inv.final_health.health_timeout) as c:
-                return c.get(f"{dep.base_url(*key)}/server_info").json()
+                return c.get(f"{dep.base_url(role, i)}/server_info").json()
         except (HTTPError, ValueError):
             return None
 
-    workers = [(label, (role, i)) for label, (role, i, _st, info) in procs.items() if role != "router" and info]
-    rows = [judge_version(r.label, r.value) for r in fan_out(workers, server_info)]
+    return {r.key: r.value for r in dep.each_instance(server_info, roles=("prefill", "decode"))}
+
+
+def _versions(procs: dict[str, Any], infos: dict[tuple[str, int], Any]) -> list[CheckResult]:
+    """One row per live worker: the version its /server_info reports (no row when none)."""
+    from pdctl.checks.flags import judge_version
+
+    rows = [judge_version(label, infos.get((role, i)))
+            for label, (role, i, _st, info) in procs.items() if role != "router" and info]
     return [row for row in rows if row is not None]
 
 
@@ -262,11 +243,11 @@ def unit_restarts(procs: dict[str, Any]) -> dict[str, Any]:
             for label, (role, _i, st, _info) in procs.items() if st.active and st.restarts is not None}
 
 
-def _lineage_layer(dep: Deployment, procs: dict[str, Any]) -> list[CheckResult]:
+def _lineage_layer(procs: dict[str, Any], record: Any) -> list[CheckResult]:
     from pdctl.checks.lineage import judge_lineage
     from pdctl.checks.systemd_restarts import judge_systemd_restarts
 
-    return judge_lineage(lineage_snapshot(procs), load_lineage_record(dep), LINEAGE_WINDOW_S) + \
+    return judge_lineage(lineage_snapshot(procs), record, LINEAGE_WINDOW_S) + \
         judge_systemd_restarts(unit_restarts(procs))
 
 
@@ -275,7 +256,6 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
     """Run the asked layers; independent ones in parallel. Never raises for an unhealthy deployment; raises
     UnreachableError/HostKeyRefused when a host cannot be asked at all."""
     report = HealthReport(inventory=dep.inv.name)
-    dep.connect_all()
     started = time.monotonic()
     dep.progress.emit(Event("step", "final-health"))
     try:
@@ -296,7 +276,10 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
     from pdctl.ops.fanout import DaemonPool
 
     # daemon threads: an interrupt stops the wait at once, not after the slowest probe (DaemonPool says why)
-    with DaemonPool(4) as ex:
+    with DaemonPool(7) as ex:
+        # every host reached (a remote `true`) beside the layers rather than before them; its failure is still
+        # what the command says: it is waited for first
+        reach = ex.submit(dep.connect_all)
         futs = {}
         if "health" in layers:
             futs["health"] = ex.submit(_health_layer, dep)
@@ -305,6 +288,10 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
         if "transfer" in layers:
             futs["transfer"] = ex.submit(_transfer_layer, dep, baseline)
         procs_f = ex.submit(live_processes, dep) if {"flags", "lineage"} & set(layers) else None
+        # what flags and lineage read besides /proc, fetched beside it rather than after it
+        infos_f = ex.submit(server_infos, dep) if "flags" in layers else None
+        record_f = ex.submit(load_lineage_record, dep) if "lineage" in layers else None
+        reach.result()
         _show_waiting(dep, futs, started)
         for name in LAYER_NAMES:
             if name in futs:
@@ -312,17 +299,32 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
         if procs_f is not None:
             procs = procs_f.result()
             if "flags" in layers:
-                report.layers["flags"] = _flags_layer(dep, procs)
+                report.layers["flags"] = _flags_layer(dep, procs, infos_f.result())
             if "lineage" in layers:
-                report.layers["lineage"] = _lineage_layer(dep, procs)
+                report.layers["lineage"] = _lineage_layer(procs, record_f.result())
     if "inflight" in layers:
         from pdctl.ops.inflight import inflight_layer
 
-        report.layers["inflight"] = inflight_layer(dep)
+        try:
+            report.layers["inflight"] = inflight_layer(dep)
+        except PdctlError as e:   # nothing could be sampled (exit 3, as verify inflight): the layers judged are said
+            if report.layers:
+                e.warnings = (*e.warnings, f"final-health stopped at the inflight layer; judged before it: "
+                                           f"{_layers_so_far(report)}")
+            raise
     if "pairs" in layers:   # after the others: its canaries would otherwise show in the inflight window
         from pdctl.ops.pairs import pairs_layer
 
         report.layers["pairs"] = pairs_layer(dep)
+
+
+def _layers_so_far(report: HealthReport) -> str:
+    """'health FAIL (4 of 4 checks failed), e2e pass': each layer's verdict so far. Pure."""
+    def verdict(results: list[CheckResult]) -> str:
+        failed = sum(r.failed for r in results)
+        return f"FAIL ({failed} of {len(results)} checks failed)" if failed else "pass"
+
+    return ", ".join(f"{name} {verdict(rs)}" for name, rs in report.layers.items())
 
 
 def _show_waiting(dep: Deployment, futs: dict[str, Any], started: float) -> None:

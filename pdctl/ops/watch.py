@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock
 from pdctl.checks.watch_state import WatchState
+from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.watch_rounds import ROUNDS, Seen
 from pdctl.services.sdnotify import READY, STOPPING, WATCHDOG, Notifier
@@ -53,7 +54,7 @@ class WatchResult:
 
     @property
     def ok(self) -> bool:
-        return self.state is not None and self.state.exit_code() == 0
+        return self.exit_code() == 0     # an interrupted watch (130) is never ok, whatever it saw until then
 
     def exit_code(self) -> int:
         return 130 if self.stopped_by else (self.state.exit_code() if self.state else 3)
@@ -75,21 +76,24 @@ class Watch:
         self.clocks = {name: CadenceClock(name, every) for name, every in cadence_periods(s).items()}
         self.finished = 0                   # rounds finished (done or raised): what the watchdog pings follow
         self.first_finished: set[str] = set()
+        self.fatal: UsageError | None = None   # a round's configuration error (a key file missing): ends the watch
+        self._stop = threading.Event()
 
     # -- the loop ----------------------------------------------------------------------------------------------
     def run(self, *, stop: threading.Event | None = None, for_s: float | None = None,
             once: bool = False, notifier: Notifier | None = None) -> WatchResult:
         """Watch until `stop` is set, `for_s` seconds passed, or (with `once`) every cadence completed a round and
-        the inflight window is full; Ctrl-C / SIGTERM (KeyboardInterrupt in this thread) stops it at the next
-        statement: the result says by what (exit 130). Rounds still running are left to finish on their own
-        (daemon threads, each bounded by its own timeouts): the stop takes at most TICK_S.
+        the inflight window is full; a round's UsageError (a configuration no round can get past, e.g. a key file
+        missing) ends it and is raised here (exit 2); Ctrl-C / SIGTERM (KeyboardInterrupt in this thread) stops it
+        at the next statement: the result says by what (exit 130). Rounds still running are left to finish on
+        their own (daemon threads, each bounded by its own timeouts): the stop takes at most TICK_S.
 
         `notifier` (systemd's sd_notify, a no-op outside a unit): READY=1 once every cadence finished its first
         round, WATCHDOG=1 from this loop only when rounds finished since the last ping (a wedged loop, or every
         round hung, lets the watchdog fire), STOPPING=1 on the way out."""
         from pdctl.ops.fanout import DaemonPool
 
-        stop = stop or threading.Event()
+        stop = self._stop = stop or self._stop
         started = self.clock()
         result = WatchResult(self.dep.inv.name, 0.0, state=self.state)
         pool = DaemonPool(len(CADENCES))
@@ -122,13 +126,19 @@ class Watch:
             pulse.notifier.notify(STOPPING)
             pool.shutdown(wait=False, cancel_futures=True)
         result.seconds = self.clock() - started
+        if self.fatal is not None and not result.stopped_by:
+            raise self.fatal
         return result
 
     def once_done(self) -> bool:
+        """--once: every cadence ended a round or raised (a raising round is not retried for ever), and the
+        inflight window is full unless its round raised."""
         with self.lock:
-            done = all(self.state.rounds.get(c) for c in CADENCES)
+            infos = [self.state.rounds.get(c) for c in CADENCES]
+            if not all(i is not None and (i.rounds or i.error) for i in infos):
+                return False
             inflight = self.state.inflight
-            return done and (inflight is None or inflight.conclusive)
+            return self.state.rounds["inflight"].error is not None or inflight is None or inflight.conclusive
 
     def _round(self, clock: CadenceClock) -> None:
         t0 = self.clock()
@@ -137,8 +147,15 @@ class Watch:
             with self.lock:
                 lines = self.apply(clock.name, seen, self.wall())
                 lines.append(self.state.round_done(clock.name, self.wall(), self.clock() - t0))
+        except UsageError as e:   # no later round can do better: the watch ends with it (exit 2), said first here
+            lines = [self._error_line(clock.name, e)]
+            with self.lock:
+                self.fatal = self.fatal or e
+            self._stop.set()
         except Exception as e:   # a bug or an unmapped failure: said in the timeline, the watch goes on
             lines = [self._error_line(clock.name, e)]
+            with self.lock:      # its checks are not known meanwhile: the verdict reads unknown (exit 3)
+                self.state.round_failed(clock.name, lines[0]["observed"])
         finally:
             clock.finished()
             with self.lock:
@@ -155,9 +172,13 @@ class Watch:
         """Fold one round into the state (the caller holds the lock); the timeline lines it made."""
         st = self.state
         if cadence == "inflight":
+            if seen.point is None:   # a host did not answer: no sample, the check unknown
+                return st.apply_checks("inflight", [], t, unknown=seen.unknown)
             lines = st.apply_point(seen.point, t)
-            # the transfer check follows the counters each sample carries
-            return lines + st.apply_checks("inflight", st.transfer_checks(), t)
+            # the transfer check follows the counters each sample carries; a worker not read is unknown
+            unread = seen.point.errors
+            return (lines + st.apply_checks("inflight", st.transfer_checks(unread), t)
+                    + st.transfer_unread(unread, t))
         lines = st.apply_processes(seen.processes, t) if seen.processes else []
         if seen.pairs:
             st.apply_pairs(seen.pairs, t)

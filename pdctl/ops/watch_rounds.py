@@ -30,14 +30,14 @@ def _why(e: BaseException) -> str:
     return (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]
 
 
-def unreachable_hosts(dep: Deployment) -> dict[str, str]:
-    """host -> why, for each non-local host that runs a role and does not answer a `true` within its connect
-    timeout (the kept connection makes it one round trip). A local host always answers."""
+def unreachable_hosts(dep: Deployment, roles=None) -> dict[str, str]:
+    """host -> why, for each non-local host that runs a role (of `roles`) and does not answer a `true` within its
+    connect timeout (the kept connection makes it one round trip). A local host always answers."""
     def reach(name: str) -> None:
         if dep.inv.hosts[name].transport != "local":
             dep.transport(name).run("true", timeout=dep.inv.hosts[name].connect_timeout + 5)
 
-    return {r.label: _why(r.error) for r in dep.each_host(reach) if not r.reached}
+    return {r.label: _why(r.error) for r in dep.each_host(reach, roles=roles) if not r.reached}
 
 
 def _targets_on(dep: Deployment, hosts: dict[str, str], roles=None) -> dict[str, str]:
@@ -79,9 +79,15 @@ def e2e_round(dep: Deployment) -> Seen:
 
 def inflight_round(dep: Deployment) -> Seen:
     """One read of every prefill's and decode's /metrics (ops.inflight.read_point on the monotonic clock): the PD
-    queue gauges for the sliding window, and the failure counters."""
+    queue gauges for the sliding window, and the failure counters; none while a prefill's or decode's host does not
+    answer (the check is then unknown, not failed)."""
+    from pdctl.checks.inflight import TARGET
     from pdctl.ops.inflight import read_point
 
+    down = unreachable_hosts(dep, roles=("prefill", "decode"))
+    if down:   # no sample, and the window is left as it was: a host that did not answer is no finding
+        why = "; ".join(f"host {h} did not answer: {w}" for h, w in down.items())
+        return Seen(unknown={TARGET: f"unknown: {why}"})
     return Seen(point=read_point(dep, 0.0, clock=time.monotonic))
 
 
@@ -118,18 +124,20 @@ def flags_round(dep: Deployment) -> Seen:
     the same record, never an assumption)."""
     from pdctl.checks.lineage import pair_hazards
     from pdctl.ops.verify import (LINEAGE_WINDOW_S, _flags_layer, _lineage_layer, lineage_snapshot,
-                                  live_processes_reached, load_lineage_record)
+                                  live_processes_reached, load_lineage_record, server_infos)
 
     procs, down = live_processes_reached(dep)
     seen = Seen(unknown=_targets_on(dep, {h: _why(e) for h, e in down.items()}))
     if not procs:
         seen.hazards = None
         return seen
-    seen.checks = _flags_layer(dep, procs) + _lineage_layer(dep, procs)
+    record = load_lineage_record(dep)
+    live = {(role, i) for role, i, _st, info in procs.values() if role != "router" and info}
+    seen.checks = _flags_layer(dep, procs, server_infos(dep, only=live)) + _lineage_layer(procs, record)
     starts = lineage_snapshot(procs)
     seen.processes = {label: (pid, start) for label, (_role, pid, start) in starts.items()}
     seen.hazards = {(h.prefill, h.decode): h.hazard
-                    for h in pair_hazards(starts, load_lineage_record(dep), LINEAGE_WINDOW_S)}
+                    for h in pair_hazards(starts, record, LINEAGE_WINDOW_S)}
     return seen
 
 

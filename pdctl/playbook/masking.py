@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any, Optional
 
 from pdctl.playbook.outcome import StepOutcome
-from pdctl.playbook.steps import inventory_secrets
+from pdctl.secrets import inventory_secrets
 
 
 def mask_shown(value: Any, secrets: frozenset[str], key: str = "") -> Any:

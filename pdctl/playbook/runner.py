@@ -30,10 +30,13 @@ from pdctl.errors import PlaybookError
 from pdctl.playbook.gates import evaluate_gate
 from pdctl.playbook.kinds import REGISTRY
 from pdctl.playbook.outcome import RunContext, StepKind, StepOutcome
+from pdctl.playbook.run_audit import audit_end as _audit, audit_start as _audit_start
+from pdctl.playbook.run_errors import error_exit_code, error_text
 from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
 from pdctl.playbook.masking import mask_outcome, mask_shown, run_secrets, secret_var_names
-from pdctl.playbook.steps import check_args, inventory_secrets, run_kind
-from pdctl.playbook.vars import VarError, build_scope, substitute, truthy
+from pdctl.playbook.steps import check_args, run_kind
+from pdctl.playbook.vars import VarError, build_scope, substitute, truthy, unknown_cli_vars
+from pdctl.secrets import inventory_secrets
 from pdctl.serialize import JSON_OFF, json_key, to_data
 
 
@@ -48,6 +51,7 @@ class PlannedStep:
     runs: bool                          # `when` is true (or absent)
     skip_reason: Optional[str] = None
     secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)   # the run's, scrubbed
+    gate: dict[str, Any] = field(default_factory=dict, metadata=JSON_OFF)   # the spec's gate, `${...}` substituted
     json_extra = (("name", "spec.name"), ("action", "spec.action"), ("command", "describe"), ("gate", "shown_gate"),
                   ("on_failure", "spec.on_failure_text"), ("when", "spec.when"), ("handler", "spec.handler"),
                   ("mutating", "kind.mutating"))
@@ -61,7 +65,9 @@ class PlannedStep:
 
     @property
     def shown_gate(self) -> Any:
-        return self.spec.gate or "action ok"
+        from pdctl.secrets import mask_nested
+
+        return mask_nested(self.gate, self.secrets) or "action ok"
 
 
 @dataclass
@@ -121,11 +127,13 @@ class RunResult:
     exit_code: int = 0
     failed_step: Optional[str] = None
     interrupted: bool = field(default=False, metadata=JSON_OFF)
+    interrupted_by: str = field(default="Ctrl-C", metadata=JSON_OFF)   # or the signal: SIGTERM, SIGHUP
     recommendations: list[str] = field(default_factory=list)
     # the last final-health report a step produced; every one, in run order
     health: Any = field(default=None, metadata=json_key("final_health"))
     health_reports: list[Any] = field(default_factory=list, metadata=JSON_OFF)
     run_id: str = field(default="", metadata=JSON_OFF)   # shared by the run's "started" record and its final one
+    error: Optional[str] = field(default=None, metadata=JSON_OFF)   # the exception that ended the run, if one did
     json_extra = (("playbook", "plan.playbook.name"), "ok", ("result", "outcome_text"))
     json_mask = "plan.secrets"
 
@@ -143,15 +151,17 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.interrupted
+        return self.exit_code == 0 and not self.interrupted and self.error is None
 
     @property
     def outcome_text(self) -> str:
         if self.interrupted:
             at = next((x for x in self.steps if x.status == "interrupted"), None)
-            return "interrupted" + (f" at step {at.index} '{at.name}'" if at else "") + " (Ctrl-C)"
+            return "interrupted" + (f" at step {at.index} '{at.name}'" if at else "") + f" ({self.interrupted_by})"
         if self.ok:
             return "ok"
+        if self.failed_step is None:    # ended by an error outside any step
+            return f"failed: {self.error}"
         s = next(x for x in self.steps if x.name == self.failed_step and x.status == "failed")
         return f"failed at step {s.index} '{s.name}': {s.gate.removeprefix('failed: ')}"
 
@@ -163,9 +173,16 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
     """Substitute vars into every step, validate the args, evaluate `when`. Changes nothing, connects nowhere.
     `secret_vars` names vars to treat as secret whatever their names (--secret-var). Raises PlaybookError naming
     the step and field for an unknown var or a bad argument value."""
+    import json
+
     from pdctl.secrets import MASK
     from pdctl.shell import quote
 
+    unknown = unknown_cli_vars(cli_vars or {}, pb.vars, [json.dumps(s.model_dump(), default=str) for s in pb.steps])
+    if unknown:
+        known = ", ".join(sorted(pb.vars)) or "none"
+        raise PlaybookError(f"{pb.source}: --var {', '.join(unknown)}: not a variable of this playbook "
+                            f"(its vars: {known})")
     try:
         scope = build_scope(inv, pb.vars, cli_vars or {}, apply)
     except VarError as e:
@@ -184,6 +201,11 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
         except VarError as e:
             problems.append(f"  {where(i, s.name, 'args')}: {e}")
             continue
+        try:     # a gate is compared with what the step saw: its `${...}` filled in as the args' are
+            gate = substitute(dict(s.gate), scope)
+        except VarError as e:
+            problems.append(f"  {where(i, s.name, 'gate')}: {e}")
+            continue
         runs, skip = True, None
         if s.when:
             try:
@@ -198,7 +220,7 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
             problems += [f"  {where(i, s.name, f)}: {m}" for f, m in bad]
             continue
         planned.append(PlannedStep(i, s, kind, kind.args.model_validate(args), mask_shown(args, secrets), runs, skip,
-                                   secrets=secrets))
+                                   secrets=secrets, gate=gate))
     if problems:
         raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
     shown_vars = {k: (MASK if k in names and v not in (None, "") else v) for k, v in scope["vars"].items()}
@@ -216,25 +238,42 @@ class Hooks:
 
 
 def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
-    from pdctl.secrets import mask_text
+    from pdctl.secrets import mask_nested, mask_text
 
     hooks.step_started(ps, handler_of)
     t0 = time.monotonic()
     try:
         out = run_kind(ps.kind, ctx, ps.args)
     except KeyboardInterrupt as e:
+        by = getattr(e, "signal_name", None) or "Ctrl-C"
         e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "interrupted", time.monotonic() - t0,
-                             "interrupted (Ctrl-C)", 130, handler_of, mask_outcome(getattr(e, "outcome", None), ctx.secrets),
-                             note="interrupted (Ctrl-C)", gate_brief="interrupted")
+                             f"interrupted ({by})", 130, handler_of,
+                             mask_outcome(getattr(e, "outcome", None), ctx.secrets),
+                             note=f"interrupted ({by})", gate_brief="interrupted")
         raise
-    passed, why = evaluate_gate(ps.spec.gate, out)     # on what the step saw; then scrubbed for the record
+    except Exception as e:      # a bug or an unmapped failure ends the run: the record names the step and the error
+        err = mask_text(error_text(e), ctx.secrets)
+        try:
+            e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "failed", time.monotonic() - t0,
+                                 f"failed: error: {err}", error_exit_code(e), handler_of, note=f"error: {err}",
+                                 gate_brief="error")
+        except AttributeError:  # an exception that takes no attribute: the run's record still has the error
+            pass
+        raise
+    # on what the step saw (its output already masked, so the gate's secret values are masked alike); then
+    # scrubbed for the record
+    passed, why = evaluate_gate(mask_nested(ps.gate, ctx.secrets), out)
     out, why = mask_outcome(out, ctx.secrets), mask_text(why, ctx.secrets)   # a gate's words may quote a secret
     sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",
                  time.monotonic() - t0, ("passed: " if passed else "failed: ") + why,
                  0 if passed else (out.exit_code or 1), handler_of, out,
-                 gate_brief=_brief(ps.spec.gate, out, passed, why))
+                 gate_brief=_brief(ps.gate, out, passed, why))
     hooks.step_finished(sr)
     return sr
+
+
+#: a failed step's exit codes that say it could not judge: its handler, which acts, is not run
+UNKNOWN_EXITS = {3: "a host or worker did not answer", 4: "refused"}
 
 
 def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResult:
@@ -249,7 +288,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     result = RunResult(p, run_id=uuid.uuid4().hex[:12])
     started = time.time()
     _audit_start(audit, result, started, audit_log, ctx.secrets)
-    stopped = False
+    stopped: str | None = None      # the step whose failure stopped the run (not the first failure, with continue)
     try:
         for ps in p.sequence:
             if not ps.runs:
@@ -259,7 +298,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
                 continue
             if stopped:
                 sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "not run",
-                             note=f"not run: the run stopped at step '{result.failed_step}'")
+                             note=f"not run: the run stopped at step '{stopped}'")
                 result.steps.append(sr)
                 hooks.step_finished(sr)
                 continue
@@ -271,7 +310,16 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
             policy = ps.spec.on_failure
             if isinstance(policy, RunHandler):
                 h = p.handler(policy.run)
-                if not h.runs:
+                if sr.exit_code in UNKNOWN_EXITS:   # nothing acts on an unknown (3) or a refusal (4)
+                    hs = StepRun(h.index, h.spec.name, h.spec.action, "skipped", handler_of=ps.spec.name,
+                                 note=f"not run: step '{ps.spec.name}' ended with exit {sr.exit_code} "
+                                      f"({UNKNOWN_EXITS[sr.exit_code]}): nothing acts on what it could not see")
+                    result.steps.append(hs)
+                    hooks.step_finished(hs)
+                    result.recommendations.append(
+                        f"step '{ps.spec.name}' could not judge (exit {sr.exit_code}); handler '{h.spec.name}' "
+                        f"({h.describe}) was not run: fix what the step names, then run the playbook again")
+                elif not h.runs:
                     hs = StepRun(h.index, h.spec.name, h.spec.action, "skipped", handler_of=ps.spec.name,
                                  note=h.skip_reason or "")
                     result.steps.append(hs)
@@ -290,9 +338,10 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
                         continue
             _fail(result, sr)
             if policy != "continue":
-                stopped = True
+                stopped = ps.spec.name
     except KeyboardInterrupt as e:
         result.interrupted = True
+        result.interrupted_by = getattr(e, "signal_name", None) or "Ctrl-C"
         result.exit_code = 130
         sr = getattr(e, "step_run", None)
         if sr is not None:
@@ -302,6 +351,16 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
                 hooks.step_finished(sr)
             except KeyboardInterrupt:
                 pass
+    except BaseException as e:  # anything else ends the run too (a bug, a lost pipe): recorded as it ended, not ok
+        from pdctl.secrets import mask_text
+
+        result.error = mask_text(error_text(e), ctx.secrets)
+        result.exit_code = error_exit_code(e)
+        sr = getattr(e, "step_run", None)
+        if isinstance(sr, StepRun):
+            result.steps.append(sr)
+            _fail(result, sr)
+        raise
     finally:
         _audit(audit, result, started, audit_log, ctx.secrets)
     return result
@@ -334,49 +393,3 @@ def _fail(result: RunResult, sr: StepRun) -> None:
     if result.failed_step is None:
         result.failed_step = sr.name
         result.exit_code = sr.exit_code or 1
-
-
-def _audit_args(p: Plan, secrets) -> dict[str, Any]:
-    from pdctl.secrets import mask_nested
-
-    return mask_nested({"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply}, secrets)
-
-
-def _audit_start(audit, result: RunResult, started: float, path, secrets) -> None:
-    """Before the first step: a "started" record when a step that will run (handlers included) is mutating, else
-    only the check that the log can be written; UsageError naming the log otherwise (so nothing runs that cannot
-    be recorded)."""
-    from pdctl.errors import UsageError
-
-    p = result.plan
-    try:
-        if any(s.runs and s.kind.mutating for s in p.steps):
-            audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=_audit_args(p, secrets),
-                         result=audit.STARTED, started=started, path=path,
-                         extra={"inventory_name": p.inventory_name, "run": result.run_id})
-        else:
-            audit.check_writable(path)
-    except UsageError as e:
-        raise UsageError(f"{e.message}: refusing to run {p.playbook.name} (nothing was done)", hint=e.hint) from None
-
-
-def _recorded(step: StepRun) -> dict[str, Any]:
-    """A step as the audit record keeps it: its outcome without `data` (the --json document has it)."""
-    d = to_data(step)
-    if "result" in d:
-        d["result"].pop("data", None)
-    return d
-
-
-def _audit(audit, result: RunResult, started: float, path, secrets) -> None:
-    """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own)."""
-    from pdctl.secrets import mask_nested, mask_text
-
-    p = result.plan
-    audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=_audit_args(p, secrets),
-                 result=mask_text(result.outcome_text, secrets), started=started, path=path,
-                 extra=mask_nested({"inventory_name": p.inventory_name, "run": result.run_id,
-                                    "exit_code": result.exit_code,
-                                    "steps": [_recorded(s) for s in result.steps],
-                                    "recommendations": result.recommendations,
-                                    "final_health": to_data(result.health)}, secrets))

@@ -54,20 +54,6 @@ def run_kind(kind: StepKind, ctx: RunContext, args: BaseModel) -> StepOutcome:
         return error_outcome(e, ctx.secrets)
 
 
-def inventory_secrets(inv) -> set[str]:
-    """The secret values the inventory declares (roles' env and launch flags, final_health.expect: every element of
-    a list value, and values starting with "--"), to scrub from free text such as an error message carrying a log
-    tail, a shell command or a gate."""
-    from pdctl.secrets import secret_arg_values, secret_values
-
-    out: set[str] = set()
-    for _role, _i, inst in inv.instances():
-        out |= secret_values(inst.env) | secret_arg_values(inst.args)
-    for exp in inv.final_health.expect.values():
-        out |= secret_values(exp.env) | secret_arg_values(exp.flags)
-    return out
-
-
 def error_outcome(e: PdctlError, secrets: set[str] = frozenset()) -> StepOutcome:
     """A failed outcome from an error; its message and hint are masked (they may hold log tails with secrets)."""
     from pdctl.secrets import mask_text
@@ -101,7 +87,8 @@ def health_outcome(report, prefix: str = "final-health") -> tuple[bool, dict[str
     if report.ok:
         return True, layers, f"{prefix}: PASS ({', '.join(layers)})"
     first = "; ".join(f"{r.target} {r.name}: {r.observed or r.detail}" for r in fails[:3])
-    return False, layers, f"{prefix}: FAIL in {', '.join(n for n, v in layers.items() if not v)} ({first})"
+    # from the failures, not the layers: a baseline that was not recorded fails with every layer passing
+    return False, layers, f"{prefix}: FAIL in {', '.join(dict.fromkeys(r.layer for r in fails))} ({first})"
 
 
 def health_step_outcome(summary: str, health, data: dict[str, Any]) -> StepOutcome:

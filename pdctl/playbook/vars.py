@@ -121,3 +121,23 @@ def truthy(when: str, scope: dict[str, Any]) -> bool:
     if isinstance(v, str):
         v = v.strip().lower() in ("1", "true", "yes", "on")
     return (not bool(v)) if neg else bool(v)
+
+
+def referenced_vars(texts: list[str]) -> set[str]:
+    """The variable names `${NAME}` / `${vars.NAME}` in `texts` (inventory paths such as `${roles.decode.0.port}`
+    come out as their first part, which is no var name). Pure."""
+    out = set()
+    for text in texts:
+        for m in _REF.finditer(text):
+            if m.group(1) is None:
+                continue
+            parts = m.group(1).strip().split(".")
+            out.add(parts[1] if parts[0] == "vars" and len(parts) > 1 else parts[0])
+    return out
+
+
+def unknown_cli_vars(cli_vars: dict[str, Any], declared: dict[str, Any], texts: list[str]) -> list[str]:
+    """The --var names the playbook neither declares (`vars:`) nor uses (`${NAME}`): a misspelt name would
+    otherwise be accepted and the default run (e.g. the seed's full 90 x 20k storm). Pure."""
+    used = referenced_vars(texts)
+    return sorted(k for k in cli_vars if k not in declared and k not in used)

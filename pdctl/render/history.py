@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from pdctl import render
 from pdctl.render.layout import Col, block, plain_table
+from pdctl.render.terminal_safe import printable
 
 BLOCK_COLS = (Col("time", head=True), Col("operator", head=True), Col("action", head=True), Col("seconds", head=True),
               Col("result"), Col("inventory"))
@@ -16,16 +18,27 @@ _HISTORY_STYLE = {"ok": "green", "failed": "red", "refused": "yellow", "unreacha
 
 
 def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
-    """The first sentence (or line) of `text`, at most `limit` characters, `…` when cut. Pure."""
+    """The first sentence (or line) of `text`, control characters escaped, at most `limit` characters, `…` when
+    cut. Escaped before it is measured: an ESC shows as four characters. Pure."""
     import re
 
     text = text.strip()
     first = re.split(r"\n|(?<=[.!?])\s", text, maxsplit=1)[0].strip()
     cut = first != text
+    first = printable(first)
     if len(first) > limit:    # at a space when there is one: a role label or a path is never cut inside
         head = first[:limit - 1]
         first, cut = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(), True
     return first + ("…" if cut else "")
+
+
+def cut_left(text: str, cells: int) -> str:
+    """`text` in at most `cells` terminal cells, cut on the left with `…` (a path keeps its file name). Pure."""
+    if cell_len(text) <= cells or cells < 2:
+        return text
+    while cell_len(text) > cells - 1:
+        text = text[1:]
+    return "…" + text
 
 
 def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "") -> None:
@@ -47,14 +60,15 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
                          Text(shorten(r.text.replace("\n", " ")), style="red"), "", ""))
             continue
         word, detail = result_word(r)
+        word = printable(word)    # every field is what the log holds: escaped, so it cannot drive the terminal
         cell = Text(word, style=_HISTORY_STYLE.get(word, "")) + \
             Text(f": {shorten(detail, HISTORY_RESULT_MAX - len(word) - 2)}" if detail else "")
         dur = r.get("duration_s")
-        rows.append((str(r.get("time", "")), str(r.get("operator", "")), str(r.get("action", "")), cell,
-                     f"{dur:.1f}" if isinstance(dur, (int, float)) else "", str(r.get("inventory", ""))))
+        rows.append((printable(r.get("time", "")), printable(r.get("operator", "")), printable(r.get("action", "")),
+                     cell, f"{dur:.1f}" if isinstance(dur, (int, float)) else "", printable(r.get("inventory", ""))))
     cols = ("time", "operator", "action", "result", "seconds", "inventory")
-    widths = [max([len(col)] + [len(x.plain if isinstance(x, Text) else x) for x in column])
-              for col, column in zip(cols, zip(*rows))]
+    widths = [max([len(col)] + [cell_len(x.plain if isinstance(x, Text) else x) for x in column])
+              for col, column in zip(cols, zip(*rows))]     # in terminal cells: a CJK character takes two
     # One line per record: nothing wraps. When the table is wider than the terminal, the inventory (cut on the
     # left: the file name stays) and result columns give way; time, operator, action and seconds keep their width.
     # When that is not enough, one block per record: nothing is cut.
@@ -70,7 +84,7 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
         for row in rows:
             secs = (row[4] + "s") if row[4] else ""
             room = c.width - len("   inventory: ")   # cut on the left, as in the table: the file name stays
-            inv = row[5] if len(row[5]) <= room or room < 2 else "…" + row[5][len(row[5]) - room + 1:]
+            inv = cut_left(row[5], room)
             for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], inv),
                               width=c.width):
                 c.print(part)
@@ -79,8 +93,5 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
     for col, w in zip(cols, widths):
         t.add_column(col, no_wrap=True, overflow="ellipsis", width=w, justify="right" if col == "seconds" else "left")
     for row in rows:
-        inv = row[5]
-        if len(inv) > widths[5] > 1:
-            inv = "…" + inv[len(inv) - widths[5] + 1:]
-        t.add_row(*row[:5], inv)
+        t.add_row(*row[:5], cut_left(row[5], widths[5]))
     c.print(t)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Sequence, Union
 
 from rich import box
+from rich.cells import cell_len   # terminal cells, not characters: a CJK character takes two
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -41,7 +42,7 @@ def as_text(cell: Cell) -> Text:
 
 
 def _longest_word(s: str) -> int:
-    return max((len(w) for w in s.split()), default=0)
+    return max((cell_len(w) for w in s.split()), default=0)
 
 
 def min_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> list[int]:
@@ -52,10 +53,10 @@ def min_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> list[int]
         cells = [plain(r[k]) for r in rows]
         w = _longest_word(col.header)
         if col.ident:    # its header too: the column is never narrower than what col_widths gives it
-            w = max([len(col.header)] + [len(c) for c in cells])
+            w = max([cell_len(col.header)] + [cell_len(c) for c in cells])
         else:
             cap = 10 ** 6 if col.whole_words else WORD_MAX
-            w = max([w, min(WRAP_MIN, max((len(c) for c in cells), default=0))] +
+            w = max([w, min(WRAP_MIN, max((cell_len(c) for c in cells), default=0))] +
                     [min(cap, _longest_word(c)) for c in cells])
         out.append(w)
     return out
@@ -76,20 +77,20 @@ def fits(width: int, cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> boo
 def _table_lines(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> int:
     """About how many lines a table of these rows takes at `width` (its wrapped cells counted). Pure."""
     widths = col_widths(cols, rows, width)
-    return 2 + sum(max(-(-len(plain(r[k])) // max(1, w)) or 1 for k, w in enumerate(widths)) for r in rows)
+    return 2 + sum(max(-(-cell_len(plain(r[k])) // max(1, w)) or 1 for k, w in enumerate(widths)) for r in rows)
 
 
 def _stacked_lines(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> int:
     """About how many lines `stacked` takes for these rows at `width`. Pure."""
     rest = [k for k, c in enumerate(cols) if not c.head]
-    return 2 + sum(1 + sum(-(-len(plain(r[k])) // max(1, width - INDENT)) for k in rest) for r in rows)
+    return 2 + sum(1 + sum(-(-cell_len(plain(r[k])) // max(1, width - INDENT)) for k in rest) for r in rows)
 
 
 def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) -> list[int]:
     """Each column's width in a table `width` wide: identifier columns their whole cell; the wrapping columns
     share the rest, each from its minimum towards its natural width (longest cell) in proportion. Pure."""
     mins = min_widths(cols, rows)
-    natural = [max([len(c.header)] + [len(plain(r[k])) for r in rows]) for k, c in enumerate(cols)]
+    natural = [max([cell_len(c.header)] + [cell_len(plain(r[k])) for r in rows]) for k, c in enumerate(cols)]
     widths = [max(m, n) if c.ident else m for c, m, n in zip(cols, mins, natural)]
     spare = width - _chrome(cols) - sum(widths)
     want = {k: natural[k] - widths[k] for k, c in enumerate(cols) if not c.ident and natural[k] > widths[k]}
@@ -121,7 +122,7 @@ def pack(cells: Sequence[Cell], width: int, sep: str = "  ") -> list[Text]:
     out: list[Text] = []
     for c in cells:
         t = Text(c) if isinstance(c, str) else c
-        if out and len(out[-1].plain) + len(sep) + len(t.plain) <= width:
+        if out and out[-1].cell_len + cell_len(sep) + t.cell_len <= width:
             out[-1] = out[-1] + Text(sep) + t
         else:
             out.append(t.copy())
@@ -188,7 +189,7 @@ def _style_of(t: Text) -> str:
 
 def _pad(cell: Cell, w: int, right: bool) -> Text:
     t = as_text(cell)
-    pad = Text(" " * max(0, w - len(t.plain)))
+    pad = Text(" " * max(0, w - t.cell_len))
     return pad + t if right else t + pad
 
 
@@ -198,7 +199,7 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
     the other non-empty cells indented under it, wrapping between items (an item wraps at spaces only when it alone
     is wider than the line). Blocks when the head cells alone do not fit `width`. Pure."""
     heads = [k for k, c in enumerate(cols) if c.head]
-    widths = {k: max([len(cols[k].header)] + [len(plain(r[k])) for r in rows]) for k in heads}
+    widths = {k: max([cell_len(cols[k].header)] + [cell_len(plain(r[k])) for r in rows]) for k in heads}
     used = sum(widths.values()) + GAP * max(0, len(heads) - 1)
     if used > width:
         return blocks(title, cols, rows, width=width)
@@ -217,7 +218,7 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
                 items = [x + Text(";") for x in items[:-1]] + items[-1:]
                 lines += pack(items, width - INDENT, sep=" ")
         avail = width - INDENT
-        lines = [x for line in lines for x in ([line] if len(line.plain) <= avail else  # keeps its styles
+        lines = [x for line in lines for x in ([line] if line.cell_len <= avail else  # keeps its styles
                                                [Text(w, style=line.style or _style_of(line))
                                                 for w in wrap_keeping_commands(line.plain, avail)])]
         if lines:

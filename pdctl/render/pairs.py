@@ -40,8 +40,8 @@ def pairs_report(rep) -> None:
     word = "PASS" if v.ok else ("UNKNOWN" if rep.exit_code == 3 else "FAIL")
     style = "bold green" if v.ok else ("yellow" if word == "UNKNOWN" else "bold red")
     line = f"verify pairs: {word} ({v.summary})"
-    if len(line) <= c.width:
-        c.print(Text(line, style=style))
+    if len(line) <= c.width or ": " not in v.summary:     # ("4 of 4 pairs pass" names no pair: printed whole)
+        c.print(Text(line, style=style), soft_wrap=True)
     else:    # the names on their own lines, broken only between pairs: a pair name is never cut
         head, names = v.summary.split(": ", 1)
         c.print(Text(f"verify pairs: {word} ({head})", style=style))

@@ -15,10 +15,10 @@ import threading
 import time
 from typing import Callable, TextIO
 
-from rich.console import Console
 from rich.text import Text
 
 from pdctl.progress import Event
+from pdctl.render.pdctl_console import PdctlConsole
 
 PLAIN_EVERY_S = 5.0     # piped: at most one waiting line this often (a log, not a screen)
 CLEAR_LINE = "\r\x1b[2K"
@@ -79,7 +79,7 @@ class ProgressPrinter:
         self.every_s = every_s
         self.width = width
         self.c = render.console(stderr=True) if stream is None else \
-            Console(file=stream, width=width, highlight=False, soft_wrap=False)
+            PdctlConsole(file=stream, width=width, highlight=False, soft_wrap=False)
         self.unicode = "utf" in (getattr(self.stream, "encoding", None) or "").lower()
         self._steps: list[tuple[Event, float]] = []   # open steps, innermost last, with their start time
         self._count = 0                               # steps started so far

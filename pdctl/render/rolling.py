@@ -38,6 +38,8 @@ def unit_rows(result) -> tuple[tuple[Col, ...], list[list[str]]]:
 def rolling_report(result) -> None:
     c = render.console()
     c.print(verdict_line(result))
+    if result.order:
+        c.print(Text(f"  order: {result.order}", style="dim"))
     for w in result.warnings:
         render.warning(w)
     if result.dry_run:

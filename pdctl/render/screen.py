@@ -12,6 +12,7 @@ from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.result import Status
+from pdctl.render.pdctl_console import PdctlConsole
 
 STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
 
@@ -30,12 +31,12 @@ def console(stderr: bool = False) -> Console:
 
 def _new_console(stderr: bool, **kw: Any) -> Console:
     stream = sys.stderr if stderr else sys.stdout
-    if os.environ.get("COLUMNS", "").isdigit():
-        width: int | None = int(os.environ["COLUMNS"])
+    if os.environ.get("COLUMNS", "").isdigit() and int(os.environ["COLUMNS"]) > 0:
+        width: int | None = int(os.environ["COLUMNS"])   # (0: an unsized pty; rich would print nothing at all)
     else:
         # Piped into a file or a pager: rich would assume 80 columns and fold every table cell.
         width = None if stream.isatty() else 160
-    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False, **kw)
+    return PdctlConsole(stderr=stderr, width=width, highlight=False, soft_wrap=False, **kw)
 
 
 def start_report() -> None:
@@ -51,8 +52,14 @@ def emit_json(doc: Any) -> None:
 
     progress.clear_live()
     text = json.dumps(doc, indent=2, default=str)
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        from pdctl.broken_pipe import drop_rest_of_output
+
+        if not drop_rest_of_output():
+            raise
     report.record_text(text)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from pdctl.ops.render_plan import DEFAULT_PYTHON_NOTE
@@ -10,24 +11,33 @@ from pdctl.ops.render_plan import DEFAULT_PYTHON_NOTE
 def render_plan(plan) -> None:
     """Print a `RenderPlan`; long lines (commands, unit lines) stay whole so they can be copied or grepped."""
     from pdctl import render
-    from pdctl.shell import quote_argv
+    from pdctl.render.layout import wrap_keeping_commands
+    from pdctl.render.terminal_safe import env_line, printable as p, shell_line
 
     c = render.console()
     c.print(Text("rendered offline: no host was contacted", style="bold"))
-    c.print(Text(f"  inventory: {plan.inventory}"), soft_wrap=True)   # a long path stays whole
+    c.print(Text(f"  inventory: {p(plan.inventory)}"), soft_wrap=True)   # a long path stays whole
     for r in plan.roles:
-        c.print(Text(f"{r.label}  service {r.service}  ({r.manager} on {r.host})", style="bold"))
+        c.print(Text(p(f"{r.label}  service {r.service}  ({r.manager} on {r.host})"), style="bold"))
         if r.problem:
-            c.print(Text(f"  cannot be written: {r.problem}", style="bold red"), soft_wrap=True)
-        py = f"  python: {r.python}"
-        c.print(Text(py + (f"  ({DEFAULT_PYTHON_NOTE.format(host=r.host)})" if r.python_source == "default" else "  (declared)")),
-                soft_wrap=True)
-        c.print(Text("  command: " + quote_argv(r.argv)), soft_wrap=True)
-        c.print(Text("  env: " + (" ".join(f"{k}={v}" for k, v in r.env.items()) or "(none)")), soft_wrap=True)
+            c.print(Text(f"  cannot be written: {p(r.problem)}", style="bold red"), soft_wrap=True)
+        py = f"  python: {p(r.python)}"
+        if r.python_source != "default":
+            c.print(Text(py + "  (declared)"), soft_wrap=True)
+        else:   # the path stays whole on its line; the note is prose, wrapped under it
+            note = f"({DEFAULT_PYTHON_NOTE.format(host=p(r.host))})"
+            if cell_len(py) + 2 + cell_len(note) <= c.width:
+                c.print(Text(f"{py}  {note}"))
+            else:
+                c.print(Text(py), soft_wrap=True)
+                for line in wrap_keeping_commands(note, c.width - 4):
+                    c.print(Text("    " + line), soft_wrap=True)
+        c.print(Text("  command: " + shell_line(r.argv)), soft_wrap=True)
+        c.print(Text("  env: " + (env_line(r.env) or "(none)")), soft_wrap=True)
         if r.text:
-            c.print(Text(f"  {r.path}:", style="bold"))
+            c.print(Text(f"  {p(r.path)}:", style="bold"))
             for line in r.text.rstrip("\n").splitlines():
-                c.print(Text("    " + line), soft_wrap=True)
+                c.print(Text("    " + p(line)), soft_wrap=True)
         if r.launcher:
             c.print(Text("  started with:", style="bold"))
-            c.print(Text("    " + r.launcher), soft_wrap=True)
+            c.print(Text("    " + p(r.launcher)), soft_wrap=True)

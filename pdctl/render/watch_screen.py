@@ -31,7 +31,8 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("fail", "unknown", "warn", "pass")}
     with_checks = {c.target for c in checks if c.status == "unknown"}
     silent = [t for t in state.unknown_targets() if t not in with_checks]   # unknown from their first round
-    counts["unknown"] += len(silent)
+    errors = state.round_errors()   # a cadence whose last round raised: its checks are not known
+    counts["unknown"] += len(silent) + len(errors)
     verdict = state.verdict()
     out = Text()
     out.append(f"watch {state.deployment}: ", style="bold")
@@ -53,7 +54,11 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
             out.append(f"        {c.detail}\n", style="dim")
     for target in silent:
         out.append("unknown", style=STYLE["unknown"])
-        out.append(f" {target}: its host did not answer\n")
+        why = (state.target_why.get(target) or "its host did not answer").removeprefix("unknown: ")
+        out.append(f" {target}: {why}\n")
+    for cadence, why in errors.items():
+        out.append("unknown", style=STYLE["unknown"])
+        out.append(f" the {cadence} round: {why}\n")
     failing_pairs = [p for p in state.pairs.values() if p.consecutive_failures > 1]
     for p in failing_pairs:
         out.append(f"pair {p.prefill} -> {p.decode}: {p.consecutive_failures} failed canaries in a row\n",

@@ -115,6 +115,11 @@ class ServiceManager(ABC):
         be stopped. Returns the paths removed (or what could not be, said in words)."""
         raise NotImplementedError
 
+    def missing_log(self, name: str) -> str | None:
+        """Where the service's log file was looked for when it does not exist on the host (never started there, or
+        purged); None when it exists or the log is not a file (the journal)."""
+        return None
+
     @abstractmethod
     def log_tail(self, name: str, lines: int = 200) -> str:
         """The last `lines` lines of the service's log (journal or log file)."""

@@ -13,15 +13,13 @@ with the systemd manager.
 from __future__ import annotations
 
 import json
-import signal
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pdctl.errors import StepFailed
 from pdctl.poll import poll_until
 from pdctl.services.base import ServiceManager, ServiceSpec, ServiceStatus
+from pdctl.services.held_signals import stop_signals_held
 from pdctl.shell import env_assignments, quote, quote_argv
 from pdctl.transport.base import Transport, no_answer
 
@@ -37,27 +35,6 @@ START_CHECK_SECONDS = 1.0
 START_MARKER = "==== pdctl: start of "
 # $$ is the pid that exec keeps through setsid and env, i.e. the service's main pid
 _MARK_AND_EXEC = ('echo "' + START_MARKER + '$1 at $(date -u +%Y-%m-%dT%H:%M:%SZ) (pid $$) ===="; shift; exec "$@"')
-
-
-@contextmanager
-def stop_signals_held():
-    """SIGINT, SIGTERM and SIGHUP arriving inside are held and delivered (to the handlers in place before) as the
-    block ends, so an interrupt cannot fall between launching a process and learning its pid. Python handlers run
-    in the main thread whichever thread the kernel picked, so swapping handlers holds them where a main-thread
-    pthread_sigmask would not (paramiko's threads would take the signal). A no-op outside the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-    sigs = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
-    previous = {s: signal.signal(s, lambda signum, _frame: held.append(signum)) for s in sigs}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
-        if held:
-            signal.raise_signal(held[0])    # the restored handler raises (KeyboardInterrupt / Interrupted) here
 
 
 def since_last_start(log_text: str) -> str:
@@ -258,10 +235,15 @@ class PidfileManager(ServiceManager):
         if self.status(name).active:
             raise StepFailed(f"{self.t.name}: {name!r} is running: stop it before purging its files")
         paths = [self.spec_path(name), self.pid_path(name)] + ([] if keep_log else [self.log_path(name)])
-        res = self._run("rm -f -- " + " ".join(quote(p) for p in paths), f"removing the files of {name}")
+        # only what was there is said removed (a role never deployed here had none)
+        res = self._run("rc=0; for p in " + " ".join(quote(p) for p in paths) + "; do "
+                        "if [ -e \"$p\" ] || [ -L \"$p\" ]; then "
+                        "if rm -f -- \"$p\"; then printf '%s\\n' \"$p\"; else rc=1; fi; fi; done; [ $rc -eq 0 ]",
+                        f"removing the files of {name}")
         if not res.ok:
             raise StepFailed(f"{self.t.name}: could not remove the files of {name!r}: {res.stderr.strip()}")
-        return paths + ([f"(log {self.log_path(name)} kept)"] if keep_log else [])
+        removed = [p for p in paths if p in res.stdout.splitlines()]
+        return (removed or ["(no files there)"]) + ([f"(log {self.log_path(name)} kept)"] if keep_log else [])
 
     # -- start -----------------------------------------------------------------------------------------------
     def launch_command(self, spec: ServiceSpec) -> str:
@@ -376,6 +358,11 @@ class PidfileManager(ServiceManager):
 
         return poll_until(lambda: self._proc(pid), gone, timeout=limit, interval=0.02, backoff=1.5,
                           max_interval=0.2).ok
+
+    def missing_log(self, name: str) -> str | None:
+        path = self.log_path(name)
+        res = self._run(f"test -e {quote(path)}", f"looking for {path}")
+        return path if res.exit_code == 1 else None   # any other failure: let the read say what it found
 
     def log_tail(self, name: str, lines: int = 200, *, since_start: bool | None = None) -> str:
         """The log's last lines, with the service's secret env/flag values (and any SECRET=... text) masked.

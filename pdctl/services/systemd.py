@@ -247,11 +247,15 @@ class SystemdManager(ServiceManager):
         rotates them; pdctl does not delete them): said in the result."""
         if self.status(name).active:
             raise StepFailed(f"{self.t.name}: {unit_name(name)} is active: stop it before purging its unit")
-        res = self.t.run(f"rm -f -- {quote(self.unit_path(name))}", timeout=self.command_timeout)
+        unit = quote(self.unit_path(name))
+        res = self.t.run(f"if [ -e {unit} ] || [ -L {unit} ]; then rm -f -- {unit} && echo removed; fi",
+                         timeout=self.command_timeout)
         if res.timed_out:
             raise no_answer(self.t.name, self.command_timeout, f"removing {self.unit_path(name)}")
         if not res.ok:
             raise self._fail("removing the unit file of", name, res)
+        if "removed" not in res.stdout:     # never installed here: nothing to remove, nothing to reload
+            return [f"(no unit file {self.unit_path(name)} there)"]
         reload = self._systemctl("daemon-reload")
         if not reload.ok:
             raise self._fail("daemon-reload after removing", name, reload)
@@ -292,7 +296,8 @@ class SystemdManager(ServiceManager):
     def stop(self, name: str, *, grace: float = 20.0) -> None:
         """`systemctl stop`: SIGTERM to the main process (KillMode=mixed), SIGKILL after the unit's TimeoutStopSec."""
         res = self._systemctl("stop", unit_name(name), timeout=max(grace, self.timeout_stop_sec) + 30)
-        if not res.ok:
+        # exit 5 is systemctl's "unit not loaded" (LSB: not installed): no unit file, so nothing of it runs
+        if not res.ok and res.exit_code != 5:
             raise self._fail("stop of", name, res)
 
     def restart(self, name: str, *, grace: float = 20.0) -> None:

@@ -13,19 +13,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdctl.errors import RefusedError, UsageError
+from pdctl.resident_paths import SOCKET_PATH_MAX, control_dir_path, private_problem
 
 if TYPE_CHECKING:
     from pdctl.inventory import Host
 
 KEEP_ENV = "PDCTL_SSH_KEEP"
 MAX_KEEP_S = 86400.0
-SOCKET_PATH_MAX = 107     # sun_path is 108 bytes with its NUL
 # what decides the connection: a keeper made for other values must not answer for these
 CONNECTION_FIELDS = ("address", "port", "user", "key", "known_hosts", "accept_new_host_key", "ssh_config",
                      "proxy_jump", "connect_timeout", "command_timeout", "http")
@@ -54,13 +53,11 @@ def keep_seconds(host: Host) -> float:
 def control_dir(create: bool = True) -> Path:
     """The private directory of the keepers' sockets, created 0700 when missing (unless not `create`). Raises
     RefusedError naming the path when it exists as anything but a 0700 directory owned by this user."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        path = Path(runtime) / "pdctl-ssh"
-    else:
+    path = Path(control_dir_path())
+    if create and not os.environ.get("XDG_RUNTIME_DIR"):
         from pdctl.state import state_dir
 
-        path = state_dir() / "ssh"
+        state_dir()   # creates $XDG_STATE_HOME/pdctl, the directory's parent
     if create:
         try:
             path.mkdir(mode=0o700)
@@ -76,17 +73,7 @@ def control_dir(create: bool = True) -> Path:
 def check_private(path: Path) -> None:
     """RefusedError unless `path` is a real directory (no symlink) of this user with mode 0700; silent when it
     does not exist."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    problem = None
-    if not stat.S_ISDIR(st.st_mode):
-        problem = "is not a directory"
-    elif st.st_uid != os.getuid():
-        problem = f"belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})"
-    elif stat.S_IMODE(st.st_mode) != 0o700:
-        problem = f"has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    problem = private_problem(str(path))
     if problem:
         raise RefusedError(f"the SSH control directory {path} {problem}: no connection is kept through it",
                            hint=f"remove {path} (pdctl recreates it 0700) or `chmod 700 {path}` if it is yours")

@@ -86,7 +86,10 @@ class Forwarder:
             pass  # the client sees its connection closed; the HTTP layer reports it
         finally:
             if chan is not None:
-                chan.close()
+                try:
+                    chan.close()
+                except Exception:   # the SSH transport closed under us (EOFError at the end of a run): nothing to say
+                    pass
             conn.close()
             with self._conns_lock:
                 self._conns.discard(conn)

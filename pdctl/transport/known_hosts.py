@@ -12,6 +12,7 @@ import io
 import os
 
 from pdctl.errors import HostKeyRefused, UsageError
+from pdctl.transport.paramiko_import import allow_match_exec, import_paramiko
 from pdctl.safe_read import MAX_INPUT_BYTES, read_input_text
 from pdctl.shell import quote
 
@@ -34,7 +35,7 @@ def load_known_hosts(client, path: str, who: str) -> None:
     it (blank, comment and unknown-type lines skipped, a name's first key of a type found first). Raises UsageError
     (exit 2) naming the host and the file when it cannot be read or a line's key is not base64: no key could be checked.
     """
-    import paramiko
+    paramiko = import_paramiko()
     from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
 
     if not os.path.exists(path):
@@ -81,9 +82,9 @@ def read_ssh_file(path: str, who: str, what: str, *, limit: int = MAX_INPUT_BYTE
 def ssh_config_for(path: str, who: str, address: str) -> dict:
     """paramiko's ssh_config lookup of `address` in the file at `path` (read_ssh_file), `port` as an int when
     given. Raises UsageError (exit 2) naming the host and the file when it cannot be read or parsed."""
-    import paramiko
-
+    paramiko = import_paramiko()
     text = read_ssh_file(path, who, "ssh_config")
+    allow_match_exec(text)
     try:
         cfg = paramiko.SSHConfig.from_text(text).lookup(address)
     except (paramiko.ssh_exception.ConfigParseError, ValueError, KeyError) as e:
@@ -101,8 +102,7 @@ def check_key_file(path: str, who: str) -> None:
     """Refuse a private key file paramiko would hang on (a FIFO, /dev/zero), crash on (binary) or fail on (not a
     key, encrypted: pdctl asks for no passphrase) before paramiko opens it: tried as SSHClient tries it (RSA,
     ECDSA, Ed25519). Raises UsageError (exit 2), one line naming the host and the file."""
-    import paramiko
-
+    paramiko = import_paramiko()
     hint = _FILE_HINT.format(field="key")
     if not os.path.exists(path):
         raise UsageError(f"host {who}: SSH key file {path} does not exist", hint=hint)
@@ -165,6 +165,7 @@ def append_known_host(path: str, hostname: str, key) -> None:
     Keeps what the file holds (paramiko's HostKeys.save would rewrite it); adds a newline first if the last line
     lacks one. Raises OSError when the file cannot be written.
     """
+    import_paramiko()
     from paramiko.hostkeys import HostKeyEntry
 
     parent = os.path.dirname(path)

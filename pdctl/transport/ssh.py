@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pdctl.errors import HostKeyRefused, StepFailed, UnreachableError, UsageError
+from pdctl.host_address import jump_problem, parse_hop
 from pdctl.shell import export_prefix, quote
 from pdctl.transport.base import CommandResult, Transport, no_answer, within
 from pdctl.transport.forward import Tunnels
+from pdctl.transport.paramiko_import import import_paramiko
 from pdctl.transport.known_hosts import (HostKeyPolicy, changed_key_refused, check_key_file, load_known_hosts,
                                         ssh_config_for)
 
@@ -55,13 +57,18 @@ class SshTarget:
 
 def resolve_target(host: Host, name: str = "") -> SshTarget:
     """Apply ssh_config (HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand) to the inventory's host
-    `name`. Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22. Raises
-    UsageError naming the host and file when the ssh_config cannot be read (ssh_config_for)."""
+    `name`. Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22; `ssh_config:
+    none` reads none (as `ssh -F none`). Raises UsageError naming the host and file when a declared ssh_config does
+    not exist or cannot be read (ssh_config_for), or its ProxyJump is no jump chain."""
     address, port, user, keys = host.address, host.port, host.user, [host.key] if host.key else []
     jump, command = host.proxy_jump, None
-    cfg_path = host.ssh_config or os.path.expanduser("~/.ssh/config")
-    if os.path.exists(cfg_path):
-        cfg = ssh_config_for(cfg_path, repr(name or host.address), host.address)
+    cfg_path = os.path.expanduser(host.ssh_config or "~/.ssh/config")
+    who = repr(name or host.address)
+    if host.ssh_config and host.ssh_config != "none" and not os.path.exists(cfg_path):   # as ssh -F: only the
+        raise UsageError(f"host {who}: ssh_config file {cfg_path} does not exist",       # default may be absent
+                         hint="fix the host's `ssh_config` in the inventory (`none`: read no ssh_config)")
+    if host.ssh_config != "none" and os.path.exists(cfg_path):
+        cfg = ssh_config_for(cfg_path, who, host.address)
         address = cfg.get("hostname", address)
         if host.port == 22 and "port" in cfg:
             port = cfg["port"]
@@ -71,6 +78,9 @@ def resolve_target(host: Host, name: str = "") -> SshTarget:
             keys = [k for k in map(os.path.expanduser, cfg.get("identityfile", [])) if os.path.exists(k)]
         if jump is None and cfg.get("proxyjump", "none").lower() != "none":
             jump = cfg["proxyjump"]
+            if problem := jump_problem(jump):
+                raise UsageError(f"host {who}: ssh_config {cfg_path}: ProxyJump {problem}",
+                                 hint="fix the file, or give the host a `proxy_jump` in the inventory")
         if jump is None and cfg.get("proxycommand", "none").lower() != "none":
             command = cfg["proxycommand"]
     known = os.path.expanduser(host.known_hosts or "~/.ssh/known_hosts")
@@ -80,18 +90,11 @@ def resolve_target(host: Host, name: str = "") -> SshTarget:
 
 def parse_jump(spec: str) -> tuple[str | None, str, int | None, str | None]:
     """`hop1,hop2,...,hopN` (each `[user@]host[:port]`, `[v6]:port` accepted) -> the LAST hop, which dials the
-    target, as (user, host, port, earlier hops or None): like `ssh -J`, hop1 is dialled first. Pure."""
+    target, as (user, host, port, earlier hops or None): like `ssh -J`, hop1 is dialled first. Pure; raises
+    ValueError saying what is wrong with the last hop (host_address.parse_hop)."""
     earlier, _, last = spec.rpartition(",")
-    user, _, hostport = last.rpartition("@")
-    if hostport.startswith("["):
-        host, _, tail = hostport[1:].partition("]")
-        port = int(tail[1:]) if tail.startswith(":") else None
-    elif hostport.count(":") == 1:
-        host, _, p = hostport.partition(":")
-        port = int(p)
-    else:
-        host, port = hostport, None
-    return user or None, host, port, earlier or None
+    user, host, port = parse_hop(last)
+    return user, host, port, earlier or None
 
 
 class SshTransport(Transport):
@@ -130,7 +133,7 @@ class SshTransport(Transport):
             return self._client
 
     def _connect(self):
-        import paramiko
+        paramiko = import_paramiko()
 
         _quiet_paramiko()
         tgt = self.target
@@ -161,7 +164,7 @@ class SshTransport(Transport):
 
     def _connect_error(self, e: Exception, client, elapsed: float) -> Exception:
         """What a failed connect raises: one line naming host, hop and cause (`e` itself when it is no SSH error)."""
-        import paramiko
+        paramiko = import_paramiko()
 
         tgt, timeout = self.target, self.host.connect_timeout
         if isinstance(e, (UnicodeDecodeError, ValueError)):    # a ~/.ssh/id_* key paramiko found itself
@@ -196,7 +199,7 @@ class SshTransport(Transport):
     def _proxy_sock(self, timeout: float):
         """A socket-like path to the target through ProxyCommand or a jump host (same known_hosts and key
         rules), or None for a direct connection."""
-        import paramiko
+        paramiko = import_paramiko()
 
         tgt = self.target
         if tgt.proxy_command:
@@ -309,7 +312,7 @@ class SshTransport(Transport):
     # -- files -----------------------------------------------------------------------------------------------
     def _sftp(self, timeout: float, what: str):
         """An SFTP client whose every request is bounded by `timeout` (paramiko's open_sftp() has no limit)."""
-        import paramiko
+        paramiko = import_paramiko()
 
         chan = self._session(self.open(), "SFTP")
         try:
@@ -333,7 +336,7 @@ class SshTransport(Transport):
         if not res.ok:
             raise StepFailed(f"{self.name}: cannot create {parent}: {res.stderr.strip()}")
         tmp = f"{parent}/.pdctl-{uuid.uuid4().hex[:12]}.tmp"
-        import paramiko
+        paramiko = import_paramiko()
 
         sftp = self._sftp(limit, f"write {path}")
         try:

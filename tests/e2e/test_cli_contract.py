@@ -93,7 +93,7 @@ def _ports() -> dict:
 def _ssh_host(sshd, tmp, **over) -> dict:
     host = {"transport": "ssh", "address": sshd.address, "port": sshd.port, "user": sshd.user,
             "key": str(sshd.key_path), "known_hosts": str(sshd.known_hosts), "connect_timeout": 3,
-            "ssh_config": str(tmp / "no-ssh-config"), "http": "tunnel", "service_manager": "pidfile",
+            "ssh_config": "none", "http": "tunnel", "service_manager": "pidfile",
             "python": sys.executable, "state_dir": str(tmp / "remote-state")}
     host.update(over)
     return host
@@ -122,7 +122,7 @@ def test_usage_cell_logs_exit_2_error_and_hint_only(args, tmp_path):
 def unreachable_inventory(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("unreachable")
     host = {"transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "user": "root",
-            "connect_timeout": 1, "known_hosts": str(tmp / "kh"), "ssh_config": str(tmp / "none"),
+            "connect_timeout": 1, "known_hosts": str(tmp / "kh"), "ssh_config": "none",
             "http": "tunnel"}
     return tmp, write_inventory(tmp / "inv.yaml", _roles_on("gpu-gone", host, _ports()))
 
@@ -298,3 +298,97 @@ def test_role_down_behind_tunnel_storm_exit_3_before_any_load_naming_the_router(
     _no_tunnel_port_or_library_noise(r, ports)
     err = _error_doc(r, 3, "unreachable")
     assert f"router[0]@gpu1:{ports['router']}" in err["message"], err
+
+
+def _with_reader_gone(args: list[str], state, env: dict, read: int) -> tuple[int, str]:
+    """Run pdctl with its stdout a pipe whose reader reads `read` bytes and then closes it (`| head -c N`)."""
+    import os
+    import subprocess
+
+    from tests.e2e.helpers import REPO
+
+    e = {**os.environ, "XDG_STATE_HOME": str(state), "COLUMNS": "80", **env}
+    p = subprocess.Popen([sys.executable, "-m", "pdctl", *args], cwd=REPO, env=e, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    p.stdout.read(read)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    p.stderr.close()
+    return p.wait(60), err
+
+
+@pytest.mark.parametrize("read", [0, 100], ids=["closed-at-once", "after-100-bytes"])
+def test_a_reader_that_goes_away_leaves_the_verdict_as_exit_status(tmp_path, read):
+    """`pdctl ... | head -1`: the rest of the output is dropped quietly, and the exit status is the command's verdict
+    whatever the output's size (a small one used to fail on its last flush with exit 1, "a check failed")."""
+    ports = {k: closed_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = write_inventory(tmp_path / "inv.yaml", local_inventory("gone", ports))
+    audit = tmp_path / "audit.jsonl"
+    audit.write_text("".join(f"not a record {i}\n" for i in range(5000)))   # ~300 KB of history: over a pipe's size
+    env = {"PDCTL_AUDIT_LOG": str(audit)}
+    cases = {("render", "-i", str(inv)): 0, ("render", "-i", str(inv), "--json"): 0,
+             ("history", "-n", "5000"): 0, ("history", "-n", "5000", "--json"): 0,
+             ("verify", "final-health", "-i", str(inv)): 1, ("status", "-i", str(inv), "--json"): 1}
+    for args, verdict in cases.items():
+        code, err = _with_reader_gone(list(args), tmp_path, env, read)
+        assert (code, "Traceback" in err, "error:" in err) == (verdict, False, False), (args, code, err)
+
+
+def test_history_since_after_until_is_a_usage_error(tmp_path):
+    """An empty window is a mistake, not "no records" (a time ago counts back from now: 2h is after 3h)."""
+    error = _error_doc(pdctl(["history", "--since", "2h", "--until", "3h", "--json"], state=tmp_path), 2, "usage")
+    assert error["message"].startswith("--since '2h' is after --until '3h'")
+    assert pdctl(["history", "--since", "3h", "--until", "2h"], state=tmp_path).code == 0
+
+
+def test_status_with_a_key_file_missing_says_to_fix_it_not_to_retry(tmp_path):
+    """A host whose SSH key file does not exist: every role unknown, exit 2 naming the file, and the next step is
+    to fix it (a retry cannot help)."""
+    ports = {k: closed_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = write_inventory(tmp_path / "inv.yaml", local_inventory("nokey", ports, host={
+        "transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "key": str(tmp_path / "nokey"),
+        "http": "tunnel", "connect_timeout": 2, "service_manager": "pidfile"}))
+    r = pdctl(["status", "-i", str(inv)], state=tmp_path, env={"COLUMNS": "80"})
+    assert r.code == 2 and str(tmp_path / "nokey") in r.stderr, r.output
+    assert "next: fix what the error below names" in r.stdout and "retry" not in r.stdout, r.stdout
+
+
+def test_logs_of_a_role_never_started_says_no_log_file_and_where_exit_1(tmp_path):
+    """Nothing deployed: the role's log file does not exist. Said, with the path looked at, exit 1 (the host
+    answered: not unknown); an empty screen and exit 0 said neither. An existing empty log still prints nothing."""
+    from tests.e2e.helpers import local_inventory, write_inventory
+    from tests.fixtures.net import free_port
+
+    ports = {k: free_port() for k in ("prefill", "bootstrap", "decode", "router", "prometheus")}
+    inv = write_inventory(tmp_path / "inv.yaml", local_inventory("nolog", ports))
+    r = pdctl(["logs", "decode", "-i", str(inv)], state=tmp_path / "state", timeout=60)
+    assert r.code == 1, r.output
+    assert r.stdout == "" and "Traceback" not in r.output
+    log = tmp_path / "state" / "pdctl" / "pdctl-nolog-decode-0.log"
+    assert r.stderr.startswith("error: ") and "no log file" in r.stderr and str(log) in r.stderr, r.stderr
+    assert "hint: " in r.stderr
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("")
+    r = pdctl(["logs", "decode", "-i", str(inv)], state=tmp_path / "state", timeout=60)
+    assert r.code == 0 and r.stderr == "", r.output
+
+
+def test_logs_mask_every_secret_the_inventory_declares_not_only_the_roles_own(tmp_path):
+    """A prefill's API token, or the router's --api-key, can reach the decode's or the router's log (a peer quotes
+    it): `logs` masks every declared secret, as playbook output does."""
+    from tests.e2e.helpers import local_inventory, write_inventory
+    from tests.fixtures.net import free_port
+
+    ports = {k: free_port() for k in ("prefill", "bootstrap", "decode", "router", "prometheus")}
+    data = local_inventory("maskall", ports, prefill_env={"API_TOKEN": "s3cr3tvalue"})
+    data["roles"]["router"][0]["args"]["--api-key"] = "routerkey123"
+    inv = write_inventory(tmp_path / "inv.yaml", data)
+    state = tmp_path / "state" / "pdctl"
+    state.mkdir(parents=True)
+    for role in ("decode", "router"):
+        (state / f"pdctl-maskall-{role}-0.log").write_text("peer said s3cr3tvalue with key routerkey123\n")
+    for role in ("decode", "router"):
+        r = pdctl(["logs", role, "-i", str(inv)], state=tmp_path / "state", timeout=60)
+        assert r.code == 0, r.output
+        assert "s3cr3tvalue" not in r.stdout and "routerkey123" not in r.stdout and "peer said" in r.stdout, r.stdout

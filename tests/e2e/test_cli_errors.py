@@ -21,6 +21,13 @@ def test_missing_inventory_file_exits_2(tmp_path):
     assert r.code == 2 and "absent.yaml" in r.stderr
 
 
+def test_an_empty_inventory_path_is_called_empty_not_a_directory(tmp_path):
+    r = pdctl(["status", "-i", ""], state=tmp_path)
+    assert r.code == 2 and "the path is empty" in r.stderr and "directory" not in r.stderr, r.output
+    j = pdctl(["status", "-i", "", "--json"], state=tmp_path)
+    assert j.code == 2 and "the path is empty" in j.json()["error"]["message"]
+
+
 def test_bad_usage_exits_2(tmp_path):
     r = pdctl(["restart"], state=tmp_path)
     assert r.code == 2 and "--pair" in r.stderr
@@ -28,6 +35,9 @@ def test_bad_usage_exits_2(tmp_path):
     assert r.code == 2 and "cache" in r.stderr
     r = pdctl(["verify", "final-health", "--layer", "vibes"], state=tmp_path)
     assert r.code == 2 and "vibes" in r.stderr
+    for bad in ("nan", "inf", "-1"):    # nan never times out: a drain that never ends
+        r = pdctl(["restart", "--rolling", "--drain-timeout", bad, "--dry-run"], state=tmp_path)
+        assert r.code == 2 and "--drain-timeout" in r.stderr and "finite" in r.stderr, r.output
 
 
 def test_dry_run_deploy_of_seed_inventory_prints_the_sglang_commands(tmp_path):

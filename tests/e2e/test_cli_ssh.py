@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 def _ssh_host(sshd, tmp, **over):
     host = {"transport": "ssh", "address": sshd.address, "port": sshd.port, "user": sshd.user,
             "key": str(sshd.key_path), "known_hosts": str(sshd.known_hosts), "connect_timeout": 5,
-            "ssh_config": str(tmp / "no-ssh-config"), "http": "tunnel", "service_manager": "pidfile",
+            "ssh_config": "none", "http": "tunnel", "service_manager": "pidfile",
             "python": sys.executable, "state_dir": str(tmp / "remote-state")}
     host.update(over)
     return host
@@ -79,7 +79,7 @@ def test_unknown_host_key_is_refused_with_exit_4(sshd, tmp_path):
 def test_unreachable_host_exits_3_naming_it(tmp_path):
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
     host = {"transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "user": "root",
-            "connect_timeout": 3, "known_hosts": str(tmp_path / "kh"), "ssh_config": str(tmp_path / "none"),
+            "connect_timeout": 3, "known_hosts": str(tmp_path / "kh"), "ssh_config": "none",
             "http": "tunnel"}
     data = local_inventory("gone", ports, host=host)
     data["hosts"] = {"gpu-gone": host}

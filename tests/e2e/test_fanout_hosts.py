@@ -64,7 +64,7 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
                 state = wd / name / "remote-state"
                 state.mkdir()
                 hosts[name] = {"transport": "ssh", "address": s.address, "port": s.port, "user": s.user,
-                               "key": s.key_path, "known_hosts": s.known_hosts, "ssh_config": str(wd / "no-config"),
+                               "key": s.key_path, "known_hosts": s.known_hosts, "ssh_config": "none",
                                "connect_timeout": 5, "command_timeout": HUNG_TIMEOUT if name == "gpu-hung" else 30,
                                "http": "tunnel", "service_manager": "pidfile", "state_dir": str(state)}
             roles: dict[str, list] = {"prefill": [], "decode": [], "router": []}

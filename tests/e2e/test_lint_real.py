@@ -57,7 +57,7 @@ def local_host():
 @pytest.fixture(scope="module")
 def ssh_seed_host(sshd):
     return {"transport": "ssh", "address": sshd.address, "port": sshd.port, "user": sshd.user, "key": sshd.key_path,
-            "known_hosts": sshd.known_hosts, "ssh_config": str(Path(sshd.workdir) / "no-ssh-config"),
+            "known_hosts": sshd.known_hosts, "ssh_config": "none",
             "http": "tunnel", "service_manager": "pidfile", "python": sglang_python(), "connect_timeout": 5}
 
 
@@ -175,6 +175,6 @@ def test_a_host_that_does_not_answer_is_unknown_in_one_json_document(tmp_path):
     from tests.fixtures.net import free_port
 
     data = seed_on({"transport": "ssh", "address": "127.0.0.1", "port": free_port(), "user": "nobody",
-                    "http": "tunnel", "connect_timeout": 2, "ssh_config": str(tmp_path / "none")})
+                    "http": "tunnel", "connect_timeout": 2, "ssh_config": "none"})
     code, doc = lint(tmp_path, "down", data)
     assert code == 3 and doc["ok"] is False and doc["error"]["kind"] == "unreachable"

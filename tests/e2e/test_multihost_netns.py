@@ -30,7 +30,7 @@ LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
 def _host(server, state_dir, *, http: str) -> dict:
     return {"transport": "ssh", "address": server.address, "internal_address": server.address,
             "port": server.port, "user": server.user, "key": server.key_path, "known_hosts": server.known_hosts,
-            "ssh_config": str(state_dir.parent / "no-ssh-config"), "connect_timeout": 5, "http": http,
+            "ssh_config": "none", "connect_timeout": 5, "http": http,
             "service_manager": "pidfile", "python": sys.executable, "state_dir": str(state_dir),
             "workdir": str(REPO)}
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import uuid
 
 import pytest
 
 from tests.e2e.helpers import pdctl
+from tests.fixtures.netns import owned_netns_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 def netns():
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("network namespaces need root and iproute2")
-    name = f"pdctl-test-{uuid.uuid4().hex[:8]}"
+    name = owned_netns_name()
     subprocess.run(["ip", "netns", "add", name], check=True)
     try:
         subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)

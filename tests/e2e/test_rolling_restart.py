@@ -1,17 +1,22 @@
 """`pdctl restart --rolling` against a real local 2x2 deployment (bundled engine, real sglang-router on free
 ports): under a checked client load of 2 requests/s through the router, every prefill and decode is restarted with
 no failed client request; a router that would be left without a decode refuses it before anything stops; a worker
-that does not drain stops it at that unit, and the untouched worker is put back into the router."""
+that does not drain stops it at that unit, and the untouched worker is put back into the router; a decode restarted
+alone, or dead, goes first."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import urllib.request
 
 import pytest
 
-from tests.e2e.helpers import deployed, pdctl
+from tests.e2e.helpers import REPO, deployed, pdctl
 from tests.e2e.test_verify_pairs import xpyd_inventory
 from tests.fixtures.client_load import ClientLoad
 
@@ -87,21 +92,25 @@ def test_rolling_restart_keeps_every_client_request_answered(dep):
 
 
 def test_refused_when_a_router_would_be_left_without_a_decode(dep):
+    """Both decodes out of the router (as a stopped run or an operator can leave it): whichever goes first, the
+    router has no decode meanwhile. One decode out is not refused: it goes first (see the dead-decode test)."""
     listed = router_workers(dep)
-    d1 = next(w for w in listed if w["worker_type"] == "decode" and w["url"].endswith(
-        f":{dep['data']['roles']['decode'][1]['port']}"))
-    assert worker_api(dep, "DELETE", f"/workers/{d1['id']}") == 202
+    decodes = [w for w in listed if w["worker_type"] == "decode"]
+    assert len(decodes) == 2, listed
+    for w in decodes:
+        assert worker_api(dep, "DELETE", f"/workers/{w['id']}") == 202
     try:
-        wait_listed(dep, 3)
+        wait_listed(dep, 2)
         before = pids(dep)
         r = run(dep, "restart", "--rolling", "--json")
         assert r.code == 4, r.output
         doc = r.json()
         err = doc["error"]["message"]
-        assert "no decode" in err and "router[0]" in err and "decode[0]" in err, err
+        assert "no decode" in err and "router[0]" in err and "no healthy decode" in err, err
         assert pids(dep) == before                                           # nothing was stopped
     finally:
-        worker_api(dep, "POST", "/workers", {"url": d1["url"], "worker_type": "decode"})
+        for w in decodes:
+            worker_api(dep, "POST", "/workers", {"url": w["url"], "worker_type": "decode"})
         wait_listed(dep, 4)
 
 
@@ -128,6 +137,59 @@ def test_a_worker_that_does_not_drain_stops_the_unit_and_goes_back(dep):
     assert doc["units"][1]["state"] == "not started"
     assert pids(dep) == before                                               # nothing was restarted
     assert len(router_workers(dep)) == 4                                     # decode[0] is back in the router
+
+
+def test_a_decode_restarted_alone_goes_out_first(dep):
+    """decode[1] restarted behind pdctl's back (as systemd's Restart= would): the restart lineage calls both its
+    pairs broken, so unit 1 takes decode[1] out and decode[0], the sound one, serves meanwhile. It leaves decode[1]
+    restarted alone (the next test heals it)."""
+    code = textwrap.dedent(f"""
+        from pdctl.inventory import load_inventory
+        from pdctl.ops.context import Deployment
+        from pdctl.ops.readiness import wait_ready
+        inv = load_inventory({str(dep["inv"])!r})
+        with Deployment(inv) as d:
+            d.services(d.instance("decode", 1).host).restart(inv.service_name("decode", 1), grace=20)
+            wait_ready(d, "decode", 1)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "XDG_STATE_HOME": str(dep["state"])})
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = run(dep, "restart", "--rolling", "--dry-run", "--json")
+    assert r.code == 0, r.output
+    doc = r.json()
+    assert [u["decodes"] for u in doc["units"]] == [["decode[1]"], ["decode[0]"]], doc
+    d1 = f"decode[1]@local:{dep['data']['roles']['decode'][1]['port']}"
+    assert doc["plan"][0] == f"unit 1: {d1}: out of the routers, drain", doc["plan"]
+    assert "restart lineage calls broken" in doc["order"] and f"-> {d1} (degraded-bootstrap)" in doc["order"]
+    screen = run(dep, "restart", "--rolling", "--dry-run")
+    assert screen.code == 0 and "order: these go first" in screen.stdout
+
+
+def test_a_dead_decode_is_restarted_first_with_no_failed_client_request(dep):
+    """decode[1] killed (the router calls it unhealthy): in index order unit 1 took decode[0], the only live one,
+    out of the router, and every client request failed meanwhile. decode[1] now goes first and comes back; the
+    load through the router sees no failure. After the previous test (decode[1] was restarted alone)."""
+    import os
+    import signal
+
+    from pdctl.poll import poll_until
+
+    d1_port = dep["data"]["roles"]["decode"][1]["port"]
+    d1 = next(label for label in pids(dep) if label.startswith("decode[1]"))
+    os.kill(pids(dep)[d1], signal.SIGKILL)     # a process of this module's own deployment
+    unhealthy = poll_until(lambda: router_workers(dep), lambda ws: any(
+        w["url"].endswith(f":{d1_port}") and w["is_healthy"] is False for w in ws), timeout=60, interval=0.5)
+    assert unhealthy.ok, unhealthy.value
+    with ClientLoad(router_url(dep), rate=2.0) as load:
+        r = run(dep, "restart", "--rolling", "--json")
+    assert r.code == 0, r.output
+    doc = r.json()
+    assert [u["decodes"] for u in doc["units"]] == [["decode[1]"], ["decode[0]"]], doc["units"]
+    assert "not routed to now" in doc["order"] and d1 in doc["order"]
+    summary = load.summary()
+    assert summary["sent"] >= 20 and summary["failed"] == [], summary
+    assert all(w["is_healthy"] for w in router_workers(dep)) and len(router_workers(dep)) == 4
 
 
 def _post(url: str, body: bytes) -> None:

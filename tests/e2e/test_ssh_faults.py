@@ -133,7 +133,7 @@ def _host(server, tmp: Path, **over) -> dict:
     host = {"transport": "ssh", "address": "127.0.0.1", "port": server.port if server else 22,
             "user": server.user if server else "root", "connect_timeout": T, "command_timeout": T,
             "key": server.key_path if server else None, "known_hosts": server.known_hosts if server else
-            str(tmp / "known_hosts"), "ssh_config": str(tmp / "no-ssh-config"), "http": "tunnel",
+            str(tmp / "known_hosts"), "ssh_config": "none", "http": "tunnel",
             "service_manager": "pidfile", "state_dir": str(tmp / "remote-state")}
     host.update(over)
     return {k: v for k, v in host.items() if v is not None}

@@ -141,6 +141,34 @@ def test_pdctl_runs_share_the_connection_until_ssh_close(vsshd, control, tmp_pat
     assert unknown.code == 2 and "unknown host 'nosuch'" in unknown.json()["error"]["message"]
 
 
+def test_a_kept_run_leaves_a_resident_pdctl_that_serves_the_next_verify(vsshd, control, tmp_path):
+    """The resident pdctl (pdctl/resident.py) is started by a kept run on its way out; the next `pdctl verify` is
+    forked from it over the same kept connection, and `pdctl ssh --close` ends both."""
+    host = kept_host(vsshd, http="tunnel", state_dir=str(tmp_path / "remote"), python=sys.executable)
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = write_inventory(tmp_path / "inv.yaml", local_inventory("resident", ports, host=host))
+    before = accepted(vsshd)
+    first = pdctl(["verify", "final-health", "-i", str(inv), "--json"], state=tmp_path, env=control.env)
+    assert first.code == 1 and not first.json()["ok"], first.output      # nothing deployed: a finding, not a crash
+
+    def resident():
+        found = pdctl(["ssh", "-i", str(inv), "--json"], state=tmp_path, env=control.env).json()["residents"]
+        return found[0] if found else None
+
+    assert wait_until(lambda: resident() is not None, 30)
+    second = pdctl(["verify", "final-health", "-i", str(inv), "--json"], state=tmp_path, env=control.env)
+    logs = "".join(p.read_text() for p in control.dir.glob("resident-*.log"))
+    assert second.code == 1 and resident()["served"] == 1, (second.stderr, logs)
+    # the served run started no second resident (whose lock file start_resident would have made before returning)
+    assert len(list(control.dir.glob("resident-*.lock"))) == 1 and len(control.resident_pids()) == 1, logs
+    assert [(c["name"], c["status"]) for c in second.json()["layers"]["health"]] == \
+        [(c["name"], c["status"]) for c in first.json()["layers"]["health"]]
+    assert accepted(vsshd) - before == 1                     # the same kept connection served both runs
+    pid = resident()["pid"]
+    closed = pdctl(["ssh", "--close", "-i", str(inv)], state=tmp_path, env=control.env)
+    assert f"closed the resident pdctl (pid {pid})" in closed.stdout and not pid_alive(pid), closed.output
+
+
 def test_idle_keeper_expires_and_removes_its_socket(vsshd, control):
     host = kept_host(vsshd, keep=2)
     assert drive(control, host, "result = t.run('echo once', timeout=10).stdout")["value"] == "once\n"
@@ -162,3 +190,31 @@ def test_env_turns_keeping_on_and_off_and_is_checked(vsshd, control, tmp_path):
     inv = write_inventory(tmp_path / "inv.yaml", local_inventory("keep", ports, host=host))
     r = pdctl(["status", "-i", str(inv), "--json"], state=tmp_path, env={**control.env, "PDCTL_SSH_KEEP": "soon"})
     assert r.code == 2 and "PDCTL_SSH_KEEP='soon'" in r.json()["error"]["message"], r.output
+
+
+def test_a_keeper_whose_host_refused_is_shown_not_connected(control, tmp_path):
+    """A kept host that refuses: its keeper stays (it retries), but the screen must not show a plain "kept"
+    while --json says "connected": false; the state says not connected, at 80 columns."""
+    host = {"transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "user": "root", "connect_timeout": 3,
+            "known_hosts": str(tmp_path / "kh"), "ssh_config": "none", "http": "tunnel"}
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    data = local_inventory("refused", ports, host=host)
+    data["hosts"] = {"gpu1": host}
+    for role in ("prefill", "decode", "router"):
+        data["roles"][role][0]["host"] = "gpu1"
+    inv = write_inventory(tmp_path / "inv.yaml", data)
+    env = {**control.env, "PDCTL_SSH_KEEP": "30", "COLUMNS": "80"}
+    try:
+        assert pdctl(["status", "-i", str(inv)], state=tmp_path, env=env, timeout=120).code == 3
+        listed = pdctl(["ssh", "-i", str(inv), "--json"], state=tmp_path, env=env)
+        (row,) = listed.json()["connections"]
+        if row["state"] != "kept":
+            pytest.skip(f"no keeper left running for a refusing host (state {row['state']})")
+        assert row["connected"] is False, row
+        screen = pdctl(["ssh", "-i", str(inv)], state=tmp_path, env=env)
+        assert screen.code == 0, screen.output
+        (line,) = [x for x in screen.stdout.splitlines() if x.startswith("gpu1")] or [screen.stdout]
+        assert "kept, not connected" in line and str(row["pid"]) in screen.stdout, screen.stdout
+        assert max(map(len, screen.stdout.splitlines())) <= 80, screen.stdout
+    finally:
+        pdctl(["ssh", "--close", "-i", str(inv)], state=tmp_path, env=env)

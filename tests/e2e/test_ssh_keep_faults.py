@@ -16,51 +16,11 @@ import pytest
 
 from tests.e2e.helpers import REPO, local_inventory, pdctl, write_inventory
 from tests.fixtures.keepers import control, vsshd  # noqa: F401 (fixtures)
-from tests.fixtures.keepers import accepted, drive, driver_cmd, kept_host, pid_alive, wait_until
+from tests.fixtures.keepers import (UNIX_PEER, accepted, as_nobody, drive, driver_cmd, kept_host, pid_alive,
+                                    wait_until)
 from tests.fixtures.net import free_port, wait_port
 
 pytestmark = pytest.mark.e2e
-
-
-def _as_nobody(code: str, *args: str) -> dict:
-    """Run python `code` as the unprivileged user nobody (under an interpreter nobody may execute: the test's own
-    may live under a private home); its JSON output."""
-    if os.getuid() != 0:
-        pytest.skip("needs root to run a child as another user")
-    python = next((p for p in (sys.executable, "/usr/bin/python3") if _world_executable(p)), None)
-    if python is None:
-        pytest.skip("no python interpreter the user nobody may run")
-    nobody = pwd.getpwnam("nobody")
-    p = subprocess.run([python, "-I", "-c", code, *args], user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
-                       capture_output=True, text=True, timeout=30, cwd="/")
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
-
-
-def _world_executable(path: str) -> bool:
-    """Whether every directory on the way to `path` and the file itself may be executed by anyone."""
-    p = Path(path).resolve()
-    return p.exists() and all(os.stat(d).st_mode & 0o001 for d in [p, *p.parents])
-
-
-# as nobody: connect to the unix socket and read the first frame (a keeper greets its own user with "hello")
-_UNIX_PEER = """
-import json, socket, struct, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(10)
-try:
-    s.connect(sys.argv[1])
-except OSError as e:
-    print(json.dumps({"connect": type(e).__name__})); sys.exit()
-head = s.recv(4)   # the greeting comes first, as the real client reads it
-frame = json.loads(s.recv(struct.unpack(">I", head)[0])) if len(head) == 4 else None
-try:   # ask anyway: a refused connection is closed, nothing is answered
-    s.sendall(struct.pack(">I", 13) + b'{"op":"info"}')
-    then = len(s.recv(100))
-except (BrokenPipeError, ConnectionResetError):
-    then = 0
-print(json.dumps({"frame": frame, "then": then}))
-"""
 
 
 def _keeper(control, host) -> dict:
@@ -72,12 +32,12 @@ def test_another_user_is_stopped_by_the_directory_and_by_the_peer_check(vsshd, c
     info = _keeper(control, kept_host(vsshd))
     sock = info["socket"]
     assert (os.stat(sock).st_mode & 0o777) == 0o600 and (control.dir.stat().st_mode & 0o777) == 0o700
-    assert _as_nobody(_UNIX_PEER, sock) == {"connect": "PermissionError"}      # 0700 directory, 0600 socket
+    assert as_nobody(UNIX_PEER, sock) == {"connect": "PermissionError"}      # 0700 directory, 0600 socket
     # open both up, as a mistaken chmod would: the keeper's SO_PEERCRED check still turns nobody away
     for d in (control.runtime, control.dir):   # mkdtemp made the runtime dir 0700 too
         os.chmod(d, 0o711)
     os.chmod(sock, 0o666)
-    seen = _as_nobody(_UNIX_PEER, sock)
+    seen = as_nobody(UNIX_PEER, sock)
     assert set(seen) == {"frame", "then"} and "hello" not in (seen["frame"] or {}), seen
     assert "uid" in seen["frame"]["refused"] and seen["then"] == 0, seen
     log = Path(sock).with_suffix(".log").read_text()
@@ -109,12 +69,12 @@ def test_a_kept_forwarder_serves_only_its_user(vsshd, control, tmp_path):
                 "result = [url, urllib.request.urlopen(url, timeout=10).read().decode()]")
         url, body = drive(control, kept_host(vsshd, http="tunnel"), code)["value"]
         assert body == "secret-side"
-        stranger = _as_nobody(_TCP_GET, url)
+        stranger = as_nobody(_TCP_GET, url)
         assert "body" not in stranger, stranger           # the connection is closed before anything is forwarded
     finally:
         server.kill()
         server.wait(timeout=10)
-    log = next(control.dir.glob("*.log")).read_text()
+    log = next(p for p in control.dir.glob("*.log") if not p.name.startswith("resident-")).read_text()
     assert f"refused a forwarded connection from uid {pwd.getpwnam('nobody').pw_uid}" in log
 
 

@@ -17,6 +17,7 @@ import pytest
 
 import tests.fixtures.systemd_host as fixture
 from pdctl.transport.ssh import SshTransport
+from tests.fixtures.owner import pidns, process_alive
 from tests.fixtures.systemd_host import (BUILD_SCRIPT, REPO, ROOT, SystemdHostLeftover, can_boot_hosts,
                                         sweep_stale_hosts, systemd_host)
 
@@ -100,14 +101,6 @@ def test_two_hosts_in_namespaces_of_the_test_have_their_own_addresses(tmp_path):
     assert [x for t in tags for x in _leftovers(t)] == []
 
 
-def _alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except OSError:
-        return False
-
-
 def test_hosts_of_a_killed_pytest_are_swept_by_the_next_one_and_nothing_else(tmp_path):
     # a stand-in for a pytest that is killed (SIGKILL) while its host runs: the fixture's finally never runs
     owner = subprocess.Popen(
@@ -123,13 +116,13 @@ def test_hosts_of_a_killed_pytest_are_swept_by_the_next_one_and_nothing_else(tmp
         owner.send_signal(signal.SIGKILL)
         owner.wait(timeout=30)
     assert tag.startswith(f"pdctl-sdh-{owner.pid}-")               # its owner is in its name
-    assert _alive(int(nspawn_pid)) and _alive(int(leader))         # nspawn has a session of its own: it lives on
+    assert process_alive(int(nspawn_pid)) and process_alive(int(leader))   # nspawn has a session of its own
     assert _leftovers(tag)
     roots = fixture._cgroup_roots()
     # not to be touched: a host of a live owner (this process) and any name the fixture does not make this way
     live = fixture._owner_tag()
-    foreign = ["pdctl-sdh-0badc0de", f"pdctl-sdh-{owner.pid}-1-{fixture._pidns():x}-0badc0de-x",
-               f"pdctl-sdh-{owner.pid}-1-{fixture._pidns() + 1:x}-0badc0de"]    # dead owner, other pid namespace
+    foreign = ["pdctl-sdh-0badc0de", f"pdctl-sdh-{owner.pid}-1-{pidns():x}-0badc0de-x",
+               f"pdctl-sdh-{owner.pid}-1-{pidns() + 1:x}-0badc0de"]    # dead owner, other pid namespace
     made = [r / n for r in roots for n in (live, *foreign)]
     try:
         for d in made:
@@ -140,7 +133,7 @@ def test_hosts_of_a_killed_pytest_are_swept_by_the_next_one_and_nothing_else(tmp
     finally:
         for d in made:
             d.rmdir()
-    assert not _alive(int(nspawn_pid)) and not _alive(int(leader))
+    assert not process_alive(int(nspawn_pid)) and not process_alive(int(leader))
     assert _leftovers(tag) == []
     with warnings.catch_warnings():
         warnings.simplefilter("error")

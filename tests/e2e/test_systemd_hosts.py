@@ -216,3 +216,14 @@ def test_down_stops_every_unit(seed_host):
     for role in ORDER:
         show = _show(h, role)
         assert show["ActiveState"] == "inactive" and show["MainPID"] == "0", show
+    # --purge removes each unit file and says so; a second one stops units that are no longer loaded (systemctl
+    # exit 5: that failed `down`) and has nothing to remove, which it says instead
+    first = _pdctl(seed_host, "down", "--purge")
+    assert first.code == 0, first.output[-3000:]
+    purged = [s["step"] for s in first.json()["steps"] if s["step"].startswith("purge ")]
+    assert len(purged) == 3 and all(f"/etc/systemd/system/{UNITS[r]}.service" in " ".join(purged) for r in ORDER)
+    assert all(h.run(["test", "-e", f"/etc/systemd/system/{UNITS[r]}.service"]).returncode == 1 for r in ORDER)
+    again = _pdctl(seed_host, "down", "--purge")
+    assert again.code == 0, again.output[-3000:]
+    purged = [s["step"] for s in again.json()["steps"] if s["step"].startswith("purge ")]
+    assert len(purged) == 3 and all("(no unit file" in step for step in purged), purged

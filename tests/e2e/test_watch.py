@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e.helpers import REPO, local_inventory, pdctl, write_inventory
 from tests.e2e.helpers import deployed as deploy_and_down
-from tests.fixtures.net import free_port
+from tests.fixtures.net import closed_port, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
@@ -150,7 +150,8 @@ def test_a_host_that_does_not_answer_is_unknown_and_the_rest_are_watched(tmp_pat
     doc = r.json()
     decode = f"decode[0]@gone:{ports['decode']}"
     assert decode in doc["unknown_targets"] and doc["targets_up"][decode] is False
-    assert not any(c["target"] == decode and c["status"] == "fail" for c in doc["checks"])
+    assert not any(c["target"] in (decode, "prefill+decode") and c["status"] == "fail" for c in doc["checks"])
+    assert "prefill+decode" in doc["unknown_targets"]
     local = {c["target"] for c in doc["checks"] if c["layer"] == "health"}
     assert local == {f"prefill[0]@local:{ports['prefill']}", f"router[0]@local:{ports['router']}"}
     assert {c["status"] for c in doc["checks"] if c["layer"] == "health"} == {"fail"}   # not deployed: refused
@@ -158,6 +159,48 @@ def test_a_host_that_does_not_answer_is_unknown_and_the_rest_are_watched(tmp_pat
                 env={"COLUMNS": "80"}, timeout=60)
     assert r80.code == 3
     lines = r80.stdout.splitlines()
-    assert lines[0].startswith("watch watch-gone: FAIL") and "2 unknown" in lines[0], r80.stdout   # decode, its pair
-    assert f"unknown {decode}: its host did not answer" in r80.stdout
+    # decode, its pair, and the inflight check (a sample without the decode is no finding)
+    assert lines[0].startswith("watch watch-gone: FAIL") and "3 unknown" in lines[0], r80.stdout
+    screen = " ".join(r80.stdout.split())     # the reason is wrapped at 80 columns
+    assert f"unknown {decode}: " in screen and "gone" in screen.split(f"unknown {decode}: ")[1], r80.stdout
+    assert doc["unknown_why"][decode] and "gone" in doc["unknown_why"][decode], doc["unknown_why"]
     assert all(len(line) <= 80 for line in lines), r80.stdout
+
+
+def test_a_key_file_missing_ends_the_watch_with_a_usage_error(tmp_path):
+    """A configuration no round can get past (the host's SSH key file does not exist) ends the watch at once with
+    exit 2 naming the file, --once included (it used to wait forever on rounds that all raised), and --json says
+    so in its one document; no target is judged failed meanwhile."""
+    ports = {k: closed_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = local_inventory("watch-nokey", ports, host={
+        "transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "key": str(tmp_path / "nokey"),
+        "http": "tunnel", "connect_timeout": 2, "service_manager": "pidfile"})
+    path = write_inventory(tmp_path / "inv.yaml", inv)
+    timeline = tmp_path / "timeline.jsonl"
+    r = pdctl(["watch", "-i", str(path), "--listen", f"127.0.0.1:{free_port()}", "--once", "--json",
+               "--timeline", str(timeline)], state=tmp_path, timeout=60)
+    assert r.code == 2, r.output
+    error = r.json()["error"]
+    assert error["kind"] == "usage" and str(tmp_path / "nokey") in error["message"]
+    lines = _timeline(timeline)
+    assert lines and not any(line.get("status") == "fail" for line in lines), lines
+
+
+def test_an_interrupted_watch_says_130_in_its_json_too(tmp_path):
+    """Ctrl-C: the process exits 130 and the one JSON document says the same (it used to carry the state's own
+    verdict, 1, under the same key)."""
+    ports = {k: closed_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    path = write_inventory(tmp_path / "inv.yaml", local_inventory("watch-int", ports))
+    timeline = tmp_path / "timeline.jsonl"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path), "COLUMNS": "80"}
+    p = subprocess.Popen([sys.executable, "-m", "pdctl", "watch", "-i", str(path), "--listen",
+                          f"127.0.0.1:{free_port()}", "--for", "120", "--json", "--timeline", str(timeline)],
+                         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _until("a first round", lambda: any(line.get("event") == "round" for line in _timeline(timeline)), 60)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+    doc = json.loads(out)
+    assert p.returncode == 130 and doc["exit_code"] == 130 and doc["stopped_by"], (p.returncode, out, err)

@@ -5,7 +5,8 @@ NIXL/UCX on TCP.
 The story of issue 14: the engine's degraded-bootstrap drill is armed on prefill[0]; decode[1] alone is restarted
 under it (as systemd's Restart= would after a crash), which breaks exactly prefill[0] -> decode[1]. The router's own
 probe stays green (it retries on another pair); `verify pairs` names exactly that pair; `restart --rolling` heals
-it while a checked client load of 2 requests/s runs through the router, with no failed client request; the same
+it while a checked client load of 2 requests/s runs through the router, with no failed client request (the
+broken pair's decode goes out first); the same
 load during `restart --pair` sees the outage that the rolling restart avoids. The figures are printed
 (`-s` shows them) and are in docs/performance.md.
 """
@@ -123,6 +124,9 @@ def test_one_broken_pair_named_and_healed_by_a_rolling_restart_under_load(lab, t
             rolling = pdctl(["restart", "--rolling", "-i", str(inv), "--json"], **run)
         assert rolling.code == 0, rolling.output
         assert [u["state"] for u in rolling.json()["units"]] == ["done", "done"]
+        # the broken pair's decode goes out first: the sound decode[0] serves while prefill[0] is rolled (in index
+        # order decode[1] alone served, the router's retries on the broken pair opened its circuit: a 503)
+        assert [u["decodes"] for u in rolling.json()["units"]] == [["decode[1]"], ["decode[0]"]], rolling.output
         healed = pdctl(["verify", "pairs", "-i", str(inv), "--json"], **run)
         assert healed.code == 0, healed.output
 

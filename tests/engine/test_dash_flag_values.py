@@ -24,9 +24,9 @@ from tests.fixtures.net import free_port
 
 def test_an_engine_started_with_dash_values_runs_and_its_live_flags_pass(tmp_path):
     port = free_port()
-    inv = {"name": "dash", "transfer_backend": "fake", "hosts": {"local": {"python": sys.executable}},
+    inv = {"name": "dash", "transfer_backend": "fake", "served_model_name": "-x", "hosts": {"local": {"python": sys.executable}},
            "roles": {"prefill": [{"port": free_port(), "bootstrap_port": free_port()}],
-                     "decode": [{"port": port, "args": {"--served-model-name": "-x", "--api-key": "--scalardash99"}}],
+                     "decode": [{"port": port, "args": {"--api-key": "--scalardash99"}}],
                      "router": [{"port": free_port()}]}}
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inv))
     i = load_inventory(tmp_path / "inv.yaml")

@@ -5,6 +5,7 @@ import multiprocessing as mp
 import time
 
 from pdctl import audit
+from pdctl.errors import LintRefused, StepFailed
 
 
 def _writer(path, n, tag):
@@ -71,6 +72,28 @@ def test_an_interrupt_names_its_signal_and_records_the_state_left(log):
     started, end = audit.read_records(log)
     assert end["result"] == "interrupted by SIGTERM" and end["roles"] == {"prefill[0]": "running (pid 1)"}
     assert audit.result_word(end) == ("interrupted", "by SIGTERM")
+
+
+@pytest.mark.parametrize("make, code, word", [
+    (lambda: _step_failed_unreachable(), 3, "unreachable"),
+    (lambda: StepFailed("decode did not become ready"), 1, "failed"),
+    (lambda: LintRefused("decode: bad flag"), 2, "usage"),
+    (lambda: ValueError("Port out of range"), 1, "failed"),
+])
+def test_an_error_is_recorded_with_its_exit_code_which_decides_the_result_word(log, make, code, word):
+    """A StepFailed that got no answer from a host exits 3: its record says exit_code 3 and history reads it as
+    unreachable, not failed (`pdctl down` stopped at an unreachable host); every error's word follows its code."""
+    with pytest.raises(Exception):
+        with audit.audited("down", inventory="i", args={}, mark_start=True):
+            raise make()
+    _, end = audit.read_records(log)
+    assert end["exit_code"] == code and audit.result_word(end).word == word
+
+
+def _step_failed_unreachable():
+    e = StepFailed("stopped at step 'stop decode[0]@gpu1:41002': host 'gpu1' unreachable over SSH")
+    e.exit_code = 3     # as ops.sequence makes it for a step that got no answer
+    return e
 
 
 def test_a_killed_run_is_a_started_record_alone_and_shows_unfinished(log):

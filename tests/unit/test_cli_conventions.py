@@ -194,3 +194,20 @@ def test_zsh_and_fish_scripts_are_generated_and_answered(pdctl_on_path, shell, m
                          env={**pdctl_on_path, "_PDCTL_COMPLETE": f"complete_{shell}",
                               "_TYPER_COMPLETE_ARGS": "pdctl tri", **extra})
     assert ans.returncode == 0 and "triage" in ans.stdout
+
+
+def test_an_interrupt_says_what_the_action_left_out(capsys):
+    """A rolling restart interrupted after it restarted prefill[1] and before it put it back: the error says which
+    workers stay out of the routers (it was only in the audit record)."""
+    from pdctl.cli.common import _run_mapped
+
+    def interrupted_rolling():
+        e = KeyboardInterrupt()
+        e.interrupted_notes = ["still out of the routers: prefill[1]@local:41001 (restarted, not put back)"]
+        raise e
+
+    with pytest.raises(typer.Exit) as ex:
+        _run_mapped(interrupted_rolling, (), {}, False)
+    assert ex.value.exit_code == 130
+    err = capsys.readouterr().err
+    assert "interrupted by SIGINT" in err and "still out of the routers: prefill[1]@local:41001" in err, err

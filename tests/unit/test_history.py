@@ -88,6 +88,12 @@ def test_each_record_is_one_line_with_a_short_result(log):
     ({"result": "interrupted"}, ("interrupted", "")),
     ({"result": "failed at step 1 'x': error: refused", "exit_code": 4}, ("refused", "at step 1 'x': error: refused")),
     ({"result": "failed at step 1 'x': action not ok", "exit_code": 1}, ("failed", "at step 1 'x': action not ok")),
+    # the recorded exit code decides over an error's class and over a "stopped:" text (down, restart --rolling)
+    ({"result": "StepFailed: stopped at step 'stop d': unreachable", "exit_code": 3},
+     ("unreachable", "stopped at step 'stop d': unreachable")),
+    ({"result": "stopped: unit 0: host gpu1 did not answer", "exit_code": 3},
+     ("unreachable", "stopped: unit 0: host gpu1 did not answer")),
+    ({"result": "LintRefused: decode: bad flag", "exit_code": 2}, ("usage", "decode: bad flag")),
 ])
 def test_result_words(record, want):
     assert result_word(record) == want
@@ -100,6 +106,9 @@ def test_shorten_keeps_the_first_sentence_within_the_limit():
     long = "x" * 200
     assert len(shorten(long)) == 80 and shorten(long).endswith("…")
     assert shorten("bind 0.0.0.0:30000 failed") == "bind 0.0.0.0:30000 failed"
+    # escaped before measured: twenty ESCs take 80 cells, not the 20 characters they were
+    wild = shorten("\x1b[2J" * 20)
+    assert "\x1b" not in wild and wild.startswith("\\x1b[2J") and len(wild) == 80 and wild.endswith("…")
 
 
 def test_no_match_prints_only_that_and_the_filters(log):
@@ -131,6 +140,22 @@ def test_inventory_filter_by_file_and_by_name(log):
     bad = log["tmp"] / "bad.yaml"
     bad.write_text("roles: 3\n")
     assert _history("-i", str(bad)).exit_code == 2          # an inventory file that does not load: usage error
+
+
+def test_a_record_made_with_a_relative_path_is_found_from_any_directory(log, monkeypatch):
+    """`pdctl deploy -i prod.yaml` in one directory, `history -i prod` in another: the record holds the absolute
+    path, so the filter reads the right file (with the path as typed it read ./prod.yaml of the other directory)."""
+    from pdctl import audit
+
+    log["path"].write_text("")
+    audit.append("deploy", inventory="prod.yaml", result="ok", started=0.0)   # typed in tmp (the fixture's cwd)
+    other = log["tmp"] / "other"
+    other.mkdir()
+    (other / "prod.yaml").write_text(log["inv"].read_text().replace("name: prod", "name: staging"))
+    monkeypatch.chdir(other)
+    recs = json.loads(_history("--json", "-i", "prod").stdout)["records"]
+    assert [(r["action"], r["inventory"]) for r in recs] == [("deploy", str(log["inv"]))]
+    assert json.loads(_history("--json", "-i", "staging").stdout)["records"] == []
 
 
 def test_run_records_carry_the_inventory_name(log, monkeypatch):

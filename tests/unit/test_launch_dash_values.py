@@ -17,8 +17,8 @@ from pdctl.inventory import load_inventory
 from pdctl.secrets import MASK, mask_argv
 
 
-def _inv(tmp_path, decode_args):
-    inv = {"name": "dash", "roles": {"prefill": [{"port": 30000, "bootstrap_port": 8998}],
+def _inv(tmp_path, decode_args, served="pdctl-tiny"):
+    inv = {"name": "dash", "served_model_name": served, "roles": {"prefill": [{"port": 30000, "bootstrap_port": 8998}],
                                      "decode": [{"port": 30002, "args": decode_args}],
                                      "router": [{"port": 30001}]}}
     p = tmp_path / "inv.yaml"
@@ -43,8 +43,8 @@ def test_a_list_with_an_element_starting_with_a_dash_is_refused_naming_the_field
 
 
 def test_rendered_dash_values_round_trip_through_the_flags_judge(tmp_path):
-    inv = load_inventory(_inv(tmp_path, {"--api-key": "--scalardash99", "--served-model-name": "-x",
-                                         "--tags": ["--solo"], "--nums": [-1, 2]}))
+    inv = load_inventory(_inv(tmp_path, {"--api-key": "--scalardash99", "--tags": ["--solo"], "--nums": [-1, 2]},
+                              served="-x"))
     argv = launch.role_argv(inv, "decode", 0)
     assert "--api-key=--scalardash99" in argv and "--served-model-name=-x" in argv
     results = judge_flags("decode[0]", argv, {}, launch.declared_flags(inv, "decode", 0), {})
@@ -70,7 +70,7 @@ def test_the_judge_reads_both_forms_alike_and_the_two_token_form_as_drift():
 def test_the_bundled_engine_parser_accepts_the_rendered_command_and_refuses_the_split_one(tmp_path, capsys):
     from engine.server_args import parse_args
 
-    inv = load_inventory(_inv(tmp_path, {"--api-key": "--scalardash99", "--served-model-name": "-x"}))
+    inv = load_inventory(_inv(tmp_path, {"--api-key": "--scalardash99"}, served="-x"))
     argv = launch.role_argv(inv, "decode", 0)
     args = parse_args(argv[3:]).as_dict()
     assert args["api_key"] == "--scalardash99" and args["served_model_name"] == "-x"

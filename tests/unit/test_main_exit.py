@@ -19,10 +19,10 @@ def run(code: str) -> subprocess.CompletedProcess:
 def test_the_exit_code_the_printed_lines_and_the_atexit_handlers_survive(code, rc):
     p = run(f"""
         import atexit, sys
-        from pdctl.__main__ import _leave
+        from pdctl.__main__ import leave
         atexit.register(lambda: print("atexit ran", file=sys.stderr))
         print("x" * 100000, end="")     # more than one buffer: flushed before os._exit
-        _leave(SystemExit({code!r}))
+        leave(SystemExit({code!r}))
         print("not reached")
         """)
     assert p.returncode == rc and p.stdout == "x" * 100000 and p.stderr == "atexit ran\n"
@@ -30,8 +30,8 @@ def test_the_exit_code_the_printed_lines_and_the_atexit_handlers_survive(code, r
 
 def test_a_message_given_to_sys_exit_is_printed_and_exits_1():
     p = run("""
-        from pdctl.__main__ import _leave
-        _leave(SystemExit("bad input"))
+        from pdctl.__main__ import leave
+        leave(SystemExit("bad input"))
         """)
     assert p.returncode == 1 and p.stderr == "bad input\n"
 
@@ -39,10 +39,10 @@ def test_a_message_given_to_sys_exit_is_printed_and_exits_1():
 def test_a_running_non_daemon_thread_is_waited_for_as_usual():
     p = run("""
         import threading, time
-        from pdctl.__main__ import _leave
+        from pdctl.__main__ import leave
         t = threading.Thread(target=lambda: (time.sleep(0.3), print("thread finished", flush=True)))
         t.start()
-        _leave(SystemExit(4))
+        leave(SystemExit(4))
         print("returned", flush=True)
         raise SystemExit(4)
         """)

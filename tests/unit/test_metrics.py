@@ -246,3 +246,20 @@ def test_only_families_keeps_suffixed_series_of_a_histogram_and_a_counters_creat
     m = parse_metrics(text, families=("h", "c_total"))
     assert set(m.families()) == {"h", "c_total", "c_created"}
     assert m.value("h_count") == 2 and m.value("c_total") == 5 and not m.has("other")
+
+
+def test_layer_threads_parsing_at_once_still_load_only_the_parser():
+    """final-health parses in several layer threads at once: none may import the whole package (http.server, ssl)
+    while another swaps the parser's stand-in package in and out of sys.modules. Ten fresh interpreters, eight
+    threads each, started together on a barrier."""
+    import subprocess
+    import sys
+
+    code = ("import sys, threading; from pdctl.checks.metrics import parse_metrics; "
+            "b = threading.Barrier(8); "
+            "ts = [threading.Thread(target=lambda: (b.wait(), parse_metrics('x 1'))) for _ in range(8)]; "
+            "[t.start() for t in ts]; [t.join() for t in ts]; "
+            "print(sorted(m for m in sys.modules if m.startswith(('prometheus_client', 'http.server'))))")
+    for _ in range(10):
+        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+        assert out.strip() == "[]", out

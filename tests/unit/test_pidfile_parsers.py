@@ -116,7 +116,7 @@ def test_stop_signals_held_delivers_a_signal_only_when_the_block_ends():
     import os
     import signal
 
-    from pdctl.services.pidfile import stop_signals_held
+    from pdctl.services.held_signals import stop_signals_held
 
     class Stop(KeyboardInterrupt):
         pass

@@ -14,7 +14,8 @@ from pdctl.errors import StepFailed, UsageError
 from pdctl.playbook import kinds
 from pdctl.playbook.kinds import REGISTRY, register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
-from pdctl.playbook.runner import StepRun, _recorded
+from pdctl.playbook.run_audit import recorded_step
+from pdctl.playbook.runner import StepRun
 from pdctl.playbook.steps import check_args
 from pdctl.poll import poll_until
 from pdctl.serialize import to_data
@@ -138,6 +139,6 @@ def test_an_outcome_serialises_without_empty_values_and_trims_a_commands_output(
     d = to_data(o)
     assert list(d) == ["ok", "summary", "verdict", "layers", "exit_status", "error", "stdout", "data"]
     assert len(d["stdout"]) == 2000 and "exit_code" not in d and "health" not in d
-    assert "data" not in _recorded(StepRun(1, "s", "shell", "failed", outcome=o))["result"]   # the audit record's
+    assert "data" not in recorded_step(StepRun(1, "s", "shell", "failed", outcome=o))["result"]   # the audit record's
     assert to_data(StepOutcome(True, "")) == {"ok": True}
     assert "stdout" not in to_data(StepOutcome(True, "ran", stdout="out"))     # not a command: no output shown

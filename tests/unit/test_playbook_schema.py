@@ -146,8 +146,16 @@ def test_shipped_playbooks_are_found_by_name_and_plan():
         assert name in found, found
         pb = load_playbook(resolve_playbook(name))
         assert pb.name == name
-        p = runner.plan(pb, embedded_default(), cli_vars={"storm_requests": 4})
+        p = runner.plan(pb, embedded_default(), cli_vars={"storm_requests": 4} if "storm_requests" in pb.vars else {})
         assert p.sequence
+
+
+def test_a_var_the_playbook_neither_declares_nor_uses_is_refused():
+    """`--var storm_request=4` (misspelt) was accepted, and the seed's full 90 x 20k storm would have run."""
+    pb = load_playbook(resolve_playbook("abort-storm-ab"))
+    with pytest.raises(PlaybookError, match=r"--var storm_request: not a variable of this playbook .*storm_requests"):
+        runner.plan(pb, embedded_default(), cli_vars={"storm_request": 4})
+    assert runner.plan(pb, embedded_default(), cli_vars={"storm_requests": 4}).sequence
 
 
 def test_stall_triage_fix_steps_run_only_with_apply():

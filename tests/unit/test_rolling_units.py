@@ -66,3 +66,35 @@ def test_drained_means_every_inflight_gauge_zero():
 def test_steps_of_a_unit_counts_what_the_restart_does():
     # 2x2 unit: decode out, drained, restart, ready, back (5) + 2 prefills x 6 + the group canary
     assert steps_of(form_units(2, 2)[0]) == 18
+
+
+def test_workers_to_restart_first_lead_the_units():
+    # prefill[0] -> decode[1] broken: unit 1 takes decode[1] out, so decode[0] (sound) serves meanwhile
+    units = form_units(2, 2, [("prefill", 0), ("decode", 1)])
+    assert [u.decodes for u in units] == [(1,), (0,)]
+    assert all(u.prefills == (0, 1) for u in units)
+    units = form_units(3, 5, [("decode", 4), ("prefill", 2), ("decode", 3), ("prefill", 1)])
+    assert [u.decodes for u in units] == [(0, 3, 4), (1, 2)]
+    assert units[0].prefills == (1, 2, 0)
+
+
+def test_more_first_decodes_than_half_fill_the_first_group_and_every_decode_restarts_once():
+    units = form_units(2, 4, [("decode", 1), ("decode", 2), ("decode", 3)])
+    assert [u.decodes for u in units] == [(1, 2), (0, 3)]
+    assert sorted(j for u in units for j in u.decodes) == [0, 1, 2, 3]
+
+
+def test_a_dead_decode_restarted_first_is_allowed_and_in_index_order_refused():
+    # decode[1] dead (unhealthy in the router): taking decode[0] out first would leave no decode (an outage);
+    # decode[1] first leaves decode[0] serving, and decode[1] serves again (restarted) when decode[0] goes out
+    now = {"router[0]": [("prefill", 0), ("prefill", 1), ("decode", 0)]}
+    why = refusal(form_units(2, 2), now)
+    assert why is not None and "no decode" in why and "1 decode: decode[0]" in why
+    assert refusal(form_units(2, 2, [("decode", 1)]), now) is None
+
+
+def test_a_prefill_an_earlier_run_left_out_rolls_first_and_then_serves():
+    # a stopped rolling restart left prefill[1] out: rolling prefill[0] first would leave no prefill
+    now = {"router[0]": [("prefill", 0), ("decode", 0), ("decode", 1)]}
+    assert "no prefill" in refusal(form_units(2, 2), now)
+    assert refusal(form_units(2, 2, [("prefill", 1)]), now) is None

@@ -168,6 +168,27 @@ def test_history_never_cuts_the_operator_or_the_action(width, monkeypatch, tmp_p
     assert "did not become ready" in r.stdout
 
 
+def test_history_measures_cjk_in_terminal_cells(width, monkeypatch, tmp_path):
+    """An operator or inventory path in CJK takes two cells a character: counted in characters, the table ran past
+    the terminal's width."""
+    from rich.cells import cell_len
+
+    log = tmp_path / "pdctl" / "audit.jsonl"
+    log.parent.mkdir(parents=True)
+    recs = [{"time": "2025-01-01T00:00:00+0000", "operator": "当番のオペレーター", "inventory": "/etc/pdctl/本番環境/推論.yaml",
+             "action": "restart --pair", "result": "ok", "duration_s": 95.0}]
+    log.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.delenv("PDCTL_AUDIT_LOG", raising=False)
+    from pdctl.cli.app import app
+
+    r = CliRunner().invoke(app, ["history"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert all(cell_len(x.rstrip()) <= width for x in lines), r.stdout
+    assert any("当番のオペレーター" in x for x in lines) and any("推論.yaml" in x for x in lines), r.stdout
+
+
 def triage_rep(healthy: bool) -> TriageReport:
     obs = [Observation("service", DECODE, Status.PASS, "pdctl-decode-0.service: active (pid 4242)"),
            Observation("health", "local:22000", Status.PASS, "/health: 200 in 2 ms"),
@@ -248,3 +269,21 @@ def test_verify_inflight_pinned_under_load_reads_at_every_width(width, capsys):
     text = " ".join(x.strip() for x in lines)
     assert_fits_and_intact(lines, width, ["prefill[0]@gpu-host-1:30000", "generation"])
     assert "verify inflight: PINNED" in text and "pinned under load" in text and "restart --pair" in text
+
+
+@pytest.mark.parametrize("detail", ["none", "short", "long"])
+def test_status_measures_cjk_host_names_in_terminal_cells(width, capsys, detail):
+    """A CJK character takes two cells: a label counted in characters got a column too narrow, and lost its port."""
+    from rich.cells import cell_len
+
+    rows = status_rows(detail == "long")
+    for r in rows:
+        r["label"] = r["label"].split("@")[0] + "@日本語ホスト:" + r["label"].rsplit(":", 1)[1]
+        if detail == "none":    # every row short: the table layout, not the stacked one
+            r.update(detail="", error=None, service=r["service"].removesuffix(".service"))
+    render.status_table(rows)
+    lines = screen(capsys)
+    assert all(cell_len(x.rstrip()) <= width for x in lines), [x for x in lines if cell_len(x.rstrip()) > width]
+    assert "…" not in "\n".join(lines)
+    for r in rows:
+        assert any(r["label"] in x for x in lines), (r["label"], "\n".join(lines))

@@ -81,6 +81,17 @@ def test_verify_pairs_all_pass(width, capsys):
     assert "failed pairs" not in "\n".join(lines) and "next:" not in "\n".join(lines)
 
 
+@pytest.mark.parametrize("columns", ["30", "0"])
+def test_verify_pairs_on_a_very_narrow_or_unsized_terminal(columns, monkeypatch, capsys):
+    """30 columns: the passing verdict (it names no pair) crashed the screen with a ValueError; 0 (an unsized pty):
+    rich printed nothing at all."""
+    monkeypatch.setenv("COLUMNS", columns)
+    render.pairs_report(pairs_report(2))
+    lines = screen(capsys)
+    assert "".join(lines[:2]).replace(" ", "").startswith("verifypairs:PASS(4of4pairspass)"), lines
+    assert any("decode[1]" in line for line in lines)
+
+
 def test_verify_pairs_a_broken_pair_and_a_lineage_hazard(width, capsys):
     render.pairs_report(pairs_report(2, broken={(0, 1)}, hazard={(1, 0)}))
     lines = screen(capsys)
@@ -301,10 +312,13 @@ def test_rolling_dry_run_plan_with_long_host_names(width, capsys):
     from pdctl.render.rolling import rolling_report
 
     res = rolling_result()
+    res.order = (f"these go first (decodes out in unit 1, prefills rolled first): the restart lineage calls broken: "
+                 f"{label('prefill', 0)} -> {label('decode', 1)} (degraded-bootstrap)")
     rolling_report(res)
     lines = screen(capsys)
     assert lines[0] == "restart --rolling: PLAN (2 units; nothing was changed)"
     assert_plan(lines, width, res.plan)
+    assert_fits_and_intact(lines, width, ["order: these", label("prefill", 0), label("decode", 1)])
 
 
 def test_rolling_stopped_says_which_unit_and_what_is_out(width, capsys):

@@ -48,6 +48,27 @@ def test_render_seed_example_headers_fit_and_nothing_is_cut(width):
             assert ("    " + line).rstrip() in [x.rstrip() for x in lines], line
 
 
+def test_render_default_python_note_is_wrapped_prose(width):
+    """The embedded default declares no interpreter: the note saying so is prose, wrapped under the python line
+    (the interpreter's path stays whole on its line), not one ~170-column line."""
+    from pdctl.ops.render_plan import DEFAULT_PYTHON_NOTE
+
+    r = CliRunner().invoke(app, ["render"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    for k, line in enumerate(lines):
+        if not line.startswith("  python: "):
+            continue
+        assert len(line) <= width or " " not in line[len("  python: "):], line
+        note = [line[len("  python: "):].split("  ", 1)[-1]] if "  (" in line else []
+        for more in lines[k + 1:]:
+            if more.startswith("  ") and not more.startswith("    "):
+                break
+            assert len(more) <= width, more
+            note.append(more.strip())
+        assert " ".join(note) == "(" + DEFAULT_PYTHON_NOTE.format(host="local") + ")"
+
+
 # -- lint -----------------------------------------------------------------------------------------------------
 
 def lint_report(failing: bool):

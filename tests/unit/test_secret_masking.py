@@ -63,9 +63,10 @@ def env(tmp_path, monkeypatch):
         {"name": "var", "action": "shell", "args": {"role": "decode", "command": "echo token ${api_token}"}},
         {"name": "marked", "action": "shell", "args": {"role": "decode", "command": "echo pw ${pw}"},
          "gate": {"exit_code": 0}},
-        # the shell step scrubs its output at the source, so this gate fails; its words quote the secret
+        # the shell step scrubs its output at the source and the gate is masked alike; this gate fails (the output
+        # lacks " and more") and its words quote the secret
         {"name": "literal", "action": "shell", "args": {"role": "decode", "command": f"echo {INV_SECRET}"},
-         "gate": {"stdout_contains": INV_SECRET}, "on_failure": "continue"},
+         "gate": {"stdout_contains": f"{INV_SECRET} and more"}, "on_failure": "continue"},
         {"name": "after", "action": "shell", "args": {"role": "decode", "command": "echo ${api_token}; exit 2"},
          "gate": {"exit_code": 2}}]}
     (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb, sort_keys=False))
@@ -87,11 +88,11 @@ def test_dry_run_plan_and_json_hold_no_secret(env):
     assert r.exit_code == 0, r.output
     _no_secret(r.output)
     assert f"api_token={MASK}" in r.output and f"pw={MASK}" in r.output and f"echo token {MASK}" in r.output
-    assert f"stdout_contains: {MASK}" in r.output
+    assert f"stdout_contains: {MASK} and more" in r.output
     doc = json.loads(_run(env, "--dry-run", "--json").stdout)
     _no_secret(json.dumps(doc))
     assert doc["vars"] == {"api_token": MASK, "pw": MASK}
-    assert doc["steps"][2]["gate"] == {"stdout_contains": MASK} and doc["steps"][0]["command"] == f"shell on decode[0]: echo token {MASK}"
+    assert doc["steps"][2]["gate"] == {"stdout_contains": f"{MASK} and more"} and doc["steps"][0]["command"] == f"shell on decode[0]: echo token {MASK}"
 
 
 def test_run_step_lines_summary_json_and_audit_hold_no_secret(env):
@@ -100,15 +101,15 @@ def test_run_step_lines_summary_json_and_audit_hold_no_secret(env):
     _no_secret(r.stdout + r.stderr)
     assert f"==> step 1/4 var: shell on decode[0]: echo token {MASK}" in r.stderr
     assert f"==> step 3/4 literal: shell on decode[0]: echo {MASK}" in r.stderr
-    assert f"stdout lacks '{MASK}'" in r.stdout and "PASS" not in r.stdout.splitlines()[-1]
+    assert f"stdout lacks '{MASK} and more'" in r.stdout and "PASS" not in r.stdout.splitlines()[-1]
     res = _run(env, "--json")
     _no_secret(res.stdout)
     doc = json.loads(res.stdout)
     assert [s["status"] for s in doc["steps"]] == ["passed", "passed", "failed", "passed"]
     assert doc["steps"][0]["result"]["stdout"].strip() == f"token {MASK}"
     assert doc["steps"][1]["result"]["stdout"].strip() == f"pw {MASK}"
-    assert doc["steps"][2]["gate"] == f"failed: stdout lacks '{MASK}'"
-    assert doc["result"] == f"failed at step 3 'literal': stdout lacks '{MASK}'"
+    assert doc["steps"][2]["gate"] == f"failed: stdout lacks '{MASK} and more'"
+    assert doc["result"] == f"failed at step 3 'literal': stdout lacks '{MASK} and more'"
     raw = (env / "audit.jsonl").read_text()
     _no_secret(raw)
     records = [json.loads(x) for x in raw.splitlines()]
@@ -116,8 +117,8 @@ def test_run_step_lines_summary_json_and_audit_hold_no_secret(env):
     assert records[0]["result"] == "started" and records[0]["args"]["vars"] == {"api_token": MASK, "pw": MASK}
     records = [rec for rec in records if rec["result"] != "started"]
     assert records[0]["args"]["vars"] == {"api_token": MASK, "pw": MASK}
-    assert records[0]["steps"][2]["gate"] == f"failed: stdout lacks '{MASK}'"
-    assert records[0]["result"] == f"failed at step 3 'literal': stdout lacks '{MASK}'"
+    assert records[0]["steps"][2]["gate"] == f"failed: stdout lacks '{MASK} and more'"
+    assert records[0]["result"] == f"failed at step 3 'literal': stdout lacks '{MASK} and more'"
 
 
 def test_secret_var_errors_do_not_echo_the_value(env):
@@ -144,3 +145,22 @@ def test_role_log_is_written_0600(tmp_path):
         assert stat.S_IMODE(os.stat(m.spec_path("svc")).st_mode) == 0o600
     finally:
         m.stop("svc", grace=1)
+
+
+def test_a_gate_on_a_secret_var_and_a_gate_with_a_var_are_judged_as_the_step_saw(env):
+    """`--secret-var v=...` with `stdout_contains: "build=<v>"` failed: the output was masked before the gate and
+    the gate was not. `${v}` in a gate was compared literally. Both pass now; the plan shows the gate masked."""
+    pb = {"name": "gates", "steps": [
+        {"name": "literal", "action": "shell", "args": {"role": "decode", "command": "echo build=${v}"},
+         "gate": {"stdout_contains": "build=abcd1234"}},
+        {"name": "substituted", "action": "shell", "args": {"role": "decode", "command": "echo build=${v}"},
+         "gate": {"stdout_contains": "build=${v}"}}]}
+    (env / "gates.yaml").write_text(yaml.safe_dump(pb, sort_keys=False))
+    run = ["run", str(env / "gates.yaml"), "-i", str(env / "inv.yaml"), "--json"]
+    r = CliRunner().invoke(app, [*run, "--secret-var", "v=abcd1234"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [s["status"] for s in doc["steps"]] == ["passed", "passed"] and "abcd1234" not in r.stdout
+    r = CliRunner().invoke(app, [*run, "--var", "v=abcd1234"])     # the same value, not secret: the same verdicts
+    assert r.exit_code == 0, r.output
+    assert [s["status"] for s in json.loads(r.stdout)["steps"]] == ["passed", "passed"]

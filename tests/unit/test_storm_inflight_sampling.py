@@ -81,7 +81,7 @@ def test_final_health_layer_reraises_ctrl_c(monkeypatch):
     fake_reads(monkeypatch, [1] * 20, clock)
     real = I.sample_inflight
 
-    def interrupted_sampling(dep, window_s, interval_s):
+    def interrupted_sampling(dep, window_s, interval_s, **_preflight):
         def sleep(s):
             raise KeyboardInterrupt
 
@@ -97,7 +97,7 @@ def test_final_health_layer_judges_a_full_window(monkeypatch):
     clock = lambda: now[0]  # noqa: E731
     fake_reads(monkeypatch, [1] * 20, clock)
     real = I.sample_inflight
-    monkeypatch.setattr(I, "sample_inflight", lambda dep, w, i: real(
+    monkeypatch.setattr(I, "sample_inflight", lambda dep, w, i, **_preflight: real(
         dep, w, i, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s)))
     (r,) = I.inflight_layer(FakeDep(), 6, 2)
     assert r.status.value == "fail" and "held by prefill[0]" in r.detail
@@ -112,8 +112,15 @@ def test_window_and_interval_are_checked_once_for_both_commands(window, interval
 
     assert triage.check_window is inflight.check_window
     with pytest.raises(UsageError, match=re.escape(bad)):
-        inflight.check_window(window, interval)
-    inflight.check_window(6, 2)
+        inflight.check_window(window, interval, 3.0)
+    assert inflight.check_window(6, 2, 3.0) == 2
+
+
+def test_an_interval_not_given_is_the_default_or_the_window_when_shorter():
+    """`verify inflight --window 2` was refused for an --interval 3 the operator never gave."""
+    from pdctl.cli import inflight
+
+    assert inflight.check_window(2, None, 3.0) == 2 and inflight.check_window(30, None, 3.0) == 3.0
 
 
 def test_a_slow_first_read_still_covers_the_whole_window(monkeypatch):
@@ -132,3 +139,12 @@ def test_a_slow_first_read_still_covers_the_whole_window(monkeypatch):
     rep = I.sample_inflight(FakeDep(), 4, 1, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s))
     assert rep.name == "drained" and rep.verdict.conclusive, rep.verdict.summary
     assert rep.verdict.covered_s >= 4 and len(rep.points) <= 4 / 1 + 2
+
+
+def test_an_inflight_report_without_a_complete_sample_is_unknown_exit_3():
+    """One worker unreadable in every sample: the verdict is unknown, and the exit code says so (it said 1)."""
+    from pdctl.ops.inflight import InflightReport
+
+    rep = InflightReport(10.0, 1.0, [], None)
+    assert rep.name == "unknown" and rep.exit_code() == 3 and not rep.ok
+    assert InflightReport(10.0, 1.0, [], None, partial=True).exit_code() == 130

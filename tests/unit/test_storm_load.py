@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -139,7 +140,7 @@ def test_storm_cut_by_its_bound_reports_outcomes_hit_rate_and_audits(fakes, monk
     assert not _samplers_alive()
     started, rec = _records(fakes)              # a storm records that it started before it sends anything
     assert started["result"] == "started" and started["run"] == rec["run"]
-    assert rec["action"] == "storm" and rec["result"] == "passed" and rec["inventory"] == "inv.yaml"
+    assert rec["action"] == "storm" and rec["result"] == "passed" and rec["inventory"] == os.path.abspath("inv.yaml")   # absolute: found from any directory
     assert rec["args"]["requests"] == 4 and rec["args"]["router"] == "http://127.0.0.1:9"
     assert rec["summary"]["requests"] == 4 and rec["summary"]["hits"]["aborted"] == 3
 

@@ -85,6 +85,19 @@ def test_weak_pass_of_an_aimed_storm_suggests_a_wider_window():
     assert "--target" not in rep.weak_reason and "--prompt-tokens" in rep.weak_reason
 
 
+def test_a_pass_whose_aborts_the_servers_confirmed_is_not_weak_whatever_the_timing_says():
+    """0 hits by the client's timing (an estimate), but transfer_failed rose: the race was exercised."""
+    import dataclasses
+
+    rep = storm_rep(n_hits=0, aborted=4)
+    assert rep.weak_reason is not None
+    rep.hits = dataclasses.replace(rep.hits, confirmed_in_window=2.0)
+    assert rep.weak_reason is None
+    rep = storm_rep(window=None)
+    rep.hits = dataclasses.replace(rep.hits, confirmed_in_window=1.0)
+    assert rep.weak_reason is None
+
+
 def test_uncalibrated_pass_is_weak_too():
     rep = storm_rep(window=None)
     assert rep.weak_reason and "--calibrate 0" in rep.weak_reason
@@ -147,3 +160,14 @@ def test_a_calibration_under_background_traffic_says_so(out):
     out.truncate(0)
     storm_report(rep)
     assert "calibration: first token 1.50s, KV transfer 0.50s\n" in out.getvalue()
+
+
+def test_a_playbook_storm_step_says_a_weak_pass(monkeypatch):
+    """abort-storm-ab's verdict read PASS with no word of the weak evidence (it was only in the step's data)."""
+    from pdctl.ops import storm as storm_op
+    from pdctl.playbook.kinds.storm import StormArgs, run
+    from pdctl.playbook.outcome import RunContext
+
+    monkeypatch.setattr(storm_op, "storm", lambda dep, cfg, router=None: storm_rep(n_hits=0, aborted=4))
+    out = run(RunContext(dep=None), StormArgs(requests=4, prompt_tokens=500))
+    assert out.ok and "WEAK pass: 0 of 4 aborts landed in the transfer window" in out.summary, out.summary

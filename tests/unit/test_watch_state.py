@@ -209,3 +209,72 @@ def test_failures_explained_by_the_workers_own_aborts_do_not_fail_the_transfer_c
     assert explained.status.value == "pass" and "3 explained by aborts" in explained.observed
     assert checks[(d, "transfer failures since the watch started")].status.value == "fail"
     assert st.failures_since_start()[(p, "transfer")] == 3          # the raw count is still exported as it is
+
+
+def test_a_round_that_raises_reads_unknown_and_once_still_ends(monkeypatch):
+    """--once with a round that raises something other than a usage error: the watch ends (it used to retry that
+    cadence for ever), the verdict is unknown (exit 3) naming the round, and a later good round clears it."""
+    from types import SimpleNamespace
+
+    from pdctl.inventory import WatchSettings
+    from pdctl.ops import watch as watch_op
+    from pdctl.ops.watch_rounds import Seen
+    from pdctl.render.watch_screen import screen_text
+
+    calls = {"pairs": 0}
+
+    def broken(_dep):
+        calls["pairs"] += 1
+        raise RuntimeError("a bug in the pairs round")
+
+    rounds = {name: (lambda _dep: Seen()) for name in watch_op.ROUNDS}
+    rounds["pairs"] = broken
+    monkeypatch.setattr(watch_op, "ROUNDS", rounds)
+    settings = WatchSettings(health_every=0.05, inflight_interval=0.05, inflight_window=0.1, e2e_every=0.05,
+                             pairs_every=0.05, flags_every=0.05)
+    dep = SimpleNamespace(inv=SimpleNamespace(name="d", watch=settings))
+    lines = []
+    w = watch_op.Watch(dep, on_lines=[lines.extend])
+    result = w.run(once=True, for_s=20)
+    assert result.seconds < 20 and calls["pairs"] == 1        # ended by --once, not by --for; not retried
+    assert result.exit_code() == 3 and w.state.verdict() == "unknown"
+    assert w.state.round_errors() == {"pairs": "round raised RuntimeError: a bug in the pairs round"}
+    assert any(line.get("event") == "error" and line["cadence"] == "pairs" for line in lines)
+    text = screen_text(w.state, w.state.started).plain
+    assert text.startswith("watch d: UNKNOWN  0 failing, 1 unknown")
+    assert "unknown the pairs round: round raised RuntimeError: a bug in the pairs round" in text
+    assert w.state.snapshot(w.state.started)["round_errors"] == {"pairs": w.state.round_errors()["pairs"]}
+    w.state.round_done("pairs", 1.0, 0.1)
+    assert w.state.round_errors() == {} and w.state.verdict() == "pass"
+
+
+def test_an_interrupted_watch_is_not_ok_whatever_it_saw():
+    from pdctl.ops.watch import WatchResult
+
+    st = WatchState("d", started=0.0)
+    assert st.exit_code() == 0
+    assert WatchResult("d", 5.0, state=st).ok
+    stopped = WatchResult("d", 5.0, stopped_by="SIGTERM", state=st)
+    assert stopped.exit_code() == 130 and not stopped.ok
+
+
+def test_a_worker_whose_metrics_cannot_be_read_has_unknown_transfer_checks_not_stale_passes():
+    """decode[1] read once, then its /metrics stop answering (SIGSTOP): its transfer checks turn unknown (they kept
+    their last pass); decode[2], never read, gets unknown checks (it went unlisted). Read again: judged again."""
+    st = WatchState("d", started=0.0)
+    d1, d2 = "decode[1]@b:30012", "decode[2]@b:30022"
+    zero = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
+    st.apply_counters({d1: zero}, 1)
+    st.apply_checks("inflight", st.transfer_checks(), 1)
+    assert {c.status for c in st.checks.values()} == {"pass"}
+    unread = {d1: "no response within 5s", d2: "connection refused"}
+    st.apply_checks("inflight", st.transfer_checks(unread), 2)
+    lines = st.transfer_unread(unread, 2)
+    status = {(c.target, c.check): c.status for c in st.checks.values()}
+    assert set(status.values()) == {"unknown"} and len(status) == 4, status
+    assert len(lines) == 4 and st.verdict() == "unknown" and st.exit_code() == 3
+    assert st.unknown_targets() == []                       # the host answered: the target is not unknown
+    assert st.transfer_unread(unread, 3) == []              # no new line while it stays unread
+    st.apply_counters({d1: zero}, 4)
+    st.apply_checks("inflight", st.transfer_checks({d2: "connection refused"}), 4)
+    assert {c.status for c in st.checks.values() if c.target == d1} == {"pass"}

@@ -32,11 +32,19 @@ def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
            for k in args if k not in names]
     if bad or not with_values:
         return bad
+    router = args.get("router")
+    if router is not None:      # its form here; whether it is the inventory's router, when the step runs
+        from pdctl.checks.router_address import parse_router_address
+
+        try:
+            parse_router_address(router)
+        except ValueError as e:
+            bad.append(("args.router", f"{router!r}: {e}"))
     try:
         StormConfig(**{k: v for k, v in args.items() if k != "router"})
     except (ValueError, TypeError) as e:
-        return [("args", f"storm: {e}")]
-    return []
+        bad.append(("args", f"storm: {e}"))
+    return bad
 
 
 #: the verdicts a gate can match ("interrupted" stops the run before any gate is judged)
@@ -69,7 +77,9 @@ def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
     if isinstance(rate, (int, float)):
         hit_txt = f"; transfer-window hit rate {rate:.0%}"
     reason = v.reason if v is not None else "no verdict"
-    out = StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}",
+    weak = rep.weak_reason     # a pass that does not show the race was exercised: said, not buried in the data
+    weak_txt = f"; WEAK pass: {weak}" if weak else ""
+    out = StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}{weak_txt}",
                       exit_code=rep.exit_code() or 0, verdict=verdict,
                       recommendation=("a room stayed pinned after the storm: collect logs, then "
                                       "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"

@@ -1,0 +1,73 @@
+"""The transfer baseline of final-health (`--record-baseline`, `--since-baseline`): where it is kept, reading it,
+and recording it only from every worker's counters (checks.baseline says what a complete read is)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from pdctl import state
+from pdctl.checks.baseline import BaselineRecord
+from pdctl.errors import UsageError
+from pdctl.ops.context import Deployment
+
+
+def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
+    """label -> MetricSet (or the exception that stopped us reading it), for every prefill and decode."""
+    from pdctl.checks.metric_names import FAILURE_COUNTERS
+    from pdctl.checks.sampling import fetch_metrics
+
+    def one(role: str, i: int):
+        try:
+            return fetch_metrics(dep.base_url(role, i), timeout=dep.inv.final_health.metrics_timeout,
+                                 families=FAILURE_COUNTERS)
+        except Exception as e:  # reported as a failed check, never swallowed
+            return e
+
+    return {r.label: r.value if r.reached else r.error for r in dep.each_instance(one, roles=("prefill", "decode"))}
+
+
+def baseline_path(dep: Deployment):
+    return state.state_dir() / f"baseline-{dep.inv.name}.json"
+
+
+def load_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
+    """The failure counters recorded by `record_baseline`. Raises UsageError when none was recorded."""
+    path = baseline_path(dep)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise UsageError(f"no transfer baseline recorded for {dep.inv.name!r} (looked in {path})",
+                         hint="record one first: pdctl verify final-health --record-baseline") from None
+
+
+def record_baseline(dep: Deployment) -> BaselineRecord:
+    """Read every prefill's and decode's failure counters and save them as the baseline for later `since_baseline`
+    checks, replacing the file whole. When any worker's could not be read, writes nothing (the file there stays as
+    it was) and says which and why (checks.baseline); a failed write is said too. Raises nothing for either."""
+    from pdctl.checks.baseline import baseline_snapshot
+
+    path = baseline_path(dep)
+    snapshot, unread = baseline_snapshot(read_transfer_counters(dep))
+    record = BaselineRecord(str(path), recorded=False, workers=list(snapshot), unread=unread, snapshot=snapshot)
+    if not unread:
+        try:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(snapshot))
+            os.replace(tmp, path)   # whole or not at all: a reader never sees half a baseline
+            record.recorded = True
+        except OSError as e:
+            record.error = f"could not write it: {e.strerror or e}"
+    record.kept = not record.recorded and path.exists()
+    return record
+
+
+def baseline_warning(dep: Deployment, saved: BaselineRecord | None) -> str:
+    """What became of the baseline of a final-health that stopped with an error: `saved` when it was read."""
+    if saved is not None:
+        return saved.summary + "".join(f"; {label}: {why}" for label, why in saved.unread.items())
+    workers = ", ".join(dep.inv.label(r, i) for r, i, _ in dep.inv.instances() if r in ("prefill", "decode"))
+    path = baseline_path(dep)
+    left = f"{path} kept as it was" if path.exists() else f"nothing written to {path}"
+    return f"transfer baseline NOT recorded: final-health stopped before the counters of {workers} were read; {left}"

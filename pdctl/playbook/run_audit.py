@@ -1,0 +1,57 @@
+"""A playbook run's audit records: the "started" record before its first step (when a step that will run is
+mutating) and the final record of how it ended, every text in them scrubbed of the run's secret values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pdctl.serialize import to_data
+
+# the Plan, RunResult and StepRun of pdctl.playbook.runner (not imported: runner imports this module)
+
+
+def audit_args(p, secrets) -> dict[str, Any]:
+    """What a record says the run was given: the playbook file, its vars and --apply, secrets masked."""
+    from pdctl.secrets import mask_nested
+
+    return mask_nested({"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply}, secrets)
+
+
+def audit_start(audit, result, started: float, path, secrets) -> None:
+    """Before the first step: a "started" record when a step that will run (handlers included) is mutating, else
+    only the check that the log can be written; UsageError naming the log otherwise (so nothing runs that cannot
+    be recorded)."""
+    from pdctl.errors import UsageError
+
+    p = result.plan
+    try:
+        if any(s.runs and s.kind.mutating for s in p.steps):
+            audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=audit_args(p, secrets),
+                         result=audit.STARTED, started=started, path=path,
+                         extra={"inventory_name": p.inventory_name, "run": result.run_id})
+        else:
+            audit.check_writable(path)
+    except UsageError as e:
+        raise UsageError(f"{e.message}: refusing to run {p.playbook.name} (nothing was done)", hint=e.hint) from None
+
+
+def recorded_step(step) -> dict[str, Any]:
+    """A step as the audit record keeps it: its outcome without `data` (the --json document has it)."""
+    d = to_data(step)
+    if "result" in d:
+        d["result"].pop("data", None)
+    return d
+
+
+def audit_end(audit, result, started: float, path, secrets) -> None:
+    """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own)."""
+    from pdctl.secrets import mask_nested, mask_text
+
+    p = result.plan
+    audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=audit_args(p, secrets),
+                 result=mask_text(result.outcome_text, secrets), started=started, path=path,
+                 extra=mask_nested({"inventory_name": p.inventory_name, "run": result.run_id,
+                                    "exit_code": result.exit_code,
+                                    "steps": [recorded_step(s) for s in result.steps],
+                                    "recommendations": result.recommendations,
+                                    "final_health": to_data(result.health)}, secrets))

@@ -1,0 +1,52 @@
+"""A value from an inventory or the audit log cannot drive the terminal: control characters are shown escaped on
+the screen (as the SSH banner of a host is), a newline does not split a line, and --json keeps the exact value."""
+
+from __future__ import annotations
+
+import json
+
+from tests.e2e.helpers import pdctl, write_inventory
+from tests.fixtures.net import free_port
+
+CONTROL = ("\x1b", "\r", "\x07")
+
+
+def test_render_escapes_env_values_and_keeps_them_exact_in_json(tmp_path):
+    env = {"X": "line1\nline2", "ESC": "\x1b[31mred", "PLAIN": "a b"}
+    inv = write_inventory(tmp_path / "inv.yaml", {"name": "esc", "roles": {
+        "prefill": [{"host": "local", "port": free_port()}],
+        "decode": [{"host": "local", "port": free_port(), "env": env}],
+        "router": [{"host": "local", "port": free_port()}]}})
+    r = pdctl(["render", "--role", "decode", "-i", str(inv)], state=tmp_path / "state")
+    assert r.code == 0, r.output
+    assert not any(ch in r.stdout for ch in CONTROL), repr(r.stdout)
+    env_lines = [line for line in r.stdout.splitlines() if line.startswith("  env: ")]
+    assert len(env_lines) == 1, r.stdout
+    # quoted like the command line, in bash's $'...' form: pasted into bash it sets exactly the declared value
+    assert "X=$'line1\\nline2'" in env_lines[0] and "ESC=$'\\x1b[31mred'" in env_lines[0], env_lines[0]
+    assert "PLAIN='a b'" in env_lines[0], env_lines[0]
+    assert not any(line.startswith("line2") for line in r.stdout.splitlines())   # it did not start a line
+
+    j = pdctl(["render", "--role", "decode", "-i", str(inv), "--json"], state=tmp_path / "state")
+    assert j.code == 0, j.output
+    assert {k: v for k, v in j.json()["roles"][0]["env"].items() if k in env} == env
+
+
+def test_history_escapes_every_field_of_a_record(tmp_path):
+    state = tmp_path / "state"
+    log = state / "pdctl" / "audit.jsonl"
+    log.parent.mkdir(parents=True)
+    record = {"time": "2025-01-01T00:00:00+0000", "operator": "\x1b[2Jmallory", "inventory": "inv\x1b]0;t\x07.yaml",
+              "action": "down\rX", "args": {}, "result": "failed: \x1b[31mboom", "duration_s": 1.0}
+    log.write_text(json.dumps(record) + "\n")
+    r = pdctl(["history"], state=state)
+    assert r.code == 0, r.output
+    assert not any(ch in r.stdout for ch in CONTROL), repr(r.stdout)
+    assert "\\x1b[2Jmallory" in r.stdout and "down\\rX" in r.stdout and "\\x1b[31mboom" in r.stdout, r.stdout
+
+    narrow = pdctl(["history"], state=state, env={"COLUMNS": "40"})   # the one-block-per-record screen too
+    assert narrow.code == 0, narrow.output
+    assert not any(ch in narrow.stdout for ch in CONTROL), repr(narrow.stdout)
+
+    j = pdctl(["history", "--json"], state=state)
+    assert j.json()["records"][0]["operator"] == record["operator"]
