@@ -158,6 +158,16 @@ def test_a_var_the_playbook_neither_declares_nor_uses_is_refused():
     assert runner.plan(pb, embedded_default(), cli_vars={"storm_requests": 4}).sequence
 
 
+@pytest.mark.parametrize("value, word", [("abc", "'abc' is not a whole number"), (3.5, "3.5 is not a whole number")])
+def test_a_storm_var_of_the_wrong_kind_names_the_field_not_a_comparison(value, word):
+    """`--var storm_requests=abc` said "'<=' not supported between instances of 'int' and 'str'"."""
+    pb = load_playbook(resolve_playbook("abort-storm-ab"))
+    with pytest.raises(PlaybookError) as ei:
+        runner.plan(pb, embedded_default(), cli_vars={"storm_requests": value})
+    assert f"field 'args.requests': {word}" in ei.value.message
+    assert "not supported" not in ei.value.message and ei.value.exit_code == 2
+
+
 def test_stall_triage_fix_steps_run_only_with_apply():
     pb = load_playbook(resolve_playbook("stall-triage"))
     without = {s.spec.name: s.runs for s in runner.plan(pb, embedded_default()).steps}

@@ -40,10 +40,33 @@ def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
             parse_router_address(router)
         except ValueError as e:
             bad.append(("args.router", f"{router!r}: {e}"))
+    bad += _type_problems(args, {f.name: str(f.type) for f in dataclasses.fields(StormConfig)})
+    if bad:
+        return bad
     try:
         StormConfig(**{k: v for k, v in args.items() if k != "router"})
     except (ValueError, TypeError) as e:
         bad.append(("args", f"storm: {e}"))
+    return bad
+
+
+_KIND_WORDS = {"int": "a whole number", "float": "a number", "str": "a string"}
+
+
+def _type_problems(args: dict[str, Any], annotations: dict[str, str]) -> ArgProblems:
+    """Each value against its StormConfig annotation ("int", "float | None", ...), so that a `--var x=abc` is
+    named as a field with the wrong kind of value instead of surfacing as a comparison error."""
+    bad = []
+    for k, v in args.items():
+        ann = annotations.get(k)
+        if ann is None or (v is None and "None" in ann):
+            continue
+        kind = ann.split("|")[0].strip()
+        fits = {"int": isinstance(v, int) and not isinstance(v, bool),
+                "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+                "str": isinstance(v, str)}.get(kind, True)
+        if not fits:
+            bad.append((f"args.{k}", f"{v!r} is not {_KIND_WORDS[kind]}"))
     return bad
 
 
