@@ -110,6 +110,12 @@ class DeploymentLock:
         except ValueError:
             return None
 
+    def live_holder(self) -> LockInfo | None:
+        """Who holds the lock now, if its holder is alive (or on another machine, so trusted to be); None when it
+        is free, owner-less or abandoned. Reads only; for read-only commands that must say a change is under way."""
+        owner = self._owner()
+        return owner if owner is not None and not self._holder_dead(owner) else None
+
     def abandoned(self) -> Abandoned | None:
         """The lock as it stands, if it is abandoned (held by a dead process on this machine, or owner-less and
         older than OWNERLESS_STALE_S); None when free or held by a live holder. Reads only; for `status`."""

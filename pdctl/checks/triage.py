@@ -66,6 +66,7 @@ class TriageObservations:
     gen_throughput: dict[str, float] = field(default_factory=dict)        # decode label -> tok/s
     gpu_util: dict[str, list[float] | None] = field(default_factory=dict)  # host -> percentages (None: no nvidia-smi)
     unobserved: list[str] = field(default_factory=list)
+    lock_holder: str | None = None        # "alice (restart, pid 7 on h1, for 12s)": a change under way meanwhile
 
 
 @dataclass
@@ -110,6 +111,15 @@ def _idle_lines(obs: TriageObservations) -> list[str]:
     return idle
 
 
+def lock_held_finding(holder: str) -> Finding:
+    """Another operator's change (restart, deploy, down) ran while triage looked: what it saw may be that change."""
+    return Finding(
+        "a change to the deployment is under way", "warn", [f"the deployment lock is held by {holder}"],
+        ["its restarts or drains may explain what else triage found: a worker starting is not a worker wedged"],
+        "wait for that operation to end (`pdctl history` names it), then run `pdctl triage` again",
+        kind="lock-held", next_step="pdctl history")
+
+
 def judge_triage(obs: TriageObservations) -> list[Finding]:
     """The findings, most fundamental first: not running, unhealthy, unobserved, pinned, transfers failing (with or
     without the lineage hazard), old failures, busy. Pure."""
@@ -124,6 +134,8 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     hazards = _lineage_hazards(obs.lineage)
     idle = _idle_lines(obs)
 
+    if obs.lock_holder:
+        findings.append(lock_held_finding(obs.lock_holder))
     if stopped:
         findings.append(not_running_finding(obs.services, stopped, down_stopped, e2e_explained))
     if down:

@@ -100,7 +100,28 @@ def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: fl
     deployment; Ctrl-C returns what was gathered, marked partial. Raises UnreachableError / RefusedError when a
     host cannot be asked at all, or when no running worker answers /metrics, before any window (never "no
     finding")."""
+    from pdctl.errors import carry_warnings
     from pdctl.ops import inflight as inflight_ops
+
+    holder = lock_holder(dep)
+    said = [f"the deployment lock is held by {holder}: a change is under way and may explain this; run `pdctl "
+            "triage` again when it ends"] if holder else []
+    with carry_warnings(said):    # a host that cannot be asked mid-restart: the error says the restart
+        return _triage(dep, window_s, interval_s, holder, inflight_ops)
+
+
+def lock_holder(dep: Deployment) -> str | None:
+    """Who holds the deployment lock now (a live holder), described; None when free or it cannot be read."""
+    from pdctl.ops.context import deployment_lock
+
+    try:
+        info = deployment_lock(dep, "triage").live_holder()
+    except Exception:   # advisory: a lock that cannot be read must not stop the diagnosis
+        return None
+    return info.describe() if info is not None else None
+
+
+def _triage(dep: Deployment, window_s: float, interval_s: float, holder: str | None, inflight_ops) -> TriageReport:
     from pdctl.ops import verify
 
     services = service_states(dep)      # a stopped role explains every refused connection to it
@@ -127,7 +148,7 @@ def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: fl
             fh_error = e
     gpu = {r.label: r.value for r in dep.each_host(lambda h: gpu_utilisation(dep, h), roles=("decode",))}
 
-    obs = TriageObservations(window_s=window_s, services=services, gpu_util=gpu,
+    obs = TriageObservations(window_s=window_s, services=services, gpu_util=gpu, lock_holder=holder,
                              unobserved=unobserved_lines(inf.points, inf.verdict is not None, fh_error,
                                                          stopped=stopped))
     if fh is not None:

@@ -367,3 +367,19 @@ def test_the_interrupt_message_lists_each_roles_state_as_the_record_does(sleepy,
         assert f"  {label}: {state.split(' (')[0]}" in shown, (label, state, shown)
     assert _state_of(end["roles"], "prefill[0]").startswith("running")
     assert not _lock_dir(st).exists()        # released on the way out, not left for the next run to take over
+
+
+def test_triage_during_another_operators_deploy_names_the_lock_it_holds(sleepy):
+    """Triage is read-only and takes no lock. During a deploy whose workers are not answering yet it cannot read
+    them (exit 3, unknown); it must say that a change is under way, and whose, instead of leaving the operator to
+    guess why a running worker is silent."""
+    st, inv = sleepy["state"], sleepy["inv"]
+    p = sleepy["start"]("deploy", "-i", str(inv))
+    r = pdctl(["triage", "--json", "--window", "2", "-i", str(inv)], state=st, timeout=60)
+    assert p.poll() is None, "the deploy must still hold the lock while triage runs"
+    assert r.code == 3, r.output
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and doc["error"]["exit_code"] == 3
+    (said,) = doc["warnings"]
+    assert "deployment lock is held by test-operator (deploy" in said and f"pid {p.pid}" in said, said
+    assert "deployment lock is held by test-operator" in r.stderr

@@ -104,6 +104,16 @@ def test_component_down_needs_action():
     assert "health" in kinds(judge_triage(obs))
 
 
+def test_a_change_under_way_is_said_first_and_only_warns():
+    """Another operator's restart holds the lock: a worker it is restarting reads down; triage says so first, and
+    the lock alone needs no action."""
+    f = judge_triage(dict(HEALTHY, lock_holder="alice (restart, pid 7 on h1, for 12s)"))
+    assert kinds(f) == ["lock-held"] and f[0].severity == "warn"
+    assert "held by alice (restart, pid 7" in f[0].observed[0]
+    down = judge_triage(dict(HEALTHY, lock_holder="alice (restart)", health=[h("decode[0]", "fail", "refused")]))
+    assert kinds(down) == ["lock-held", "health"]
+
+
 def test_parse_gpu_util():
     # nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits: a GPU that cannot say prints [N/A]
     assert parse_gpu_util((FIXTURES / "nvidia-smi-utilization-gpu.csv").read_text()) == [87.0, 0.0, 100.0]
