@@ -194,6 +194,8 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
         finally:
             rec.extra["summary"] = summary(rep)   # what was gathered, also when stopped
         rec.result = audit_result(rep)
+        if rep.exit_code():     # as an error's record: history words a caught Ctrl-C as the CLI's exit did (130)
+            rec.extra["exit_code"] = rep.exit_code()
         return rep
 
 

@@ -142,6 +142,7 @@ def test_storm_cut_by_its_bound_reports_outcomes_hit_rate_and_audits(fakes, monk
     assert started["result"] == "started" and started["run"] == rec["run"]
     assert rec["action"] == "storm" and rec["result"] == "passed" and rec["inventory"] == os.path.abspath("inv.yaml")   # absolute: found from any directory
     assert rec["args"]["requests"] == 4 and rec["args"]["router"] == "http://127.0.0.1:9"
+    assert "exit_code" not in rec           # exit 0, as every other action's record
     assert rec["summary"]["requests"] == 4 and rec["summary"]["hits"]["aborted"] == 3
 
 
@@ -166,6 +167,7 @@ def test_ctrl_c_joins_the_sampler_judges_and_audits_interrupted(fakes, monkeypat
     assert len(rep.outcomes) == 3 and all(o.error for o in rep.outcomes[1:])
     _started, rec = _records(fakes)
     assert rec["action"] == "storm" and rec["result"] == "interrupted" and rec["summary"]["partial"] is True
+    assert rec["exit_code"] == 130          # the CLI's exit, as an error's record has it
 
 
 def test_audit_result_names_the_verdict():
