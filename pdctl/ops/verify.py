@@ -89,13 +89,11 @@ def final_health_with_baseline(dep: Deployment, *, since_baseline: bool, record:
         if record:
             dep.connect_all()   # a host that cannot be asked stops here, before any read: nothing recorded
             saved = record_baseline(dep)
-        report = final_health(dep, baseline=baseline, layers=layers)
+        return final_health(dep, baseline=baseline, layers=layers, recorded=saved)
     except PdctlError as e:
         if record:
             e.warnings = (*e.warnings, baseline_warning(dep, saved))
         raise
-    report.baseline = saved
-    return report
 
 
 def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | None) -> list[CheckResult]:
@@ -252,10 +250,11 @@ def _lineage_layer(procs: dict[str, Any], record: Any) -> list[CheckResult]:
 
 
 def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | None = None,
-                 layers: tuple[str, ...] = DEFAULT_LAYERS) -> HealthReport:
+                 layers: tuple[str, ...] = DEFAULT_LAYERS, recorded: BaselineRecord | None = None) -> HealthReport:
     """Run the asked layers; independent ones in parallel. Never raises for an unhealthy deployment; raises
-    UnreachableError/HostKeyRefused when a host cannot be asked at all."""
-    report = HealthReport(inventory=dep.inv.name)
+    UnreachableError/HostKeyRefused when a host cannot be asked at all. `recorded`: what --record-baseline did,
+    in the report before its failures are counted (the progress line and the screen count the same checks)."""
+    report = HealthReport(inventory=dep.inv.name, baseline=recorded)
     started = time.monotonic()
     dep.progress.emit(Event("step", "final-health"))
     try:

@@ -7,6 +7,7 @@ a worker that is "stopped" is a closed port, a host that does not answer an SSH 
 from __future__ import annotations
 
 import json
+import re
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -93,6 +94,9 @@ def test_stopped_workers_keep_the_old_baseline_and_fail_naming_them(tmp_path):
     assert screen.code == 1 and "Traceback" not in screen.output
     assert f"transfer baseline NOT recorded: {path} kept as it was" in flat, screen.stdout
     assert f"prefill[0]@local:{pp}" in flat and "transfer baseline" in flat
+    # the progress line counts what the screen counts: the unrecorded baseline's checks too (it said 4 of 6)
+    said = re.search(r"(\d+) check\(s\) failed$", screen.stderr.strip()).group(1)
+    assert f"FAIL ({said} check(s) failed in: health, baseline)" in flat, (screen.stderr, flat)
 
 
 def test_one_worker_unread_records_nothing(tmp_path):
