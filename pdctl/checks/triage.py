@@ -131,6 +131,10 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     e2e_explained: list[CheckResult] = []
     if stopped:     # a probe through a deployment with a stopped role fails for that reason: no transfer evidence
         e2e_explained, e2e_bad = e2e_bad, []
+    probe_unhealthy: list[CheckResult] = []
+    if down and not (obs.transfer_failed_delta or obs.bootstrap_failed_delta):
+        # a wedged worker times the probe out too; with no failure counted, that is no evidence of a KV transfer
+        probe_unhealthy, e2e_bad = e2e_bad, []
     hazards = _lineage_hazards(obs.lineage)
     idle = _idle_lines(obs)
 
@@ -140,7 +144,9 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
         findings.append(not_running_finding(obs.services, stopped, down_stopped, e2e_explained))
     if down:
         findings.append(Finding(
-            "a component is not healthy", "action", [f"{h.target} {h.name}: {h.observed}" for h in down],
+            "a component is not healthy", "action", [f"{h.target} {h.name}: {h.observed}" for h in down]
+            + [f"end-to-end probe through {e.target}: {e.observed} (no transfer failure counted: the unhealthy "
+               "component explains it)" for e in probe_unhealthy],
             ["the process is down, starting, or its HTTP server is wedged"],
             "read `pdctl logs ROLE` and `pdctl status`; then `pdctl restart --pair` (a lone restart of prefill or "
             "decode leaves the pair's KV bootstrap degraded)", kind="health", next_step="pdctl status"))
@@ -169,7 +175,7 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
             "collect `pdctl logs prefill` and `pdctl logs decode` first, then " + PAIR_ACTION +
             "; confirm with `pdctl verify inflight`, and check the build carries the terminal-status fix",
             kind="pinned", next_step=PAIR_STEP))
-    failing = _transfer_findings(obs, findings, hazards, e2e_bad, e2e_explained, down, stopped)
+    failing = _transfer_findings(obs, findings, hazards, e2e_bad, e2e_explained + probe_unhealthy, down, stopped)
     if inf is not None and inf.verdict == "busy" and not failing:
         findings.append(Finding(
             "requests queued but progressing", "warn", [inf.summary] + idle,

@@ -114,6 +114,20 @@ def test_a_change_under_way_is_said_first_and_only_warns():
     assert kinds(down) == ["lock-held", "health"]
 
 
+def test_a_wedged_worker_that_times_the_probe_out_is_not_called_a_transfer_failure():
+    """decode's HTTP server wedged: its /health and the probe time out, no transfer failure is counted. The finding
+    is the unhealthy component (with the probe as its evidence), not "KV transfers failing"."""
+    probe = CheckResult("e2e", "router[0]", "chat completion", Status.FAIL, observed="timed out after 8s",
+                        detail="no answer")
+    obs = dict(HEALTHY, health=[h("prefill[0]"), h("decode[0]", "fail", "timed out after 5s"), h("router[0]")],
+               e2e=[probe])
+    f = judge_triage(obs)
+    assert kinds(f) == ["health"], kinds(f)
+    assert any("probe through router[0]: timed out" in line for line in f[0].observed)
+    counted = judge_triage(dict(obs, transfer_failed_delta=2.0))     # a failure counted meanwhile: still said
+    assert kinds(counted) == ["health", "transfer"]
+
+
 def test_parse_gpu_util():
     # nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits: a GPU that cannot say prints [N/A]
     assert parse_gpu_util((FIXTURES / "nvidia-smi-utilization-gpu.csv").read_text()) == [87.0, 0.0, 100.0]
