@@ -55,3 +55,15 @@ class CadenceClock:
     def wait_s(self, now: float) -> float:
         """Seconds until this cadence's next tick (0 when due)."""
         return max(0.0, self.next_due - now)
+
+
+def short_watch_warning(for_s: float | None, once: bool, window_s: float, interval_s: float) -> str | None:
+    """Why `watch --for SECONDS` cannot end with an inflight verdict, or None: the window is judged only once it is
+    sampled end to end, and the first sample comes a start-up after the watch begins (connections, first reads),
+    so a watch no longer than the window plus two sample intervals ends on an inconclusive inflight (WARN)."""
+    need = window_s + 2 * interval_s
+    if for_s is None or once or for_s >= need:
+        return None
+    return (f"--for {for_s:g}: the inflight window ({window_s:g}s, inventory watch.inflight_window) cannot be "
+            f"sampled end to end in that time, so its verdict will be inconclusive (WARN); give --for {need:g} or "
+            "more, or --once")

@@ -95,6 +95,11 @@ def watch(
         raise UsageError("--dry-run goes with --install or --uninstall", hint="the watch itself changes nothing")
     if json_out and timeline == "-":
         raise UsageError("--json and --timeline - both want stdout", hint="write the timeline to a file")
+    from pdctl.checks.watch_schedule import short_watch_warning
+
+    short = short_watch_warning(for_s, once, inv.watch.inflight_window, inv.watch.inflight_interval)
+    if short:
+        render.warning(short)
     sinks, writer = [], TimelineWriter(timeline) if timeline else None
     if writer is not None:
         sinks.append(writer)
@@ -117,7 +122,7 @@ def watch(
         snapshot = result.state.snapshot(result.state.started + result.seconds)
         snapshot.pop("exit_code")   # the state's verdict alone: the process's own (130 when interrupted) stands
         render.emit_json({"ok": result.ok, "exit_code": result.exit_code(), "seconds": round(result.seconds, 1),
-                          "stopped_by": result.stopped_by, **snapshot})
+                          "stopped_by": result.stopped_by, **snapshot, **({"warnings": [short]} if short else {})})
     elif timeline != "-":
         if not live:   # the live view's last frame stays on the screen
             render.console().print(screen_text(result.state, result.state.started + result.seconds))

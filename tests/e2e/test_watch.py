@@ -167,6 +167,25 @@ def test_a_host_that_does_not_answer_is_unknown_and_the_rest_are_watched(tmp_pat
     assert all(len(line) <= 80 for line in lines), r80.stdout
 
 
+def test_a_watch_too_short_for_its_inflight_window_says_so_before_it_starts(tmp_path):
+    """`watch --for 20` with the default 20 s window ended WARN (inconclusive inflight) on a healthy deployment with
+    no word why. Now it says up front what --for would give a verdict; long enough, it says nothing."""
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    path = write_inventory(tmp_path / "inv.yaml", local_inventory("watch-short", ports))    # nothing deployed
+    r = pdctl(["watch", "-i", str(path), "--listen", f"127.0.0.1:{free_port()}", "--for", "2", "--json"],
+              state=tmp_path, timeout=60)
+    assert r.code == 3, r.output      # nothing answers (inflight unknown, health fails); the warning changes no verdict
+    (said,) = r.json()["warnings"]
+    assert said.startswith("--for 2: the inflight window (20s") and "give --for 22 or more" in said, said
+    assert "warning: --for 2: the inflight window" in " ".join(r.stderr.split())
+    data = local_inventory("watch-short", ports)
+    data["watch"] = {"inflight_window": 1, "inflight_interval": 0.5}
+    path = write_inventory(tmp_path / "inv.yaml", data)
+    r = pdctl(["watch", "-i", str(path), "--listen", f"127.0.0.1:{free_port()}", "--for", "2", "--json"],
+              state=tmp_path, timeout=60)
+    assert r.code == 3 and "warnings" not in r.json() and "warning:" not in r.stderr, r.output
+
+
 def test_a_key_file_missing_ends_the_watch_with_a_usage_error(tmp_path):
     """A configuration no round can get past (the host's SSH key file does not exist) ends the watch at once with
     exit 2 naming the file, --once included (it used to wait forever on rounds that all raised), and --json says
