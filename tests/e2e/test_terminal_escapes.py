@@ -50,3 +50,37 @@ def test_history_escapes_every_field_of_a_record(tmp_path):
 
     j = pdctl(["history", "--json"], state=state)
     assert j.json()["records"][0]["operator"] == record["operator"]
+
+
+def test_a_servers_answer_cannot_drive_the_terminal(tmp_path):
+    """A worker whose /health fails with an error body holding ESC sequences (clear screen, set the window title):
+    final-health shows them escaped on the screen; --json keeps the bytes it read."""
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.e2e.helpers import local_inventory
+    from tests.fixtures.http_servers import serving
+    from tests.fixtures.net import closed_port
+
+    body = b"\x1b[2J\x1b]0;pwned\x07overloaded"
+
+    class Hostile(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(503)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    with serving(Hostile) as (srv, _):
+        ports = {"prefill": srv.server_address[1], "decode": closed_port(), "router": closed_port(),
+                 "bootstrap": free_port(), "prometheus": free_port()}
+        inv = write_inventory(tmp_path / "inv.yaml", local_inventory("hostile", ports))
+        r = pdctl(["verify", "final-health", "--layer", "health", "-i", str(inv)], state=tmp_path / "state")
+        j = pdctl(["verify", "final-health", "--layer", "health", "-i", str(inv), "--json"], state=tmp_path / "state")
+    assert r.code == 1, r.output
+    assert not any(ch in r.stdout + r.stderr for ch in CONTROL), repr(r.stdout)
+    assert "\\x1b[2J" in r.stdout and "overloaded" in r.stdout, r.stdout
+    prefill = next(c for c in j.json()["layers"]["health"] if c["target"].startswith("prefill[0]"))
+    assert "\x1b[2J" in prefill["observed"] + prefill["detail"], prefill     # the exact answer, for a machine
