@@ -91,3 +91,12 @@ class StepFailed(PdctlError):
 
 class LintRefused(UsageError):
     """deploy/restart refused before stopping anything: a role's command line would not parse on its host (exit 2)."""
+
+
+def interrupt_again(signal_name: str = "") -> KeyboardInterrupt:
+    """A KeyboardInterrupt to raise again after an op caught one and returned what it had: it names the signal
+    that stopped the op (SIGTERM, SIGHUP; "" for Ctrl-C), so the CLI's message and the audit record still do."""
+    e = KeyboardInterrupt(f"interrupted by {signal_name}" if signal_name else "")
+    if signal_name:
+        e.signal_name = signal_name
+    return e

@@ -23,7 +23,7 @@ from pdctl.checks.inflight import (BALANCE_WINDOW_S, DECODE_ROOM_GAUGES, PREFILL
 from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, GEN_THROUGHPUT, GENERATION_TOKENS, INFLIGHT_GAUGES,
                                        NUM_ABORTED_REQUESTS, TRANSFER_FAILED)
 from pdctl.checks.result import CheckResult
-from pdctl.errors import RefusedError, UnreachableError
+from pdctl.errors import RefusedError, UnreachableError, interrupt_again
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 from pdctl.serialize import JSON_OFF, json_key
@@ -106,6 +106,7 @@ class InflightReport:
     points: list[Point] = field(metadata=json_key("samples"))
     verdict: InflightVerdict | None = field(metadata=json_key("judgement"))   # None: no complete sample was taken
     partial: bool = False                    # stopped early (Ctrl-C or stop event)
+    interrupted_by: str = field(default="", metadata=JSON_OFF)   # the signal that stopped it ("": Ctrl-C or none)
     notes: list[str] = field(default_factory=list)
     t0: float = field(default=0.0, metadata=JSON_OFF)   # the clock reading the samples' t are relative to
     extended_to_s: float | None = None       # sampled past the window to cover the room-balance window
@@ -165,7 +166,7 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     wait = sleep or (lambda s: stop.wait(s))
     t0 = clock()
     points: list[Point] = []
-    partial = False
+    partial, by = False, ""
     target, extended = window_s, None
     max_reads = int(math.ceil(max(window_s, balance_window_s) / interval_s)) + 2
     expected = int(math.ceil(window_s / interval_s - 1e-9)) + 1   # a full window: the first read, then one per interval
@@ -197,16 +198,16 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
             if stop.is_set():
                 partial = True
                 break
-    except KeyboardInterrupt:
-        partial = True
+    except KeyboardInterrupt as e:
+        partial, by = True, getattr(e, "signal_name", "")
     verdict, notes = judge_points(points, window_s, balance_window_s=balance_window_s)
     if extended is not None:
         notes.append(f"sampled {extended:g}s, past the {window_s:g}s window: busy, but the prefill held more rooms "
                      "than the decode waited for, so the room balance was given its full window")
     if partial:
-        notes.append("interrupted: the series is partial")
+        notes.append(f"interrupted{f' by {by}' if by else ''}: the series is partial")
     return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes, t0=t0,
-                          extended_to_s=extended)
+                          extended_to_s=extended, interrupted_by=by)
 
 
 def raise_if_none_answers(got: list[tuple[str, str, Any]], *, explained: frozenset[str] = frozenset()) -> None:
@@ -239,8 +240,8 @@ def inflight_layer(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S,
     let final-health exit 0. As `verify inflight`, raises UnreachableError (exit 3) at the first sample when no
     worker's /metrics can be read: a window of unreadable samples would only wait to say the same as a FAIL."""
     rep = sample_inflight(dep, window_s, interval_s, preflight=True)
-    if rep.partial:       # no stop event here: partial means Ctrl-C
-        raise KeyboardInterrupt
+    if rep.partial:       # no stop event here: partial means Ctrl-C, or the signal it names
+        raise interrupt_again(rep.interrupted_by)
     return rep.to_check_results()
 
 

@@ -48,6 +48,7 @@ class StormReport:
     partial: bool = False
     notes: list[str] = field(default_factory=list)
     t0: float = field(default=0.0, metadata=JSON_OFF)       # monotonic clock at the storm start
+    interrupted_by: str = field(default="", metadata=JSON_OFF)   # the signal that stopped it ("": Ctrl-C or none)
     json_extra = ("ok", ("weak_pass", "weak_reason"), "series")
 
     @property
@@ -219,7 +220,7 @@ def _ask_router(base: str, timeout: float) -> None:
 def audit_result(rep: StormReport) -> str:
     """The audit record's result: "passed", "interrupted" or "failed: <the verdict's reason>". Pure."""
     if rep.partial:
-        return "interrupted"
+        return f"interrupted by {rep.interrupted_by}" if rep.interrupted_by else "interrupted"
     if rep.ok:
         return "passed"
     reason = rep.verdict.reason if rep.verdict else "no verdict"
@@ -298,9 +299,10 @@ def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -
                 sampler.stop.wait(min(1.0, max(0.0, left)))
             _stop_sampler(dep, sampler)
             rep.points.append(read_point(dep, t0))
-    except KeyboardInterrupt:
-        rep.partial = True
-        rep.notes.append("interrupted (Ctrl-C): the report covers what was gathered; connections were closed")
+    except KeyboardInterrupt as e:
+        rep.partial, rep.interrupted_by = True, getattr(e, "signal_name", "")
+        rep.notes.append(f"interrupted ({rep.interrupted_by or 'Ctrl-C'}): the report covers what was gathered; "
+                         "connections were closed")
         if rep.load_stopped_at is None:
             rep.load_stopped_at = time.monotonic() - t0
     finally:

@@ -17,6 +17,7 @@ from pdctl.checks.triage import (FINAL_HEALTH_LAYERS, Finding, InflightSummary, 
 from pdctl.errors import RefusedError, UnreachableError
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
+from pdctl.serialize import JSON_OFF
 
 #: the words `pdctl triage` ends with; TriageReport.headline builds the line from them
 HEALTHY = "HEALTHY"
@@ -32,6 +33,7 @@ class TriageReport:
     findings: list[Finding]
     facts: TriageObservations = field(default_factory=TriageObservations)
     partial: bool = False
+    interrupted_by: str = field(default="", metadata=JSON_OFF)   # the signal that stopped it ("": Ctrl-C or none)
     json_extra = ("ok", "headline")
 
     @property
@@ -140,8 +142,8 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, holder: str | N
         try:
             fh = verify.final_health(dep, layers=FINAL_HEALTH_LAYERS)
             inf.points.append(inflight_ops.read_point(dep, inf.t0))
-        except KeyboardInterrupt:
-            partial = True
+        except KeyboardInterrupt as e:
+            partial, inf.interrupted_by = True, getattr(e, "signal_name", "")
         except (UnreachableError, RefusedError):
             raise
         except Exception as e:  # an "unobserved" finding and an observation row, never swallowed silently
@@ -157,7 +159,8 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, holder: str | N
     if inf.verdict is not None:
         obs.inflight = InflightSummary(inf.verdict.verdict, inf.verdict.conclusive, inf.verdict.summary,
                                        inf.holders(), pinned_by=inf.verdict.pinned_by)
-    return TriageReport(dep.inv.name, observation_rows(obs, fh_error), judge_triage(obs), facts=obs, partial=partial)
+    return TriageReport(dep.inv.name, observation_rows(obs, fh_error), judge_triage(obs), facts=obs, partial=partial,
+                        interrupted_by=inf.interrupted_by)
 
 
 def _good(inf) -> list:

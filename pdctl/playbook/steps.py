@@ -68,15 +68,18 @@ class StepInterrupted(KeyboardInterrupt):
     """Ctrl-C reached a step whose op caught it and returned a partial report. A KeyboardInterrupt, so everything
     that stops on Ctrl-C stops on it; `outcome` is what the step had gathered (for the record)."""
 
-    def __init__(self, outcome: Optional[StepOutcome] = None):
+    def __init__(self, outcome: Optional[StepOutcome] = None, signal_name: str = ""):
         super().__init__()
         self.outcome = outcome
+        if signal_name:     # the run's record and screen say "interrupted (SIGTERM)", as for a step that did not catch it
+            self.signal_name = signal_name
 
 
-def stop_if_interrupted(partial: bool, outcome: StepOutcome) -> StepOutcome:
-    """`outcome`, unless the op's report is partial (Ctrl-C): then raises StepInterrupted carrying it."""
+def stop_if_interrupted(partial: bool, outcome: StepOutcome, signal_name: str = "") -> StepOutcome:
+    """`outcome`, unless the op's report is partial (Ctrl-C, or the signal named): then raises StepInterrupted
+    carrying it."""
     if partial:
-        raise StepInterrupted(outcome)
+        raise StepInterrupted(outcome, signal_name)
     return outcome
 
 

@@ -175,3 +175,5 @@ def test_audit_result_names_the_verdict():
     assert S.audit_result(rep) == "failed: no verdict"
     rep.partial = True
     assert S.audit_result(rep) == "interrupted"
+    rep.interrupted_by = "SIGTERM"       # caught by the storm itself, still named as the CLI names it
+    assert S.audit_result(rep) == "interrupted by SIGTERM"

@@ -40,4 +40,4 @@ def run(ctx: RunContext, a: InflightArgs) -> StepOutcome:
     why = rep.verdict.summary if rep.verdict is not None else ("; ".join(rep.notes) or "no complete sample")
     out = StepOutcome(code == 0, f"inflight: verdict {rep.name}" + (f"; {why}" if why else ""), exit_code=code,
                       verdict=rep.name, data=to_data(rep))
-    return stop_if_interrupted(rep.partial, out)
+    return stop_if_interrupted(rep.partial, out, rep.interrupted_by)

@@ -107,4 +107,4 @@ def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
                       recommendation=("a room stayed pinned after the storm: collect logs, then "
                                       "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"
                       else None, data=to_data(rep))
-    return stop_if_interrupted(rep.partial, out)
+    return stop_if_interrupted(rep.partial, out, rep.interrupted_by)

@@ -44,4 +44,4 @@ def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
     head = triage_headline(rep)
     out = StepOutcome(ok, head + (f": {titles}" if titles else ""), exit_code=rep.exit_code() or (0 if ok else 1),
                       verdict=verdict, recommendation="; ".join(actions) or None, data=to_data(rep))
-    return stop_if_interrupted(rep.partial, out)
+    return stop_if_interrupted(rep.partial, out, rep.interrupted_by)
