@@ -32,15 +32,6 @@ def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
     return first + ("…" if cut else "")
 
 
-def cut_left(text: str, cells: int) -> str:
-    """`text` in at most `cells` terminal cells, cut on the left with `…` (a path keeps its file name). Pure."""
-    if cell_len(text) <= cells or cells < 2:
-        return text
-    while cell_len(text) > cells - 1:
-        text = text[1:]
-    return "…" + text
-
-
 def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "") -> None:
     """The audit log (pdctl.audit lines), one table row per line (the full result is in --json)."""
     from pdctl.audit import CorruptLine, fold_runs, result_word
@@ -69,11 +60,11 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
     cols = ("time", "operator", "action", "result", "seconds", "inventory")
     widths = [max([len(col)] + [cell_len(x.plain if isinstance(x, Text) else x) for x in column])
               for col, column in zip(cols, zip(*rows))]     # in terminal cells: a CJK character takes two
-    # One line per record: nothing wraps. When the table is wider than the terminal, the inventory (cut on the
-    # left: the file name stays) and result columns give way; time, operator, action and seconds keep their width.
-    # When that is not enough, one block per record: nothing is cut.
+    # One line per record when it fits. When the table is wider than the terminal, the result column gives way (its
+    # first sentence, shortened at a space; the whole of it is in --json); the others keep their width: an
+    # inventory path is an identifier. When that is not enough, one block per record, each value whole.
     spare = c.width - (3 * len(cols) + 1) - sum(widths)
-    for k, floor in ((5, 16), (3, 24)):
+    for k, floor in ((3, 24),):
         if spare >= 0:
             break
         give = min(-spare, max(0, widths[k] - floor))
@@ -83,9 +74,7 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
         c.print(Text("audit log", style="italic"))
         for row in rows:
             secs = (row[4] + "s") if row[4] else ""
-            room = c.width - len("   inventory: ")   # cut on the left, as in the table: the file name stays
-            inv = cut_left(row[5], room)
-            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], inv),
+            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], row[5]),   # values fold, whole
                               width=c.width):
                 c.print(part)
         return
@@ -93,5 +82,5 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
     for col, w in zip(cols, widths):
         t.add_column(col, no_wrap=True, overflow="ellipsis", width=w, justify="right" if col == "seconds" else "left")
     for row in rows:
-        t.add_row(*row[:5], cut_left(row[5], widths[5]))
+        t.add_row(*row)
     c.print(t)

@@ -217,9 +217,10 @@ def test_history_long_records(width, monkeypatch, tmp_path):
     lines = r.stdout.splitlines()
     no_line_wider(lines, width)
     for ident in ("alexandra.on-call-secondary@example.com", "restart --rolling --drain-timeout 120",
-                  "run playbooks/recover-pinned-inflight.yaml", "1612.5", "2025-01-01T00:00:00+0000",
-                  "2x2-inventory.yaml"):
+                  "run playbooks/recover-pinned-inflight.yaml", "1612.5", "2025-01-01T00:00:00+0000"):
         assert any(ident in x for x in lines), (ident, r.stdout)
+    # the inventory path whole: on one line, or folded onto the next ones (it was cut on the left: "…/dsv4-...")
+    assert "".join(x.strip() for x in lines).count(inv) == 2 and "…/" not in r.stdout, r.stdout
     assert not any(re.search(r"\w…\w", x) for x in lines)      # a cut, if any, is at the end of a cell
 
 
