@@ -3,7 +3,7 @@ real CLI. The status-update-race drill plus a transfer delay; a steady 0.8 reque
 
 The load alone reads busy; an aimed storm (calibrated under that load) pins a room; then `verify inflight` and
 `triage` call it pinned by the cross-side room balance while the load keeps flowing (queue counts alone read busy).
-Bounded: each storm, window and command has its limit; the pin-making storm is tried at most three times.
+Bounded: each storm, window and command has its limit; the pin-making storm is tried at most five times.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.engine]
 DRILLS = "status-update-race,transfer-delay-ms=500"
 # Aimed late in the first-token time: under this drill and load a room pins only when its abort lands in the last
 # chunk's delayed transfer, about 0.8-0.95 of the first-token time (measured: 4-5 of 6 aborts there pinned, 2 of 6
-# at the default 0.6-0.9). Two requests a storm, so three storms all missing is rare.
+# at the default 0.6-0.9). Two requests a storm, up to five storms: on a loaded machine the first-token time varies
+# more and an aim lands less often (a CI run once saw three storms miss); a pin ends the tries at once.
 AIMED = ["--target", "transfer-window", "--requests", "2", "--prompt-tokens", "3000", "--sample-every", "1",
          "--watch", "2", "--calibrate", "2", "--max-new-tokens", "32", "--aim-from", "0.78", "--aim-to", "0.95"]
 INF = "sglang:num_prefill_inflight_queue_reqs"
@@ -68,7 +69,7 @@ def test_a_pin_under_steady_load_is_pinned_while_the_load_alone_is_busy(racy):
         assert doc["judgement"]["balance_median"] is not None and doc["judgement"]["balance_median"] < 1
 
         storms = []
-        for seed in (7, 8, 9):   # an aimed storm of two requests; under load the calibration keeps its aim
+        for seed in (7, 8, 9, 10, 11):   # an aimed storm of two requests; under load the calibration keeps its aim
             s = pdctl(["storm", "-i", str(racy["inv"]), "--json", *AIMED, "--seed", str(seed)], state=racy["state"],
                       timeout=300)
             assert s.code in (0, 1), s.output
