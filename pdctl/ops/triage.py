@@ -102,14 +102,27 @@ def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: fl
     deployment; Ctrl-C returns what was gathered, marked partial. Raises UnreachableError / RefusedError when a
     host cannot be asked at all, or when no running worker answers /metrics, before any window (never "no
     finding")."""
-    from pdctl.errors import carry_warnings
     from pdctl.ops import inflight as inflight_ops
 
-    holder = lock_holder(dep)
-    said = [f"the deployment lock is held by {holder}: a change is under way and may explain this; run `pdctl "
-            "triage` again when it ends"] if holder else []
-    with carry_warnings(said):    # a host that cannot be asked mid-restart: the error says the restart
-        return _triage(dep, window_s, interval_s, holder, inflight_ops)
+    try:
+        return _triage(dep, window_s, interval_s, inflight_ops)
+    except (UnreachableError, RefusedError) as e:
+        # a host that cannot be asked mid-restart: the error says the restart. Not asked again when the lock's
+        # own host is the one that did not answer (that would wait a second connect timeout for nothing).
+        if getattr(e, "target", None) != _lock_host(dep):
+            holder = lock_holder(dep)       # never raises: advisory
+            if holder:
+                e.warnings = (*e.warnings, f"the deployment lock is held by {holder}: a change is under way and "
+                              "may explain this; run `pdctl triage` again when it ends")
+        raise
+
+
+def _lock_host(dep: Deployment) -> str | None:
+    """The host the deployment lock lives on (ops.context.deployment_lock), None when the inventory has none."""
+    try:
+        return dep.inv.roles.prefill[0].host
+    except (AttributeError, IndexError):
+        return None
 
 
 def lock_holder(dep: Deployment) -> str | None:
@@ -123,7 +136,7 @@ def lock_holder(dep: Deployment) -> str | None:
     return info.describe() if info is not None else None
 
 
-def _triage(dep: Deployment, window_s: float, interval_s: float, holder: str | None, inflight_ops) -> TriageReport:
+def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -> TriageReport:
     from pdctl.ops import verify
 
     services = service_states(dep)      # a stopped role explains every refused connection to it
@@ -149,6 +162,7 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, holder: str | N
         except Exception as e:  # an "unobserved" finding and an observation row, never swallowed silently
             fh_error = e
     gpu = {r.label: r.value for r in dep.each_host(lambda h: gpu_utilisation(dep, h), roles=("decode",))}
+    holder = lock_holder(dep)    # after the reads: a change that began while triage looked counts too
 
     obs = TriageObservations(window_s=window_s, services=services, gpu_util=gpu, lock_holder=holder,
                              unobserved=unobserved_lines(inf.points, inf.verdict is not None, fh_error,
