@@ -48,16 +48,17 @@ class HealDecision:
     reason: str = ""                  # what was seen, for the timeline and the audit record
     refused: str | None = None        # a guard that stops it now
     evidence: list[str] = field(default_factory=list)
+    pairs: list[tuple[int, int]] = field(default_factory=list)   # (prefill, decode) the canaries call broken
 
     @property
     def act(self) -> bool:
         return self.case is not None and self.refused is None
 
 
-def confirmed_case(view: HealView, policy: HealPolicy) -> tuple[str | None, str, list[str]]:
-    """(case, reason, evidence) of the most urgent confirmed known case, or (None, "", [])."""
+def confirmed_case(view: HealView, policy: HealPolicy) -> tuple[str | None, str, list[str], list[tuple[int, int]]]:
+    """(case, reason, evidence, the broken pairs) of the most urgent confirmed known case, or (None, "", [], [])."""
     if view.pinned_for_s is not None and view.pinned_for_s >= policy.pin_confirm_s:
-        return "pinned", f"inflight pinned for {view.pinned_for_s:.0f}s (>= {policy.pin_confirm_s:g}s)", []
+        return "pinned", f"inflight pinned for {view.pinned_for_s:.0f}s (>= {policy.pin_confirm_s:g}s)", [], []
     name = lambda k: f"prefill[{k[0]}] -> decode[{k[1]}]"     # noqa: E731
     # the lineage already says why: one failed canary of such a pair confirms it (the others need K in a row)
     hazards = {(i, j) for i, j, h in view.lineage_hazards if h == "degraded-bootstrap"}
@@ -65,13 +66,14 @@ def confirmed_case(view: HealView, policy: HealPolicy) -> tuple[str | None, str,
     if degraded:
         return ("degraded-bootstrap", f"{len(degraded)} pair(s) broken after a decode restarted under their "
                 f"long-running prefill: {', '.join(name(k) for k in degraded)}",
-                [f"{name(k)} failed {view.pair_failures[k]} canaries in a row" for k in degraded])
+                [f"{name(k)} failed {view.pair_failures[k]} canaries in a row" for k in degraded], degraded)
     broken = sorted(k for k, n in view.pair_failures.items() if n >= policy.pair_failures)
     names = [name(k) for k in broken]
     if broken:
         return ("pair-broken", f"{len(broken)} pair(s) failed {policy.pair_failures}+ canaries in a row: "
-                f"{', '.join(names)}", [f"{n}: {view.pair_failures[k]} in a row" for n, k in zip(names, broken)])
-    return None, "", []
+                f"{', '.join(names)}", [f"{n}: {view.pair_failures[k]} in a row" for n, k in zip(names, broken)],
+                broken)
+    return None, "", [], []
 
 
 def smallest_action(case: str, view: HealView) -> str:
@@ -84,10 +86,10 @@ def decide(view: HealView, policy: HealPolicy, *, heals_at: Iterable[float], now
            last_heal_ok: bool | None, healing: bool = False) -> HealDecision:
     """The decision for this round. `heals_at`: times of the heals done (or tried) so far; `last_heal_ok`: the
     previous heal's final-health verdict (None: no heal yet)."""
-    case, reason, evidence = confirmed_case(view, policy)
+    case, reason, evidence, pairs = confirmed_case(view, policy)
     if case is None:
         return HealDecision(None)
-    d = HealDecision(case, smallest_action(case, view), reason, evidence=evidence)
+    d = HealDecision(case, smallest_action(case, view), reason, evidence=evidence, pairs=pairs)
     recent = [t for t in heals_at if now - t < HOUR_S]
     if view.unknown:
         d.refused = f"not acting: {', '.join(view.unknown)} did not answer (unknown is never acted on)"

@@ -85,7 +85,7 @@ class Healer:
                          result=f"evidence recorded; running `pdctl {d.action}`", started=time.time(),
                          extra={"reason": d.reason, "evidence": evidence(self.dep, d, snapshot)})
             if d.action == "restart --rolling":
-                result = rolling_restart(self.dep)
+                result = rolling_restart(self.dep, broken_pairs=d.pairs)    # the broken pairs go first
                 ok, why = result.ok, result.stopped or ""
             else:
                 result = restart(self.dep, roles=PAIR)

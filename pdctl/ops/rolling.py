@@ -9,6 +9,7 @@ that was restarted and failed stays out (it is not to take traffic); one never t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pdctl import audit
@@ -61,15 +62,17 @@ def rolling_plan(dep: Deployment, states: list[UnitState]) -> list[str]:
 
 
 def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: float = DRAIN_TIMEOUT_S,
-                    verify: bool = True, skip_lint: bool = False) -> RollingResult:
+                    verify: bool = True, skip_lint: bool = False,
+                    broken_pairs: Sequence[tuple[int, int]] = ()) -> RollingResult:
     """Restart every prefill and decode without taking the service down. Raises HazardRefused (a router would be
     left without a prefill or a decode), LockHeld, LintRefused, UnreachableError (a router's worker list cannot be
-    read before anything is done). A step that fails later does not raise: the result says where it stopped."""
+    read before anything is done). A step that fails later does not raise: the result says where it stopped.
+    `broken_pairs`: (prefill, decode) indices known broken by their canaries (the watch's heal): they go first."""
     from pdctl.ops.fanout import raise_first_unreachable
     from pdctl.ops.restart import lint_gate
 
     now = rw.serving(dep)     # raises UnreachableError when a router's list cannot be read: nothing done yet
-    first, order, unread = restart_first(dep, now)
+    first, order, unread = restart_first(dep, now, broken_pairs)
     units = form_units(len(dep.inv.roles.prefill), len(dep.inv.roles.decode), first)
     result = RollingResult(dry_run, [], [UnitState(u) for u in units], order=order)
     if unread:
@@ -119,12 +122,13 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
     return result
 
 
-def restart_first(dep: Deployment, serving) -> tuple[list[tuple[str, int]], str | None, str | None]:
+def restart_first(dep: Deployment, serving, canaried: Sequence[tuple[int, int]] = ()
+                  ) -> tuple[list[tuple[str, int]], str | None, str | None]:
     """The workers to restart first: those some router does not route to now (out of its list, or unhealthy
-    there: a worker an earlier, stopped run left out, or a dead one) and those of the pairs the restart lineage
-    calls broken. Returns them, the line saying why (None without any), and why the lineage could not be read
-    (None when it was). A pair broken for a reason the lineage cannot see (it judges pids and start times) does not
-    change the order."""
+    there: a worker an earlier, stopped run left out, or a dead one), those of the pairs the restart lineage calls
+    broken, and those of the pairs `canaried` says failed their canaries (the watch's heal passes them: a pair
+    broken for a reason the lineage cannot see, which judges pids and start times). Returns them, the line saying
+    why (None without any), and why the lineage could not be read (None when it was)."""
     from pdctl.ops.lineage_record import pair_lineage
 
     label = dep.inv.label
@@ -134,13 +138,17 @@ def restart_first(dep: Deployment, serving) -> tuple[list[tuple[str, int]], str 
     index = {label(role, k): (role, k) for role, k in declared}
     pairs = sorted(((index[p], index[d], kind) for (p, d), kind in marks.items() if p in index and d in index),
                    key=lambda t: (t[0][1], t[1][1]))
-    first = idle + [w for p, d, _k in pairs for w in (p, d) if w not in idle]
+    failed = [(("prefill", i), ("decode", j)) for i, j in canaried
+              if ("prefill", i) in declared and ("decode", j) in declared]
+    first = list(dict.fromkeys(idle + [w for p, d, _k in pairs for w in (p, d)] + [w for pd in failed for w in pd]))
     why = []
     if idle:
         why.append("not routed to now (out of a router, or unhealthy there): " + ", ".join(label(*w) for w in idle))
     if pairs:
         why.append("the restart lineage calls broken: " + "; ".join(f"{label(*p)} -> {label(*d)} ({kind})"
                                                                     for p, d, kind in pairs))
+    if failed:
+        why.append("failed their pair canaries: " + "; ".join(f"{label(*p)} -> {label(*d)}" for p, d in failed))
     if not why:
         return [], None, unread
     return first, ("these go first (decodes out in unit 1, prefills rolled first): " + "; and ".join(why)), unread

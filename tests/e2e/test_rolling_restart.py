@@ -91,6 +91,30 @@ def test_rolling_restart_keeps_every_client_request_answered(dep):
     assert len(lineage) == 2 and {c["status"] for c in lineage} == {"pass"}     # the new co-restart record
 
 
+def test_pairs_the_watch_saw_fail_their_canaries_go_first(dep):
+    """A pair broken for a reason the lineage cannot see (the lineage is clean after the last test): the watch's
+    heal passes the pairs whose canaries failed, and the rolling restart takes their workers first."""
+    code = textwrap.dedent(f"""
+        import json
+        from pdctl.inventory import load_inventory
+        from pdctl.ops.context import Deployment
+        from pdctl.ops.rolling import rolling_restart
+        with Deployment(load_inventory({str(dep["inv"])!r})) as d:
+            r = rolling_restart(d, dry_run=True, broken_pairs=[(1, 0)])
+        print(json.dumps({{"order": r.order, "units": [[list(u.unit.prefills), list(u.unit.decodes)] for u in r.units]}}))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "XDG_STATE_HOME": str(dep["state"])})
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout.splitlines()[-1])
+    ports = {role: [w["port"] for w in dep["data"]["roles"][role]] for role in ("prefill", "decode")}
+    p1, d0 = f"prefill[1]@local:{ports['prefill'][1]}", f"decode[0]@local:{ports['decode'][0]}"
+    assert doc["order"].endswith(f"failed their pair canaries: {p1} -> {d0}"), doc["order"]
+    assert "restart lineage" not in doc["order"], doc["order"]      # the lineage alone would keep index order
+    assert doc["units"][0][1] == [0], doc["units"]                      # decode[0] is the one out in unit 1
+    assert doc["units"][0][0] == [1, 0], doc["units"]                   # and prefill[1] rolls first
+
+
 def test_refused_when_a_router_would_be_left_without_a_decode(dep):
     """Both decodes out of the router (as a stopped run or an operator can leave it): whichever goes first, the
     router has no decode meanwhile. One decode out is not refused: it goes first (see the dead-decode test)."""
