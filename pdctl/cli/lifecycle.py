@@ -17,18 +17,25 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
     """Show each role's service, state, pid and uptime. Exit 1 if a role is down, 3/4 if a host could not be asked."""
     from pdctl import render
     from pdctl.ops.lifecycle import status as run
+    from pdctl.ops.context import lock_holder
     from pdctl.ops.lifecycle import status_hazards
     from pdctl.ops.watch_service import brief
 
     with open_deployment(inventory, quiet=True) as dep:
         rows = run(dep)
         hazards = status_hazards(dep, rows)
+        # not from a host that just failed to answer: that would wait one more connect timeout for nothing
+        held = None if any(r.get("error") and r["host"] == dep.inv.roles.prefill[0].host for r in rows) \
+            else lock_holder(dep)
         watch = brief(dep.inv)
     if json_out:
-        render.emit_json({"inventory": dep.inv.name, "roles": rows, "hazards": hazards, "watch": watch})
+        render.emit_json({"inventory": dep.inv.name, "roles": rows, "hazards": hazards, "watch": watch,
+                          "lock_held_by": held})
     else:
         render.status_table(rows)
         render.lines([render.watch_line(watch)], style="dim")
+        if held:    # a role restarting now is that change, not a fault
+            render.lines([f"deployment lock held by {held}: a change is under way"], style="yellow")
         for h in hazards:
             render.warning(h)
         if any(r.get("error_exit_code") == 2 for r in rows):   # a retry cannot help: the inventory's files

@@ -141,3 +141,13 @@ def deployment_lock(dep: Deployment, action: str, *, run: str = "",
     lock_dir = f"{default_state_dir(dep.inv.hosts[host])}/locks/{dep.inv.name}.lock"
     return DeploymentLock(dep.transport(host), lock_dir, state.operator(), action, run=run,
                           on_takeover=said_and_audited)
+
+
+def lock_holder(dep: Deployment) -> str | None:
+    """Who holds the deployment lock now (a live holder), described; None when it is free or cannot be read. For the
+    read-only commands (status, triage), which say that a change is under way rather than take the lock."""
+    try:
+        info = deployment_lock(dep, "read").live_holder()
+    except Exception:   # advisory: a lock that cannot be read must not stop a read-only command
+        return None
+    return info.describe() if info is not None else None

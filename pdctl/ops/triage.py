@@ -15,7 +15,7 @@ from pdctl.checks.gpu import NVIDIA_SMI_UTILISATION, parse_gpu_util
 from pdctl.checks.triage import (FINAL_HEALTH_LAYERS, Finding, InflightSummary, Observation, ServiceState,
                                  TriageObservations, judge_triage, observation_rows, unobserved_lines)
 from pdctl.errors import RefusedError, UnreachableError
-from pdctl.ops.context import Deployment
+from pdctl.ops.context import Deployment, lock_holder
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
 from pdctl.serialize import JSON_OFF
 
@@ -123,17 +123,6 @@ def _lock_host(dep: Deployment) -> str | None:
         return dep.inv.roles.prefill[0].host
     except (AttributeError, IndexError):
         return None
-
-
-def lock_holder(dep: Deployment) -> str | None:
-    """Who holds the deployment lock now (a live holder), described; None when free or it cannot be read."""
-    from pdctl.ops.context import deployment_lock
-
-    try:
-        info = deployment_lock(dep, "triage").live_holder()
-    except Exception:   # advisory: a lock that cannot be read must not stop the diagnosis
-        return None
-    return info.describe() if info is not None else None
 
 
 def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -> TriageReport:

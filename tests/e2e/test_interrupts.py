@@ -369,7 +369,7 @@ def test_the_interrupt_message_lists_each_roles_state_as_the_record_does(sleepy,
     assert not _lock_dir(st).exists()        # released on the way out, not left for the next run to take over
 
 
-def test_triage_during_another_operators_deploy_names_the_lock_it_holds(sleepy):
+def test_triage_and_status_during_another_operators_deploy_name_the_lock_it_holds(sleepy):
     """Triage is read-only and takes no lock. During a deploy whose workers are not answering yet it cannot read
     them (exit 3, unknown); it must say that a change is under way, and whose, instead of leaving the operator to
     guess why a running worker is silent."""
@@ -383,3 +383,8 @@ def test_triage_during_another_operators_deploy_names_the_lock_it_holds(sleepy):
     (said,) = doc["warnings"]
     assert "deployment lock is held by test-operator (deploy" in said and f"pid {p.pid}" in said, said
     assert "deployment lock is held by test-operator" in r.stderr
+    status = pdctl(["status", "--json", "-i", str(inv)], state=st)      # status says it too, as a fact, not a fault
+    assert status.json()["lock_held_by"].startswith("test-operator (deploy, pid "), status.output
+    assert not any("lock" in h for h in status.json()["hazards"])
+    screen = pdctl(["status", "-i", str(inv)], state=st)
+    assert "deployment lock held by test-operator (deploy" in " ".join(screen.stdout.split()), screen.output
