@@ -6,26 +6,25 @@ from __future__ import annotations
 from rich.console import Console
 from rich.segment import Segment
 
+from pdctl.render.escape_controls import escape_controls
+
 
 def _printable_segments(buffer):
-    """rich strips only BEL, BS, VT, FF and CR from text; an ESC from a server's error body or a host's answer
-    would still recolour, clear or retitle the operator's terminal. Text segments get every other control
-    character escaped here (`\\x1b`), after layout; rich's own control segments (the live screen's cursor moves)
-    and styles pass untouched. Renderers that escape a value before layout (terminal_safe) keep their widths."""
-    from pdctl.render.terminal_safe import printable
-
+    """After layout: text that reached the console without a Text of pdctl's (a renderable of rich's own making)
+    gets its control characters escaped too (render/escape_controls.py escapes every Text before layout); rich's
+    control segments (the live screen's cursor moves) and styles pass untouched."""
     for seg in buffer:
         text = seg.text
         if seg.control or text.isprintable() or not text:
             yield seg
         else:
-            yield Segment("\n".join(printable(part) for part in text.split("\n")), seg.style, seg.control)
+            yield Segment(escape_controls(text), seg.style, seg.control)
 
 
 class PdctlConsole(Console):
     """rich's console, except when the reader of its output goes away (`pdctl ... | head`): the rest is dropped and
     the command goes on to its verdict (pdctl/broken_pipe.py), where rich would exit 1, pdctl's "a check failed".
-    And no text it prints can carry a terminal control sequence (`_printable_segments`)."""
+    And no text it prints can carry a terminal control sequence."""
 
     def on_broken_pipe(self) -> None:
         from pdctl.broken_pipe import drop_rest_of_output

@@ -61,7 +61,7 @@ def test_a_servers_answer_cannot_drive_the_terminal(tmp_path):
     from tests.fixtures.http_servers import serving
     from tests.fixtures.net import closed_port
 
-    body = b"\x1b[2J\x1b]0;pwned\x07overloaded"
+    body = b"\x1b[2J\x1b]0;pwned\x07\rover\xe2\x80\xa8loaded " * 4
 
     class Hostile(BaseHTTPRequestHandler):
         def log_message(self, *args):
@@ -79,8 +79,12 @@ def test_a_servers_answer_cannot_drive_the_terminal(tmp_path):
         inv = write_inventory(tmp_path / "inv.yaml", local_inventory("hostile", ports))
         r = pdctl(["verify", "final-health", "--layer", "health", "-i", str(inv)], state=tmp_path / "state")
         j = pdctl(["verify", "final-health", "--layer", "health", "-i", str(inv), "--json"], state=tmp_path / "state")
+        narrow = pdctl(["verify", "final-health", "--layer", "health", "-i", str(inv)], state=tmp_path / "state",
+                       env={"COLUMNS": "80"})
     assert r.code == 1, r.output
     assert not any(ch in r.stdout + r.stderr for ch in CONTROL), repr(r.stdout)
-    assert "\\x1b[2J" in r.stdout and "overloaded" in r.stdout, r.stdout
+    # each escaped, none dropped: BEL and CR too (rich's own text handling drops them silently)
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\rover\\u2028loaded" in r.stdout, r.stdout
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines()), narrow.stdout   # escaped before layout
     prefill = next(c for c in j.json()["layers"]["health"] if c["target"].startswith("prefill[0]"))
     assert "\x1b[2J" in prefill["observed"] + prefill["detail"], prefill     # the exact answer, for a machine
