@@ -10,11 +10,12 @@ taking it; any other held lock refuses with LockHeld (exit 4).
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Callable, Optional
 from shlex import quote
 
@@ -40,13 +41,26 @@ class LockInfo:
 
     @classmethod
     def from_json(cls, raw: str) -> "LockInfo | None":
-        """Parsed owner.json, or None when it is no owner record; unknown keys (a newer pdctl) are ignored."""
+        """Parsed owner.json, or None when it is no owner record (not JSON, a field missing or of the wrong kind, a
+        pid <= 0 that os.kill would read as a process group, a `since` that is no finite time): such a lock is
+        judged as one without an owner (held while fresh, abandoned once old). Unknown keys (a newer pdctl) are
+        ignored."""
         try:
             data = json.loads(raw)
-            known = {f.name for f in fields(cls)}
-            return cls(**{k: v for k, v in data.items() if k in known}) if isinstance(data, dict) else None
-        except (ValueError, TypeError):
+        except ValueError:
             return None
+        if not isinstance(data, dict):
+            return None
+        texts = ("operator", "action", "hostname", "token")
+        pid, since, run = data.get("pid"), data.get("since"), data.get("run", "")
+        if not all(isinstance(data.get(k), str) for k in texts) or not isinstance(run, str):
+            return None
+        if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+            return None
+        if isinstance(since, bool) or not isinstance(since, (int, float)) or not math.isfinite(since):
+            return None
+        return cls(*(data[k] for k in ("operator", "action")), float(since), data["hostname"], pid, data["token"],
+                   run)
 
 
 @dataclass(frozen=True)
@@ -110,11 +124,18 @@ class DeploymentLock:
         except ValueError:
             return None
 
-    def live_holder(self) -> LockInfo | None:
-        """Who holds the lock now, if its holder is alive (or on another machine, so trusted to be); None when it
-        is free, owner-less or abandoned. Reads only; for read-only commands that must say a change is under way."""
+    def holder(self) -> str | None:
+        """Who holds the lock now, described: a live holder (or one on another machine, trusted to be alive), or a
+        fresh lock whose owner.json is missing or unreadable (a holder between mkdir and writing it, or a record
+        pdctl cannot read: never silence); None when it is free or abandoned (`abandoned()` reports that). Reads
+        only; for read-only commands that must say a change is under way."""
         owner = self._owner()
-        return owner if owner is not None and not self._holder_dead(owner) else None
+        if owner is not None:
+            return None if self._holder_dead(owner) else owner.describe()
+        age = self._age()
+        if age is None or age > OWNERLESS_STALE_S:
+            return None
+        return f"an unknown holder ({self.lock_dir} on {self.transport.name}: its owner.json is missing or unreadable)"
 
     def abandoned(self) -> Abandoned | None:
         """The lock as it stands, if it is abandoned (held by a dead process on this machine, or owner-less and

@@ -147,7 +147,6 @@ def lock_holder(dep: Deployment) -> str | None:
     """Who holds the deployment lock now (a live holder), described; None when it is free or cannot be read. For the
     read-only commands (status, triage), which say that a change is under way rather than take the lock."""
     try:
-        info = deployment_lock(dep, "read").live_holder()
+        return deployment_lock(dep, "read").holder()
     except Exception:   # advisory: a lock that cannot be read must not stop a read-only command
         return None
-    return info.describe() if info is not None else None

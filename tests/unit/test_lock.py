@@ -166,3 +166,39 @@ def test_a_host_that_does_not_answer_makes_the_lock_unknown_not_failed(tmp_path)
         DeploymentLock(HungLocal(), str(d), "alice", "restart --pair").acquire()
     assert e.value.exit_code == 3 and "did not answer" in e.value.message and "deployment lock" in e.value.message
     assert not d.exists()
+
+
+GOOD = {"operator": "alice", "action": "restart --pair", "since": 1700000000.0, "hostname": "h1", "pid": 4242,
+        "token": "t", "run": "r1"}
+
+
+@pytest.mark.parametrize("change", [
+    {"since": "2025"}, {"since": None}, {"since": 1e400}, {"since": float("nan")}, {"since": True},
+    {"pid": "4242"}, {"pid": [1]}, {"pid": 0}, {"pid": -1}, {"pid": True}, {"operator": 7}, {"run": None},
+    {"since": ...}, {"token": ...}, {"hostname": ...}])
+def test_an_owner_record_of_the_wrong_shape_is_no_owner(change):
+    """A malformed owner.json crashed status, triage and down (`int(time.time() - "2025")`, `os.kill("4242", 0)`),
+    and pid 0 or -1 read as a live holder (os.kill signals a process group). Now it is no owner record."""
+    from pdctl.lock import LockInfo
+
+    data = {k: v for k, v in {**GOOD, **change}.items() if v is not ...}
+    raw = json.dumps(data).replace("Infinity", "1e400")
+    assert LockInfo.from_json(raw) is None
+    assert LockInfo.from_json(json.dumps(GOOD)) == LockInfo(**GOOD)
+
+
+def test_holder_names_a_live_holder_and_never_keeps_silent_about_a_fresh_unreadable_lock(tmp_path):
+    t = LocalTransport()
+    d = tmp_path / "x.lock"
+    lk = DeploymentLock(t, str(d), "reader", "status")
+    assert lk.holder() is None                                   # free
+    with DeploymentLock(t, str(d), "alice", "restart --pair"):
+        assert lk.holder().startswith(f"alice (restart --pair, pid {os.getpid()} on ")
+    d.mkdir()
+    (d / "owner.json").write_text(json.dumps({**GOOD, "hostname": os.uname().nodename, "pid": os.getpid(),
+                                              "since": "yesterday"}))
+    said = lk.holder()
+    assert said is not None and "unknown holder" in said and "owner.json is missing or unreadable" in said
+    old = time.time() - 3600
+    os.utime(d, (old, old))
+    assert lk.holder() is None and lk.abandoned() is not None     # old and unreadable: abandoned, said by status
