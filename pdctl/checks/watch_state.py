@@ -298,12 +298,14 @@ class WatchState:
         return sorted(t for t, up in self.target_up.items() if not up)
 
     def _statuses(self) -> set[str]:
+        nothing_seen = not self.checks and not any(i.rounds for i in self.rounds.values())   # nothing known yet
         return {c.status for c in self.checks.values()} | (
-            {UNKNOWN} if self.unknown_targets() or self.round_errors() else set())
+            {UNKNOWN} if self.unknown_targets() or self.round_errors() or nothing_seen else set())
 
     def verdict(self) -> str:
-        """fail when any check fails; else unknown when any check or target is unknown, or a cadence's last round
-        raised; else warn when any warns; else pass."""
+        """fail when any check fails; else unknown when any check or target is unknown, a cadence's last round
+        raised, or no round has ended yet (`watch --for 0.001`: nothing was looked at, never a pass); else warn
+        when any warns; else pass."""
         statuses = self._statuses()
         for s in ("fail", UNKNOWN, "warn"):
             if s in statuses:

@@ -252,10 +252,22 @@ def test_an_interrupted_watch_is_not_ok_whatever_it_saw():
     from pdctl.ops.watch import WatchResult
 
     st = WatchState("d", started=0.0)
+    st.round_done("health", 1.0, 0.1)
     assert st.exit_code() == 0
     assert WatchResult("d", 5.0, state=st).ok
     stopped = WatchResult("d", 5.0, stopped_by="SIGTERM", state=st)
     assert stopped.exit_code() == 130 and not stopped.ok
+
+
+def test_a_watch_that_ended_before_any_round_is_unknown_never_a_pass():
+    """`watch --for 1e-6` on a failing deployment said PASS, exit 0: it had looked at nothing."""
+    from pdctl.ops.watch import WatchResult
+
+    st = WatchState("d", started=0.0)
+    assert st.verdict() == "unknown" and st.exit_code() == 3
+    assert not WatchResult("d", 0.0, state=st).ok
+    st.round_done("flags", 1.0, 0.1)
+    assert st.verdict() == "pass" and st.exit_code() == 0
 
 
 def test_a_worker_whose_metrics_cannot_be_read_has_unknown_transfer_checks_not_stale_passes():
