@@ -17,12 +17,13 @@ def run(
                                                  "(final-health, co-restart, stall-triage, abort-storm-ab, deploy-fix).")],
     inventory: InventoryOpt = None,
     var: Annotated[Optional[list[str]], typer.Option(
-        "--var", help="Set a playbook variable: NAME=VALUE (repeatable; VALUE read as YAML). A NAME that looks "
-                      "secret (TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL, AUTH) is text as given and masked like "
+        "--var", help="Set a playbook variable: NAME=VALUE (repeatable; 10 is a whole number, 1e3 and .5 numbers, "
+                      "true/false booleans, anything else text as given: 0777, 1:30 and yes stay text). A NAME that "
+                      "looks secret (TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL, AUTH) is text as given and masked like "
                       "--secret-var.")] = None,
     secret_var: Annotated[Optional[list[str]], typer.Option(
         "--secret-var", help="Set a playbook variable whose value is secret: NAME=VALUE (repeatable). VALUE is "
-                             "text exactly as given (never read as YAML: 0777 stays 0777). It is masked wherever "
+                             "text exactly as given (never a number: 10 stays the text 10). It is masked wherever "
                              "it would show: plan, step lines, --json, audit log; a value under 4 characters "
                              "where it stands as a whole word (not inside one), except a bare number or "
                              "true/false/yes/no/on/off of that length.")] = None,

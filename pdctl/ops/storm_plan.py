@@ -70,10 +70,10 @@ class StormConfig:
             raise ValueError(f"--prompt-tokens must be 1..{MAX_PROMPT_TOKENS}")
         if not 0 <= self.abort_min_s <= self.abort_max_s <= MAX_ABORT_S:
             raise ValueError(f"need 0 <= --abort-min <= --abort-max <= {MAX_ABORT_S:g}")
+        if not 0 < self.watch_s <= MAX_WATCH_S:      # first: a bad window is not the sampling interval's fault
+            raise ValueError(f"--watch (--window) must be in (0, {MAX_WATCH_S:g}]")
         if not 0 < self.sample_every_s <= max(self.watch_s, 0.001):
             raise ValueError("--sample-every (--interval) must be > 0 and at most --watch (--window)")
-        if not 0 < self.watch_s <= MAX_WATCH_S:
-            raise ValueError(f"--watch (--window) must be in (0, {MAX_WATCH_S:g}]")
         if not 0 <= self.aim_lo_frac < self.aim_hi_frac <= 1.5:
             raise ValueError("--aim-from/--aim-to (aim fractions) need 0 <= from < to <= 1.5")
         if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:   # the engine rejects < 1: every request would fail

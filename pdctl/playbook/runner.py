@@ -35,7 +35,7 @@ from pdctl.playbook.run_errors import error_exit_code, error_text
 from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
 from pdctl.playbook.masking import mask_outcome, mask_shown, run_secrets, secret_var_names
 from pdctl.playbook.steps import check_args, run_kind
-from pdctl.playbook.vars import VarError, build_scope, substitute, truthy, unknown_cli_vars
+from pdctl.playbook.vars import VarError, build_scope, set_by, substitute, truthy, unknown_cli_vars
 from pdctl.secrets import inventory_secrets
 from pdctl.serialize import JSON_OFF, json_key, to_data
 
@@ -217,7 +217,7 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
                 skip = f"when: {s.when} is false" + (" (pass --apply to run it)" if "apply" in s.when else "")
         bad = check_args(kind, args, with_values=True, secrets=secrets)
         if bad:
-            problems += [f"  {where(i, s.name, f)}: {m}" for f, m in bad]
+            problems += [f"  {where(i, s.name, f)}: {m}{set_by(s.args, f)}" for f, m in bad]
             continue
         planned.append(PlannedStep(i, s, kind, kind.args.model_validate(args), mask_shown(args, secrets), runs, skip,
                                    secrets=secrets, gate=gate))

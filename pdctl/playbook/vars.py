@@ -19,13 +19,28 @@ class VarError(ValueError):
     """An unknown or unusable `${name}`."""
 
 
-def parse_cli_vars(items: list[str] | None, option: str = "--var", *, secret: bool = False) -> dict[str, Any]:
-    """`["k=v", ...]` -> {k: v}, each value read as YAML (10 -> int, true -> bool, text -> str), except a secret's
-    (`secret`: --secret-var, or a secret-looking name), which is the text exactly as given: YAML would turn `0777`
-    into 511 and `0x1F` into 31, a different secret that masking by value would then miss. Raises ValueError
-    naming `option` and the var, never the value (it may be a secret)."""
-    import yaml
+_INT = re.compile(r"[+-]?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)")
 
+
+def cli_scalar(text: str) -> Any:
+    """A `--var` value as the operator means it: `10` -> 10, `1e3`/`.5` -> float, `true`/`false` -> bool, anything
+    else the text as given. Not YAML's reading, which turns `1:30` into 90, `0x10` into 16, `0777` into 511, `yes`
+    and `on` into true, a date into a date, and `1e3` into text. Pure."""
+    t = text.strip()
+    if _INT.fullmatch(t):
+        return int(t)
+    if _FLOAT.fullmatch(t):
+        return float(t)
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    return text
+
+
+def parse_cli_vars(items: list[str] | None, option: str = "--var", *, secret: bool = False) -> dict[str, Any]:
+    """`["k=v", ...]` -> {k: v}, each value read by `cli_scalar` (10 -> int, true -> bool, text -> str), except a
+    secret's (`secret`: --secret-var, or a secret-looking name), which is the text exactly as given. Raises
+    ValueError naming `option` and the var, never the value (it may be a secret)."""
     from pdctl.secrets import is_secret_name
 
     out: dict[str, Any] = {}
@@ -38,15 +53,7 @@ def parse_cli_vars(items: list[str] | None, option: str = "--var", *, secret: bo
             raise ValueError(f"{option} {k!r}=...: {k!r} is not a valid name")
         if k == "apply":
             raise ValueError(f"{option} apply=...: use the --apply flag")
-        if secret or is_secret_name(k):
-            out[k] = v
-            continue
-        try:
-            out[k] = yaml.safe_load(v) if v.strip() else ""
-        except yaml.YAMLError:
-            out[k] = v
-        if isinstance(out[k], (dict, list)) or out[k] is None:
-            out[k] = v
+        out[k] = v if secret or is_secret_name(k) else cli_scalar(v)
     return out
 
 
@@ -141,3 +148,12 @@ def unknown_cli_vars(cli_vars: dict[str, Any], declared: dict[str, Any], texts: 
     otherwise be accepted and the default run (e.g. the seed's full 90 x 20k storm). Pure."""
     used = referenced_vars(texts)
     return sorted(k for k in cli_vars if k not in declared and k not in used)
+
+
+def set_by(raw_args: Any, field_path: str) -> str:
+    """" (set by ${storm_requests})" when the step arg a problem names (`args.requests`) was one var in the
+    playbook: the operator set it with --var, and looks for that name. Pure."""
+    key = field_path[len("args."):] if field_path.startswith("args.") else None
+    ref = raw_args.get(key) if key and isinstance(raw_args, dict) else None
+    m = re.fullmatch(r"\$\{([^{}]+)\}", ref.strip()) if isinstance(ref, str) else None
+    return f" (set by ${{{m.group(1)}}})" if m else ""

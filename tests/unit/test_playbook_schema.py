@@ -158,14 +158,32 @@ def test_a_var_the_playbook_neither_declares_nor_uses_is_refused():
     assert runner.plan(pb, embedded_default(), cli_vars={"storm_requests": 4}).sequence
 
 
-@pytest.mark.parametrize("value, word", [("abc", "'abc' is not a whole number"), (3.5, "3.5 is not a whole number")])
-def test_a_storm_var_of_the_wrong_kind_names_the_field_not_a_comparison(value, word):
-    """`--var storm_requests=abc` said "'<=' not supported between instances of 'int' and 'str'"."""
+@pytest.mark.parametrize("var, field, word", [
+    ("storm_requests=abc", "requests", "'abc' is not a whole number"),
+    ("storm_requests=3.5", "requests", "3.5 is not a whole number"),
+    ("storm_requests=true", "requests", "true is not a whole number"),       # not Python's True
+    ("storm_requests=1:30", "requests", "'1:30' is not a whole number"),     # YAML read 90
+    ("storm_requests=0x10", "requests", "'0x10' is not a whole number"),     # YAML read 16
+    ("storm_requests=2024-01-01", "requests", "'2024-01-01' is not a whole number"),   # YAML read a date
+    ("storm_requests=-1", "requests", "requests must be 1..2000"),           # not `pdctl storm`'s --requests
+    ("storm_watch_s=-1", "watch_s", "watch_s must be in (0, 3600]"),         # not blamed on sample_every_s
+    ("storm_target=true", "target", "true is not a string")])
+def test_a_storm_var_that_does_not_fit_names_its_arg_and_var(var, field, word):
+    """`--var storm_requests=abc` said "'<=' not supported between instances of 'int' and 'str'"; other values
+    were read as YAML 1.1 reads them, or blamed on another option by its CLI name."""
     pb = load_playbook(resolve_playbook("abort-storm-ab"))
     with pytest.raises(PlaybookError) as ei:
-        runner.plan(pb, embedded_default(), cli_vars={"storm_requests": value})
-    assert f"field 'args.requests': {word}" in ei.value.message
+        runner.plan(pb, embedded_default(), cli_vars=parse_cli_vars([var]))
+    name = var.split("=")[0]
+    assert f"field 'args.{field}': {word} (set by ${{{name}}})" in ei.value.message, ei.value.message
     assert "not supported" not in ei.value.message and ei.value.exit_code == 2
+
+
+def test_cli_var_values_are_read_as_an_operator_means_them():
+    assert parse_cli_vars(["a=10", "b=1e3", "c=.5", "d=-2", "e=TRUE", "f=yes", "g=1:30", "h=0777", "i=nan"]) == \
+        {"a": 10, "b": 1000.0, "c": 0.5, "d": -2, "e": True, "f": "yes", "g": "1:30", "h": "0777", "i": "nan"}
+    pb = load_playbook(resolve_playbook("abort-storm-ab"))     # 1e3 is a number: YAML 1.1 read it as text
+    assert runner.plan(pb, embedded_default(), cli_vars=parse_cli_vars(["storm_requests=4", "storm_watch_s=1e3"]))
 
 
 def test_stall_triage_fix_steps_run_only_with_apply():

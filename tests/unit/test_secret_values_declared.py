@@ -63,7 +63,7 @@ def test_no_plan_or_rendering_shows_a_secret_inside_an_env_name(env, command):
 def test_secret_vars_are_text_exactly_as_given():
     assert parse_cli_vars(["v=0777", "w=0x1F", "x=true", "y=", "z= a "], "--secret-var", secret=True) == \
         {"v": "0777", "w": "0x1F", "x": "true", "y": "", "z": " a "}
-    assert parse_cli_vars(["api_token=0777", "n=0777", "b=true"]) == {"api_token": "0777", "n": 511, "b": True}
+    assert parse_cli_vars(["api_token=0777", "n=0777", "b=true"]) == {"api_token": "0777", "n": "0777", "b": True}
 
 
 def test_short_declared_secrets_are_masked_as_whole_tokens_only():

@@ -10,6 +10,7 @@ from pdctl.errors import UsageError
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome
 from pdctl.playbook.steps import stop_if_interrupted
+from pdctl.playbook.vars import show_value
 from pdctl.serialize import to_data
 
 
@@ -46,8 +47,25 @@ def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
     try:
         StormConfig(**{k: v for k, v in args.items() if k != "router"})
     except (ValueError, TypeError) as e:
-        bad.append(("args", f"storm: {e}"))
+        bad.append(_in_arg_names(str(e)))
     return bad
+
+
+#: StormConfig words its errors for `pdctl storm`'s options; a playbook step sets its args
+_OPTION_ARGS = {"--requests": "requests", "--prompt-tokens": "prompt_tokens", "--abort-min": "abort_min_s",
+                "--abort-max": "abort_max_s", "--sample-every (--interval)": "sample_every_s",
+                "--watch (--window)": "watch_s", "--aim-from/--aim-to (aim fractions)": "aim_lo_frac/aim_hi_frac",
+                "--max-new-tokens": "max_new_tokens", "--calibrate": "calib_requests", "--spacing": "spacing_s",
+                "--target": "target"}
+
+
+def _in_arg_names(message: str) -> tuple[str, str]:
+    """(field, message) with `pdctl storm`'s option names turned into the step's arg names; the field is the one
+    arg the message names first ("args" when it names none)."""
+    named = sorted((message.find(opt), arg) for opt, arg in _OPTION_ARGS.items() if opt in message)
+    for opt in sorted(_OPTION_ARGS, key=len, reverse=True):     # "--abort-min" inside no longer option name
+        message = message.replace(opt, _OPTION_ARGS[opt])
+    return (f"args.{named[0][1].split('/')[0]}" if named else "args"), message
 
 
 _KIND_WORDS = {"int": "a whole number", "float": "a number", "str": "a string"}
@@ -66,7 +84,8 @@ def _type_problems(args: dict[str, Any], annotations: dict[str, str]) -> ArgProb
                 "float": isinstance(v, (int, float)) and not isinstance(v, bool),
                 "str": isinstance(v, str)}.get(kind, True)
         if not fits:
-            bad.append((f"args.{k}", f"{v!r} is not {_KIND_WORDS[kind]}"))
+            shown = repr(v) if isinstance(v, str) else show_value(v)   # true, not True; 'abc' quoted
+            bad.append((f"args.{k}", f"{shown} is not {_KIND_WORDS[kind]}"))
     return bad
 
 
