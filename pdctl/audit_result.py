@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 STARTED = "started"     # the result of the record a mutating action appends before it starts (pdctl.audit)
 
 
-RESULT_WORDS = ("ok", "failed", "refused", "unreachable", "usage", "interrupted", "unfinished", "taken over")
+RESULT_WORDS = ("ok", "failed", "refused", "unreachable", "usage", "interrupted", "unfinished", "taken over",
+                "unrecorded")
 
 
 class ResultWord(NamedTuple):
@@ -33,6 +34,8 @@ def result_word(record: dict[str, Any]) -> ResultWord:
     low = res.lower()
     if low in ("ok", "passed", "pass"):
         return ResultWord("ok", "")
+    if not res and not isinstance(code, int):     # a record that says nothing of how it ended: never "failed"
+        return ResultWord("unrecorded", "the record holds no result")
     if low == STARTED:      # its end is not in the log (fold_runs drops the started records of finished runs)
         return ResultWord("unfinished", "started, no end recorded: killed, or still running")
     if low.startswith("taken over"):    # a "lock takeover" record

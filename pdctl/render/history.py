@@ -14,7 +14,8 @@ BLOCK_COLS = (Col("time", head=True), Col("operator", head=True), Col("action", 
 
 HISTORY_RESULT_MAX = 80
 _HISTORY_STYLE = {"ok": "green", "failed": "red", "refused": "yellow", "unreachable": "red", "usage": "red",
-                  "interrupted": "yellow", "unfinished": "bold yellow", "taken over": "yellow"}
+                  "interrupted": "yellow", "unfinished": "bold yellow", "taken over": "yellow",
+                  "unrecorded": "yellow"}
 
 
 def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
@@ -30,6 +31,21 @@ def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
         head = first[:limit - 1]
         first, cut = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(), True
     return first + ("…" if cut else "")
+
+
+def fold_hard(text: str, cells: int) -> str:
+    """`text` cut into lines of exactly `cells` terminal cells (the last shorter), never at its spaces: a path
+    with spaces in it (`/srv/my  dir`) reads back exactly, where wrapping at spaces would hide a double space in
+    the padding. Pure."""
+    if cells < 1 or cell_len(text) <= cells:
+        return text
+    lines, line = [], ""
+    for ch in text:
+        if cell_len(line + ch) > cells:
+            lines.append(line)
+            line = ""
+        line += ch
+    return "\n".join(lines + [line])
 
 
 def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "") -> None:
@@ -74,8 +90,8 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
         c.print(Text("audit log", style="italic"))
         for row in rows:
             secs = (row[4] + "s") if row[4] else ""
-            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], row[5]),   # values fold, whole
-                              width=c.width):
+            inv = fold_hard(row[5], c.width - len("   inventory: "))
+            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], inv), width=c.width):
                 c.print(part)
         return
     t = plain_table("audit log")

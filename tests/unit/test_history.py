@@ -205,3 +205,20 @@ def test_lines_counts_the_rows_shown_not_the_started_records(log):
     r = _history("-n", "2")
     rows = _rows(r.stdout)
     assert len(rows) == 2 and "#1" in rows[0] and "#2" in rows[1], r.stdout
+
+
+def test_a_path_folds_at_the_width_never_at_its_spaces():
+    """Wrapped at spaces, `/srv/my deploy dir/with  two  spaces` lost its double space in the padding."""
+    from pdctl.render.history import fold_hard
+
+    path = "/srv/my deploy dir/with  two  spaces/sub dir/inv.yaml"
+    lines = fold_hard(path, 20).split("\n")
+    assert "".join(lines) == path and all(len(x) == 20 for x in lines[:-1]) and len(lines[-1]) <= 20
+    assert fold_hard("short", 20) == "short" and fold_hard("漢字漢字", 4) == "漢字\n漢字"   # in terminal cells
+
+
+def test_a_record_without_a_result_is_unrecorded_not_failed():
+    from pdctl.audit import result_word
+
+    assert result_word({"time": 5, "inventory": 7}) == ("unrecorded", "the record holds no result")
+    assert result_word({"result": "", "exit_code": 1}).word == "failed"      # the exit code still says it
