@@ -249,7 +249,7 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
         e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "interrupted", time.monotonic() - t0,
                              f"interrupted ({by})", 130, handler_of,
                              mask_outcome(getattr(e, "outcome", None), ctx.secrets),
-                             note=f"interrupted ({by})", gate_brief="interrupted")
+                             note=f"interrupted ({by})", gate_brief=f"interrupted ({by})")
         raise
     except Exception as e:      # a bug or an unmapped failure ends the run: the record names the step and the error
         err = mask_text(error_text(e), ctx.secrets)

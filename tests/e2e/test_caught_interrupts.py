@@ -71,3 +71,12 @@ def test_a_playbook_step_that_caught_sigterm_is_recorded_as_stopped_by_it(worker
     assert step["status"] == "interrupted" and step["gate"] == "interrupted (SIGTERM)", step   # it said Ctrl-C
     log = (tmp_path / "state" / "pdctl" / "audit.jsonl").read_text().splitlines()
     assert json.loads(log[-1])["result"] == "interrupted at step 1 'queues' (SIGTERM)", log[-1]
+
+
+def test_the_screen_of_a_playbook_step_stopped_by_sigterm_names_it(workers, tmp_path):
+    inv, servers = workers
+    pb = tmp_path / "pb.yaml"
+    pb.write_text("name: t\nsteps:\n  - name: queues\n    action: inflight\n    args: {window_s: 60, interval_s: 0.2}\n")
+    code, out, err = _sampled_then_signalled(["run", str(pb), "-i", str(inv)], tmp_path, servers)
+    assert code == 130, err
+    assert "gate: interrupted (SIGTERM)" in " ".join((out + err).split()), out + err    # it said "interrupted"
