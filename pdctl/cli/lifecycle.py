@@ -16,8 +16,8 @@ MAX_LOG_LINES = 100_000   # a bigger count overflows `tail -n` / journalctl and 
 def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: ReportOpt = None) -> None:
     """Show each role's service, state, pid and uptime. Exit 1 if a role is down, 3/4 if a host could not be asked."""
     from pdctl import render
-    from pdctl.ops.lifecycle import status as run
     from pdctl.ops.context import lock_holder
+    from pdctl.ops.lifecycle import status as run
     from pdctl.ops.lifecycle import status_hazards
     from pdctl.ops.watch_service import brief
 

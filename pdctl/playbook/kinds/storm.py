@@ -63,7 +63,7 @@ def _in_arg_names(message: str) -> tuple[str, str]:
     """(field, message) with `pdctl storm`'s option names turned into the step's arg names; the field is the one
     arg the message names first ("args" when it names none)."""
     named = sorted((message.find(opt), arg) for opt, arg in _OPTION_ARGS.items() if opt in message)
-    for opt in sorted(_OPTION_ARGS, key=len, reverse=True):     # "--abort-min" inside no longer option name
+    for opt in sorted(_OPTION_ARGS, key=len, reverse=True):     # the longest first: none is cut by a shorter one
         message = message.replace(opt, _OPTION_ARGS[opt])
     return (f"args.{named[0][1].split('/')[0]}" if named else "args"), message
 
