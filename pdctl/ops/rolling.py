@@ -63,16 +63,18 @@ def rolling_plan(dep: Deployment, states: list[UnitState]) -> list[str]:
 
 def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: float = DRAIN_TIMEOUT_S,
                     verify: bool = True, skip_lint: bool = False,
-                    broken_pairs: Sequence[tuple[int, int]] = ()) -> RollingResult:
+                    broken_pairs: Sequence[tuple[int, int]] = (),
+                    pairs_why: str = "failed their pair canaries") -> RollingResult:
     """Restart every prefill and decode without taking the service down. Raises HazardRefused (a router would be
     left without a prefill or a decode), LockHeld, LintRefused, UnreachableError (a router's worker list cannot be
     read before anything is done). A step that fails later does not raise: the result says where it stopped.
-    `broken_pairs`: (prefill, decode) indices known broken by their canaries (the watch's heal): they go first."""
+    `broken_pairs`: (prefill, decode) indices known broken (the watch's heal: by their canaries; --first-pair: by
+    the operator), said in the order line with `pairs_why`: their workers go first."""
     from pdctl.ops.fanout import raise_first_unreachable
     from pdctl.ops.restart import lint_gate
 
     now = rw.serving(dep)     # raises UnreachableError when a router's list cannot be read: nothing done yet
-    first, order, unread = restart_first(dep, now, broken_pairs)
+    first, order, unread = restart_first(dep, now, broken_pairs, pairs_why)
     units = form_units(len(dep.inv.roles.prefill), len(dep.inv.roles.decode), first)
     result = RollingResult(dry_run, [], [UnitState(u) for u in units], order=order)
     if unread:
@@ -122,7 +124,8 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
     return result
 
 
-def restart_first(dep: Deployment, serving, canaried: Sequence[tuple[int, int]] = ()
+def restart_first(dep: Deployment, serving, canaried: Sequence[tuple[int, int]] = (),
+                  canaried_why: str = "failed their pair canaries"
                   ) -> tuple[list[tuple[str, int]], str | None, str | None]:
     """The workers to restart first: those some router does not route to now (out of its list, or unhealthy
     there: a worker an earlier, stopped run left out, or a dead one), those of the pairs the restart lineage calls
@@ -148,7 +151,7 @@ def restart_first(dep: Deployment, serving, canaried: Sequence[tuple[int, int]] 
         why.append("the restart lineage calls broken: " + "; ".join(f"{label(*p)} -> {label(*d)} ({kind})"
                                                                     for p, d, kind in pairs))
     if failed:
-        why.append("failed their pair canaries: " + "; ".join(f"{label(*p)} -> {label(*d)}" for p, d in failed))
+        why.append(f"{canaried_why}: " + "; ".join(f"{label(*p)} -> {label(*d)}" for p, d in failed))
     if not why:
         return [], None, unread
     return first, ("these go first (decodes out in unit 1, prefills rolled first): " + "; and ".join(why)), unread

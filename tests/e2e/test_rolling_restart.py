@@ -115,6 +115,22 @@ def test_pairs_the_watch_saw_fail_their_canaries_go_first(dep):
     assert doc["units"][0][0] == [1, 0], doc["units"]                   # and prefill[1] rolls first
 
 
+def test_a_pair_the_operator_names_goes_first(dep):
+    """`pdctl verify pairs` failed prefill[1] -> decode[1]: `restart --rolling --first-pair` with the pair as the
+    screen names it restarts that pair's workers first, and says so; a pair the inventory does not have is exit 2."""
+    r = run(dep, "restart", "--rolling", "--dry-run", "--json", "--first-pair", "prefill[1] -> decode[1]")
+    assert r.code == 0, r.output
+    doc = r.json()
+    ports = {role: [w["port"] for w in dep["data"]["roles"][role]] for role in ("prefill", "decode")}
+    p1, d1 = f"prefill[1]@local:{ports['prefill'][1]}", f"decode[1]@local:{ports['decode'][1]}"
+    assert doc["order"].endswith(f"named by --first-pair: {p1} -> {d1}"), doc["order"]
+    assert [u["decodes"] for u in doc["units"]] == [["decode[1]"], ["decode[0]"]], doc["units"]    # not index order
+    assert doc["units"][0]["prefills"] == ["prefill[1]", "prefill[0]"], doc["units"]
+    bad = run(dep, "restart", "--rolling", "--dry-run", "--first-pair", "5:0")
+    assert bad.code == 2 and "--first-pair 5:0: the inventory has prefill[0..1] and decode[0..1]" in bad.stderr, \
+        bad.output
+
+
 def test_refused_when_a_router_would_be_left_without_a_decode(dep):
     """Both decodes out of the router (as a stopped run or an operator can leave it): whichever goes first, the
     router has no decode meanwhile. One decode out is not refused: it goes first (see the dead-decode test)."""
