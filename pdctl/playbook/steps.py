@@ -29,8 +29,10 @@ def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool,
             if k not in model.model_fields:
                 out.append((f"args.{k}", f"unknown argument of action {kind.name!r} "
                                          f"(its arguments: {', '.join(model.model_fields) or 'none'})"))
-    elif kind.validate is not None:
-        return kind.validate(args, with_values)
+    elif kind.validate is not None:     # its messages may quote a value: scrubbed as the model's problems are
+        from pdctl.secrets import mask_text
+
+        return [(f, mask_text(m, secrets)) for f, m in kind.validate(args, with_values)]
     if not out and with_values:
         try:
             model.model_validate(args)

@@ -179,6 +179,15 @@ def test_a_storm_var_that_does_not_fit_names_its_arg_and_var(var, field, word):
     assert "not supported" not in ei.value.message and ei.value.exit_code == 2
 
 
+def test_a_secret_var_that_does_not_fit_a_storm_arg_is_not_quoted():
+    """The storm kind's own check quotes a value of the wrong kind; a --secret-var's must not reach the message."""
+    pb = load_playbook(resolve_playbook("abort-storm-ab"))
+    with pytest.raises(PlaybookError) as ei:
+        runner.plan(pb, embedded_default(), cli_vars=parse_cli_vars(["storm_requests=hunter2abc"], secret=True),
+                    secret_vars={"storm_requests"})
+    assert "hunter2abc" not in ei.value.message and "is not a whole number" in ei.value.message, ei.value.message
+
+
 def test_cli_var_values_are_read_as_an_operator_means_them():
     assert parse_cli_vars(["a=10", "b=1e3", "c=.5", "d=-2", "e=TRUE", "f=yes", "g=1:30", "h=0777", "i=nan"]) == \
         {"a": 10, "b": 1000.0, "c": 0.5, "d": -2, "e": True, "f": "yes", "g": "1:30", "h": "0777", "i": "nan"}
