@@ -106,6 +106,8 @@ class PrefillKVManager:
         # upstream's peer table); a later agent under the same identity is that decode restarted under us
         self.first_agent: dict[str, str] = {}
         self.aborted_rooms: dict[int, float] = {}
+        # rooms a client aborted, here or at the decode: the request counts as aborted on this worker too
+        self.client_aborts: set[int] = set()
         self.lock = threading.Lock()
         self.q: queue.Queue[Chunk] = queue.Queue()
         # The chunk the worker holds right now: an abort of its room interrupts the drill delay and
@@ -163,7 +165,7 @@ class PrefillKVManager:
             with self.lock:
                 dup = room in self.aborted_rooms and room not in self.transfer_infos
             if not dup:  # a second abort of an already-aborted room carries no news
-                self.fail_room(room, notify=False)
+                self.fail_room(room, notify=False, client=bool(body.get("client", True)))
             return {"ok": True}
         raise ValueError(f"unknown control path {path}")
 
@@ -176,10 +178,17 @@ class PrefillKVManager:
         with self.lock:
             return room in self.aborted_rooms
 
-    def fail_room(self, room: int, notify: bool = True) -> None:
-        """Abort path: Failed, forget the destination, tell decode (upstream's AbortReq handling)."""
+    def client_aborted(self, room: int) -> bool:
+        with self.lock:
+            return room in self.client_aborts
+
+    def fail_room(self, room: int, notify: bool = True, client: bool = True) -> None:
+        """Abort path: Failed, forget the destination, tell decode (upstream's AbortReq handling). `client`:
+        a client's abort (here or at the decode), not a timeout: the decode hears 'A', not 'F'."""
         self.status.update(room, KVPoll.Failed)
         with self.lock:
+            if client:
+                self.client_aborts.add(room)
             info = self.transfer_infos.pop(room, None)
             now = time.monotonic()
             self.aborted_rooms[room] = now
@@ -190,12 +199,13 @@ class PrefillKVManager:
             self.abort_evt.set()
             self.current_done.wait(1.0)
         if notify and info is not None:
-            self.backend.send_notif(info.peer, f"{room}:F".encode())
+            self.backend.send_notif(info.peer, f"{room}:{'A' if client else 'F'}".encode())
 
     def clear(self, room: int) -> None:
         self.status.clear(room)
         with self.lock:
             self.transfer_infos.pop(room, None)
+            self.client_aborts.discard(room)
 
     def enqueue(self, chunk: Chunk) -> None:
         self.q.put(chunk)

@@ -49,6 +49,12 @@ CASES = [
      "450s", []),
     ("the watch restarted (its count back to 0)", "PdctlKvFailuresRising",
      {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "3x80 0x40"}, "450s", []),
+    ("a failure its late abort explains a sample later (the gauge falls back): no alert", "PdctlKvFailuresRising",
+     {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "0x80 1 0x40"},
+     "450s", []),
+    ("a new failure after the watch restarted", "PdctlKvFailuresRising",
+     {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "3x80 0x4 1x40"},
+     "480s", [{"deployment": "d", "target": "prefill[0]@ha:30000", "kind": "transfer"}]),
 
     ("SGLang transfer failures on one prefill", "SGLangTransferFailuresRising",
      {pf(XFER, "ha:30000"): "0x80 2x40", pf(XFER, "hc:30000"): "0x120"}, "450s",
