@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdctl.checks.e2e import judge_completion_content
-from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
+from pdctl.checks.result import NEXT_PAIR_RESTART, NEXT_TRIAGE, CheckResult, Status
 
 LAYER = "pairs"
 GENERATE_PATH = "/generate"     # SGLang's native endpoint: its answer's meta_info is where timings are reported
@@ -186,6 +186,19 @@ def judge_matrix(results: list[PairResult], n_prefill: int, n_decode: int) -> Ma
     else:
         summary = f"{passed} of {total} pairs pass"
     return MatrixVerdict(not failed and not unknown, bool(unknown), passed, total, failed, missing, summary)
+
+
+def heal_step(failed: list[tuple[int, int]], n_prefill: int, n_decode: int) -> str:
+    """The restart that heals the failed (prefill, decode) pairs once triage has said why, or "" when none failed.
+    xPyD: the rolling co-restart, the failed pairs' workers first (the service stays up, and a broken pair does
+    not wait for its index turn); one prefill or one decode: the pair co-restart, as the watch's heal. Pure."""
+    if not failed:
+        return ""
+    if n_prefill < 2 or n_decode < 2:
+        return NEXT_PAIR_RESTART
+    every = len(set(failed)) >= n_prefill * n_decode    # all pairs broken: no pair to put first
+    return " ".join(["pdctl restart --rolling", *([] if every else
+                                                  [f"--first-pair {i}:{j}" for i, j in sorted(set(failed))])])
 
 
 def pair_check(r: PairResult, prefill_label: str, decode_label: str) -> CheckResult:

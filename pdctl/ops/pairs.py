@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdctl.checks.pairs import (ABORT_PATH, GENERATE_PATH, UNKNOWN, LegAnswer, MatrixVerdict, PairResult,
-                                canary_body, canary_rid, fresh_room, judge_matrix, judge_pair, leg_timed_out,
-                                pair_check)
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.pairs import (ABORT_PATH, FAIL, GENERATE_PATH, UNKNOWN, LegAnswer, MatrixVerdict, PairResult,
+                                canary_body, canary_rid, fresh_room, heal_step, judge_matrix, judge_pair,
+                                leg_timed_out, pair_check)
+from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 from pdctl.ops.context import Deployment
 
 MIN_SLOT_S = 0.5   # a canary gets at least this long, whatever the budget: less cannot move any KV
@@ -35,11 +35,19 @@ class PairsReport:
     verdict: MatrixVerdict
     sent_to: str = "each pair's prefill and decode directly, at once (not through a router)"
     notes: list[str] = field(default_factory=list)
-    json_extra = ("ok", "exit_code")
+    json_extra = ("ok", "exit_code", "next_steps")
 
     @property
     def ok(self) -> bool:
         return self.verdict.ok
+
+    @property
+    def next_steps(self) -> list[str]:
+        """A failed pair: triage says why, then the restart that heals it (its workers first on xPyD)."""
+        by = {(r.prefill, r.decode): r for r in self.pairs}
+        failed = [(i, j) for i in range(len(self.prefills)) for j in range(len(self.decodes))
+                  if (i, j) not in by or by[(i, j)].status == FAIL]
+        return [NEXT_TRIAGE, heal_step(failed, len(self.prefills), len(self.decodes))] if failed else []
 
     @property
     def exit_code(self) -> int:

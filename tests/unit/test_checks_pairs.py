@@ -88,3 +88,16 @@ def test_only_an_unanswered_canary_is_to_be_aborted():
     assert not leg_timed_out(LegAnswer(error="connection refused"))
     assert not leg_timed_out(LegAnswer(error="connect timed out after 2s", unreachable=True))
     assert not leg_timed_out(decode_said("fine words here"))
+
+
+def test_the_heal_of_failed_pairs():
+    from pdctl.checks.pairs import heal_step
+
+    assert heal_step([], 2, 2) == ""
+    # xPyD: the rolling co-restart, the failed pairs' workers first, in matrix order
+    assert heal_step([(1, 0), (0, 1)], 2, 2) == "pdctl restart --rolling --first-pair 0:1 --first-pair 1:0"
+    # every pair broken: none to put first
+    assert heal_step([(0, 0), (0, 1), (1, 0), (1, 1)], 2, 2) == "pdctl restart --rolling"
+    # one prefill (or one decode): no rolling restart keeps the service up; the pair co-restart
+    assert heal_step([(0, 1)], 1, 2) == "pdctl restart --pair"
+    assert heal_step([(0, 0)], 1, 1) == "pdctl restart --pair"

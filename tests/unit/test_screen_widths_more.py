@@ -109,6 +109,25 @@ def test_verify_pairs_a_broken_pair_and_a_lineage_hazard(width, capsys):
         "prefill[1] -> decode[0]:" in text
 
 
+def test_verify_pairs_names_the_heal_with_the_failed_pairs_first(width, capsys):
+    """After triage, the restart that heals: on xPyD `restart --rolling` with each failed pair as `--first-pair`,
+    wrapped between options (an option is never cut from its value)."""
+    render.pairs_report(pairs_report(3, broken={(0, 1), (2, 0), (2, 2), (1, 1)}))
+    lines = screen(capsys)
+    text = "\n".join(lines)
+    assert_fits_and_intact(lines, width, ["next: pdctl triage", "then, to heal: pdctl restart",
+                                          *(f"--first-pair {p}" for p in ("0:1", "1:1", "2:0", "2:2"))])
+    assert text.index("next: pdctl triage") < text.index("then, to heal:")
+    heal = text[text.index("then, to heal:"):]
+    assert [heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2")] == \
+        sorted(heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2"))
+
+
+def test_verify_pairs_passing_names_no_heal(capsys):
+    render.pairs_report(pairs_report(2))
+    assert "to heal" not in "\n".join(screen(capsys))
+
+
 def test_verify_pairs_3x3_matrix_at_60(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "60")
     render.pairs_report(pairs_report(3, broken={(2, 1)}))
