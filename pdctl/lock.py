@@ -85,6 +85,14 @@ class Abandoned:
                 "what it was doing may be half done")
 
 
+@dataclass(frozen=True)
+class LockState:
+    """What one read of the lock says: at most one of the two is set (both None: the lock is free)."""
+
+    holder: str | None            # a live holder, described ("alice (restart --pair, pid 7 on h1, for 12s)")
+    abandoned: Abandoned | None   # a holder that is gone
+
+
 class DeploymentLock:
     """Context manager. `DeploymentLock(transport, lock_dir, operator, action)`; raises LockHeld if taken."""
 
@@ -124,29 +132,33 @@ class DeploymentLock:
         except ValueError:
             return None
 
+    def state(self) -> "LockState":
+        """The lock as it stands, from one read of owner.json (and of the directory's age only when that names no
+        owner). Reads only; for the read-only commands (status, triage) that say a change is under way or that a
+        lock was abandoned."""
+        owner = self._owner()
+        if owner is not None:
+            if self._holder_dead(owner):
+                return LockState(None, Abandoned(self.lock_dir, self.transport.name, owner))
+            return LockState(owner.describe(), None)
+        age = self._age()
+        if age is None:
+            return LockState(None, None)
+        if age > OWNERLESS_STALE_S:
+            return LockState(None, Abandoned(self.lock_dir, self.transport.name, None, age))
+        # a holder between mkdir and writing owner.json, or a record pdctl cannot read: never silence
+        return LockState(f"an unknown holder ({self.lock_dir} on {self.transport.name}: its owner.json is missing "
+                         "or unreadable)", None)
+
     def holder(self) -> str | None:
         """Who holds the lock now, described: a live holder (or one on another machine, trusted to be alive), or a
-        fresh lock whose owner.json is missing or unreadable (a holder between mkdir and writing it, or a record
-        pdctl cannot read: never silence); None when it is free or abandoned (`abandoned()` reports that). Reads
-        only; for read-only commands that must say a change is under way."""
-        owner = self._owner()
-        if owner is not None:
-            return None if self._holder_dead(owner) else owner.describe()
-        age = self._age()
-        if age is None or age > OWNERLESS_STALE_S:
-            return None
-        return f"an unknown holder ({self.lock_dir} on {self.transport.name}: its owner.json is missing or unreadable)"
+        fresh lock whose owner.json is missing or unreadable; None when it is free or abandoned."""
+        return self.state().holder
 
     def abandoned(self) -> Abandoned | None:
-        """The lock as it stands, if it is abandoned (held by a dead process on this machine, or owner-less and
-        older than OWNERLESS_STALE_S); None when free or held by a live holder. Reads only; for `status`."""
-        owner = self._owner()
-        if owner is not None:
-            return Abandoned(self.lock_dir, self.transport.name, owner) if self._holder_dead(owner) else None
-        age = self._age()
-        if age is None or age <= OWNERLESS_STALE_S:
-            return None
-        return Abandoned(self.lock_dir, self.transport.name, None, age)
+        """The lock, if it is abandoned (held by a dead process on this machine, or owner-less and older than
+        OWNERLESS_STALE_S); None when free or held by a live holder."""
+        return self.state().abandoned
 
     def _take_over(self, stale_token: str | None) -> bool:
         """Move the stale lock (the one whose owner token we judged, or an owner-less one) aside with an atomic

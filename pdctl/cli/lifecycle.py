@@ -16,17 +16,19 @@ MAX_LOG_LINES = 100_000   # a bigger count overflows `tail -n` / journalctl and 
 def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: ReportOpt = None) -> None:
     """Show each role's service, state, pid and uptime. Exit 1 if a role is down, 3/4 if a host could not be asked."""
     from pdctl import render
-    from pdctl.ops.context import lock_holder
+    from pdctl.lock import LockState
+    from pdctl.ops.context import lock_state
     from pdctl.ops.lifecycle import status as run
     from pdctl.ops.lifecycle import status_hazards
     from pdctl.ops.watch_service import brief
 
     with open_deployment(inventory, quiet=True) as dep:
         rows = run(dep)
-        hazards = status_hazards(dep, rows)
-        # not from a host that just failed to answer: that would wait one more connect timeout for nothing
-        held = None if any(r.get("error") and r["host"] == dep.inv.roles.prefill[0].host for r in rows) \
-            else lock_holder(dep)
+        # one read of the lock; not from a host that just failed to answer (one more connect timeout for nothing)
+        lock = LockState(None, None) if any(r.get("error") and r["host"] == dep.inv.roles.prefill[0].host
+                                            for r in rows) else lock_state(dep)
+        hazards = status_hazards(dep, rows, lock.abandoned)
+        held = lock.holder
         watch = brief(dep.inv)
     if json_out:
         render.emit_json({"inventory": dep.inv.name, "roles": rows, "hazards": hazards, "watch": watch,
@@ -35,7 +37,7 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
         render.status_table(rows)
         render.lines([render.watch_line(watch)], style="dim")
         if held:    # a role restarting now is that change, not a fault
-            render.lines([f"deployment lock held by {held}: a change is under way"], style="yellow")
+            render.wrapped(f"deployment lock held by {held}: a change is under way", style="yellow")
         for h in hazards:
             render.warning(h)
         if any(r.get("error_exit_code") == 2 for r in rows):   # a retry cannot help: the inventory's files

@@ -15,6 +15,7 @@ from pdctl.transport.base import Transport
 
 if TYPE_CHECKING:  # the inventory models stay off the `pdctl --help` path
     from pdctl.inventory import Inventory, RoleInstance
+    from pdctl.lock import LockState
 
 T = TypeVar("T")
 
@@ -143,10 +144,18 @@ def deployment_lock(dep: Deployment, action: str, *, run: str = "",
                           on_takeover=said_and_audited)
 
 
-def lock_holder(dep: Deployment) -> str | None:
-    """Who holds the deployment lock now (a live holder), described; None when it is free or cannot be read. For the
-    read-only commands (status, triage), which say that a change is under way rather than take the lock."""
+def lock_state(dep: Deployment) -> "LockState":
+    """The deployment lock as it stands (a live holder described, or an abandoned lock), from one read; free when
+    it cannot be read. For the read-only commands (status, triage), which say that a change is under way or that
+    a lock was abandoned rather than take it."""
+    from pdctl.lock import LockState
+
     try:
-        return deployment_lock(dep, "read").holder()
+        return deployment_lock(dep, "read").state()
     except Exception:   # advisory: a lock that cannot be read must not stop a read-only command
-        return None
+        return LockState(None, None)
+
+
+def lock_holder(dep: Deployment) -> str | None:
+    """Who holds the deployment lock now (a live holder), described; None when it is free or cannot be read."""
+    return lock_state(dep).holder

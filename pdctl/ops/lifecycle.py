@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdctl import audit
 from pdctl.errors import CheckFailed, PdctlError, UsageError
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_stop
 from pdctl.serialize import to_data
+
+if TYPE_CHECKING:
+    from pdctl.lock import Abandoned
 
 
 def status(dep: Deployment) -> list[dict[str, Any]]:
@@ -35,22 +38,16 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
     return [r.value for r in dep.each_instance(one)]
 
 
-def status_hazards(dep: Deployment, rows: list[dict[str, Any]]) -> list[str]:
-    """What `status` must say besides each role's state: an abandoned deployment lock (a killed pdctl may have left
-    the deployment half done) and the restart-lineage hazards of the running processes (e.g. decode restarted
+def status_hazards(dep: Deployment, rows: list[dict[str, Any]], abandoned: "Abandoned | None" = None) -> list[str]:
+    """What `status` must say besides each role's state: an abandoned deployment lock (`abandoned`, read by the
+    caller with the holder: a killed pdctl may have left the deployment half done) and the restart-lineage hazards of the running processes (e.g. decode restarted
     alone: prefill new, decode old; or restarted by systemd under a running prefill). Reads only; a host that cannot be asked adds nothing here (its rows say
     unknown)."""
     from pdctl.checks.lineage import judge_lineage
     from pdctl.checks.result import Status
     from pdctl.ops.verify import LINEAGE_WINDOW_S, load_lineage_record
 
-    out = []
-    try:
-        ab = deployment_lock(dep, "status").abandoned()
-        if ab is not None:
-            out.append(ab.describe())
-    except PdctlError:
-        pass
+    out = [abandoned.describe()] if abandoned is not None else []
     if any(r["state"] == "unknown" for r in rows):
         return out      # lineage from part of the deployment would judge the rest wrongly
     starts = {r["label"]: (r["role"], r["pid"], r.get("started_at")) for r in rows if r["active"]}

@@ -11,7 +11,7 @@ import pdctl.render.escape_controls  # noqa: F401  (every Text escapes control c
 # name -> the module that defines it; imported on first use, so a command pays only for the printers it calls
 _HOME = {
     "STATUS_STYLE": "screen", "console": "screen", "emit_json": "screen", "error": "screen", "lines": "screen",
-    "start_report": "screen", "warning": "screen", "plan_lines": "screen", "ProgressPrinter": "progress",
+    "wrapped": "screen", "start_report": "screen", "warning": "screen", "plan_lines": "screen", "ProgressPrinter": "progress",
     "clear_live": "progress",
     "check_table": "tables", "steps_table": "tables", "health_report": "health", "next_steps": "health",
     "deploy_outcome": "deploy", "deploy_plan": "deploy", "status_table": "status", "HISTORY_RESULT_MAX": "history",
@@ -33,7 +33,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "STATUS_STYLE", "console", "emit_json", "error", "lines", "plan_lines", "start_report", "warning",
+    "STATUS_STYLE", "console", "emit_json", "error", "lines", "wrapped", "plan_lines", "start_report", "warning",
     "ProgressPrinter",
     "clear_live", "check_table",
     "steps_table", "health_report", "next_steps", "deploy_outcome", "deploy_plan", "status_table",

@@ -171,13 +171,16 @@ INDENT = 4   # a stacked row's other cells, under its head line
 _KEEP = "\x00"   # stands for a space inside a `quoted command` while wrapping, so the command stays on one line
 
 
-def wrap_keeping_commands(text: str, width: int) -> list[str]:
+def wrap_keeping_commands(text: str, width: int, *, glue_options: bool = False) -> list[str]:
     """`text` wrapped at spaces to `width`, never inside a `backquoted` command (`pdctl restart --pair` stays
-    whole) nor inside a word. Pure."""
+    whole) nor inside a word; with `glue_options`, never before an `--option` either (an unquoted `restart
+    --rolling` stays whole). Pure."""
     import textwrap
 
     parts = text.split("`")
     joined = "`".join(p.replace(" ", _KEEP) if i % 2 else p for i, p in enumerate(parts))
+    if glue_options:
+        joined = joined.replace(" --", f"{_KEEP}--")
     lines = textwrap.wrap(joined, max(1, width), break_long_words=False, break_on_hyphens=False) or [""]
     return [line.replace(_KEEP, " ") for line in lines]
 

@@ -86,6 +86,16 @@ def lines(items: Iterable[str], style: str | None = None) -> None:
         c.print(Text(s, style=style or ""))
 
 
+def wrapped(text: str, style: str | None = None) -> None:
+    """One message wrapped to the console, never inside a command (`quoted`, or a word and its --option), the
+    lines after the first indented by two."""
+    from pdctl.render.layout import wrap_keeping_commands
+
+    c = render.console()
+    for k, line in enumerate(wrap_keeping_commands(text, c.width - 2, glue_options=True)):
+        c.print(Text(("  " if k else "") + line, style=style or ""))
+
+
 def plan_lines(steps: Iterable[str]) -> None:
     """`plan:` then each step numbered on its own line; a step wider than the console wraps at spaces under its
     own text, so a role label with its host is never split and every step still starts a line."""

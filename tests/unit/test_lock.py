@@ -202,3 +202,37 @@ def test_holder_names_a_live_holder_and_never_keeps_silent_about_a_fresh_unreada
     old = time.time() - 3600
     os.utime(d, (old, old))
     assert lk.holder() is None and lk.abandoned() is not None     # old and unreadable: abandoned, said by status
+
+
+class CountingTransport(LocalTransport):
+    """The local transport, counting what a lock read costs (over SSH each is a remote command)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def read_file(self, path):
+        self.calls += 1
+        return super().read_file(path)
+
+    def run(self, cmd, **kw):
+        self.calls += 1
+        return super().run(cmd, **kw)
+
+
+def test_state_is_one_read_and_says_held_or_abandoned(tmp_path):
+    """`status` says both who holds the lock and whether it was abandoned: one read of owner.json gives both (it
+    read the lock twice, up to four remote commands where two do)."""
+    d = tmp_path / "x.lock"
+    t = CountingTransport()
+    lk = DeploymentLock(t, str(d), "reader", "status")
+    with DeploymentLock(LocalTransport(), str(d), "alice", "restart --rolling"):
+        st = lk.state()
+        assert st.holder.startswith("alice (restart --rolling, pid ") and st.abandoned is None
+        assert t.calls == 1                       # owner.json names a live owner: no age read
+    t.calls = 0
+    d.mkdir()
+    (d / "owner.json").write_text(json.dumps({**GOOD, "hostname": os.uname().nodename, "pid": 2 ** 22 + 12345}))
+    st = lk.state()                               # a dead holder on this machine
+    assert st.holder is None and st.abandoned is not None and st.abandoned.owner.operator == GOOD["operator"]
+    assert t.calls == 1

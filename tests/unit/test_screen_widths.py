@@ -287,3 +287,15 @@ def test_status_measures_cjk_host_names_in_terminal_cells(width, capsys, detail)
     assert "…" not in "\n".join(lines)
     for r in rows:
         assert any(r["label"] in x for x in lines), (r["label"], "\n".join(lines))
+
+
+def test_status_lock_line_keeps_the_holders_command_whole(width, capsys):
+    """`deployment lock held by ...` wrapped inside `restart --rolling` at 80 columns: a word and its --option stay
+    on one line."""
+    held = "on-call-engineer-with-a-long-name (restart --rolling, pid 4123456 on gpu-host-1.example.internal, " \
+           "for 12s)"
+    for pad in range(0, 40, 3):     # wherever the line would break
+        render.wrapped(f"deployment lock held by {'x' * pad}{held}: a change is under way", style="yellow")
+    lines = screen(capsys)
+    assert_fits_and_intact(lines, width, ["restart --rolling,", "gpu-host-1.example.internal,"])
+    assert sum("restart --rolling" in line for line in lines) == len(range(0, 40, 3))
