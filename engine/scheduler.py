@@ -143,7 +143,7 @@ class Scheduler:
         """A PD room a client aborted at the peer worker is an aborted request here too, counted before the
         transfer failure it causes (a scrape between the two never shows a failure its abort does not explain).
         Still in by_rid: this worker's own abort of it has not come (that one counts itself)."""
-        if r.room is not None and self.kv.client_aborted(r.room) and r.rid in self.by_rid:
+        if r.room is not None and self.kv.client_aborted(r.room) and self.by_rid.get(r.rid) is r:
             self.stats.on_abort(r)
 
     def _drop(self, r: Req) -> None:

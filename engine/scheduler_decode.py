@@ -32,7 +32,7 @@ class DecodeScheduler(Scheduler):
 
     def on_abort(self, r: Req) -> None:
         if r in self.prealloc or r in self.transfer:
-            self.kv.abort_room(r.room)
+            self.kv.abort_room(r.room, client=True)
             self._forget(r, quarantine=True)
         self._drop(r)
 

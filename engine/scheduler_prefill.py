@@ -43,7 +43,7 @@ class PrefillScheduler(Scheduler):
 
     def on_abort(self, r: Req) -> None:
         if r.room is not None and not r.health:
-            self.kv.fail_room(r.room)
+            self.kv.fail_room(r.room, client=True)
         if r in self.inflight:
             # Upstream keeps the room queued until its poll reads Failed; the caller is answered now.
             self.by_rid.pop(r.rid, None)

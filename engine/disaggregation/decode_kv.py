@@ -143,7 +143,7 @@ class DecodeKVManager:
                 self.prefill_info[addr] = info
         return f"http://{info['rank_ip']}:{info['rank_port']}"
 
-    def abort_room(self, room: int, client: bool = True) -> None:
+    def abort_room(self, room: int, client: bool = False) -> None:
         """Fail locally and tell prefill (upstream's decode-side ABORT). `client`: a client's abort, not a
         timeout here (the prefill then counts the request as aborted too)."""
         self.status.update(room, KVPoll.Failed)
@@ -177,7 +177,7 @@ class DecodeKVManager:
                     self.first_logprob[room] = parts[3] if len(parts) > 3 else ""
                     self.status.update(room, KVPoll.Success)
             elif parts[1] in ("F", "A"):
-                if parts[1] == "A":
+                if parts[1] == "A" and self.status.get(room) is not None:   # a room cleared here stays forgotten
                     with self.lock:
                         self.client_aborts.add(room)
                 self.status.update(room, KVPoll.Failed)

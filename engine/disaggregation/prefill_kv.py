@@ -165,7 +165,7 @@ class PrefillKVManager:
             with self.lock:
                 dup = room in self.aborted_rooms and room not in self.transfer_infos
             if not dup:  # a second abort of an already-aborted room carries no news
-                self.fail_room(room, notify=False, client=bool(body.get("client", True)))
+                self.fail_room(room, notify=False, client=body.get("client") is True)
             return {"ok": True}
         raise ValueError(f"unknown control path {path}")
 
@@ -182,13 +182,16 @@ class PrefillKVManager:
         with self.lock:
             return room in self.client_aborts
 
-    def fail_room(self, room: int, notify: bool = True, client: bool = True) -> None:
+    def fail_room(self, room: int, notify: bool = True, client: bool = False) -> None:
         """Abort path: Failed, forget the destination, tell decode (upstream's AbortReq handling). `client`:
         a client's abort (here or at the decode), not a timeout: the decode hears 'A', not 'F'."""
+        with self.lock:
+            # marked before Failed is visible (the scheduler reads both), and only for a room still tracked here:
+            # clear() forgets it under this lock, after the status
+            if client and self.status.get(room) is not None:
+                self.client_aborts.add(room)
         self.status.update(room, KVPoll.Failed)
         with self.lock:
-            if client:
-                self.client_aborts.add(room)
             info = self.transfer_infos.pop(room, None)
             now = time.monotonic()
             self.aborted_rooms[room] = now

@@ -43,11 +43,15 @@ class PairsReport:
 
     @property
     def next_steps(self) -> list[str]:
-        """A failed pair: triage says why, then the restart that heals it (its workers first on xPyD)."""
+        """A failed pair: triage says why, then the restart that heals it (its workers first on xPyD); pairs that
+        pass with a restart-lineage hazard: that restart alone. No restart while a pair is unknown: nothing is
+        acted on that could not be seen (the watch's heal refuses too)."""
+        n_p, n_d = len(self.prefills), len(self.decodes)
         by = {(r.prefill, r.decode): r for r in self.pairs}
-        failed = [(i, j) for i in range(len(self.prefills)) for j in range(len(self.decodes))
-                  if (i, j) not in by or by[(i, j)].status == FAIL]
-        return [NEXT_TRIAGE, heal_step(failed, len(self.prefills), len(self.decodes))] if failed else []
+        failed = [(i, j) for i in range(n_p) for j in range(n_d) if (i, j) not in by or by[(i, j)].status == FAIL]
+        heal = [] if self.verdict.unknown else \
+            [heal_step(failed or [(r.prefill, r.decode) for r in self.pairs if r.lineage_hazard], n_p, n_d)]
+        return [s for s in ([NEXT_TRIAGE] if failed else []) + heal if s]
 
     @property
     def exit_code(self) -> int:

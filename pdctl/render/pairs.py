@@ -7,7 +7,6 @@ from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
-from pdctl.checks.result import NEXT_PAIR_RESTART
 from pdctl.render.layout import Col, block, grid, pack
 
 _CELL_STYLE = {PASS: "green", FAIL: "bold red", UNKNOWN: "yellow"}
@@ -75,13 +74,8 @@ def pairs_report(rep) -> None:
         c.print(Text(f"  decode[{j}] = {lab}"))
     for n in rep.notes:
         c.print(Text(f"  note: {n}", style="dim"))
-    if rep.next_steps:      # triage, then the heal: wrapped between options, never inside one
-        first, *then = rep.next_steps
-        c.print(Text("next: ", style="yellow") + Text(first))
-        for step in then:
-            words = step.replace(" --", "\0--").split("\0")
-            lead = "  then, to heal: "
-            for i, part in enumerate(pack(words, c.width - len(lead), sep=" ")):
-                c.print(Text(lead if i == 0 else " " * len(lead)) + part)
-    elif marked:
-        c.print(Text("next: ", style="yellow") + Text(NEXT_PAIR_RESTART))
+    for k, step in enumerate(rep.next_steps):      # wrapped between options, never inside one
+        lead = "next: " if k == 0 else "  then, to heal: "
+        words = step.replace(" --", "\0--").split("\0")
+        for i, part in enumerate(pack(words, c.width - len(lead), sep=" ")):
+            c.print((Text(lead, style="yellow" if k == 0 else "") if i == 0 else Text(" " * len(lead))) + part)

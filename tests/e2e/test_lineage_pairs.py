@@ -66,7 +66,9 @@ def test_decodes_restarted_alone_are_named_with_both_prefills(xpyd):
     assert shown.code == 0 and all(len(line.rstrip()) <= 80 for line in shown.stdout.splitlines()), shown.stdout
     marked = shown.stdout.split("restart-lineage hazards (see", 1)[1].split("instances", 1)[0]
     assert marked.count(": degraded-bootstrap") == 4 and "prefill[1] -> decode[0]" in marked, shown.stdout
-    assert shown.stdout.rstrip().endswith("next: pdctl restart --pair"), shown.stdout
+    # every pair marked on a 2x2: the rolling co-restart heals them with the service up (no pair to put first)
+    assert shown.stdout.rstrip().endswith("next: pdctl restart --rolling"), shown.stdout
+    assert matrix.json()["next_steps"] == ["pdctl restart --rolling"], matrix.output
 
     status = _run(xpyd, "status", "--json")
     hazards = status.json()["hazards"]

@@ -367,3 +367,16 @@ def test_down_steps_and_plan(width, monkeypatch, dry_run):
         assert_plan(lines, width, stops)
     else:
         assert_fits_and_intact(lines, width, [label(x, 0) for x in ("router", "decode", "prefill")] + ["3.2", "ok"])
+
+
+def test_verify_pairs_heal_is_left_out_while_a_pair_is_unknown_and_named_for_a_hazard(capsys):
+    """A failed pair beside an unknown one: triage only (restart --rolling would stop at the host that did not
+    answer; the watch's heal refuses too). Hazards alone: their restart, the same in JSON as on screen."""
+    rep = pairs_report(2, broken={(0, 1)})
+    rep.pairs[3].status = "unknown"
+    rep.verdict = judge_matrix(rep.pairs, 2, 2)
+    assert rep.next_steps == ["pdctl triage (which failure, and what to do about it)"]
+    marked = pairs_report(2, hazard={(1, 0)})
+    assert marked.next_steps == ["pdctl restart --rolling --first-pair 1:0"]
+    render.pairs_report(marked)
+    assert screen(capsys)[-1] == "next: pdctl restart --rolling --first-pair 1:0"

@@ -158,6 +158,9 @@ def test_exporter_removes_the_series_of_an_unknown_target():
         reg = CollectorRegistry(auto_describe=False)
         reg.register(WatchCollector(w))
         text = generate_latest(reg).decode()
+        # when the counts since start begin: what the KV failure alert reads after a watch restart
+        start = [x for x in text.splitlines() if x.startswith('pdctl_watch_start_time_seconds{deployment="local"}')]
+        assert len(start) == 1 and abs(float(start[0].split()[-1]) - w.state.started) < 1e-3, start
         assert f'pdctl_check_ok{{check="/health",deployment="local",layer="health",target="{decode}"}} 0.0' in text
         w.state.apply_checks("health", [], 2, unknown={decode: "unknown: no answer"})
         text = generate_latest(reg).decode()
