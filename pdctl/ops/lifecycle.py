@@ -40,9 +40,9 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
 
 def status_hazards(dep: Deployment, rows: list[dict[str, Any]], abandoned: "Abandoned | None" = None) -> list[str]:
     """What `status` must say besides each role's state: an abandoned deployment lock (`abandoned`, read by the
-    caller with the holder: a killed pdctl may have left the deployment half done) and the restart-lineage hazards of the running processes (e.g. decode restarted
-    alone: prefill new, decode old; or restarted by systemd under a running prefill). Reads only; a host that cannot be asked adds nothing here (its rows say
-    unknown)."""
+    caller with the holder: a killed pdctl may have left the deployment half done) and the restart-lineage hazards
+    of the running processes (e.g. decode restarted alone: prefill new, decode old; or restarted by systemd under a
+    running prefill). Reads only; a host that cannot be asked adds nothing here (its rows say unknown)."""
     from pdctl.checks.lineage import judge_lineage
     from pdctl.checks.result import Status
     from pdctl.ops.verify import LINEAGE_WINDOW_S, load_lineage_record

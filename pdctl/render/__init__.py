@@ -11,8 +11,8 @@ import pdctl.render.escape_controls  # noqa: F401  (every Text escapes control c
 # name -> the module that defines it; imported on first use, so a command pays only for the printers it calls
 _HOME = {
     "STATUS_STYLE": "screen", "console": "screen", "emit_json": "screen", "error": "screen", "lines": "screen",
-    "wrapped": "screen", "start_report": "screen", "warning": "screen", "plan_lines": "screen", "ProgressPrinter": "progress",
-    "clear_live": "progress",
+    "wrapped": "screen", "start_report": "screen", "warning": "screen", "plan_lines": "screen",
+    "ProgressPrinter": "progress", "clear_live": "progress",
     "check_table": "tables", "steps_table": "tables", "health_report": "health", "next_steps": "health",
     "deploy_outcome": "deploy", "deploy_plan": "deploy", "status_table": "status", "HISTORY_RESULT_MAX": "history",
     "history_lines": "history", "shorten": "history", "inflight_report": "inflight", "storm_report": "storm",
