@@ -139,13 +139,6 @@ class Scheduler:
     def on_abort(self, r: Req) -> None:
         self._drop(r)
 
-    def _count_peer_abort(self, r: Req) -> None:
-        """A PD room a client aborted at the peer worker is an aborted request here too, counted before the
-        transfer failure it causes (a scrape between the two never shows a failure its abort does not explain).
-        Still in by_rid: this worker's own abort of it has not come (that one counts itself)."""
-        if r.room is not None and self.kv.client_aborted(r.room) and self.by_rid.get(r.rid) is r:
-            self.stats.on_abort(r)
-
     def _drop(self, r: Req) -> None:
         if r in self.waiting:
             self.waiting.remove(r)

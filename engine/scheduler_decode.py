@@ -32,7 +32,7 @@ class DecodeScheduler(Scheduler):
 
     def on_abort(self, r: Req) -> None:
         if r in self.prealloc or r in self.transfer:
-            self.kv.abort_room(r.room, client=True)
+            self.kv.abort_room(r.room)
             self._forget(r, quarantine=True)
         self._drop(r)
 
@@ -82,13 +82,12 @@ class DecodeScheduler(Scheduler):
                 if not r.done:
                     self.join_batch(r, tail, n)
             elif st == KVPoll.Failed or st is None:
-                self._count_peer_abort(r)
                 self._forget(r, quarantine=True)
                 self._drop(r)
                 self.metrics.inc("num_transfer_failed_reqs")
                 r.fail(500, "KV transfer failed")
             elif now - self.waiting_since[r.rid] > self.waiting_timeout:
-                self.kv.abort_room(r.room, client=False)
+                self.kv.abort_room(r.room)
                 self._forget(r, quarantine=True)
                 self._drop(r)
                 self.metrics.inc("num_transfer_failed_reqs")

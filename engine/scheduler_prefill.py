@@ -43,7 +43,7 @@ class PrefillScheduler(Scheduler):
 
     def on_abort(self, r: Req) -> None:
         if r.room is not None and not r.health:
-            self.kv.fail_room(r.room, client=True)
+            self.kv.fail_room(r.room)
         if r in self.inflight:
             # Upstream keeps the room queued until its poll reads Failed; the caller is answered now.
             self.by_rid.pop(r.rid, None)
@@ -132,12 +132,11 @@ class PrefillScheduler(Scheduler):
                 self.stats.on_transfer_done(r)
                 r.finish(PREFILL_DONE)
             elif st == KVPoll.Failed or st is None:
-                self._count_peer_abort(r)
                 self._leave_inflight(r)
                 self.metrics.inc("num_transfer_failed_reqs")
                 r.fail(500, "KV transfer failed")
             elif not pin_ok and now - self.inflight_since[r.rid] > self.inflight_timeout:
-                self.kv.fail_room(r.room, client=False)
+                self.kv.fail_room(r.room)
                 self._leave_inflight(r)
                 self.metrics.inc("num_transfer_failed_reqs")
                 r.fail(500, f"KV transfer timed out in the inflight queue after {self.inflight_timeout:g}s")

@@ -1,6 +1,6 @@
 """Decode side of the KV transfer: resolve the prefill rank through the bootstrap server, send this
 process's NIXL identity (and its server's host:port) once per prefill rank and each room's
-destination pages, collect notifications (S = success + first token, F = failed, A = a client aborted it), heartbeat the
+destination pages, collect notifications (S = success + first token, F = failed), heartbeat the
 bootstrap server."""
 from __future__ import annotations
 
@@ -72,7 +72,6 @@ class DecodeKVManager:
         self.prefill_info: dict[str, dict] = {}   # bootstrap addr -> /route answer
         self.registered: set[str] = set()         # prefill rank urls that know our NIXL identity
         self.hb_fail: dict[str, int] = {}
-        self.client_aborts: set[int] = set()       # rooms a client aborted at the prefill (its 'A')
         self.lock = threading.Lock()
         self.pool_exec = ThreadPoolExecutor(4, thread_name_prefix="kv-recv")
         self.bootstrap_timeout = env_float("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300)
@@ -143,28 +142,22 @@ class DecodeKVManager:
                 self.prefill_info[addr] = info
         return f"http://{info['rank_ip']}:{info['rank_port']}"
 
-    def abort_room(self, room: int, client: bool = False) -> None:
-        """Fail locally and tell prefill (upstream's decode-side ABORT). `client`: a client's abort, not a
-        timeout here (the prefill then counts the request as aborted too)."""
+    def abort_room(self, room: int) -> None:
+        """Fail locally and tell prefill (upstream's decode-side ABORT)."""
         self.status.update(room, KVPoll.Failed)
         with self.lock:
             rank = self.room_rank.get(room)
         if rank:
-            self.pool_exec.submit(self._send_abort, rank, room, client)
+            self.pool_exec.submit(self._send_abort, rank, room)
 
-    def client_aborted(self, room: int) -> bool:
-        with self.lock:
-            return room in self.client_aborts
-
-    def _send_abort(self, rank: str, room: int, client: bool) -> None:
+    def _send_abort(self, rank: str, room: int) -> None:
         try:
-            _call("POST", f"{rank}/kv/abort", {"room": room, "client": client}, timeout=2)
+            _call("POST", f"{rank}/kv/abort", {"room": room}, timeout=2)
         except httpx.HTTPError:
             pass
 
     def poll(self) -> None:
-        """Apply notifications from prefill: '<room>:S:<first_token>[:<packed logprob>]', '<room>:F' or
-        '<room>:A' (failed because a client aborted it at the prefill)."""
+        """Apply notifications from prefill: '<room>:S:<first_token>[:<packed logprob>]' or '<room>:F'."""
         for _peer, msg in self.backend.poll_notifs():
             try:
                 parts = msg.decode().split(":")
@@ -176,10 +169,7 @@ class DecodeKVManager:
                     self.first_token[room] = int(parts[2])
                     self.first_logprob[room] = parts[3] if len(parts) > 3 else ""
                     self.status.update(room, KVPoll.Success)
-            elif parts[1] in ("F", "A"):
-                if parts[1] == "A" and self.status.get(room) is not None:   # a room cleared here stays forgotten
-                    with self.lock:
-                        self.client_aborts.add(room)
+            elif parts[1] == "F":
                 self.status.update(room, KVPoll.Failed)
 
     def clear(self, room: int) -> None:
@@ -189,7 +179,6 @@ class DecodeKVManager:
             self.first_logprob.pop(room, None)
             self.room_addr.pop(room, None)
             self.room_rank.pop(room, None)
-            self.client_aborts.discard(room)
 
     # -- heartbeat ----------------------------------------------------------------------------
     def _heartbeat(self) -> None:

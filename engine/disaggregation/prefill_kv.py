@@ -106,8 +106,6 @@ class PrefillKVManager:
         # upstream's peer table); a later agent under the same identity is that decode restarted under us
         self.first_agent: dict[str, str] = {}
         self.aborted_rooms: dict[int, float] = {}
-        # rooms a client aborted, here or at the decode: the request counts as aborted on this worker too
-        self.client_aborts: set[int] = set()
         self.lock = threading.Lock()
         self.q: queue.Queue[Chunk] = queue.Queue()
         # The chunk the worker holds right now: an abort of its room interrupts the drill delay and
@@ -165,7 +163,7 @@ class PrefillKVManager:
             with self.lock:
                 dup = room in self.aborted_rooms and room not in self.transfer_infos
             if not dup:  # a second abort of an already-aborted room carries no news
-                self.fail_room(room, notify=False, client=body.get("client") is True)
+                self.fail_room(room, notify=False)
             return {"ok": True}
         raise ValueError(f"unknown control path {path}")
 
@@ -178,18 +176,8 @@ class PrefillKVManager:
         with self.lock:
             return room in self.aborted_rooms
 
-    def client_aborted(self, room: int) -> bool:
-        with self.lock:
-            return room in self.client_aborts
-
-    def fail_room(self, room: int, notify: bool = True, client: bool = False) -> None:
-        """Abort path: Failed, forget the destination, tell decode (upstream's AbortReq handling). `client`:
-        a client's abort (here or at the decode), not a timeout: the decode hears 'A', not 'F'."""
-        with self.lock:
-            # marked before Failed is visible (the scheduler reads both), and only for a room still tracked here:
-            # clear() forgets it under this lock, after the status
-            if client and self.status.get(room) is not None:
-                self.client_aborts.add(room)
+    def fail_room(self, room: int, notify: bool = True) -> None:
+        """Abort path: Failed, forget the destination, tell decode (upstream's AbortReq handling)."""
         self.status.update(room, KVPoll.Failed)
         with self.lock:
             info = self.transfer_infos.pop(room, None)
@@ -202,13 +190,12 @@ class PrefillKVManager:
             self.abort_evt.set()
             self.current_done.wait(1.0)
         if notify and info is not None:
-            self.backend.send_notif(info.peer, f"{room}:{'A' if client else 'F'}".encode())
+            self.backend.send_notif(info.peer, f"{room}:F".encode())
 
     def clear(self, room: int) -> None:
         self.status.clear(room)
         with self.lock:
             self.transfer_infos.pop(room, None)
-            self.client_aborts.discard(room)
 
     def enqueue(self, chunk: Chunk) -> None:
         self.q.put(chunk)

@@ -28,6 +28,12 @@ ABORTED = "aborted"
 RESTART_EVIDENCE = (*FAILURE_KINDS.values(), ABORTED, "generation_tokens")
 
 
+def _role(target: str) -> str:
+    """'prefill' of 'prefill[0]@a:30000' ('' for a target that is not a worker)."""
+    role = target.split("[", 1)[0]
+    return role if role in ("prefill", "decode") else ""
+
+
 @dataclass
 class CheckState:
     cadence: str
@@ -154,23 +160,33 @@ class WatchState:
                 for (target, name) in self.counters for kind, n in FAILURE_KINDS.items() if n == name}
 
     def unexplained_failures(self) -> dict[tuple[str, str], float]:
-        """(target, kind) -> failures since start beyond what that worker's own aborts since start explain (a
-        client's abort in the transfer window counts as a failure on the worker that saw it): the transfer
-        failures take the aborts first, then the bootstrap failures. Limit: a real failure on a worker that also
-        saw as many aborts is not told apart."""
-        out: dict[tuple[str, str], float] = {}
+        """(target, kind) -> failures since start beyond what aborts since start explain (a client's abort in the
+        transfer window counts as a failure on the worker that saw it). A worker's own aborts come first, the
+        transfer failures taking them before the bootstrap failures; what is left then takes the aborts its peers
+        (the workers of the other role) did not need for their own: an abort at one worker fails the room at the
+        other too (the decode's abort reaches the prefill), and the first to fail it may never count the abort.
+        Limit: a real failure where as many aborts were counted is not told apart."""
         raw = self.failures_since_start()
-        for target in sorted({t for t, _k in raw}):
+        targets = sorted({t for t, _k in raw} | {t for t, name in self.counters if name == ABORTED})
+        left: dict[tuple[str, str], float] = {}
+        spare: dict[str, float] = {}
+        for target in targets:
             track = self.counters.get((target, ABORTED))
             pool = track.total if track is not None else 0.0
             for kind in FAILURE_KINDS:
                 if (target, kind) in raw:
                     took = min(pool, raw[(target, kind)])
-                    out[(target, kind)], pool = raw[(target, kind)] - took, pool - took
-        return out
+                    left[(target, kind)], pool = raw[(target, kind)] - took, pool - took
+            spare[target] = pool
+        for role in ("prefill", "decode"):
+            pool = sum(v for t, v in spare.items() if _role(t) not in ("", role))
+            for key in [(t, kind) for t in targets for kind in FAILURE_KINDS if (t, kind) in left and _role(t) == role]:
+                took = min(pool, left[key])
+                left[key], pool = left[key] - took, pool - took
+        return left
 
     def transfer_checks(self, unread: Mapping[str, str] | None = None) -> list[CheckResult]:
-        """The "transfer" layer from the counters: each worker's failures since the watch started that its aborts
+        """The "transfer" layer from the counters: each worker's failures since the watch started that aborts
         do not explain, 0 to pass. Workers in `unread` (label -> why: not read in this sample) are left out: their
         counters are not known now (transfer_unread)."""
         out = []

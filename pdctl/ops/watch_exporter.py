@@ -88,8 +88,9 @@ class WatchCollector:
                        "started, across counter resets", ("target", "kind"))
             for (target, kind), total in sorted(st.failures_since_start().items()):
                 kv.add_metric([dep, target, kind], total)
-            real = gauge("pdctl_kv_failures_unexplained_since_start", "those failures beyond what the same "
-                         "worker's aborted requests explain (a client abort in the transfer window is one)",
+            real = gauge("pdctl_kv_failures_unexplained_since_start", "those failures beyond what aborted "
+                         "requests explain, the worker's own then its peers' (a client abort in the transfer "
+                         "window is one)",
                          ("target", "kind"))
             for (target, kind), left in sorted(st.unexplained_failures().items()):
                 real.add_metric([dep, target, kind], left)
