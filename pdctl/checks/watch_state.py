@@ -180,7 +180,8 @@ class WatchState:
             spare[target] = pool
         for role in ("prefill", "decode"):
             pool = sum(v for t, v in spare.items() if _role(t) not in ("", role))
-            for key in [(t, kind) for t in targets for kind in FAILURE_KINDS if (t, kind) in left and _role(t) == role]:
+            mine = [(t, kind) for t in targets if _role(t) == role for kind in FAILURE_KINDS if (t, kind) in left]
+            for key in mine:
                 took = min(pool, left[key])
                 left[key], pool = left[key] - took, pool - took
         return left
