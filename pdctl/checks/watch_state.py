@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pdctl.checks.inflight import BALANCE_WINDOW_S, InflightVerdict, Point, inflight_results, judge_points
 from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.watch_aborts import AbortLedger
 from pdctl.checks.watch_counters import CounterTrack
 
 UNKNOWN = "unknown"
@@ -26,12 +27,6 @@ FAILURE_KINDS = {"transfer": "transfer_failed", "bootstrap": "bootstrap_failed"}
 ABORTED = "aborted"
 #: counters whose drop shows a restart (generation tokens move on every decode, so they show it best)
 RESTART_EVIDENCE = (*FAILURE_KINDS.values(), ABORTED, "generation_tokens")
-
-
-def _role(target: str) -> str:
-    """'prefill' of 'prefill[0]@a:30000' ('' for a target that is not a worker)."""
-    role = target.split("[", 1)[0]
-    return role if role in ("prefill", "decode") else ""
 
 
 @dataclass
@@ -90,6 +85,7 @@ class WatchState:
     rounds: dict[str, RoundInfo] = field(default_factory=dict)
     heals: dict[str, int] = field(default_factory=dict)                # outcome -> count (the heal's seam)
     heal_budget_exhausted: bool = False
+    aborts: AbortLedger = field(default_factory=AbortLedger)     # which failures client aborts explain
 
     # -- checks and targets ------------------------------------------------------------------------------------
     def apply_checks(self, cadence: str, results: Iterable[CheckResult], t: float, *,
@@ -146,12 +142,21 @@ class WatchState:
         """The raw counters of each target (read_point's Point.counters). A drop is a restart of that target's
         process: a {"event": "restart"} line, never a failure; the totals since start carry on."""
         lines = []
+        new_failures: dict[tuple[str, str], float] = {}
+        new_aborts: dict[str, float] = {}
         for target, values in counters.items():
+            before = {name: self.counters[(target, name)].total for name in RESTART_EVIDENCE
+                      if (target, name) in self.counters}
             reset = [name for name in RESTART_EVIDENCE if name in values and
                      self.counters.setdefault((target, name), CounterTrack()).observe(values[name])]
+            grew = {name: self.counters[(target, name)].total - before.get(name, 0.0) for name in RESTART_EVIDENCE
+                    if (target, name) in self.counters}
+            new_failures.update({(target, kind): grew[name] for kind, name in FAILURE_KINDS.items() if name in grew})
+            new_aborts[target] = grew.get(ABORTED, 0.0)
             if reset:
                 lines.append({"t": t, "deployment": self.deployment, "event": "restart", "target": target,
                               "observed": f"counter reset: {', '.join(reset)}"})
+        self.aborts.observe(t, new_failures, new_aborts)
         return lines
 
     def failures_since_start(self) -> dict[tuple[str, str], float]:
@@ -160,31 +165,10 @@ class WatchState:
                 for (target, name) in self.counters for kind, n in FAILURE_KINDS.items() if n == name}
 
     def unexplained_failures(self) -> dict[tuple[str, str], float]:
-        """(target, kind) -> failures since start beyond what aborts since start explain (a client's abort in the
-        transfer window counts as a failure on the worker that saw it). A worker's own aborts come first, the
-        transfer failures taking them before the bootstrap failures; what is left then takes the aborts its peers
-        (the workers of the other role) did not need for their own: an abort at one worker fails the room at the
-        other too (the decode's abort reaches the prefill), and the first to fail it may never count the abort.
-        Limit: a real failure where as many aborts were counted is not told apart."""
-        raw = self.failures_since_start()
-        targets = sorted({t for t, _k in raw} | {t for t, name in self.counters if name == ABORTED})
-        left: dict[tuple[str, str], float] = {}
-        spare: dict[str, float] = {}
-        for target in targets:
-            track = self.counters.get((target, ABORTED))
-            pool = track.total if track is not None else 0.0
-            for kind in FAILURE_KINDS:
-                if (target, kind) in raw:
-                    took = min(pool, raw[(target, kind)])
-                    left[(target, kind)], pool = raw[(target, kind)] - took, pool - took
-            spare[target] = pool
-        for role in ("prefill", "decode"):
-            pool = sum(v for t, v in spare.items() if _role(t) not in ("", role))
-            mine = [(t, kind) for t in targets if _role(t) == role for kind in FAILURE_KINDS if (t, kind) in left]
-            for key in mine:
-                took = min(pool, left[key])
-                left[key], pool = left[key] - took, pool - took
-        return left
+        """(target, kind) -> failures since start that no client abort counted near them explains
+        (pdctl.checks.watch_aborts: matched in time, the same worker's aborts first, then the other role's); a
+        failure counts here once its window has passed unmatched, so this only grows."""
+        return dict(self.aborts.unexplained)
 
     def transfer_checks(self, unread: Mapping[str, str] | None = None) -> list[CheckResult]:
         """The "transfer" layer from the counters: each worker's failures since the watch started that aborts
@@ -195,10 +179,13 @@ class WatchState:
         for (target, kind), left in sorted(self.unexplained_failures().items()):
             if target in (unread or {}):
                 continue
-            total = raw[(target, kind)]
+            total, waiting = raw.get((target, kind), 0.0), self.aborts.pending_count((target, kind))
             name = f"{kind} failures since the watch started"
             status = Status.PASS if left == 0 else Status.FAIL
-            observed = f"{total:g}" if total == left else f"{total:g} ({total - left:g} explained by aborts)"
+            why = [f"{total - left - waiting:g} explained by aborts"] if total - left - waiting else []
+            why += [f"{waiting:g} counted in the last {self.aborts.window_s:g}s, an abort may yet explain"] \
+                if waiting else []
+            observed = f"{total:g}" + (f" ({'; '.join(why)})" if why else "")
             out.append(CheckResult("transfer", target, name, status, observed=observed,
                                    expected="0 not explained by aborts",
                                    next_step="" if left == 0 else "pdctl triage"))

@@ -36,9 +36,6 @@ class WatchCollector:
 
             info = gauge("pdctl_watch_info", "pdctl watch is running; its version", ("version",))
             info.add_metric([dep, __version__], 1)
-            start = gauge("pdctl_watch_start_time_seconds", "unix time this watch started: its counts since start "
-                          "begin there", ())
-            start.add_metric([dep], st.started)
             ok = gauge("pdctl_check_ok", "1 the check passes (or warns), 0 it fails; absent while unknown",
                        ("layer", "target", "check"))
             warn = gauge("pdctl_check_warn", "1 the check is a warning, else 0", ("layer", "target", "check"))
@@ -52,7 +49,7 @@ class WatchCollector:
                 warn.add_metric(labels, 1 if c.status == "warn" else 0)
                 if c.layer == "health" and c.check == "/readiness":
                     ready.add_metric([dep, c.target], 1 if c.status == "pass" else 0)
-            yield from (info, start, ok, warn, ready)
+            yield from (info, ok, warn, ready)
 
             instances = {dep_label for dep_label in _instance_labels(w)}
             up = gauge("pdctl_target_up", "1 the target's host answered in its last round, 0 unknown", ("target",))
@@ -88,9 +85,9 @@ class WatchCollector:
                        "started, across counter resets", ("target", "kind"))
             for (target, kind), total in sorted(st.failures_since_start().items()):
                 kv.add_metric([dep, target, kind], total)
-            real = gauge("pdctl_kv_failures_unexplained_since_start", "those failures beyond what aborted "
-                         "requests explain, the worker's own then its peers' (a client abort in the transfer "
-                         "window is one)",
+            real = gauge("pdctl_kv_failures_unexplained_since_start", "those failures no client abort counted "
+                         f"within {st.aborts.window_s:g} s of them explains (the worker's own, else one of the "
+                         "other role)",
                          ("target", "kind"))
             for (target, kind), left in sorted(st.unexplained_failures().items()):
                 real.add_metric([dep, target, kind], left)
