@@ -49,6 +49,9 @@ CASES = [
      "450s", []),
     ("the watch restarted (its count back to 0)", "PdctlKvFailuresRising",
      {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "3x80 0x40"}, "450s", []),
+    ("old failures, the watch not scraped for 6 minutes", "PdctlKvFailuresRising",
+     {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}':
+      "2x100 stale _x72 2x40"}, "920s", []),
     ("a new failure after the watch restarted", "PdctlKvFailuresRising",
      {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "3x80 0x4 1x40"},
      "480s", [{"deployment": "d", "target": "prefill[0]@ha:30000", "kind": "transfer"}]),
