@@ -32,7 +32,6 @@ class AbortLedger:
     aborts: dict[str, list[list[float]]] = field(default_factory=dict)           # target -> [[t, unused]]
     pending: dict[tuple[str, str], list[list[float]]] = field(default_factory=dict)  # (target, kind) -> [[t, n]]
     unexplained: dict[tuple[str, str], float] = field(default_factory=dict)      # for good, since the start
-    explained: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def observe(self, t: float, failures: dict[tuple[str, str], float], aborts: dict[str, float]) -> None:
         """One sample at time `t`: the new failures per (target, kind) and the new aborts per target since the
@@ -42,7 +41,6 @@ class AbortLedger:
                 self.aborts.setdefault(target, []).append([t, n])
         for key, n in failures.items():
             self.unexplained.setdefault(key, 0.0)
-            self.explained.setdefault(key, 0.0)
             if n > 0:
                 self.pending.setdefault(key, []).append([t, n])
         self._match()
@@ -56,18 +54,21 @@ class AbortLedger:
         order = [(tg, kind) for tg in targets for kind in self.kinds if self.pending.get((tg, kind))]
         for peers in (False, True):        # own aborts for every failure first, then the other role's
             for key in order:
+                role = role_of(key[0])
+                donors = sorted(d for d in self.aborts
+                                if (role_of(d) not in ("", role) if peers else d == key[0]))
                 for entry in self.pending.get(key, []):
-                    donors = [d for d in self.aborts if (role_of(d) not in ("", role_of(key[0]))
-                                                         if peers else d == key[0])]
-                    for d in sorted(donors):
-                        for a in self.aborts[d]:
-                            if entry[1] <= 0:
-                                break
-                            if a[1] > 0 and abs(a[0] - entry[0]) <= self.window_s:
-                                took = min(a[1], entry[1])
-                                a[1], entry[1] = a[1] - took, entry[1] - took
-                                self.explained[key] += took
+                    self._spend(entry, [a for d in donors for a in self.aborts[d]])
                 self.pending[key] = [e for e in self.pending.get(key, []) if e[1] > 0]
+
+    def _spend(self, failure: list[float], aborts: list[list[float]]) -> None:
+        """Explain what is left of one failure entry [t, n] with unused aborts counted within the window of it."""
+        for a in aborts:
+            if failure[1] <= 0:
+                return
+            if a[1] > 0 and abs(a[0] - failure[0]) <= self.window_s:
+                took = min(a[1], failure[1])
+                a[1], failure[1] = a[1] - took, failure[1] - took
 
     def _expire(self, t: float) -> None:
         for key, entries in self.pending.items():
