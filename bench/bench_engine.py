@@ -111,11 +111,29 @@ def _gen_tokens(url):
     return metric_sum(url, "sglang:generation_tokens_total")
 
 
-def _cpu_s(pid: int) -> float:
-    """utime + stime of a local process, seconds."""
+def _stat(pid: int) -> list[str]:
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a local server, seconds: the process and its children (an engine of this tree runs its
+    scheduler in a child process; the baseline's runs in one)."""
+    kids = []
+    for q in os.listdir("/proc"):
+        try:
+            if q.isdigit() and _stat(int(q))[1] == str(pid):
+                kids.append(int(q))
+        except OSError:  # gone meanwhile
+            pass
+    total = 0
+    for p in [pid, *kids]:
+        try:
+            f = _stat(p)
+        except OSError:
+            continue
+        total += int(f[11]) + int(f[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _decode_tps(s: Stack, conc: int, warm: float, window: float, max_new: int = 256) -> tuple[float, float]:

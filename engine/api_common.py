@@ -64,8 +64,8 @@ def _put_all(q: asyncio.Queue, items: list) -> None:
 def _held_sink(loop, q: asyncio.Queue, k: int):
     """A non-streaming item's sink: nothing of it is answered before its end, so its events wait here and cross
     to the HTTP loop together once it is done or failed: one wake-up of the loop per item instead of one per
-    chunk of tokens (each call_soon_threadsafe writes to the loop's self-pipe, and the scheduler thread then waits
-    for the GIL). Same events, same order; the metrics watch them upstream, in the scheduler thread."""
+    chunk of tokens (each call_soon_threadsafe writes to the loop's self-pipe). Same events, same order; the
+    metrics watch them upstream, in the scheduler process."""
     held: list = []
 
     def sink(ev):

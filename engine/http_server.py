@@ -18,8 +18,8 @@ from engine.tokenizer import ByteTokenizer
 
 
 def build_app(state) -> FastAPI:
-    """state: EngineState (args, scheduler, metrics, ready flag, server_info())."""
-    app = FastAPI()
+    """state: launch_server.HttpState (args, the scheduler's client, ready flag, call() into the scheduler)."""
+    app = FastAPI(lifespan=state.lifespan)
     tok = ByteTokenizer()
     args = state.args
     api = Api(state)
@@ -48,7 +48,7 @@ def build_app(state) -> FastAPI:
     @app.get("/server_info")
     @app.get("/get_server_info")
     async def server_info():
-        return state.server_info()
+        return await state.call("server_info")
 
     @app.get("/model_info")
     @app.get("/get_model_info")
@@ -61,7 +61,7 @@ def build_app(state) -> FastAPI:
     async def metrics():
         if not args.enable_metrics:
             return PlainTextResponse("metrics are disabled (start with --enable-metrics)", status_code=404)
-        return Response(state.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(await state.call("metrics"), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.api_route("/abort_request", methods=["POST", "PUT"])
     async def abort_request(request: Request):
@@ -77,7 +77,7 @@ def build_app(state) -> FastAPI:
 
     @app.api_route("/flush_cache", methods=["GET", "POST"])
     async def flush_cache():
-        if state.scheduler.num_active():
+        if await state.call("num_active"):
             return PlainTextResponse("Cache not flushed: there are running requests.", status_code=400)
         return PlainTextResponse("Cache flushed.", status_code=200)
 

@@ -1,7 +1,9 @@
-"""`python -m engine.launch_server ...`: SGLang's flags, one process per role (prefill, decode, null).
-argv is never rewritten, so /proc/PID/cmdline shows the flags (pdctl's drift check reads them)."""
+"""`python -m engine.launch_server ...`: SGLang's flags, one server per role (prefill, decode, null): an HTTP
+process and its scheduler process (engine/scheduler_process.py). argv is never rewritten, so /proc/PID/cmdline
+shows the flags (pdctl's drift check reads them)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -10,15 +12,12 @@ import threading
 import time
 import uuid
 
-import torch
-
 from engine import __version__
 from engine.server_args import parse_args
 from engine.tokenizer import DEFAULT_MODEL_DIR
 
-torch.set_num_threads(1)  # two workers and a router share two cores
-# The scheduler thread hands the GIL back at every torch op; under load the HTTP and KV threads then held it for
-# up to the default 5 ms each time, which cost a batch of 32 a third of its decode throughput.
+# The scheduler thread hands the GIL back at every torch op; under load the KV threads then held it for up to the
+# default 5 ms each time, which cost a batch of 32 a third of its decode throughput.
 sys.setswitchinterval(0.0005)
 
 DEFAULT_PAGE_SIZE = 64
@@ -54,13 +53,17 @@ class EngineState:
         return info
 
 
-def build(args):
+def build(args, t0: float | None = None):
     """Construct model, metrics, KV plumbing and the scheduler for args' mode. Returns EngineState."""
+    import torch
+
     from engine.metrics import Metrics
     from engine.model import TinyLM
     from engine.scheduler import Scheduler
 
+    torch.set_num_threads(1)  # two workers and a router share two cores
     st = EngineState(args)
+    st.t0 = t0 or st.t0
     t_build = time.monotonic()
     model = TinyLM.load(args.model_path) if args.model_path and os.path.exists(
         os.path.join(args.model_path, "config.json")) else TinyLM()
@@ -115,8 +118,8 @@ def _started(st: EngineState, model, pool, t_build: float) -> EngineState:
     return st
 
 
-def _warmup_then_ready(st: EngineState) -> None:
-    """Run one local generation (so the first real request is not slow), then report ready."""
+def _warmup_then_ready(st: EngineState, pipe) -> None:
+    """Run one local generation (so the first real request is not slow), then tell the HTTP process: ready."""
     from engine.req import Req
     done = threading.Event()
     st.scheduler.submit(Req(rid="WARMUP", input_ids=list(b"warm up"), max_new_tokens=2, health=True, room=0,
@@ -124,27 +127,60 @@ def _warmup_then_ready(st: EngineState) -> None:
     done.wait(60)
     st.startup["tokenizer_e2e"] = time.time() - st.t0  # process start to ready
     st.scheduler.stats.emit_startup(st.startup)
-    st.ready = True
+    pipe.send(("ready",))
     logging.getLogger("engine").info("The server is fired up and ready to roll!")
+
+
+def _scheduler_main(args, t0: float, pipe) -> None:
+    """The scheduler process: build, report, warm up, then answer the HTTP process until it goes away."""
+    from engine.scheduler_process import serve
+    try:
+        st = build(args, t0)
+    except OSError as e:
+        pipe.send(("fail", f"cannot start: {e}"))
+        raise SystemExit(1)
+    except Exception:
+        pipe.send(("fail", None))  # the traceback goes to the log, from fork()
+        raise
+    st.scheduler.start()
+    pipe.send(("built", {"context_length": st.context_length, "model_path": st.model_path}))
+    threading.Thread(target=_warmup_then_ready, args=(st, pipe), daemon=True).start()
+    serve(pipe, st)
+
+
+class HttpState:
+    """What the HTTP process knows of its server; the rest it asks the scheduler process (`call`)."""
+
+    def __init__(self, args, t0: float, client, built: dict):
+        self.args, self.t0, self.scheduler = args, t0, client
+        self.model_path, self.context_length = built["model_path"], built["context_length"]
+        self.ready = False
+
+    async def call(self, name: str):
+        import asyncio
+        return await asyncio.wrap_future(self.scheduler.call(name))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app):
+        yield
+        self.scheduler.stop()  # uvicorn's shutdown, before it re-raises the stop signal
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    t0 = time.time()
     logging.basicConfig(level=args.log_level.upper(), format="[%(asctime)s %(name)s] %(message)s")
     # One line per heartbeat and KV control call would push everything else out of a log tail.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
+    from engine.scheduler_process import SchedulerClient, fork
+    client = SchedulerClient(*fork(lambda pipe: _scheduler_main(args, t0, pipe)))
+    built = client.wait_built()
     import uvicorn
 
     from engine.http_server import build_app
-    try:
-        st = build(args)
-    except OSError as e:
-        print(f"error: cannot start: {e}", file=sys.stderr)
-        sys.exit(1)
-    st.scheduler.start()
-    app = build_app(st)
-    threading.Thread(target=_warmup_then_ready, args=(st,), daemon=True).start()
-    uvicorn.run(app, host=args.host, port=args.port, log_level=(args.log_level_http or "warning").lower(),
+    st = HttpState(args, t0, client, built)
+    client.start(on_ready=lambda: setattr(st, "ready", True))
+    uvicorn.run(build_app(st), host=args.host, port=args.port, log_level=(args.log_level_http or "warning").lower(),
                 timeout_keep_alive=30)
 
 

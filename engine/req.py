@@ -4,9 +4,10 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
+if TYPE_CHECKING:  # the HTTP process builds Reqs and never imports torch
+    import torch
 
 _ids = itertools.count()
 
@@ -46,6 +47,7 @@ class Req:
         if self.temperature <= 1e-5:
             return None
         if self.gen is None:
+            import torch
             self.gen = torch.Generator()
             self.gen.manual_seed(self.seed if self.seed is not None else next(_ids) * 7919 + 17)
         return self.gen
