@@ -25,7 +25,7 @@ import time
 
 import httpx
 
-from tests.engine.stack import ROOT, Stack, metric_sum
+from tests.engine.stack import ROOT, Stack, metric_sum, server_pids
 
 BASELINE_REF = "acd8547"  # main before issue 16's batching (per-request attention, one chunk a step)
 STORM_N, STORM_TOKENS, STORM_OUT = 90, 20000, 4
@@ -111,28 +111,17 @@ def _gen_tokens(url):
     return metric_sum(url, "sglang:generation_tokens_total")
 
 
-def _stat(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
-
-
 def _cpu_s(pid: int) -> float:
-    """utime + stime of a local server, seconds: the process and its children (an engine of this tree runs its
-    scheduler in a child process; the baseline's runs in one)."""
-    kids = []
-    for q in os.listdir("/proc"):
-        try:
-            if q.isdigit() and _stat(int(q))[1] == str(pid):
-                kids.append(int(q))
-        except OSError:  # gone meanwhile
-            pass
+    """utime + stime of a local server, seconds: its processes (an engine of this tree runs its scheduler in a
+    child process; a baseline from before runs in one)."""
     total = 0
-    for p in [pid, *kids]:
+    for p in server_pids(pid):
         try:
-            f = _stat(p)
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(f[11]) + int(f[12])
+        total += int(fields[11]) + int(fields[12])
     return total / os.sysconf("SC_CLK_TCK")
 
 

@@ -188,27 +188,43 @@ class SchedulerClient:
                 msg = self.pipe.recv()
             except (EOFError, OSError):
                 break
-            if msg[0] == "ev":
-                _, key, evs = msg
-                with self.lock:
-                    sink = self.sinks.get(key)
-                    if evs[-1][0] in ("done", "error"):
-                        self.sinks.pop(key, None)
-                for ev in evs if sink else ():
-                    sink(ev)
-            elif msg[0] == "reply":
-                _, cid, value, err = msg
-                with self.lock:
-                    fut = self.calls.pop(cid)
-                if err is None:
-                    fut.set_result(value)
-                else:
-                    fut.set_exception(RuntimeError(err))
-            elif msg[0] == "ready":
-                on_ready()
+            try:
+                self._handle(msg, on_ready)
+            except Exception:  # a reader that died quietly would leave every request and call hanging
+                log.exception("the scheduler pipe's reader failed; stopping the server")
+                self._exit()
         if self.stopping:
             return
         log.error("the scheduler process exited (%s); stopping the server", self._reap())
+        self._exit()
+
+    def _handle(self, msg, on_ready) -> None:
+        if msg[0] == "ev":
+            _, key, evs = msg
+            with self.lock:
+                sink = self.sinks.get(key)
+                if evs[-1][0] in ("done", "error"):
+                    self.sinks.pop(key, None)
+            for ev in evs if sink else ():
+                try:
+                    sink(ev)
+                except RuntimeError:  # the event loop has closed (shutdown): nobody waits for this answer
+                    return
+        elif msg[0] == "reply":
+            _, cid, value, err = msg
+            with self.lock:
+                fut = self.calls.pop(cid)
+            if fut.done():  # the handler that asked was cancelled
+                return
+            if err is None:
+                fut.set_result(value)
+            else:
+                fut.set_exception(RuntimeError(err))
+        elif msg[0] == "ready":
+            on_ready()
+
+    @staticmethod
+    def _exit() -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)

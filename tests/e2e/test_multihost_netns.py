@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from tests.e2e.helpers import REPO, pdctl, write_inventory
+from tests.engine.stack import server_pids
 from tests.fixtures.netns import can_make_namespaces, netns_lab, netns_sshd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
@@ -128,7 +129,8 @@ def test_deploy_verify_restart_pair_across_three_namespaces(lab, tmp_path):
         assert "inter-node" in ucx and "tcp/eth0" in ucx, ucx[-3000:]
         assert "intra-node" not in ucx and "cma/" not in ucx, ucx[-3000:]
         conns = _tcp_between(lab, "hosta", a, b)
-        ucx_conns = [c for c in conns if f"pid={prefill_pid}," in c
+        prefill_pids = server_pids(prefill_pid)   # the UCX connection is the scheduler process's
+        ucx_conns = [c for c in conns if any(f"pid={p}," in c for p in prefill_pids)
                      and c.split()[2].rsplit(":", 1)[1] not in (str(PORTS["prefill"]), str(PORTS["bootstrap"]))]
         assert ucx_conns, f"the prefill holds no UCX connection to hostb: {conns}"
 

@@ -35,6 +35,22 @@ def metric_sum(url: str, name: str) -> float:
     return sum(float(v) for v in re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M))
 
 
+def server_pids(pid: int) -> list[int]:
+    """A bundled-engine server's processes: the launched (HTTP) process, then the scheduler process it forked
+    (engine/scheduler_process.py), which holds the model, the bootstrap and KV transfer sockets."""
+    kids = []
+    for q in os.listdir("/proc"):
+        if not q.isdigit():
+            continue
+        try:
+            with open(f"/proc/{q}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[1] == str(pid):
+                    kids.append(int(q))
+        except OSError:  # gone meanwhile
+            pass
+    return [pid, *sorted(kids)]
+
+
 def wait_for(pred, timeout: float, what: str, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.engine.stack import Stack, free_port, metric, wait_for
+from tests.engine.stack import Stack, free_port, metric, server_pids, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -138,8 +138,13 @@ def test_nixl_ucx_sockets_stay_on_loopback(stack):
     assert r.status_code == 200, r.text
     assert metric(stack.prefill, "sglang:kv_transfer_latency_ms_count") >= 1   # a real NIXL transfer happened
     for name in ("prefill", "decode"):
-        socks = _tcp_sockets(stack.procs[name].pid)
-        assert len(socks) >= 3, socks   # http listener, UCX listener, its connections
+        pids = server_pids(stack.procs[name].pid)
+        assert len(pids) == 2, pids
+        http, sched = (_tcp_sockets(p) for p in pids)
+        assert any(port == (stack.pp if name == "prefill" else stack.dp) for _, port in http), http
+        # the scheduler process holds the UCX listener and its connections (and the prefill's bootstrap port)
+        assert len(sched) >= 2, sched
+        socks = http + sched
         outside = [(a, p) for a, p in socks
                    if not (ip := ipaddress.ip_address(a)).is_loopback
                    and not (isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped and ip.ipv4_mapped.is_loopback)]

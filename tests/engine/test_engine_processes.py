@@ -11,23 +11,9 @@ import socket
 import httpx
 import pytest
 
-from tests.engine.stack import Stack
+from tests.engine.stack import Stack, server_pids
 
 pytestmark = pytest.mark.engine
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for q in os.listdir("/proc"):
-        if not q.isdigit():
-            continue
-        try:
-            with open(f"/proc/{q}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[1] == str(pid):
-                    out.append(int(q))
-        except OSError:
-            pass
-    return out
 
 
 def _maps(pid: int) -> str:
@@ -47,13 +33,15 @@ def prefill():
 
 
 def _scheduler_of(s: Stack) -> int:
-    kids = _children(s.procs["prefill"].pid)
-    assert len(kids) == 1, kids
-    return kids[0]
+    pids = server_pids(s.procs["prefill"].pid)
+    assert len(pids) == 2, pids
+    return pids[1]
 
 
 def test_only_the_scheduler_process_loads_torch(prefill):
     http, sched = prefill.procs["prefill"].pid, _scheduler_of(prefill)
+    # after a generation has crossed both processes (the HTTP side builds its Req, answers from its events)
+    assert httpx.get(f"{prefill.prefill}/health_generate", timeout=30).status_code == 200
     assert "libtorch" in _maps(sched)
     assert "libtorch" not in _maps(http)
 
