@@ -1,6 +1,6 @@
 """FastAPI app with SGLang's endpoints: health, info and admin here; generation in engine/api_generate.py
 (/generate) and engine/api_openai.py (/v1/*). Handlers validate, build Reqs, hand them to the scheduler
-thread and await their events; a client that goes away aborts its requests."""
+process (engine/scheduler_process.py) and await their events; a client that goes away aborts its requests."""
 from __future__ import annotations
 
 import asyncio
