@@ -57,8 +57,9 @@ class AbortLedger:
                 role = role_of(key[0])
                 donors = sorted(d for d in self.aborts
                                 if (role_of(d) not in ("", role) if peers else d == key[0]))
+                pool = [a for d in donors for a in self.aborts[d]]   # the entries themselves: spending marks them
                 for entry in self.pending.get(key, []):
-                    self._spend(entry, [a for d in donors for a in self.aborts[d]])
+                    self._spend(entry, pool)
                 self.pending[key] = [e for e in self.pending.get(key, []) if e[1] > 0]
 
     def _spend(self, failure: list[float], aborts: list[list[float]]) -> None:

@@ -69,7 +69,7 @@ def test_a_dead_scheduler_process_takes_the_server_down(prefill):
 
 def test_a_server_that_cannot_start_says_why_once(prefill):
     """The bootstrap port is the scheduler process's: a second prefill on it fails there, and the HTTP process
-    prints the reason and exits 1 without opening its own port."""
+    prints the reason once and exits 1, with no traceback from either process."""
     second = Stack()
     second.bp = prefill.bp
     second.start_prefill()
@@ -78,8 +78,7 @@ def test_a_server_that_cannot_start_says_why_once(prefill):
         assert p.wait(60) == 1
         log = second.logs()
         assert log.count("error: cannot start:") == 1, log
-        with pytest.raises(httpx.HTTPError):
-            httpx.get(f"{second.prefill}/health", timeout=2)
+        assert "Traceback" not in log, log
     finally:
         second.stop()
     assert httpx.get(f"{prefill.prefill}/health", timeout=5).status_code == 200
