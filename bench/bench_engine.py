@@ -198,7 +198,8 @@ torch.set_num_threads(1)
 from engine.model import TinyLM
 m, g, ms = TinyLM(), torch.Generator().manual_seed(0), {1: [], 8: [], 32: []}
 made = {B: (m.new_slots(B), [150] if B == 1 else [20 + b * 255 // (B - 1) for b in range(B)]) for B in ms}
-[s.join(torch.randn(m.cfg.n_layers, 2, n, m.cfg.d_model, generator=g), n) for s, ns in made.values() for n in ns]
+w = getattr(m.cfg, "kv_dim", m.cfg.d_model)  # a baseline from before GQA has no kv_dim
+[s.join(torch.randn(m.cfg.n_layers, 2, n, w, generator=g), n) for s, ns in made.values() for n in ns]
 for r in range(int(sys.argv[1]) + 1):  # the first round warms up (and compiles the step)
     for B, (s, ns) in made.items():
         t = time.perf_counter()
@@ -277,14 +278,14 @@ def _nixl_pair(nbytes: int, runs: int) -> tuple[float, float]:
     cfg = ModelConfig()
     ctx = mp.get_context("spawn")
     qm, qd = ctx.Queue(), ctx.Queue()
-    pool = KVPool(cfg.n_layers, cfg.d_model, 64, 1)
+    pool = KVPool(cfg.n_layers, cfg.kv_dim, 64, 1)
     npages = max(1, nbytes // pool.page_bytes)
     nbytes = npages * pool.page_bytes
     p = ctx.Process(target=_dst_proc, args=(nbytes, qm, qd))
     p.start()
     try:
         meta, addr = qm.get(timeout=60)
-        pool = KVPool(cfg.n_layers, cfg.d_model, 64, npages + 1)
+        pool = KVPool(cfg.n_layers, cfg.kv_dim, 64, npages + 1)
         be = NixlBackend("bench-src", pool)
         peer = be.add_peer(meta)
         ag = be.agent

@@ -80,7 +80,7 @@ def build(args, t0: float | None = None):
     from engine.disaggregation.kv_pool import KVPool
     total = args.max_total_tokens or DEFAULT_MAX_TOTAL_TOKENS
     t_kv = time.monotonic()
-    pool = KVPool(model.cfg.n_layers, model.cfg.d_model, st.page_size, total // st.page_size + 1)
+    pool = KVPool(model.cfg.n_layers, model.cfg.kv_dim, st.page_size, total // st.page_size + 1)
     st.startup["kv_cache_allocation"] = time.monotonic() - t_kv
     agent = f"{mode}-{socket.gethostname()}-{args.port}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     if args.disaggregation_transfer_backend == "nixl":

@@ -1,9 +1,11 @@
-"""A tiny decoder-only transformer (byte vocab) with sliding-window attention.
+"""A tiny decoder-only transformer (byte vocab) with sliding-window, grouped-query attention.
 
 Weights are seeded, so greedy output is a pure function of the prompt. Sampling is restricted to
 printable ASCII and newline so outputs are readable text. Prefill runs chunks of several requests in
 one forward (extend_batch: projections and MLP over all their tokens, attention per chunk against
-its request's dense cache); decode runs the running batch in DecodeSlots, one SDPA per layer.
+its request's dense cache); decode runs the running batch in DecodeSlots, one attention per layer.
+Attention is grouped as Llama 3's is, four query heads to a key/value head: the KV a request holds and the
+transfer moves is a quarter of the model width, and a decode step reads a quarter as many keys and values.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ class ModelConfig:
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
+    n_kv_heads: int = 1  # query heads share key/value heads in groups of n_heads // n_kv_heads
     d_ff: int = 256
     context_length: int = 32768
     window: int = 1024  # sliding-window attention keeps long-prompt prefill roughly linear on a CPU
@@ -37,17 +40,24 @@ class ModelConfig:
     def __post_init__(self):
         if self.d_model % self.n_heads:
             raise ValueError("d_model must be a multiple of n_heads")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError("n_heads must be a multiple of n_kv_heads")
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
 
+    @property
+    def kv_dim(self) -> int:
+        """Width of a token's keys (or values) in a layer: what the caches, the KV pool and a transfer hold."""
+        return self.n_kv_heads * self.head_dim
+
 
 class KVCache:
-    """Dense cache of one request: kv[layer, 0=k/1=v, pos, d_model]."""
+    """Dense cache of one request: kv[layer, 0=k/1=v, pos, kv_dim]."""
 
     def __init__(self, cfg: ModelConfig, capacity: int):
-        self.kv = torch.zeros(cfg.n_layers, 2, capacity, cfg.d_model)
+        self.kv = torch.zeros(cfg.n_layers, 2, capacity, cfg.kv_dim)
         self.len = 0
 
     @classmethod
@@ -60,15 +70,15 @@ class KVCache:
 
 
 class DecodeSlots:
-    """The running batch's KV: kv[layer, k/v, slot, head, window, head_dim], one ring buffer of the sliding window
+    """The running batch's KV: kv[layer, k/v, slot, kv head, window, head_dim], one ring buffer of the sliding window
     per slot. Slots 0..n-1 are the batch in order, so a layer's keys are one view, each head's window contiguous
     (attention over a [window, d_model] layout viewed per head ran ~2x slower). Positions are added to the
     embeddings, so the order of keys inside the window does not matter, only which are valid."""
 
     def __init__(self, cfg: ModelConfig, max_slots: int):
         self.window = cfg.window
-        self.heads = cfg.n_heads
-        self.kv = torch.zeros(cfg.n_layers, 2, max_slots, cfg.n_heads, cfg.window, cfg.head_dim)
+        self.heads = cfg.n_kv_heads
+        self.kv = torch.zeros(cfg.n_layers, 2, max_slots, cfg.n_kv_heads, cfg.window, cfg.head_dim)
         self.pos = torch.zeros(max_slots, dtype=torch.long)  # tokens held so far = position of the next one
         self.n = 0
 
@@ -100,11 +110,13 @@ def _rms_norm(x: torch.Tensor) -> torch.Tensor:
 
 def _decode_step(tokens: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, inv_freq: torch.Tensor,
                  layers: List[List[torch.Tensor]], head: torch.Tensor, n_heads: int, window: int) -> torch.Tensor:
-    """One decode step of a batch (TinyLM.decode): token b goes at pos[b] of ring slot b of kv[layer, k/v, slot, head,
-    window, head_dim]; pos (a view of the slots' positions) moves on by one. TorchScript-compatible."""
+    """One decode step of a batch (TinyLM.decode): token b goes at pos[b] of ring slot b of kv[layer, k/v, slot,
+    kv head, window, head_dim]; pos (a view of the slots' positions) moves on by one. TorchScript-compatible."""
     B = pos.shape[0]
     d_model = emb.shape[1]
     dh = d_model // n_heads
+    n_kv = kv.shape[3]
+    group = n_heads // n_kv
     ang = pos.float()[:, None] * inv_freq[None, :]
     x = emb[tokens] + torch.cat([ang.sin(), ang.cos()], dim=-1)
     ring = pos % window
@@ -115,13 +127,13 @@ def _decode_step(tokens: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, emb:
     i = 0
     for lw in layers:
         h = _rms_norm(x) @ lw[0]
-        q, k, v = h.split(d_model, dim=-1)
-        kv[i, 0, rows, :, ring] = k.view(B, n_heads, dh)
-        kv[i, 1, rows, :, ring] = v.view(B, n_heads, dh)
-        K, V = kv[i, 0, :B, :, :L], kv[i, 1, :B, :, :L]  # [B, H, L, dh]
-        # plain attention: with one query per row it beats SDPA's CPU kernel on this layout
-        w = torch.softmax((q.view(B, n_heads, 1, dh) @ K.transpose(-1, -2)) * dh ** -0.5 + mask, dim=-1)
-        a = w @ V
+        q, k, v = h.split([d_model, n_kv * dh, n_kv * dh], dim=-1)
+        kv[i, 0, rows, :, ring] = k.view(B, n_kv, dh)
+        kv[i, 1, rows, :, ring] = v.view(B, n_kv, dh)
+        K, V = kv[i, 0, :B, :, :L], kv[i, 1, :B, :, :L]  # [B, KV, L, dh]
+        # plain attention, a group's query heads as the rows of one product: it beats SDPA's CPU kernel here
+        w = torch.softmax((q.view(B, n_kv, group, dh) @ K.transpose(-1, -2)) * dh ** -0.5 + mask, dim=-1)
+        a = w @ V  # [B, KV, group, dh]: query head h = kv head h // group, as the projections are laid out
         x = x + a.reshape(B, d_model) @ lw[1]
         x = x + F.gelu(_rms_norm(x) @ lw[2]) @ lw[3]
         i += 1
@@ -151,7 +163,7 @@ class TinyLM:
         self.p = state or {
             "emb": w(c.vocab_size, c.d_model, scale=1.0),
             **{f"l{i}.{n}": t for i in range(c.n_layers) for n, t in {
-                "wqkv": w(c.d_model, 3 * c.d_model, scale=1 / math.sqrt(c.d_model)),
+                "wqkv": w(c.d_model, c.d_model + 2 * c.kv_dim, scale=1 / math.sqrt(c.d_model)),
                 "wo": w(c.d_model, c.d_model, scale=1 / math.sqrt(c.d_model)),
                 "w1": w(c.d_model, c.d_ff, scale=1 / math.sqrt(c.d_model)),
                 "w2": w(c.d_ff, c.d_model, scale=1 / math.sqrt(c.d_ff)),
@@ -167,7 +179,9 @@ class TinyLM:
     @classmethod
     def load(cls, model_dir: str | Path) -> "TinyLM":
         d = Path(model_dir)
-        cfg = ModelConfig(**json.loads((d / "config.json").read_text()).get("engine_model", {}))
+        fields = json.loads((d / "config.json").read_text()).get("engine_model", {})
+        fields.setdefault("n_kv_heads", fields.get("n_heads", ModelConfig.n_heads))  # saved before GQA: one per head
+        cfg = ModelConfig(**fields)
         state = torch.load(d / "model.pt", map_location="cpu") if (d / "model.pt").exists() else None
         return cls(cfg, state)
 
@@ -210,7 +224,7 @@ class TinyLM:
         x = p["emb"][torch.tensor(toks)] + self._pos(torch.cat(poss))
         for i in range(c.n_layers):
             h = self._norm(x) @ p[f"l{i}.wqkv"]
-            q, k, v = h.split(c.d_model, dim=-1)
+            q, k, v = h.split([c.d_model, c.kv_dim, c.kv_dim], dim=-1)
             outs = []
             for (a, s, e), (_, cache) in zip(spans, chunks):
                 cache.kv[i, 0, s:e] = k[a:a + e - s]
@@ -227,18 +241,18 @@ class TinyLM:
         return list(self._norm(x[last]) @ p["head"])
 
     def _attend(self, q: torch.Tensor, kv: torch.Tensor, qs: int, qe: int) -> torch.Tensor:
-        """Attention of the queries at positions [qs, qe) over kv[k/v, pos, d]: query q sees keys in (q - window, q].
-        A float mask keeps SDPA on its fused CPU path (several times faster than a bool one)."""
+        """Attention of the queries at positions [qs, qe) over kv[k/v, pos, kv_dim]: query q sees keys in
+        (q - window, q]. A float mask keeps SDPA on its fused CPU path (several times faster than a bool one)."""
         c = self.cfg
-        H, dh = c.n_heads, c.head_dim
+        H, KV, dh = c.n_heads, c.n_kv_heads, c.head_dim
         k0 = max(0, qs - c.window + 1)
         pos = torch.arange(qs, qe)[:, None]
         kpos = torch.arange(k0, qe)[None, :]
         mask = torch.zeros(qe - qs, qe - k0).masked_fill_((kpos > pos) | (kpos <= pos - c.window), float("-inf"))
-        K = kv[0, k0:qe].view(1, qe - k0, H, dh).transpose(1, 2)
-        V = kv[1, k0:qe].view(1, qe - k0, H, dh).transpose(1, 2)
+        K = kv[0, k0:qe].view(1, qe - k0, KV, dh).transpose(1, 2)
+        V = kv[1, k0:qe].view(1, qe - k0, KV, dh).transpose(1, 2)
         Q = q.reshape(1, qe - qs, H, dh).transpose(1, 2)
-        return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask[None, None])[0].transpose(0, 1)
+        return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask[None, None], enable_gqa=True)[0].transpose(0, 1)
 
     def new_slots(self, max_slots: int) -> DecodeSlots:
         return DecodeSlots(self.cfg, max_slots)

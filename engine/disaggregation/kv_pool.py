@@ -1,4 +1,4 @@
-"""Paged KV pool: pool[page, layer, k/v, page_size, d_model] float32, one contiguous tensor so NIXL
+"""Paged KV pool: pool[page, layer, k/v, page_size, kv_dim] float32, one contiguous tensor so NIXL
 registers it once. A page holds every layer of page_size tokens, so a chunk moves as a few
 contiguous runs. Freed pages of failed rooms sit in quarantine a while (a late remote write may
 still land there)."""
@@ -13,10 +13,10 @@ QUARANTINE_S = 5.0
 
 
 class KVPool:
-    def __init__(self, n_layers: int, d_model: int, page_size: int, num_pages: int):
+    def __init__(self, n_layers: int, kv_dim: int, page_size: int, num_pages: int):
         self.page_size = page_size
         self.num_pages = num_pages
-        self.pool = torch.zeros(num_pages, n_layers, 2, page_size, d_model)
+        self.pool = torch.zeros(num_pages, n_layers, 2, page_size, kv_dim)
         self.page_bytes = self.pool[0].numel() * self.pool.element_size()
         self.base_addr = self.pool.data_ptr()
         self.scratch_page = num_pages - 1  # never allocated: target of the connection warm-up write

@@ -251,7 +251,7 @@ def test_configuration_gauges(load):
         assert _value(m, "sglang:max_total_num_tokens") == 131072
         assert _value(m, "sglang:num_pages") == 131072 // 64
         assert _value(m, "sglang:context_len") == info["context_length"]
-        kv = (131072 // 64 + 1) * cfg.n_layers * 2 * 64 * cfg.d_model * 4
+        kv = (131072 // 64 + 1) * cfg.n_layers * 2 * 64 * cfg.kv_dim * 4
         assert _value(m, "sglang:kv_cache_memory_usage_gb") == pytest.approx(kv / 2 ** 30)
         weights = sum(t.numel() * t.element_size() for t in TinyLM().p.values())
         assert _value(m, "sglang:weight_memory_usage_gb") == pytest.approx(weights / 2 ** 30)

@@ -33,14 +33,16 @@ def prompt(n: int, salt: int = 0) -> list[int]:
 def naive_logits(m: TinyLM, ids: list[int]) -> torch.Tensor:
     """Last-position logits by recomputing the whole sequence with a plain sliding-window mask (no cache)."""
     c, p = m.cfg, m.p
-    n, H, dh = len(ids), c.n_heads, c.head_dim
+    n, H, KV, dh = len(ids), c.n_heads, c.n_kv_heads, c.head_dim
     pos = torch.arange(n)
     x = p["emb"][torch.tensor(ids)] + m._pos(pos)
     allow = (pos[None, :] <= pos[:, None]) & (pos[None, :] > pos[:, None] - c.window)
     for i in range(c.n_layers):
-        q, k, v = (m._norm(x) @ p[f"l{i}.wqkv"]).split(c.d_model, dim=-1)
-        s = q.view(n, H, dh).transpose(0, 1) @ k.view(n, H, dh).permute(1, 2, 0) / math.sqrt(dh)
-        a = torch.softmax(s.masked_fill(~allow, float("-inf")), -1) @ v.view(n, H, dh).transpose(0, 1)
+        q, k, v = (m._norm(x) @ p[f"l{i}.wqkv"]).split([c.d_model, c.kv_dim, c.kv_dim], dim=-1)
+        # query head h reads key/value head h // (H // KV)
+        k, v = (t.view(n, KV, dh).repeat_interleave(H // KV, dim=1) for t in (k, v))
+        s = q.view(n, H, dh).transpose(0, 1) @ k.permute(1, 2, 0) / math.sqrt(dh)
+        a = torch.softmax(s.masked_fill(~allow, float("-inf")), -1) @ v.transpose(0, 1)
         x = x + a.transpose(0, 1).reshape(n, c.d_model) @ p[f"l{i}.wo"]
         x = x + F.gelu(m._norm(x) @ p[f"l{i}.w1"]) @ p[f"l{i}.w2"]
     return (m._norm(x[-1:]) @ p["head"])[0]
@@ -99,7 +101,7 @@ def test_scripted_decode_step_equals_eager_bit_for_bit(model):
     for t in range(160):
         if t % 20 == 0 and slots["script"].n < 8:
             n = 3 + t
-            tail = torch.randn(CFG.n_layers, 2, min(n, CFG.window), CFG.d_model, generator=g)
+            tail = torch.randn(CFG.n_layers, 2, min(n, CFG.window), CFG.kv_dim, generator=g)
             for s in slots.values():
                 s.join(tail, n)
         if t % 45 == 44:
@@ -114,7 +116,7 @@ def test_scripted_decode_step_equals_eager_bit_for_bit(model):
 def test_join_refuses_when_every_slot_is_taken(model):
     slots, _ = joined(model, [prompt(5)], 1)
     with pytest.raises(IndexError):
-        slots.join(torch.zeros(CFG.n_layers, 2, 5, CFG.d_model), 5)
+        slots.join(torch.zeros(CFG.n_layers, 2, 5, CFG.kv_dim), 5)
 
 
 def test_generate_greedy_matches_naive_forward(model):
