@@ -131,7 +131,7 @@ def _decode_step(tokens: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, emb:
         kv[i, 0, rows, :, ring] = k.view(B, n_kv, dh)
         kv[i, 1, rows, :, ring] = v.view(B, n_kv, dh)
         K, V = kv[i, 0, :B, :, :L], kv[i, 1, :B, :, :L]  # [B, KV, L, dh]
-        # plain attention, a group's query heads as the rows of one product: it beats SDPA's CPU kernel here
+        # plain attention, each group of query heads the rows of one product over the keys they share
         w = torch.softmax((q.view(B, n_kv, group, dh) @ K.transpose(-1, -2)) * dh ** -0.5 + mask, dim=-1)
         a = w @ V  # [B, KV, group, dh]: query head h = kv head h // group, as the projections are laid out
         x = x + a.reshape(B, d_model) @ lw[1]
