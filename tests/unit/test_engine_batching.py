@@ -3,6 +3,7 @@ alone and a naive full-recompute forward; a prefill step holds chunks of several
 batched output equals the greedy reference."""
 from __future__ import annotations
 
+import json
 import math
 import types
 
@@ -126,6 +127,35 @@ def test_generate_greedy_matches_naive_forward(model):
     for _ in range(6):
         seq.append(int(torch.argmax(naive_logits(model, seq) + model.mask)))
     assert out == seq[len(ids):]
+
+
+@pytest.mark.parametrize("n_kv_heads", [2, 4])
+def test_wider_kv_groups_match_naive_forward(n_kv_heads):
+    """With one key/value head every query head reads the same keys, so the head-to-group mapping goes unchecked
+    above; with 2 or 4 the prefill (SDPA's GQA), the decode step and the reference must group heads alike."""
+    m = TinyLM(ModelConfig(window=64, n_kv_heads=n_kv_heads))
+    ids = prompt(140, 5)
+    cache = m.new_cache(len(ids))
+    for s in range(0, len(ids), 50):
+        lg = m.extend(ids[s:s + 50], cache)
+    assert torch.allclose(lg, naive_logits(m, ids), atol=1e-4)
+    out = m.generate_greedy(ids, 6, chunk=50)
+    seq = list(ids)
+    for _ in range(6):
+        seq.append(int(torch.argmax(naive_logits(m, seq) + m.mask)))
+    assert out == seq[len(ids):]
+
+
+def test_a_checkpoint_saved_before_kv_heads_loads_as_one_per_query_head(tmp_path):
+    old = TinyLM(ModelConfig(n_kv_heads=4))
+    old.save(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    del cfg["engine_model"]["n_kv_heads"]  # the format before grouped-query attention
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    m = TinyLM.load(tmp_path)
+    assert m.cfg.n_kv_heads == 4
+    ids = prompt(30)
+    assert torch.equal(m.extend(ids, m.new_cache(30)), old.extend(ids, old.new_cache(30)))
 
 
 def _scheduler(model, chunk=512, max_running=8):
