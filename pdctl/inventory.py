@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Optional, Union
 
 import msgspec
 from msgspec import Meta, field
@@ -21,6 +21,9 @@ from pdctl.errors import InventoryError
 from pdctl.inventory_env import ENV_NAME, env_field
 from pdctl.struct_errors import field_error, field_errors, validation_problems
 from pdctl.yamlfile import load_yaml
+
+if TYPE_CHECKING:
+    from pdctl.routers import RouterKind
 
 ROLES = ("prefill", "decode", "router")
 RoleName = Literal["prefill", "decode", "router"]
@@ -125,9 +128,15 @@ class RoleInstance(_Strict, kw_only=True):     # kw_only is per class in msgspec
     args: dict[str, ArgValue] = field(default_factory=dict)     # extra launch flags: {"--flag": value|true}
     env: dict[str, Any] = field(default_factory=dict)          # name -> text once checked (env_as_text)
     ready_timeout: Seconds = 300.0
+    kind: Optional[str] = None               # router only: smg (the default) or sglang-router (pdctl.routers)
 
     def __post_init__(self) -> None:
         from pdctl.host_address import address_problem
+        from pdctl.routers import router_kinds
+
+        if self.kind is not None and self.kind not in router_kinds():
+            raise field_error("kind", f"unknown router kind {self.kind!r} (choose from "
+                                      f"{', '.join(sorted(router_kinds()))})")
 
         problem = address_problem(self.listen_host)   # "" would bind every address: never by accident
         if problem:
@@ -258,6 +267,9 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
                     raise field_error(f"roles.{role}.{i}.host", f"unknown host {inst.host!r} (hosts: {known})")
                 if role != "prefill" and inst.bootstrap_port is not None:
                     raise field_error(f"roles.{role}.{i}.bootstrap_port", "only prefill has a bootstrap port")
+                if role != "router" and inst.kind is not None:
+                    raise field_error(f"roles.{role}.{i}.kind", "only a router has a kind (the engine is the "
+                                                                "inventory's `engine`)")
         self._check_args()
         self._check_reachable()
         if self.engine == "sglang" and not self.model_path:
@@ -324,6 +336,12 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
         for r in ROLES if role is None else (role,):
             out.extend((r, i, inst) for i, inst in enumerate(getattr(self.roles, r)))
         return out
+
+    def router_kind(self, index: int) -> "RouterKind":
+        """What router[index] runs: its `kind`, else smg (pdctl.routers.DEFAULT_ROUTER_KIND)."""
+        from pdctl.routers import DEFAULT_ROUTER_KIND, router_kind
+
+        return router_kind(self.roles.router[index].kind or DEFAULT_ROUTER_KIND)
 
     @staticmethod
     def bootstrap_port(inst: RoleInstance) -> int:

@@ -10,12 +10,23 @@ import re
 import sys
 from typing import Mapping
 
+from pdctl.engines import engine_kind
 from pdctl.errors import InventoryError
 from pdctl.inventory import ArgValue, Inventory
 from pdctl.services.base import ServiceSpec
 
-SERVER_MODULE = {"bundled": "engine.launch_server", "sglang": "sglang.launch_server"}
-ROUTER_MODULE = "sglang_router.launch_router"
+def server_modules() -> set[str]:
+    """The module of every registered engine kind (pdctl.engines)."""
+    from pdctl.engines import engine_kinds
+
+    return {k.module for k in engine_kinds().values()}
+
+
+def router_modules() -> set[str]:
+    """The module of every registered router kind (pdctl.routers)."""
+    from pdctl.routers import router_kinds
+
+    return {k.module for k in router_kinds().values()}
 
 
 # what argparse takes for a value although it starts with "-" (its own negative-number rule)
@@ -66,7 +77,7 @@ def python_for(inv: Inventory, host_name: str) -> str:
 def recorded_python(spec: ServiceSpec | None) -> str | None:
     """The interpreter an installed spec records: argv[0] of a command pdctl renders (`PY -m <engine or router
     module> ...`); None for no spec or another shape (a unit written by hand)."""
-    modules = {*SERVER_MODULE.values(), ROUTER_MODULE}
+    modules = {*server_modules(), *router_modules()}
     if spec is None or len(spec.argv) < 3 or spec.argv[1] != "-m" or spec.argv[2] not in modules:
         return None
     return spec.argv[0]
@@ -107,7 +118,8 @@ def base_flags(inv: Inventory, role: str, index: int) -> dict[str, ArgValue]:
     """The flags pdctl itself sets for a role (before the inventory's own `args`)."""
     inst = getattr(inv.roles, role)[index]
     if role == "router":
-        return {"--host": inst.listen_host, "--port": inst.port}
+        # its metrics port would otherwise listen on every interface (smg: the unspecified address of --host's family)
+        return {"--host": inst.listen_host, "--port": inst.port, "--prometheus-host": metrics_host(inv, index)}
     flags: dict[str, ArgValue] = {}
     if inv.model_path:
         flags["--model-path"] = inv.model_path
@@ -124,19 +136,37 @@ def base_flags(inv: Inventory, role: str, index: int) -> dict[str, ArgValue]:
     return flags
 
 
+def metrics_host(inv: Inventory, index: int) -> str:
+    """Where router[index]'s metrics port listens: its listen_host, or for a wildcard the host's own address
+    (loopback on a local host), never every interface."""
+    inst = inv.roles.router[index]
+    if inst.listen_host not in ("0.0.0.0", "::", ""):
+        return inst.listen_host
+    host = inv.hosts[inst.host]
+    return "127.0.0.1" if host.transport == "local" else (host.internal_address or host.address)
+
+
+def metrics_port(inv: Inventory, index: int) -> int:
+    """router[index]'s metrics port: its `--prometheus-port` arg, else the routers' default (29000)."""
+    from pdctl.routers import DEFAULT_METRICS_PORT
+
+    value = inv.roles.router[index].args.get("--prometheus-port")
+    return int(value) if isinstance(value, (int, str)) and str(value).isdigit() else DEFAULT_METRICS_PORT
+
+
 def role_argv(inv: Inventory, role: str, index: int, *, python: str | None = None) -> list[str]:
     """The full launch command of one role instance, unquoted; `python` (the host's resolved interpreter)
     defaults to `python_for`."""
     inst = getattr(inv.roles, role)[index]
     py = python or python_for(inv, inst.host)
     if role == "router":
-        argv = [py, "-m", ROUTER_MODULE, "--pd-disaggregation"]
+        argv = [py, "-m", inv.router_kind(index).module, "--pd-disaggregation"]
         for i, p in enumerate(inv.roles.prefill):
             argv += ["--prefill", worker_url(inv, "prefill", i, inst.host), str(inv.bootstrap_port(p))]
         for i, _d in enumerate(inv.roles.decode):
             argv += ["--decode", worker_url(inv, "decode", i, inst.host)]
     else:
-        argv = [py, "-m", SERVER_MODULE[inv.engine]]
+        argv = [py, "-m", engine_kind(inv.engine).module]
     try:
         return argv + flag_tokens({**base_flags(inv, role, index), **inst.args})
     except ValueError as e:

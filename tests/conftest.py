@@ -30,3 +30,20 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped, but PDCTL_REQUIRE_ALL=1 requires every test to run: {reason}"
+
+
+LONG_FILE_LINES = 400
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The house's length rule as a warning, not a failure: a file past LONG_FILE_LINES usually holds two concepts
+    (split it by concept, never by size). Covers the library, the tests and the benches."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [p for pkg in ("pdctl", "engine", "tests", "bench") for p in (root / pkg).rglob("*.py")]
+    big = sorted((str(p.relative_to(root)), n) for p in files if (n := len(p.read_text().splitlines())) > LONG_FILE_LINES)
+    if big:
+        terminalreporter.write_sep("-", f"files over {LONG_FILE_LINES} lines (two concepts?)")
+        for name, n in big:
+            terminalreporter.write_line(f"{name}: {n} lines")

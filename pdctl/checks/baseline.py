@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from pdctl.checks.metric_names import ENABLE_METRICS_HINT, FAILURE_COUNTERS
+from pdctl.checks.metric_names import ENABLE_METRICS_HINT, METRICS_ON_WITNESS
 from pdctl.checks.result import NEXT_STATUS, CheckResult, Status
 from pdctl.checks.transfer import counters_of
 from pdctl.serialize import JSON_OFF
@@ -22,16 +22,16 @@ LAYER = "baseline"   # not a final-health layer: what `--record-baseline` did, r
 
 def baseline_snapshot(reads: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     """(label -> failure counters, label -> why not read) from label -> MetricSet or the exception that stopped
-    its read. A worker whose /metrics lacks a failure-counter family is not read: its baseline would be empty. Pure."""
+    its read. A worker whose /metrics shows no SGLang metrics at all is not read: its baseline would say nothing;
+    one whose failure counters have no series yet (none failed since it started) records them as 0. Pure."""
     snapshot: dict[str, dict[str, float]] = {}
     unread: dict[str, str] = {}
     for label, m in reads.items():
         if m is None or isinstance(m, BaseException):
             unread[label] = _first_line(m)
             continue
-        missing = [name for name in FAILURE_COUNTERS if not m.samples(name)]
-        if missing:
-            unread[label] = f"no {', '.join(missing)} series in its /metrics ({ENABLE_METRICS_HINT})"
+        if not m.has(METRICS_ON_WITNESS):
+            unread[label] = f"no {METRICS_ON_WITNESS} in its /metrics ({ENABLE_METRICS_HINT})"
             continue
         snapshot[label] = counters_of(m)
     return snapshot, unread

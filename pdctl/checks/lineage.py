@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from pdctl.engines import HazardKnowledge
 from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
 from pdctl.serialize import JSON_OFF, to_data
 
@@ -175,9 +176,12 @@ def pair_hazards(starts: Mapping[str, tuple[str, int, float | None]], record: Ma
 
 
 def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: Mapping[str, Any] | None,
-                  window_s: float = 900.0, *, now: float | None = None) -> list[CheckResult]:
+                  window_s: float = 900.0, *, now: float | None = None,
+                  known: HazardKnowledge | None = None) -> list[CheckResult]:
     """One CheckResult per observed instance: prefills report their uptime; decodes their lineage with every
-    prefill (naming each one they are hazardous with); routers theirs."""
+    prefill (naming each one they are hazardous with); routers theirs. `known`: what is known of the hazard for
+    the deployment's engine and transfer backend (pdctl.engines); a hazard only possible there is a warning that
+    says so, never a failure (default: known, as the seed's)."""
     now = time.time() if now is None else now
     rec = _record_entries(record)
     prefills = {l: v for l, v in starts.items() if v[0] == "prefill"}
@@ -207,7 +211,7 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
                                        observed=f"pid {pid}, start unknown", detail="cannot judge without a start time",
                                        data=data))
         elif role == "decode":
-            results.append(_decode_result(label, starts, rec, judged.get(label, []), window_s, now, data))
+            results.append(_decode_result(label, starts, rec, judged.get(label, []), window_s, now, data, known))
         else:
             results.append(_router_result(label, starts, rec, window_s, data))
     return results
@@ -218,7 +222,8 @@ def _names(labels: list[str]) -> str:
 
 
 def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, pairs: list[tuple],
-                   window_s: float, now: float, data: dict[str, Any]) -> CheckResult:
+                   window_s: float, now: float, data: dict[str, Any],
+                   known: HazardKnowledge | None = None) -> CheckResult:
     _role, pid, start = starts[label]
     by_time = {p: delta for p, _k, basis, delta in pairs if basis == START_TIMES and delta is not None}
     if by_time:
@@ -271,10 +276,16 @@ def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tu
     plural = "s" if sum(1 for v in starts.values() if v[0] == "prefill") > 1 else ""
     expected = f"co-restarted with its prefill{plural}" if any(h.basis == RECORD for h in bad) else \
         f"started after its prefill{plural}, within {_human(window_s)}"
-    return CheckResult(LAYER, label, "restart lineage", max((h.status for h in bad), key=_severity),
+    status = max((h.status for h in bad), key=_severity)
+    if known is not None and not known.known:     # not reproduced for this engine and backend: say how sure
+        status = Status.WARN
+    if known is not None:
+        said.append(("known for this engine and backend: " if known.known else "only possible here: ") + known.evidence)
+    return CheckResult(LAYER, label, "restart lineage", status,
                        observed="; ".join(observed), expected=expected, detail="; ".join(said + [ACTION]),
                        next_step=NEXT_PAIR_RESTART,
                        data={**data, "hazard": bad[0].hazard, "prefill": bad[0].prefill,
+                             "confidence": "known" if known is None or known.known else "possible",
                              "pairs": to_data(bad)})
 
 

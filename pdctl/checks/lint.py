@@ -40,7 +40,7 @@ def closest(name: str, known: Sequence[str], n: int = 2) -> list[str]:
 
 
 def _product(kind: str) -> str:
-    return {"sglang": "sglang", "bundled": "the bundled engine", "router": "sglang-router"}.get(kind, kind)
+    return {"sglang": "sglang", "bundled": "the bundled engine"}.get(kind, kind)   # a router kind is its name
 
 
 def judge_command(label: str, kind: str, argv: Sequence[str], item: Mapping[str, Any] | None) -> list[Finding]:

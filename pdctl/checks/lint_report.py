@@ -17,7 +17,7 @@ class RoleAnswer:
 
     label: str
     role: str                          # prefill | decode | router
-    kind: str                          # sglang | bundled | router: which parser answers
+    kind: str                          # sglang | bundled | a router kind (sglang-router, smg): who answers
     host: str
     python: str
     flags: list[str]                   # the argv after `python -m MODULE`

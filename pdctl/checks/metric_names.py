@@ -24,6 +24,11 @@ TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
 BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs_total"
 PREFILL_RETRIES = "sglang:num_prefill_retries_total"
 FAILURE_COUNTERS = (TRANSFER_FAILED, BOOTSTRAP_FAILED)
+# A labelled counter has no series until its first increment in real SGLang (prometheus_client's multiprocess
+# mode): an absent failure counter is 0 failures on a server whose metrics are on, which this gauge (set by every
+# scheduler from its start) witnesses. The transfer read asks for both.
+METRICS_ON_WITNESS = NUM_RUNNING_REQS
+TRANSFER_READ = (*FAILURE_COUNTERS, METRICS_ON_WITNESS)
 
 # Tokenizer counters (no tp_rank label).
 GENERATION_TOKENS = "sglang:generation_tokens_total"

@@ -132,11 +132,12 @@ def _error_text(body: Any) -> str:
 
 
 def judge_pair(prefill: int, decode: int, room: int, p: LegAnswer, d: LegAnswer,
-               aborted: list[str] | None = None) -> PairResult:
+               aborted: list[str] | None = None, *, repeats_on_failure: bool = True) -> PairResult:
     """The verdict on one pair from its two answers. Pure.
 
     unknown: a host did not answer (nothing is known about the pair). fail: a non-200, no answer within the budget,
-    or decode content that is empty or one token repeated (the failed-transfer symptom). pass otherwise."""
+    or decode content that is empty or (for an engine that `repeats_on_failure`) one token repeated (the
+    failed-transfer symptom). pass otherwise."""
     res = PairResult(prefill, decode, pair_name(prefill, decode), PASS, EXPECTED, "", room,
                      prefill_ms=p.ms, decode_ms=d.ms, aborted=list(aborted or []))
     gone = [side for side, leg in (("prefill", p), ("decode", d)) if leg.unreachable]
@@ -152,7 +153,8 @@ def judge_pair(prefill: int, decode: int, room: int, p: LegAnswer, d: LegAnswer,
     text = body.get("text")
     tokens = (body.get("meta_info") or {}).get("completion_tokens") if isinstance(body.get("meta_info"), dict) else None
     ok, reason = judge_completion_content(text if isinstance(text, str) else None,
-                                          tokens if isinstance(tokens, int) else None)
+                                          tokens if isinstance(tokens, int) else None,
+                                          repeats_on_failure=repeats_on_failure)
     res.content = (text or "")[:80] if isinstance(text, str) else ""
     res.kv_transfer_ms = _transfer_ms(p.body, d.body)
     res.status = PASS if ok else FAIL

@@ -102,9 +102,11 @@ def listed(workers: Sequence[Mapping[str, Any]], url: str) -> Mapping[str, Any] 
 
 
 def back_in_service(workers: Sequence[Mapping[str, Any]], url: str, role: str) -> bool:
-    """`url` is in the list as `role` and the router calls it healthy: it takes traffic again."""
+    """`url` is in the list as `role`, the router calls it healthy and (smg) its status is ready: it takes traffic
+    again."""
     w = listed(workers, url)
-    return w is not None and w.get("worker_type") == role and w.get("is_healthy") is not False
+    return (w is not None and w.get("worker_type") == role and w.get("is_healthy") is not False
+            and w.get("status", "ready") == "ready")
 
 
 def drained(gauges: Mapping[str, float]) -> bool:

@@ -1,8 +1,9 @@
 """KV transfer failures (layer "transfer"): the seed's `transfer_failed (must be 0)`, done so that silence is not 0.
 
-The seed's one-liner grepped `sglang:num_transfer_failed_reqs_total{...tp_rank="0"}` and printed nothing at all, and
-nothing read as fine. Here a missing family (metrics disabled, or a renamed metric) is a FAIL with the
-`--enable-metrics` hint, and every tp_rank is reported, not only rank 0.
+The seed's one-liner grepped `sglang:num_transfer_failed_reqs_total{...tp_rank="0"}`. Real SGLang creates a labelled
+counter's series at its first increment, so on a server that never failed a transfer the family is absent: that is
+0 failures when the server's metrics are on (its scheduler gauge METRICS_ON_WITNESS is there), and a FAIL with the
+`--enable-metrics` hint when no SGLang metric is there at all. Every tp_rank is reported, not only rank 0.
 Pure: `counters_of(metrics)` (a baseline snapshot) and `judge_transfer(label, metrics, baseline)`.
 """
 
@@ -11,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from pdctl.checks.metric_names import BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, TRANSFER_FAILED
+from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, METRICS_ON_WITNESS,
+                                      TRANSFER_FAILED)
 from pdctl.checks.metrics import MetricSet, Sample
 from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 
@@ -40,15 +42,18 @@ def _fmt(v: float) -> str:
 
 def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[str, float] | None) -> CheckResult:
     what = _WHAT.get(name, name)
-    if not metrics.has(name):
-        return CheckResult(LAYER, label, name, Status.FAIL, observed="metric absent", expected="0",
-                           detail=f"{name} is not exposed, so failures cannot be seen: {ENABLE_METRICS_HINT}",
-                           data={"hint": "--enable-metrics", "reason": "absent"})
+    expected = "not increased since baseline" if baseline is not None else "0 on every rank"
     samples = metrics.samples(name)
-    if not samples:
-        return CheckResult(LAYER, label, name, Status.FAIL, observed="no series", expected="0",
-                           detail=f"{name} is declared but has no series: cannot confirm 0 (engine not initialised?)",
-                           data={"reason": "no series"})
+    if not samples and not metrics.has(METRICS_ON_WITNESS):
+        return CheckResult(LAYER, label, name, Status.FAIL, observed="no SGLang metrics", expected="0",
+                           detail=f"neither {name} nor {METRICS_ON_WITNESS} is exposed, so failures cannot be "
+                                  f"seen: {ENABLE_METRICS_HINT}",
+                           data={"hint": "--enable-metrics", "reason": "absent"})
+    if not samples:   # SGLang creates the series at the first failure
+        return CheckResult(LAYER, label, name, Status.PASS, observed="0 (no series yet)", expected=expected,
+                           detail="no failure since the server started (SGLang creates the series at the first one)",
+                           data={"per_rank": {}, "baseline_used": baseline is not None, "notes": [],
+                                 "reason": "no series yet"})
     per_rank: dict[str, float] = {}
     increases: dict[str, float] = {}
     notes: list[str] = []
@@ -74,7 +79,6 @@ def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[
     data = {"per_rank": per_rank, "baseline_used": baseline is not None, "notes": notes}
     if baseline is not None:
         data["increase"] = increases
-    expected = "not increased since baseline" if baseline is not None else "0 on every rank"
     if not bad:
         return CheckResult(LAYER, label, name, Status.PASS, observed=observed, expected=expected,
                            detail="; ".join(notes), data=data)

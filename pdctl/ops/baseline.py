@@ -15,13 +15,13 @@ from pdctl.ops.context import Deployment
 
 def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
     """label -> MetricSet (or the exception that stopped us reading it), for every prefill and decode."""
-    from pdctl.checks.metric_names import FAILURE_COUNTERS
+    from pdctl.checks.metric_names import TRANSFER_READ
     from pdctl.checks.sampling import fetch_metrics
 
     def one(role: str, i: int):
         try:
             return fetch_metrics(dep.base_url(role, i), timeout=dep.inv.final_health.metrics_timeout,
-                                 families=FAILURE_COUNTERS)
+                                 families=TRANSFER_READ)
         except Exception as e:  # reported as a failed check, never swallowed
             return e
 

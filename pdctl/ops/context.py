@@ -54,7 +54,7 @@ class Deployment:
         from pdctl.checks.http_util import RoleURL
 
         inst = self.instance(role, index)
-        t, probe = self.transport(inst.host), _probe_host(inst.listen_host)
+        t, probe = self.transport(inst.host), probe_address(inst.listen_host)
         url = t.http_base_url(inst.port, host=probe)
         return RoleURL(url, label=self.inv.label(role, index), host=inst.host, remote=f"{probe}:{inst.port}",
                        tunnel=t.http_tunnel,
@@ -62,7 +62,7 @@ class Deployment:
 
     def bootstrap_url(self, index: int) -> str:
         inst = self.instance("prefill", index)
-        return self.transport(inst.host).http_base_url(self.inv.bootstrap_port(inst), host=_probe_host(inst.listen_host))
+        return self.transport(inst.host).http_base_url(self.inv.bootstrap_port(inst), host=probe_address(inst.listen_host))
 
     def status(self, role: str, index: int) -> ServiceStatus:
         inst = self.instance(role, index)
@@ -103,7 +103,7 @@ class Deployment:
         self.close()
 
 
-def _probe_host(listen_host: str) -> str:
+def probe_address(listen_host: str) -> str:
     # A role listening on all interfaces is probed on loopback of its host, as the seed's curl did.
     return "127.0.0.1" if listen_host in ("0.0.0.0", "::", "") else listen_host
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdctl import audit
 from pdctl.errors import CheckFailed, PdctlError, UsageError
+from pdctl.engines import engine_kind
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StepRecord, ordered_stop
 from pdctl.serialize import to_data
@@ -58,7 +59,8 @@ def status_hazards(dep: Deployment, rows: list[dict[str, Any]], abandoned: "Aban
 
     units = {r["label"]: UnitRestarts(r["role"], unit_name(r["service"]), r["restarts"], r["pid"], r.get("started_at"))
              for r in rows if r["active"] and r.get("restarts") is not None}
-    for c in judge_lineage(starts, load_lineage_record(dep), LINEAGE_WINDOW_S) + judge_systemd_restarts(units):
+    for c in judge_lineage(starts, load_lineage_record(dep), LINEAGE_WINDOW_S,
+                               known=engine_kind(dep.inv.engine).hazard(dep.inv.transfer_backend)) + judge_systemd_restarts(units):
         if c.status in (Status.FAIL, Status.WARN) and c.data.get("hazard"):
             out.append(f"restart lineage: {c.target}: {c.observed}" + (f"; {c.next_step}" if c.next_step else ""))
     return out

@@ -21,7 +21,13 @@ from pdctl.services.base import ServiceSpec
 from pdctl.shell import quote, python_oneliner
 from pdctl.transport.base import no_answer
 
-MODULE_KIND = {"engine.launch_server": "bundled", "sglang.launch_server": "sglang", launch.ROUTER_MODULE: "router"}
+def module_kinds() -> dict[str, str]:
+    """launched module -> the kind of parser that answers for it (an engine, or a router kind's name)."""
+    from pdctl.engines import engine_kinds
+    from pdctl.routers import router_kinds
+
+    return {**{k.module: k.name for k in engine_kinds().values()},
+            **{k.module: k.name for k in router_kinds().values()}}
 
 
 def _answer(dep: Deployment, role: str, index: int, spec: ServiceSpec) -> RoleAnswer:
@@ -29,8 +35,9 @@ def _answer(dep: Deployment, role: str, index: int, spec: ServiceSpec) -> RoleAn
     inst = dep.instance(role, index)
     argv = list(spec.argv)
     module = argv[2] if len(argv) >= 3 and argv[1] == "-m" else ""
-    kind = MODULE_KIND.get(module, "")
-    problem = "" if kind else (f"not a command pdctl renders (`PYTHON -m {' | '.join(MODULE_KIND)} ...`): "
+    kinds = module_kinds()
+    kind = kinds.get(module, "")
+    problem = "" if kind else (f"not a command pdctl renders (`PYTHON -m {' | '.join(kinds)} ...`): "
                                f"{' '.join(argv[:3])}")
     return RoleAnswer(label=dep.inv.label(role, index), role=role, kind=kind or "unknown", host=inst.host,
                       python=argv[0] if argv else "", flags=argv[3:], env=dict(spec.env), item=None,

@@ -19,6 +19,7 @@ from pdctl.checks.pairs import (ABORT_PATH, FAIL, GENERATE_PATH, UNKNOWN, LegAns
                                 canary_body, canary_rid, fresh_room, heal_step, judge_matrix, judge_pair,
                                 leg_timed_out, pair_check)
 from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
+from pdctl.engines import engine_kind
 from pdctl.ops.context import Deployment
 
 MIN_SLOT_S = 0.5   # a canary gets at least this long, whatever the budget: less cannot move any KV
@@ -125,7 +126,8 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
         health = dep.inv.final_health.health_timeout
         aborted = ["closed both connections"] + aborted + [
             _abort(bases[(role, k)], dep.inv.label(role, k), rid, health) for role, k in (("prefill", i), ("decode", j))]
-    return judge_pair(i, j, room, prefill_leg, got["decode"], aborted)
+    return judge_pair(i, j, room, prefill_leg, got["decode"], aborted,
+                      repeats_on_failure=engine_kind(dep.inv.engine).repeats_token_on_failed_transfer)
 
 
 def verify_pairs(dep: Deployment, budget: float | None = None, *, lineage: bool = True) -> PairsReport:

@@ -1,9 +1,11 @@
-"""A router's worker list, through sglang-router's worker API: read it, take a worker out, put one back.
+"""A router's worker list, through its worker API: read it, take a worker out, put one back.
 
-sglang-router 0.3.2: `GET /workers` -> {"workers": [{"id", "url", "worker_type", "is_healthy", "bootstrap_port",
+Both router kinds: `GET /workers` -> {"workers": [{"id", "url", "worker_type", "is_healthy", "bootstrap_port",
 ...}]}; `DELETE /workers/{id}` and `POST /workers {"url", "worker_type", "bootstrap_port"}` answer 202 and take
 effect in the background. So every change here is confirmed by reading the list again (polled, bounded), never by
-sleeping. The URLs are the ones the router was started with (pdctl.launch.worker_url from the router's host).
+sleeping. smg (pdctl.routers.smg) also lists each worker's `status`, keeps a deleted worker listed as `draining`
+for ~5 s, and answers 409 to a POST for a URL it still lists: a worker is put back only once it is no longer listed.
+The URLs are the ones the router was started with (pdctl.launch.worker_url from the router's host).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ API_TIMEOUT_S = 5.0
 CONFIRM_TIMEOUT_S = 30.0   # the router applies a change within seconds; past this it is not applying it
 
 
-def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None) -> Any:
+def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, also_ok: tuple[int, ...] = ()) -> Any:
     """One worker-API request to router r: the decoded JSON answer. Raises UnreachableError (no answer) or
-    StepFailed (an answer that is not a success), both naming the router."""
+    StepFailed (an answer that is not a success nor in `also_ok`), both naming the router."""
     from pdctl import http_client as http
     from pdctl.checks.http_util import describe_error, join
 
@@ -36,7 +38,7 @@ def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None) -> 
     except http.HTTPError as e:
         raise UnreachableError(f"unknown: {label}: {method} {path}: {describe_error(e, API_TIMEOUT_S, base)}",
                                target=label) from None
-    if resp.status_code >= 300:
+    if resp.status_code >= 300 and resp.status_code not in also_ok:
         raise StepFailed(f"{label}: {method} {path} answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
         return resp.json()
@@ -67,7 +69,7 @@ def serving(dep: Deployment) -> dict[str, list[tuple[str, int]]]:
         out[dep.inv.label("router", r)] = [
             (role, i) for role, i, _ in dep.inv.instances() if role != "router"
             and (entry := listed(listed_now, url_of(dep, r, role, i))) is not None
-            and entry.get("is_healthy") is not False]
+            and entry.get("is_healthy") is not False and entry.get("status", "ready") == "ready"]
     return out
 
 
@@ -79,7 +81,8 @@ def take_out(dep: Deployment, role: str, i: int) -> float:
         entry = listed(workers(dep, r), url)
         if entry is None:
             continue           # already out of this router
-        _call(dep, r, "DELETE", f"/workers/{entry['id']}")
+        if entry.get("status") != "draining":     # smg: a delete already under way
+            _call(dep, r, "DELETE", f"/workers/{entry['id']}")
         waited += _confirm(dep, r, lambda ws, u=url: listed(ws, u) is None,
                            f"{dep.inv.label(role, i)} still listed by {dep.inv.label('router', r)}")
     return waited
@@ -91,11 +94,21 @@ def put_back(dep: Deployment, role: str, i: int) -> float:
     waited = 0.0
     for r in range(len(dep.inv.roles.router)):
         url = url_of(dep, r, role, i)
-        if not back_in_service(workers(dep, r), url, role):
-            body: dict[str, Any] = {"url": url, "worker_type": role}
-            if role == "prefill":
-                body["bootstrap_port"] = dep.inv.bootstrap_port(dep.instance("prefill", i))
-            _call(dep, r, "POST", "/workers", body)
+        kind = dep.inv.router_kind(r)
+        now = workers(dep, r)
+        if not back_in_service(now, url, role):
+            entry = listed(now, url)
+            if entry is not None and entry.get("status") == "draining":
+                # smg still drains it from an earlier DELETE: a POST now would be refused (409)
+                waited += _confirm(dep, r, lambda ws, u=url: listed(ws, u) is None,
+                                   f"{dep.inv.label(role, i)} still draining in {dep.inv.label('router', r)}")
+                entry = None
+            if entry is None or not kind.readd_conflict:   # sglang-router replaces a listed worker; smg refuses
+                body: dict[str, Any] = {"url": url, "worker_type": role}
+                if role == "prefill":
+                    body["bootstrap_port"] = dep.inv.bootstrap_port(dep.instance("prefill", i))
+                # 409: listed again meanwhile (a router's own re-add); the wait below decides
+                _call(dep, r, "POST", "/workers", body, also_ok=(409,) if kind.readd_conflict else ())
         waited += _confirm(dep, r, lambda ws, u=url: back_in_service(ws, u, role),
                            f"{dep.inv.label(role, i)} not listed as healthy by {dep.inv.label('router', r)}")
     return waited

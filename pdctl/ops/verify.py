@@ -21,7 +21,8 @@ from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.router import judge_router_workers, title_rewritten
 from pdctl.errors import PdctlError, RefusedError, UnreachableError, UsageError
-from pdctl.ops.context import Deployment
+from pdctl.engines import engine_kind
+from pdctl.ops.context import Deployment, probe_address
 from pdctl.ops.fanout import raise_first_unreachable
 from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, host_lineage_path, load_lineage_record  # noqa: F401 (callers)
 from pdctl.progress import Event
@@ -57,6 +58,58 @@ def health_probes(dep: Deployment, role: str, i: int) -> list[CheckResult]:
     if role == "router":
         workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
         out.append(probe_router_ready(base, timeout=timeout, expect_workers=workers))
+        if out[0].status is Status.PASS:      # a router that does not answer has said all there is
+            out.extend(router_verdicts(dep, i))
+    return out
+
+
+def router_metrics_url(dep: Deployment, index: int) -> str:
+    """Router[index]'s metrics endpoint base, as this machine reaches it (an SSH tunnel when the host says so)."""
+    from pdctl.checks.http_util import RoleURL
+
+    inst = dep.instance("router", index)
+    t, probe = dep.transport(inst.host), probe_address(launch.metrics_host(dep.inv, index))
+    port = launch.metrics_port(dep.inv, index)
+    url = t.http_base_url(port, host=probe)
+    return RoleURL(url, label=f"{dep.inv.label('router', index)} metrics", host=inst.host, remote=f"{probe}:{port}",
+                   tunnel=t.http_tunnel, failure=lambda since: t.tunnel_failure(url, since))
+
+
+def router_verdicts(dep: Deployment, index: int) -> list[CheckResult]:
+    """What router[index] itself says of its workers: each one's listed state (GET /workers) and, where the kind
+    exposes them, its circuit breakers and the requests it gave up on (its metrics port)."""
+    from pdctl.checks.http_util import client, describe_error
+    from pdctl.checks.router_state import (RETRIES_EXHAUSTED, judge_breakers, judge_retries_exhausted,
+                                           judge_worker_states)
+    from pdctl.checks.sampling import fetch_metrics
+    from pdctl.http_client import HTTPError
+
+    label = dep.inv.label("router", index)
+    timeout = dep.inv.final_health.health_timeout
+    host = dep.instance("router", index).host
+    names = {launch.worker_url(dep.inv, role, i, host): f"{role}[{i}]"
+             for role, i, _ in dep.inv.instances() if role != "router"}
+    base = dep.base_url("router", index)
+    try:
+        with client(timeout) as c:
+            body = c.get(f"{base}/workers").json()
+    except (HTTPError, ValueError) as e:
+        cause = describe_error(e, timeout, base) if isinstance(e, HTTPError) else "not JSON"
+        return [CheckResult("health", label, "/workers", Status.FAIL, observed=cause, expected="the worker list",
+                            detail=f"GET /workers of {label}: {cause}")]
+    out = judge_worker_states(label, body, names)
+    kind = dep.inv.router_kind(index)
+    if kind.breaker_metric:
+        murl = router_metrics_url(dep, index)
+        try:
+            metrics = fetch_metrics(murl, timeout, families=[kind.breaker_metric, RETRIES_EXHAUSTED])
+        except PdctlError as e:
+            return out + [CheckResult("health", label, "circuit breakers", Status.FAIL,
+                                      observed=e.message.splitlines()[0], expected="the router's metrics",
+                                      detail=f"{kind.name}'s breakers are visible only on its metrics port "
+                                             f"({murl.remote}); set --prometheus-port in the router's args if "
+                                             "it is not the default 29000")]
+        out += judge_breakers(label, metrics, kind.breaker_metric, names) + judge_retries_exhausted(label, metrics)
     return out
 
 
@@ -69,10 +122,11 @@ def _e2e_layer(dep: Deployment) -> list[CheckResult]:
 
     p = dep.inv.final_health.probe
     model = p.model or dep.inv.served_model_name
+    repeats = engine_kind(dep.inv.engine).repeats_token_on_failed_transfer
 
     def one(role: str, i: int) -> list[CheckResult]:
         return [probe_chat(dep.base_url(role, i), model=model, prompt=p.prompt, max_tokens=p.max_tokens,
-                           timeout=p.timeout)]
+                           timeout=p.timeout, repeats_on_failure=repeats)]
 
     return _labelled(dep.each_instance(one, roles=("router",)))
 
@@ -241,11 +295,12 @@ def unit_restarts(procs: dict[str, Any]) -> dict[str, Any]:
             for label, (role, _i, st, _info) in procs.items() if st.active and st.restarts is not None}
 
 
-def _lineage_layer(procs: dict[str, Any], record: Any) -> list[CheckResult]:
+def _lineage_layer(dep: Deployment, procs: dict[str, Any], record: Any) -> list[CheckResult]:
     from pdctl.checks.lineage import judge_lineage
     from pdctl.checks.systemd_restarts import judge_systemd_restarts
 
-    return judge_lineage(lineage_snapshot(procs), record, LINEAGE_WINDOW_S) + \
+    known = engine_kind(dep.inv.engine).hazard(dep.inv.transfer_backend)
+    return judge_lineage(lineage_snapshot(procs), record, LINEAGE_WINDOW_S, known=known) + \
         judge_systemd_restarts(unit_restarts(procs))
 
 
@@ -300,7 +355,7 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
             if "flags" in layers:
                 report.layers["flags"] = _flags_layer(dep, procs, infos_f.result())
             if "lineage" in layers:
-                report.layers["lineage"] = _lineage_layer(procs, record_f.result())
+                report.layers["lineage"] = _lineage_layer(dep, procs, record_f.result())
     if "inflight" in layers:
         from pdctl.ops.inflight import inflight_layer
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pdctl.checks.result import CheckResult
 from pdctl.errors import PdctlError
+from pdctl.engines import engine_kind
 from pdctl.ops.context import Deployment
 
 
@@ -72,8 +73,10 @@ def e2e_round(dep: Deployment) -> Seen:
 
     p = dep.inv.final_health.probe
     model = p.model or dep.inv.served_model_name
+    repeats = engine_kind(dep.inv.engine).repeats_token_on_failed_transfer
     return _per_instance(dep, lambda role, i: [probe_chat(dep.base_url(role, i), model=model, prompt=p.prompt,
-                                                          max_tokens=p.max_tokens, timeout=p.timeout)],
+                                                          max_tokens=p.max_tokens, timeout=p.timeout,
+                                                          repeats_on_failure=repeats)],
                          roles=("router",))
 
 
@@ -133,7 +136,7 @@ def flags_round(dep: Deployment) -> Seen:
         return seen
     record = load_lineage_record(dep)
     live = {(role, i) for role, i, _st, info in procs.values() if role != "router" and info}
-    seen.checks = _flags_layer(dep, procs, server_infos(dep, only=live)) + _lineage_layer(procs, record)
+    seen.checks = _flags_layer(dep, procs, server_infos(dep, only=live)) + _lineage_layer(dep, procs, record)
     starts = lineage_snapshot(procs)
     seen.processes = {label: (pid, start) for label, (_role, pid, start) in starts.items()}
     seen.hazards = {(h.prefill, h.decode): h.hazard

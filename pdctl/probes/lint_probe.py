@@ -1,7 +1,7 @@
-"""Run on a role's host with the host's interpreter: ask the installed SGLang, bundled engine or sglang-router to
+"""Run on a role's host with the host's interpreter: ask the installed SGLang, bundled engine or router (sglang-router, smg) to
 parse a rendered command line, and report the env-name registry it reads. Stdlib only; pdctl never imports it.
 
-Request: sys.argv[1] is JSON {"items": [{"key", "kind": "sglang"|"bundled"|"router", "argv": [flags...],
+Request: sys.argv[1] is JSON {"items": [{"key", "kind": "sglang"|"bundled"|"sglang-router"|"smg", "argv": [flags...],
 "env": {...}, "env_names": [...]}], "site_env": [names the inventory declares site-specific]}. Reply: one line
 `PDCTL-LINT-REPLY {json}` on stdout, whatever the packages print meanwhile.
 Per item: the version, whether the parser could be asked, its verdict (argparse's own message on a refusal),
@@ -146,15 +146,18 @@ def _ask_bundled(argv, env):
     return engine.__version__, verdict, parsed, _options(server_args.build_parser())
 
 
-def _ask_router(argv, env):
-    parse_router_args = importlib.import_module("sglang_router.launch_router").parse_router_args
-    RouterArgs = importlib.import_module("sglang_router.router_args").RouterArgs
+def _router_asker(package, dist):
+    """The parser of a router kind: sglang-router 0.3.2 and smg 1.13 lay it out alike (<package>.launch_router's
+    parse_router_args, <package>.router_args.RouterArgs); the version comes from the distribution's metadata."""
+    def ask(argv, env):
+        parse_router_args = importlib.import_module(package + ".launch_router").parse_router_args
+        RouterArgs = importlib.import_module(package + ".router_args").RouterArgs
 
-    parser = argparse.ArgumentParser()
-    RouterArgs.add_cli_args(parser, use_router_prefix=False)
-    verdict, parsed = _parse(parse_router_args, argv, env)
-    return (_version("sglang-router", lambda: __import__("sglang_router.version").version.__version__),
-            verdict, parsed, _options(parser))
+        parser = argparse.ArgumentParser()
+        RouterArgs.add_cli_args(parser, use_router_prefix=False)
+        verdict, parsed = _parse(parse_router_args, argv, env)
+        return (_version(dist, lambda: "unknown"), verdict, parsed, _options(parser))
+    return ask
 
 
 def _bundled_registry(names, site_env=()):
@@ -163,7 +166,9 @@ def _bundled_registry(names, site_env=()):
             "source": "engine.env_registry"}
 
 
-ASK = {"sglang": _ask_sglang, "bundled": _ask_bundled, "router": _ask_router}
+# router kinds by their inventory name (pdctl.routers): the probe is stdlib-only and cannot import the registry
+ASK = {"sglang": _ask_sglang, "bundled": _ask_bundled, "sglang-router": _router_asker("sglang_router", "sglang-router"),
+       "smg": _router_asker("smg", "smg")}
 REGISTRY = {"sglang": _sglang_registry, "bundled": _bundled_registry}
 
 

@@ -36,16 +36,25 @@ def test_seed_storm_value_fails_per_rank():
     assert tf.data["per_rank"] == {"tp0": 10.0, "tp1": 10.0}
 
 
-def test_missing_family_is_fail_with_enable_metrics_hint():
+def test_no_sglang_metrics_at_all_is_fail_with_enable_metrics_hint():
     # the seed's grep printed nothing and that read as fine: here it cannot
-    res = judge_transfer("prefill[0]", parse_metrics("# TYPE sglang:num_running_reqs gauge\n"))
+    res = judge_transfer("prefill[0]", parse_metrics("# TYPE process_cpu_seconds_total counter\n"))
     assert all(r.status is Status.FAIL and "--enable-metrics" in r.detail for r in res)
     assert judge_transfer("x", parse_metrics(""))[0].data["hint"] == "--enable-metrics"
 
 
-def test_declared_without_series_is_not_a_pass():
-    r = judge_transfer("x", parse_metrics(f"# TYPE {N.TRANSFER_FAILED} counter\n# TYPE {N.BOOTSTRAP_FAILED} counter\n"))
-    assert all(x.status is Status.FAIL and x.observed == "no series" for x in r)
+def test_real_sglang_without_a_failure_has_no_series_and_passes():
+    # a live real SGLang 0.5.23 PD pair that never failed a transfer: the failure families are absent (multiprocess
+    # mode creates a labelled series at its first increment), its scheduler gauges are there
+    for side in ("prefill", "decode"):
+        text = (FIX / f"sglang-0.5.23-cpu-pd-{side}-metrics.prom").read_text()
+        m = parse_metrics(text)
+        assert not m.has(N.TRANSFER_FAILED) and m.has(N.METRICS_ON_WITNESS)
+        res = judge_transfer(f"{side}[0]", m)
+        assert all(r.status is Status.PASS and r.observed == "0 (no series yet)" for r in res)
+        # a baseline read then does not make the series' later birth pass: counted from 0
+        tf, _ = judge_transfer(f"{side}[0]", parse_metrics(text + prom({0: 2}, {})), counters_of(m))
+        assert tf.status is Status.FAIL and "tp0 +2" in tf.detail
 
 
 def test_baseline_not_increased_passes_increase_fails_reset_counts():

@@ -4,7 +4,7 @@ import copy
 from pathlib import Path
 
 from pdctl import launch
-from pdctl.inventory import embedded_default, load_inventory
+from pdctl.inventory import parse_inventory, embedded_default, load_inventory
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seed-production.yaml"
 
@@ -22,9 +22,20 @@ def test_bundled_default_commands():
                  "--disaggregation-transfer-backend nixl", "--enable-metrics"):
         assert part in joined
     router = " ".join(launch.role_argv(inv, "router", 0))
-    assert "sglang_router.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 8998 " \
+    # smg, the maintained gateway, unless the router entry names another kind
+    assert "-m smg.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 8998 " \
            "--decode http://127.0.0.1:30002" in router
-    assert "--port 30001" in router
+    assert "--port 30001" in router and "--prometheus-host 127.0.0.1" in router
+
+
+def test_router_kind_decides_the_module_and_a_wildcard_router_keeps_metrics_off_every_interface():
+    data = embedded_default().dump()
+    data["roles"]["router"][0].update(kind="sglang-router", listen_host="0.0.0.0")
+    inv = parse_inventory(data, "t.yaml")
+    argv = launch.role_argv(inv, "router", 0)
+    assert argv[1:3] == ["-m", "sglang_router.launch_router"]
+    assert argv[argv.index("--prometheus-host") + 1] == "127.0.0.1"    # a local host's loopback, not 0.0.0.0
+    assert launch.recorded_python(launch.service_spec(inv, "router", 0)) == argv[0]
 
 
 def test_sglang_commands_carry_declared_flags_and_env():
