@@ -23,6 +23,8 @@ ENV_NAMES: dict[str, dict] = {
     "SGLANG_HOST_IP": _env("EnvStr", None, "honoured", "read directly by SGLang, outside its registry"),
     # honoured: how often a non-streaming request's tokens reach the tokenizer side (and its metrics)
     "SGLANG_FORCE_STREAM_INTERVAL": _env("EnvInt", 50, "honoured"),
+    # honoured: sglang:forward_execution_seconds_total is fed only with it on, as SGLang's device timer
+    "SGLANG_ENABLE_METRICS_DEVICE_TIMER": _env("EnvBool", False, "honoured"),
     # honoured by the mooncake backend's failed-session probe (prefill)
     "SGLANG_ENABLE_FAILED_SESSION_PROBE": _env("EnvBool", True, "honoured"),
     "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S": _env("EnvFloat", 30.0, "honoured"),

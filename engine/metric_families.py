@@ -1,12 +1,13 @@
 """The SGLang 0.5.23 metric families the bundled engine exposes: name, type, extra labels, buckets and help text
-exactly as SGLang declares them (shared/reference/captures/*.prom; labels and buckets of the families that have no
-series at rest from SGLang's metrics collector). A family the engine cannot feed honestly is not listed here:
-docs/architecture.md ("Metrics") says which and why.
+exactly as SGLang declares them (shared/reference/captures/*.prom and real-sglang-cpu/*.prom; labels and buckets of
+the families no capture shows from SGLang's metrics collector). A family the engine cannot feed honestly is not
+listed here: docs/engine.md ("Metrics") says which and why.
 
 `modes` says where a family is fed: "all", "pd" (prefill and decode: it needs the paged KV pool), or a comma list
 of modes (null, prefill, decode). SGLang declares every family in every mode; here a family a mode never feeds is
-left out (a prefill has no decode queue, a decode no bootstrap queue), except TTFT and TPOT, declared without
-series on a prefill as SGLang's are (its prefill workers never observe them).
+left out (a prefill has no decode queue, a decode no bootstrap queue). A declared family shows in /metrics only once
+it has a series (engine/metrics.py), as in SGLang's multiprocess mode: TTFT and TPOT, declared on a prefill, never
+show there (SGLang's prefill workers never observe them), nor a failure counter before its first failure.
 """
 from __future__ import annotations
 
@@ -130,4 +131,6 @@ FAMILIES: tuple[Fam, ...] = (
         "first_token_time) / (completion_tokens - 1).", tok=True, extra=("is_streaming",), buckets=ITL_S),
     Fam("e2e_request_latency_seconds", "histogram", "Histogram of End-to-end request latency in seconds", tok=True,
         extra=("is_streaming",), buckets=E2E_S),
+    Fam("get_loads_duration_seconds", "histogram", "Time spent serving /v1/loads requests (seconds).", tok=True,
+        buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0)),
 )

@@ -1,16 +1,42 @@
 """Prometheus metrics as SGLang 0.5.23 exposes them: the families of engine/metric_families.py, with SGLang's
 labels (scheduler side: model_name, engine_type, tp_rank, pp_rank, moe_ep_rank; tokenizer side: model_name,
-engine_type). A family without extra labels has its series from start-up, as SGLang's; one with extra labels
-(stage, mode, is_streaming, ...) gets a series when first fed. Each process owns a private registry so tests can
-build several. Feeding a family this mode does not declare is a no-op, so one code path serves every mode.
+engine_type). Each process owns a private registry so tests can build several. Feeding a family this mode does not
+declare is a no-op, so one code path serves every mode.
+
+SGLang serves its metrics in prometheus_client's multiprocess mode, and the render here shows what that mode shows:
+- a series exists from the first time it is fed (set, inc or observe), never before: a failure counter such as
+  `num_transfer_failed_reqs_total` has no series, and no HELP/TYPE lines either, until the first failure; only the
+  series SGLang creates at start-up (PRECREATED) exist from the start;
+- a family without any series is not rendered at all;
+- there are no `_created` samples.
 """
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from engine.metric_families import FAMILIES, SCHED_LABELS, TOK_LABELS, Fam
 
 _KINDS = {"gauge": Gauge, "counter": Counter, "histogram": Histogram}
+# Series SGLang 0.5.23's metrics collector creates when it starts (`.labels(...)` without a value), so they show at
+# rest: the scheduler's idle and CPU time counters, and the modes of prefill_effective_tokens_total.
+PRECREATED = ("scheduler_idle_seconds_total", "scheduler_process_cpu_seconds_total")
+
+
+class _AsMultiprocess:
+    """A registry seen as SGLang's multiprocess collector shows it: no `_created` samples, no empty families."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.registry = registry
+
+    def collect(self):
+        for fam in self.registry.collect():
+            samples = [s for s in fam.samples if not s.name.endswith("_created")]
+            if not samples:
+                continue
+            out = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+            out.samples = samples
+            yield out
 
 
 class Metrics:
@@ -18,6 +44,7 @@ class Metrics:
 
     def __init__(self, model_name: str, mode: str):
         self.registry = CollectorRegistry()
+        self._view = _AsMultiprocess(self.registry)
         self.mode = mode
         et = {"null": "unified"}.get(mode, mode)
         self._sched = dict(model_name=model_name, engine_type=et, tp_rank="0", pp_rank="0", moe_ep_rank="0")
@@ -25,9 +52,13 @@ class Metrics:
         self.fams: dict[str, Fam] = {}
         self._metric: dict[str, object] = {}
         self._child: dict[tuple, object] = {}
+        self.last: dict[str, float] = {}  # the last value each histogram observed (/v1/loads reads a few)
         for f in FAMILIES:
             if f.fed_in(mode):
                 self._declare(f)
+        for name in PRECREATED:
+            if self.has(name):
+                self.child(name)
         if self.has("prefill_effective_tokens_total"):  # SGLang seeds its modes at 0; the engine has only input
             self.child("prefill_effective_tokens_total", mode="input")
 
@@ -37,13 +68,12 @@ class Metrics:
         self._metric[f.name] = _KINDS[f.kind](f"sglang:{f.name}", f.help, [*base, *f.extra], registry=self.registry,
                                               **kw)
         self.fams[f.name] = f
-        if not f.extra:
-            self.child(f.name)
 
     def has(self, name: str) -> bool:
         return name in self.fams
 
     def child(self, name: str, **extra: str):
+        """The series of `name` with these extra labels, created (as a first feed does) if it does not exist yet."""
         key = (name, *sorted(extra.items()))
         c = self._child.get(key)
         if c is None:
@@ -63,10 +93,13 @@ class Metrics:
     def observe(self, name: str, value: float, **extra: str) -> None:
         if name in self.fams:
             self.child(name, **extra).observe(value)
+            self.last[name] = value
 
     def value(self, name: str, default: float = 0.0) -> float:
-        """The current value of a gauge without extra labels (server_info reads these)."""
-        return self.child(name)._value.get() if name in self.fams else default
+        """The current value of a gauge without extra labels (server_info reads these); `default` while the gauge
+        has no series yet (reading creates none)."""
+        c = self._child.get((name,))
+        return c._value.get() if c is not None else default
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return generate_latest(self._view)

@@ -45,8 +45,8 @@ def _sent_in_chunks(sink, every: int, first_at_once: bool):
                 return
             ev = ("tokens", list(ids), list(lps), reason)
             sent[0] += len(ids)
-        elif ids:
-            sink(("tokens", list(ids), list(lps), None))
+        elif ids:  # what is held crosses with the end, in the same output batch: it carries the finish reason
+            sink(("tokens", list(ids), list(lps), ev[1] if ev[0] == "done" else None))
         ids.clear()
         lps.clear()
         sink(ev)

@@ -2,15 +2,22 @@
 for the gauges. The logic lives here so the schedulers stay about scheduling.
 
 Where SGLang 0.5.23 observes a value, the engine observes it at the same milestone:
-- tokenizer side (the request's output stream, wrapped at arrival): TTFT at the first streamed token (never on
-  a prefill worker: SGLang's prefill workers do not observe TTFT, nor ITL or TPOT), inter-token latency per
-  streamed chunk, and at the end prompt/generation tokens, requests, e2e latency, TPOT, the length histograms;
+- tokenizer side (the request's output stream, wrapped at arrival; each event that crosses is one output batch as
+  SGLang's tokenizer manager receives them): TTFT at the first output batch, unless that batch already ends the
+  request with an abort (a non-streaming request on a unified server takes the scheduler's first-token time, as
+  SGLang takes its prefill-finished time); never on a prefill worker, which observes neither TTFT nor ITL nor TPOT
+  (SGLang 0.5.23's tokenizer manager skips them in PD prefill mode); inter-token latency per later batch; at the
+  end prompt/generation tokens, requests, e2e latency, TPOT (only when the decode period, first token to the
+  finishing batch, is longer than zero, so not for a request answered in one batch), the length histograms;
 - scheduler side: queue time from the waiting queue to the first forward, the per-stage latencies SGLang
-  observes (metric_families.STAGES), forward time and tokens per category, the KV pool and PD queue gauges,
-  idle time and process CPU time.
+  observes (metric_families.STAGES), tokens per forward category, the KV pool and PD queue gauges, idle time and
+  process CPU time; forward execution time only with SGLANG_ENABLE_METRICS_DEVICE_TIMER, as SGLang.
+It also keeps what /v1/loads reports beyond the gauges (engine/loads.py): cumulative prefill tokens and busy time,
+and the decode step moments.
 """
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 
@@ -19,15 +26,22 @@ GAUGE_INTERVAL_S = 0.02  # a busy loop refreshes its gauges at most this often (
 GB = float(1 << 30)
 
 
+def env_bool(name: str, default: bool = False) -> bool:
+    """An SGLang EnvBool: true/1/yes/y or false/0/no/n (any case); anything else is the default."""
+    v = os.environ.get(name, "").strip().lower()
+    return True if v in ("true", "1", "yes", "y") else False if v in ("false", "0", "no", "n") else default
+
+
 class _T:
     """A request's milestones (time.monotonic seconds, as Req.created)."""
     __slots__ = ("wait", "fwd", "last_chunk", "prefill_done", "prealloc", "transfer", "first", "last",
-                 "n_out", "chunks")
+                 "n_out", "chunks", "final")
 
     def __init__(self):
         self.wait = self.fwd = self.last_chunk = self.prefill_done = None
         self.prealloc = self.transfer = self.first = self.last = None
         self.n_out = self.chunks = 0
+        self.final = False  # the last output batch carried the finish reason: the end arrives with it
 
 
 def _is_streaming(r) -> str:
@@ -60,11 +74,18 @@ class SchedulerStats:
         self._times: dict[int, _T] = {}
         self._tokens = TokenWindow()
         self._gauges_at = 0.0
-        # the per-token path observes this child directly: a labelled lookup per token costs a busy batch ~10%
-        self._itl = metrics.child("inter_token_latency_seconds") if metrics.has("inter_token_latency_seconds") else None
+        # the per-token path observes this child directly (a labelled lookup per token costs a busy batch ~10%),
+        # looked up at the first observation: a series exists from its first feed, never before
+        self._itl = None
+        # forward execution time: SGLang counts it only with its device timer on (off by default)
+        self.device_timer = env_bool("SGLANG_ENABLE_METRICS_DEVICE_TIMER")
         # per-step series, looked up once: the first decode creates the labelled ones (a series appears when first
-        # fed, as before); the process CPU counter has no extra labels, so its series exists from start-up
+        # fed); the process CPU counter is one SGLang creates at start-up (metrics.PRECREATED)
         self._decode_children = None
+        # what /v1/loads reports besides the gauges (SGLang's scheduler keeps the same totals)
+        self.total_prefill_uncached_tokens = 0
+        self.total_prefill_busy_us = 0
+        self.decode_moments = [0.0] * 6   # steps, sum of batch sizes, of step us, of sizes^2, of size*us, generated
         self._cpu_child = metrics.child("scheduler_process_cpu_seconds_total") if metrics.has(
             "scheduler_process_cpu_seconds_total") else None
         self._last_tick = time.monotonic()
@@ -97,27 +118,38 @@ class SchedulerStats:
         if ev[0] == "tokens":
             n = len(ev[1])
             self._tokens.append(now, n)
+            ends = ev[3] if len(ev) > 3 else None
             if t.first is None:
-                t.first = now
-                if self.mode != "prefill":
-                    self.m.observe("time_to_first_token_seconds", now - _created(r), is_streaming=_is_streaming(r))
-            elif n and self._itl is not None:
+                # SGLang's first_token_time: the first output batch; for a non-streaming request the scheduler's
+                # prefill-finished time where it has one (a unified server; a decode worker prefills nothing)
+                t.first = now if r.stream or self.mode != "null" else (getattr(r, "first_token_at", None) or now)
+                aborted = isinstance(ends, dict) and ends.get("type") == "abort"
+                if self.mode != "prefill" and not aborted:
+                    self.m.observe("time_to_first_token_seconds", t.first - _created(r),
+                                   is_streaming=_is_streaming(r))
+            elif n and self.m.has("inter_token_latency_seconds"):
+                if self._itl is None:
+                    self._itl = self.m.child("inter_token_latency_seconds")
                 for _ in range(n):
                     self._itl.observe((now - t.last) / n)
             t.last = now
             t.n_out += n
+            t.final = ends is not None
             return
         reason = ev[1].get("type") if ev[0] == "done" and isinstance(ev[1], dict) else "abort"
         self._times.pop(id(r), None)
+        finished = t.last if t.final else now  # the batch that carried the finish reason is the end
         s = _is_streaming(r)
         # A prefill worker hands its one sampled token to the decode: it reports no completion tokens itself.
         prompt, gen = len(r.input_ids), (0 if self.mode == "prefill" else len(r.out_ids))
         self.m.inc("prompt_tokens_total", prompt, is_streaming=s)
         self.m.inc("generation_tokens_total", gen, is_streaming=s)
         self.m.inc("num_requests_total", 1, is_streaming=s)
-        self.m.observe("e2e_request_latency_seconds", now - _created(r), is_streaming=s)
-        if self.mode != "prefill" and reason in ("stop", "length") and t.first is not None and gen > 1:
-            self.m.observe("request_time_per_output_token_seconds", (now - t.first) / (gen - 1), is_streaming=s)
+        self.m.observe("e2e_request_latency_seconds", finished - _created(r), is_streaming=s)
+        if (self.mode != "prefill" and reason in ("stop", "length") and t.first is not None and gen > 1
+                and finished - t.first > 0):
+            self.m.observe("request_time_per_output_token_seconds", (finished - t.first) / (gen - 1),
+                           is_streaming=s)
         self.m.observe("prompt_tokens_histogram", prompt)
         self.m.observe("uncached_prompt_tokens_histogram", prompt)  # no prefix cache: every prompt token computed
         self.m.observe("generation_tokens_histogram", gen)
@@ -153,7 +185,10 @@ class SchedulerStats:
 
     def on_extend(self, n_tokens: int, seconds: float) -> None:
         """One prefill forward (of one or several requests' chunks, n_tokens in all) took `seconds`."""
-        self.m.inc("forward_execution_seconds_total", seconds, category="extend")
+        if self.device_timer:
+            self.m.inc("forward_execution_seconds_total", seconds, category="extend")
+        self.total_prefill_uncached_tokens += n_tokens  # no prefix cache: every prompt token is computed
+        self.total_prefill_busy_us += int(seconds * 1e6)
         self.m.inc("realtime_tokens_total", n_tokens, mode="prefill_compute")
         self.m.inc("prefill_effective_tokens_total", n_tokens, mode="input")
 
@@ -178,12 +213,21 @@ class SchedulerStats:
             m = self.m
             c = self._decode_children = (
                 m.child("forward_execution_seconds_total", category="decode")
-                if m.has("forward_execution_seconds_total") else None,
+                if self.device_timer and m.has("forward_execution_seconds_total") else None,
                 m.child("realtime_tokens_total", mode="decode") if m.has("realtime_tokens_total") else None)
         if c[0] is not None and seconds >= 0:
             c[0].inc(seconds)
         if c[1] is not None:
             c[1].inc(len(batch))
+        b, us = len(batch), int(seconds * 1e6)
+        if b and us > 0:  # SGLang's decode moment totals (a step of b requests generates b tokens)
+            mo = self.decode_moments
+            mo[0] += 1.0
+            mo[1] += b
+            mo[2] += us
+            mo[3] += b * b
+            mo[4] += b * us
+            mo[5] += b
 
     # -- PD milestones --------------------------------------------------------------------------
     def on_transfer_done(self, r) -> None:
@@ -263,9 +307,8 @@ class SchedulerStats:
         if kv is None:
             return
         pool = kv.pool
-        P, cap = pool.page_size, _usable_pages(pool)
-        used = max(0, round(pool.used_fraction() * pool.num_pages) - 1) * P  # the scratch page is never allocated
-        total = cap * P
+        P = pool.page_size
+        used, total = kv_tokens(pool)
         m.set("num_used_tokens", used)
         m.set("kv_used_tokens", used)
         m.set("kv_available_tokens", total - used)
@@ -280,6 +323,12 @@ class SchedulerStats:
 
 def _usable_pages(pool) -> int:
     return pool.num_pages - 1  # the last page is the warm-up scratch target, never allocated
+
+
+def kv_tokens(pool) -> tuple[int, int]:
+    """(tokens the paged KV pool holds, its capacity in tokens), as num_used_tokens and max_total_num_tokens."""
+    used = max(0, round(pool.used_fraction() * pool.num_pages) - 1) * pool.page_size  # the scratch page: never used
+    return used, _usable_pages(pool) * pool.page_size
 
 
 def _created(r) -> float:
