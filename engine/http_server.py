@@ -4,11 +4,14 @@ process (engine/scheduler_process.py) and await their events; a client that goes
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 from fastapi import FastAPI, Request
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from engine import loads
 from engine import request_parse as rp
 from engine.api_common import Api, Out
 from engine.api_generate import add_generate_routes
@@ -24,6 +27,11 @@ def build_app(state) -> FastAPI:
     args = state.args
     api = Api(state)
     not_ready = api.not_ready
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_query(_request: Request, exc: RequestValidationError):
+        # SGLang turns FastAPI's 422 into a 400 with its error body (a query parameter of the wrong type)
+        return rp.err(400, str(exc), "Bad Request")
 
     # -- health / info ------------------------------------------------------------------------
     @app.get("/health")
@@ -56,6 +64,24 @@ def build_app(state) -> FastAPI:
         return {"model_path": state.model_path, "tokenizer_path": state.model_path, "is_generation": True,
                 "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
                 "has_audio_understanding": False, "model_type": "tiny-byte-lm", "architectures": ["TinyLM"]}
+
+    @app.get("/v1/loads")
+    async def v1_loads(dp_rank: int | None = None, include: str | None = None, format: str | None = None):
+        """SGLang 0.5.23's load report (engine/loads.py). As there: served without --enable-metrics and while
+        starting, an out-of-range dp_rank gives no loads, an unknown include section is an unhandled error (500),
+        and the time taken is observed in get_loads_duration_seconds."""
+        wanted = {x.strip() for x in include.split(",")} if include else None
+        t0 = time.perf_counter()
+        try:
+            snaps = [] if dp_rank is not None and dp_rank != 0 else await state.call("loads")
+        finally:
+            state.scheduler.observe("get_loads_duration_seconds", time.perf_counter() - t0)
+        try:
+            if format == "prometheus":
+                return Response(loads.prometheus(snaps, wanted), media_type="text/plain; version=0.0.4; charset=utf-8")
+            return JSONResponse(loads.answer(snaps, wanted))
+        except ValueError:
+            return PlainTextResponse("Internal Server Error", status_code=500)
 
     @app.get("/metrics")
     async def metrics():

@@ -9,6 +9,7 @@ Messages, HTTP process -> scheduler process:
   ("req", key, fields)     a Req's fields (everything but its sink); events come back under `key`
   ("abort", rid, all)      as /abort_request
   ("call", cid, name)      one of CALLS, answered with ("reply", cid, value, error)
+  ("observe", name, value) a histogram observation the HTTP process measured (its metrics live here)
 Scheduler process -> HTTP process:
   ("built", info) / ("fail", message)   once, when the build ends
   ("ready",)                            once, after the warm-up generation
@@ -32,6 +33,7 @@ import socket
 import sys
 import threading
 
+from engine import loads
 from engine.req import Req
 
 log = logging.getLogger("engine")
@@ -41,6 +43,7 @@ CALLS = {
     "metrics": lambda st: st.metrics.render(),
     "server_info": lambda st: st.server_info(),
     "num_active": lambda st: st.scheduler.num_active(),
+    "loads": lambda st: [loads.snapshot(st)],   # /v1/loads: one snapshot per DP rank
 }
 # A Req's runtime state stays in the scheduler process; everything else crosses.
 _LOCAL = {"sink", "gen", "cache"}
@@ -129,6 +132,8 @@ def serve(pipe: _Pipe, st) -> None:
             sched.submit(Req(sink=sink_for(key, fields["stream"]), **fields))
         elif msg[0] == "abort":
             sched.abort(msg[1], msg[2])
+        elif msg[0] == "observe":
+            st.metrics.observe(msg[1], msg[2])
         elif msg[0] == "call":
             _, cid, name = msg
             try:
@@ -173,6 +178,9 @@ class SchedulerClient:
 
     def abort(self, rid: str | None, abort_all: bool = False) -> None:
         self.pipe.send(("abort", rid, abort_all))
+
+    def observe(self, name: str, value: float) -> None:
+        self.pipe.send(("observe", name, value))
 
     def call(self, name: str) -> concurrent.futures.Future:
         fut: concurrent.futures.Future = concurrent.futures.Future()
