@@ -20,7 +20,8 @@ class Req:
     # thread-safe delivery of ("tokens", ids, logprob entries, reason|None) / ("done", reason) / ("error", code, msg);
     # a tokens event that ends the request carries its reason, so a stream can send the last token with it
     sink: Callable[[tuple], None]
-    temperature: float = 0.0
+    temperature: float = 0.0                 # greedy: the engine's own health and warm-up runs, as SGLang's;
+    #                                          an HTTP request gets SGLang's default, 1.0 (request_parse)
     top_p: float = 1.0
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)

@@ -91,7 +91,9 @@ def sampling_kwargs(sp: dict) -> dict:
         raise BadRequest("stop_token_ids must be a list of token ids")
     temp = as_num(sp.get("temperature"), "temperature", 0.0, 100.0)
     top_p = as_num(sp.get("top_p"), "top_p", 0.0, 1.0)
-    return {"temperature": 0.0 if temp is None else temp, "top_p": 1.0 if top_p is None else top_p,
+    # SGLang's defaults (SamplingParams, and the OpenAI requests without a model generation_config): temperature
+    # 1.0, so a request that names none samples; temperature 0 is greedy
+    return {"temperature": 1.0 if temp is None else temp, "top_p": 1.0 if top_p is None else top_p,
             "stop": _stop_list(sp.get("stop")), "stop_token_ids": ids,
             "seed": as_int(sp.get("seed", sp.get("sampling_seed")), "seed")}
 
