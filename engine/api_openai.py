@@ -1,6 +1,7 @@
 """OpenAI-compatible /v1/*: models, chat completions and completions as SGLang serves them (n choices,
 list prompts, stop trimming with matched_stop, logprobs, echo, the usage chunk of
-stream_options.include_usage). Fields the engine cannot honour are refused with a 400 naming them."""
+stream_options.include_usage, a chat stream in SGLang's chunk sequence). Fields the engine cannot honour are
+refused with a 400 naming them."""
 from __future__ import annotations
 
 import time
@@ -125,12 +126,9 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
             c = 0 if pre else sum(len(o.ids) for o in outs)
             return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
-        def choice(k: int, o: Out, text: str, lps: list, final: bool, first: bool, offset: int) -> dict:
+        def choice(k: int, o: Out, text: str, lps: list, final: bool, offset: int) -> dict:
             c: dict = {"index": k}
-            if chat and stream:
-                c["delta"] = {**({"role": "assistant"} if first else {}), **({"content": text} if text or not final
-                                                                           else {})}
-            elif chat:
+            if chat:  # a chat stream's chunks are chat_chunk's
                 c["message"] = {"role": "assistant", "content": text}
             else:
                 c["text"] = text
@@ -146,7 +144,7 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
         if not stream:
             if (e := await api.collect(request, outs, q)) is not None:
                 return e
-            ch = [choice(k, o, echo_of[k] + ("" if pre else o.text()), [] if pre else o.lps, True, True,
+            ch = [choice(k, o, echo_of[k] + ("" if pre else o.text()), [] if pre else o.lps, True,
                          len(echo_of[k])) for k, o in enumerate(outs)]
             return JSONResponse({"id": cid, "object": obj, "created": created, "model": model, "choices": ch,
                                  "usage": usage()})  # plain JSON already: no jsonable_encoder walk
@@ -157,6 +155,49 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
         def chunk(choices, **extra):
             return sse({"id": cid, "object": chunk_obj, "created": created, "model": model, "choices": choices,
                         **extra})
+
+        def chat_chunk(k: int, delta: dict, lps: list | None = None, reason: str | None = None, matched=None):
+            """One choice of a chat stream as SGLang's StreamChoice serialises it: every field present, and the delta
+            with its reasoning_content (null) first."""
+            lp = None
+            if lps and logprob[0]:
+                o = outs[k]
+                lp = {"content": _chat_lp(o.ids[len(o.ids) - len(lps):], lps)}
+            return chunk([{"index": k, "delta": {"reasoning_content": None, **delta}, "logprobs": lp,
+                           "finish_reason": reason, "matched_stop": matched}])
+
+        async def chat_events():
+            """SGLang 0.5.23's sequence (serving_chat.py, _generate_chat_stream): per choice, a first chunk with only
+            the role (and empty content) when its first output arrives, then a chunk per output that adds text (with
+            that text's logprobs); after every choice has ended, one chunk per choice with only its finish_reason
+            and matched_stop, in the order they ended; then the usage chunk (stream_options.include_usage); then
+            [DONE]."""
+            ended: list[int] = []
+            carried: dict[int, list] = {}   # logprobs of tokens whose text is held back (a possible stop string)
+            async for k, ev in api.run(request, outs, q):
+                o = outs[k]
+                if ev[0] == "error":
+                    yield sse_error(ev)
+                    return
+                if ev[0] == "tokens" and (pre or o.ending):
+                    continue  # prefill streams no text; an ending token's text is final only with its reason
+                if k not in started:
+                    started.add(k)
+                    yield chat_chunk(k, {"role": "assistant", "content": ""})
+                d, lps = ("", []) if pre else o.delta()
+                lps = carried.pop(k, []) + lps
+                if d:
+                    yield chat_chunk(k, {"content": d}, lps)
+                elif lps and ev[0] != "done":
+                    carried[k] = lps  # as SGLang, logprobs travel with text: a last step without text drops them
+                if ev[0] == "done":
+                    ended.append(k)
+            for k in ended:
+                reason = outs[k].reason or {}
+                yield chat_chunk(k, {}, reason=_finish(reason), matched=None if pre else reason.get("matched"))
+            if so.get("include_usage"):
+                yield chunk([], usage=usage())
+            yield "data: [DONE]\n\n"
 
         async def events():
             async for k, ev in api.run(request, outs, q):
@@ -176,12 +217,12 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
                 offset = len(echo_of[k]) + o.sent_chars - len(d)
                 if first:
                     d = echo_of[k] + d
-                yield chunk([choice(k, o, d, lps, final, first, offset)])
+                yield chunk([choice(k, o, d, lps, final, offset)])
             if so.get("include_usage"):
                 yield chunk([], usage=usage())
             yield "data: [DONE]\n\n"
 
-        return StreamingResponse(events(), media_type="text/event-stream")
+        return StreamingResponse(chat_events() if chat else events(), media_type="text/event-stream")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
