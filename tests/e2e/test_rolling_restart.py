@@ -158,8 +158,8 @@ def test_a_worker_that_does_not_drain_stops_the_unit_and_goes_back(dep):
     from pdctl.checks.pairs import canary_body, fresh_room
 
     p, d = dep["data"]["roles"]["prefill"][0], dep["data"]["roles"]["decode"][0]
-    # a long request straight to prefill[0] + decode[0] keeps decode[0] busy for seconds
-    body = json.dumps(canary_body(prompt="hold", max_tokens=4000, bootstrap_host="127.0.0.1",
+    # a long request straight to prefill[0] + decode[0] keeps decode[0] busy well past smg's ~5 s of draining it
+    body = json.dumps(canary_body(prompt="hold", max_tokens=20000, bootstrap_host="127.0.0.1",
                                   bootstrap_port=p["bootstrap_port"], room=fresh_room(), model="pdctl-tiny")).encode()
     threads = [threading.Thread(target=_post, args=(f"http://127.0.0.1:{port}/generate", body), daemon=True)
                for port in (p["port"], d["port"])]
