@@ -101,7 +101,10 @@ class SchedulerStats:
 
     # -- tokenizer side -------------------------------------------------------------------------
     def on_arrival(self, r) -> None:
-        """The scheduler took `r` from its inbox: watch its output stream (what SGLang's tokenizer sees)."""
+        """The scheduler took `r` from its inbox: watch its output stream (what SGLang's tokenizer sees). A health
+        check's is not watched: SGLang sends it with log_metrics=False (its warm-up generation is counted)."""
+        if r.rid.startswith("HEALTH_CHECK_"):
+            return  # (nor kept in _times, which only a watched stream's end clears)
         self._times[id(r)] = _T()
         sink = r.sink
 
