@@ -29,6 +29,13 @@ def metric(url: str, name: str) -> float:
     return float(m.group(1)) if m else float("nan")
 
 
+def counter(url: str, name: str) -> float:
+    """A counter's value, 0 while it has no series: as in SGLang's multiprocess metrics, a labelled counter's series
+    appears at its first increment, so an absent failure counter means no failure yet."""
+    v = metric(url, name)
+    return 0.0 if v != v else v
+
+
 def metric_sum(url: str, name: str) -> float:
     """The sum over every series of `name` (e.g. generation_tokens_total's is_streaming="true" and "false")."""
     text = httpx.get(f"{url}/metrics", timeout=5).text

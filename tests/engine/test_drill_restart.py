@@ -9,7 +9,7 @@ import threading
 import httpx
 import pytest
 
-from tests.engine.stack import UCX_LOOPBACK, Stack, metric, wait_for
+from tests.engine.stack import UCX_LOOPBACK, Stack, counter, wait_for
 from tests.fixtures.net import free_port
 
 pytestmark = pytest.mark.engine
@@ -86,17 +86,17 @@ def test_restart_under_the_armed_prefill_breaks_only_its_pair_and_a_prefill_rest
     for _ in range(2):
         assert w.pair("armed", "decode")[:2] == (200, 200)
     assert w.pair("plain", "decode")[:2] == (200, 200)
-    assert metric(w.url("armed"), FAILED) == 0
+    assert counter(w.url("armed"), FAILED) == 0
 
     # the decode comes back as a new process (a new NIXL agent) under the same host:port
     w.restart("decode")
     p, d, text = w.pair("armed", "decode")
     assert d == 500 and "timed out" in text, (p, d, text)        # silent: no failure notice, decode waits it out
-    wait_for(lambda: metric(w.url("armed"), FAILED) >= 1, 10, "the armed prefill to count transfer_failed")
+    wait_for(lambda: counter(w.url("armed"), FAILED) >= 1, 10, "the armed prefill to count transfer_failed")
     assert all_health_200(w)
     # the unarmed prefill to the same restarted decode still works; the armed one stays broken to it
     assert w.pair("plain", "decode")[:2] == (200, 200)
-    assert metric(w.url("plain"), FAILED) == 0
+    assert counter(w.url("plain"), FAILED) == 0
     assert w.pair("armed", "decode")[1] == 500
 
     # a decode the armed prefill never saw works, even though it is not the first decode it saw
@@ -107,5 +107,5 @@ def test_restart_under_the_armed_prefill_breaks_only_its_pair_and_a_prefill_rest
     # a restarted prefill has forgotten every decode: the co-restart heals the pair
     w.restart("armed")
     assert w.pair("armed", "decode")[:2] == (200, 200)
-    assert metric(w.url("armed"), FAILED) == 0
+    assert counter(w.url("armed"), FAILED) == 0
     assert all_health_200(w)

@@ -39,7 +39,7 @@ def test_concurrent_requests_share_prefill_steps_and_the_decode_batch(stack):
 
     def one(i):
         r = httpx.post(f"{stack.router}/generate", timeout=60, json={
-            "text": _prompt(i, LENGTHS[i]), "sampling_params": {"max_new_tokens": n_new}})
+            "text": _prompt(i, LENGTHS[i]), "sampling_params": {"max_new_tokens": n_new, "temperature": 0}})
         r.raise_for_status()
         return r.json()["text"]
 

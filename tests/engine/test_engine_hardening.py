@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from tests.engine.stack import Stack, free_port, metric, server_pids, wait_for
+from tests.engine.stack import Stack, counter, free_port, metric, server_pids, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -46,14 +46,14 @@ def test_impossible_bootstrap_port_is_400_naming_the_field(stack, port):
 
 
 def test_bootstrap_to_unreachable_prefill_is_counted(stack):
-    before = metric(stack.decode, BOOT_FAILED)
+    before = counter(stack.decode, BOOT_FAILED)
     dead = free_port()   # nothing listens there
     t0 = time.monotonic()
     r = httpx.post(f"{stack.decode}/generate", json=gen_body(stack, bootstrap_port=dead), timeout=30)
     assert r.status_code == 500, r.text
     assert "bootstrap" in r.text
     assert time.monotonic() - t0 < 15
-    wait_for(lambda: metric(stack.decode, BOOT_FAILED) == before + 1, 5, "bootstrap_failed counted once")
+    wait_for(lambda: counter(stack.decode, BOOT_FAILED) == before + 1, 5, "bootstrap_failed counted once")
     assert metric(stack.decode, RUNNING) == 0
 
 

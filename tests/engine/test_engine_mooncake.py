@@ -15,7 +15,7 @@ import pytest
 
 from engine.model import TinyLM
 from engine.tokenizer import ByteTokenizer
-from tests.engine.stack import ROOT, Stack, mc_port_range, metric, wait_for
+from tests.engine.stack import ROOT, Stack, counter, mc_port_range, metric, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -30,7 +30,8 @@ def greedy(text: str, n: int) -> str:
 
 
 def generate(url: str, text: str, n: int, timeout: float = 60) -> httpx.Response:
-    return httpx.post(f"{url}/generate", timeout=timeout, json={"text": text, "sampling_params": {"max_new_tokens": n}})
+    return httpx.post(f"{url}/generate", timeout=timeout, json={"text": text, "sampling_params": {"max_new_tokens": n,
+                                                                                             "temperature": 0}})
 
 
 def log_of(s: Stack, name: str) -> str:
@@ -131,14 +132,15 @@ def test_minimal_launch_line_runs_mooncake(mc):
 
 
 def test_multi_chunk_prompt_through_router_matches_reference(mc):
-    count0 = metric(mc.prefill, "sglang:kv_transfer_total_mb_count")
-    mb0 = metric(mc.prefill, "sglang:kv_transfer_total_mb_sum")
+    count0 = counter(mc.prefill, "sglang:kv_transfer_total_mb_count")
+    mb0 = counter(mc.prefill, "sglang:kv_transfer_total_mb_sum")
     r = generate(mc.router, LONG, 8)
     assert r.status_code == 200, r.text
     # decode continues from the KV it received (a mooncake decode never recomputes the prompt)
     assert r.json()["text"] == greedy(LONG, 8)
     r = httpx.post(f"{mc.router}/v1/chat/completions", timeout=60, json={
-        "model": "tiny", "messages": [{"role": "user", "content": "hello, mooncake"}], "max_tokens": 12})
+        "model": "tiny", "messages": [{"role": "user", "content": "hello, mooncake"}], "max_tokens": 12,
+        "temperature": 0})
     assert r.status_code == 200, r.text
     tok = ByteTokenizer()
     prompt = tok.apply_chat_template([{"role": "user", "content": "hello, mooncake"}])
@@ -150,7 +152,7 @@ def test_multi_chunk_prompt_through_router_matches_reference(mc):
     cfg = TinyLM().cfg
     prompt_kv_mb = len(ByteTokenizer().encode(LONG)) * cfg.n_layers * 2 * cfg.kv_dim * 4 / 2 ** 20
     assert metric(mc.prefill, "sglang:kv_transfer_total_mb_sum") - mb0 >= prompt_kv_mb
-    assert metric(mc.prefill, FAILED) == 0
+    assert counter(mc.prefill, FAILED) == 0
 
 
 def pair(s: Stack, text: str, n: int, out: list) -> None:
@@ -176,7 +178,7 @@ def test_killed_decode_fails_writes_and_marks_its_session(mc):
     """Last in the module: kills the decode under two rooms in their transfer window. The next write to the dead
     session fails, its room is Failed and counted (num_transfer_failed_reqs); the session goes into
     failed_sessions, so the other room's writes fail without a transfer; a decode that registers serves again."""
-    before = metric(mc.prefill, FAILED)
+    before = counter(mc.prefill, FAILED)
     results: list = []
     ths = [threading.Thread(target=pair, args=(mc, LONG + str(i), 4, results)) for i in range(2)]
     for t in ths:
@@ -187,7 +189,7 @@ def test_killed_decode_fails_writes_and_marks_its_session(mc):
         t.join(40)
     assert not any(t.is_alive() for t in ths), "a client hung"
     assert sorted(p for p, _ in results) == [500, 500], results  # prefill answers each failed room at once
-    assert metric(mc.prefill, FAILED) == before + 2
+    assert counter(mc.prefill, FAILED) == before + 2
     assert metric(mc.prefill, INFLIGHT) == 0
     log = log_of(mc, "prefill")
     sid = re.search(r"Session (127\.0\.0\.1:\d+) failed\.", log)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import threading
 import time
 import uuid
@@ -11,7 +12,7 @@ import pytest
 
 from engine.model import TinyLM
 from engine.tokenizer import ByteTokenizer
-from tests.engine.stack import Stack, metric, wait_for
+from tests.engine.stack import Stack, counter, metric, wait_for
 
 pytestmark = pytest.mark.engine
 
@@ -26,9 +27,10 @@ def reference(messages, n):
 
 
 def chat(url, content, max_tokens=16, timeout=60, **kw):
+    """Greedy unless told otherwise: the tests compare with the greedy reference (SGLang samples at 1.0 by default)."""
     return httpx.post(f"{url}/v1/chat/completions", timeout=timeout,
                       json={"model": "tiny", "messages": [{"role": "user", "content": content}],
-                            "max_tokens": max_tokens, **kw})
+                            "max_tokens": max_tokens, "temperature": 0, **kw})
 
 
 def test_chat_through_router_is_deterministic(stack):
@@ -44,7 +46,7 @@ def test_chat_through_router_is_deterministic(stack):
 
 def test_long_prompt_multi_chunk_matches_reference(stack):
     r = httpx.post(f"{stack.router}/generate", timeout=60,
-                   json={"text": LONG, "sampling_params": {"max_new_tokens": 8}})
+                   json={"text": LONG, "sampling_params": {"max_new_tokens": 8, "temperature": 0}})
     assert r.status_code == 200, r.text
     tok = ByteTokenizer()
     assert r.json()["text"] == tok.decode(TinyLM().generate_greedy(tok.encode(LONG), 8))
@@ -53,12 +55,75 @@ def test_long_prompt_multi_chunk_matches_reference(stack):
 def test_streaming_chat(stack):
     with httpx.stream("POST", f"{stack.router}/v1/chat/completions", timeout=60,
                       json={"model": "tiny", "messages": [{"role": "user", "content": "stream"}],
-                            "max_tokens": 8, "stream": True}) as r:
+                            "max_tokens": 8, "temperature": 0, "stream": True}) as r:
         assert r.status_code == 200
         lines = [l for l in r.iter_lines() if l.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
-    text = "".join(__import__("json").loads(l[6:])["choices"][0]["delta"].get("content", "") for l in lines[:-1])
+    text = "".join(json.loads(l[6:])["choices"][0]["delta"].get("content", "") for l in lines[:-1])
     assert text == reference([{"role": "user", "content": "stream"}], 8)
+
+
+def _chat_stream(url, **body) -> tuple[list[dict], list[str]]:
+    """(the JSON chunks, the raw data lines) of a streamed chat."""
+    with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=60,
+                      json={"model": "tiny", "stream": True, "temperature": 0, **body}) as r:
+        assert r.status_code == 200
+        lines = [l for l in r.iter_lines() if l.startswith("data: ")]
+    return [json.loads(l[6:]) for l in lines if l != "data: [DONE]"], lines
+
+
+def test_streaming_chat_chunks_come_in_sglangs_sequence(stack):
+    """SGLang 0.5.23 (serving_chat.py): a first chunk with only the role, content chunks, a separate chunk with only
+    the finish_reason, the usage chunk, [DONE]; every choice field present, the delta's reasoning_content null."""
+    msgs = [{"role": "user", "content": "in order"}]
+    chunks, lines = _chat_stream(stack.router, messages=msgs, max_tokens=6, stream_options={"include_usage": True})
+    assert lines[-1] == "data: [DONE]"
+    first, *content, finish, usage = chunks
+    assert first["object"] == "chat.completion.chunk" and "usage" not in first
+    assert first["choices"] == [{"index": 0, "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
+                                 "logprobs": None, "finish_reason": None, "matched_stop": None}]
+    assert content, chunks
+    for c in content:
+        (ch,) = c["choices"]
+        assert set(ch["delta"]) == {"reasoning_content", "content"} and ch["delta"]["content"]
+        assert ch["finish_reason"] is None and ch["matched_stop"] is None
+    assert "".join(c["choices"][0]["delta"]["content"] for c in content) == reference(msgs, 6)
+    assert finish["choices"] == [{"index": 0, "delta": {"reasoning_content": None}, "logprobs": None,
+                                  "finish_reason": "length", "matched_stop": None}]
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 6
+    assert len({c["id"] for c in chunks}) == 1
+
+
+def test_streaming_chat_with_n_ends_every_choice_after_all_content(stack):
+    chunks, _ = _chat_stream(stack.router, messages=[{"role": "user", "content": "two"}], max_tokens=4, n=2)
+    choices = [c["choices"][0] for c in chunks]
+    ends = [i for i, ch in enumerate(choices) if ch["finish_reason"] is not None]
+    assert len(ends) == 2 and ends == [len(choices) - 2, len(choices) - 1]     # both after every content chunk
+    assert sorted(choices[i]["index"] for i in ends) == [0, 1]
+    for k in (0, 1):
+        mine = [ch for ch in choices if ch["index"] == k]
+        assert mine[0]["delta"] == {"reasoning_content": None, "role": "assistant", "content": ""}
+        assert sum("role" in ch["delta"] for ch in mine) == 1
+        assert "".join(ch["delta"].get("content") or "" for ch in mine) == reference(
+            [{"role": "user", "content": "two"}], 4)
+
+
+def test_no_temperature_samples_at_sglangs_default(stack):
+    """SGLang samples at temperature 1.0 when a request names none: the same seed gives what an explicit 1.0 gives
+    (and differs from greedy), and several unseeded choices are not all the greedy answer."""
+    msgs = [{"role": "user", "content": "sample me"}]
+    body = {"model": "tiny", "messages": msgs, "max_tokens": 12, "seed": 11}
+    default = httpx.post(f"{stack.router}/v1/chat/completions", timeout=60, json=body)
+    explicit = httpx.post(f"{stack.router}/v1/chat/completions", timeout=60, json={**body, "temperature": 1.0})
+    assert default.status_code == explicit.status_code == 200, (default.text, explicit.text)
+    text = default.json()["choices"][0]["message"]["content"]
+    assert text == explicit.json()["choices"][0]["message"]["content"]
+    assert text != reference(msgs, 12)
+    r = httpx.post(f"{stack.router}/generate", timeout=60,
+                   json={"text": "sample me", "sampling_params": {"max_new_tokens": 12, "n": 4}})
+    assert r.status_code == 200, r.text
+    tok = ByteTokenizer()
+    assert {x["text"] for x in r.json()} != {tok.decode(TinyLM().generate_greedy(tok.encode("sample me"), 12))}
 
 
 def test_sixteen_concurrent_requests_complete(stack):
@@ -119,13 +184,13 @@ def _abort_in_transfer_window(s: Stack) -> tuple[httpx.Response | Exception, flo
 
 
 def test_abort_in_transfer_window_drains(stack):
-    before = metric(stack.prefill, FAILED)
+    before = counter(stack.prefill, FAILED)
     r, _ = _abort_in_transfer_window(stack)
     # The caller got an answer, not a hang. (Decode answers 500 "KV transfer failed", which sglang-router may
     # retry as a new request: whatever the final status, the aborted room itself must drain, below.)
     assert not isinstance(r, Exception), r
     wait_for(lambda: metric(stack.prefill, INFLIGHT) == 0, 10, "inflight to drain")
-    assert metric(stack.prefill, FAILED) >= before + 1
+    assert counter(stack.prefill, FAILED) >= before + 1
     assert metric(stack.prefill, "sglang:num_aborted_requests_total") >= 1
     # and the pair still serves
     assert chat(stack.router, "after abort", 4).status_code == 200
@@ -173,7 +238,7 @@ def test_kill9_decode_mid_transfer_fails_rooms_in_time():
         assert all(c != 200 for c, _ in results), results
         wait_for(lambda: metric(s.prefill, INFLIGHT) == 0 and metric(s.prefill, "sglang:num_prefill_bootstrap_queue_reqs") == 0,
                  15, "prefill queues to drain after decode died")
-        assert metric(s.prefill, FAILED) + metric(s.prefill, "sglang:num_bootstrap_failed_reqs_total") >= 1
+        assert counter(s.prefill, FAILED) + counter(s.prefill, "sglang:num_bootstrap_failed_reqs_total") >= 1
         assert httpx.get(f"{s.prefill}/health").status_code == 200
     finally:
         s.stop()
@@ -188,11 +253,11 @@ def test_degraded_bootstrap_drill_after_decode_only_restart():
         s.start_decode()
         s.wait_healthy(s.decode)
         s.wait_ready()
-        before = metric(s.prefill, FAILED)
+        before = counter(s.prefill, FAILED)
         t = time.monotonic()
         r = chat(s.router, "second decode", 4, timeout=30)
         assert r.status_code != 200 and time.monotonic() - t < 20
-        wait_for(lambda: metric(s.prefill, FAILED) > before, 10, "prefill transfer_failed to grow")
+        wait_for(lambda: counter(s.prefill, FAILED) > before, 10, "prefill transfer_failed to grow")
         for url in (s.prefill, s.decode):
             assert httpx.get(f"{url}/health").status_code == 200
             assert httpx.get(f"{url}/health_generate", timeout=10).status_code == 200
