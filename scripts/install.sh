@@ -60,24 +60,8 @@ if [ "$(id -u)" = 0 ]; then
   bash scripts/build_test_root.sh >/dev/null
 fi
 
-# The real sglang 0.5.23 for the lint tests (tests/fixtures/sglang_venv.py finds it at the same path): its argument
-# parser and env registry only, never a server. Its own venv, seeing the CPU torch above through system
-# site-packages, so triton & co. never land in the engine's environment. `--no-deps` first: sglang's own
-# requirements would pull CUDA torch 2.14.1 and ~35 nvidia wheels; the list after it is what
-# prepare_server_args and environ.py import on this machine.
-install_sglang_venv() {
-  local venv=${PDCTL_SGLANG_VENV:-}
-  if [ -z "$venv" ]; then
-    if [ "$(id -u)" = 0 ]; then venv=/opt/pdctl-test/sglang-venv; else venv=${XDG_CACHE_HOME:-$HOME/.cache}/pdctl-test/sglang-venv; fi
-  fi
-  if "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('sglang') != '0.5.23')" 2>/dev/null; then
-    return 0
-  fi
-  mkdir -p "$(dirname "$venv")"
-  "$PY" -m venv --system-site-packages "$venv"
-  local pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check --root-user-action=ignore)
-  "${pip[@]}" "sglang==0.5.23" --no-deps
-  "${pip[@]}" "torch==2.13.0" triton==3.8.0 orjson psutil pybase64 requests packaging pillow starlette msgspec \
-      pydantic pyzmq tqdm ipython aiohttp
-}
-install_sglang_venv
+# The real SGLang 0.5.23, in a venv of its own that sees the CPU torch above (tests/fixtures/sglang_venv.py and
+# tests/fixtures/real_sglang.py find it): the lint tests read its argument parser and env registry, and the
+# real-SGLang lane runs it (prefill and decode over mooncake, behind sglang-router and smg) on a tiny Llama made
+# here. It needs no apt package beyond libibverbs1 above. A stamp makes a second run a no-op.
+bash scripts/install_real_sglang.sh
