@@ -3,7 +3,7 @@ cannot be read from /proc/PID/cmdline; its /workers answer is the live truth of 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from pdctl.checks.result import CheckResult, Status
 
@@ -11,6 +11,18 @@ from pdctl.checks.result import CheckResult, Status
 def title_rewritten(argv: list[str]) -> bool:
     """True when the cmdline no longer shows the launch flags (setproctitle)."""
     return not any(a.startswith("--") for a in argv)
+
+
+def judge_router_env(label: str, env: Mapping[str, str] | None, declared: Mapping[str, str]) -> list[CheckResult]:
+    """The router's declared env: both router kinds zero their environ when they retitle themselves, so an empty one
+    says nothing (a warning per declared name: not verified), never "unset"."""
+    from pdctl.checks.flags import judge_flags
+
+    if env:
+        return judge_flags(label, [], env, {}, declared)
+    return [CheckResult("flags", label, f"env:{name}", Status.WARN, observed="unreadable",
+                        expected="declared", detail="the router zeroes /proc/PID/environ when it sets its process "
+                                                    "title: not verified") for name in declared]
 
 
 def judge_router_workers(label: str, body: dict[str, Any] | None, prefill: list[tuple[str, int]],
