@@ -70,7 +70,8 @@ def _one(router, prompt, n, stream=True):
     t0 = time.monotonic()
     ttft = None
     with httpx.stream("POST", f"{router}/generate", timeout=600,
-                      json={"text": prompt, "stream": stream, "sampling_params": {"max_new_tokens": n}}) as r:
+                      json={"text": prompt, "stream": stream,
+                            "sampling_params": {"max_new_tokens": n, "temperature": 0}}) as r:
         for line in r.iter_lines():
             if line.startswith("data: ") and ttft is None:
                 ttft = time.monotonic() - t0
@@ -91,7 +92,8 @@ def _load_proc(router, conc, prompts, max_new, stop, done_q):
                 if p is None:
                     return
                 try:
-                    r = c.post(f"{router}/generate", json={"text": p, "sampling_params": {"max_new_tokens": max_new}})
+                    r = c.post(f"{router}/generate",
+                               json={"text": p, "sampling_params": {"max_new_tokens": max_new, "temperature": 0}})
                     good = r.status_code == 200
                 except httpx.HTTPError:
                     good = False

@@ -97,7 +97,8 @@ def probe_ok(url: str) -> bool:
 
     try:
         r = httpx.post(f"{url}/v1/chat/completions", timeout=5,
-                       json={"model": "pdctl-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+                       json={"model": "pdctl-tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+                             "temperature": 0})
         return r.status_code == 200 and bool(r.json()["choices"][0]["message"]["content"])
     except Exception:
         return False

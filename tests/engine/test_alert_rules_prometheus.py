@@ -48,6 +48,8 @@ def test_rules_evaluate_on_real_engines_and_a_real_transfer_failure_fires_only_w
             wait_for(lambda: counter(w.url("armed"), FAILED) >= 1, 10, "the armed prefill to count transfer_failed")
             assert w.pair("plain", "decode")[:2] == (200, 200)
 
+            # The counter's series is born at 1 (as SGLang's), so the rule must count a series that first appears
+            # within its window; pdctl/alerts/pdctl.rules.yml's increase() alone sees no increase there.
             alert = prom.wait_alert("SGLangTransferFailuresRising", states=("firing",), timeout=90, instance=armed)
             assert alert["labels"]["engine_type"] == "prefill" and alert["labels"]["severity"] == "warning"
             assert alert["annotations"]["summary"] == f"{armed} (prefill): KV transfer failures rising"
