@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from pdctl.checks.metric_names import ENABLE_METRICS_HINT, METRICS_ON_WITNESS
+from pdctl.checks.metric_names import ENABLE_METRICS_HINT, METRICS_ON_WITNESSES, metrics_on
 from pdctl.checks.result import NEXT_STATUS, CheckResult, Status
 from pdctl.checks.transfer import counters_of
 from pdctl.serialize import JSON_OFF
@@ -30,8 +30,8 @@ def baseline_snapshot(reads: Mapping[str, Any]) -> tuple[dict[str, dict[str, flo
         if m is None or isinstance(m, BaseException):
             unread[label] = _first_line(m)
             continue
-        if not m.has(METRICS_ON_WITNESS):
-            unread[label] = f"no {METRICS_ON_WITNESS} in its /metrics ({ENABLE_METRICS_HINT})"
+        if not metrics_on(m):
+            unread[label] = f"no {' / '.join(METRICS_ON_WITNESSES)} in its /metrics ({ENABLE_METRICS_HINT})"
             continue
         snapshot[label] = counters_of(m)
     return snapshot, unread

@@ -25,10 +25,16 @@ BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs_total"
 PREFILL_RETRIES = "sglang:num_prefill_retries_total"
 FAILURE_COUNTERS = (TRANSFER_FAILED, BOOTSTRAP_FAILED)
 # A labelled counter has no series until its first increment in real SGLang (prometheus_client's multiprocess
-# mode): an absent failure counter is 0 failures on a server whose metrics are on, which this gauge (set by every
-# scheduler from its start) witnesses. The transfer read asks for both.
-METRICS_ON_WITNESS = NUM_RUNNING_REQS
-TRANSFER_READ = (*FAILURE_COUNTERS, METRICS_ON_WITNESS)
+# mode): an absent failure counter is 0 failures on a server whose metrics are on, which these witness (the
+# scheduler's idle counter exists from its start; its gauges only from its first stats log, once it served).
+# The transfer read asks for the counters and the witnesses.
+METRICS_ON_WITNESSES = ("sglang:scheduler_idle_seconds_total", NUM_RUNNING_REQS)
+TRANSFER_READ = (*FAILURE_COUNTERS, *METRICS_ON_WITNESSES)
+
+
+def metrics_on(metrics) -> bool:
+    """The server's metrics are on: one of METRICS_ON_WITNESSES is in `metrics` (a MetricSet)."""
+    return any(metrics.has(name) for name in METRICS_ON_WITNESSES)
 
 # Tokenizer counters (no tp_rank label).
 GENERATION_TOKENS = "sglang:generation_tokens_total"

@@ -2,7 +2,7 @@
 
 The seed's one-liner grepped `sglang:num_transfer_failed_reqs_total{...tp_rank="0"}`. Real SGLang creates a labelled
 counter's series at its first increment, so on a server that never failed a transfer the family is absent: that is
-0 failures when the server's metrics are on (its scheduler gauge METRICS_ON_WITNESS is there), and a FAIL with the
+0 failures when the server's metrics are on (one of METRICS_ON_WITNESSES is there), and a FAIL with the
 `--enable-metrics` hint when no SGLang metric is there at all. Every tp_rank is reported, not only rank 0.
 Pure: `counters_of(metrics)` (a baseline snapshot) and `judge_transfer(label, metrics, baseline)`.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, METRICS_ON_WITNESS,
-                                      TRANSFER_FAILED)
+from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, METRICS_ON_WITNESSES,
+                                      TRANSFER_FAILED, metrics_on)
 from pdctl.checks.metrics import MetricSet, Sample
 from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 
@@ -44,10 +44,10 @@ def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[
     what = _WHAT.get(name, name)
     expected = "not increased since baseline" if baseline is not None else "0 on every rank"
     samples = metrics.samples(name)
-    if not samples and not metrics.has(METRICS_ON_WITNESS):
+    if not samples and not metrics_on(metrics):
         return CheckResult(LAYER, label, name, Status.FAIL, observed="no SGLang metrics", expected="0",
-                           detail=f"neither {name} nor {METRICS_ON_WITNESS} is exposed, so failures cannot be "
-                                  f"seen: {ENABLE_METRICS_HINT}",
+                           detail=f"neither {name} nor {' / '.join(METRICS_ON_WITNESSES)} is exposed, so failures "
+                                  f"cannot be seen: {ENABLE_METRICS_HINT}",
                            data={"hint": "--enable-metrics", "reason": "absent"})
     if not samples:   # SGLang creates the series at the first failure
         return CheckResult(LAYER, label, name, Status.PASS, observed="0 (no series yet)", expected=expected,

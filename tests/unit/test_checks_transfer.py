@@ -49,9 +49,13 @@ def test_real_sglang_without_a_failure_has_no_series_and_passes():
     for side in ("prefill", "decode"):
         text = (FIX / f"sglang-0.5.23-cpu-pd-{side}-metrics.prom").read_text()
         m = parse_metrics(text)
-        assert not m.has(N.TRANSFER_FAILED) and m.has(N.METRICS_ON_WITNESS)
+        assert not m.has(N.TRANSFER_FAILED) and N.metrics_on(m)
         res = judge_transfer(f"{side}[0]", m)
         assert all(r.status is Status.PASS and r.observed == "0 (no series yet)" for r in res)
+        # at rest, before its first stats log, only the scheduler's idle counter witnesses the metrics
+        idle = parse_metrics('# TYPE sglang:scheduler_idle_seconds_total counter\n'
+                             'sglang:scheduler_idle_seconds_total{tp_rank="0"} 3.5\n')
+        assert all(r.status is Status.PASS for r in judge_transfer(f"{side}[0]", idle))
         # a baseline read then does not make the series' later birth pass: counted from 0
         tf, _ = judge_transfer(f"{side}[0]", parse_metrics(text + prom({0: 2}, {})), counters_of(m))
         assert tf.status is Status.FAIL and "tp0 +2" in tf.detail
