@@ -12,6 +12,7 @@ from pathlib import Path
 from pdctl.inventory import embedded_default, load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
+ROUTER = embedded_default().router_kind(0).module      # the router pdctl deploys by default
 INTERVAL = "--health-check-interval-secs"
 
 
@@ -33,7 +34,7 @@ def _index(cmds: list[str], needle: str) -> int:
 
 
 def test_the_router_line_passes_prometheus_port_and_the_deployed_health_interval():
-    router = shlex.split(_commands()[_index(_commands(), "sglang_router.launch_router")].rstrip("&"))
+    router = shlex.split(_commands()[_index(_commands(), ROUTER)].rstrip("&"))
     assert "--prometheus-port" in router and router[router.index("--prometheus-port") + 1].isdigit()
     deployed = embedded_default().roles.router[0].args[INTERVAL]
     assert router[router.index(INTERVAL) + 1] == str(deployed)
@@ -41,7 +42,7 @@ def test_the_router_line_passes_prometheus_port_and_the_deployed_health_interval
 
 def test_the_router_starts_after_both_workers_are_healthy_and_the_curl_after_its_readiness():
     cmds = _commands()
-    router, chat = _index(cmds, "sglang_router.launch_router"), _index(cmds, "/v1/chat/completions")
+    router, chat = _index(cmds, ROUTER), _index(cmds, "/v1/chat/completions")
     waits = [k for k, c in enumerate(cmds) if c.startswith("wait_ok ")]
     assert any(k < router and ":30000/health" in cmds[k] and ":30002/health" in cmds[k] for k in waits)
     assert any(router < k < chat and cmds[k] == "wait_ok http://127.0.0.1:30001/readiness" for k in waits)
