@@ -9,8 +9,6 @@ import pytest
 
 # An operator's PDCTL_SSH_KEEP would turn every SSH test's connection into a kept one: tests that want keeping set it.
 os.environ.pop("PDCTL_SSH_KEEP", None)
-# An operator's PDCTL_RESIDENT=0 would keep the resident pdctl's tests from their resident: tests set it themselves.
-os.environ.pop("PDCTL_RESIDENT", None)
 # A suite started in the background by a script (`cmd &`) inherits SIGINT ignored, under nohup SIGHUP, as does every
 # process it starts, and pdctl keeps an ignored signal ignored: the tests that send them need them delivered.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:

@@ -13,20 +13,18 @@ from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors
 def ssh(
     hosts: Annotated[Optional[list[str]], typer.Argument(
         metavar="HOST", help="Host names of the inventory (default: all its SSH hosts).", show_default=False)] = None,
-    close: Annotated[bool, typer.Option("--close", help="End these hosts' kept connections and say which ended "
-                                                        "(without HOST, the resident pdctls too).")] = False,
+    close: Annotated[bool, typer.Option("--close", help="End these hosts' kept connections and say which ended.")]
+    = False,
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List the SSH connections kept between pdctl runs: host, keeper pid, idle time, time to expiry, socket.
 
     A host's connection is kept when its keep_connection (or $PDCTL_SSH_KEEP, which wins) is above 0 seconds; it
-    ends after that many idle seconds, or with --close. A run with kept connections also leaves a resident pdctl
-    that later `pdctl verify` runs are forked from (PDCTL_RESIDENT=0: not used); residents are listed here
-    (with any left from pdctl code since changed) and end the same ways. Exit 2 for a host name the inventory does not have."""
+    ends after that many idle seconds, or with --close. Exit 2 for a host name the inventory does not have."""
     from pdctl import render
     from pdctl.inventory import load_inventory
-    from pdctl.ops.ssh_keep import close_kept, kept_connections, resident_pdctls
+    from pdctl.ops.ssh_keep import close_kept, kept_connections
     from pdctl.render.ssh import closed_lines, kept_table
     from pdctl.serialize import to_data
     from pdctl.transport.control import control_dir
@@ -34,13 +32,10 @@ def ssh(
     inv = load_inventory(inventory)
     directory = str(control_dir())
     rows = close_kept(inv, hosts) if close else kept_connections(inv, hosts)
-    # --close HOST ends those hosts' keepers only: the residents are left, and left unmentioned
-    residents = [] if close and hosts else resident_pdctls(close=close)
     if json_out:
         key = "closed" if close else "connections"
-        render.emit_json({"inventory": inv.name, "control_dir": directory, key: to_data(rows),
-                          "residents": to_data(residents)})
+        render.emit_json({"inventory": inv.name, "control_dir": directory, key: to_data(rows)})
     elif close:
-        closed_lines(rows, residents)
+        closed_lines(rows)
     else:
-        kept_table(rows, directory, residents)
+        kept_table(rows, directory)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pdctl.errors import RefusedError, UsageError
+from pdctl.errors import UsageError
 
 if TYPE_CHECKING:
     from pdctl.inventory import Inventory
@@ -32,46 +32,6 @@ class KeptConnection:
     idle_for: float | None = None
     expires_in: float | None = None
     closed: bool = False         # --close ended it
-
-
-@dataclass(frozen=True)
-class ResidentPdctl:
-    """A resident pdctl (pdctl/resident.py), started beside kept connections: what it says of itself."""
-
-    pid: int
-    socket: str
-    current: bool                # it serves this pdctl's code (others are left from code since changed)
-    served: int                  # runs it has served
-    running: int                 # runs going on now
-    idle_for: float
-    expires_in: float
-    closed: bool = False         # --close ended it
-
-
-def resident_pdctls(close: bool = False) -> list[ResidentPdctl]:
-    """Every resident pdctl of this user's control directory, this code's (`current`) and any left from code since
-    changed (asked to end, and waited for, when `close`). Residents speak the keepers' protocol: ask_keeper."""
-    import glob
-    import os
-
-    from pdctl.resident_paths import control_dir_path, private_problem, resident_socket
-    from pdctl.transport.kept import ask_keeper
-
-    directory = control_dir_path()
-    if private_problem(directory) is not None:
-        return []
-    mine, out = resident_socket(directory), []
-    for path in sorted(glob.glob(os.path.join(glob.escape(directory), "resident-*.sock"))):
-        try:
-            info = ask_keeper(path, {"op": "close" if close else "info"}, ASK_TIMEOUT_S)
-        except (TimeoutError, ConnectionError, RefusedError):
-            continue
-        if not isinstance(info, dict):
-            continue
-        fields = {k: info.get(k) for k in ("pid", "socket", "served", "running", "idle_for", "expires_in")}
-        out.append(ResidentPdctl(**fields, current=path == mine,
-                                 closed=close and _ended(int(info["pid"]), END_WAIT_S)))
-    return out
 
 
 def ssh_hosts(inv: Inventory, names: list[str] | None) -> list[str]:

@@ -11,7 +11,7 @@ from pdctl import render
 from pdctl.render.layout import Col, grid
 
 if TYPE_CHECKING:
-    from pdctl.ops.ssh_keep import KeptConnection, ResidentPdctl
+    from pdctl.ops.ssh_keep import KeptConnection
 
 KEPT_COLS = (Col("host", ident=True, head=True), Col("state", ident=True, head=True),
              Col("pid", ident=True, right=True), Col("idle for", ident=True, right=True),
@@ -39,23 +39,11 @@ def state_cell(row: KeptConnection) -> Text:
     return Text(row.state, style=_STATE_STYLE.get(row.state, ""))
 
 
-def resident_lines(residents: list[ResidentPdctl]) -> list[Text]:
-    """The resident pdctls, two lines each; one line when there is none. Pure."""
-    if not residents:
-        return [Text("resident pdctl: none (a kept run starts one)", style="dim")]
-    return [Text(f"resident pdctl{'' if r.current else ' (older pdctl code)'}: pid {r.pid}, {r.served} run(s) "
-                 f"served, {r.running} running, idle {seconds(r.idle_for)}, expires in {seconds(r.expires_in)}\n"
-                 f"  socket {os.path.basename(r.socket)}") for r in residents]
-
-
-def kept_table(rows: list[KeptConnection], directory: str, residents: list[ResidentPdctl] = ()) -> None:
-    """One row per host; sockets by file name under the control directory, said once above the table; then the
-    resident pdctl."""
+def kept_table(rows: list[KeptConnection], directory: str) -> None:
+    """One row per host; sockets by file name under the control directory, said once above the table."""
     c = render.console()
     if not rows:
         c.print("no SSH hosts in this inventory: nothing is kept")
-        for line in resident_lines(list(residents)):
-            c.print(line)
         return
     cells = [(r.host, state_cell(r), str(r.pid or ""), seconds(r.idle_for),
               seconds(r.expires_in), os.path.basename(r.socket)) for r in rows]
@@ -65,15 +53,10 @@ def kept_table(rows: list[KeptConnection], directory: str, residents: list[Resid
     if off:
         c.print(Text(f"keeping is off for {', '.join(off)} (keep_connection 0, or PDCTL_SSH_KEEP=0): new runs "
                      "connect on their own", style="dim"))
-    for line in resident_lines(list(residents)):
-        c.print(line)
 
 
-def closed_lines(rows: list[KeptConnection], residents: list[ResidentPdctl] = ()) -> None:
+def closed_lines(rows: list[KeptConnection]) -> None:
     c = render.console()
-    for r in residents:
-        c.print(Text(f"closed the resident pdctl (pid {r.pid})", style="green") if r.closed else
-                Text(f"asked the resident pdctl (pid {r.pid}) to close; it is still running", style="yellow"))
     for r in rows:
         if r.closed:
             c.print(Text(f"closed {r.host} (keeper pid {r.pid})", style="green"))

@@ -29,7 +29,6 @@ def connect(name: str, host: Host, *, eager: bool = False) -> Transport:
         from pdctl.transport.kept import KeptTransport
 
         t: Transport = KeptTransport(name, host, keep)
-        _keep_pdctl_warm(keep)
     else:
         from pdctl.transport.ssh import SshTransport
 
@@ -37,21 +36,6 @@ def connect(name: str, host: Host, *, eager: bool = False) -> Transport:
     if eager:
         t.open()
     return t
-
-
-_warm_keep: list[float] = []
-
-
-def _keep_pdctl_warm(keep: float) -> None:
-    """On the way out of a run with kept connections, start the resident pdctl (resident.py) if none serves this
-    code: the same opt-in keeps the next `pdctl verify`'s interpreter and imports warm, for the longest keep."""
-    if not _warm_keep:
-        import atexit
-
-        from pdctl.resident_client import start_resident
-
-        atexit.register(lambda: start_resident(max(_warm_keep)))
-    _warm_keep.append(keep)
 
 
 class TransportPool:

@@ -13,18 +13,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdctl.errors import RefusedError, UsageError
-from pdctl.resident_paths import SOCKET_PATH_MAX, control_dir_path, private_problem
 
 if TYPE_CHECKING:
     from pdctl.inventory import Host
 
 KEEP_ENV = "PDCTL_SSH_KEEP"
 MAX_KEEP_S = 86400.0
+SOCKET_PATH_MAX = 107     # sun_path is 108 bytes with its NUL
 # what decides the connection: a keeper made for other values must not answer for these
 CONNECTION_FIELDS = ("address", "port", "user", "key", "known_hosts", "accept_new_host_key", "ssh_config",
                      "proxy_jump", "connect_timeout", "command_timeout", "http")
@@ -48,6 +49,31 @@ def keep_seconds(host: Host) -> float:
     (UsageError when it is no number of seconds), else the host's keep_connection."""
     text = os.environ.get(KEEP_ENV, "").strip()
     return parse_keep(text, KEEP_ENV) if text else float(host.keep_connection)
+
+
+def control_dir_path() -> str:
+    """$XDG_RUNTIME_DIR/pdctl-ssh, else `ssh` under pdctl's state directory ($XDG_STATE_HOME/pdctl)."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return os.path.join(runtime, "pdctl-ssh")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "pdctl", "ssh")
+
+
+def private_problem(path: str) -> str | None:
+    """Why `path` may not hold pdctl's sockets (not a real directory of this user with mode 0700), or None when it
+    may, or does not exist."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != os.getuid():
+        return f"belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})"
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        return f"has mode {stat.S_IMODE(st.st_mode):04o}, not 0700"
+    return None
 
 
 def control_dir(create: bool = True) -> Path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import socket
 import struct
 from typing import Any
@@ -49,30 +48,6 @@ def recv_frame(sock: socket.socket) -> Any:
     if n > MAX_FRAME:
         raise ValueError(f"frame of {n} bytes exceeds the {MAX_FRAME}-byte limit")
     return json.loads(_recv_exact(sock, n))
-
-
-def send_frame_with_fds(sock: socket.socket, obj: Any, fds: list[int]) -> None:
-    """A frame whose first bytes carry open file descriptors (SCM_RIGHTS): the resident pdctl's run requests."""
-    data = json.dumps(obj, separators=(",", ":")).encode()
-    socket.send_fds(sock, [_HEADER.pack(len(data))], fds)
-    sock.sendall(data)
-
-
-def recv_frame_with_fds(sock: socket.socket, max_fds: int) -> tuple[Any, list[int]]:
-    """A frame sent by send_frame_with_fds (or send_frame: no descriptors), and the descriptors, now ours."""
-    head, fds, _flags, _addr = socket.recv_fds(sock, _HEADER.size, max_fds)
-    try:
-        if not head:
-            raise PeerClosed("connection closed before a frame")
-        head += _recv_exact(sock, _HEADER.size - len(head)) if len(head) < _HEADER.size else b""
-        (n,) = _HEADER.unpack(head)
-        if n > MAX_FRAME:
-            raise ValueError(f"frame of {n} bytes exceeds the {MAX_FRAME}-byte limit")
-        return json.loads(_recv_exact(sock, n)), list(fds)
-    except BaseException:
-        for fd in fds:
-            os.close(fd)
-        raise
 
 
 def b64(data: bytes) -> str:

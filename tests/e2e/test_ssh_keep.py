@@ -141,34 +141,6 @@ def test_pdctl_runs_share_the_connection_until_ssh_close(vsshd, control, tmp_pat
     assert unknown.code == 2 and "unknown host 'nosuch'" in unknown.json()["error"]["message"]
 
 
-def test_a_kept_run_leaves_a_resident_pdctl_that_serves_the_next_verify(vsshd, control, tmp_path):
-    """The resident pdctl (pdctl/resident.py) is started by a kept run on its way out; the next `pdctl verify` is
-    forked from it over the same kept connection, and `pdctl ssh --close` ends both."""
-    host = kept_host(vsshd, http="tunnel", state_dir=str(tmp_path / "remote"), python=sys.executable)
-    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = write_inventory(tmp_path / "inv.yaml", local_inventory("resident", ports, host=host))
-    before = accepted(vsshd)
-    first = pdctl(["verify", "final-health", "-i", str(inv), "--json"], state=tmp_path, env=control.env)
-    assert first.code == 1 and not first.json()["ok"], first.output      # nothing deployed: a finding, not a crash
-
-    def resident():
-        found = pdctl(["ssh", "-i", str(inv), "--json"], state=tmp_path, env=control.env).json()["residents"]
-        return found[0] if found else None
-
-    assert wait_until(lambda: resident() is not None, 30)
-    second = pdctl(["verify", "final-health", "-i", str(inv), "--json"], state=tmp_path, env=control.env)
-    logs = "".join(p.read_text() for p in control.dir.glob("resident-*.log"))
-    assert second.code == 1 and resident()["served"] == 1, (second.stderr, logs)
-    # the served run started no second resident (whose lock file start_resident would have made before returning)
-    assert len(list(control.dir.glob("resident-*.lock"))) == 1 and len(control.resident_pids()) == 1, logs
-    assert [(c["name"], c["status"]) for c in second.json()["layers"]["health"]] == \
-        [(c["name"], c["status"]) for c in first.json()["layers"]["health"]]
-    assert accepted(vsshd) - before == 1                     # the same kept connection served both runs
-    pid = resident()["pid"]
-    closed = pdctl(["ssh", "--close", "-i", str(inv)], state=tmp_path, env=control.env)
-    assert f"closed the resident pdctl (pid {pid})" in closed.stdout and not pid_alive(pid), closed.output
-
-
 def test_idle_keeper_expires_and_removes_its_socket(vsshd, control):
     host = kept_host(vsshd, keep=2)
     assert drive(control, host, "result = t.run('echo once', timeout=10).stdout")["value"] == "once\n"
