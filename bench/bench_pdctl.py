@@ -4,9 +4,8 @@
 2. local `pdctl verify final-health` (wall and CPU, children included) vs the seed's one-liner run locally
    (4 curls, a grep, /proc reads) against the same deployment.
 3. `pdctl verify final-health` over SSH (real sshd on 127.0.0.1, HTTP tunnelled through the SSH connection): cold
-   (a new connection per run) and warm (keep_connection: the kept connection of an earlier run; forked by the
-   resident pdctl that run left, and with PDCTL_RESIDENT=0 a run of its own) vs the seed's one-liner (one ssh +
-   curl + grep of /proc) through the same sshd.
+   (a new connection per run) and warm (keep_connection: the kept connection of an earlier run) vs the seed's
+   one-liner (one ssh + curl + grep of /proc) through the same sshd.
 4. The latency final-health reports for its end-to-end probe and a /health vs curl's time_total for the same
    request, taken right before and after.
 5. Co-restart downtime: from the start of `pdctl restart --pair` to the first good probe through the router, vs the
@@ -205,18 +204,12 @@ def main() -> None:
                              "seed one-liner over the same sshd (health, probe, metric grep, /proc)", med(one)))
                 warm_cmd = pdctl_cmd("verify", "final-health", "-i", str(warm_inv))
                 if wall_cpu(warm_cmd, env)[0] and _warm_supported(warm_inv, tmp):
-                    resident = _resident_ready(warm_inv, tmp)
-                    warm, kept_only, one = [], [], []
-                    no_resident = {**env, "PDCTL_RESIDENT": "0"}
+                    warm, one = [], []
                     for _ in range(runs):
                         warm.append(wall_cpu(warm_cmd, env)[0])
-                        kept_only.append(wall_cpu(warm_cmd, no_resident)[0])
                         one.append(wall_cpu(seed_one_liner(sshd, ports, remote_state))[0])
-                    if resident:
-                        rows.append(("`pdctl verify final-health` over SSH, warm (kept connection, resident pdctl)",
-                                     med(warm), "seed one-liner over the same sshd", med(one)))
-                    rows.append(("`pdctl verify final-health` over SSH, warm (kept connection, PDCTL_RESIDENT=0)",
-                                 med(kept_only), "seed one-liner over the same sshd", med(one)))
+                    rows.append(("`pdctl verify final-health` over SSH, warm (kept connection)",
+                                 med(warm), "seed one-liner over the same sshd", med(one)))
                     subprocess.run(pdctl_cmd("ssh", "--close", "-i", str(warm_inv)), capture_output=True, env=env)
                 e2e, curl_e2e, h, curl_h = reported_vs_curl(local_inv, tmp, ports, runs)
                 rows.append(("latency final-health reports for its e2e probe", f"{statistics.median(e2e):.1f} ms",
@@ -245,18 +238,6 @@ def main() -> None:
     print("|---|---|---|---|")
     for what, a, base, b in rows:
         print(f"| {what} | {a} | {base} | {b} |")
-
-
-def _resident_ready(inv: Path, state: Path) -> bool:
-    """Whether a resident pdctl answers (waited for up to 20 s: the kept run before started it on its way out)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        r = subprocess.run(pdctl_cmd("ssh", "-i", str(inv), "--json"), capture_output=True, text=True,
-                           env=bench_env(state))
-        if r.returncode == 0 and json.loads(r.stdout).get("residents"):
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def _warm_supported(inv: Path, state: Path) -> bool:
