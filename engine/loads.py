@@ -75,7 +75,7 @@ def snapshot(st) -> dict:
         "max_total_num_tokens": capacity,
         "max_running_requests": s.max_running,
         "token_usage": round(used / capacity if capacity else 0.0, 4),
-        "gen_throughput": round(stats.gen_throughput(time.monotonic()), 2),
+        "gen_throughput": round(m.value("gen_throughput"), 2),  # the gauge the scheduler thread refreshes
         "cache_hit_rate": 0.0,                        # no prefix cache
         "utilization": -1 if mode == "prefill" else 0.0,  # SGLang's: -1 on a prefill, no SLO setter elsewhere
         "total_prefill_uncached_tokens": stats.total_prefill_uncached_tokens,
