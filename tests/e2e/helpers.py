@@ -48,8 +48,10 @@ def write_inventory(path: Path, data: dict) -> Path:
 
 
 def local_inventory(name: str, ports: dict[str, int], *, decode_args: dict | None = None,
-                    decode_env: dict | None = None, host: dict | None = None, prefill_env: dict | None = None) -> dict:
-    """A bundled-engine inventory on this machine with the given free ports."""
+                    decode_env: dict | None = None, host: dict | None = None, prefill_env: dict | None = None,
+                    router_kind: str | None = None) -> dict:
+    """A bundled-engine inventory on this machine with the given free ports (the router: pdctl's default kind,
+    or `router_kind`)."""
     return {
         "name": name,
         "engine": "bundled",
@@ -60,8 +62,8 @@ def local_inventory(name: str, ports: dict[str, int], *, decode_args: dict | Non
             "decode": [{"host": "local", "port": ports["decode"], "args": decode_args or {},
                         "env": decode_env or {}, "ready_timeout": 180}],
             "router": [{"host": "local", "port": ports["router"], "ready_timeout": 180,
-                        "args": {"--prometheus-port": ports["prometheus"],
-                                                                     "--health-check-interval-secs": 2}}],
+                        **({"kind": router_kind} if router_kind else {}),
+                        "args": {"--prometheus-port": ports["prometheus"], "--health-check-interval-secs": 2}}],
         },
     }
 
