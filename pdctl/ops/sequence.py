@@ -91,14 +91,41 @@ def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decod
     chosen = [(role, i, inst) for role, i, inst in dep.inv.instances() if role in roles]
     _check_installed(dep, chosen)
     held = [(role, i, inst) for role, i, inst in chosen if role == "decode"] if "prefill" in roles else []
-    total = 2 * len(chosen) + len(held)   # a (re)start and a readiness wait per instance, a stop per held decode
+    # a (re)start and a readiness wait per instance, a stop per held decode, and without a router restart a wait for
+    # the routers to take each one back
+    total = 2 * len(chosen) + len(held) + (len(chosen) if "router" not in roles else 0)
     for role, i, inst in reversed(held):
         name = dep.inv.service_name(role, i)
         run_step(dep, f"stop {dep.inv.label(role, i)} (until the prefills are back)",
                  lambda inst=inst, name=name: dep.services(inst.host).stop(name, grace=grace), done, total=total)
     for role, i, _inst in chosen:
         restart_one(dep, role, i, done, total=total, grace=grace, start_only=bool(held) and role == "decode")
+    if "router" not in roles:   # no fresh router will list them: wait until the running ones route to them again
+        for role, i, _inst in chosen:
+            run_step(dep, f"wait the routers to route to {dep.inv.label(role, i)} again",
+                     lambda role=role, i=i: readmitted(dep, role, i), done, total=total)
     return done
+
+
+def readmitted(dep: Deployment, role: str, i: int) -> None:
+    """Block until every running router lists worker (role, i) as serving again: a router keeps a restarted worker
+    out until its own health checks pass again (smg lists it `failed` meanwhile, and answers 503 "no available
+    workers" when it was the only one), so a worker's /health alone does not mean it takes traffic. A router that
+    is not running is not waited for. Raises StepFailed after the router's ready_timeout."""
+    from pdctl.checks.rolling import back_in_service
+    from pdctl.ops.router_workers import url_of, workers
+    from pdctl.poll import poll_until
+
+    for r, router in enumerate(dep.inv.roles.router):
+        if not dep.status("router", r).active:
+            continue
+        url = url_of(dep, r, role, i)
+        w = poll_until(lambda r=r: workers(dep, r), lambda ws: back_in_service(ws, url, role),
+                       timeout=router.ready_timeout, interval=0.25, backoff=1.5, max_interval=2.0,
+                       timeout_name=f"{dep.inv.label('router', r)}'s ready_timeout")
+        if not w.ok:
+            raise StepFailed(f"{dep.inv.label('router', r)} does not route to {dep.inv.label(role, i)} after "
+                             f"{router.ready_timeout:g}s although it answers /health (GET /workers read until then)")
 
 
 def restart_one(dep: Deployment, role: str, i: int, done: list[StepRecord], *, total: int = 0,

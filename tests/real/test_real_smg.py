@@ -1,9 +1,9 @@
 """pdctl against the real SGLang 0.5.23 behind smg 1.13, both deployed by pdctl (2 prefills x 2 decodes, mooncake
 over loopback, pidfile services): every layer of final-health passes on the healthy deployment, the pair canaries
-pass, lint asks the installed sglang and smg, the watch's one round passes; restart --rolling under a steady client
-load fails no request; restart --pair keeps its order; a decode stopped with SIGSTOP reads as a timeout, never as
-stopped; and a decode restarted alone under its running prefills is reported as what it is on this version and
-backend. The servers start once for the module (about a minute, ~7 GB)."""
+pass, lint asks the installed sglang and smg, the watch's one round passes; a decode stopped with SIGSTOP reads as a timeout, never as stopped; a
+decode restarted alone under its running prefills is reported as what it is on this version and backend; and
+restart --rolling through smg (its 409 on a re-add, its draining state) under a steady client load fails no request.
+(restart --pair on the real servers: test_real_sglang_router.py.) The servers start once for the module (about a minute, ~7 GB)."""
 
 from __future__ import annotations
 
@@ -88,31 +88,6 @@ def test_a_chat_completion_through_smg_is_the_real_model_s(dep):
     assert got.choices[0].message.content and got.usage.completion_tokens >= 1
 
 
-def test_rolling_restart_through_smg_fails_no_client_request(dep):
-    before = pids(dep)
-    with ClientLoad(router_url(dep), rate=1.0, model=SERVED) as load:
-        r = run(dep, "restart", "--rolling", "--json", timeout=1500)
-    assert r.code == 0, r.output
-    doc = r.json()
-    assert [u["state"] for u in doc["units"]] == ["done", "done"], doc["units"]
-    summary = load.summary()
-    assert summary["sent"] >= 20 and summary["failed"] == [], summary
-    after = pids(dep)
-    workers = [label for label in before if not label.startswith("router")]
-    assert all(after[w] != before[w] for w in workers), (before, after)
-    assert doc["final_health"]["ok"], doc["final_health"]
-
-
-def test_restart_pair_keeps_its_order_and_stays_green(dep):
-    r = run(dep, "restart", "--pair", "--json", timeout=1200)
-    assert r.code == 0, r.output
-    steps = [s["step"] for s in r.json()["steps"]]
-    assert steps[0].startswith("stop decode[")
-    started = [s.split()[1].split("[")[0] for s in steps if s.startswith(("restart", "start"))]
-    assert started == ["prefill", "prefill", "decode", "decode", "router"], steps
-    assert r.json()["final_health"]["ok"]
-
-
 def test_a_decode_stopped_with_sigstop_is_a_timeout_never_stopped(dep):
     decode = next(label for label in pids(dep) if label.startswith("decode[1]"))
     pid = pids(dep)[decode]
@@ -126,7 +101,7 @@ def test_a_decode_stopped_with_sigstop_is_a_timeout_never_stopped(dep):
         mine = [c for c in layer(fh.json(), "health") if c["target"] == decode] if fh.code == 1 else []
         if fh.code == 1:
             assert mine and all(c["status"] == "fail" for c in mine), mine
-            assert any("did not answer" in c["observed"] or "timed out" in c["observed"] for c in mine), mine
+            assert any(w in c["observed"] for c in mine for w in ("no response", "timed out", "did not answer")), mine
     finally:
         os.kill(pid, signal.SIGCONT)
 
@@ -143,5 +118,19 @@ def test_a_decode_restarted_alone_is_said_as_it_is_on_this_version_and_backend(d
     pairs = run(dep, "verify", "pairs", "--json")
     assert pairs.code == 0, pairs.output
     assert fh.code == 0, fh.output
-    healed = run(dep, "restart", "--pair", "--json", timeout=1200)
-    assert healed.code == 0, healed.output
+
+
+def test_rolling_restart_through_smg_fails_no_client_request(dep):
+    """Last: it restarts every worker (a decode restarted alone by the test before goes first)."""
+    before = pids(dep)
+    with ClientLoad(router_url(dep), rate=1.0, model=SERVED) as load:
+        r = run(dep, "restart", "--rolling", "--json", timeout=1500)
+    assert r.code == 0, r.output
+    doc = r.json()
+    assert [u["state"] for u in doc["units"]] == ["done", "done"], doc["units"]
+    summary = load.summary()
+    assert summary["sent"] >= 20 and summary["failed"] == [], summary
+    after = pids(dep)
+    workers = [label for label in before if not label.startswith("router")]
+    assert all(after[w] != before[w] for w in workers), (before, after)
+    assert doc["final_health"]["ok"], doc["final_health"]
