@@ -66,11 +66,10 @@ def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi
         body["model"] = model
     data: dict[str, Any] = {"url": remote_url(router_base_url, CHAT_PATH), "timeout_s": timeout, "model": model, "max_tokens": max_tokens}
     tgt = target or router_base_url
-    t0 = time.monotonic()
+    c = client()
+    t0 = time.monotonic()   # the request alone: the client is made before the clock starts
     try:
-        with client(timeout) as c:
-            t0 = time.monotonic()   # the request alone: the client is made before the clock starts
-            r = c.post(url, json=body)
+        r = c.post(url, json=body, timeout=timeout)
     except Exception as e:
         data["latency_ms"] = request_ms(None, t0)
         cause = describe_error(e, timeout, router_base_url, since=t0)

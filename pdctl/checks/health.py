@@ -21,12 +21,11 @@ def probe_health(base_url: str, path: str = "/health", timeout: float = 4.0, *, 
     Never raises for an unhealthy or unreachable server; records latency_ms and status_code in data.
     """
     url, named = join(base_url, path), request_name(base_url, path)   # named: the role's address, not a tunnel port
-    t0 = time.monotonic()
     data: dict[str, Any] = {"url": remote_url(base_url, path), "timeout_s": timeout}
+    c = client()
+    t0 = time.monotonic()   # the request alone: the client is made before the clock starts
     try:
-        with client(timeout) as c:
-            t0 = time.monotonic()   # the request alone: the client is made before the clock starts
-            r = c.get(url)
+        r = c.get(url, timeout=timeout)
     except Exception as e:  # HTTP errors and a bad URL alike: the server is not healthy from here
         data["latency_ms"] = request_ms(None, t0)
         cause = describe_error(e, timeout, base_url, since=t0)
@@ -80,11 +79,10 @@ def probe_router_ready(base_url: str, timeout: float = 4.0, *, require_all: bool
                        expect_workers: int | None = None, target: str | None = None) -> CheckResult:
     """GET the router's /readiness and judge it (see judge_readiness). Never raises; unreachable = FAIL."""
     url, named = join(base_url, "/readiness"), request_name(base_url, "/readiness")
-    t0 = time.monotonic()
+    c = client()
+    t0 = time.monotonic()   # the request alone: the client is made before the clock starts
     try:
-        with client(timeout) as c:
-            t0 = time.monotonic()   # the request alone: the client is made before the clock starts
-            r = c.get(url)
+        r = c.get(url, timeout=timeout)
     except Exception as e:
         cause = describe_error(e, timeout, base_url, since=t0)
         return CheckResult(LAYER, target or base_url, "/readiness", Status.FAIL, observed=cause, expected="ready",

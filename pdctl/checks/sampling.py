@@ -27,10 +27,10 @@ def fetch_metrics(base_url: str, timeout: float = 5.0, families=None) -> MetricS
     MetricsUnavailable (exit 1, hint --enable-metrics) on a non-200 answer; MetricsParseError on unreadable text.
     """
     url, name = join(base_url, "/metrics"), request_name(base_url, "/metrics")   # a role, not a tunnel's port
+    c = client()
+    t0 = time.monotonic()
     try:
-        with client(timeout) as c:
-            t0 = time.monotonic()
-            r = c.get(url)
+        r = c.get(url, timeout=timeout)
     except Exception as e:
         raise UnreachableError(f"cannot read {name}: {describe_error(e, timeout, base_url, since=t0)}",
                                target=remote_url(base_url, "/metrics")) from None

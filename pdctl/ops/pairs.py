@@ -63,18 +63,18 @@ class PairsReport:
 
 def _leg(url: str, body: dict[str, Any], timeout: float) -> LegAnswer:
     """POST the canary to one worker and read its whole answer, within `timeout`. Never raises. On a timeout the
-    client closes the connection (pdctl.http_client never pools a connection it gave up on)."""
-    from pdctl import http_client as http
+    client closes the connection (httpx never pools a connection a request failed on)."""
+    from httpx import ConnectTimeout
+
     from pdctl.checks.http_util import client, describe_error, request_ms
 
+    c = client()
     started = time.monotonic()
     try:
-        with client(timeout) as c:
-            started = time.monotonic()
-            r = c.post(f"{url.rstrip('/')}{GENERATE_PATH}", json=body)
+        r = c.post(f"{url.rstrip('/')}{GENERATE_PATH}", json=body, timeout=timeout)
     except Exception as e:
         return LegAnswer(error=describe_error(e, timeout, url, since=started),
-                         unreachable=isinstance(e, http.ConnectTimeout), ms=request_ms(None, started))
+                         unreachable=isinstance(e, ConnectTimeout), ms=request_ms(None, started))
     try:
         parsed: Any = r.json()
     except ValueError:
@@ -87,8 +87,7 @@ def _abort(url: str, label: str, rid: str, timeout: float) -> str:
     from pdctl.checks.http_util import client, describe_error
 
     try:
-        with client(timeout) as c:
-            r = c.post(f"{url.rstrip('/')}{ABORT_PATH}", json={"rid": rid, "abort_all": False})
+        r = client().post(f"{url.rstrip('/')}{ABORT_PATH}", json={"rid": rid, "abort_all": False}, timeout=timeout)
     except Exception as e:
         return f"abort of {rid} on {label}: {describe_error(e, timeout, url)}"
     return f"aborted {rid} on {label} (HTTP {r.status_code})"

@@ -16,12 +16,12 @@ POLL_INTERVAL = 0.25
 
 
 def _get(url: str, timeout: float):
+    from httpx import HTTPError
+
     from pdctl.checks.http_util import client
-    from pdctl.http_client import HTTPError
 
     try:
-        with client(timeout) as c:
-            return c.get(url)
+        return client().get(url, timeout=timeout)
     except HTTPError as e:
         return e
 

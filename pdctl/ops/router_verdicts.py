@@ -25,11 +25,12 @@ def router_metrics_url(dep: Deployment, index: int) -> str:
 def router_verdicts(dep: Deployment, index: int) -> list[CheckResult]:
     """What router[index] itself says of its workers: each one's listed state (GET /workers) and, where the kind
     exposes them, its circuit breakers and the requests it gave up on (its metrics port)."""
+    from httpx import HTTPError
+
     from pdctl.checks.http_util import client, describe_error
     from pdctl.checks.router_state import (RETRIES_EXHAUSTED, judge_breakers, judge_retries_exhausted,
                                            judge_worker_states)
     from pdctl.checks.sampling import fetch_metrics
-    from pdctl.http_client import HTTPError
 
     label = dep.inv.label("router", index)
     timeout = dep.inv.final_health.health_timeout
@@ -38,8 +39,7 @@ def router_verdicts(dep: Deployment, index: int) -> list[CheckResult]:
              for role, i, _ in dep.inv.instances() if role != "router"}
     base = dep.base_url("router", index)
     try:
-        with client(timeout) as c:
-            body = c.get(f"{base}/workers").json()
+        body = client().get(f"{base}/workers", timeout=timeout).json()
     except (HTTPError, ValueError) as e:
         cause = describe_error(e, timeout, base) if isinstance(e, HTTPError) else "not JSON"
         return [CheckResult("health", label, "/workers", Status.FAIL, observed=cause, expected="the worker list",

@@ -26,16 +26,17 @@ CONFIRM_TIMEOUT_S = 30.0   # the router applies a change within seconds; past th
 def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, also_ok: tuple[int, ...] = ()) -> Any:
     """One worker-API request to router r: the decoded JSON answer. Raises UnreachableError (no answer) or
     StepFailed (an answer that is not a success nor in `also_ok`), both naming the router."""
-    from pdctl import http_client as http
-    from pdctl.checks.http_util import describe_error, join
+    from httpx import HTTPError
+
+    from pdctl.checks.http_util import client, describe_error, join
 
     base = dep.base_url("router", r)
     label = dep.inv.label("router", r)
     content = None if body is None else json.dumps(body).encode()
     headers = {"Content-Type": "application/json"} if content is not None else None
     try:
-        resp = http.request(method, join(base, path), timeout=API_TIMEOUT_S, headers=headers, content=content)
-    except http.HTTPError as e:
+        resp = client().request(method, join(base, path), timeout=API_TIMEOUT_S, headers=headers, content=content)
+    except HTTPError as e:
         raise UnreachableError(f"unknown: {label}: {method} {path}: {describe_error(e, API_TIMEOUT_S, base)}",
                                target=label) from None
     if resp.status_code >= 300 and resp.status_code not in also_ok:

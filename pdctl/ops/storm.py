@@ -205,13 +205,15 @@ def _ask_router(base: str, timeout: float) -> None:
     the host's own reason) is UnreachableError naming it by its label and its address on the host, never a storm
     of failed requests read as a verdict. Any HTTP answer, even an error status, lets the storm go on: judging
     the router's health is final-health's job."""
-    from pdctl import http_client
-    from pdctl.checks.http_util import describe_error, join, request_name
+    from httpx import HTTPError
 
+    from pdctl.checks.http_util import client, describe_error, join, request_name
+
+    c = client()
     started = time.monotonic()
     try:
-        http_client.request("GET", join(base, "/health"), timeout=timeout)
-    except http_client.HTTPError as e:
+        c.get(join(base, "/health"), timeout=timeout)
+    except HTTPError as e:
         raise UnreachableError(f"{request_name(base, '/health')}: {describe_error(e, timeout, base, started)}",
                                target=getattr(base, "label", base),
                                hint="is the router running? pdctl status; pdctl verify final-health") from None

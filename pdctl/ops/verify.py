@@ -179,15 +179,16 @@ def server_infos(dep: Deployment, only: set[tuple[str, int]] | None = None) -> d
     """Each worker's /server_info (of `only` when given; None where it does not answer), asked in parallel.
     final-health asks every worker while /proc is still being read, so the flags layer does not wait for these
     round trips after it; the watch asks the live ones it found."""
+    from httpx import HTTPError
+
     from pdctl.checks.http_util import client
-    from pdctl.http_client import HTTPError
 
     def server_info(role: str, i: int) -> Any:
         if only is not None and (role, i) not in only:
             return None
         try:
-            with client(dep.inv.final_health.health_timeout) as c:
-                return c.get(f"{dep.base_url(role, i)}/server_info").json()
+            return client().get(f"{dep.base_url(role, i)}/server_info",
+                                timeout=dep.inv.final_health.health_timeout).json()
         except (HTTPError, ValueError):
             return None
 
@@ -205,13 +206,14 @@ def _versions(procs: dict[str, Any], infos: dict[tuple[str, int], Any]) -> list[
 
 def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult]:
     """The router hides its argv; check the workers it routes to instead."""
+    from httpx import HTTPError
+
     from pdctl.checks.http_util import client
-    from pdctl.http_client import HTTPError
 
     host = dep.instance("router", index).host
     try:
-        with client(dep.inv.final_health.health_timeout) as c:
-            body = c.get(f"{dep.base_url('router', index)}/workers").json()
+        body = client().get(f"{dep.base_url('router', index)}/workers",
+                            timeout=dep.inv.final_health.health_timeout).json()
     except (HTTPError, ValueError):
         body = None
     prefill = [(launch.worker_url(dep.inv, "prefill", i, host), dep.inv.bootstrap_port(p))

@@ -159,12 +159,12 @@ def _url_host(listen: str) -> str:
 
 def _scrape(url: str, wait_s: float) -> tuple[str | None, str]:
     """(the /metrics text or None, why not); retried for `wait_s` (a service just started binds first)."""
-    from pdctl.http_client import request
+    from pdctl.checks.http_util import client
 
     end = time.monotonic() + wait_s
     while True:
         try:
-            r = request("GET", url, timeout=5.0)
+            r = client().get(url, timeout=5.0)
             if r.status_code == 200:
                 return r.text, ""
             why = f"HTTP {r.status_code}"

@@ -105,23 +105,25 @@ def test_http_through_tunnel(sshd, http_server):
 
 
 def test_pooled_http_through_tunnel_keeps_one_connection_and_drops_it_with_the_tunnel(sshd, keep_alive_server):
-    from pdctl import http_client as http
-    from pdctl.checks.http_util import describe_error
+    from pdctl.checks.http_util import client, describe_error
+    from tests.fixtures.http_servers import close_http_client
 
-    http.close_all()
-    with SshTransport("gpu-test", sshd.make_host(http="tunnel")) as t:
-        url = t.http_base_url(keep_alive_server)
-        local_ports = set()
-        for _ in range(3):
-            r = http.Client(10).get(url + "/health")
-            assert r.status_code == 200 and r.text == "ok-from-remote"
-            local_ports.update(c.sock.getsockname()[1] for c in http._idle[("127.0.0.1", int(url.rsplit(":", 1)[1]))])
-        assert len(local_ports) == 1      # one connection (one SSH channel) served the three requests
-    # the forwarder is gone: its pooled connection is seen closed and dropped, and the port now refuses
-    with pytest.raises(http.ConnectError) as ei:
-        http.Client(2).get(url + "/health")
-    assert describe_error(ei.value, 2) == "connection refused"
-    http.close_all()
+    close_http_client()
+    try:
+        with SshTransport("gpu-test", sshd.make_host(http="tunnel")) as t:
+            url = t.http_base_url(keep_alive_server)
+            local_ports = set()
+            for _ in range(3):
+                r = client().get(url + "/health", timeout=10)
+                assert r.status_code == 200 and r.text == "ok-from-remote"
+                local_ports.add(r.extensions["network_stream"].get_extra_info("client_addr")[1])
+            assert len(local_ports) == 1      # one connection (one SSH channel) served the three requests
+        # the forwarder is gone: its pooled connection is seen closed and dropped, and the port now refuses
+        with pytest.raises(httpx.ConnectError) as ei:
+            client().get(url + "/health", timeout=2)
+        assert describe_error(ei.value, 2) == "connection refused"
+    finally:
+        close_http_client()
 
 
 def test_http_direct(sshd):

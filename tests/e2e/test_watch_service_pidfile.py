@@ -11,10 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from pdctl.checks.metrics import parse_metrics
-from pdctl.http_client import request
 from pdctl.services.pidfile import parse_proc_stat
 from tests.e2e.helpers import kill_leftovers, local_inventory, pdctl, write_inventory
 from tests.fixtures.net import free_port
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.e2e]
 
 
 def _metrics(port: int):
-    r = request("GET", f"http://127.0.0.1:{port}/metrics", timeout=5.0)
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5.0)
     assert r.status_code == 200
     return parse_metrics(r.text)
 

@@ -15,10 +15,10 @@ import shlex
 import sys
 import time
 
+import httpx
 import pytest
 
 from pdctl.checks.metrics import parse_metrics
-from pdctl.http_client import request
 from pdctl.services.systemd import parse_systemctl_show
 from tests.fixtures.net import free_port
 from tests.fixtures.systemd_host import REPO, can_boot_hosts, systemd_host
@@ -72,7 +72,7 @@ def _wait(what: str, ok, timeout: float = 60.0, interval: float = 0.1):
 
 
 def _scrape(port: int):
-    r = request("GET", f"http://127.0.0.1:{port}/metrics", timeout=5.0)
+    r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5.0)
     assert r.status_code == 200
     return parse_metrics(r.text)
 

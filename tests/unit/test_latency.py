@@ -65,9 +65,9 @@ def server():
 
 @pytest.fixture
 def slow_client(monkeypatch):
-    def slow(timeout):
+    def slow():
         time.sleep(SLOW_CLIENT_S)
-        return http_util.client(timeout)
+        return http_util.client()
 
     monkeypatch.setattr(health, "client", slow)
     monkeypatch.setattr(e2e, "client", slow)
