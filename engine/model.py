@@ -60,14 +60,6 @@ class KVCache:
         self.kv = torch.zeros(cfg.n_layers, 2, capacity, cfg.kv_dim)
         self.len = 0
 
-    @classmethod
-    def from_tensor(cls, kv: torch.Tensor, length: int, capacity: int) -> "KVCache":
-        c = cls.__new__(cls)
-        c.kv = torch.zeros(kv.shape[0], 2, capacity, kv.shape[-1])
-        c.kv[:, :, :length] = kv[:, :, :length]
-        c.len = length
-        return c
-
 
 class DecodeSlots:
     """The running batch's KV: kv[layer, k/v, slot, kv head, window, head_dim], one ring buffer of the sliding window

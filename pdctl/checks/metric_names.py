@@ -22,7 +22,6 @@ INFLIGHT_GAUGES = PD_QUEUE_GAUGES + (NUM_RUNNING_REQS,)
 # Failure counters (scheduler, per tp_rank): must be 0, or not increased since a baseline.
 TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
 BOOTSTRAP_FAILED = "sglang:num_bootstrap_failed_reqs_total"
-PREFILL_RETRIES = "sglang:num_prefill_retries_total"
 FAILURE_COUNTERS = (TRANSFER_FAILED, BOOTSTRAP_FAILED)
 # A labelled counter has no series until its first increment in real SGLang (prometheus_client's multiprocess
 # mode): an absent failure counter is 0 failures on a server whose metrics are on, which these witness (the
@@ -38,14 +37,10 @@ def metrics_on(metrics) -> bool:
 
 # Tokenizer counters (no tp_rank label).
 GENERATION_TOKENS = "sglang:generation_tokens_total"
-PROMPT_TOKENS = "sglang:prompt_tokens_total"
-NUM_REQUESTS = "sglang:num_requests_total"
 NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"
 
-# Histograms on the prefill side.
+# A histogram on the prefill side.
 KV_TRANSFER_LATENCY_MS = "sglang:kv_transfer_latency_ms"
-KV_TRANSFER_SPEED_GB_S = "sglang:kv_transfer_speed_gb_s"
-KV_TRANSFER_BOOTSTRAP_MS = "sglang:kv_transfer_bootstrap_ms"
 
 #: the hint when a family pdctl needs is absent: SGLang serves /metrics only with this flag
 ENABLE_METRICS_HINT = "start the server with --enable-metrics (without it SGLang serves no /metrics)"

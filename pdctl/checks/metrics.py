@@ -14,12 +14,12 @@ OpenMetrics exemplar's timestamp too; SGLang's text has no exemplars). Pure: no 
 
 from __future__ import annotations
 
-import functools
 import math
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from pdctl.errors import PdctlError
 
@@ -143,11 +143,6 @@ class MetricSet:
             )
         return found[0].value
 
-    def grep(self, pattern: str) -> list[Sample]:
-        """Samples whose exposition line `series value` matches the regex (like `grep -E '^...'` on the text)."""
-        rx = re.compile(pattern)
-        return [s for s in self if rx.search(f"{s.series()} {_fmt(s.value)}")]
-
 
 def only_families(text: str, names: Iterable[str]) -> str:
     """The lines of `text` that belong to the families `names` (their HELP/TYPE lines and samples, suffixed ones
@@ -175,7 +170,6 @@ def only_families(text: str, names: Iterable[str]) -> str:
 def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet:
     """Parse Prometheus text exposition into a MetricSet (only `families`, when given). Pure; raises
     MetricsParseError naming the bad line."""
-    text_string_to_metric_families = _library_parser()
     if families is not None:
         text = only_families(text, families)
 
@@ -208,47 +202,6 @@ def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet
     return MetricSet(families)
 
 
-_parser_lock = threading.Lock()
-
-
-def warm_parser() -> None:
-    """Load the library's parser now: the resident pdctl does, so the runs it forks start with it."""
-    _library_parser()
-
-
-def _library_parser():
-    """prometheus_client's parser; the lock keeps a second layer thread from importing it while the first one
-    swaps the stand-in package in and out of sys.modules (it then loaded the whole package after all)."""
-    with _parser_lock:
-        return _load_library_parser()
-
-
-@functools.lru_cache(maxsize=1)
-def _load_library_parser():
-    """prometheus_client's `text_string_to_metric_families`, imported on first use (`pdctl --help` never loads it).
-    When the package is not loaded yet, its parser is loaded as a private copy under a stand-in package whose
-    `__init__` does not run: that `__init__` loads the exposition side too (http.server, ssl, wsgiref: ~50 ms, a
-    sixth of a final-health run) for a parser that needs four small modules. The copy's modules leave sys.modules
-    again, so a later `import prometheus_client` (the watch's exporter) is the whole package, as usual."""
-    import sys
-
-    if "prometheus_client" in sys.modules:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        return text_string_to_metric_families
-    import importlib.util
-
-    before = set(sys.modules)
-    sys.modules["prometheus_client"] = importlib.util.module_from_spec(importlib.util.find_spec("prometheus_client"))
-    try:
-        from prometheus_client.parser import text_string_to_metric_families
-    finally:
-        for name in set(sys.modules) - before:
-            if name == "prometheus_client" or name.startswith("prometheus_client."):
-                del sys.modules[name]
-    return text_string_to_metric_families
-
-
 def _family_for(families: dict[str, Family], sample_name: str) -> Family:
     """The family an undeclared sample belongs to: `x_created` to histogram `x` and the like, else its own."""
     fam = families.get(sample_name)
@@ -271,8 +224,6 @@ def _sample(s) -> Sample:
 
 def _parse_error(text: str, err: Exception) -> MetricsParseError:
     """Name the line the library could not read: the first line that fails on its own (its errors rarely say)."""
-    text_string_to_metric_families = _library_parser()
-
     for lineno, line in enumerate(text.split("\n"), 1):   # the library reads lines split on \n only
         if not line.strip():
             continue
@@ -292,15 +243,3 @@ def _label_text(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
-
-
-def _fmt(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v))
-
-
-def sum_values(samples: Iterable[Sample]) -> float:
-    return math.fsum(s.value for s in samples)
