@@ -1,4 +1,4 @@
-"""Domain errors. The library raises these; only the CLI turns them into exit codes (DESIGN.md).
+"""Domain errors. The library raises these; only the CLI turns them into exit codes (`cli/common.py`).
 
 Exit codes: 0 all good, 1 a check failed, 2 bad usage or inventory, 3 a host or service could not be
 reached, 4 refused (lock held, hazard guard, unknown host key).

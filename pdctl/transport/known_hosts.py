@@ -1,9 +1,9 @@
 """SSH host keys: loading known_hosts, the policy for an unknown key, the refusal of a changed one, recording a key;
 and reading the other SSH files a host names (ssh_config, the private key) without hanging or crashing on them.
 
-The rule (DESIGN.md): an unknown host key is refused unless the host says `accept_new_host_key: true` (then it is
-appended to that known_hosts file); a changed key is always refused. Fingerprints and known_hosts lines come from
-paramiko (`PKey.fingerprint`, `HostKeyEntry`); paramiko is imported lazily, as in ssh.py.
+The rule (docs/inventory.md): an unknown host key is refused unless the host says `accept_new_host_key: true` (then
+it is appended to that known_hosts file); a changed key is always refused. Fingerprints and known_hosts lines come
+from paramiko (`PKey.fingerprint`, `HostKeyEntry`); paramiko is imported lazily, as in ssh.py.
 """
 
 from __future__ import annotations
