@@ -147,14 +147,16 @@ class Api:
             for k in left:  # cancelled, disconnected or abandoned: nothing may keep generating
                 sched.abort(outs[k].req.rid)
 
-    async def collect(self, request: Request, outs: list[Out], q: asyncio.Queue):
-        """Run to the end; None when all finished, else the error response."""
+    async def collect(self, request: Request, outs: list[Out], q: asyncio.Queue, native: bool = False):
+        """Run to the end; None when all finished, else the error response (native: /generate's shape)."""
+        def err(code: int, msg: str, typ: str):
+            return rp.generate_err(code, msg) if native else rp.err(code, msg, typ)
         async for _k, ev in self.run(request, outs, q):
             if ev[0] == "error":
                 code = ev[1] if ev[1] != 499 else 500
-                return rp.err(code, ev[2], "InternalServerError" if code >= 500 else "Aborted")
+                return err(code, ev[2], "InternalServerError" if code >= 500 else "Aborted")
         if any(o.reason is None for o in outs):
-            return rp.err(500, "request aborted", "Aborted")
+            return err(500, "request aborted", "Aborted")
         return None
 
 

@@ -57,7 +57,7 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
             q, outs = api.build(b, prompts, n, rp.as_int(sp.get("max_new_tokens"), "max_new_tokens", 1),
                                 rp.sampling_kwargs(sp), (want_lp, top_k), bool(sp.get("no_stop_trim", False)))
         except rp.BadRequest as e:
-            return rp.err(400, str(e))
+            return rp.generate_err(400, str(e))
         with_text = bool(b.get("return_text_in_logprobs", False))
         many = batch or n > 1
 
@@ -81,7 +81,7 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
             return d
 
         if not b.get("stream"):
-            if (e := await api.collect(request, outs, q)) is not None:
+            if (e := await api.collect(request, outs, q, native=True)) is not None:
                 return e
             res = [payload(o, k, o.reason) for k, o in enumerate(outs)]
             # plain JSON already: skip FastAPI's jsonable_encoder walk of every field (same bytes)

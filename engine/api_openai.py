@@ -58,8 +58,9 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
     args, state, mode = api.args, api.state, api.mode
 
     def model_card():
-        return {"id": args.served_model_name, "object": "model", "created": int(state.t0), "owned_by": "pdctl",
-                "root": state.model_path, "max_model_len": state.context_length}
+        """SGLang's ModelCard: the served name is also its root; no parent (LoRA adapters only)."""
+        return {"id": args.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+                "root": args.served_model_name, "parent": None, "max_model_len": state.context_length}
 
     @app.get("/v1/models")
     async def models():
@@ -67,8 +68,10 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
 
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str):
-        if model_id != args.served_model_name:
-            return rp.err(404, f"The model '{model_id}' does not exist", "NotFoundError")
+        if model_id != args.served_model_name:  # SGLang 0.5.23's body for it, OpenAI's own error object
+            return JSONResponse({"error": {"message": f"The model '{model_id}' does not exist",
+                                           "type": "invalid_request_error", "param": "model",
+                                           "code": "model_not_found"}}, status_code=404)
         return model_card()
 
     async def openai_like(request: Request, chat: bool):
@@ -114,7 +117,7 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
             q, outs = api.build(b, ids, n, max_new, rp.sampling_kwargs(b), logprob, bool(b.get("no_stop_trim")))
         except rp.BadRequest as e:
             return rp.err(400, str(e))
-        cid = ("chatcmpl-" if chat else "cmpl-") + outs[0].req.rid
+        cid = outs[0].req.rid  # as SGLang: the answer's id is the (first) request id, the one /abort_request takes
         model = b.get("model") or args.served_model_name
         created = int(time.time())
         obj = "chat.completion" if chat else "text_completion"
@@ -122,14 +125,16 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
         echo_of = [tok.decode(ids[k // n]) if echo else "" for k in range(len(outs))]
 
         def usage():
+            """SGLang's UsageInfo, every field in its order (no prefix cache, no reasoning parser: the details null)."""
             p = sum(len(x) for x in ids)  # as SGLang: a prompt counts once whatever n is
             c = 0 if pre else sum(len(o.ids) for o in outs)
-            return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+            return {"prompt_tokens": p, "total_tokens": p + c, "completion_tokens": c, "prompt_tokens_details": None,
+                    "reasoning_tokens": 0, "completion_tokens_details": None}
 
         def choice(k: int, o: Out, text: str, lps: list, final: bool, offset: int) -> dict:
             c: dict = {"index": k}
             if chat:  # a chat stream's chunks are chat_chunk's
-                c["message"] = {"role": "assistant", "content": text}
+                c["message"] = {"role": "assistant", "content": text, "reasoning_content": None}
             else:
                 c["text"] = text
             ids_ = o.ids[len(o.ids) - len(lps):]
@@ -146,8 +151,12 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
                 return e
             ch = [choice(k, o, echo_of[k] + ("" if pre else o.text()), [] if pre else o.lps, True,
                          len(echo_of[k])) for k, o in enumerate(outs)]
+            # SGLang's metadata: the weight version of the first choice's tokens (one version here, never updated)
+            end = 0 if pre else len(outs[0].ids)
+            metadata = {"weight_version": "default",
+                        "weight_versions": [{"version": "default", "start": 0, "end": end}]}
             return JSONResponse({"id": cid, "object": obj, "created": created, "model": model, "choices": ch,
-                                 "usage": usage()})  # plain JSON already: no jsonable_encoder walk
+                                 "usage": usage(), "metadata": metadata})  # plain JSON: no jsonable_encoder walk
 
         chunk_obj = obj + ".chunk" if chat else obj
         started = set()

@@ -61,8 +61,12 @@ def build_app(state) -> FastAPI:
     @app.get("/model_info")
     @app.get("/get_model_info")
     async def model_info():
-        return {"model_path": state.model_path, "tokenizer_path": state.model_path, "is_generation": True,
-                "preferred_sampling_params": None, "weight_version": "default", "has_image_understanding": False,
+        # SGLang 0.5.23's keys, in its order, except `embedding` (its serving plan for embedding models)
+        return {"model_path": state.model_path, "served_model_name": args.served_model_name,
+                "tokenizer_path": state.model_path, "is_generation": True, "preferred_sampling_params": None,
+                "weight_version": "default", "load_format": args.load_format or "auto",
+                "reasoning_parser": args.reasoning_parser, "tool_call_parser": args.tool_call_parser,
+                "disaggregation_mode": args.disaggregation_mode, "has_image_understanding": False,
                 "has_audio_understanding": False, "model_type": "tiny-byte-lm", "architectures": ["TinyLM"]}
 
     @app.get("/v1/loads")

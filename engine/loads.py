@@ -77,7 +77,7 @@ def snapshot(st) -> dict:
         "token_usage": round(used / capacity if capacity else 0.0, 4),
         "gen_throughput": round(m.value("gen_throughput"), 2),  # the gauge the scheduler thread refreshes
         "cache_hit_rate": 0.0,                        # no prefix cache
-        "utilization": -1 if mode == "prefill" else 0.0,  # SGLang's: -1 on a prefill, no SLO setter elsewhere
+        "utilization": -1.0 if mode == "prefill" else 0.0,  # SGLang's: -1 on a prefill, no SLO setter elsewhere
         "total_prefill_uncached_tokens": stats.total_prefill_uncached_tokens,
         "total_prefill_busy_us": stats.total_prefill_busy_us,
         "decode_moments": list(moments) if moments[0] > 0 else None,

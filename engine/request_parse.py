@@ -18,8 +18,14 @@ class BadRequest(Exception):
 
 
 def err(code: int, msg: str, typ: str = "BadRequestError") -> JSONResponse:
-    return JSONResponse({"object": "error", "message": msg, "type": typ, "code": code,
-                         "error": {"message": msg, "type": typ, "code": code}}, status_code=code)
+    """SGLang's ErrorResponse, as its OpenAI endpoints (and its handler of a malformed query) answer an error."""
+    return JSONResponse({"object": "error", "message": msg, "type": typ, "param": None, "code": code},
+                        status_code=code)
+
+
+def generate_err(code: int, msg: str) -> JSONResponse:
+    """An error of SGLang's native /generate: {"error": {"message": ...}}."""
+    return JSONResponse({"error": {"message": msg}}, status_code=code)
 
 
 def as_int(v, name, lo=None, allow_none=True, hi=None):

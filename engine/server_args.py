@@ -88,6 +88,17 @@ def _sglang_flags() -> list[dict]:
     return json.loads(SGLANG_FLAGS.read_text())["flags"]
 
 
+# The flags whose SGLang 0.5.23 attribute is not the one argparse derives from the option string (its parser's
+# `dest`; the help text does not show it), so that /server_info reports them under SGLang's keys.
+SGLANG_DESTS = {
+    "--fp8-gemm-backend": "fp8_gemm_runner_backend",
+    "--fp4-gemm-backend": "fp4_gemm_runner_backend",
+    "--elastic-ep-join-mode": "ep_join_mode",
+    "--elastic-ep-join-rank-offset": "ep_join_rank_offset",
+    "--monokernel-backend": "enable_amd_monokernel",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every flag of SGLang 0.5.23, in SGLang's order, so an abbreviation resolves, or is refused as ambiguous
     (the seed's `--cuda-graph-max-bs` between the -decode and -prefill forms), with SGLang's own message; an
@@ -111,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
             placed.add(hit)
             continue
         kw = {"help": argparse.SUPPRESS, "default": None}
+        if f["options"][0] in SGLANG_DESTS:
+            kw["dest"] = SGLANG_DESTS[f["options"][0]]
         if f["kind"] == "flag":
             kw["action"] = "store_true"
             kw["default"] = False

@@ -25,6 +25,17 @@ def test_bad_flags_exit_2_without_traceback(argv):
     assert "Traceback" not in p.stderr and "error:" in p.stderr
 
 
+def test_flags_recorded_under_sglangs_attribute_names():
+    # /server_info reports SGLang's ServerArgs attribute (its parser's dest), not the name argparse derives from the
+    # option: the keys real SGLang 0.5.23 shows (tests/real/test_engine_side_by_side.py compares them live)
+    d = parse_args(["--fp8-gemm-backend", "triton", "--fp4-gemm-backend", "auto", "--elastic-ep-join-mode", "scale",
+                    "--elastic-ep-join-rank-offset", "2"]).as_dict()
+    assert (d["fp8_gemm_runner_backend"], d["fp4_gemm_runner_backend"]) == ("triton", "auto")
+    assert (d["ep_join_mode"], d["ep_join_rank_offset"]) == ("scale", "2") and d["enable_amd_monokernel"] is False
+    assert not {"fp8_gemm_backend", "fp4_gemm_backend", "elastic_ep_join_mode", "elastic_ep_join_rank_offset",
+                "monokernel_backend"} & set(d)
+
+
 def test_minimal_pd_launch_line_defaults_to_mooncake():
     # SGLang's own minimal PD line, no transfer-backend flag: accepted, mooncake as upstream's default
     assert parse_args(["--disaggregation-mode", "decode"]).disaggregation_transfer_backend == "mooncake"
