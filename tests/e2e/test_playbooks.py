@@ -36,8 +36,11 @@ SMALL_STORM = ["--var", "storm_requests=6", "--var", "storm_prompt_tokens=3000",
 def dep(tmp_path_factory):
     state = tmp_path_factory.mktemp("pb-state")
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    # the seed's router: the abort-storm playbooks need a router that passes a client's disconnect on to the
+    # workers, which smg 1.13 does not (docs/storm-and-triage.md)
     clean = local_inventory("pb", ports, decode_args={"--disable-overlap-schedule": True},
-                            decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "HF_TOKEN": SECRET})
+                            decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "HF_TOKEN": SECRET},
+                            router_kind="sglang-router")
     paths = {"clean": write_inventory(state / "clean.yaml", clean)}
     storm_drill = copy.deepcopy(clean)
     for role in ("prefill", "decode"):

@@ -1,5 +1,5 @@
-"""`pdctl restart --rolling` against a real local 2x2 deployment (bundled engine, real sglang-router on free
-ports): under a checked client load of 2 requests/s through the router, every prefill and decode is restarted with
+"""`pdctl restart --rolling` against a real local 2x2 deployment (bundled engine, the real smg on free ports, and
+once behind sglang-router 0.3.2, whose worker API replaces a re-added worker where smg answers 409): under a checked client load of 2 requests/s through the router, every prefill and decode is restarted with
 no failed client request; a router that would be left without a decode refuses it before anything stops; a worker
 that does not drain stops it at that unit, and the untouched worker is put back into the router; a decode restarted
 alone, or dead, goes first."""
@@ -89,6 +89,27 @@ def test_rolling_restart_keeps_every_client_request_answered(dep):
     assert fh["ok"], fh
     lineage = [c for c in fh["layers"]["lineage"] if c["target"].startswith("decode")]
     assert len(lineage) == 2 and {c["status"] for c in lineage} == {"pass"}     # the new co-restart record
+
+
+@pytest.fixture(scope="module")
+def dep_sglang_router(tmp_path_factory):
+    inv = xpyd_inventory("rolling-sr")
+    inv["roles"]["router"][0]["kind"] = "sglang-router"
+    yield from deployed(tmp_path_factory, "rolling-sr", inv)
+
+
+def test_rolling_restart_behind_sglang_router_keeps_every_client_request_answered(dep_sglang_router):
+    dep = dep_sglang_router
+    before = pids(dep)
+    with ClientLoad(router_url(dep), rate=2.0) as load:
+        r = run(dep, "restart", "--rolling", "--json")
+    assert r.code == 0, r.output
+    assert [u["state"] for u in r.json()["units"]] == ["done", "done"]
+    summary = load.summary()
+    assert summary["sent"] >= 20 and summary["failed"] == [], summary
+    after = pids(dep)
+    assert all(after[w] != before[w] for w in before if not w.startswith("router")), (before, after)
+    assert len(router_workers(dep)) == 4 and r.json()["final_health"]["ok"]
 
 
 def test_pairs_the_watch_saw_fail_their_canaries_go_first(dep):

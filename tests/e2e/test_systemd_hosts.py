@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from pdctl.routers import DEFAULT_ROUTER_KIND, router_kind
+
 from pdctl.services.systemd import SHOW_PROPERTIES, SystemdManager, parse_systemctl_show
 from pdctl.transport.ssh import SshTransport
 from tests.e2e.helpers import layer, local_inventory, pdctl, write_inventory
@@ -127,7 +129,8 @@ def test_observe_reads_every_unit_and_its_process_in_one_command(seed_host):
         assert st.active and st.main_pid == pid and st.restarts == 0
         # MainPID is a pid inside the host's own pid namespace: its /proc was read there, over SSH
         assert info is not None and info.pid == pid
-        assert info.argv[0] == (h.make_host().python if role != "router" else "sglang::router")   # it sets its title
+        title = router_kind(DEFAULT_ROUTER_KIND).title                   # the router sets its title
+        assert info.argv[0] == (h.make_host().python if role != "router" else title)
         host_pids = (h.cgroups[0] / "payload" / "system.slice" / f"{unit}.service" / "cgroup.procs").read_text()
         assert str(pid) not in host_pids.split()          # the same process has another pid on the machine
         assert abs(st.started_at - info.start_time) < 1e-6

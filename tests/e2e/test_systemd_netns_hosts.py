@@ -107,7 +107,7 @@ def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
             assert not report["ok"] and report["blocking"] == 0 and not report["skipped"]
             roles = {r["role"]: r for r in report["roles"]}
             assert {k: (r["kind"], r["parsed"]) for k, r in roles.items()} == {
-                "prefill": ("sglang", False), "decode": ("sglang", False), "router": ("router", True)}
+                "prefill": ("sglang", False), "decode": ("sglang", False), "router": ("sglang-router", True)}
             assert roles["router"]["version"]                              # the real sglang-router parsed it
             findings = {(f["rule"], f["role"].split("[")[0], f["blocks"]) for f in report["findings"]}
             assert findings == {("lint-unavailable", "prefill", False), ("lint-unavailable", "decode", False)}
