@@ -28,7 +28,10 @@ WATCH = {"inflight_window": 10}
 @pytest.fixture(scope="module")
 def racy(tmp_path_factory):
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory("watch-pin", ports, prefill_env={"PDCTL_DRILLS": f"status-update-race,{DELAY}"})
+    # the seed's router: the storm that makes the pin aborts through it, and smg 1.13 does not pass a client's
+    # disconnect on to the workers (docs/storm-and-triage.md)
+    inv = local_inventory("watch-pin", ports, prefill_env={"PDCTL_DRILLS": f"status-update-race,{DELAY}"},
+                          router_kind="sglang-router")
     inv["watch"] = WATCH
     yield from deployed(tmp_path_factory, "watch-pin", inv)
 
