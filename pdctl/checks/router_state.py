@@ -82,7 +82,8 @@ def judge_retries_exhausted(router: str, metrics: MetricSet) -> list[CheckResult
     (the counter never goes down, so this says "it happened", not "it happens now": the watch judges its rise)."""
     per_type: dict[str, float] = {}
     for s in metrics.samples(RETRIES_EXHAUSTED):
-        per_type[str(s.labels.get("worker_type", "?"))] = per_type.get(str(s.labels.get("worker_type", "?")), 0.0) + s.value
+        kind = str(s.labels.get("worker_type", "?"))
+        per_type[kind] = per_type.get(kind, 0.0) + s.value
     total = sum(per_type.values())
     if not total:
         return [CheckResult(LAYER, router, "retries exhausted", Status.PASS, observed="0", expected="0")]

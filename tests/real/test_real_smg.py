@@ -1,9 +1,10 @@
 """pdctl against the real SGLang 0.5.23 behind smg 1.13, both deployed by pdctl (2 prefills x 2 decodes, mooncake
 over loopback, pidfile services): every layer of final-health passes on the healthy deployment, the pair canaries
-pass, lint asks the installed sglang and smg, the watch's one round passes; a decode stopped with SIGSTOP reads as a timeout, never as stopped; a
-decode restarted alone under its running prefills is reported as what it is on this version and backend; and
-restart --rolling through smg (its 409 on a re-add, its draining state) under a steady client load fails no request.
-(restart --pair on the real servers: test_real_sglang_router.py.) The servers start once for the module (about a minute, ~7 GB)."""
+pass, lint asks the installed sglang and smg, the watch's one round passes; a decode stopped with SIGSTOP reads as
+a timeout, never as stopped; a decode restarted alone under its running prefills is reported as what it is on this
+version and backend; and restart --rolling through smg (its 409 on a re-add, its draining state) under a steady
+client load fails no request. (restart --pair on the real servers: test_real_sglang_router.py.) The servers start
+once for the module (about a minute, ~7 GB)."""
 
 from __future__ import annotations
 
