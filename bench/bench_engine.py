@@ -7,6 +7,7 @@ The load comes from a separate process (non-streaming requests from threads ther
 the servers' own counters: decode's sglang:generation_tokens_total over the measured window, prefill's
 sglang:prompt_tokens_total for the storm. Prints a markdown table (median of several runs).
 Usage: python -m bench.bench_engine [--runs 3] [--baseline-ref REF | --no-baseline] [--only decode,step,storm]"""
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ class TreeStack(Stack):
     def _spawn(self, name, argv, env):
         log = open(os.path.join(self.logdir, f"{name}.log"), "ab")
         e = {**os.environ, "PYTHONPATH": self.root, **env}
-        self.procs[name] = subprocess.Popen(argv, cwd=self.root, env=e, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv, cwd=self.root, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def extract_tree(ref: str) -> str:
@@ -69,9 +71,12 @@ def _hist(url, name):
 def _one(router, prompt, n, stream=True):
     t0 = time.monotonic()
     ttft = None
-    with httpx.stream("POST", f"{router}/generate", timeout=600,
-                      json={"text": prompt, "stream": stream,
-                            "sampling_params": {"max_new_tokens": n, "temperature": 0}}) as r:
+    with httpx.stream(
+        "POST",
+        f"{router}/generate",
+        timeout=600,
+        json={"text": prompt, "stream": stream, "sampling_params": {"max_new_tokens": n, "temperature": 0}},
+    ) as r:
         for line in r.iter_lines():
             if line.startswith("data: ") and ttft is None:
                 ttft = time.monotonic() - t0
@@ -92,8 +97,10 @@ def _load_proc(router, conc, prompts, max_new, stop, done_q):
                 if p is None:
                     return
                 try:
-                    r = c.post(f"{router}/generate",
-                               json={"text": p, "sampling_params": {"max_new_tokens": max_new, "temperature": 0}})
+                    r = c.post(
+                        f"{router}/generate",
+                        json={"text": p, "sampling_params": {"max_new_tokens": max_new, "temperature": 0}},
+                    )
                     good = r.status_code == 200
                 except httpx.HTTPError:
                     good = False
@@ -217,8 +224,14 @@ def _engine_figures(root: str, a, label: str, storm_runs: int) -> dict:
     """Every figure of one engine tree, each on its own fresh stack."""
     out: dict = {}
     if "step" in a.only:  # in a process of its own, on the tree's engine
-        res = subprocess.run([sys.executable, "-c", STEP_CODE, str(3 * a.runs)], cwd=root, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": root}, check=True).stdout
+        res = subprocess.run(
+            [sys.executable, "-c", STEP_CODE, str(3 * a.runs)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": root},
+            check=True,
+        ).stdout
         out.update({f"step{c}": float(v) for c, v in zip((1, 8, 32), res.splitlines()[-1].split())})
     if "decode" in a.only or "ttft" in a.only:
         st = TreeStack(root).start()
@@ -234,8 +247,10 @@ def _engine_figures(root: str, a, label: str, storm_runs: int) -> dict:
                 for _ in range(a.runs):
                     for c in runs:
                         runs[c].append(_decode_tps(st, c, a.warm, a.window))
-                    print(f"[{label}] decode round: {[(c, round(v[-1][0]), round(v[-1][1])) for c, v in runs.items()]}",
-                          flush=True)
+                    print(
+                        f"[{label}] decode round: {[(c, round(v[-1][0]), round(v[-1][1])) for c, v in runs.items()]}",
+                        flush=True,
+                    )
                 for c, v in runs.items():
                     tps = [x for x, _ in v]
                     out[f"decode{c}"] = (statistics.median(tps), min(tps), max(tps))
@@ -261,6 +276,7 @@ def _engine_figures(root: str, a, label: str, storm_runs: int) -> dict:
 def _dst_proc(nbytes, q_meta, q_done):
     import torch
     from nixl_cu12._api import nixl_agent, nixl_agent_config
+
     ag = nixl_agent("bench-dst", nixl_agent_config(enable_prog_thread=False, backends=["UCX"]))
     buf = torch.zeros(nbytes // 4)
     ag.register_memory(buf)
@@ -277,6 +293,7 @@ def _nixl_pair(nbytes: int, runs: int) -> tuple[float, float]:
     from engine.disaggregation.kv_pool import KVPool
     from engine.disaggregation.nixl_backend import NixlBackend
     from engine.model import ModelConfig
+
     cfg = ModelConfig()
     ctx = mp.get_context("spawn")
     qm, qd = ctx.Queue(), ctx.Queue()
@@ -294,8 +311,13 @@ def _nixl_pair(nbytes: int, runs: int) -> tuple[float, float]:
         bare, eng = [], []
         for i in range(runs + 1):
             t0 = time.monotonic()
-            h = ag.initialize_xfer("WRITE", ag.get_xfer_descs([(pool.base_addr, nbytes, 0)], "DRAM"),
-                                   ag.get_xfer_descs([(addr, nbytes, 0)], "DRAM"), peer, b"")
+            h = ag.initialize_xfer(
+                "WRITE",
+                ag.get_xfer_descs([(pool.base_addr, nbytes, 0)], "DRAM"),
+                ag.get_xfer_descs([(addr, nbytes, 0)], "DRAM"),
+                peer,
+                b"",
+            )
             st = ag.transfer(h)
             while st not in ("DONE", "ERR"):
                 st = ag.check_xfer_state(h)
@@ -327,7 +349,8 @@ def _fmt_storm(runs, key):
         return "-"
     if len(xs) < len(runs):
         return f"not within the limit in {len(runs) - len(xs)} of {len(runs)} runs" + (
-            f"; {statistics.median(xs):.1f} s in the others" if xs else "")
+            f"; {statistics.median(xs):.1f} s in the others" if xs else ""
+        )
     return f"{statistics.median(xs):.1f} s" + (f" ({min(xs):.1f}-{max(xs):.1f})" if len(xs) > 1 else "")
 
 
@@ -358,23 +381,45 @@ def main() -> None:
             rows.append((f"TTFT, {n}-token prompt (s)", f"{old[k]:.3f}" if k in old else "-", f"{new[k]:.3f}"))
     if "decode" in a.only:
         for c in (1, 8, 32):
-            rows.append((f"decode tokens/s, concurrency {c}", _fmt_range(old.get(f"decode{c}")),
-                         _fmt_range(new[f"decode{c}"])))
+            rows.append(
+                (f"decode tokens/s, concurrency {c}", _fmt_range(old.get(f"decode{c}")), _fmt_range(new[f"decode{c}"]))
+            )
         ratio = lambda f, k: f"{f[k]:.1f}x" if f else "-"  # noqa: E731
-        rows.append(("decode tokens/s, concurrency 32 / concurrency 1 (median of the rounds' ratios)",
-                     ratio(old, "ratio"), ratio(new, "ratio")))
+        rows.append(
+            (
+                "decode tokens/s, concurrency 32 / concurrency 1 (median of the rounds' ratios)",
+                ratio(old, "ratio"),
+                ratio(new, "ratio"),
+            )
+        )
         for c in (1, 8, 32):
-            rows.append((f"decode tokens per decode-process CPU second, concurrency {c}",
-                         f"{old[f'cpu{c}']:.0f}" if old else "-", f"{new[f'cpu{c}']:.0f}"))
+            rows.append(
+                (
+                    f"decode tokens per decode-process CPU second, concurrency {c}",
+                    f"{old[f'cpu{c}']:.0f}" if old else "-",
+                    f"{new[f'cpu{c}']:.0f}",
+                )
+            )
         rows.append(("the same, concurrency 32 / concurrency 1", ratio(old, "cpu_ratio"), ratio(new, "cpu_ratio")))
     if "step" in a.only:  # ms per step; then tokens per second at batch 32 over batch 1
-        rows += [(f"decode step alone, batch {c} (ms)", *(f"{f[f'step{c}']:.3f}" if f else "-" for f in (old, new)))
-                 for c in (1, 8, 32)] + [("the same, batch 32 / batch 1 tokens/s", *(
-                     f"{32 * f['step1'] / f['step32']:.1f}x" if f else "-" for f in (old, new)))]
+        rows += [
+            (f"decode step alone, batch {c} (ms)", *(f"{f[f'step{c}']:.3f}" if f else "-" for f in (old, new)))
+            for c in (1, 8, 32)
+        ] + [
+            (
+                "the same, batch 32 / batch 1 tokens/s",
+                *(f"{32 * f['step1'] / f['step32']:.1f}x" if f else "-" for f in (old, new)),
+            )
+        ]
     if "storm" in a.only:
         for key, what in (("prefilled", "prefilled (prefill prompt_tokens_total)"), ("answered", "answered")):
-            rows.append((f"storm {STORM_N} x {STORM_TOKENS // 1000}k tokens, start -> all {what}",
-                         _fmt_storm(old.get("storm"), key), _fmt_storm(new["storm"], key)))
+            rows.append(
+                (
+                    f"storm {STORM_N} x {STORM_TOKENS // 1000}k tokens, start -> all {what}",
+                    _fmt_storm(old.get("storm"), key),
+                    _fmt_storm(new["storm"], key),
+                )
+            )
         fails = lambda f: str(sum(r["failed"] for r in f["storm"])) if f else "-"  # noqa: E731
         rows.append(("storm requests failed (all runs)", fails(old), fails(new)))
     if "transfer" in a.only:
@@ -399,7 +444,10 @@ def main() -> None:
         rows.append(("engine transfer path / bare NIXL", "-", f"{eng / bare:.0%}"))
         rows.append(("request-level kv_transfer_speed_gb_s (first chunk queued -> last written)", "-", f"{e2e:.3f}"))
     base_name = "-" if a.no_baseline else f"before ({a.baseline_ref})"
-    print(f"| metric (median of {a.runs} runs; storm {a.storm_runs}, baseline's {a.baseline_storm_runs}) | {base_name} | now |")
+    print(
+        f"| metric (median of {a.runs} runs; storm {a.storm_runs}, baseline's {a.baseline_storm_runs}) "
+        f"| {base_name} | now |"
+    )
     print("|---|---|---|")
     for k, v0, v1 in rows:
         print(f"| {k} | {v0} | {v1} |")

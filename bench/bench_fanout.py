@@ -37,7 +37,7 @@ from tests.e2e.helpers import pdctl, write_inventory  # noqa: E402
 from tests.fixtures.net import free_port  # noqa: E402
 from tests.fixtures.sshd import running_sshd  # noqa: E402
 
-PREFILLS, DECODES = 4, 3       # + 1 router = 8 hosts; 7 bundled engines (~430 MB each) suit 2 cores / 24 GiB
+PREFILLS, DECODES = 4, 3  # + 1 router = 8 hosts; 7 bundled engines (~430 MB each) suit 2 cores / 24 GiB
 
 
 def pdctl_cmd(*args: str) -> list[str]:
@@ -61,10 +61,23 @@ def wall(cmd: list[str], env: dict, *, want: int = 0) -> tuple[float, float]:
 
 
 def ssh_host(sshd, state_dir: str, **over) -> dict:
-    return {"transport": "ssh", "address": sshd.address, "port": sshd.port, "user": sshd.user,
-            "key": sshd.key_path, "known_hosts": sshd.known_hosts, "ssh_config": os.path.join(sshd.workdir, "none"),
-            "connect_timeout": 10, "http": "tunnel", "service_manager": "pidfile", "python": sys.executable,
-            "workdir": str(REPO), "internal_address": "127.0.0.1", "state_dir": state_dir, **over}
+    return {
+        "transport": "ssh",
+        "address": sshd.address,
+        "port": sshd.port,
+        "user": sshd.user,
+        "key": sshd.key_path,
+        "known_hosts": sshd.known_hosts,
+        "ssh_config": os.path.join(sshd.workdir, "none"),
+        "connect_timeout": 10,
+        "http": "tunnel",
+        "service_manager": "pidfile",
+        "python": sys.executable,
+        "workdir": str(REPO),
+        "internal_address": "127.0.0.1",
+        "state_dir": state_dir,
+        **over,
+    }
 
 
 def worker(host: str, **extra) -> dict:
@@ -73,16 +86,23 @@ def worker(host: str, **extra) -> dict:
 
 
 def router(host: str) -> dict:
-    return worker(host, args={"--prometheus-port": free_port(), "--health-check-interval-secs": 2,
-                              "--policy": "random"})
+    return worker(
+        host, args={"--prometheus-port": free_port(), "--health-check-interval-secs": 2, "--policy": "random"}
+    )
 
 
 def xpyd(name: str, hosts: dict, placement: list[str], prefills: int, decodes: int) -> dict:
     """An inventory: instance k (prefills, then decodes, then the router) on host placement[k]."""
-    return {"name": name, "engine": "bundled", "hosts": hosts, "roles": {
-        "prefill": [worker(placement[i], bootstrap_port=free_port()) for i in range(prefills)],
-        "decode": [worker(placement[prefills + j]) for j in range(decodes)],
-        "router": [router(placement[prefills + decodes])]}}
+    return {
+        "name": name,
+        "engine": "bundled",
+        "hosts": hosts,
+        "roles": {
+            "prefill": [worker(placement[i], bootstrap_port=free_port()) for i in range(prefills)],
+            "decode": [worker(placement[prefills + j]) for j in range(decodes)],
+            "router": [router(placement[prefills + decodes])],
+        },
+    }
 
 
 def on_one_host(data: dict, host_name: str, host: dict) -> dict:
@@ -144,8 +164,14 @@ def alternated(cmds: dict[str, list[str]], env: dict, runs: int) -> dict[str, li
 
 def profile(cmd: list[str], env: dict, dest: Path) -> None:
     """cProfile of one run of `cmd` (a pdctl command), saved to dest (.pstats)."""
-    p = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(dest), "-m", "pdctl", *cmd[3:]],
-                       capture_output=True, text=True, timeout=180, env=env, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(dest), "-m", "pdctl", *cmd[3:]],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=REPO,
+    )
     if p.returncode != 0:
         raise RuntimeError(p.stdout + p.stderr)
 
@@ -163,19 +189,29 @@ def bench_fanout(tmp: Path, runs: int, prof: Path | None) -> list[tuple[str, str
         ref_state = str(tmp / "ref-state")
         ref = xpyd("ref", {"gpu0": ssh_host(sshds[0], ref_state)}, ["gpu0"] * 3, 1, 1)
         slug = {"8 hosts": "many", "1 host": "one", "1P+1D+1R, 1 host": "ref"}
-        inv = {k: write_inventory(tmp / f"{slug[k]}.yaml", d) for k, d in
-               (("8 hosts", many), ("1 host", one), ("1P+1D+1R, 1 host", ref))}
-        warm = {k: write_inventory(tmp / f"{slug[k]}-warm.yaml", {**d, "hosts": {
-            n: {**h, "keep_connection": 300} for n, h in d["hosts"].items()}})
-            for k, d in (("8 hosts", many), ("1 host", one), ("1P+1D+1R, 1 host", ref))}
+        inv = {
+            k: write_inventory(tmp / f"{slug[k]}.yaml", d)
+            for k, d in (("8 hosts", many), ("1 host", one), ("1P+1D+1R, 1 host", ref))
+        }
+        warm = {
+            k: write_inventory(
+                tmp / f"{slug[k]}-warm.yaml",
+                {**d, "hosts": {n: {**h, "keep_connection": 300} for n, h in d["hosts"].items()}},
+            )
+            for k, d in (("8 hosts", many), ("1 host", one), ("1P+1D+1R, 1 host", ref))
+        }
         t0 = time.monotonic()
         stack.enter_context(deployed(inv["8 hosts"], tmp, states))
         stack.enter_context(deployed(inv["1P+1D+1R, 1 host"], tmp, [ref_state]))
         print(f"deployed in {time.monotonic() - t0:.0f} s", file=sys.stderr)
         link_states(states, one_state, "gpu0")
         env = env_for(tmp)
-        stack.callback(lambda: [subprocess.run(pdctl_cmd("ssh", "--close", "-i", str(w)), capture_output=True,
-                                               env=env, timeout=60) for w in warm.values()])
+        stack.callback(
+            lambda: [
+                subprocess.run(pdctl_cmd("ssh", "--close", "-i", str(w)), capture_output=True, env=env, timeout=60)
+                for w in warm.values()
+            ]
+        )
         for what in (("status",), ("verify", "final-health")):
             label = "`pdctl " + " ".join(what) + "`"
             cold = alternated({k: pdctl_cmd(*what, "-i", str(p)) for k, p in inv.items()}, env, runs)
@@ -184,12 +220,25 @@ def bench_fanout(tmp: Path, runs: int, prof: Path | None) -> list[tuple[str, str
                 for n, kind in ((0, "wall"), (1, "CPU")):
                     a, b, c = (med([x[n] for x in got[k]]) for k in ("8 hosts", "1 host", "1P+1D+1R, 1 host"))
                     rows.append((f"{label}, {mode}, {kind}", f"{a:.3f} s", f"{b:.3f} s", f"{a / b:.2f}x", f"{c:.3f} s"))
-        pairs = alternated({"8 hosts": pdctl_cmd("verify", "pairs", "-i", str(inv["8 hosts"])),
-                            "1 host": pdctl_cmd("verify", "pairs", "-i", str(inv["1 host"]))}, env, runs)
+        pairs = alternated(
+            {
+                "8 hosts": pdctl_cmd("verify", "pairs", "-i", str(inv["8 hosts"])),
+                "1 host": pdctl_cmd("verify", "pairs", "-i", str(inv["1 host"])),
+            },
+            env,
+            runs,
+        )
         for n, kind in ((0, "wall"), (1, "CPU")):
             a, b = (med([x[n] for x in pairs[k]]) for k in ("8 hosts", "1 host"))
-            rows.append((f"`pdctl verify pairs` ({PREFILLS}x{DECODES} matrix), cold, {kind}", f"{a:.3f} s",
-                         f"{b:.3f} s", f"{a / b:.2f}x", "-"))
+            rows.append(
+                (
+                    f"`pdctl verify pairs` ({PREFILLS}x{DECODES} matrix), cold, {kind}",
+                    f"{a:.3f} s",
+                    f"{b:.3f} s",
+                    f"{a / b:.2f}x",
+                    "-",
+                )
+            )
         # how many SSH connections one cold 8-host final-health opens, per host (sshd's own log)
         before = [Path(s.log_path).read_text(errors="replace").count("Accepted publickey") for s in sshds]
         wall(pdctl_cmd("verify", "final-health", "-i", str(inv["8 hosts"])), env)
@@ -210,22 +259,48 @@ def bench_pairs(tmp: Path, runs: int) -> list[tuple[str, str, str, str]]:
     inv = write_inventory(tmp / "pairs.yaml", xpyd("pairs", {"local": host}, ["local"] * 5, 2, 2))
     env = env_for(tmp)
     with deployed(inv, tmp, [state_dir]):
-        got = alternated({"pairs": pdctl_cmd("verify", "pairs", "-i", str(inv), "--json"),
-                          "e2e": pdctl_cmd("verify", "final-health", "-i", str(inv), "--layer", "e2e", "--json")},
-                         env, runs)
+        got = alternated(
+            {
+                "pairs": pdctl_cmd("verify", "pairs", "-i", str(inv), "--json"),
+                "e2e": pdctl_cmd("verify", "final-health", "-i", str(inv), "--layer", "e2e", "--json"),
+            },
+            env,
+            runs,
+        )
         inner_pairs, inner_e2e = [], []
-        for _ in range(runs):    # the work inside the command: the matrix's own elapsed_ms, the probe's latency
-            p = subprocess.run(pdctl_cmd("verify", "pairs", "-i", str(inv), "--json"), capture_output=True,
-                               text=True, env=env, cwd=REPO, timeout=120)
+        for _ in range(runs):  # the work inside the command: the matrix's own elapsed_ms, the probe's latency
+            p = subprocess.run(
+                pdctl_cmd("verify", "pairs", "-i", str(inv), "--json"),
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=REPO,
+                timeout=120,
+            )
             inner_pairs.append(json.loads(p.stdout)["elapsed_ms"])
-            e = subprocess.run(pdctl_cmd("verify", "final-health", "-i", str(inv), "--layer", "e2e", "--json"),
-                               capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+            e = subprocess.run(
+                pdctl_cmd("verify", "final-health", "-i", str(inv), "--layer", "e2e", "--json"),
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=REPO,
+                timeout=120,
+            )
             inner_e2e.append(json.loads(e.stdout)["layers"]["e2e"][0]["data"]["latency_ms"])
-    return [("`pdctl verify pairs` (2x2), whole command", f"{med([w for w, _ in got['pairs']]):.3f} s",
-             "`pdctl verify final-health --layer e2e` (one router probe), whole command",
-             f"{med([w for w, _ in got['e2e']]):.3f} s"),
-            ("the 2x2 matrix itself (JSON `elapsed_ms`)", f"{med(inner_pairs):.1f} ms",
-             "the router probe itself (e2e `latency_ms`)", f"{med(inner_e2e):.1f} ms")]
+    return [
+        (
+            "`pdctl verify pairs` (2x2), whole command",
+            f"{med([w for w, _ in got['pairs']]):.3f} s",
+            "`pdctl verify final-health --layer e2e` (one router probe), whole command",
+            f"{med([w for w, _ in got['e2e']]):.3f} s",
+        ),
+        (
+            "the 2x2 matrix itself (JSON `elapsed_ms`)",
+            f"{med(inner_pairs):.1f} ms",
+            "the router probe itself (e2e `latency_ms`)",
+            f"{med(inner_e2e):.1f} ms",
+        ),
+    ]
 
 
 def main() -> None:
@@ -241,8 +316,10 @@ def main() -> None:
         tmp = Path(tmp)
         if args.only in (None, "fanout"):
             rows = bench_fanout(tmp, args.runs, args.profile)
-            print(f"| what (median of {args.runs}) | 8 SSH hosts | same instances, 1 SSH host | ratio "
-                  "| 1P+1D+1R, 1 SSH host |")
+            print(
+                f"| what (median of {args.runs}) | 8 SSH hosts | same instances, 1 SSH host | ratio "
+                "| 1P+1D+1R, 1 SSH host |"
+            )
             print("|---|---|---|---|---|")
             for row in rows:
                 print("| " + " | ".join(row) + " |")

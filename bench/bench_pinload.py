@@ -45,9 +45,16 @@ class Recorder(threading.Thread):
         while not self.stop.is_set() and time.monotonic() - self.t0 < self.max_s:
             p = read_point(self.dep, self.t0)
             self.points.append(p)
-            row = {"t": round(p.t, 3), "phase": self.phase, "gauges": p.gauges, "gen": p.generation_tokens,
-                   "prefill_rooms": p.prefill_rooms, "decode_rooms": p.decode_rooms, "balance": p.balance,
-                   "errors": p.errors}
+            row = {
+                "t": round(p.t, 3),
+                "phase": self.phase,
+                "gauges": p.gauges,
+                "gen": p.generation_tokens,
+                "prefill_rooms": p.prefill_rooms,
+                "decode_rooms": p.decode_rooms,
+                "balance": p.balance,
+                "errors": p.errors,
+            }
             self.rows.append(row)
             self.out.write(json.dumps(row) + "\n")
             self.out.flush()
@@ -84,8 +91,9 @@ def replay(points, window_s: float):
         if p.t < points[0].t + window_s:
             continue
         # what a run of that window would have sampled, extended to the balance window as sample_inflight does
-        v, _ = judge_points([q for q in points[: i + 1] if q.t >= p.t - max(window_s, BALANCE_WINDOW_S) - 1.5],
-                            window_s)
+        v, _ = judge_points(
+            [q for q in points[: i + 1] if q.t >= p.t - max(window_s, BALANCE_WINDOW_S) - 1.5], window_s
+        )
         out.append((p.t, v.verdict if v else "none", getattr(v, "pinned_by", "") if v else ""))
     return out
 
@@ -125,31 +133,56 @@ def main() -> int:
                         if name == "fixed":
                             time.sleep(args.load_s)
                             rec.phase = "fixed:load+random-storm"
-                            storm(dep, StormConfig(requests=12, prompt_tokens=3000, abort_min_s=0.1, abort_max_s=3,
-                                                   sample_every_s=1, watch_s=4, calib_requests=0, seed=7,
-                                                   max_new_tokens=32))
+                            storm(
+                                dep,
+                                StormConfig(
+                                    requests=12,
+                                    prompt_tokens=3000,
+                                    abort_min_s=0.1,
+                                    abort_max_s=3,
+                                    sample_every_s=1,
+                                    watch_s=4,
+                                    calib_requests=0,
+                                    seed=7,
+                                    max_new_tokens=32,
+                                ),
+                            )
                             rec.phase = "fixed:load-after-storm"
                             time.sleep(30)
                         else:
                             time.sleep(args.pre_s)
                             rec.phase = "racy:load+aimed-storm"
                             ts = time.monotonic() - t0
-                            rep = storm(dep, StormConfig(requests=args.aimed_requests, prompt_tokens=3000, target="transfer-window",
-                                                         calib_requests=2, sample_every_s=1, watch_s=4, seed=7,
-                                                         max_new_tokens=32))
-                            results["calibration"] = {"ttft_s": rep.calibration.ttft_s if rep.calibration else None,
-                                                      "transfer_s": getattr(rep.calibration, "transfer_latency_s", None),
-                                                      "prefill_s": getattr(rep.calibration, "prefill_ttft_s", None),
-                                                      "background_per_s": getattr(rep.calibration, "background_per_s",
-                                                                                  None),
-                                                      "window_s": rep.window, "spacing_s": rep.spacing_s,
-                                                      "hits": rep.hits.hits if rep.hits else None,
-                                                      "verdict": rep.verdict.reason if rep.verdict else None}
+                            rep = storm(
+                                dep,
+                                StormConfig(
+                                    requests=args.aimed_requests,
+                                    prompt_tokens=3000,
+                                    target="transfer-window",
+                                    calib_requests=2,
+                                    sample_every_s=1,
+                                    watch_s=4,
+                                    seed=7,
+                                    max_new_tokens=32,
+                                ),
+                            )
+                            results["calibration"] = {
+                                "ttft_s": rep.calibration.ttft_s if rep.calibration else None,
+                                "transfer_s": getattr(rep.calibration, "transfer_latency_s", None),
+                                "prefill_s": getattr(rep.calibration, "prefill_ttft_s", None),
+                                "background_per_s": getattr(rep.calibration, "background_per_s", None),
+                                "window_s": rep.window,
+                                "spacing_s": rep.spacing_s,
+                                "hits": rep.hits.hits if rep.hits else None,
+                                "verdict": rep.verdict.reason if rep.verdict else None,
+                            }
                             # the storm's times are relative to its own t0: shift to the recorder's clock
                             shift = rep.t0 - t0
-                            results["aborts_at"] = sorted(round(shift + rep.load_started_at + o.launch_at +
-                                                                o.aborted_s, 2)
-                                                          for o in rep.outcomes if o.aborted_s is not None)
+                            results["aborts_at"] = sorted(
+                                round(shift + rep.load_started_at + o.launch_at + o.aborted_s, 2)
+                                for o in rep.outcomes
+                                if o.aborted_s is not None
+                            )
                             results["storm_started_at"] = round(ts, 2)
                             rec.phase = "racy:load-after-storm"
                             time.sleep(args.post_s)
@@ -165,10 +198,14 @@ def main() -> int:
         if not rp:
             continue
         pinned = [(round(t, 1), by) for t, v, by in rp if v == "pinned"]
-        print(f"[{name}] load {results.get(name + '_load')} verdicts: "
-              f"{ {v: sum(1 for _t, x, _ in rp if x == v) for v in ('drained', 'busy', 'pinned')} }")
-        print(f"[{name}] pinned at {pinned[:5]}{' ...' if len(pinned) > 5 else ''} (of {len(rp)} windows, "
-              f"{rp[-1][0] - rp[0][0]:.0f}s judged)")
+        print(
+            f"[{name}] load {results.get(name + '_load')} verdicts: "
+            f"{ {v: sum(1 for _t, x, _ in rp if x == v) for v in ('drained', 'busy', 'pinned')} }"
+        )
+        print(
+            f"[{name}] pinned at {pinned[:5]}{' ...' if len(pinned) > 5 else ''} (of {len(rp)} windows, "
+            f"{rp[-1][0] - rp[0][0]:.0f}s judged)"
+        )
     print(json.dumps({k: v for k, v in results.items() if not k.endswith(("_replay", "_phases"))}))
     return 0
 

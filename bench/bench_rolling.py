@@ -28,7 +28,7 @@ from tests.fixtures.client_load import ClientLoad  # noqa: E402
 
 def one(state: Path, inv: Path, router: str, how: str) -> dict:
     with ClientLoad(router, rate=2.0) as load:
-        time.sleep(2)      # the load is steady before the restart starts
+        time.sleep(2)  # the load is steady before the restart starts
         t0 = time.monotonic()
         r = pdctl(["restart", how, "-i", str(inv), "--json"], state=state, timeout=600)
         took = time.monotonic() - t0
@@ -62,8 +62,15 @@ def main() -> int:
     def med(how: str, key: str) -> float:
         return statistics.median(x[key] for x in rows if x["how"] == how)
 
-    print(json.dumps({"runs": rows, "median": {h: {k: med(h, k) for k in ("failed", "sent", "seconds")}
-                                               for h in ("--rolling", "--pair")}}, indent=1))
+    print(
+        json.dumps(
+            {
+                "runs": rows,
+                "median": {h: {k: med(h, k) for k in ("failed", "sent", "seconds")} for h in ("--rolling", "--pair")},
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

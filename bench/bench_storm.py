@@ -65,16 +65,28 @@ def main() -> int:
                             return
                         pts.append(read_point(dep, t0))
                         v, _ = judge_points(pts, args.window)
-                        if v and v.verdict == "pinned" and v.conclusive and \
-                                v.last.get("sglang:num_prefill_inflight_queue_reqs", 0) > run:
+                        if (
+                            v
+                            and v.verdict == "pinned"
+                            and v.conclusive
+                            and v.last.get("sglang:num_prefill_inflight_queue_reqs", 0) > run
+                        ):
                             found["t"] = time.monotonic()
                             return
                         stop.wait(args.interval)
 
                 w = threading.Thread(target=watcher, daemon=True)
                 w.start()
-                cfg = StormConfig(requests=1, prompt_tokens=3000, target="transfer-window", calib_requests=1,
-                                  sample_every_s=1, watch_s=1, seed=run, max_new_tokens=16)
+                cfg = StormConfig(
+                    requests=1,
+                    prompt_tokens=3000,
+                    target="transfer-window",
+                    calib_requests=1,
+                    sample_every_s=1,
+                    watch_s=1,
+                    seed=run,
+                    max_new_tokens=16,
+                )
                 rep = storm(dep, cfg)
                 o = rep.outcomes[0]
                 pinned_at = None
@@ -86,9 +98,20 @@ def main() -> int:
                 if pinned_at and "t" in found:
                     detect.append(found["t"] - pinned_at)
                 # storm throughput + hit rates (12 requests each)
-                for target, rps, hits in (("random", rps_random, hit_random), ("transfer-window", rps_aimed, hit_aimed)):
-                    cfg = StormConfig(requests=12, prompt_tokens=3000, target=target, calib_requests=1,
-                                      sample_every_s=1, watch_s=1, seed=100 + run, max_new_tokens=16)
+                for target, rps, hits in (
+                    ("random", rps_random, hit_random),
+                    ("transfer-window", rps_aimed, hit_aimed),
+                ):
+                    cfg = StormConfig(
+                        requests=12,
+                        prompt_tokens=3000,
+                        target=target,
+                        calib_requests=1,
+                        sample_every_s=1,
+                        watch_s=1,
+                        seed=100 + run,
+                        max_new_tokens=16,
+                    )
                     rep = storm(dep, cfg)
                     span = rep.load_stopped_at - rep.load_started_at
                     rps.append(12 / span if span > 0 else float("nan"))
@@ -102,8 +125,10 @@ def main() -> int:
 
     print(f"\n| figure (median of {args.runs} runs, {os.cpu_count()} cores) | value |")
     print("|---|---|")
-    print(f"| pin detection: room pinned -> `verify inflight` says pinned (window {args.window:g}s, interval "
-          f"{args.interval:g}s; aim <= {args.window + args.interval:g}s) | {med(detect, '{:.1f} s')} |")
+    print(
+        f"| pin detection: room pinned -> `verify inflight` says pinned (window {args.window:g}s, interval "
+        f"{args.interval:g}s; aim <= {args.window + args.interval:g}s) | {med(detect, '{:.1f} s')} |"
+    )
     print(f"| storm throughput, random (12 x 3000-token prompts, aborts 0.1-3 s) | {med(rps_random, '{:.2f} req/s')} |")
     print(f"| storm throughput, transfer-window (paced by calibration) | {med(rps_aimed, '{:.2f} req/s')} |")
     print(f"| hit rate, random | {med(hit_random, '{:.0%}')} |")

@@ -1,6 +1,7 @@
 """What /generate and /v1/* share: one request body -> several Reqs (a batch, n choices), their events
 merged on one queue, each item's output (ids, logprob entries, finish reason) and its text as SGLang's
 detokenizer shapes it: the matched stop string (or stop token) trimmed unless no_stop_trim."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,8 @@ class Out:
         self.req, self.no_stop_trim = req, no_stop_trim
         self.ids: list[int] = []
         self.lps: list = []
-        self.reason: dict | None = None    # set by the done event
-        self.ending = False                # the last tokens event carried a reason: its done follows
+        self.reason: dict | None = None  # set by the done event
+        self.ending = False  # the last tokens event carried a reason: its done follows
         self.sent_chars = self.sent_tokens = 0
 
     def add(self, ev: tuple) -> None:
@@ -45,14 +46,14 @@ class Out:
             return t[:pos] if pos != -1 else t
         if self.reason is None and not self.no_stop_trim:
             hold = max((k for s in self.req.stop for k in range(1, len(s)) if t.endswith(s[:k])), default=0)
-            return t[:len(t) - hold]
+            return t[: len(t) - hold]
         return t
 
     def delta(self) -> tuple[str, list]:
         """Text and logprob entries not sent yet."""
         t = self.text()
-        d, self.sent_chars = t[self.sent_chars:], max(self.sent_chars, len(t))
-        lps, self.sent_tokens = self.lps[self.sent_tokens:], len(self.lps)
+        d, self.sent_chars = t[self.sent_chars :], max(self.sent_chars, len(t))
+        lps, self.sent_tokens = self.lps[self.sent_tokens :], len(self.lps)
         return d, lps
 
 
@@ -74,6 +75,7 @@ def _held_sink(loop, q: asyncio.Queue, k: int):
             items = held[:]
             held.clear()
             loop.call_soon_threadsafe(_put_all, q, items)
+
     return sink
 
 
@@ -94,11 +96,28 @@ class Api:
             raise rp.BadRequest("request body must be a JSON object")
         return b
 
-    def build(self, b: dict, prompts: list[list[int]], n: int, max_new, sk: dict, logprob=(False, 0),
-              no_stop_trim: bool = False):
+    def build(
+        self,
+        b: dict,
+        prompts: list[list[int]],
+        n: int,
+        max_new,
+        sk: dict,
+        logprob=(False, 0),
+        no_stop_trim: bool = False,
+    ):
         """-> (queue, [Out]) with one Req per (prompt, choice); nothing is submitted yet."""
-        kws = rp.items(b, prompts, n, max_new, sk, mode=self.mode, context_length=self.state.context_length,
-                       default_port=self.args.disaggregation_bootstrap_port, logprob=logprob)
+        kws = rp.items(
+            b,
+            prompts,
+            n,
+            max_new,
+            sk,
+            mode=self.mode,
+            context_length=self.state.context_length,
+            default_port=self.args.disaggregation_bootstrap_port,
+            logprob=logprob,
+        )
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
         stream = bool(b.get("stream", False))  # SGLang's is_streaming label
@@ -149,8 +168,10 @@ class Api:
 
     async def collect(self, request: Request, outs: list[Out], q: asyncio.Queue, native: bool = False):
         """Run to the end; None when all finished, else the error response (native: /generate's shape)."""
+
         def err(code: int, msg: str, typ: str):
             return rp.generate_err(code, msg) if native else rp.err(code, msg, typ)
+
         async for _k, ev in self.run(request, outs, q):
             if ev[0] == "error":
                 code = ev[1] if ev[1] != 499 else 500

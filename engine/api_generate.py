@@ -2,6 +2,7 @@
 order), sampling_params.n choices per prompt, return_logprob with meta_info.output_token_logprobs as
 [logprob, token_id, text|None]. A stream sends cumulative text and ids (SGLang's default, no
 --incremental-streaming-output); every event says something new and the last one carries finish_reason."""
+
 from __future__ import annotations
 
 import time
@@ -22,8 +23,9 @@ def _prompts(b: dict) -> tuple[list[list[int]], bool]:
         batch = isinstance(v, list) and bool(v) and all(isinstance(x, list) for x in v)
         rows = v if batch else [v]
         for row in rows:
-            if not isinstance(row, list) or not all(isinstance(i, int) and not isinstance(i, bool)
-                                                    and 0 <= i < tok.vocab_size for i in row):
+            if not isinstance(row, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < tok.vocab_size for i in row
+            ):
                 raise rp.BadRequest(f"input_ids must be token ids in [0, {tok.vocab_size}) (or a list of such lists)")
         return rows, batch
     v = b.get("text")
@@ -39,7 +41,7 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
 
     @app.post("/generate")
     async def generate(request: Request):
-        if (r := api.not_ready()):
+        if r := api.not_ready():
             return r
         try:
             b = await api.body_of(request)
@@ -54,8 +56,15 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
             if not isinstance(want_lp, bool):
                 raise rp.BadRequest("return_logprob must be a boolean (one for the whole batch)")
             top_k = rp.as_int(b.get("top_logprobs_num"), "top_logprobs_num", 0, hi=20) or 0
-            q, outs = api.build(b, prompts, n, rp.as_int(sp.get("max_new_tokens"), "max_new_tokens", 1),
-                                rp.sampling_kwargs(sp), (want_lp, top_k), bool(sp.get("no_stop_trim", False)))
+            q, outs = api.build(
+                b,
+                prompts,
+                n,
+                rp.as_int(sp.get("max_new_tokens"), "max_new_tokens", 1),
+                rp.sampling_kwargs(sp),
+                (want_lp, top_k),
+                bool(sp.get("no_stop_trim", False)),
+            )
         except rp.BadRequest as e:
             return rp.generate_err(400, str(e))
         with_text = bool(b.get("return_text_in_logprobs", False))
@@ -63,9 +72,13 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
 
         def payload(o: Out, k: int, reason):
             pre = mode == "prefill"
-            meta = {"id": o.req.rid, "finish_reason": PREFILL_REASON if pre and reason else reason,
-                    "prompt_tokens": len(o.req.input_ids), "completion_tokens": 0 if pre else len(o.ids),
-                    "e2e_latency": time.monotonic() - o.req.created}
+            meta = {
+                "id": o.req.rid,
+                "finish_reason": PREFILL_REASON if pre and reason else reason,
+                "prompt_tokens": len(o.req.input_ids),
+                "completion_tokens": 0 if pre else len(o.ids),
+                "e2e_latency": time.monotonic() - o.req.created,
+            }
             if want_lp and not pre:
                 lps, tops = [], []
                 for i, e in zip(o.ids, o.lps):

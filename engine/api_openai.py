@@ -2,6 +2,7 @@
 list prompts, stop trimming with matched_stop, logprobs, echo, the usage chunk of
 stream_options.include_usage, a chat stream in SGLang's chunk sequence). Fields the engine cannot honour are
 refused with a 400 naming them."""
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,14 @@ def _chat_lp(ids: list[int], lps: list) -> list[dict]:
     out = []
     for i, e in zip(ids, lps):
         lp, top = e if e is not None else (None, [])
-        out.append({"token": tok.decode([i]), "bytes": _tokbytes(i), "logprob": lp,
-                    "top_logprobs": [{"token": tok.decode([t]), "bytes": _tokbytes(t), "logprob": v} for t, v in top]})
+        out.append(
+            {
+                "token": tok.decode([i]),
+                "bytes": _tokbytes(i),
+                "logprob": lp,
+                "top_logprobs": [{"token": tok.decode([t]), "bytes": _tokbytes(t), "logprob": v} for t, v in top],
+            }
+        )
     return out
 
 
@@ -37,8 +44,12 @@ def _cmpl_lp(ids: list[int], lps: list, offset: int) -> dict:
     for t in toks:
         offs.append(offset)
         offset += len(t)
-    return {"tokens": toks, "token_logprobs": [e[0] if e else None for e in lps],
-            "top_logprobs": [{tok.decode([t]): v for t, v in e[1]} if e else None for e in lps], "text_offset": offs}
+    return {
+        "tokens": toks,
+        "token_logprobs": [e[0] if e else None for e in lps],
+        "top_logprobs": [{tok.decode([t]): v for t, v in e[1]} if e else None for e in lps],
+        "text_offset": offs,
+    }
 
 
 def _prompts(p) -> list:
@@ -59,8 +70,15 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
 
     def model_card():
         """SGLang's ModelCard: the served name is also its root; no parent (LoRA adapters only)."""
-        return {"id": args.served_model_name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                "root": args.served_model_name, "parent": None, "max_model_len": state.context_length}
+        return {
+            "id": args.served_model_name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "sglang",
+            "root": args.served_model_name,
+            "parent": None,
+            "max_model_len": state.context_length,
+        }
 
     @app.get("/v1/models")
     async def models():
@@ -69,13 +87,21 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str):
         if model_id != args.served_model_name:  # SGLang 0.5.23's body for it, OpenAI's own error object
-            return JSONResponse({"error": {"message": f"The model '{model_id}' does not exist",
-                                           "type": "invalid_request_error", "param": "model",
-                                           "code": "model_not_found"}}, status_code=404)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"The model '{model_id}' does not exist",
+                        "type": "invalid_request_error",
+                        "param": "model",
+                        "code": "model_not_found",
+                    }
+                },
+                status_code=404,
+            )
         return model_card()
 
     async def openai_like(request: Request, chat: bool):
-        if (r := api.not_ready()):
+        if r := api.not_ready():
             return r
         try:
             b = await api.body_of(request)
@@ -128,8 +154,14 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
             """SGLang's UsageInfo, every field in its order (no prefix cache, no reasoning parser: the details null)."""
             p = sum(len(x) for x in ids)  # as SGLang: a prompt counts once whatever n is
             c = 0 if pre else sum(len(o.ids) for o in outs)
-            return {"prompt_tokens": p, "total_tokens": p + c, "completion_tokens": c, "prompt_tokens_details": None,
-                    "reasoning_tokens": 0, "completion_tokens_details": None}
+            return {
+                "prompt_tokens": p,
+                "total_tokens": p + c,
+                "completion_tokens": c,
+                "prompt_tokens_details": None,
+                "reasoning_tokens": 0,
+                "completion_tokens_details": None,
+            }
 
         def choice(k: int, o: Out, text: str, lps: list, final: bool, offset: int) -> dict:
             c: dict = {"index": k}
@@ -137,9 +169,10 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
                 c["message"] = {"role": "assistant", "content": text, "reasoning_content": None}
             else:
                 c["text"] = text
-            ids_ = o.ids[len(o.ids) - len(lps):]
-            c["logprobs"] = None if not logprob[0] else (
-                {"content": _chat_lp(ids_, lps)} if chat else _cmpl_lp(ids_, lps, offset))
+            ids_ = o.ids[len(o.ids) - len(lps) :]
+            c["logprobs"] = (
+                None if not logprob[0] else ({"content": _chat_lp(ids_, lps)} if chat else _cmpl_lp(ids_, lps, offset))
+            )
             c["finish_reason"] = _finish(o.reason) if final else None
             if final:
                 c["matched_stop"] = None if pre else (o.reason or {}).get("matched")
@@ -149,21 +182,35 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
         if not stream:
             if (e := await api.collect(request, outs, q)) is not None:
                 return e
-            ch = [choice(k, o, echo_of[k] + ("" if pre else o.text()), [] if pre else o.lps, True,
-                         len(echo_of[k])) for k, o in enumerate(outs)]
+            ch = [
+                choice(k, o, echo_of[k] + ("" if pre else o.text()), [] if pre else o.lps, True, len(echo_of[k]))
+                for k, o in enumerate(outs)
+            ]
             # SGLang's metadata: the weight version of the first choice's tokens (one version here, never updated)
             end = 0 if pre else len(outs[0].ids)
-            metadata = {"weight_version": "default",
-                        "weight_versions": [{"version": "default", "start": 0, "end": end}]}
-            return JSONResponse({"id": cid, "object": obj, "created": created, "model": model, "choices": ch,
-                                 "usage": usage(), "metadata": metadata})  # plain JSON: no jsonable_encoder walk
+            metadata = {
+                "weight_version": "default",
+                "weight_versions": [{"version": "default", "start": 0, "end": end}],
+            }
+            return JSONResponse(
+                {
+                    "id": cid,
+                    "object": obj,
+                    "created": created,
+                    "model": model,
+                    "choices": ch,
+                    "usage": usage(),
+                    "metadata": metadata,
+                }
+            )  # plain JSON: no jsonable_encoder walk
 
         chunk_obj = obj + ".chunk" if chat else obj
         started = set()
 
         def chunk(choices, **extra):
-            return sse({"id": cid, "object": chunk_obj, "created": created, "model": model, "choices": choices,
-                        **extra})
+            return sse(
+                {"id": cid, "object": chunk_obj, "created": created, "model": model, "choices": choices, **extra}
+            )
 
         def chat_chunk(k: int, delta: dict, lps: list | None = None, reason: str | None = None, matched=None):
             """One choice of a chat stream as SGLang's StreamChoice serialises it: every field present, and the delta
@@ -171,9 +218,18 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
             lp = None
             if lps and logprob[0]:
                 o = outs[k]
-                lp = {"content": _chat_lp(o.ids[len(o.ids) - len(lps):], lps)}
-            return chunk([{"index": k, "delta": {"reasoning_content": None, **delta}, "logprobs": lp,
-                           "finish_reason": reason, "matched_stop": matched}])
+                lp = {"content": _chat_lp(o.ids[len(o.ids) - len(lps) :], lps)}
+            return chunk(
+                [
+                    {
+                        "index": k,
+                        "delta": {"reasoning_content": None, **delta},
+                        "logprobs": lp,
+                        "finish_reason": reason,
+                        "matched_stop": matched,
+                    }
+                ]
+            )
 
         async def chat_events():
             """SGLang 0.5.23's sequence (serving_chat.py, _generate_chat_stream): per choice, a first chunk with only
@@ -182,7 +238,7 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
             and matched_stop, in the order they ended; then the usage chunk (stream_options.include_usage); then
             [DONE]."""
             ended: list[int] = []
-            carried: dict[int, list] = {}   # logprobs of tokens whose text is held back (a possible stop string)
+            carried: dict[int, list] = {}  # logprobs of tokens whose text is held back (a possible stop string)
             async for k, ev in api.run(request, outs, q):
                 o = outs[k]
                 if ev[0] == "error":

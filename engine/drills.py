@@ -12,6 +12,7 @@
   silently (decode never sees success; prefill counts transfer_failed; every /health stays 200).
   A decode never seen before works; a restarted prefill has forgotten everything, so a co-restart heals.
 """
+
 from __future__ import annotations
 
 import os

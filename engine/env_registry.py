@@ -5,6 +5,7 @@ the engine takes without effect on a CPU (a GPU kernel switch, say), so an inven
 clean here too. Types are those of SGLang 0.5.23's `Envs` registry (EnvBool, EnvInt, EnvFloat, EnvStr); a name
 only this engine reads is marked "engine-only". Anything else under SGLANG_ is unknown to the engine.
 """
+
 from __future__ import annotations
 
 
@@ -18,8 +19,9 @@ ENV_NAMES: dict[str, dict] = {
     "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": _env("EnvInt", 300, "honoured"),
     "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": _env("EnvFloat", 5.0, "honoured"),
     "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": _env("EnvInt", 2, "honoured"),
-    "SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT": _env("EnvFloat", 300, "honoured",
-                                                   "engine-only: upstream has no prefill inflight timeout"),
+    "SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT": _env(
+        "EnvFloat", 300, "honoured", "engine-only: upstream has no prefill inflight timeout"
+    ),
     "SGLANG_HOST_IP": _env("EnvStr", None, "honoured", "read directly by SGLang, outside its registry"),
     # honoured: how often a non-streaming request's tokens reach the tokenizer side (and its metrics)
     "SGLANG_FORCE_STREAM_INTERVAL": _env("EnvInt", 50, "honoured"),

@@ -1,6 +1,7 @@
 """FastAPI app with SGLang's endpoints: health, info and admin here; generation in engine/api_generate.py
 (/generate) and engine/api_openai.py (/v1/*). Handlers validate, build Reqs, hand them to the scheduler
 process (engine/scheduler_process.py) and await their events; a client that goes away aborts its requests."""
+
 from __future__ import annotations
 
 import asyncio
@@ -40,14 +41,20 @@ def build_app(state) -> FastAPI:
 
     @app.get("/health_generate")
     async def health_generate(request: Request):
-        if (r := not_ready()):
+        if r := not_ready():
             return r
         loop = asyncio.get_running_loop()
         q: asyncio.Queue = asyncio.Queue()
         # Like upstream: fake bootstrap (2.2.2.2, room 0), a local one-token run, never the transfer.
-        req = Req(rid=f"HEALTH_CHECK_{uuid.uuid4().hex}", input_ids=tok.encode("health"), max_new_tokens=1,
-                  sink=lambda ev: loop.call_soon_threadsafe(q.put_nowait, (0, ev)), health=True, room=0,
-                  bootstrap_host="2.2.2.2")
+        req = Req(
+            rid=f"HEALTH_CHECK_{uuid.uuid4().hex}",
+            input_ids=tok.encode("health"),
+            max_new_tokens=1,
+            sink=lambda ev: loop.call_soon_threadsafe(q.put_nowait, (0, ev)),
+            health=True,
+            room=0,
+            bootstrap_host="2.2.2.2",
+        )
         async for _k, ev in api.run(request, [Out(req, False)], q):
             if ev[0] == "error":
                 return rp.err(503, ev[2], "ServiceUnavailable")
@@ -62,12 +69,22 @@ def build_app(state) -> FastAPI:
     @app.get("/get_model_info")
     async def model_info():
         # SGLang 0.5.23's keys, in its order, except `embedding` (its serving plan for embedding models)
-        return {"model_path": state.model_path, "served_model_name": args.served_model_name,
-                "tokenizer_path": state.model_path, "is_generation": True, "preferred_sampling_params": None,
-                "weight_version": "default", "load_format": args.load_format or "auto",
-                "reasoning_parser": args.reasoning_parser, "tool_call_parser": args.tool_call_parser,
-                "disaggregation_mode": args.disaggregation_mode, "has_image_understanding": False,
-                "has_audio_understanding": False, "model_type": "tiny-byte-lm", "architectures": ["TinyLM"]}
+        return {
+            "model_path": state.model_path,
+            "served_model_name": args.served_model_name,
+            "tokenizer_path": state.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "load_format": args.load_format or "auto",
+            "reasoning_parser": args.reasoning_parser,
+            "tool_call_parser": args.tool_call_parser,
+            "disaggregation_mode": args.disaggregation_mode,
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": "tiny-byte-lm",
+            "architectures": ["TinyLM"],
+        }
 
     @app.get("/v1/loads")
     async def v1_loads(dp_rank: int | None = None, include: str | None = None, format: str | None = None):

@@ -1,6 +1,7 @@
 """`python -m engine.launch_server ...`: SGLang's flags, one server per role (prefill, decode, null): an HTTP
 process and its scheduler process (engine/scheduler_process.py). argv is never rewritten, so /proc/PID/cmdline
 shows the flags (pdctl's drift check reads them)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -36,20 +37,26 @@ class EngineState:
 
     def server_info(self) -> dict:
         info = {k: v for k, v in self.args.as_dict().items() if k not in ("drill", "drills")}
-        info.update({
-            "model_path": self.model_path,
-            "version": __version__,
-            "engine": "pdctl-bundled-cpu",
-            "drills": self.args.drills.names(),
-            "page_size_effective": self.page_size,
-            "context_length": self.context_length,
-            "internal_states": [{
-                "disaggregation_mode": self.args.disaggregation_mode,
-                "num_active_reqs": self.scheduler.num_active() if self.scheduler else 0,
-                "last_gen_throughput": self.metrics.value("gen_throughput") if self.metrics else 0.0,
-                "memory_usage": {"kv_pool_used_fraction": self.metrics.value("token_usage") if self.metrics else 0.0},
-            }],
-        })
+        info.update(
+            {
+                "model_path": self.model_path,
+                "version": __version__,
+                "engine": "pdctl-bundled-cpu",
+                "drills": self.args.drills.names(),
+                "page_size_effective": self.page_size,
+                "context_length": self.context_length,
+                "internal_states": [
+                    {
+                        "disaggregation_mode": self.args.disaggregation_mode,
+                        "num_active_reqs": self.scheduler.num_active() if self.scheduler else 0,
+                        "last_gen_throughput": self.metrics.value("gen_throughput") if self.metrics else 0.0,
+                        "memory_usage": {
+                            "kv_pool_used_fraction": self.metrics.value("token_usage") if self.metrics else 0.0
+                        },
+                    }
+                ],
+            }
+        )
         return info
 
 
@@ -65,8 +72,11 @@ def build(args, t0: float | None = None):
     st = EngineState(args)
     st.t0 = t0 or st.t0
     t_build = time.monotonic()
-    model = TinyLM.load(args.model_path) if args.model_path and os.path.exists(
-        os.path.join(args.model_path, "config.json")) else TinyLM()
+    model = (
+        TinyLM.load(args.model_path)
+        if args.model_path and os.path.exists(os.path.join(args.model_path, "config.json"))
+        else TinyLM()
+    )
     if args.random_seed is not None:
         torch.manual_seed(args.random_seed)
     st.context_length = min(args.context_length or model.cfg.context_length, model.cfg.context_length)
@@ -78,6 +88,7 @@ def build(args, t0: float | None = None):
         st.scheduler = Scheduler(model, args, st.metrics)
         return _started(st, model, None, t_build)
     from engine.disaggregation.kv_pool import KVPool
+
     total = args.max_total_tokens or DEFAULT_MAX_TOTAL_TOKENS
     t_kv = time.monotonic()
     pool = KVPool(model.cfg.n_layers, model.cfg.kv_dim, st.page_size, total // st.page_size + 1)
@@ -85,19 +96,28 @@ def build(args, t0: float | None = None):
     agent = f"{mode}-{socket.gethostname()}-{args.port}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     if args.disaggregation_transfer_backend == "nixl":
         from engine.disaggregation.nixl_backend import NixlBackend
+
         backend = NixlBackend(agent, pool)
     elif args.disaggregation_transfer_backend == "mooncake":
         from engine.disaggregation.mooncake_backend import MooncakeBackend
         from engine.disaggregation.prefill_kv import advertised_host
-        backend = MooncakeBackend(pool, args.host, advertised_host(args.host), args.disaggregation_ib_device,
-                                  registry=st.metrics.registry if mode == "prefill" else None)
+
+        backend = MooncakeBackend(
+            pool,
+            args.host,
+            advertised_host(args.host),
+            args.disaggregation_ib_device,
+            registry=st.metrics.registry if mode == "prefill" else None,
+        )
     else:
         from engine.disaggregation.fake_backend import FakeBackend
+
         backend = FakeBackend(agent, pool)
     if mode == "prefill":
         from engine.disaggregation.bootstrap_server import BootstrapServer
         from engine.disaggregation.prefill_kv import PrefillKVManager
         from engine.scheduler_prefill import PrefillScheduler
+
         st.bootstrap = BootstrapServer(args.host, args.disaggregation_bootstrap_port).start()
         kv = PrefillKVManager(backend, pool, args.drills, st.metrics, args.host, args.disaggregation_bootstrap_port)
         kv.register_with_bootstrap()
@@ -106,6 +126,7 @@ def build(args, t0: float | None = None):
         from engine.disaggregation.decode_kv import DecodeKVManager
         from engine.disaggregation.prefill_kv import advertised_host
         from engine.scheduler_decode import DecodeScheduler
+
         kv = DecodeKVManager(backend, pool, st.metrics, identity=f"{advertised_host(args.host)}:{args.port}")
         st.scheduler = DecodeScheduler(model, args, st.metrics, kv, fake=backend.name == "fake")
     st.kv = kv
@@ -121,9 +142,18 @@ def _started(st: EngineState, model, pool, t_build: float) -> EngineState:
 def _warmup_then_ready(st: EngineState, pipe) -> None:
     """Run one local generation (so the first real request is not slow), then tell the HTTP process: ready."""
     from engine.req import Req
+
     done = threading.Event()
-    st.scheduler.submit(Req(rid="WARMUP", input_ids=list(b"warm up"), max_new_tokens=2, health=True, room=0,
-                            sink=lambda ev: done.set() if ev[0] in ("done", "error") else None))
+    st.scheduler.submit(
+        Req(
+            rid="WARMUP",
+            input_ids=list(b"warm up"),
+            max_new_tokens=2,
+            health=True,
+            room=0,
+            sink=lambda ev: done.set() if ev[0] in ("done", "error") else None,
+        )
+    )
     done.wait(60)
     st.startup["tokenizer_e2e"] = time.time() - st.t0  # process start to ready
     st.scheduler.stats.emit_startup(st.startup)
@@ -134,6 +164,7 @@ def _warmup_then_ready(st: EngineState, pipe) -> None:
 def _scheduler_main(args, t0: float, pipe) -> None:
     """The scheduler process: build, report, warm up, then answer the HTTP process until it goes away."""
     from engine.scheduler_process import serve
+
     try:
         st = build(args, t0)
     except OSError as e:
@@ -158,6 +189,7 @@ class HttpState:
 
     async def call(self, name: str):
         import asyncio
+
         return await asyncio.wrap_future(self.scheduler.call(name))
 
     @contextlib.asynccontextmanager
@@ -173,15 +205,22 @@ def main(argv: list[str] | None = None) -> None:
     # One line per heartbeat and KV control call would push everything else out of a log tail.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     from engine.scheduler_process import SchedulerClient, fork
+
     client = SchedulerClient(*fork(lambda pipe: _scheduler_main(args, t0, pipe)))
     built = client.wait_built()
     import uvicorn
 
     from engine.http_server import build_app
+
     st = HttpState(args, t0, client, built)
     client.start(on_ready=lambda: setattr(st, "ready", True))
-    uvicorn.run(build_app(st), host=args.host, port=args.port, log_level=(args.log_level_http or "warning").lower(),
-                timeout_keep_alive=30)
+    uvicorn.run(
+        build_app(st),
+        host=args.host,
+        port=args.port,
+        log_level=(args.log_level_http or "warning").lower(),
+        timeout_keep_alive=30,
+    )
 
 
 if __name__ == "__main__":

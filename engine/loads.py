@@ -7,6 +7,7 @@ decoding or LoRA) unless `include` names only some; `format=prometheus` renders 
 SGLang 0.5.23 has no `/loads` and no `/version` route: both answer 404 there, and here (smg asks `/loads` first,
 then remembers that `/v1/loads` answered).
 """
+
 from __future__ import annotations
 
 import time
@@ -16,8 +17,13 @@ from engine import __version__
 
 VALID_SECTIONS = frozenset({"core", "memory", "spec", "lora", "disagg", "queues", "all"})
 # section key in a load -> its name in `include`
-SECTIONS = (("memory", "memory"), ("speculative", "spec"), ("lora", "lora"), ("disaggregation", "disagg"),
-            ("queues", "queues"))
+SECTIONS = (
+    ("memory", "memory"),
+    ("speculative", "spec"),
+    ("lora", "lora"),
+    ("disaggregation", "disagg"),
+    ("queues", "queues"),
+)
 GB = float(1 << 30)
 
 
@@ -47,6 +53,7 @@ def snapshot(st) -> dict:
     kv = getattr(s, "kv", None)
     if kv is not None:
         from engine.scheduler_stats import kv_tokens
+
         used, capacity = kv_tokens(kv.pool)
         kv_bytes = kv.pool.pool.numel() * kv.pool.pool.element_size()
     else:  # a unified server keeps each running request's last window in a slot of its decode batch
@@ -76,20 +83,24 @@ def snapshot(st) -> dict:
         "max_running_requests": s.max_running,
         "token_usage": round(used / capacity if capacity else 0.0, 4),
         "gen_throughput": round(m.value("gen_throughput"), 2),  # the gauge the scheduler thread refreshes
-        "cache_hit_rate": 0.0,                        # no prefix cache
+        "cache_hit_rate": 0.0,  # no prefix cache
         "utilization": -1.0 if mode == "prefill" else 0.0,  # SGLang's: -1 on a prefill, no SLO setter elsewhere
         "total_prefill_uncached_tokens": stats.total_prefill_uncached_tokens,
         "total_prefill_busy_us": stats.total_prefill_busy_us,
         "decode_moments": list(moments) if moments[0] > 0 else None,
-        "memory": {"weight_gb": round(weights / GB, 3), "kv_cache_gb": round(kv_bytes / GB, 3),
-                   "graph_gb": 0.0, "token_capacity": int(capacity)},
+        "memory": {
+            "weight_gb": round(weights / GB, 3),
+            "kv_cache_gb": round(kv_bytes / GB, 3),
+            "graph_gb": 0.0,
+            "token_capacity": int(capacity),
+        },
         "disaggregation": {
             "mode": mode,
             "prefill_bootstrap_queue_reqs": len(bootstrap),
             "prefill_inflight_queue_reqs": len(inflight),
             "decode_prealloc_queue_reqs": len(prealloc),
             "decode_transfer_queue_reqs": len(transfer),
-            "decode_retracted_queue_reqs": 0,             # no retraction
+            "decode_retracted_queue_reqs": 0,  # no retraction
             "kv_transfer_speed_gb_s": m.last.get("kv_transfer_speed_gb_s", 0.0),
             "kv_transfer_latency_ms": m.last.get("kv_transfer_latency_ms", 0.0),
         },
@@ -105,8 +116,9 @@ def to_dict(load: dict, include: set[str] | None) -> dict:
         include_all = True
     else:
         if not include <= VALID_SECTIONS:
-            raise ValueError(f"Invalid include sections: {include - VALID_SECTIONS}. "
-                             f"Valid options: {sorted(VALID_SECTIONS)}")
+            raise ValueError(
+                f"Invalid include sections: {include - VALID_SECTIONS}. Valid options: {sorted(VALID_SECTIONS)}"
+            )
         if include == {"core"}:
             return out
         include_all = False
@@ -119,8 +131,13 @@ def to_dict(load: dict, include: set[str] | None) -> dict:
 def answer(loads: list[dict], include: set[str] | None) -> dict:
     """The JSON body of GET /v1/loads. On a CPU SGLang names no accelerator (get_device_name returns None) and counts
     tp_size * pp_size = 1 behind the rank."""
-    return {"timestamp": datetime.now(timezone.utc).isoformat(), "version": __version__, "accelerator": None,
-            "num_accelerators": 1, "loads": [to_dict(x, include) for x in loads]}
+    return {
+        "timestamp": datetime.now(timezone.utc).isoformat(),
+        "version": __version__,
+        "accelerator": None,
+        "num_accelerators": 1,
+        "loads": [to_dict(x, include) for x in loads],
+    }
 
 
 def prometheus(loads: list[dict], include: set[str] | None) -> str:

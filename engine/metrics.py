@@ -10,6 +10,7 @@ SGLang serves its metrics in prometheus_client's multiprocess mode, and the rend
 - a family without any series is not rendered at all;
 - there are no `_created` samples.
 """
+
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -65,8 +66,9 @@ class Metrics:
     def _declare(self, f: Fam) -> None:
         base = TOK_LABELS if f.tok else SCHED_LABELS
         kw = {"buckets": f.buckets} if f.buckets else {}
-        self._metric[f.name] = _KINDS[f.kind](f"sglang:{f.name}", f.help, [*base, *f.extra], registry=self.registry,
-                                              **kw)
+        self._metric[f.name] = _KINDS[f.kind](
+            f"sglang:{f.name}", f.help, [*base, *f.extra], registry=self.registry, **kw
+        )
         self.fams[f.name] = f
 
     def has(self, name: str) -> bool:
@@ -86,7 +88,7 @@ class Metrics:
             self.child(name, **extra).set(value)
 
     def inc(self, name: str, by: float = 1, **extra: str) -> None:
-        name = name if name in self.fams else name + "_total"   # callers may name a counter without _total
+        name = name if name in self.fams else name + "_total"  # callers may name a counter without _total
         if name in self.fams and by >= 0:
             self.child(name, **extra).inc(by)
 

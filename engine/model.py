@@ -7,6 +7,7 @@ its request's dense cache); decode runs the running batch in DecodeSlots, one at
 Attention is grouped as Llama 3's is, four query heads to a key/value head: the KV a request holds and the
 transfer moves is a quarter of the model width, and a decode step reads a quarter as many keys and values.
 """
+
 from __future__ import annotations
 
 import json
@@ -100,8 +101,17 @@ def _rms_norm(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
 
 
-def _decode_step(tokens: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, emb: torch.Tensor, inv_freq: torch.Tensor,
-                 layers: List[List[torch.Tensor]], head: torch.Tensor, n_heads: int, window: int) -> torch.Tensor:
+def _decode_step(
+    tokens: torch.Tensor,
+    kv: torch.Tensor,
+    pos: torch.Tensor,
+    emb: torch.Tensor,
+    inv_freq: torch.Tensor,
+    layers: List[List[torch.Tensor]],
+    head: torch.Tensor,
+    n_heads: int,
+    window: int,
+) -> torch.Tensor:
     """One decode step of a batch (TinyLM.decode): token b goes at pos[b] of ring slot b of kv[layer, k/v, slot,
     kv head, window, head_dim]; pos (a view of the slots' positions) moves on by one. TorchScript-compatible."""
     B = pos.shape[0]
@@ -124,7 +134,7 @@ def _decode_step(tokens: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, emb:
         kv[i, 1, rows, :, ring] = v.view(B, n_kv, dh)
         K, V = kv[i, 0, :B, :, :L], kv[i, 1, :B, :, :L]  # [B, KV, L, dh]
         # plain attention, each group of query heads the rows of one product over the keys they share
-        w = torch.softmax((q.view(B, n_kv, group, dh) @ K.transpose(-1, -2)) * dh ** -0.5 + mask, dim=-1)
+        w = torch.softmax((q.view(B, n_kv, group, dh) @ K.transpose(-1, -2)) * dh**-0.5 + mask, dim=-1)
         a = w @ V  # [B, KV, group, dh]: query head h = kv head h // group, as the projections are laid out
         x = x + a.reshape(B, d_model) @ lw[1]
         x = x + F.gelu(_rms_norm(x) @ lw[2]) @ lw[3]
@@ -154,12 +164,16 @@ class TinyLM:
 
         self.p = state or {
             "emb": w(c.vocab_size, c.d_model, scale=1.0),
-            **{f"l{i}.{n}": t for i in range(c.n_layers) for n, t in {
-                "wqkv": w(c.d_model, c.d_model + 2 * c.kv_dim, scale=1 / math.sqrt(c.d_model)),
-                "wo": w(c.d_model, c.d_model, scale=1 / math.sqrt(c.d_model)),
-                "w1": w(c.d_model, c.d_ff, scale=1 / math.sqrt(c.d_model)),
-                "w2": w(c.d_ff, c.d_model, scale=1 / math.sqrt(c.d_ff)),
-            }.items()},
+            **{
+                f"l{i}.{n}": t
+                for i in range(c.n_layers)
+                for n, t in {
+                    "wqkv": w(c.d_model, c.d_model + 2 * c.kv_dim, scale=1 / math.sqrt(c.d_model)),
+                    "wo": w(c.d_model, c.d_model, scale=1 / math.sqrt(c.d_model)),
+                    "w1": w(c.d_model, c.d_ff, scale=1 / math.sqrt(c.d_model)),
+                    "w2": w(c.d_ff, c.d_model, scale=1 / math.sqrt(c.d_ff)),
+                }.items()
+            },
             "head": w(c.d_model, c.vocab_size, scale=2 / math.sqrt(c.d_model)),
         }
         self._layers = [[self.p[f"l{i}.{n}"] for n in ("wqkv", "wo", "w1", "w2")] for i in range(c.n_layers)]
@@ -219,11 +233,11 @@ class TinyLM:
             q, k, v = h.split([c.d_model, c.kv_dim, c.kv_dim], dim=-1)
             outs = []
             for (a, s, e), (_, cache) in zip(spans, chunks):
-                cache.kv[i, 0, s:e] = k[a:a + e - s]
-                cache.kv[i, 1, s:e] = v[a:a + e - s]
+                cache.kv[i, 0, s:e] = k[a : a + e - s]
+                cache.kv[i, 1, s:e] = v[a : a + e - s]
                 for qs in range(s, e, QUERY_BLOCK):
                     qe = min(e, qs + QUERY_BLOCK)
-                    outs.append(self._attend(q[a + qs - s:a + qe - s], cache.kv[i], qs, qe))
+                    outs.append(self._attend(q[a + qs - s : a + qe - s], cache.kv[i], qs, qe))
             att = outs[0] if len(outs) == 1 else torch.cat(outs)
             x = x + att.reshape(o, c.d_model) @ p[f"l{i}.wo"]
             x = x + F.gelu(self._norm(x) @ p[f"l{i}.w1"]) @ p[f"l{i}.w2"]
@@ -261,18 +275,37 @@ class TinyLM:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 _SCRIPTED_STEP = torch.jit.script(_decode_step)
         c, p = self.cfg, self.p
-        return _SCRIPTED_STEP(torch.tensor(tokens), slots.kv, slots.pos[:slots.n], p["emb"], self._inv_freq,
-                              self._layers, p["head"], c.n_heads, c.window)
+        return _SCRIPTED_STEP(
+            torch.tensor(tokens),
+            slots.kv,
+            slots.pos[: slots.n],
+            p["emb"],
+            self._inv_freq,
+            self._layers,
+            p["head"],
+            c.n_heads,
+            c.window,
+        )
 
     @torch.inference_mode()
     def decode_eager(self, tokens: list[int], slots: DecodeSlots) -> torch.Tensor:
         """decode in plain eager torch: the reference its TorchScript step is tested against."""
         c, p = self.cfg, self.p
-        return _decode_step(torch.tensor(tokens), slots.kv, slots.pos[:slots.n], p["emb"], self._inv_freq,
-                            self._layers, p["head"], c.n_heads, c.window)
+        return _decode_step(
+            torch.tensor(tokens),
+            slots.kv,
+            slots.pos[: slots.n],
+            p["emb"],
+            self._inv_freq,
+            self._layers,
+            p["head"],
+            c.n_heads,
+            c.window,
+        )
 
-    def sample(self, logits: torch.Tensor, temperature: float, top_p: float = 1.0,
-               generator: torch.Generator | None = None) -> int:
+    def sample(
+        self, logits: torch.Tensor, temperature: float, top_p: float = 1.0, generator: torch.Generator | None = None
+    ) -> int:
         logits = logits + self.mask
         if temperature <= 1e-5:
             return int(torch.argmax(logits))
@@ -297,10 +330,10 @@ class TinyLM:
         n = len(prompt_ids)
         cache = self.new_cache(n)
         for s in range(0, n, chunk):
-            logits = self.extend(prompt_ids[s:s + chunk], cache)
+            logits = self.extend(prompt_ids[s : s + chunk], cache)
         out = [self.sample(logits, 0.0)]
         slots = self.new_slots(1)
-        slots.join(cache.kv[:, :, max(0, n - self.cfg.window):n], n)
+        slots.join(cache.kv[:, :, max(0, n - self.cfg.window) : n], n)
         while len(out) < max_new_tokens:
             out.append(self.sample(self.decode([out[-1]], slots)[0], 0.0))
         return out

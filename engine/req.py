@@ -1,4 +1,5 @@
 """One generation request as the scheduler sees it."""
+
 from __future__ import annotations
 
 import itertools
@@ -20,20 +21,20 @@ class Req:
     # thread-safe delivery of ("tokens", ids, logprob entries, reason|None) / ("done", reason) / ("error", code, msg);
     # a tokens event that ends the request carries its reason, so a stream can send the last token with it
     sink: Callable[[tuple], None]
-    temperature: float = 0.0                 # greedy: the engine's own health and warm-up runs, as SGLang's;
+    temperature: float = 0.0  # greedy: the engine's own health and warm-up runs, as SGLang's;
     #                                          an HTTP request gets SGLang's default, 1.0 (request_parse)
     top_p: float = 1.0
     stop: list[str] = field(default_factory=list)
     stop_token_ids: list[int] = field(default_factory=list)
     return_logprob: bool = False
     top_logprobs_num: int = 0
-    first_logprob: tuple | None = None       # the first token's entry as prefill computed it (PD decode side)
+    first_logprob: tuple | None = None  # the first token's entry as prefill computed it (PD decode side)
     seed: int | None = None
     room: int | None = None
     bootstrap_host: str | None = None
     bootstrap_port: int | None = None
-    health: bool = False                     # /health_generate: local run, never the transfer path
-    stream: bool = False                     # the client asked for a stream (metrics' is_streaming label)
+    health: bool = False  # /health_generate: local run, never the transfer path
+    stream: bool = False  # the client asked for a stream (metrics' is_streaming label)
     created: float = field(default_factory=time.monotonic)
     out_ids: list[int] = field(default_factory=list)
     cache: object = None
@@ -49,6 +50,7 @@ class Req:
             return None
         if self.gen is None:
             import torch
+
             self.gen = torch.Generator()
             self.gen.manual_seed(self.seed if self.seed is not None else next(_ids) * 7919 + 17)
         return self.gen

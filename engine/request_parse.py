@@ -5,6 +5,7 @@ The router (sglang-router 0.3.2, PD) sends one bootstrap room per item of a batc
 as lists of bootstrap_host/port/room; for completions `n` and /generate `sampling_params.n` it sends one room
 per prompt. Prefill and decode read the same body, so the rooms of choices 1..n-1 are derived from the
 prompt's room the same way on both sides."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,7 @@ class BadRequest(Exception):
 
 def err(code: int, msg: str, typ: str = "BadRequestError") -> JSONResponse:
     """SGLang's ErrorResponse, as its OpenAI endpoints (and its handler of a malformed query) answer an error."""
-    return JSONResponse({"object": "error", "message": msg, "type": typ, "param": None, "code": code},
-                        status_code=code)
+    return JSONResponse({"object": "error", "message": msg, "type": typ, "param": None, "code": code}, status_code=code)
 
 
 def generate_err(code: int, msg: str) -> JSONResponse:
@@ -49,22 +49,60 @@ def as_num(v, name, lo, hi):
 # field -> values that mean "off" (what a client or the router sends by default); anything else is refused
 _OFF = (None, False, 0, 0.0, "", [], {})
 UNSUPPORTED_OPENAI = {
-    "tools": _OFF, "functions": _OFF, "function_call": (None, "none"), "tool_choice": (None, "none"),
-    "logit_bias": _OFF, "frequency_penalty": _OFF, "presence_penalty": _OFF, "repetition_penalty": (None, 1, 1.0),
-    "top_k": (None, -1, 0), "min_p": _OFF, "min_tokens": _OFF, "suffix": (None, ""), "audio": _OFF,
-    "modalities": (None, ["text"]), "prediction": _OFF, "regex": _OFF, "ebnf": _OFF, "json_schema": _OFF,
-    "structural_tag": _OFF, "lora_path": _OFF, "return_hidden_states": _OFF, "continue_final_message": _OFF,
-    "chat_template_kwargs": _OFF, "reasoning_effort": (None,), "parallel_tool_calls": (None, True, False),
+    "tools": _OFF,
+    "functions": _OFF,
+    "function_call": (None, "none"),
+    "tool_choice": (None, "none"),
+    "logit_bias": _OFF,
+    "frequency_penalty": _OFF,
+    "presence_penalty": _OFF,
+    "repetition_penalty": (None, 1, 1.0),
+    "top_k": (None, -1, 0),
+    "min_p": _OFF,
+    "min_tokens": _OFF,
+    "suffix": (None, ""),
+    "audio": _OFF,
+    "modalities": (None, ["text"]),
+    "prediction": _OFF,
+    "regex": _OFF,
+    "ebnf": _OFF,
+    "json_schema": _OFF,
+    "structural_tag": _OFF,
+    "lora_path": _OFF,
+    "return_hidden_states": _OFF,
+    "continue_final_message": _OFF,
+    "chat_template_kwargs": _OFF,
+    "reasoning_effort": (None,),
+    "parallel_tool_calls": (None, True, False),
 }
 UNSUPPORTED_SAMPLING = {
-    "top_k": (None, -1, 0), "min_p": _OFF, "frequency_penalty": _OFF, "presence_penalty": _OFF,
-    "repetition_penalty": (None, 1, 1.0), "min_new_tokens": _OFF, "logit_bias": _OFF, "regex": _OFF,
-    "ebnf": _OFF, "json_schema": _OFF, "structural_tag": _OFF, "custom_params": _OFF, "stop_regex": _OFF,
+    "top_k": (None, -1, 0),
+    "min_p": _OFF,
+    "frequency_penalty": _OFF,
+    "presence_penalty": _OFF,
+    "repetition_penalty": (None, 1, 1.0),
+    "min_new_tokens": _OFF,
+    "logit_bias": _OFF,
+    "regex": _OFF,
+    "ebnf": _OFF,
+    "json_schema": _OFF,
+    "structural_tag": _OFF,
+    "custom_params": _OFF,
+    "stop_regex": _OFF,
 }
 UNSUPPORTED_GENERATE = {
-    "image_data": _OFF, "audio_data": _OFF, "video_data": _OFF, "input_embeds": _OFF, "lora_path": _OFF,
-    "return_hidden_states": _OFF, "return_entropy": _OFF, "return_bytes": _OFF, "background": _OFF,
-    "custom_logit_processor": _OFF, "token_ids_logprob": _OFF, "session_params": _OFF,
+    "image_data": _OFF,
+    "audio_data": _OFF,
+    "video_data": _OFF,
+    "input_embeds": _OFF,
+    "lora_path": _OFF,
+    "return_hidden_states": _OFF,
+    "return_entropy": _OFF,
+    "return_bytes": _OFF,
+    "background": _OFF,
+    "custom_logit_processor": _OFF,
+    "token_ids_logprob": _OFF,
+    "session_params": _OFF,
     "logprob_start_len": (None, -1),
 }
 
@@ -79,8 +117,9 @@ def refuse_unsupported(b: dict, spec: dict, where: str = "") -> None:
 def response_format_text(b: dict) -> None:
     rf = b.get("response_format")
     if rf is not None and not (isinstance(rf, dict) and rf.get("type") == "text"):
-        raise BadRequest(f"response_format {json.dumps(rf)[:60]} is not supported by this engine (only "
-                         f"{{\"type\": \"text\"}})")
+        raise BadRequest(
+            f'response_format {json.dumps(rf)[:60]} is not supported by this engine (only {{"type": "text"}})'
+        )
 
 
 def _stop_list(stop, name="stop"):
@@ -99,9 +138,13 @@ def sampling_kwargs(sp: dict) -> dict:
     top_p = as_num(sp.get("top_p"), "top_p", 0.0, 1.0)
     # SGLang's defaults (SamplingParams, and the OpenAI requests without a model generation_config): temperature
     # 1.0, so a request that names none samples; temperature 0 is greedy
-    return {"temperature": 1.0 if temp is None else temp, "top_p": 1.0 if top_p is None else top_p,
-            "stop": _stop_list(sp.get("stop")), "stop_token_ids": ids,
-            "seed": as_int(sp.get("seed", sp.get("sampling_seed")), "seed")}
+    return {
+        "temperature": 1.0 if temp is None else temp,
+        "top_p": 1.0 if top_p is None else top_p,
+        "stop": _stop_list(sp.get("stop")),
+        "stop_token_ids": ids,
+        "seed": as_int(sp.get("seed", sp.get("sampling_seed")), "seed"),
+    }
 
 
 def _derive_room(room: int, j: int) -> int:
@@ -122,8 +165,18 @@ def _per_item(v, m: int, N: int, name: str):
     raise BadRequest(f"{name} has {len(v)} entries for {m} prompt(s) x n")
 
 
-def items(b: dict, prompts: list[list[int]], n: int, max_new, sk: dict, *, mode: str, default_port: int,
-          context_length: int, logprob: tuple[bool, int]) -> list[dict]:
+def items(
+    b: dict,
+    prompts: list[list[int]],
+    n: int,
+    max_new,
+    sk: dict,
+    *,
+    mode: str,
+    default_port: int,
+    context_length: int,
+    logprob: tuple[bool, int],
+) -> list[dict]:
     """One Req's keyword arguments (without sink) per (prompt i, choice j), in SGLang's order i * n + j."""
     m, N = len(prompts), len(prompts) * n
     max_new = 128 if max_new is None else max_new
@@ -137,24 +190,24 @@ def items(b: dict, prompts: list[list[int]], n: int, max_new, sk: dict, *, mode:
         for r in rooms:
             as_int(r, "bootstrap_room", 0, allow_none=False)
     rid = b.get("rid")
-    if rid is not None and not (isinstance(rid, str) or isinstance(rid, list) and len(rid) == N
-                                and all(isinstance(x, str) for x in rid)):
+    if rid is not None and not (
+        isinstance(rid, str) or isinstance(rid, list) and len(rid) == N and all(isinstance(x, str) for x in rid)
+    ):
         raise BadRequest("rid must be a string (or a list of one string per item)")
     out = []
     for i, ids in enumerate(prompts):
         if not ids:
             raise BadRequest("prompt is empty")
         if len(ids) + max_new > context_length:
-            raise BadRequest(f"prompt ({len(ids)} tokens) + max tokens ({max_new}) exceeds the context length "
-                             f"{context_length}")
+            raise BadRequest(
+                f"prompt ({len(ids)} tokens) + max tokens ({max_new}) exceeds the context length {context_length}"
+            )
         for j in range(n):
             k = i * n + j
-            kw = dict(sk, input_ids=ids, max_new_tokens=max_new, return_logprob=logprob[0],
-                      top_logprobs_num=logprob[1])
+            kw = dict(sk, input_ids=ids, max_new_tokens=max_new, return_logprob=logprob[0], top_logprobs_num=logprob[1])
             if sk["seed"] is not None:
                 kw["seed"] = sk["seed"] + j  # choices of one seeded request differ, and stay reproducible
-            kw["rid"] = (rid[k] if isinstance(rid, list) else f"{rid}_{k}" if rid and N > 1 else rid
-                         or uuid.uuid4().hex)
+            kw["rid"] = rid[k] if isinstance(rid, list) else f"{rid}_{k}" if rid and N > 1 else rid or uuid.uuid4().hex
             if rooms is not None:
                 room = rooms[k] if rooms_per_item else _derive_room(rooms[i], j)
                 host = hosts[k if hosts_per_item else i]

@@ -3,6 +3,7 @@
 
 An entry is (logprob, [(token_id, logprob), ...top k]). pack/unpack carry one entry in the prefill's
 success notification (the first output token is sampled at prefill, decode only streams it)."""
+
 from __future__ import annotations
 
 import math

@@ -4,6 +4,7 @@ Null mode (unified) is this class as is; prefill and decode modes override `step
 A prefill step takes chunks of several waiting requests up to the chunked-prefill budget (as SGLang's
 chunked prefill: the queue's heads in order, only the last one cut). The running batch lives in the
 model's DecodeSlots: running[i] is slot i, a request's KV window is copied in once when it joins."""
+
 from __future__ import annotations
 
 import logging
@@ -50,6 +51,7 @@ def _sent_in_chunks(sink, every: int, first_at_once: bool):
         ids.clear()
         lps.clear()
         sink(ev)
+
     return put
 
 
@@ -64,8 +66,8 @@ class Scheduler:
         self.max_running = args.max_running_requests or 64
         self.inbox: queue.Queue = queue.Queue()
         self.wake = threading.Event()
-        self.waiting: list[Req] = []     # prefill compute queue (head may be part-way through its chunks)
-        self.running: list[Req] = []     # decode batch
+        self.waiting: list[Req] = []  # prefill compute queue (head may be part-way through its chunks)
+        self.running: list[Req] = []  # decode batch
         self.by_rid: dict[str, Req] = {}
         self.stats = SchedulerStats(metrics, self.engine_type)
         self.stream_interval = max(1, getattr(args, "stream_interval", 1) or 1)
@@ -97,6 +99,7 @@ class Scheduler:
                 busy = self.step()
             except Exception as e:  # a bug in one step must not wedge the server silently
                 import traceback
+
                 traceback.print_exc()
                 for r in list(self.by_rid.values()):
                     self._drop(r)
@@ -157,7 +160,7 @@ class Scheduler:
         """Start decoding r: kv[layer, k/v, pos, d] ends at position length - 1 and holds at least its last window
         (or all of it when shorter); that window is copied into the next slot."""
         m = min(length, self.model.cfg.window)
-        self.slots.join(kv[:, :, kv.shape[2] - m:], length)
+        self.slots.join(kv[:, :, kv.shape[2] - m :], length)
         self.running.append(r)
 
     def step(self) -> bool:
@@ -173,7 +176,7 @@ class Scheduler:
         """Chunks for one prefill step, (req, start, end): the waiting queue's heads in order up to the chunk budget;
         only the last may be cut, at a multiple of `page`. No more requests than the running batch has room for."""
         budget, out = self.chunk, []
-        for r in self.waiting[:max(0, self.batch_room())]:
+        for r in self.waiting[: max(0, self.batch_room())]:
             s = r.prefill_pos
             rest = len(r.input_ids) - s
             n = rest if rest <= budget else budget - budget % page
@@ -197,8 +200,13 @@ class Scheduler:
         logits = self.model.extend_batch([(r.input_ids[s:e], r.cache) for r, s, e in chunks])
         self.stats.on_extend(sum(e - s for _, s, e in chunks), time.monotonic() - t0)
         # SGLang's per-batch log line (its field names), which tests and operators read
-        log.info("Prefill batch, #new-seq: %d, #new-token: %d, #running-req: %d, #queue-req: %d", len(chunks),
-                 sum(e - s for _, s, e in chunks), len(self.running), len(self.waiting))
+        log.info(
+            "Prefill batch, #new-seq: %d, #new-token: %d, #running-req: %d, #queue-req: %d",
+            len(chunks),
+            sum(e - s for _, s, e in chunks),
+            len(self.running),
+            len(self.waiting),
+        )
         out = []
         for (r, s, e), lg in zip(chunks, logits):
             r.prefill_pos = e
@@ -225,9 +233,13 @@ class Scheduler:
         batch = list(self.running)
         self.decode_steps += 1
         if self.decode_steps % DECODE_LOG_INTERVAL == 0:  # SGLang's decode log line, at its default interval
-            log.info("Decode batch, #running-req: %d, #token: %d, gen throughput (token/s): %.2f, #queue-req: %d",
-                     len(batch), int(self.slots.pos[:len(batch)].sum()), self.stats.gen_throughput(time.monotonic()),
-                     len(self.waiting))
+            log.info(
+                "Decode batch, #running-req: %d, #token: %d, gen throughput (token/s): %.2f, #queue-req: %d",
+                len(batch),
+                int(self.slots.pos[: len(batch)].sum()),
+                self.stats.gen_throughput(time.monotonic()),
+                len(self.waiting),
+            )
         t0 = time.monotonic()
         logits = self.model.decode([r.out_ids[-1] for r in batch], self.slots)
         self.stats.on_decode(batch, time.monotonic() - t0)
@@ -243,8 +255,11 @@ class Scheduler:
             r.first_token_at = time.monotonic()
         lp = None
         if r.return_logprob:
-            lp = (sampling.entry(logits, tok, self.model.mask, r.temperature, r.top_logprobs_num)
-                  if logits is not None else r.first_logprob)
+            lp = (
+                sampling.entry(logits, tok, self.model.mask, r.temperature, r.top_logprobs_num)
+                if logits is not None
+                else r.first_logprob
+            )
         r.out_ids.append(tok)
         reason = None  # SGLang's order: length, then stop token ids (matched is the id), then stop strings
         if len(r.out_ids) >= r.max_new_tokens:

@@ -1,6 +1,7 @@
 """Decode mode: prealloc queue (pages reserved, destination sent to prefill) -> transfer queue
 (until Success with the first token, or Failed / SGLANG_DISAGGREGATION_WAITING_TIMEOUT) -> running
 batch that continues from the transferred KV (only its last window is read out of the pages, into a slot)."""
+
 from __future__ import annotations
 
 import time

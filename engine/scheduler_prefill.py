@@ -5,6 +5,7 @@ Success or Failed.
 Beyond upstream, a room may not sit in the inflight queue forever: after
 SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT seconds (default 300) it is failed and counted -- except under
 the status-update-race drill, which reproduces upstream (no such timeout)."""
+
 from __future__ import annotations
 
 import time
@@ -78,7 +79,9 @@ class PrefillScheduler(Scheduler):
                 self.kv.status.update(r.room, KVPoll.Failed)
                 self.kv.clear(r.room)
                 self.metrics.inc("num_bootstrap_failed_reqs")
-                r.fail(500, f"bootstrap timeout after {self.bootstrap_timeout:g}s (decode never sent its KV destination)")
+                r.fail(
+                    500, f"bootstrap timeout after {self.bootstrap_timeout:g}s (decode never sent its KV destination)"
+                )
         did = self._prefill_chunk()
         self._poll_inflight(now)
         return did

@@ -19,6 +19,7 @@ The scheduler process ignores SIGINT and SIGTERM: it ends when the HTTP process 
 kernel's parent-death signal backs that up), so a stop, a systemd stop or Ctrl-C ends the server as before and
 its exit status is the HTTP process's. If the scheduler process dies, the HTTP process exits 1: a server whose
 API answers while nothing generates would pass /health."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -43,7 +44,7 @@ CALLS = {
     "metrics": lambda st: st.metrics.render(),
     "server_info": lambda st: st.server_info(),
     "num_active": lambda st: st.scheduler.num_active(),
-    "loads": lambda st: [loads.snapshot(st)],   # /v1/loads: one snapshot per DP rank
+    "loads": lambda st: [loads.snapshot(st)],  # /v1/loads: one snapshot per DP rank
 }
 # A Req's runtime state stays in the scheduler process; everything else crosses.
 _LOCAL = {"sink", "gen", "cache"}
@@ -79,6 +80,7 @@ def fork(child_main) -> tuple[int, _Pipe]:
             code = e.code if isinstance(e.code, int) else 1
         except BaseException:
             import traceback
+
             traceback.print_exc()
         finally:
             sys.stdout.flush()
@@ -120,6 +122,7 @@ def serve(pipe: _Pipe, st) -> None:
             if ev[0] in ("done", "error"):
                 send(("ev", key, held[:]))
                 held.clear()
+
         return sink
 
     while True:

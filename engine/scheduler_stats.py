@@ -15,6 +15,7 @@ Where SGLang 0.5.23 observes a value, the engine observes it at the same milesto
 It also keeps what /v1/loads reports beyond the gauges (engine/loads.py): cumulative prefill tokens and busy time,
 and the decode step moments.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,20 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 class _T:
     """A request's milestones (time.monotonic seconds, as Req.created)."""
-    __slots__ = ("wait", "fwd", "last_chunk", "prefill_done", "prealloc", "transfer", "first", "last",
-                 "n_out", "chunks", "final")
+
+    __slots__ = (
+        "wait",
+        "fwd",
+        "last_chunk",
+        "prefill_done",
+        "prealloc",
+        "transfer",
+        "first",
+        "last",
+        "n_out",
+        "chunks",
+        "final",
+    )
 
     def __init__(self):
         self.wait = self.fwd = self.last_chunk = self.prefill_done = None
@@ -85,9 +98,12 @@ class SchedulerStats:
         # what /v1/loads reports besides the gauges (SGLang's scheduler keeps the same totals)
         self.total_prefill_uncached_tokens = 0
         self.total_prefill_busy_us = 0
-        self.decode_moments = [0.0] * 6   # steps, sum of batch sizes, of step us, of sizes^2, of size*us, generated
-        self._cpu_child = metrics.child("scheduler_process_cpu_seconds_total") if metrics.has(
-            "scheduler_process_cpu_seconds_total") else None
+        self.decode_moments = [0.0] * 6  # steps, sum of batch sizes, of step us, of sizes^2, of size*us, generated
+        self._cpu_child = (
+            metrics.child("scheduler_process_cpu_seconds_total")
+            if metrics.has("scheduler_process_cpu_seconds_total")
+            else None
+        )
         self._last_tick = time.monotonic()
         self._was_idle = False
         self._cpu = time.process_time()
@@ -113,6 +129,7 @@ class SchedulerStats:
                 self._on_output(_r, ev)
             finally:
                 _sink(ev)
+
         r.sink = watched
 
     def _on_output(self, r, ev) -> None:
@@ -128,8 +145,7 @@ class SchedulerStats:
                 t.first = now if r.stream or self.mode != "null" else (getattr(r, "first_token_at", None) or now)
                 aborted = isinstance(ends, dict) and ends.get("type") == "abort"
                 if self.mode != "prefill" and not aborted:
-                    self.m.observe("time_to_first_token_seconds", t.first - _created(r),
-                                   is_streaming=_is_streaming(r))
+                    self.m.observe("time_to_first_token_seconds", t.first - _created(r), is_streaming=_is_streaming(r))
             elif n and self.m.has("inter_token_latency_seconds"):
                 if self._itl is None:
                     self._itl = self.m.child("inter_token_latency_seconds")
@@ -149,10 +165,14 @@ class SchedulerStats:
         self.m.inc("generation_tokens_total", gen, is_streaming=s)
         self.m.inc("num_requests_total", 1, is_streaming=s)
         self.m.observe("e2e_request_latency_seconds", finished - _created(r), is_streaming=s)
-        if (self.mode != "prefill" and reason in ("stop", "length") and t.first is not None and gen > 1
-                and finished - t.first > 0):
-            self.m.observe("request_time_per_output_token_seconds", (finished - t.first) / (gen - 1),
-                           is_streaming=s)
+        if (
+            self.mode != "prefill"
+            and reason in ("stop", "length")
+            and t.first is not None
+            and gen > 1
+            and finished - t.first > 0
+        ):
+            self.m.observe("request_time_per_output_token_seconds", (finished - t.first) / (gen - 1), is_streaming=s)
         self.m.observe("prompt_tokens_histogram", prompt)
         self.m.observe("uncached_prompt_tokens_histogram", prompt)  # no prefix cache: every prompt token computed
         self.m.observe("generation_tokens_histogram", gen)
@@ -216,8 +236,10 @@ class SchedulerStats:
             m = self.m
             c = self._decode_children = (
                 m.child("forward_execution_seconds_total", category="decode")
-                if self.device_timer and m.has("forward_execution_seconds_total") else None,
-                m.child("realtime_tokens_total", mode="decode") if m.has("realtime_tokens_total") else None)
+                if self.device_timer and m.has("forward_execution_seconds_total")
+                else None,
+                m.child("realtime_tokens_total", mode="decode") if m.has("realtime_tokens_total") else None,
+            )
         if c[0] is not None and seconds >= 0:
             c[0].inc(seconds)
         if c[1] is not None:

@@ -1,5 +1,6 @@
 """Launch flags with SGLang's names and defaults, every SGLang 0.5.23 flag known. GPU-only flags are accepted,
 reported, and ignored."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,19 +36,34 @@ def _own_options() -> list[tuple[tuple[str, ...], dict]]:
 
     def a(*names, **kw):
         o.append((names, kw))
-    a("--model-path", "--model", dest="model_path", default=None,
-      help="local directory of an engine checkpoint (config.json, model.pt, tokenizer.json); default: built-in seeded weights")
+
+    a(
+        "--model-path",
+        "--model",
+        dest="model_path",
+        default=None,
+        help="local directory of an engine checkpoint (config.json, model.pt, tokenizer.json); "
+        "default: built-in seeded weights",
+    )
     a("--tokenizer-path", default=None)
     a("--served-model-name", default=None)
     a("--host", default="127.0.0.1")
     a("--port", type=int, default=30000)
     a("--disaggregation-mode", choices=["null", "prefill", "decode"], default="null")
-    a("--disaggregation-transfer-backend", choices=["mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"],
-      default="mooncake")
+    a(
+        "--disaggregation-transfer-backend",
+        choices=["mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"],
+        default="mooncake",
+    )
     a("--disaggregation-bootstrap-port", type=int, default=8998)
     a("--disaggregation-ib-device", default=None)
     a("--enable-metrics", action="store_true")
-    a("--chunked-prefill-size", type=int, default=None, help="tokens per prefill chunk (engine default 512; -1 disables)")
+    a(
+        "--chunked-prefill-size",
+        type=int,
+        default=None,
+        help="tokens per prefill chunk (engine default 512; -1 disables)",
+    )
     a("--page-size", type=_positive_int, default=None, help="KV page size in tokens (engine default 64)")
     a("--max-running-requests", type=_positive_int, default=None)
     a("--max-total-tokens", type=_positive_int, default=None, help="KV pool size in tokens (engine default 131072)")
@@ -80,7 +96,13 @@ def _own_options() -> list[tuple[tuple[str, ...], dict]]:
     a("--node-rank", type=int, default=0)
     a("--dist-init-addr", default=None)
     # Engine-only: drills (also via env PDCTL_DRILLS).
-    a("--drill", action="append", default=[], metavar="NAME", help=f"enable a drill: {', '.join(drills_mod.DRILL_NAMES)}")
+    a(
+        "--drill",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"enable a drill: {', '.join(drills_mod.DRILL_NAMES)}",
+    )
     return o
 
 
@@ -105,9 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     unknown flag is "unrecognized arguments", exit 2, as there. The engine's own flags keep their types and
     defaults under SGLang's option strings (aliases included); the rest are accepted with no effect and
     recorded (hidden from --help)."""
-    p = argparse.ArgumentParser(prog="python -m engine.launch_server",
-                                description="pdctl's bundled CPU engine (SGLang PD protocol). Every other flag of SGLang "
-                                "0.5.23 is accepted and has no effect.")
+    p = argparse.ArgumentParser(
+        prog="python -m engine.launch_server",
+        description="pdctl's bundled CPU engine (SGLang PD protocol). Every other flag of SGLang "
+        "0.5.23 is accepted and has no effect.",
+    )
     own = _own_options()
     by_name = {n: i for i, (names, _) in enumerate(own) for n in names}
     placed: set[int] = set()
@@ -157,8 +181,10 @@ def parse_args(argv: list[str] | None = None) -> ServerArgs:
     p = build_parser()
     ns = p.parse_args(argv)
     if ns.disaggregation_mode != "null" and ns.disaggregation_transfer_backend not in SUPPORTED_BACKENDS:
-        p.error(f"--disaggregation-transfer-backend {ns.disaggregation_transfer_backend} is not supported by the "
-                f"bundled engine (use one of: {', '.join(SUPPORTED_BACKENDS)})")
+        p.error(
+            f"--disaggregation-transfer-backend {ns.disaggregation_transfer_backend} is not supported by the "
+            f"bundled engine (use one of: {', '.join(SUPPORTED_BACKENDS)})"
+        )
     if not 0 < ns.port < 65536 or not 0 < ns.disaggregation_bootstrap_port < 65536:
         p.error("ports must be in 1..65535")
     if ns.chunked_prefill_size is None:

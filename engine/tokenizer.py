@@ -1,4 +1,5 @@
 """Byte-level tokenizer: ids 0..255 are bytes, then three specials (matches assets/tiny-byte-lm/tokenizer.json)."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -40,7 +40,7 @@ def _mask_nested(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_mask_nested(v) for v in obj]
     if isinstance(obj, str):
-        return mask_text(obj)   # SECRET=value or --api-key value inside an error message or a log tail
+        return mask_text(obj)  # SECRET=value or --api-key value inside an error message or a log tail
     return obj
 
 
@@ -50,19 +50,19 @@ def _open_for_append(p: Path) -> int:
     try:
         mode = os.stat(p).st_mode
     except OSError:
-        mode = None     # missing (created below) or unreadable (the open says why)
+        mode = None  # missing (created below) or unreadable (the open says why)
     if mode is not None and not stat.S_ISREG(mode):
         raise UsageError(f"audit log {p}: not a regular file ({_kind(mode)})", hint=_UNWRITABLE_HINT)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
     except OSError as e:
-        raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})",
-                         hint=_UNWRITABLE_HINT) from None
+        raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})", hint=_UNWRITABLE_HINT) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(f"audit log {p}: not a regular file ({_kind(os.fstat(fd).st_mode)})",
-                             hint=_UNWRITABLE_HINT)
+            raise UsageError(
+                f"audit log {p}: not a regular file ({_kind(os.fstat(fd).st_mode)})", hint=_UNWRITABLE_HINT
+            )
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -71,9 +71,17 @@ def _open_for_append(p: Path) -> int:
 
 
 def _kind(mode: int) -> str:
-    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
-            "not a file")
+    return (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a file"
+    )
 
 
 _UNWRITABLE_HINT = "every mutating action is recorded first: fix that path, or point PDCTL_AUDIT_LOG at a writable file"
@@ -86,8 +94,16 @@ def check_writable(path: Path | None = None) -> Path:
     return p
 
 
-def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, result: str,
-           started: float, extra: dict[str, Any] | None = None, path: Path | None = None) -> dict[str, Any]:
+def append(
+    action: str,
+    *,
+    inventory: str,
+    args: dict[str, Any] | None = None,
+    result: str,
+    started: float,
+    extra: dict[str, Any] | None = None,
+    path: Path | None = None,
+) -> dict[str, Any]:
     """Append one record and return it. Safe with concurrent writers (flock + a single write of one line).
     Raises UsageError naming the log when it cannot be written (missing directory made, FIFO or directory refused)."""
     now = time.time()
@@ -110,10 +126,10 @@ def append(action: str, *, inventory: str, args: dict[str, Any] | None = None, r
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         os.write(fd, line)
-    except OSError as e:     # e.g. a full disk
+    except OSError as e:  # e.g. a full disk
         raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})", hint=_UNWRITABLE_HINT) from None
     finally:
-        os.close(fd)         # closing drops the flock
+        os.close(fd)  # closing drops the flock
     return record
 
 
@@ -128,8 +144,14 @@ class Audited:
 
 
 @contextmanager
-def audited(action: str, *, inventory: str, args: dict[str, Any], mark_start: bool = False,
-            states: Callable[[], Any] | None = None) -> Iterator[Audited]:
+def audited(
+    action: str,
+    *,
+    inventory: str,
+    args: dict[str, Any],
+    mark_start: bool = False,
+    states: Callable[[], Any] | None = None,
+) -> Iterator[Audited]:
     """Append one final record for `action` however it ends: the result the action set, the error that stopped
     it (refusals included), or "interrupted by SIGTERM" (the signal named when the interrupt carries one).
 
@@ -157,7 +179,7 @@ def audited(action: str, *, inventory: str, args: dict[str, Any], mark_start: bo
         if states is not None:
             try:
                 rec.extra["roles"] = states()
-            except Exception as err:    # the host may be what hung: the interrupt is still recorded
+            except Exception as err:  # the host may be what hung: the interrupt is still recorded
                 rec.extra["roles"] = f"unknown: {getattr(err, 'message', None) or err}"
         raise
     except Exception as e:
@@ -171,7 +193,7 @@ def audited(action: str, *, inventory: str, args: dict[str, Any], mark_start: bo
         try:
             append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
         except UsageError:
-            if not failed:      # else the action's own error is the one to report
+            if not failed:  # else the action's own error is the one to report
                 raise
 
 
@@ -192,8 +214,14 @@ class CorruptLine:
 
 AuditLine = Union[Record, CorruptLine]
 
-_JSON_KIND = {list: "a JSON array", str: "a JSON string", int: "a JSON number", float: "a JSON number",
-              bool: "a JSON boolean", type(None): "JSON null"}
+_JSON_KIND = {
+    list: "a JSON array",
+    str: "a JSON string",
+    int: "a JSON number",
+    float: "a JSON number",
+    bool: "a JSON boolean",
+    type(None): "JSON null",
+}
 
 
 def parse_line(raw: bytes, lineno: int) -> Optional[AuditLine]:
@@ -203,12 +231,12 @@ def parse_line(raw: bytes, lineno: int) -> Optional[AuditLine]:
         return None
     text = raw.decode(errors="replace")
     try:
-        data = json.loads(raw.decode())     # decoded strictly: bytes that are not UTF-8 are damage, not a record
+        data = json.loads(raw.decode())  # decoded strictly: bytes that are not UTF-8 are damage, not a record
     except UnicodeDecodeError as e:
         return CorruptLine(lineno, text, f"not UTF-8 (byte {e.start + 1})")
     except json.JSONDecodeError as e:
         return CorruptLine(lineno, text, f"not valid JSON: {e.msg} (column {e.colno})")
-    except (ValueError, RecursionError) as e:     # e.g. an integer too long, arrays nested thousands deep
+    except (ValueError, RecursionError) as e:  # e.g. an integer too long, arrays nested thousands deep
         return CorruptLine(lineno, text, f"not valid JSON: {type(e).__name__}")
     if not isinstance(data, dict):
         return CorruptLine(lineno, text, f"{_JSON_KIND.get(type(data), 'JSON')}, not an object")
@@ -226,8 +254,11 @@ def read_records(path: Path) -> list[AuditLine]:
     try:
         fd = open_regular(path, UsageError, "audit log", limit=None)
     except UsageError as e:
-        raise UsageError(e.message, hint="the audit log is $PDCTL_AUDIT_LOG when set, else audit.jsonl in pdctl's "
-                                         "state directory; point it at a regular file") from None
+        raise UsageError(
+            e.message,
+            hint="the audit log is $PDCTL_AUDIT_LOG when set, else audit.jsonl in pdctl's "
+            "state directory; point it at a regular file",
+        ) from None
     with os.fdopen(fd, "rb") as f:
         lines = (parse_line(raw, n) for n, raw in enumerate(f, start=1))
         return [x for x in lines if x is not None]
@@ -239,6 +270,7 @@ def line_json(line: AuditLine) -> dict[str, Any]:
 
 
 # -- querying -------------------------------------------------------------------------------------------------------
+
 
 def matches_action(record: Record, action: str) -> bool:
     """The record is of `action` exactly ('run final-health') or `action` is its first word(s) ('run')."""
@@ -259,15 +291,15 @@ def _same_path(rec: str, source: str) -> bool:
     except (OSError, RuntimeError):
         return False
     parts = [p for p in got.parts if p not in (".", "")]
-    return not got.is_absolute() and ".." not in parts and bool(parts) and list(want.parts[-len(parts):]) == parts
+    return not got.is_absolute() and ".." not in parts and bool(parts) and list(want.parts[-len(parts) :]) == parts
 
 
 def _load_inventory(path: str | os.PathLike):
-    from pdctl.inventory import load_inventory   # lazy: the models are not needed to append a record
+    from pdctl.inventory import load_inventory  # lazy: the models are not needed to append a record
 
     try:
         return load_inventory(path)
-    except UnicodeDecodeError:      # the YAML loader reads text and lets this one through
+    except UnicodeDecodeError:  # the YAML loader reads text and lets this one through
         raise InventoryError(f"{path}: cannot read inventory: not UTF-8 text") from None
 
 
@@ -324,9 +356,10 @@ def parse_when(text: str, *, option: str = "--since", now: Optional[float] = Non
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise UsageError(f"{option} {text!r}: not a time", hint="give an ISO time (2025-01-01T10:00) or a time "
-                                                                 "ago: 30m, 2h, 1d") from None
-    return when if when.tzinfo else when.astimezone()     # naive: the operator's local time
+        raise UsageError(
+            f"{option} {text!r}: not a time", hint="give an ISO time (2025-01-01T10:00) or a time ago: 30m, 2h, 1d"
+        ) from None
+    return when if when.tzinfo else when.astimezone()  # naive: the operator's local time
 
 
 def record_time(record: Record) -> Optional[datetime]:
@@ -339,15 +372,22 @@ def record_time(record: Record) -> Optional[datetime]:
 
 def _in_time(record: Record, since: Optional[datetime], until: Optional[datetime]) -> bool:
     at = record_time(record)
-    if at is None:      # undated: nobody can say it is outside the range, as for a corrupt line
+    if at is None:  # undated: nobody can say it is outside the range, as for a corrupt line
         return True
     return (since is None or at >= since) and (until is None or at <= until)
 
 
-def query(lines: Iterable[AuditLine], *, action: Optional[str] = None, result: Optional[str] = None,
-          inventory: Union[str, InventoryFilter, None] = None, since: Optional[datetime] = None,
-          until: Optional[datetime] = None, limit: Optional[int] = None,
-          name_of: Callable[[str], Optional[str]] = inventory_name_of) -> list[AuditLine]:
+def query(
+    lines: Iterable[AuditLine],
+    *,
+    action: Optional[str] = None,
+    result: Optional[str] = None,
+    inventory: Union[str, InventoryFilter, None] = None,
+    since: Optional[datetime] = None,
+    until: Optional[datetime] = None,
+    limit: Optional[int] = None,
+    name_of: Callable[[str], Optional[str]] = inventory_name_of,
+) -> list[AuditLine]:
     """The lines that match every filter given, oldest first, at most the last `limit`.
 
     `action`: see matches_action. `result`: one of RESULT_WORDS, the record's result in a word (result_word;
@@ -375,7 +415,7 @@ def query(lines: Iterable[AuditLine], *, action: Optional[str] = None, result: O
         want = inventory if isinstance(inventory, InventoryFilter) else InventoryFilter.resolve(inventory)
         names: dict[str, Optional[str]] = {}
 
-        def cached(path: str) -> Optional[str]:     # a log names the same few files over and over
+        def cached(path: str) -> Optional[str]:  # a log names the same few files over and over
             if path not in names:
                 names[path] = name_of(path)
             return names[path]

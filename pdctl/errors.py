@@ -12,7 +12,7 @@ class PdctlError(Exception):
 
     exit_code = 1
 
-    warnings: tuple[str, ...] = ()   # what the action had warned of before it failed (carry_warnings)
+    warnings: tuple[str, ...] = ()  # what the action had warned of before it failed (carry_warnings)
 
     def __init__(self, message: str, *, hint: str | None = None):
         super().__init__(message)
@@ -84,7 +84,8 @@ class HostKeyRefused(RefusedError):
 
 
 class StepFailed(PdctlError):
-    """A step of a mutating sequence (deploy, restart) failed; the message says where it stopped and each role's state."""
+    """A step of a mutating sequence (deploy, restart) failed; the message says where it stopped and each role's
+    state."""
 
     exit_code = 1
 

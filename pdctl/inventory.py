@@ -34,11 +34,11 @@ DEFAULT_PORTS = {"prefill": 30000, "decode": 30002, "router": 30001}
 DEFAULT_BOOTSTRAP_PORT = 8998
 
 
-SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$"   # used in file paths, lock dirs and systemd unit names
+SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$"  # used in file paths, lock dirs and systemd unit names
 
 
 Port = Annotated[int, Meta(ge=1, le=65535)]
-Seconds = Annotated[float, Meta(gt=0, le=7 * 86400)]    # a timeout, never infinite (.inf would wait for ever)
+Seconds = Annotated[float, Meta(gt=0, le=7 * 86400)]  # a timeout, never infinite (.inf would wait for ever)
 SafeName = Annotated[str, Meta(pattern=SAFE_NAME)]
 
 
@@ -80,31 +80,36 @@ class Host(_Strict):
     address: str = "127.0.0.1"
     user: Optional[str] = None
     port: Port = 22
-    key: Optional[str] = None                # private key file
-    known_hosts: Optional[str] = None        # default: ~/.ssh/known_hosts
-    accept_new_host_key: bool = False        # only an explicit yes trusts an unknown key
-    ssh_config: Optional[str] = None         # default: ~/.ssh/config when it exists; `none`: read none
-    proxy_jump: Optional[str] = None         # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
+    key: Optional[str] = None  # private key file
+    known_hosts: Optional[str] = None  # default: ~/.ssh/known_hosts
+    accept_new_host_key: bool = False  # only an explicit yes trusts an unknown key
+    ssh_config: Optional[str] = None  # default: ~/.ssh/config when it exists; `none`: read none
+    proxy_jump: Optional[str] = None  # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
     connect_timeout: Seconds = 10.0
     command_timeout: Seconds = 60.0
-    http: Literal["direct", "tunnel"] = "direct"   # tunnel: reach role ports via the SSH connection
-    keep_connection: Annotated[float, Meta(ge=0, le=86400)] = 0.0   # ssh: idle seconds a keeper holds it; 0 off
-    internal_address: Optional[str] = None   # how other roles reach this host; default 127.0.0.1 (same host)
+    http: Literal["direct", "tunnel"] = "direct"  # tunnel: reach role ports via the SSH connection
+    keep_connection: Annotated[float, Meta(ge=0, le=86400)] = 0.0  # ssh: idle seconds a keeper holds it; 0 off
+    internal_address: Optional[str] = None  # how other roles reach this host; default 127.0.0.1 (same host)
     service_manager: Literal["systemd", "pidfile"] = "pidfile"
     # the Restart= of the units pdctl renders; docs/inventory.md says what each choice costs (systemd only);
     # a bool because YAML reads a bare `no` as false
     systemd_restart: Union[Literal["on-failure", "always", "no"], bool] = "on-failure"
-    python: Optional[str] = None             # interpreter for engine/sglang; default: this one (local), python3 (ssh)
-    state_dir: Optional[str] = None          # pidfiles, logs, rendered launchers; default per transport
-    workdir: Optional[str] = None            # cwd of launched processes (bundled engine: a checkout with engine/)
+    python: Optional[str] = None  # interpreter for engine/sglang; default: this one (local), python3 (ssh)
+    state_dir: Optional[str] = None  # pidfiles, logs, rendered launchers; default per transport
+    workdir: Optional[str] = None  # cwd of launched processes (bundled engine: a checkout with engine/)
 
     def __post_init__(self) -> None:
         from pdctl.host_address import address_problem, jump_problem
 
-        problems = [(name, why) for name, why in (
-            ("address", address_problem(self.address)),
-            ("internal_address", self.internal_address is not None and address_problem(self.internal_address)),
-            ("proxy_jump", self.proxy_jump is not None and jump_problem(self.proxy_jump))) if why]
+        problems = [
+            (name, why)
+            for name, why in (
+                ("address", address_problem(self.address)),
+                ("internal_address", self.internal_address is not None and address_problem(self.internal_address)),
+                ("proxy_jump", self.proxy_jump is not None and jump_problem(self.proxy_jump)),
+            )
+            if why
+        ]
         if problems:
             raise field_errors(problems)
         if self.systemd_restart is False:
@@ -113,32 +118,35 @@ class Host(_Strict):
             raise field_error("systemd_restart", "expected 'on-failure', 'always' or 'no'")
         # the default is allowed anywhere: a dumped and re-read inventory carries it on every host
         if self.systemd_restart != "on-failure" and self.service_manager != "systemd":
-            raise field_error("systemd_restart", "only service_manager: systemd restarts a service on its own "
-                                                 "(the pidfile manager never does)")
+            raise field_error(
+                "systemd_restart",
+                "only service_manager: systemd restarts a service on its own (the pidfile manager never does)",
+            )
 
 
-class RoleInstance(_Strict, kw_only=True):     # kw_only is per class in msgspec: `port` follows defaults
+class RoleInstance(_Strict, kw_only=True):  # kw_only is per class in msgspec: `port` follows defaults
     """One process of a role on a host."""
 
     host: str = "local"
     port: Port
     listen_host: str = "127.0.0.1"
-    bootstrap_port: Optional[Port] = None    # prefill only
-    service: Optional[SafeName] = None       # systemd unit or pidfile name; default pdctl-<name>-<role>-<i>
-    args: dict[str, ArgValue] = field(default_factory=dict)     # extra launch flags: {"--flag": value|true}
-    env: dict[str, Any] = field(default_factory=dict)          # name -> text once checked (env_as_text)
+    bootstrap_port: Optional[Port] = None  # prefill only
+    service: Optional[SafeName] = None  # systemd unit or pidfile name; default pdctl-<name>-<role>-<i>
+    args: dict[str, ArgValue] = field(default_factory=dict)  # extra launch flags: {"--flag": value|true}
+    env: dict[str, Any] = field(default_factory=dict)  # name -> text once checked (env_as_text)
     ready_timeout: Seconds = 300.0
-    kind: Optional[str] = None               # router only: smg (the default) or sglang-router (pdctl.routers)
+    kind: Optional[str] = None  # router only: smg (the default) or sglang-router (pdctl.routers)
 
     def __post_init__(self) -> None:
         from pdctl.host_address import address_problem
         from pdctl.routers import router_kinds
 
         if self.kind is not None and self.kind not in router_kinds():
-            raise field_error("kind", f"unknown router kind {self.kind!r} (choose from "
-                                      f"{', '.join(sorted(router_kinds()))})")
+            raise field_error(
+                "kind", f"unknown router kind {self.kind!r} (choose from {', '.join(sorted(router_kinds()))})"
+            )
 
-        problem = address_problem(self.listen_host)   # "" would bind every address: never by accident
+        problem = address_problem(self.listen_host)  # "" would bind every address: never by accident
         if problem:
             raise field_error("listen_host", problem)
         for flag, val in self.args.items():
@@ -159,7 +167,7 @@ class Roles(_Strict):
 class Probe(_Strict):
     """The end-to-end chat completion of final-health."""
 
-    model: Optional[str] = None              # default: the served model name
+    model: Optional[str] = None  # default: the served model name
     prompt: str = "hi"
     max_tokens: Annotated[int, Meta(ge=1)] = 8
     timeout: Seconds = 30.0
@@ -176,7 +184,7 @@ class Expect(_Strict):
 
 
 class FinalHealth(_Strict):
-    health_timeout: Seconds = 4.0            # the seed's curl -m4
+    health_timeout: Seconds = 4.0  # the seed's curl -m4
     metrics_timeout: Seconds = 5.0
     probe: Probe = field(default_factory=Probe)
     expect: dict[RoleName, Expect] = field(default_factory=dict)
@@ -187,7 +195,7 @@ class SilencedRule(_Strict):
 
     rule: str
     reason: Annotated[str, Meta(min_length=1)]
-    role: Optional[str] = None               # a role (decode) or instance (decode[0]); default every role
+    role: Optional[str] = None  # a role (decode) or instance (decode[0]); default every role
 
     def __post_init__(self) -> None:
         from pdctl.checks.lint_rules import RULES
@@ -195,8 +203,11 @@ class SilencedRule(_Strict):
         if self.rule not in RULES:
             raise field_error("rule", f"unknown lint rule {self.rule!r} (docs/lint.md lists them)")
         if RULES[self.rule].blocks:
-            raise field_error("rule", f"lint rule {self.rule!r} cannot be silenced: the command line would not "
-                                      "start (fix it, or pass --skip-lint to deploy/restart once)")
+            raise field_error(
+                "rule",
+                f"lint rule {self.rule!r} cannot be silenced: the command line would not "
+                "start (fix it, or pass --skip-lint to deploy/restart once)",
+            )
 
 
 class LintSettings(_Strict):
@@ -216,16 +227,16 @@ class LintSettings(_Strict):
 class WatchSettings(_Strict):
     """`pdctl watch` cadences (seconds between rounds of each) and where its exporter listens (docs/watch.md)."""
 
-    health_every: _le(86400) = 5.0           # /health, router /readiness, the transfer counters
-    inflight_interval: _le(3600) = 1.0       # one read of every worker's PD gauges, continuously
-    inflight_window: _le(86400) = 20.0       # the sliding window the inflight verdict judges
-    e2e_every: _le(86400) = 30.0             # a chat completion through each router
-    pairs_every: _le(86400) = 30.0           # a canary for every prefill x decode pair
-    flags_every: _le(86400) = 60.0           # live flags/env and the restart lineage
-    listen: str = "127.0.0.1:9464"           # the exporter's HOST:PORT
-    heal_pin_after: _le(86400) = 60.0        # --heal: a pin seen this long is healed
-    heal_pair_failures: Annotated[int, Meta(ge=1, le=1000)] = 3   # --heal: a pair failing this many canaries in a row
-    heal_max_per_hour: Annotated[int, Meta(ge=1, le=60)] = 2      # --heal: then it alerts and stops acting
+    health_every: _le(86400) = 5.0  # /health, router /readiness, the transfer counters
+    inflight_interval: _le(3600) = 1.0  # one read of every worker's PD gauges, continuously
+    inflight_window: _le(86400) = 20.0  # the sliding window the inflight verdict judges
+    e2e_every: _le(86400) = 30.0  # a chat completion through each router
+    pairs_every: _le(86400) = 30.0  # a canary for every prefill x decode pair
+    flags_every: _le(86400) = 60.0  # live flags/env and the restart lineage
+    listen: str = "127.0.0.1:9464"  # the exporter's HOST:PORT
+    heal_pin_after: _le(86400) = 60.0  # --heal: a pin seen this long is healed
+    heal_pair_failures: Annotated[int, Meta(ge=1, le=1000)] = 3  # --heal: a pair failing this many canaries in a row
+    heal_max_per_hour: Annotated[int, Meta(ge=1, le=60)] = 2  # --heal: then it alerts and stops acting
 
     def __post_init__(self) -> None:
         try:
@@ -233,8 +244,10 @@ class WatchSettings(_Strict):
         except ValueError as e:
             raise field_error("listen", str(e)) from None
         if self.inflight_interval > self.inflight_window:
-            raise field_error("inflight_interval", f"{self.inflight_interval:g} must be at most inflight_window "
-                                                   f"{self.inflight_window:g}")
+            raise field_error(
+                "inflight_interval",
+                f"{self.inflight_interval:g} must be at most inflight_window {self.inflight_window:g}",
+            )
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -246,10 +259,10 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set after validation, not a field
+class Inventory(_Strict, kw_only=True, dict=True):  # dict: `source` is set after validation, not a field
     name: SafeName = "local"
     engine: Literal["bundled", "sglang"] = "bundled"
-    model_path: Optional[str] = None         # sglang: required; bundled: optional engine checkpoint
+    model_path: Optional[str] = None  # sglang: required; bundled: optional engine checkpoint
     served_model_name: str = "pdctl-tiny"
     transfer_backend: str = "nixl"
     hosts: dict[str, Host] = field(default_factory=lambda: {"local": Host()})
@@ -257,7 +270,7 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
     final_health: FinalHealth = field(default_factory=FinalHealth)
     lint: LintSettings = field(default_factory=LintSettings)
     watch: WatchSettings = field(default_factory=WatchSettings)
-    source: ClassVar[str] = "<embedded default>"   # the file it came from (set per instance by parse_inventory)
+    source: ClassVar[str] = "<embedded default>"  # the file it came from (set per instance by parse_inventory)
 
     def __post_init__(self) -> None:
         for role in ROLES:
@@ -268,8 +281,9 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
                 if role != "prefill" and inst.bootstrap_port is not None:
                     raise field_error(f"roles.{role}.{i}.bootstrap_port", "only prefill has a bootstrap port")
                 if role != "router" and inst.kind is not None:
-                    raise field_error(f"roles.{role}.{i}.kind", "only a router has a kind (the engine is the "
-                                                                "inventory's `engine`)")
+                    raise field_error(
+                        f"roles.{role}.{i}.kind", "only a router has a kind (the engine is the inventory's `engine`)"
+                    )
         self._check_args()
         self._check_reachable()
         if self.engine == "sglang" and not self.model_path:
@@ -279,7 +293,7 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
     def _check_ports(self) -> None:
         """Refuse two uses of one port on one host, each clash named under the field that makes it (a prefill's
         `bootstrap_port` also when it is the default) with the field of its other user."""
-        seen: dict[tuple[str, int], str] = {}      # (host, port) -> "prefill[0]'s bootstrap_port"
+        seen: dict[tuple[str, int], str] = {}  # (host, port) -> "prefill[0]'s bootstrap_port"
         problems = []
         for role, i, inst in self.instances():
             uses = [("port", inst.port)]
@@ -290,8 +304,9 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
                 key = (inst.host, p)
                 if key in seen:
                     why = f"port {p}{default} on host {inst.host!r} is also used by {seen[key]}"
-                    problems.append((f"roles.{role}.{i}.{name}",
-                                     why + ("; set a bootstrap_port per prefill" if default else "")))
+                    problems.append(
+                        (f"roles.{role}.{i}.{name}", why + ("; set a bootstrap_port per prefill" if default else ""))
+                    )
                 else:
                     seen[key] = f"{role}[{i}]'s {name}{default}"
         if problems:
@@ -303,8 +318,11 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
         routes to, and its `--host` would slip past the reachability check. Every such flag is named."""
         from pdctl.managed_flags import args_conflicts
 
-        problems = [(f"roles.{role}.{i}.args.{key}", why) for role, i, inst in self.instances()
-                    for key, why in args_conflicts(role, i, inst.args, model_path=bool(self.model_path))]
+        problems = [
+            (f"roles.{role}.{i}.args.{key}", why)
+            for role, i, inst in self.instances()
+            for key, why in args_conflicts(role, i, inst.args, model_path=bool(self.model_path))
+        ]
         if problems:
             raise field_errors(problems)
 
@@ -314,20 +332,24 @@ class Inventory(_Strict, kw_only=True, dict=True):   # dict: `source` is set aft
         for role, i, inst in self.instances():
             if not _is_loopback(inst.listen_host):
                 continue
-            dialers = [] if role == "router" else self.instances("router")   # nobody but the operator dials a router
+            dialers = [] if role == "router" else self.instances("router")  # nobody but the operator dials a router
             if role == "prefill":
                 dialers += self.instances("decode")
             for r, j, other in dialers:
                 if other.host != inst.host:
                     raise field_error(
-                        f"roles.{role}.{i}.listen_host", f"{inst.listen_host} is reachable only on host "
+                        f"roles.{role}.{i}.listen_host",
+                        f"{inst.listen_host} is reachable only on host "
                         f"{inst.host!r}, but {r}[{j}] on host {other.host!r} must reach it; listen on 0.0.0.0 or the "
-                        "host's address")
+                        "host's address",
+                    )
             host = self.hosts[inst.host]
             if host.transport == "ssh" and host.http == "direct":
                 raise field_error(
-                    f"roles.{role}.{i}.listen_host", f"{inst.listen_host} cannot be probed directly on "
-                    f"{host.address}; set hosts.{inst.host}.http: tunnel, or listen on the host's address")
+                    f"roles.{role}.{i}.listen_host",
+                    f"{inst.listen_host} cannot be probed directly on "
+                    f"{host.address}; set hosts.{inst.host}.http: tunnel, or listen on the host's address",
+                )
 
     # -- derived views ---------------------------------------------------------------------------------------
     def instances(self, role: str | None = None) -> list[tuple[str, int, RoleInstance]]:
@@ -370,12 +392,13 @@ def _is_loopback(addr: str) -> bool:
 def parse_inventory(data: Any, source: str) -> Inventory:
     """Validate a mapping as an inventory. Raises InventoryError naming `source` and the bad field."""
     if data is None:
-        raise InventoryError(f"{source}: the inventory is empty",
-                             hint="start from examples/seed-production.yaml or docs/inventory.md")
+        raise InventoryError(
+            f"{source}: the inventory is empty", hint="start from examples/seed-production.yaml or docs/inventory.md"
+        )
     if not isinstance(data, dict):
         raise InventoryError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
     try:
-        inv = msgspec.convert(data, Inventory, strict=False)   # lax as YAML is: "8" for 8, 1 for 1.0
+        inv = msgspec.convert(data, Inventory, strict=False)  # lax as YAML is: "8" for 8, 1 for 1.0
     except msgspec.ValidationError as err:
         lines = validation_problems(err, data, Inventory)
         raise InventoryError("\n  ".join([f"{source}: invalid inventory", *lines])) from None
@@ -398,11 +421,14 @@ def embedded_default() -> Inventory:
             "engine": "bundled",
             "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
             "roles": {
-                "prefill": [{"host": "local", "port": DEFAULT_PORTS["prefill"], "bootstrap_port": DEFAULT_BOOTSTRAP_PORT}],
+                "prefill": [
+                    {"host": "local", "port": DEFAULT_PORTS["prefill"], "bootstrap_port": DEFAULT_BOOTSTRAP_PORT}
+                ],
                 "decode": [{"host": "local", "port": DEFAULT_PORTS["decode"]}],
                 # The router's default 60 s health interval keeps a restarted worker out for minutes.
-                "router": [{"host": "local", "port": DEFAULT_PORTS["router"],
-                            "args": {"--health-check-interval-secs": 2}}],
+                "router": [
+                    {"host": "local", "port": DEFAULT_PORTS["router"], "args": {"--health-check-interval-secs": 2}}
+                ],
             },
         },
         "<embedded default>",

@@ -7,7 +7,7 @@ from typing import Any
 
 from pdctl.struct_errors import field_error
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # a shell identifier: the name reaches `env NAME=...` launchers
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a shell identifier: the name reaches `env NAME=...` launchers
 
 
 def env_as_text(v: Any) -> Any:
@@ -21,16 +21,19 @@ def env_as_text(v: Any) -> Any:
     out = {}
     for k, val in v.items():
         if not isinstance(k, str) or not ENV_NAME.fullmatch(k):
-            raise ValueError(f"env name {k!r} is not a shell identifier (letters, digits and _, not starting "
-                             "with a digit)")
+            raise ValueError(
+                f"env name {k!r} is not a shell identifier (letters, digits and _, not starting with a digit)"
+            )
         if val is None:
             raise ValueError(f'env {k}: null is not a value; write an empty string "" if that is meant')
         if not isinstance(val, (str, int, float, bool)):
             from pdctl.secrets import MASK, is_secret_name
 
-            shown = MASK if is_secret_name(k) else repr(val)[:60]   # a secret's value is never echoed
-            raise ValueError(f"env {k}: the value must be a string, number or boolean, got "
-                             f"{type(val).__name__} {shown}; quote it to pass it as text")
+            shown = MASK if is_secret_name(k) else repr(val)[:60]  # a secret's value is never echoed
+            raise ValueError(
+                f"env {k}: the value must be a string, number or boolean, got "
+                f"{type(val).__name__} {shown}; quote it to pass it as text"
+            )
         text = ("true" if val else "false") if isinstance(val, bool) else str(val)
         if "\0" in text:
             raise ValueError(f"env {k}: the value contains a NUL character")

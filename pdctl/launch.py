@@ -15,6 +15,7 @@ from pdctl.errors import InventoryError
 from pdctl.inventory import ArgValue, Inventory
 from pdctl.services.base import ServiceSpec
 
+
 def server_modules() -> set[str]:
     """The module of every registered engine kind (pdctl.engines)."""
     from pdctl.engines import engine_kinds
@@ -52,8 +53,10 @@ def flag_tokens(args: dict[str, ArgValue]) -> list[str]:
             if len(texts) == 1 and texts[0].startswith("-"):
                 out.append(f"{flag}={texts[0]}")
             elif dashed:
-                raise ValueError(f"{flag}: a list element starts with '-', which SGLang's argument parser would "
-                                 "read as a flag; give a single value (rendered as FLAG=VALUE) or drop the '-'")
+                raise ValueError(
+                    f"{flag}: a list element starts with '-', which SGLang's argument parser would "
+                    "read as a flag; give a single value (rendered as FLAG=VALUE) or drop the '-'"
+                )
             else:
                 out.append(flag)
                 out.extend(texts)
@@ -83,8 +86,9 @@ def recorded_python(spec: ServiceSpec | None) -> str | None:
     return spec.argv[0]
 
 
-def resolved_pythons(inv: Inventory, installed: Mapping[tuple[str, int], ServiceSpec | None]
-                     ) -> dict[tuple[str, int], tuple[str, str]]:
+def resolved_pythons(
+    inv: Inventory, installed: Mapping[tuple[str, int], ServiceSpec | None]
+) -> dict[tuple[str, int], tuple[str, str]]:
     """(interpreter, where it comes from) per (role, index), given each role's installed spec (None: none).
 
     "inventory": hosts.<name>.python is declared (the way to change it); "installed": kept from the role's installed
@@ -123,14 +127,16 @@ def base_flags(inv: Inventory, role: str, index: int) -> dict[str, ArgValue]:
     flags: dict[str, ArgValue] = {}
     if inv.model_path:
         flags["--model-path"] = inv.model_path
-    flags.update({
-        "--served-model-name": inv.served_model_name,
-        "--disaggregation-mode": role,
-        "--host": inst.listen_host,
-        "--port": inst.port,
-        "--disaggregation-transfer-backend": inv.transfer_backend,
-        "--enable-metrics": True,
-    })
+    flags.update(
+        {
+            "--served-model-name": inv.served_model_name,
+            "--disaggregation-mode": role,
+            "--host": inst.listen_host,
+            "--port": inst.port,
+            "--disaggregation-transfer-backend": inv.transfer_backend,
+            "--enable-metrics": True,
+        }
+    )
     if role == "prefill":
         flags["--disaggregation-bootstrap-port"] = inv.bootstrap_port(inst)
     return flags

@@ -22,7 +22,7 @@ from shlex import quote
 from pdctl.errors import LockHeld
 from pdctl.transport.base import Transport
 
-OWNERLESS_STALE_S = 30.0   # a lock dir with no owner.json this old was left by a holder that died mid-acquire
+OWNERLESS_STALE_S = 30.0  # a lock dir with no owner.json this old was left by a holder that died mid-acquire
 
 
 @dataclass
@@ -33,7 +33,7 @@ class LockInfo:
     hostname: str
     pid: int
     token: str
-    run: str = ""       # the audit run id of the holder's action ("" when it had none)
+    run: str = ""  # the audit run id of the holder's action ("" when it had none)
 
     def describe(self) -> str:
         age = int(time.time() - self.since)
@@ -59,8 +59,7 @@ class LockInfo:
             return None
         if isinstance(since, bool) or not isinstance(since, (int, float)) or not math.isfinite(since):
             return None
-        return cls(*(data[k] for k in ("operator", "action")), float(since), data["hostname"], pid, data["token"],
-                   run)
+        return cls(*(data[k] for k in ("operator", "action")), float(since), data["hostname"], pid, data["token"], run)
 
 
 @dataclass(frozen=True)
@@ -75,34 +74,53 @@ class Abandoned:
     def describe(self) -> str:
         if self.owner is None:
             age = f", {self.age_s:.0f}s old" if self.age_s is not None else ""
-            return f"abandoned deployment lock {self.lock_dir} on {self.host} (no owner.json{age}: its holder died " \
-                   "while taking it)"
+            return (
+                f"abandoned deployment lock {self.lock_dir} on {self.host} (no owner.json{age}: its holder died "
+                "while taking it)"
+            )
         o = self.owner
         since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(o.since))
         run = f", run {o.run}" if o.run else ""
-        return (f"abandoned deployment lock {self.lock_dir} on {self.host}: held by {o.operator} for "
-                f"'{o.action}' since {since} (pid {o.pid} on {o.hostname}{run}), and that process is gone; "
-                "what it was doing may be half done")
+        return (
+            f"abandoned deployment lock {self.lock_dir} on {self.host}: held by {o.operator} for "
+            f"'{o.action}' since {since} (pid {o.pid} on {o.hostname}{run}), and that process is gone; "
+            "what it was doing may be half done"
+        )
 
 
 @dataclass(frozen=True)
 class LockState:
     """What one read of the lock says: at most one of the two is set (both None: the lock is free)."""
 
-    holder: str | None            # a live holder, described ("alice (restart --pair, pid 7 on h1, for 12s)")
-    abandoned: Abandoned | None   # a holder that is gone
+    holder: str | None  # a live holder, described ("alice (restart --pair, pid 7 on h1, for 12s)")
+    abandoned: Abandoned | None  # a holder that is gone
 
 
 class DeploymentLock:
     """Context manager. `DeploymentLock(transport, lock_dir, operator, action)`; raises LockHeld if taken."""
 
-    def __init__(self, transport: Transport, lock_dir: str, operator: str, action: str, *, run: str = "",
-                 on_takeover: Callable[[Abandoned], None] | None = None):
+    def __init__(
+        self,
+        transport: Transport,
+        lock_dir: str,
+        operator: str,
+        action: str,
+        *,
+        run: str = "",
+        on_takeover: Callable[[Abandoned], None] | None = None,
+    ):
         """`on_takeover(abandoned)` is called once we hold a lock taken over from a dead holder."""
         self.transport = transport
         self.lock_dir = lock_dir
-        self.info = LockInfo(operator=operator, action=action, since=time.time(),
-                             hostname=socket.gethostname(), pid=os.getpid(), token=uuid.uuid4().hex, run=run)
+        self.info = LockInfo(
+            operator=operator,
+            action=action,
+            since=time.time(),
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            token=uuid.uuid4().hex,
+            run=run,
+        )
         self.held = False
         self.on_takeover = on_takeover
         self.took_over: Abandoned | None = None
@@ -147,8 +165,10 @@ class DeploymentLock:
         if age > OWNERLESS_STALE_S:
             return LockState(None, Abandoned(self.lock_dir, self.transport.name, None, age))
         # a holder between mkdir and writing owner.json, or a record pdctl cannot read: never silence
-        return LockState(f"an unknown holder ({self.lock_dir} on {self.transport.name}: its owner.json is missing "
-                         "or unreadable)", None)
+        return LockState(
+            f"an unknown holder ({self.lock_dir} on {self.transport.name}: its owner.json is missing or unreadable)",
+            None,
+        )
 
     def holder(self) -> str | None:
         """Who holds the lock now, described: a live holder (or one on another machine, trusted to be alive), or a
@@ -167,7 +187,7 @@ class DeploymentLock:
         aside = f"{self.lock_dir}.stale.{self.info.token}"
         res = self.transport.run(f"mv -T {quote(self.lock_dir)} {quote(aside)}", timeout=15)
         if not res.ok:
-            time.sleep(0.2)   # someone else moved it first; the next mkdir decides who holds it
+            time.sleep(0.2)  # someone else moved it first; the next mkdir decides who holds it
             return False
         raw = self.transport.read_file(f"{aside}/owner.json")
         try:
@@ -177,11 +197,14 @@ class DeploymentLock:
         if moved == stale_token:
             self.transport.run(f"rm -rf {quote(aside)}", timeout=15)
             return True
-        self.transport.run(f"mv -T {quote(aside)} {quote(self.lock_dir)} 2>/dev/null || rm -rf {quote(aside)}",
-                           timeout=15)
+        self.transport.run(
+            f"mv -T {quote(aside)} {quote(self.lock_dir)} 2>/dev/null || rm -rf {quote(aside)}", timeout=15
+        )
         owner = self._owner()
-        raise LockHeld(f"deployment lock {self.lock_dir} on {self.transport.name} was just taken over by "
-                       f"{owner.describe() if owner else 'another operator'}")
+        raise LockHeld(
+            f"deployment lock {self.lock_dir} on {self.transport.name} was just taken over by "
+            f"{owner.describe() if owner else 'another operator'}"
+        )
 
     def acquire(self) -> None:
         parent = os.path.dirname(self.lock_dir)
@@ -197,11 +220,11 @@ class DeploymentLock:
                 if self.took_over is not None and self.on_takeover is not None:
                     try:
                         self.on_takeover(self.took_over)
-                    except BaseException:    # never keep a lock whose taking could not be said
+                    except BaseException:  # never keep a lock whose taking could not be said
                         self.release()
                         raise
                 return
-            if res.timed_out:    # unknown, not "failed": nothing is known of the lock or of the host
+            if res.timed_out:  # unknown, not "failed": nothing is known of the lock or of the host
                 from pdctl.transport.base import no_answer
 
                 raise no_answer(self.transport.name, 15, f"creating the deployment lock {self.lock_dir}")
@@ -213,7 +236,7 @@ class DeploymentLock:
             if owner is None:
                 age = self._age()
                 if age is None:
-                    continue          # released meanwhile: try again
+                    continue  # released meanwhile: try again
                 if age > OWNERLESS_STALE_S:
                     if self._take_over(None):
                         self.took_over = Abandoned(self.lock_dir, self.transport.name, None, age)

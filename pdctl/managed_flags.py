@@ -13,15 +13,26 @@ def managed_flags(role: str, index: int, *, model_path: bool) -> dict[str, str]:
     """flag -> where its value comes from, for instance `index` of `role` (`model_path`: the inventory sets one,
     so pdctl passes --model-path)."""
     at = f"roles.{role}.{index}"
-    if role == "router":   # the workers it routes to are the inventory's prefills and decodes
-        return {"--host": f"{at}.listen_host", "--port": f"{at}.port", "--pd-disaggregation": "pdctl, always on",
-                "--prometheus-host": f"{at}.listen_host (the host's address for a wildcard)",
-                "--prefill": "roles.prefill", "--decode": "roles.decode"}
+    if role == "router":  # the workers it routes to are the inventory's prefills and decodes
+        return {
+            "--host": f"{at}.listen_host",
+            "--port": f"{at}.port",
+            "--pd-disaggregation": "pdctl, always on",
+            "--prometheus-host": f"{at}.listen_host (the host's address for a wildcard)",
+            "--prefill": "roles.prefill",
+            "--decode": "roles.decode",
+        }
     out = {"--model-path": "model_path"} if model_path else {}
-    out.update({"--served-model-name": "served_model_name", "--disaggregation-mode": f"the role ({role})",
-                "--host": f"{at}.listen_host", "--port": f"{at}.port",
-                "--disaggregation-transfer-backend": "transfer_backend",
-                "--enable-metrics": "pdctl, always on (final-health reads /metrics)"})
+    out.update(
+        {
+            "--served-model-name": "served_model_name",
+            "--disaggregation-mode": f"the role ({role})",
+            "--host": f"{at}.listen_host",
+            "--port": f"{at}.port",
+            "--disaggregation-transfer-backend": "transfer_backend",
+            "--enable-metrics": "pdctl, always on (final-health reads /metrics)",
+        }
+    )
     if role == "prefill":
         out["--disaggregation-bootstrap-port"] = f"{at}.bootstrap_port"
     return out

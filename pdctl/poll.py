@@ -12,18 +12,26 @@ T = TypeVar("T")
 
 @dataclass
 class Waited(Generic[T]):
-    ok: bool                  # the predicate held before the timeout
-    value: T                  # the last observation (the satisfying one when ok)
-    elapsed: float            # seconds waited
-    expired: str | None       # the name of the timeout that expired; None when ok
-    limit: float              # that timeout's length in seconds
+    ok: bool  # the predicate held before the timeout
+    value: T  # the last observation (the satisfying one when ok)
+    elapsed: float  # seconds waited
+    expired: str | None  # the name of the timeout that expired; None when ok
+    limit: float  # that timeout's length in seconds
 
 
-def poll_until(observe: Callable[[], T], done: Callable[[T], bool], *, timeout: float, interval: float,
-               timeout_name: str = "timeout", on_wait: Callable[[T, float, float], None] | None = None,
-               backoff: float = 1.0, max_interval: float | None = None,
-               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
-               ) -> Waited[T]:
+def poll_until(
+    observe: Callable[[], T],
+    done: Callable[[T], bool],
+    *,
+    timeout: float,
+    interval: float,
+    timeout_name: str = "timeout",
+    on_wait: Callable[[T, float, float], None] | None = None,
+    backoff: float = 1.0,
+    max_interval: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Waited[T]:
     """Call `observe()` until `done(value)` holds or `timeout` seconds pass, sleeping `interval` between tries (never
     past the deadline). The first observation is made at once, and one is always made at the deadline, so a wait of
     0 s still looks once. `on_wait(value, elapsed, timeout)` is called after each unsatisfied observation (progress,

@@ -16,19 +16,19 @@ from typing import Callable, Iterator
 
 @dataclass
 class Event:
-    kind: str                 # "step", "done", "failed", "waiting", "info"
+    kind: str  # "step", "done", "failed", "waiting", "info"
     what: str
     elapsed: float = 0.0
     limit: float | None = None
     detail: str = ""
-    done: int | None = None   # units of work finished (a step event: steps finished before this one)
+    done: int | None = None  # units of work finished (a step event: steps finished before this one)
     total: int | None = None  # units of work in all, when known
 
 
 @dataclass
 class Progress:
     sink: Callable[[Event], None] | None = None
-    events: list[Event] = field(default_factory=list)   # kept so a failure report can list the steps done
+    events: list[Event] = field(default_factory=list)  # kept so a failure report can list the steps done
 
     def emit(self, ev: Event) -> None:
         self.events.append(ev)
@@ -38,8 +38,16 @@ class Progress:
     def info(self, what: str, detail: str = "") -> None:
         self.emit(Event("info", what, detail=detail))
 
-    def waiting(self, what: str, elapsed: float, limit: float, detail: str = "", *,
-                done: int | None = None, total: int | None = None) -> None:
+    def waiting(
+        self,
+        what: str,
+        elapsed: float,
+        limit: float,
+        detail: str = "",
+        *,
+        done: int | None = None,
+        total: int | None = None,
+    ) -> None:
         # Waiting events are frequent: pass them to the sink but do not keep them.
         if self.sink:
             self.sink(Event("waiting", what, elapsed, limit, detail, done=done, total=total))
@@ -52,8 +60,15 @@ class Progress:
         try:
             yield
         except BaseException as e:
-            self.emit(Event("failed", what, time.monotonic() - start,
-                            detail=str(e).splitlines()[0] if str(e) else type(e).__name__, done=index, total=total))
+            self.emit(
+                Event(
+                    "failed",
+                    what,
+                    time.monotonic() - start,
+                    detail=str(e).splitlines()[0] if str(e) else type(e).__name__,
+                    done=index,
+                    total=total,
+                )
+            )
             raise
-        self.emit(Event("done", what, time.monotonic() - start, done=None if index is None else index + 1,
-                        total=total))
+        self.emit(Event("done", what, time.monotonic() - start, done=None if index is None else index + 1, total=total))

@@ -10,15 +10,16 @@ from pathlib import Path
 
 from pdctl.errors import UsageError
 
-MAX_INPUT_BYTES = 1 << 20      # an inventory or playbook is a few KiB; anything bigger is the wrong file
+MAX_INPUT_BYTES = 1 << 20  # an inventory or playbook is a few KiB; anything bigger is the wrong file
 
 
-def read_input_text(path: str | os.PathLike, error: type[UsageError], what: str, *,
-                    limit: int = MAX_INPUT_BYTES) -> str:
+def read_input_text(
+    path: str | os.PathLike, error: type[UsageError], what: str, *, limit: int = MAX_INPUT_BYTES
+) -> str:
     """The UTF-8 text of the regular file at `path`. Refuses, without opening it for reading, a FIFO (opening one
     blocks), a device (/dev/zero never ends), a directory or a socket; refuses a file over `limit` bytes or not
     UTF-8. Raises `error` (exit 2) naming the file."""
-    if not os.fspath(path):     # Path("") is ".", which would be refused as "a directory"
+    if not os.fspath(path):  # Path("") is ".", which would be refused as "a directory"
         raise error(f"the {what} path is empty: give the {what} file")
     p = Path(path)
     fd = open_regular(p, error, what, limit=limit)
@@ -40,12 +41,14 @@ def read_input_text(path: str | os.PathLike, error: type[UsageError], what: str,
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise error(f"{p}: not UTF-8 text (byte 0x{data[e.start]:02x} at byte offset {e.start}); "
-                    f"save the {what} as UTF-8") from None
+        raise error(
+            f"{p}: not UTF-8 text (byte 0x{data[e.start]:02x} at byte offset {e.start}); save the {what} as UTF-8"
+        ) from None
 
 
-def check_input_file(path: str | os.PathLike, error: type[UsageError], what: str, *,
-                     limit: int | None = MAX_INPUT_BYTES) -> None:
+def check_input_file(
+    path: str | os.PathLike, error: type[UsageError], what: str, *, limit: int | None = MAX_INPUT_BYTES
+) -> None:
     """Refuse (raise `error`, exit 2, naming the file) what read_input_text would refuse by stat alone: missing,
     not a regular file, over `limit` bytes (None: no cap). For a file another library opens itself."""
     p = Path(path)
@@ -56,8 +59,9 @@ def check_input_file(path: str | os.PathLike, error: type[UsageError], what: str
     _check_regular(p, st, error, what, limit)
 
 
-def open_regular(path: str | os.PathLike, error: type[UsageError], what: str, *,
-                 limit: int | None = MAX_INPUT_BYTES) -> int:
+def open_regular(
+    path: str | os.PathLike, error: type[UsageError], what: str, *, limit: int | None = MAX_INPUT_BYTES
+) -> int:
     """A read-only fd on the regular file at `path` (the caller closes it), checked before and after opening;
     `limit` None means no size cap (a log that is streamed). Raises `error` naming the file."""
     p = Path(path)
@@ -81,9 +85,17 @@ def _check_regular(p: Path, st: os.stat_result, error: type[UsageError], what: s
         if limit is not None and st.st_size > limit:
             raise error(_too_big(p, what, limit))
         return
-    kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "not a regular file")
+    kind = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
     raise error(f"{p}: is {kind}, not a regular file; give the {what} file itself")
 
 

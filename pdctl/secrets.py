@@ -23,7 +23,9 @@ _SHORT_PLAIN = re.compile(r"\d+|true|false|yes|no|on|off", re.I)
 _ENV_ASSIGN = re.compile(r"(?P<name>(?<![\w-])[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']*)")
 # a flag and its value; the value may start with "-" (a secret flag's value is whatever follows it), so the value is
 # matched in a lookahead and only a secret-named flag's value is replaced (`_mask_flag_values`)
-_FLAG_VALUE = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?=(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+))")
+_FLAG_VALUE = re.compile(
+    r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?=(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+))"
+)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -56,7 +58,7 @@ def mask_env(env: Mapping[str, str] | None, secrets: Iterable[str] = ()) -> dict
         if known and val and val != MASK:
             val = mask_text(val, known)
         shown, n = name, 1
-        while shown in out:     # two names that differ only by a secret stay two entries
+        while shown in out:  # two names that differ only by a secret stay two entries
             n += 1
             shown = f"{name}#{n}"
         out[shown] = val

@@ -17,7 +17,7 @@ from enum import Enum
 from operator import attrgetter
 from typing import Any
 
-JSON_OFF = {"json": False}   # dataclasses.field(metadata=JSON_OFF): not part of the JSON document
+JSON_OFF = {"json": False}  # dataclasses.field(metadata=JSON_OFF): not part of the JSON document
 
 
 def json_key(key: str) -> dict[str, str]:
@@ -37,7 +37,7 @@ def to_data(obj: Any) -> Any:
         return {str(to_data(k)): to_data(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_data(v) for v in obj]
-    if hasattr(obj, "model_dump"):        # pydantic, without importing it here
+    if hasattr(obj, "model_dump"):  # pydantic, without importing it here
         return obj.model_dump(mode="json")
     if hasattr(obj, "__struct_fields__"):  # msgspec (the inventory's models)
         import msgspec
@@ -49,8 +49,11 @@ def to_data(obj: Any) -> Any:
 
 
 def _dataclass_data(obj: Any) -> dict[str, Any]:
-    out = {f.metadata.get("json_key", f.name): to_data(getattr(obj, f.name))
-           for f in dataclasses.fields(obj) if f.metadata.get("json", True)}
+    out = {
+        f.metadata.get("json_key", f.name): to_data(getattr(obj, f.name))
+        for f in dataclasses.fields(obj)
+        if f.metadata.get("json", True)
+    }
     for entry in getattr(obj, "json_extra", ()):
         key, path = (entry, entry) if isinstance(entry, str) else entry
         value = attrgetter(path)(obj)
@@ -66,4 +69,4 @@ def _dataclass_data(obj: Any) -> dict[str, Any]:
 
 
 def _is_empty(v: Any) -> bool:
-    return v is None or v == "" or v == {}    # 0, False and [] are values
+    return v is None or v == "" or v == {}  # 0, False and [] are values

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-_FIELD_MARK = "@"     # field_error's message: "@<path>: <text>"; msgspec keeps a ValueError's text as it is
+_FIELD_MARK = "@"  # field_error's message: "@<path>: <text>"; msgspec keeps a ValueError's text as it is
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\[\.\.\.\]")
 
 
@@ -59,7 +59,7 @@ def _unknown_field(err: msgspec.ValidationError, data: Any, root: type) -> list[
 
 
 def describe_validation_error(err: msgspec.ValidationError, data: Any, root: type) -> str:
-    """"hosts.gpu1.port: Expected int <= 65535 (got 70000)" for `err`, raised converting `data` to `root`."""
+    """ "hosts.gpu1.port: Expected int <= 65535 (got 70000)" for `err`, raised converting `data` to `root`."""
     from pdctl.yamlfile import shown_input
 
     text, _, where = str(err).partition(" - at `")
@@ -73,11 +73,11 @@ def describe_validation_error(err: msgspec.ValidationError, data: Any, root: typ
     elif text.startswith(_FIELD_MARK):
         from pdctl.secrets import mask_text
 
-        lines = []   # field_errors: one "@path: message" a line
+        lines = []  # field_errors: one "@path: message" a line
         for entry in text[1:].split("\n" + _FIELD_MARK):
             rel, _, said = entry.partition(": ")
             lines.append(f"{'.'.join(names + rel.split('.'))}: {mask_text(said.replace('`', ''), set())}")
-        return "\n  ".join(lines)     # the check's message says what it found
+        return "\n  ".join(lines)  # the check's message says what it found
     scrub: set[str] = set()
     got = shown_input(value, names, scrub) if shown and value is not None else ""
     from pdctl.secrets import mask_text
@@ -93,18 +93,18 @@ def _resolve(data: Any, typ: Any, path: str, raw: bool = False) -> tuple[list[An
     names: list[str] = []
     for step in _STEP.finditer(path):
         typ = _bare(typ)
-        if step[1] is not None:                       # .field of a model
+        if step[1] is not None:  # .field of a model
             fields = {f.encode_name: f.type for f in msgspec.structs.fields(typ)} if _is_struct(typ) else {}
             names.append(step[1])
             typ = fields.get(step[1], Any)
             data = data.get(step[1]) if isinstance(data, dict) else None
-        elif step[2] is not None:                     # [i] of a list
+        elif step[2] is not None:  # [i] of a list
             i = int(step[2])
             names.append(i if raw else str(i))
             args = typing.get_args(typ)
             typ = args[0] if args else Any
             data = data[i] if isinstance(data, list) and i < len(data) else None
-        else:                                         # [...]: a key msgspec does not print
+        else:  # [...]: a key msgspec does not print
             key_t, val_t = (typing.get_args(typ) + (Any, Any))[:2]
             key = _failing_key(data, key_t, val_t) if isinstance(data, dict) else None
             names.append(key if raw else "?" if key is None else str(key))

@@ -17,7 +17,7 @@ __all__ = ["MAX_INPUT_BYTES", "load_yaml", "plain_problem", "read_input_text", "
 #: a reference bomb ("billion laughs": aliases of aliases) is a few hundred bytes that expand to 10^9 nodes; an
 #: inventory or playbook uses an alias a handful of times (`<<: *defaults`)
 MAX_ALIAS_USES = 10_000
-MAX_ALIAS_NODES = 100_000      # nodes that aliases add once expanded, beyond the document's own
+MAX_ALIAS_NODES = 100_000  # nodes that aliases add once expanded, beyond the document's own
 
 
 def load_yaml(path: str | os.PathLike, error: type[UsageError], what: str) -> Any:
@@ -28,10 +28,11 @@ def load_yaml(path: str | os.PathLike, error: type[UsageError], what: str) -> An
     p = Path(path)
     text = read_input_text(p, error, what)
     try:
-        return yaml.load(text, Loader=_unique_key_loader())   # noqa: S506 -- a SafeLoader subclass
+        return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 -- a SafeLoader subclass
     except yaml.reader.ReaderError as e:
-        raise error(f"{p}: not a text file: character #x{e.character:04x} at character offset {e.position} "
-                    f"({e.reason})") from None
+        raise error(
+            f"{p}: not a text file: character #x{e.character:04x} at character offset {e.position} ({e.reason})"
+        ) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
@@ -53,7 +54,7 @@ def _check_expansion(root, alias_uses: int) -> None:
     MAX_ALIAS_NODES nodes beyond its own, or refers to itself. Walks each distinct node once."""
     if alias_uses > MAX_ALIAS_USES:
         raise _AliasBomb(f"too many YAML aliases: more than {MAX_ALIAS_USES} alias uses")
-    sizes: dict[int, int] = {}      # id(node) -> expanded size; -1 while the node is being walked
+    sizes: dict[int, int] = {}  # id(node) -> expanded size; -1 while the node is being walked
     distinct = 0
 
     def size(node) -> int:
@@ -69,8 +70,10 @@ def _check_expansion(root, alias_uses: int) -> None:
         items = [] if isinstance(node.value, str) else node.value
         total = 1 + sum(size(c) for item in items for c in (item if isinstance(item, tuple) else (item,)))
         if total - distinct > MAX_ALIAS_NODES:
-            raise _AliasBomb(f"too many YAML aliases: they expand to more than {MAX_ALIAS_NODES} nodes beyond the "
-                             "document's own (a reference bomb?)")
+            raise _AliasBomb(
+                f"too many YAML aliases: they expand to more than {MAX_ALIAS_NODES} nodes beyond the "
+                "document's own (a reference bomb?)"
+            )
         sizes[id(node)] = total
         return total
 
@@ -102,25 +105,29 @@ def _unique_key_loader() -> type:
             if isinstance(node, yaml.MappingNode):
                 seen: dict[Any, int] = {}
                 for key_node, _value in node.value:
-                    if key_node.tag == "tag:yaml.org,2002:merge":   # `<<: *base` then overriding a key is allowed
+                    if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then overriding a key is allowed
                         continue
                     key = self.construct_object(key_node, deep=deep)
-                    try:    # by Python equality: 1 and true would also collapse into one entry
+                    try:  # by Python equality: 1 and true would also collapse into one entry
                         first = seen.get(key)
-                    except TypeError:               # unhashable: SafeConstructor raises its own error
+                    except TypeError:  # unhashable: SafeConstructor raises its own error
                         continue
                     if first is not None:
                         raise ConstructorError(
-                            None, None, f"duplicate key {key!r} (first given at line {first}); remove one",
-                            key_node.start_mark)
+                            None,
+                            None,
+                            f"duplicate key {key!r} (first given at line {first}); remove one",
+                            key_node.start_mark,
+                        )
                     seen[key] = key_node.start_mark.line + 1
             return super().construct_mapping(node, deep=deep)
 
     return UniqueKeyLoader
 
 
-def plain_problem(error: dict[str, Any], *, secret: Callable[[str], bool] | None = None,
-                  secrets: Iterable[str] = ()) -> tuple[str, str]:
+def plain_problem(
+    error: dict[str, Any], *, secret: Callable[[str], bool] | None = None, secrets: Iterable[str] = ()
+) -> tuple[str, str]:
     """(what is wrong, " (got VALUE)" or "") for one entry of pydantic's `ValidationError.errors()`, in words an
     operator reads: "required field is missing", "unknown field", or pydantic's message without its prefix.
     The value is shown as `shown_input` shows it; `secrets` (declared secret values) are scrubbed from both parts."""
@@ -128,14 +135,15 @@ def plain_problem(error: dict[str, Any], *, secret: Callable[[str], bool] | None
 
     kind = error["type"]
     msg = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
-        kind, error["msg"].removeprefix("Value error, "))
+        kind, error["msg"].removeprefix("Value error, ")
+    )
     scrub = {str(s) for s in secrets if s}
     got_txt = "" if kind == "missing" else shown_input(error.get("input"), error.get("loc", ()), scrub, secret=secret)
     return mask_text(msg, scrub), got_txt
 
 
 def shown_input(got: Any, loc: Iterable[Any], scrub: set[str], *, secret: Callable[[str], bool] | None = None) -> str:
-    """" (got VALUE)" for the value found at the field `loc` (its path), or "" for nothing or a collection.
+    """ " (got VALUE)" for the value found at the field `loc` (its path), or "" for nothing or a collection.
 
     Never shows a secret: the value of a field whose name (any part of `loc`) satisfies `secret` (default: a
     secret-looking name, `is_secret_name`) is MASK, and the texts in `scrub` and secret-looking `NAME=value` /

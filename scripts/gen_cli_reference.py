@@ -14,8 +14,14 @@ import sys
 from pathlib import Path
 
 WIDTH = 100
-ENV = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH), "TERM": "dumb", "NO_COLOR": "1",
-       "_TYPER_FORCE_DISABLE_TERMINAL": "1", "FORCE_COLOR": ""}
+ENV = {
+    "COLUMNS": str(WIDTH),
+    "TERMINAL_WIDTH": str(WIDTH),
+    "TERM": "dumb",
+    "NO_COLOR": "1",
+    "_TYPER_FORCE_DISABLE_TERMINAL": "1",
+    "FORCE_COLOR": "",
+}
 os.environ.update(ENV)
 os.environ.pop("FORCE_COLOR", None)
 
@@ -36,7 +42,7 @@ def command_paths() -> list[list[str]]:
 
     def walk(cmd, path: list[str]) -> None:
         out.append(path)
-        if hasattr(cmd, "list_commands"):       # a group (typer vendors its own click: no isinstance here)
+        if hasattr(cmd, "list_commands"):  # a group (typer vendors its own click: no isinstance here)
             ctx = typer.Context(cmd) if hasattr(typer, "Context") else None
             for name in cmd.list_commands(ctx):
                 walk(cmd.get_command(ctx, name), path + [name])
@@ -57,9 +63,13 @@ def help_text(path: list[str]) -> str:
 
 
 def generate() -> str:
-    parts = ["# pdctl command reference", "",
-             f"Generated from `--help` by `{REGENERATE}`; do not edit by hand "
-             "(tests/unit/test_cli_reference.py fails when this file drifts).", ""]
+    parts = [
+        "# pdctl command reference",
+        "",
+        f"Generated from `--help` by `{REGENERATE}`; do not edit by hand "
+        "(tests/unit/test_cli_reference.py fails when this file drifts).",
+        "",
+    ]
     for path in command_paths():
         title = " ".join(["pdctl", *path])
         parts += [f"## `{title}`", "", "```text", help_text(path), "```", ""]

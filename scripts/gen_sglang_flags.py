@@ -5,6 +5,7 @@ refused as ambiguous, exactly as SGLang's own argparse parser does it. Only fact
 option strings, whether the flag takes values (and how many), and its choices.
 
 Usage: python3 scripts/gen_sglang_flags.py [HELP_TXT] (default: the copy under tests/unit/fixtures)."""
+
 from __future__ import annotations
 
 import json
@@ -15,6 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HELP = ROOT / "tests/unit/fixtures/sglang-0.5.23-launch_server-help.txt"
 OUT = ROOT / "engine/assets/sglang-0.5.23-flags.json"
+
 
 def _nargs(metavar: str) -> tuple[str | int | None, list[str] | None]:
     """argparse's rendering of one option's metavar back to (nargs, choices); nargs None means a flag."""
@@ -50,8 +52,10 @@ def parse_help(text: str) -> list[dict]:
         nargs, choices = _nargs(metavar)
         negated = [s for s in strings if s.startswith("--no-")]
         kind = "bool_optional" if negated and nargs is None else "flag" if nargs is None else "value"
-        entry = {"options": [s for s in strings if s not in negated] if kind == "bool_optional" else strings,
-                 "kind": kind}
+        entry = {
+            "options": [s for s in strings if s not in negated] if kind == "bool_optional" else strings,
+            "kind": kind,
+        }
         if kind == "value":
             entry["nargs"] = nargs
         if choices:
@@ -65,8 +69,9 @@ def main(argv: list[str]) -> int:
     flags = parse_help(src.read_text())
     # one flag a line: a later SGLang's list diffs readably against this one
     lines = ",\n".join(json.dumps(f) for f in flags)
-    OUT.write_text('{"sglang": "0.5.23", "source": "python -m sglang.launch_server --help", "flags": [\n'
-                   + lines + "\n]}\n")
+    OUT.write_text(
+        '{"sglang": "0.5.23", "source": "python -m sglang.launch_server --help", "flags": [\n' + lines + "\n]}\n"
+    )
     print(f"{OUT.relative_to(ROOT)}: {len(flags)} flags")
     return 0
 

@@ -40,7 +40,9 @@ def pytest_terminal_summary(terminalreporter):
 
     root = Path(__file__).resolve().parents[1]
     files = [p for pkg in ("pdctl", "engine", "tests", "bench") for p in (root / pkg).rglob("*.py")]
-    big = sorted((str(p.relative_to(root)), n) for p in files if (n := len(p.read_text().splitlines())) > LONG_FILE_LINES)
+    big = sorted(
+        (str(p.relative_to(root)), n) for p in files if (n := len(p.read_text().splitlines())) > LONG_FILE_LINES
+    )
     if big:
         terminalreporter.write_sep("-", f"files over {LONG_FILE_LINES} lines (two concepts?)")
         for name, n in big:

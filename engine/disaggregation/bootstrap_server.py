@@ -1,5 +1,6 @@
 """Bootstrap server on the prefill host (--disaggregation-bootstrap-port): prefill ranks register
 with PUT /route; decode looks them up with GET /route (503 until registered); GET /health -> OK."""
+
 from __future__ import annotations
 
 import json

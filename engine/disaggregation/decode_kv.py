@@ -2,6 +2,7 @@
 process's NIXL identity (and its server's host:port) once per prefill rank and each room's
 destination pages, collect notifications (S = success + first token, F = failed), heartbeat the
 bootstrap server."""
+
 from __future__ import annotations
 
 import base64
@@ -28,6 +29,7 @@ def env_float(name: str, default: float) -> float:
 
 class _Resp:
     """What the bootstrap path reads of an answer: status_code, text, json(), raise_for_status()."""
+
     __slots__ = ("status_code", "text")
 
     def __init__(self, status_code: int, text: str):
@@ -50,8 +52,9 @@ def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0)
     data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
     try:
-        conn.request(method, u.path or "/", body=data,
-                     headers={"Content-Type": "application/json"} if data is not None else {})
+        conn.request(
+            method, u.path or "/", body=data, headers={"Content-Type": "application/json"} if data is not None else {}
+        )
         r = conn.getresponse()
         return _Resp(r.status, r.read().decode("utf-8", "replace"))
     except (OSError, http.client.HTTPException) as e:
@@ -67,10 +70,10 @@ class DecodeKVManager:
         self.status = StatusTable(sticky=True)
         self.first_token: dict[int, int] = {}
         self.first_logprob: dict[int, str] = {}
-        self.room_addr: dict[int, str] = {}       # room -> bootstrap "host:port"
-        self.room_rank: dict[int, str] = {}       # room -> prefill rank url
-        self.prefill_info: dict[str, dict] = {}   # bootstrap addr -> /route answer
-        self.registered: set[str] = set()         # prefill rank urls that know our NIXL identity
+        self.room_addr: dict[int, str] = {}  # room -> bootstrap "host:port"
+        self.room_rank: dict[int, str] = {}  # room -> prefill rank url
+        self.prefill_info: dict[str, dict] = {}  # bootstrap addr -> /route answer
+        self.registered: set[str] = set()  # prefill rank urls that know our NIXL identity
         self.hb_fail: dict[str, int] = {}
         self.lock = threading.Lock()
         self.pool_exec = ThreadPoolExecutor(4, thread_name_prefix="kv-recv")
@@ -97,15 +100,23 @@ class DecodeKVManager:
             try:
                 rank = self._rank_url(addr)
                 if rank not in self.registered:
-                    r = _call("POST", f"{rank}/kv/peer", {
-                        "metadata": base64.b64encode(self.backend.metadata()).decode(),
-                        "base_addr": self.pool.base_addr, "page_bytes": self.pool.page_bytes,
-                        "scratch_page": self.pool.scratch_page, "decode_addr": self.identity})
+                    r = _call(
+                        "POST",
+                        f"{rank}/kv/peer",
+                        {
+                            "metadata": base64.b64encode(self.backend.metadata()).decode(),
+                            "base_addr": self.pool.base_addr,
+                            "page_bytes": self.pool.page_bytes,
+                            "scratch_page": self.pool.scratch_page,
+                            "decode_addr": self.identity,
+                        },
+                    )
                     r.raise_for_status()
                     with self.lock:
                         self.registered.add(rank)
-                r = _call("POST", f"{rank}/kv/room", {"room": room, "agent_name": self.backend.agent_name,
-                                                      "pages": pages})
+                r = _call(
+                    "POST", f"{rank}/kv/room", {"room": room, "agent_name": self.backend.agent_name, "pages": pages}
+                )
                 if r.status_code == 400 and "room aborted" in r.text:
                     self.status.update(room, KVPoll.Failed)
                     return

@@ -1,5 +1,6 @@
 """Fake backend (like SGLang's): every transfer succeeds instantly and moves nothing.
 For unit tests of the scheduling logic only; a fake decode recomputes the prompt locally."""
+
 from __future__ import annotations
 
 from engine.disaggregation.kv_pool import KVPool

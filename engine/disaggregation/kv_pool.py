@@ -2,6 +2,7 @@
 registers it once. A page holds every layer of page_size tokens, so a chunk moves as a few
 contiguous runs. Freed pages of failed rooms sit in quarantine a while (a late remote write may
 still land there)."""
+
 from __future__ import annotations
 
 import threading

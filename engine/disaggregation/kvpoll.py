@@ -1,4 +1,5 @@
 """KVPoll: SGLang's transfer states. Failed is 0, so a max() of states lets Transferring beat Failed."""
+
 from enum import IntEnum
 
 

@@ -13,6 +13,7 @@ sglang:failed_session_recoveries_total.
 
 Mooncake's own listeners (the handshake RPC port and the TCP data port) bind every address and take their
 ports from MC_MIN_RPC_PORT..MC_MAX_RPC_PORT (default 15000..17000; a range reaching 32768 or more is ignored)."""
+
 from __future__ import annotations
 
 import json
@@ -49,6 +50,7 @@ def _env_float(name: str, default: float) -> float:
 @dataclass
 class _Probe:
     """Probe schedule of one failed session (time.monotonic())."""
+
     last_requested: float
     next_probe_at: float
     interval: float
@@ -57,8 +59,7 @@ class _Probe:
 class MooncakeBackend:
     name = "mooncake"
 
-    def __init__(self, pool: KVPool, listen_host: str, advertised: str, ib_device: str | None = None,
-                 registry=None):
+    def __init__(self, pool: KVPool, listen_host: str, advertised: str, ib_device: str | None = None, registry=None):
         """Start a TransferEngine and register the pool; bind the notification socket. registry (the prefill's
         metrics registry) makes this the sending side: it gets the failed-session probe and its counter.
         Raises OSError when the engine cannot start or the probe's env is invalid (launch_server: exit 1)."""
@@ -114,8 +115,16 @@ class MooncakeBackend:
             self._peer_endpoint[sid] = endpoint
         return sid
 
-    def write(self, peer: str, src_pages: list[int], dst_base: int, dst_pages: list[int], page_bytes: int,
-              notif: bytes = b"", timeout_s: float = 30.0) -> bool:
+    def write(
+        self,
+        peer: str,
+        src_pages: list[int],
+        dst_base: int,
+        dst_pages: list[int],
+        page_bytes: int,
+        notif: bytes = b"",
+        timeout_s: float = 30.0,
+    ) -> bool:
         """WRITE src pages into the peer's pages, then send notif (if any). Blocks. timeout_s is not Mooncake's
         to take: a frozen peer holds the write for MC_TRANSFER_TIMEOUT."""
         pb = self.pool.page_bytes
@@ -183,15 +192,21 @@ class MooncakeBackend:
 
     def _start_probe(self, registry) -> None:
         from prometheus_client import Counter
+
         self.probe_interval = _env_float("SGLANG_FAILED_SESSION_PROBE_INTERVAL_S", 30.0)
         self.probe_max_interval = _env_float("SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S", 300.0)
         self.idle_timeout = _env_float("SGLANG_FAILED_SESSION_IDLE_TIMEOUT_S", 600.0)
         if not 0 < self.probe_interval <= self.probe_max_interval:
-            raise OSError("Need 0 < SGLANG_FAILED_SESSION_PROBE_INTERVAL_S <= SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S")
+            raise OSError(
+                "Need 0 < SGLANG_FAILED_SESSION_PROBE_INTERVAL_S <= SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S"
+            )
         if self.idle_timeout <= 0:
             raise OSError("SGLANG_FAILED_SESSION_IDLE_TIMEOUT_S must be positive")
-        self.recoveries = Counter("sglang:failed_session_recoveries", "Number of mooncake_session_ids "
-                                  "un-blacklisted via probe.", registry=registry)
+        self.recoveries = Counter(
+            "sglang:failed_session_recoveries",
+            "Number of mooncake_session_ids un-blacklisted via probe.",
+            registry=registry,
+        )
         threading.Thread(target=self._probe_loop, name="mooncake-probe", daemon=True).start()
 
     def _probe_loop(self) -> None:

@@ -2,6 +2,7 @@
 
 Peers are keyed by agent name; each decode start uses a fresh name, so a long-running prefill
 accumulates peers (the seed's degraded-bootstrap story)."""
+
 from __future__ import annotations
 
 import threading
@@ -31,8 +32,16 @@ class NixlBackend:
             peer = self.agent.add_remote_agent(metadata)
         return peer.decode() if isinstance(peer, bytes) else str(peer)
 
-    def write(self, peer: str, src_pages: list[int], dst_base: int, dst_pages: list[int], page_bytes: int,
-              notif: bytes = b"", timeout_s: float = 30.0) -> bool:
+    def write(
+        self,
+        peer: str,
+        src_pages: list[int],
+        dst_base: int,
+        dst_pages: list[int],
+        page_bytes: int,
+        notif: bytes = b"",
+        timeout_s: float = 30.0,
+    ) -> bool:
         """WRITE src pages into the peer's pages; notif (if any) is delivered after the data. Blocks."""
         pb = self.pool.page_bytes
         if pb != page_bytes:

@@ -1,5 +1,6 @@
 """Prefill side of the KV transfer: the rank's control socket (decode sends peers, rooms, aborts),
 the room status table and the transfer worker that WRITEs each chunk into the decode's pages."""
+
 from __future__ import annotations
 
 import base64
@@ -60,7 +61,7 @@ class TransferInfo:
 class Chunk:
     room: int
     src_pages: list[int]
-    dst_offset: int          # index of the first destination page for this chunk
+    dst_offset: int  # index of the first destination page for this chunk
     is_last: bool
     first_token: int = -1
     first_logprob: str = ""  # engine.sampling.pack of the first token's logprob entry, "" when not asked
@@ -120,9 +121,17 @@ class PrefillKVManager:
 
     def register_with_bootstrap(self, timeout_s: float = 30.0) -> None:
         # Decode dials rank_ip from its own host: a wildcard listen address must be advertised as a routable one.
-        info = {"rank_ip": advertised_host(self.host), "rank_port": self.ctl.server_address[1], "tp_rank": 0, "tp_size": 1,
-                "pp_size": 1, "page_size": self.pool.page_size, "kv_dtype": "float32",
-                "page_bytes": self.pool.page_bytes, "agent_name": self.backend.agent_name}
+        info = {
+            "rank_ip": advertised_host(self.host),
+            "rank_port": self.ctl.server_address[1],
+            "tp_rank": 0,
+            "tp_size": 1,
+            "pp_size": 1,
+            "page_size": self.pool.page_size,
+            "kv_dtype": "float32",
+            "page_bytes": self.pool.page_bytes,
+            "agent_name": self.backend.agent_name,
+        }
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -145,8 +154,15 @@ class PrefillKVManager:
             # Warm the UCX connection now: the first transfer to a new peer is slow.
             warm = body.get("scratch_page")
             if warm is not None:
-                self.backend.write(name, [self.pool.scratch_page], int(body["base_addr"]), [int(warm)],
-                                   int(body["page_bytes"]), b"", timeout_s=10)
+                self.backend.write(
+                    name,
+                    [self.pool.scratch_page],
+                    int(body["base_addr"]),
+                    [int(warm)],
+                    int(body["page_bytes"]),
+                    b"",
+                    timeout_s=10,
+                )
             return {"ok": True, "agent_name": name}
         if path == "/kv/room":
             room = int(body["room"])
@@ -258,15 +274,20 @@ class PrefillKVManager:
         """Write one chunk's KV to the decode's pages: (written, silently dropped by the degraded-bootstrap drill)."""
         with self.lock:
             peer = self.peers.get(info.peer)
-            degraded = (self.drills.degraded_bootstrap and peer is not None
-                        and self.first_agent.get(peer.identity, peer.name) != peer.name)
+            degraded = (
+                self.drills.degraded_bootstrap
+                and peer is not None
+                and self.first_agent.get(peer.identity, peer.name) != peer.name
+            )
         if peer is None:
             return False, False
         if degraded:
             return False, True  # silent: no data, no notification reaches this decode
-        dst = info.dst_pages[c.dst_offset: c.dst_offset + len(c.src_pages)]
+        dst = info.dst_pages[c.dst_offset : c.dst_offset + len(c.src_pages)]
         if len(dst) != len(c.src_pages):
             return False, False
         lp = f":{c.first_logprob}" if c.first_logprob else ""
         notif = f"{c.room}:S:{c.first_token}{lp}".encode() if c.is_last else b""
-        return self.backend.write(info.peer, c.src_pages, peer.base_addr, dst, peer.page_bytes, notif, timeout_s=10), False
+        return self.backend.write(
+            info.peer, c.src_pages, peer.base_addr, dst, peer.page_bytes, notif, timeout_s=10
+        ), False

@@ -5,6 +5,7 @@ Fixed rule (Fix A): once Failed or Success is set, non-terminal writes are ignor
 status-update-race drill): a write takes Failed, else max(current, new) -- so a late Transferring
 turns a Failed room back into Transferring, the seed's race.
 """
+
 from __future__ import annotations
 
 import threading

@@ -17,7 +17,7 @@ from pdctl.checks.result import NEXT_STATUS, CheckResult, Status
 from pdctl.checks.transfer import counters_of
 from pdctl.serialize import JSON_OFF
 
-LAYER = "baseline"   # not a final-health layer: what `--record-baseline` did, reported beside them
+LAYER = "baseline"  # not a final-health layer: what `--record-baseline` did, reported beside them
 
 
 def baseline_snapshot(reads: Mapping[str, Any]) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
@@ -47,12 +47,13 @@ def _first_line(e: BaseException | None) -> str:
 @dataclass
 class BaselineRecord:
     """What `--record-baseline` did: recorded to `path`, or not (the file there kept as it was) and why."""
+
     path: str
     recorded: bool
-    workers: list[str]                      # the workers whose counters were read (and saved, when recorded)
-    unread: dict[str, str] = field(default_factory=dict)   # worker -> why its counters could not be read
-    error: str = ""                         # why nothing was written although every worker was read
-    kept: bool = False                      # not recorded, and a baseline from before is still there
+    workers: list[str]  # the workers whose counters were read (and saved, when recorded)
+    unread: dict[str, str] = field(default_factory=dict)  # worker -> why its counters could not be read
+    error: str = ""  # why nothing was written although every worker was read
+    kept: bool = False  # not recorded, and a baseline from before is still there
     snapshot: dict[str, dict[str, float]] = field(default_factory=dict, metadata=JSON_OFF)
     json_extra = ("summary",)
 
@@ -71,8 +72,27 @@ class BaselineRecord:
             return []
         detail = f"baseline not recorded: {self._left()}"
         if self.error:
-            return [CheckResult(LAYER, self.path, "transfer baseline", Status.FAIL, observed=self.error,
-                                expected="written", detail=detail)]
-        return [CheckResult(LAYER, label, "transfer baseline", Status.FAIL, observed=why,
-                            expected="every worker's counters read", detail=detail, next_step=NEXT_STATUS)
-                for label, why in self.unread.items()]
+            return [
+                CheckResult(
+                    LAYER,
+                    self.path,
+                    "transfer baseline",
+                    Status.FAIL,
+                    observed=self.error,
+                    expected="written",
+                    detail=detail,
+                )
+            ]
+        return [
+            CheckResult(
+                LAYER,
+                label,
+                "transfer baseline",
+                Status.FAIL,
+                observed=why,
+                expected="every worker's counters read",
+                detail=detail,
+                next_step=NEXT_STATUS,
+            )
+            for label, why in self.unread.items()
+        ]

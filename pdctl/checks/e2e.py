@@ -28,8 +28,9 @@ def _repeated_unit(s: str, min_repeats: int) -> str | None:
     return None
 
 
-def judge_completion_content(text: str | None, completion_tokens: int | None = None, *,
-                             repeats_on_failure: bool = True) -> tuple[bool, str]:
+def judge_completion_content(
+    text: str | None, completion_tokens: int | None = None, *, repeats_on_failure: bool = True
+) -> tuple[bool, str]:
     """(ok, reason) for a completion's text. Pure.
 
     Not ok: empty or whitespace-only; or, for an engine that `repeats_on_failure`, when there are at least 3 tokens
@@ -53,49 +54,100 @@ def judge_completion_content(text: str | None, completion_tokens: int | None = N
     return True, "non-empty, not a single repeated token"
 
 
-def probe_chat(router_base_url: str, model: str | None = None, prompt: str = "hi", max_tokens: int = 8,
-               timeout: float = 30.0, *, target: str | None = None, repeats_on_failure: bool = True) -> CheckResult:
+def probe_chat(
+    router_base_url: str,
+    model: str | None = None,
+    prompt: str = "hi",
+    max_tokens: int = 8,
+    timeout: float = 30.0,
+    *,
+    target: str | None = None,
+    repeats_on_failure: bool = True,
+) -> CheckResult:
     """POST one chat completion to the router. Never raises: unreachable, non-200, bad JSON or bad content = FAIL.
 
     data: url, status_code, latency_ms, usage (prompt/completion tokens), finish_reason, content (first 200 chars).
     """
-    url, named = join(router_base_url, CHAT_PATH), request_name(router_base_url, CHAT_PATH)   # named: not a tunnel port
-    body: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
-                            "temperature": 0, "stream": False}
+    url, named = join(router_base_url, CHAT_PATH), request_name(router_base_url, CHAT_PATH)  # named: not a tunnel port
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": False,
+    }
     if model:
         body["model"] = model
-    data: dict[str, Any] = {"url": remote_url(router_base_url, CHAT_PATH), "timeout_s": timeout, "model": model, "max_tokens": max_tokens}
+    data: dict[str, Any] = {
+        "url": remote_url(router_base_url, CHAT_PATH),
+        "timeout_s": timeout,
+        "model": model,
+        "max_tokens": max_tokens,
+    }
     tgt = target or router_base_url
     c = client()
-    t0 = time.monotonic()   # the request alone: the client is made before the clock starts
+    t0 = time.monotonic()  # the request alone: the client is made before the clock starts
     try:
         r = c.post(url, json=body, timeout=timeout)
     except Exception as e:
         data["latency_ms"] = request_ms(None, t0)
         cause = describe_error(e, timeout, router_base_url, since=t0)
         data["error"] = cause
-        return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=cause, expected="HTTP 200, content",
-                           detail=f"POST {named}: {cause}", data=data, next_step=NEXT_STATUS)
+        return CheckResult(
+            LAYER,
+            tgt,
+            "chat completion",
+            Status.FAIL,
+            observed=cause,
+            expected="HTTP 200, content",
+            detail=f"POST {named}: {cause}",
+            data=data,
+            next_step=NEXT_STATUS,
+        )
     latency = request_ms(r, t0)
     data.update(status_code=r.status_code, latency_ms=latency)
     if r.status_code != 200:
         snippet = r.text.strip().replace("\n", " ")[:200]
-        return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed=f"HTTP {r.status_code}",
-                           expected="HTTP 200", detail=f"POST {named} answered {r.status_code}: {snippet}", data=data,
-                           next_step=NEXT_TRIAGE)
+        return CheckResult(
+            LAYER,
+            tgt,
+            "chat completion",
+            Status.FAIL,
+            observed=f"HTTP {r.status_code}",
+            expected="HTTP 200",
+            detail=f"POST {named} answered {r.status_code}: {snippet}",
+            data=data,
+            next_step=NEXT_TRIAGE,
+        )
     try:
         doc = r.json()
         choice = doc["choices"][0]
         content = (choice.get("message") or {}).get("content")
         usage = doc.get("usage") or {}
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        return CheckResult(LAYER, tgt, "chat completion", Status.FAIL, observed="HTTP 200, not a chat completion",
-                           expected="choices[0].message.content", detail=f"unexpected body: {r.text[:200]}", data=data,
-                           next_step=NEXT_TRIAGE)
-    data.update(usage=usage, finish_reason=choice.get("finish_reason"),
-                content=(content or "")[:200])
-    ok, reason = judge_completion_content(content, usage.get("completion_tokens"), repeats_on_failure=repeats_on_failure)
+        return CheckResult(
+            LAYER,
+            tgt,
+            "chat completion",
+            Status.FAIL,
+            observed="HTTP 200, not a chat completion",
+            expected="choices[0].message.content",
+            detail=f"unexpected body: {r.text[:200]}",
+            data=data,
+            next_step=NEXT_TRIAGE,
+        )
+    data.update(usage=usage, finish_reason=choice.get("finish_reason"), content=(content or "")[:200])
+    ok, reason = judge_completion_content(
+        content, usage.get("completion_tokens"), repeats_on_failure=repeats_on_failure
+    )
     shown = f"HTTP 200 in {latency:g} ms, {usage.get('completion_tokens', '?')} tokens"
-    return CheckResult(LAYER, tgt, "chat completion", Status.PASS if ok else Status.FAIL, observed=shown,
-                       expected="HTTP 200, non-empty varied content", detail=reason, data=data,
-                       next_step="" if ok else NEXT_TRIAGE)
+    return CheckResult(
+        LAYER,
+        tgt,
+        "chat completion",
+        Status.PASS if ok else Status.FAIL,
+        observed=shown,
+        expected="HTTP 200, non-empty varied content",
+        detail=reason,
+        data=data,
+        next_step="" if ok else NEXT_TRIAGE,
+    )

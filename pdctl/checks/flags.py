@@ -7,7 +7,8 @@ Pure: `judge_flags(label, argv, env, declared_args, declared_env)` -> one CheckR
   scalar      `--flag value` or `--flag=value`; the last occurrence wins, as with argparse; numbers compare as numbers
   list        the values after the flag (several after one flag, or one per repeated flag), in order
 Env values compare as exact strings. Values of secret-looking names are masked in observed, expected and detail.
-Abbreviated flags (argparse prefix matching) are not resolved: `--cuda-graph-max-bs` is not `--cuda-graph-max-bs-decode`.
+Abbreviated flags (argparse prefix matching) are not resolved: `--cuda-graph-max-bs` is not
+`--cuda-graph-max-bs-decode`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def flag_occurrences(argv: Sequence[str], flag: str) -> list[list[str]]:
             i = j
             continue
         if tok.startswith(flag + "="):
-            out.append([tok[len(flag) + 1:]])
+            out.append([tok[len(flag) + 1 :]])
         i += 1
     return out
 
@@ -70,8 +71,17 @@ def _judge_one_flag(label: str, argv: Sequence[str], flag: str, want: Any) -> Ch
         if secret:
             observed = MASK if observed not in ("absent", "present", "") else observed
             expected = MASK if expected not in ("absent", "present", "") else expected
-        return CheckResult(LAYER, label, flag, status, observed=observed, expected=expected, detail=detail, data=data,
-                           next_step=NEXT_DEPLOY if status is Status.FAIL else "")
+        return CheckResult(
+            LAYER,
+            label,
+            flag,
+            status,
+            observed=observed,
+            expected=expected,
+            detail=detail,
+            data=data,
+            next_step=NEXT_DEPLOY if status is Status.FAIL else "",
+        )
 
     if want is False or want is None:
         if not occ:
@@ -79,8 +89,12 @@ def _judge_one_flag(label: str, argv: Sequence[str], flag: str, want: Any) -> Ch
         shown = "present" if not occ[-1] else _show(occ[-1])
         return mk(Status.FAIL, shown, "absent", f"drift: {flag} is on the live command line but declared false")
     if not occ:
-        return mk(Status.FAIL, "absent", "present" if want is True else _show(want),
-                  f"drift: {flag} missing from the live command line")
+        return mk(
+            Status.FAIL,
+            "absent",
+            "present" if want is True else _show(want),
+            f"drift: {flag} missing from the live command line",
+        )
     if want is True:
         last = occ[-1]
         if not last or (len(last) == 1 and last[0].lower() == "true"):
@@ -92,14 +106,19 @@ def _judge_one_flag(label: str, argv: Sequence[str], flag: str, want: Any) -> Ch
     if isinstance(want, list):
         found = [v for vals in occ for v in vals] if len(occ) > 1 else occ[0]
         ok = len(found) == len(want) and all(_same(w, f) for w, f in zip(want, found))
-        return mk(Status.PASS if ok else Status.FAIL, _show(found), _show(want),
-                  "" if ok else f"drift: {flag} values differ")
+        return mk(
+            Status.PASS if ok else Status.FAIL, _show(found), _show(want), "" if ok else f"drift: {flag} values differ"
+        )
     last = occ[-1]
     if len(occ) > 1:
         data["note"] = f"{flag} given {len(occ)} times; the last one wins"
     if len(last) != 1:
-        return mk(Status.FAIL, _show(last) if last else "present without a value", _show(want),
-                  f"drift: {flag} expects one value")
+        return mk(
+            Status.FAIL,
+            _show(last) if last else "present without a value",
+            _show(want),
+            f"drift: {flag} expects one value",
+        )
     ok = _same(want, last[0])
     return mk(Status.PASS if ok else Status.FAIL, last[0], _show(want), "" if ok else f"drift: {flag} value differs")
 
@@ -109,25 +128,54 @@ def _judge_one_env(label: str, env: Mapping[str, str] | None, name: str, want: s
     data = {"kind": "env", "masked": secret}
     shown_want = MASK if secret and want else want
     if env is None:
-        return CheckResult(LAYER, label, f"env:{name}", Status.WARN, observed="unreadable", expected=shown_want,
-                           detail="cannot read /proc/PID/environ (needs the process owner or root): not verified",
-                           data=data)
+        return CheckResult(
+            LAYER,
+            label,
+            f"env:{name}",
+            Status.WARN,
+            observed="unreadable",
+            expected=shown_want,
+            detail="cannot read /proc/PID/environ (needs the process owner or root): not verified",
+            data=data,
+        )
     if name not in env:
-        return CheckResult(LAYER, label, f"env:{name}", Status.FAIL, observed="unset", expected=shown_want,
-                           detail=f"drift: {name} is not in the live environment", data=data, next_step=NEXT_DEPLOY)
+        return CheckResult(
+            LAYER,
+            label,
+            f"env:{name}",
+            Status.FAIL,
+            observed="unset",
+            expected=shown_want,
+            detail=f"drift: {name} is not in the live environment",
+            data=data,
+            next_step=NEXT_DEPLOY,
+        )
     found = env[name]
     ok = found == str(want)
     shown_found = MASK if secret and found else found
     detail = ""
     if not ok:
         detail = f"drift: {name} differs" + (" (values masked)" if secret else "")
-    return CheckResult(LAYER, label, f"env:{name}", Status.PASS if ok else Status.FAIL,
-                       observed=shown_found, expected=shown_want, detail=detail, data=data,
-                       next_step="" if ok else NEXT_DEPLOY)
+    return CheckResult(
+        LAYER,
+        label,
+        f"env:{name}",
+        Status.PASS if ok else Status.FAIL,
+        observed=shown_found,
+        expected=shown_want,
+        detail=detail,
+        data=data,
+        next_step="" if ok else NEXT_DEPLOY,
+    )
 
 
-def judge_flags(label: str, argv: Sequence[str], env: Mapping[str, str] | None,
-                declared_args: Mapping[str, Any], declared_env: Mapping[str, str]) -> list[CheckResult]:
+def judge_flags(
+    label: str,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None,
+    declared_args: Mapping[str, Any],
+    declared_env: Mapping[str, str],
+) -> list[CheckResult]:
     """One CheckResult per declared flag, then per declared env var. Pure; never raises on odd argv."""
     results = [_judge_one_flag(label, list(argv), flag, want) for flag, want in declared_args.items()]
     results += [_judge_one_env(label, env, name, want) for name, want in declared_env.items()]
@@ -149,10 +197,20 @@ def judge_undeclared(label: str, argv: Sequence[str], rendered: Sequence[str]) -
     """A flag on the live command line that the rendered launch command does not have is drift too: someone
     started the process by hand, or the inventory lost a flag the running process still has. One FAIL each."""
     known = set(flag_names(rendered))
-    return [CheckResult(LAYER, label, flag, Status.FAIL, observed="present", expected="not in the inventory",
-                        detail=f"drift: {flag} is on the live command line but not declared; declare it or "
-                               f"redeploy (pdctl deploy)", next_step=NEXT_DEPLOY)
-            for flag in flag_names(argv) if flag not in known]
+    return [
+        CheckResult(
+            LAYER,
+            label,
+            flag,
+            Status.FAIL,
+            observed="present",
+            expected="not in the inventory",
+            detail=f"drift: {flag} is on the live command line but not declared; declare it or redeploy (pdctl deploy)",
+            next_step=NEXT_DEPLOY,
+        )
+        for flag in flag_names(argv)
+        if flag not in known
+    ]
 
 
 def judge_version(label: str, server_info: Any) -> CheckResult | None:
@@ -163,6 +221,13 @@ def judge_version(label: str, server_info: Any) -> CheckResult | None:
         return None
     version = str(server_info["version"])
     engine = str(server_info.get("engine") or "sglang")
-    return CheckResult(LAYER, label, "version", Status.PASS, observed=f"{engine} {version}", expected="reported",
-                       detail="what the running process reports in /server_info",
-                       data={"kind": "version", "version": version, "engine": engine})
+    return CheckResult(
+        LAYER,
+        label,
+        "version",
+        Status.PASS,
+        observed=f"{engine} {version}",
+        expected="reported",
+        detail="what the running process reports in /server_info",
+        data={"kind": "version", "version": version, "engine": engine},
+    )

@@ -25,30 +25,31 @@ CASES = ("pinned", "pair-broken", "degraded-bootstrap")
 
 @dataclass(frozen=True)
 class HealPolicy:
-    pin_confirm_s: float = 60.0       # a pin must be seen this long first (a storm's abort can hold a room briefly)
-    pair_failures: int = 3            # consecutive failed canaries (at the 30 s cadence: 90 s of a broken pair)
-    max_per_hour: int = 2             # then alert (pdctl_heal_budget_exhausted) and stop acting
+    pin_confirm_s: float = 60.0  # a pin must be seen this long first (a storm's abort can hold a room briefly)
+    pair_failures: int = 3  # consecutive failed canaries (at the 30 s cadence: 90 s of a broken pair)
+    max_per_hour: int = 2  # then alert (pdctl_heal_budget_exhausted) and stop acting
 
 
 @dataclass(frozen=True)
 class HealView:
     """What the watch knows now, reduced to what the decision needs."""
-    pinned_for_s: float | None                       # None: not pinned
-    pair_failures: Mapping[tuple[int, int], int]     # (prefill, decode) -> consecutive failed canaries
+
+    pinned_for_s: float | None  # None: not pinned
+    pair_failures: Mapping[tuple[int, int], int]  # (prefill, decode) -> consecutive failed canaries
     lineage_hazards: Sequence[tuple[int, int, str]]  # (prefill, decode, hazard) from pdctl.checks.lineage
-    unknown: Sequence[str]                           # targets that did not answer in their last round
+    unknown: Sequence[str]  # targets that did not answer in their last round
     n_prefill: int
     n_decode: int
 
 
 @dataclass
 class HealDecision:
-    case: str | None                  # one of CASES, or None: nothing to heal
-    action: str | None = None         # "restart --rolling" | "restart --pair"
-    reason: str = ""                  # what was seen, for the timeline and the audit record
-    refused: str | None = None        # a guard that stops it now
+    case: str | None  # one of CASES, or None: nothing to heal
+    action: str | None = None  # "restart --rolling" | "restart --pair"
+    reason: str = ""  # what was seen, for the timeline and the audit record
+    refused: str | None = None  # a guard that stops it now
     evidence: list[str] = field(default_factory=list)
-    pairs: list[tuple[int, int]] = field(default_factory=list)   # (prefill, decode) the canaries call broken
+    pairs: list[tuple[int, int]] = field(default_factory=list)  # (prefill, decode) the canaries call broken
 
     @property
     def act(self) -> bool:
@@ -59,20 +60,27 @@ def confirmed_case(view: HealView, policy: HealPolicy) -> tuple[str | None, str,
     """(case, reason, evidence, the broken pairs) of the most urgent confirmed known case, or (None, "", [], [])."""
     if view.pinned_for_s is not None and view.pinned_for_s >= policy.pin_confirm_s:
         return "pinned", f"inflight pinned for {view.pinned_for_s:.0f}s (>= {policy.pin_confirm_s:g}s)", [], []
-    name = lambda k: f"prefill[{k[0]}] -> decode[{k[1]}]"     # noqa: E731
+    name = lambda k: f"prefill[{k[0]}] -> decode[{k[1]}]"  # noqa: E731
     # the lineage already says why: one failed canary of such a pair confirms it (the others need K in a row)
     hazards = {(i, j) for i, j, h in view.lineage_hazards if h == "degraded-bootstrap"}
     degraded = sorted(k for k, n in view.pair_failures.items() if n >= 1 and k in hazards)
     if degraded:
-        return ("degraded-bootstrap", f"{len(degraded)} pair(s) broken after a decode restarted under their "
-                f"long-running prefill: {', '.join(name(k) for k in degraded)}",
-                [f"{name(k)} failed {view.pair_failures[k]} canaries in a row" for k in degraded], degraded)
+        return (
+            "degraded-bootstrap",
+            f"{len(degraded)} pair(s) broken after a decode restarted under their "
+            f"long-running prefill: {', '.join(name(k) for k in degraded)}",
+            [f"{name(k)} failed {view.pair_failures[k]} canaries in a row" for k in degraded],
+            degraded,
+        )
     broken = sorted(k for k, n in view.pair_failures.items() if n >= policy.pair_failures)
     names = [name(k) for k in broken]
     if broken:
-        return ("pair-broken", f"{len(broken)} pair(s) failed {policy.pair_failures}+ canaries in a row: "
-                f"{', '.join(names)}", [f"{n}: {view.pair_failures[k]} in a row" for n, k in zip(names, broken)],
-                broken)
+        return (
+            "pair-broken",
+            f"{len(broken)} pair(s) failed {policy.pair_failures}+ canaries in a row: {', '.join(names)}",
+            [f"{n}: {view.pair_failures[k]} in a row" for n, k in zip(names, broken)],
+            broken,
+        )
     return None, "", [], []
 
 
@@ -82,8 +90,15 @@ def smallest_action(case: str, view: HealView) -> str:
     return "restart --pair"
 
 
-def decide(view: HealView, policy: HealPolicy, *, heals_at: Iterable[float], now: float,
-           last_heal_ok: bool | None, healing: bool = False) -> HealDecision:
+def decide(
+    view: HealView,
+    policy: HealPolicy,
+    *,
+    heals_at: Iterable[float],
+    now: float,
+    last_heal_ok: bool | None,
+    healing: bool = False,
+) -> HealDecision:
     """The decision for this round. `heals_at`: times of the heals done (or tried) so far; `last_heal_ok`: the
     previous heal's final-health verdict (None: no heal yet)."""
     case, reason, evidence, pairs = confirmed_case(view, policy)
@@ -98,8 +113,10 @@ def decide(view: HealView, policy: HealPolicy, *, heals_at: Iterable[float], now
     elif last_heal_ok is False:
         d.refused = "not acting: the previous heal's final-health is red (a human must look)"
     elif len(recent) >= policy.max_per_hour:
-        d.refused = (f"not acting: heal budget spent ({len(recent)} in the last hour, at most "
-                     f"{policy.max_per_hour}); next allowed in {HOUR_S - (now - min(recent)):.0f}s")
+        d.refused = (
+            f"not acting: heal budget spent ({len(recent)} in the last hour, at most "
+            f"{policy.max_per_hour}); next allowed in {HOUR_S - (now - min(recent)):.0f}s"
+        )
     return d
 
 

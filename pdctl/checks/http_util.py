@@ -25,8 +25,16 @@ class RoleURL(str):
     tunnel: bool
     failure: Callable[[float], "str | None"]
 
-    def __new__(cls, url: str, *, label: str, host: str, remote: str, tunnel: bool = False,
-                failure: Callable[[float], "str | None"] | None = None) -> "RoleURL":
+    def __new__(
+        cls,
+        url: str,
+        *,
+        label: str,
+        host: str,
+        remote: str,
+        tunnel: bool = False,
+        failure: Callable[[float], "str | None"] | None = None,
+    ) -> "RoleURL":
         self = super().__new__(cls, url)
         self.label, self.host, self.remote, self.tunnel = label, host, remote, tunnel
         self.failure = failure or (lambda _since: None)
@@ -68,9 +76,12 @@ def client() -> "httpx.Client":
 
             import httpx
 
-            _client = httpx.Client(trust_env=False, verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),
-                                   headers={"User-Agent": "pdctl"},
-                                   limits=httpx.Limits(max_connections=None, keepalive_expiry=4.0))
+            _client = httpx.Client(
+                trust_env=False,
+                verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),
+                headers={"User-Agent": "pdctl"},
+                limits=httpx.Limits(max_connections=None, keepalive_expiry=4.0),
+            )
         return _client
 
 

@@ -27,9 +27,15 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from pdctl.checks.metric_names import (DECODE_PREALLOC_QUEUE, DECODE_TRANSFER_QUEUE, GENERATION_TOKENS,
-                                       NUM_QUEUE_REQS, NUM_RUNNING_REQS, PREFILL_BOOTSTRAP_QUEUE,
-                                       PREFILL_INFLIGHT_QUEUE)
+from pdctl.checks.metric_names import (
+    DECODE_PREALLOC_QUEUE,
+    DECODE_TRANSFER_QUEUE,
+    GENERATION_TOKENS,
+    NUM_QUEUE_REQS,
+    NUM_RUNNING_REQS,
+    PREFILL_BOOTSTRAP_QUEUE,
+    PREFILL_INFLIGHT_QUEUE,
+)
 from pdctl.checks.metrics import MetricSet
 from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
 from pdctl.serialize import to_data
@@ -40,29 +46,29 @@ VERDICTS = ("drained", "busy", "pinned")
 #: 21 s after the pin, never in ~1,000 s of loaded traffic without one; re-measured in docs/performance.md)
 BALANCE_WINDOW_S = 30.0
 BALANCE_MIN = 1.0
-NO_PROGRESS, ROOM_BALANCE = "no-progress", "room-balance"   # what a pinned verdict rests on
+NO_PROGRESS, ROOM_BALANCE = "no-progress", "room-balance"  # what a pinned verdict rests on
 
 InflightSample = tuple[float, Mapping[str, float], "float | None"]
 
 
 @dataclass
 class InflightVerdict:
-    verdict: str                                  # drained | busy | pinned
+    verdict: str  # drained | busy | pinned
     window_s: float
-    covered_s: float                              # time span the samples actually cover
-    conclusive: bool                              # covered_s >= window_s
+    covered_s: float  # time span the samples actually cover
+    conclusive: bool  # covered_s >= window_s
     samples: int
-    last: dict[str, float]                        # gauges at the last sample
-    peak: dict[str, float]                        # max of each gauge over the window
-    generation_tokens_delta: float | None         # decode progress over the window (None: not measured)
-    queue_changes: int                            # consecutive samples whose gauges differ
-    nonzero_for_s: float                          # how long the gauges have been continuously nonzero at the end
-    no_progress_for_s: float                      # time since the last progress seen (bounded by the window)
+    last: dict[str, float]  # gauges at the last sample
+    peak: dict[str, float]  # max of each gauge over the window
+    generation_tokens_delta: float | None  # decode progress over the window (None: not measured)
+    queue_changes: int  # consecutive samples whose gauges differ
+    nonzero_for_s: float  # how long the gauges have been continuously nonzero at the end
+    no_progress_for_s: float  # time since the last progress seen (bounded by the window)
     notes: list[str] = field(default_factory=list)
-    pinned_by: str = ""                           # NO_PROGRESS | ROOM_BALANCE when pinned
-    balance_median: float | None = None           # median room balance over the last balance_window_s (None: unknown)
+    pinned_by: str = ""  # NO_PROGRESS | ROOM_BALANCE when pinned
+    balance_median: float | None = None  # median room balance over the last balance_window_s (None: unknown)
     balance_window_s: float = BALANCE_WINDOW_S
-    balance_covered_s: float = 0.0                # time span of the samples with a known balance
+    balance_covered_s: float = 0.0  # time span of the samples with a known balance
     json_extra = ("summary",)
 
     @property
@@ -80,11 +86,13 @@ class InflightVerdict:
             if self.balance_median is not None:
                 s += f"; room balance median {fmt_count(self.balance_median)} over {fmt_s(self.balance_covered_s)}"
         elif self.pinned_by == ROOM_BALANCE:
-            s = (f"pinned under load: the cross-side room balance held a median of {fmt_count(self.balance_median)} "
-                 f"over {fmt_s(self.balance_window_s)} while traffic flowed, and the prefill inflight queue was "
-                 f"never 0 ({_gauges(held)})")
+            s = (
+                f"pinned under load: the cross-side room balance held a median of {fmt_count(self.balance_median)} "
+                f"over {fmt_s(self.balance_window_s)} while traffic flowed, and the prefill inflight queue was "
+                f"never 0 ({_gauges(held)})"
+            )
         else:
-            s = (f"{_gauges(held)} with NO decode progress and no queue change for {fmt_s(self.no_progress_for_s)}")
+            s = f"{_gauges(held)} with NO decode progress and no queue change for {fmt_s(self.no_progress_for_s)}"
         if not self.conclusive:
             s += f" (only {fmt_s(self.covered_s)} of the {fmt_s(self.window_s)} window sampled: inconclusive)"
         return s
@@ -96,15 +104,27 @@ class InflightVerdict:
             status = Status.WARN
         detail = self.summary
         if self.verdict == "pinned" and self.pinned_by == ROOM_BALANCE:
-            detail += ("; observed: the prefill held more rooms than the decode waited for, for the whole balance "
-                       "window; inferred: a room the decode gave up is stuck in the prefill inflight queue (the "
-                       "seed's wedge, under load). Collect logs, then `pdctl restart --pair`")
+            detail += (
+                "; observed: the prefill held more rooms than the decode waited for, for the whole balance "
+                "window; inferred: a room the decode gave up is stuck in the prefill inflight queue (the "
+                "seed's wedge, under load). Collect logs, then `pdctl restart --pair`"
+            )
         elif self.verdict == "pinned":
-            detail += ("; observed: no change in any gauge or in generation tokens; inferred: a room is stuck in the "
-                       "prefill inflight/transfer queue (the seed's wedge). Collect logs, then `pdctl restart --pair`")
-        return CheckResult(LAYER, target, "inflight", status, observed=self.verdict,
-                           expected="drained, or busy with progress", detail=detail, data=to_data(self),
-                           next_step=NEXT_PAIR_RESTART if self.verdict == "pinned" else "")
+            detail += (
+                "; observed: no change in any gauge or in generation tokens; inferred: a room is stuck in the "
+                "prefill inflight/transfer queue (the seed's wedge). Collect logs, then `pdctl restart --pair`"
+            )
+        return CheckResult(
+            LAYER,
+            target,
+            "inflight",
+            status,
+            observed=self.verdict,
+            expected="drained, or busy with progress",
+            detail=detail,
+            data=to_data(self),
+            next_step=NEXT_PAIR_RESTART if self.verdict == "pinned" else "",
+        )
 
 
 def fmt_count(v: float | None) -> str:
@@ -125,8 +145,6 @@ def fmt_s(seconds: float | None) -> str:
     return ("0.0" if s == "-0.0" else s) + "s"
 
 
-
-
 def _gauges(d: Mapping[str, str]) -> str:
     return " ".join(f"{k.removeprefix('sglang:')}={v}" for k, v in d.items())
 
@@ -135,9 +153,13 @@ def _val(x: float | None) -> float:
     return 0.0 if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def judge_inflight(samples: Sequence[InflightSample], window_s: float, *,
-                   balances: Sequence[tuple[float, float | None]] = (),
-                   balance_window_s: float = BALANCE_WINDOW_S) -> InflightVerdict:
+def judge_inflight(
+    samples: Sequence[InflightSample],
+    window_s: float,
+    *,
+    balances: Sequence[tuple[float, float | None]] = (),
+    balance_window_s: float = BALANCE_WINDOW_S,
+) -> InflightVerdict:
     """Judge the window ending at the last sample. `samples`: (t seconds, {gauge: value}, decode generation tokens
     total or None). Order does not matter. The last sample at or before the window start anchors the window.
     `balances`: (t, room balance or None) at the same instants (see room_balance_pin); without them only the
@@ -180,7 +202,7 @@ def judge_inflight(samples: Sequence[InflightSample], window_s: float, *,
             queue_changes += 1
             progressed = True
         if n0 is not None and n1 is not None and not (math.isnan(n0) or math.isnan(n1)):
-            gen_delta = (gen_delta or 0.0)
+            gen_delta = gen_delta or 0.0
             if n1 > n0:
                 gen_delta += n1 - n0
                 progressed = True
@@ -210,24 +232,42 @@ def judge_inflight(samples: Sequence[InflightSample], window_s: float, *,
         if by_balance:
             verdict, pinned_by = "pinned", ROOM_BALANCE
         elif med is None:
-            notes.append("counts, not request ids, and no cross-side room balance: a single stuck room under "
-                         "steady traffic would also read as busy")
+            notes.append(
+                "counts, not request ids, and no cross-side room balance: a single stuck room under "
+                "steady traffic would also read as busy"
+            )
         elif bal_covered < balance_window_s - 1e-6:
-            notes.append(f"the room balance needs {fmt_s(balance_window_s)} of samples to call a pin under load "
-                         f"(had {fmt_s(bal_covered)}): a single stuck room under steady traffic would read as busy")
+            notes.append(
+                f"the room balance needs {fmt_s(balance_window_s)} of samples to call a pin under load "
+                f"(had {fmt_s(bal_covered)}): a single stuck room under steady traffic would read as busy"
+            )
     else:
         verdict, pinned_by = "pinned", NO_PROGRESS
     if pinned_by == ROOM_BALANCE and bal_covered >= balance_window_s - 1e-6:
-        conclusive = True   # the balance window (longer than the queue window) is what the verdict rests on
-    return InflightVerdict(verdict=verdict, window_s=window_s, covered_s=covered, conclusive=conclusive,
-                           samples=len(win), last=last, peak=peak, generation_tokens_delta=gen_delta,
-                           queue_changes=queue_changes, nonzero_for_s=nonzero_for,
-                           no_progress_for_s=t_end - last_progress_t, notes=notes, pinned_by=pinned_by,
-                           balance_median=med, balance_window_s=balance_window_s, balance_covered_s=bal_covered)
+        conclusive = True  # the balance window (longer than the queue window) is what the verdict rests on
+    return InflightVerdict(
+        verdict=verdict,
+        window_s=window_s,
+        covered_s=covered,
+        conclusive=conclusive,
+        samples=len(win),
+        last=last,
+        peak=peak,
+        generation_tokens_delta=gen_delta,
+        queue_changes=queue_changes,
+        nonzero_for_s=nonzero_for,
+        no_progress_for_s=t_end - last_progress_t,
+        notes=notes,
+        pinned_by=pinned_by,
+        balance_median=med,
+        balance_window_s=balance_window_s,
+        balance_covered_s=bal_covered,
+    )
 
 
-def room_balance_pin(ordered: Sequence[InflightSample], balances: Sequence[tuple[float, float | None]],
-                     window_s: float) -> tuple[float | None, float, bool]:
+def room_balance_pin(
+    ordered: Sequence[InflightSample], balances: Sequence[tuple[float, float | None]], window_s: float
+) -> tuple[float | None, float, bool]:
     """The room-balance rule over the last `window_s` of the series: (median balance or None when some sample in
     that span has no balance, time span covered, pinned). Pinned when the span covers the window, the median
     balance is >= BALANCE_MIN and the prefill inflight queue was nonzero in every sample of it. Pure."""
@@ -293,14 +333,14 @@ class Point:
     """One sample of every worker, `t` seconds on the caller's clock (monotonic)."""
 
     t: float
-    gauges: dict[str, float]                      # summed over workers (inflight_point)
-    generation_tokens: float | None               # decode side total
-    per_worker: dict[str, dict[str, float]]       # label -> its PD gauges (tp_rank 0)
-    counters: dict[str, dict[str, float]]         # label -> {transfer_failed, bootstrap_failed, generation_tokens}
-    gen_throughput: dict[str, float]              # decode label -> sglang:gen_throughput (when exposed)
-    errors: dict[str, str] = field(default_factory=dict)   # label -> why its metrics could not be read
-    prefill_rooms: float | None = None            # PREFILL_ROOM_GAUGES summed over prefills (None: not exposed)
-    decode_rooms: float | None = None             # DECODE_ROOM_GAUGES summed over decodes
+    gauges: dict[str, float]  # summed over workers (inflight_point)
+    generation_tokens: float | None  # decode side total
+    per_worker: dict[str, dict[str, float]]  # label -> its PD gauges (tp_rank 0)
+    counters: dict[str, dict[str, float]]  # label -> {transfer_failed, bootstrap_failed, generation_tokens}
+    gen_throughput: dict[str, float]  # decode label -> sglang:gen_throughput (when exposed)
+    errors: dict[str, str] = field(default_factory=dict)  # label -> why its metrics could not be read
+    prefill_rooms: float | None = None  # PREFILL_ROOM_GAUGES summed over prefills (None: not exposed)
+    decode_rooms: float | None = None  # DECODE_ROOM_GAUGES summed over decodes
 
     @property
     def balance(self) -> float | None:
@@ -321,9 +361,9 @@ class Point:
         return math.fsum(c.get(key, 0.0) for c in self.counters.values())
 
 
-
-def judge_points(points: Sequence[Point], window_s: float, *, balance_window_s: float = BALANCE_WINDOW_S
-                 ) -> tuple[InflightVerdict | None, list[str]]:
+def judge_points(
+    points: Sequence[Point], window_s: float, *, balance_window_s: float = BALANCE_WINDOW_S
+) -> tuple[InflightVerdict | None, list[str]]:
     """judge_inflight over the complete points (a point with an unreadable worker would fake a queue change), the
     room balance included; None when no point is complete. Pure."""
     good = [p for p in points if p.complete]
@@ -332,8 +372,12 @@ def judge_points(points: Sequence[Point], window_s: float, *, balance_window_s: 
         notes.append(f"{len(points) - len(good)} sample(s) skipped: a worker's /metrics could not be read")
     if not good:
         return None, notes
-    return judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in good], window_s,
-                          balances=[(p.t, p.balance) for p in good], balance_window_s=balance_window_s), notes
+    return judge_inflight(
+        [(p.t, p.gauges, p.generation_tokens) for p in good],
+        window_s,
+        balances=[(p.t, p.balance) for p in good],
+        balance_window_s=balance_window_s,
+    ), notes
 
 
 def balance_suspects_pin(points: Sequence[Point], balance_window_s: float = BALANCE_WINDOW_S) -> bool:
@@ -346,8 +390,10 @@ def balance_suspects_pin(points: Sequence[Point], balance_window_s: float = BALA
     span = [p for p in good if p.t >= good[-1].t - balance_window_s - 1e-9]
     if any(p.balance is None for p in span):
         return False
-    return (statistics.median(p.balance for p in span) >= BALANCE_MIN
-            and min(_val(p.gauges.get(PREFILL_INFLIGHT_QUEUE)) for p in span) >= 1)
+    return (
+        statistics.median(p.balance for p in span) >= BALANCE_MIN
+        and min(_val(p.gauges.get(PREFILL_INFLIGHT_QUEUE)) for p in span) >= 1
+    )
 
 
 def holders(points: Sequence[Point]) -> dict[str, dict[str, float]]:
@@ -358,7 +404,7 @@ def holders(points: Sequence[Point]) -> dict[str, dict[str, float]]:
     return {label: {k: v for k, v in g.items() if v} for label, g in last.per_worker.items() if any(g.values())}
 
 
-TARGET = "prefill+decode"   # the inflight check's target: the whole PD deployment, not one worker
+TARGET = "prefill+decode"  # the inflight check's target: the whole PD deployment, not one worker
 
 
 def inflight_results(verdict: InflightVerdict | None, points: Sequence[Point], *, partial: bool) -> list[CheckResult]:
@@ -366,8 +412,17 @@ def inflight_results(verdict: InflightVerdict | None, points: Sequence[Point], *
     be read, and at most WARN for an interrupted series. Pure."""
     if verdict is None:
         why = "; ".join(f"{k}: {v}" for k, v in (points[-1].errors.items() if points else [])) or "no sample taken"
-        return [CheckResult(LAYER, TARGET, "inflight", Status.FAIL, observed="no complete sample",
-                            expected="drained, or busy with progress", detail=why)]
+        return [
+            CheckResult(
+                LAYER,
+                TARGET,
+                "inflight",
+                Status.FAIL,
+                observed="no complete sample",
+                expected="drained, or busy with progress",
+                detail=why,
+            )
+        ]
     r = verdict.to_check_result(TARGET)
     held = holders(points)
     if verdict.verdict == "pinned" and verdict.conclusive and held:

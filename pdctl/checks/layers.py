@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Layer:
-    name: str            # the key in HealthReport.layers, `--layer NAME`, a playbook's `layers: [NAME]`
-    title: str           # the heading of its table
-    gathers: str         # what it reads, for docs and --help
-    optional: bool = False   # run only when named (it samples over a window, or loads every pair)
+    name: str  # the key in HealthReport.layers, `--layer NAME`, a playbook's `layers: [NAME]`
+    title: str  # the heading of its table
+    gathers: str  # what it reads, for docs and --help
+    optional: bool = False  # run only when named (it samples over a window, or loads every pair)
 
 
 LAYERS: tuple[Layer, ...] = (
@@ -23,11 +23,15 @@ LAYERS: tuple[Layer, ...] = (
     Layer("transfer", "KV transfer failures", "transfer_failed / bootstrap_failed counters of every worker"),
     Layer("flags", "live flags and env vs inventory", "cmdline and env of each main process, from /proc"),
     Layer("lineage", "restart lineage", "pids and start times against the last co-restart record; systemd NRestarts"),
-    Layer("inflight", "inflight queues", "the PD queue gauges and decode progress sampled over a window",
-          optional=True),
-    Layer("pairs", "prefill x decode pair canaries",
-          "a canary straight to every prefill x decode pair, as the router sends one, content checked",
-          optional=True),
+    Layer(
+        "inflight", "inflight queues", "the PD queue gauges and decode progress sampled over a window", optional=True
+    ),
+    Layer(
+        "pairs",
+        "prefill x decode pair canaries",
+        "a canary straight to every prefill x decode pair, as the router sends one, content checked",
+        optional=True,
+    ),
 )
 
 #: every layer name, in order

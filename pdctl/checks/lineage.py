@@ -73,10 +73,11 @@ def lone_restart_hazard(restarted: Iterable[str], running: Iterable[str] = KV_PA
 @dataclass(frozen=True)
 class PairHazard:
     """One hazardous (prefill, decode) pair: its kind and what it was judged from."""
-    prefill: str                  # label
-    decode: str                   # label
-    hazard: str                   # DEGRADED | PREFILL_ALONE
-    basis: str                    # RECORD (who changed since the co-restart) | START_TIMES (inferred)
+
+    prefill: str  # label
+    decode: str  # label
+    hazard: str  # DEGRADED | PREFILL_ALONE
+    basis: str  # RECORD (who changed since the co-restart) | START_TIMES (inferred)
     # decode start - prefill start, when both are known (the check's data has it as `after_prefill_s`, per pair)
     after_prefill_s: float | None = field(default=None, metadata=JSON_OFF)
 
@@ -134,8 +135,9 @@ def _changed(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] |
     return abs(float(start) - float(rstart)) > START_TOLERANCE_S
 
 
-def _pair(p: str, d: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None,
-          window_s: float) -> tuple[str | None, str, float | None]:
+def _pair(
+    p: str, d: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float
+) -> tuple[str | None, str, float | None]:
     """(hazard kind or None, basis, decode start - prefill start) of one pair, by the rules of the docstring."""
     pstart, dstart = starts[p][2], starts[d][2]
     delta = None if pstart is None or dstart is None else float(dstart) - float(pstart)
@@ -167,24 +169,33 @@ def _judged_pairs(starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, 
             yield (p, d, *_pair(p, d, starts, rec, window_s))
 
 
-def pair_hazards(starts: Mapping[str, tuple[str, int, float | None]], record: Mapping[str, Any] | None,
-                 window_s: float = 900.0) -> list[PairHazard]:
+def pair_hazards(
+    starts: Mapping[str, tuple[str, int, float | None]], record: Mapping[str, Any] | None, window_s: float = 900.0
+) -> list[PairHazard]:
     """Every hazardous (prefill, decode) pair of `starts` (label -> (role, pid, start)) against the co-restart
     `record` (or None), by the rules of this module's docstring: decode by decode, prefill by prefill. Pure."""
-    return [PairHazard(p, d, kind, basis, delta)
-            for p, d, kind, basis, delta in _judged_pairs(starts, _record_entries(record), window_s) if kind]
+    return [
+        PairHazard(p, d, kind, basis, delta)
+        for p, d, kind, basis, delta in _judged_pairs(starts, _record_entries(record), window_s)
+        if kind
+    ]
 
 
-def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: Mapping[str, Any] | None,
-                  window_s: float = 900.0, *, now: float | None = None,
-                  known: HazardKnowledge | None = None) -> list[CheckResult]:
+def judge_lineage(
+    starts: Mapping[str, tuple[str, int, float | None]],
+    record: Mapping[str, Any] | None,
+    window_s: float = 900.0,
+    *,
+    now: float | None = None,
+    known: HazardKnowledge | None = None,
+) -> list[CheckResult]:
     """One CheckResult per observed instance: prefills report their uptime; decodes their lineage with every
     prefill (naming each one they are hazardous with); routers theirs. `known`: what is known of the hazard for
     the deployment's engine and transfer backend (pdctl.engines); a hazard only possible there is a warning that
     says so, never a failure (default: known, as the seed's)."""
     now = time.time() if now is None else now
     rec = _record_entries(record)
-    prefills = {l: v for l, v in starts.items() if v[0] == "prefill"}
+    prefills = {label: v for label, v in starts.items() if v[0] == "prefill"}
     judged: dict[str, list[tuple]] = {}
     for p, d, kind, basis, delta in _judged_pairs(starts, rec, window_s):
         judged.setdefault(d, []).append((p, kind, basis, delta))
@@ -192,24 +203,45 @@ def judge_lineage(starts: Mapping[str, tuple[str, int, float | None]], record: M
     results: list[CheckResult] = []
     for label, (role, pid, start) in prefills.items():
         if start is None:
-            results.append(CheckResult(LAYER, label, "prefill uptime", Status.SKIP, observed=f"pid {pid}, start unknown"))
+            results.append(
+                CheckResult(LAYER, label, "prefill uptime", Status.SKIP, observed=f"pid {pid}, start unknown")
+            )
             continue
         note = ""
         if rec is not None:
-            note = "; same process as at the last co-restart" if _changed(label, starts, rec) is False else \
-                "; NOT the process recorded at the last co-restart"
-        results.append(CheckResult(LAYER, label, "prefill uptime", Status.PASS,
-                                   observed=f"up {_human(now - start)} (pid {pid}, since {_when(start)})",
-                                   detail=f"observed{note}", data={"pid": pid, "start": start, "uptime_s": now - start}))
+            note = (
+                "; same process as at the last co-restart"
+                if _changed(label, starts, rec) is False
+                else "; NOT the process recorded at the last co-restart"
+            )
+        results.append(
+            CheckResult(
+                LAYER,
+                label,
+                "prefill uptime",
+                Status.PASS,
+                observed=f"up {_human(now - start)} (pid {pid}, since {_when(start)})",
+                detail=f"observed{note}",
+                data={"pid": pid, "start": start, "uptime_s": now - start},
+            )
+        )
 
     for label, (role, pid, start) in starts.items():
         if role == "prefill":
             continue
         data: dict[str, Any] = {"pid": pid, "start": start, "record": rec is not None}
         if start is None:
-            results.append(CheckResult(LAYER, label, "restart lineage", Status.SKIP,
-                                       observed=f"pid {pid}, start unknown", detail="cannot judge without a start time",
-                                       data=data))
+            results.append(
+                CheckResult(
+                    LAYER,
+                    label,
+                    "restart lineage",
+                    Status.SKIP,
+                    observed=f"pid {pid}, start unknown",
+                    detail="cannot judge without a start time",
+                    data=data,
+                )
+            )
         elif role == "decode":
             results.append(_decode_result(label, starts, rec, judged.get(label, []), window_s, now, data, known))
         else:
@@ -221,26 +253,46 @@ def _names(labels: list[str]) -> str:
     return ", ".join(labels)
 
 
-def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, pairs: list[tuple],
-                   window_s: float, now: float, data: dict[str, Any],
-                   known: HazardKnowledge | None = None) -> CheckResult:
+def _decode_result(
+    label: str,
+    starts: Mapping[str, tuple],
+    rec: Mapping[str, tuple] | None,
+    pairs: list[tuple],
+    window_s: float,
+    now: float,
+    data: dict[str, Any],
+    known: HazardKnowledge | None = None,
+) -> CheckResult:
     _role, pid, start = starts[label]
     by_time = {p: delta for p, _k, basis, delta in pairs if basis == START_TIMES and delta is not None}
     if by_time:
         data["after_prefill_s"] = by_time
     if rec is not None and any(basis == START_TIMES for _p, _k, basis, _d in pairs):
-        data["record_stale"] = True     # for those pairs: both sides changed since the record
+        data["record_stale"] = True  # for those pairs: both sides changed since the record
     stale = " (no co-restart record)" if rec is None else " (the co-restart record does not match these processes)"
     bad = [PairHazard(p, label, kind, basis, delta) for p, kind, basis, delta in pairs if kind]
     if not bad:
         if rec is not None and _changed(label, starts, rec) is False:
-            return CheckResult(LAYER, label, "restart lineage", Status.PASS,
-                               observed=f"unchanged since the last co-restart (pid {pid})",
-                               expected="co-restarted with its prefill",
-                               detail="observed: same pid and start time as recorded", data=data)
-        return CheckResult(LAYER, label, "restart lineage", Status.PASS, observed=f"pid {pid} started {_when(start)}",
-                           expected=f"started within {_human(window_s)} of its prefill",
-                           detail=f"observed: start order consistent with a co-restart{stale}", data=data)
+            return CheckResult(
+                LAYER,
+                label,
+                "restart lineage",
+                Status.PASS,
+                observed=f"unchanged since the last co-restart (pid {pid})",
+                expected="co-restarted with its prefill",
+                detail="observed: same pid and start time as recorded",
+                data=data,
+            )
+        return CheckResult(
+            LAYER,
+            label,
+            "restart lineage",
+            Status.PASS,
+            observed=f"pid {pid} started {_when(start)}",
+            expected=f"started within {_human(window_s)} of its prefill",
+            detail=f"observed: start order consistent with a co-restart{stale}",
+            data=data,
+        )
     observed, said = [], []
 
     def group(kind: str, basis: str) -> list[PairHazard]:
@@ -255,68 +307,118 @@ def _decode_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tu
         observed.append(f"restarted alone under {_names([h.prefill for h in hz])}")
         old = rec.get(label) if rec else None
         was = f"pid {old[1]} started {_when(old[2])}" if old and old[2] else "not in the record"
-        said.append(f"observed: decode changed since the last co-restart (now pid {pid} started {_when(start)}; "
-                    f"recorded: {was}) while " + _names([f"{h.prefill} (pid {starts[h.prefill][1]}, {up(h.prefill)})"
-                                                         for h in hz]) + " ran on")
+        said.append(
+            f"observed: decode changed since the last co-restart (now pid {pid} started {_when(start)}; "
+            f"recorded: {was}) while "
+            + _names([f"{h.prefill} (pid {starts[h.prefill][1]}, {up(h.prefill)})" for h in hz])
+            + " ran on"
+        )
     if hz := group(DEGRADED, START_TIMES):
         observed.append("started " + _names([f"{_human(h.after_prefill_s)} after {h.prefill}" for h in hz]))
-        said.append(f"observed: start times only{by}; inferred: decode was likely restarted under " +
-                    _names([f"{h.prefill} ({up(h.prefill)})" for h in hz]) + " running on")
+        said.append(
+            f"observed: start times only{by}; inferred: decode was likely restarted under "
+            + _names([f"{h.prefill} ({up(h.prefill)})" for h in hz])
+            + " running on"
+        )
     if degraded := [h for h in bad if h.hazard == DEGRADED]:
-        said.append("inferred: the degraded-bootstrap hazard (silent transfer failures) on " +
-                    ("that pair" if len(degraded) == 1 else f"these {len(degraded)} pairs"))
+        said.append(
+            "inferred: the degraded-bootstrap hazard (silent transfer failures) on "
+            + ("that pair" if len(degraded) == 1 else f"these {len(degraded)} pairs")
+        )
     if hz := group(PREFILL_ALONE, RECORD):
         observed.append(f"unchanged (pid {pid}) while {_names([h.prefill for h in hz])} restarted")
-        said.append(f"observed: {_names([h.prefill for h in hz])} restarted since the last co-restart, {label} did "
-                    "not; inferred: the decode holds the old prefill's bootstrap state")
+        said.append(
+            f"observed: {_names([h.prefill for h in hz])} restarted since the last co-restart, {label} did "
+            "not; inferred: the decode holds the old prefill's bootstrap state"
+        )
     if hz := group(PREFILL_ALONE, START_TIMES):
         observed.append("started " + _names([f"{_human(-h.after_prefill_s)} BEFORE {h.prefill}" for h in hz]))
-        said.append(f"observed: start times only{by}; inferred: " + _names([h.prefill for h in hz]) +
-                    " restarted under the running decode, which keeps the old bootstrap state")
+        said.append(
+            f"observed: start times only{by}; inferred: "
+            + _names([h.prefill for h in hz])
+            + " restarted under the running decode, which keeps the old bootstrap state"
+        )
     plural = "s" if sum(1 for v in starts.values() if v[0] == "prefill") > 1 else ""
-    expected = f"co-restarted with its prefill{plural}" if any(h.basis == RECORD for h in bad) else \
-        f"started after its prefill{plural}, within {_human(window_s)}"
+    expected = (
+        f"co-restarted with its prefill{plural}"
+        if any(h.basis == RECORD for h in bad)
+        else f"started after its prefill{plural}, within {_human(window_s)}"
+    )
     status = max((h.status for h in bad), key=_severity)
-    if known is not None and not known.known:     # not reproduced for this engine and backend: say how sure
+    if known is not None and not known.known:  # not reproduced for this engine and backend: say how sure
         status = Status.WARN
     if known is not None:
         said.append(("known for this engine and backend: " if known.known else "only possible here: ") + known.evidence)
-    return CheckResult(LAYER, label, "restart lineage", status,
-                       observed="; ".join(observed), expected=expected, detail="; ".join(said + [ACTION]),
-                       next_step=NEXT_PAIR_RESTART,
-                       data={**data, "hazard": bad[0].hazard, "prefill": bad[0].prefill,
-                             "confidence": "known" if known is None or known.known else "possible",
-                             "pairs": to_data(bad)})
+    return CheckResult(
+        LAYER,
+        label,
+        "restart lineage",
+        status,
+        observed="; ".join(observed),
+        expected=expected,
+        detail="; ".join(said + [ACTION]),
+        next_step=NEXT_PAIR_RESTART,
+        data={
+            **data,
+            "hazard": bad[0].hazard,
+            "prefill": bad[0].prefill,
+            "confidence": "known" if known is None or known.known else "possible",
+            "pairs": to_data(bad),
+        },
+    )
 
 
 def _severity(status: Status) -> int:
     return 2 if status is Status.FAIL else 1
 
 
-def _router_result(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float,
-                   data: dict[str, Any]) -> CheckResult:
+def _router_result(
+    label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float, data: dict[str, Any]
+) -> CheckResult:
     """A router holds no KV bootstrap state: restarted alone or not, never the hazard (lone_restart_hazard)."""
     role, pid, start = starts[label]
     prefills = [p for p, v in starts.items() if v[0] == "prefill"]
     if rec is not None:
         me = _changed(label, starts, rec)
         if me is False:
-            return CheckResult(LAYER, label, "restart lineage", Status.PASS,
-                               observed=f"unchanged since the last co-restart (pid {pid})",
-                               expected="co-restarted with its prefill",
-                               detail="observed: same pid and start time as recorded", data=data)
-        if me and any(_changed(p, starts, rec) is False for p in prefills) and \
-                lone_restart_hazard([role], ["prefill"]) is None:
-            return CheckResult(LAYER, label, "restart lineage", Status.PASS,
-                               observed=f"restarted alone: pid {pid} started {_when(start)}",
-                               expected="co-restarted with its prefill, unless it holds no KV state",
-                               detail=f"observed: {role} restarted since the last co-restart; it holds no KV "
-                                      "bootstrap state, so this is not the degraded-bootstrap hazard", data=data)
+            return CheckResult(
+                LAYER,
+                label,
+                "restart lineage",
+                Status.PASS,
+                observed=f"unchanged since the last co-restart (pid {pid})",
+                expected="co-restarted with its prefill",
+                detail="observed: same pid and start time as recorded",
+                data=data,
+            )
+        if (
+            me
+            and any(_changed(p, starts, rec) is False for p in prefills)
+            and lone_restart_hazard([role], ["prefill"]) is None
+        ):
+            return CheckResult(
+                LAYER,
+                label,
+                "restart lineage",
+                Status.PASS,
+                observed=f"restarted alone: pid {pid} started {_when(start)}",
+                expected="co-restarted with its prefill, unless it holds no KV state",
+                detail=f"observed: {role} restarted since the last co-restart; it holds no KV "
+                "bootstrap state, so this is not the degraded-bootstrap hazard",
+                data=data,
+            )
         data["record_stale"] = True
     stale = " (the co-restart record does not match these processes)" if rec is not None else " (no co-restart record)"
     by_time = {p: float(start) - float(starts[p][2]) for p in prefills if starts[p][2] is not None}
     if by_time:
         data["after_prefill_s"] = by_time
-    return CheckResult(LAYER, label, "restart lineage", Status.PASS, observed=f"pid {pid} started {_when(start)}",
-                       expected=f"started within {_human(window_s)} of its prefill",
-                       detail=f"observed: start order consistent with a co-restart{stale}", data=data)
+    return CheckResult(
+        LAYER,
+        label,
+        "restart lineage",
+        Status.PASS,
+        observed=f"pid {pid} started {_when(start)}",
+        expected=f"started within {_human(window_s)} of its prefill",
+        detail=f"observed: start order consistent with a co-restart{stale}",
+        data=data,
+    )

@@ -29,7 +29,7 @@ def parse_probe_reply(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARK):
             try:
-                return json.loads(line[len(MARK):])
+                return json.loads(line[len(MARK) :])
             except ValueError:
                 return None
     return None
@@ -40,15 +40,22 @@ def closest(name: str, known: Sequence[str], n: int = 2) -> list[str]:
 
 
 def _product(kind: str) -> str:
-    return {"sglang": "sglang", "bundled": "the bundled engine"}.get(kind, kind)   # a router kind is its name
+    return {"sglang": "sglang", "bundled": "the bundled engine"}.get(kind, kind)  # a router kind is its name
 
 
 def judge_command(label: str, kind: str, argv: Sequence[str], item: Mapping[str, Any] | None) -> list[Finding]:
     """Findings about one role's flags (`argv`: the flags after `python -m MODULE`) from the probe's `item`."""
     if item is None or not item.get("available"):
         why = (item or {}).get("unavailable") or "no answer from the probe"
-        return [Finding("lint-unavailable", label, _product(kind), f"{_product(kind)} could not be asked: {why}",
-                        fix=f"install {_product(kind)} for the host's interpreter, or declare hosts.<name>.python")]
+        return [
+            Finding(
+                "lint-unavailable",
+                label,
+                _product(kind),
+                f"{_product(kind)} could not be asked: {why}",
+                fix=f"install {_product(kind)} for the host's interpreter, or declare hosts.<name>.python",
+            )
+        ]
     version = str(item.get("version") or "")
     who = f"{_product(kind)} {version}".strip()
     options = item.get("options") or []
@@ -59,17 +66,42 @@ def judge_command(label: str, kind: str, argv: Sequence[str], item: Mapping[str,
             continue
         matches = [o for o in options if o.startswith(flag)]
         if len(matches) == 1:
-            out.append(Finding("flag-abbreviated", label, flag, f"{who} reads {flag} as {matches[0]}",
-                               fix=f"write {matches[0]}", version=version, data={"resolves_to": matches[0]}))
+            out.append(
+                Finding(
+                    "flag-abbreviated",
+                    label,
+                    flag,
+                    f"{who} reads {flag} as {matches[0]}",
+                    fix=f"write {matches[0]}",
+                    version=version,
+                    data={"resolves_to": matches[0]},
+                )
+            )
         elif matches:
-            out.append(Finding("flag-ambiguous", label, flag, f"{who}: {flag} could match {', '.join(matches)}",
-                               fix="write one of " + ", ".join(matches), version=version,
-                               data={"candidates": matches}))
+            out.append(
+                Finding(
+                    "flag-ambiguous",
+                    label,
+                    flag,
+                    f"{who}: {flag} could match {', '.join(matches)}",
+                    fix="write one of " + ", ".join(matches),
+                    version=version,
+                    data={"candidates": matches},
+                )
+            )
         else:
             near = closest(flag, options)
-            out.append(Finding("flag-unknown", label, flag, f"{who} has no flag {flag}",
-                               fix=f"did you mean {' or '.join(near)}?" if near else "remove it",
-                               version=version, data={"suggestions": near}))
+            out.append(
+                Finding(
+                    "flag-unknown",
+                    label,
+                    flag,
+                    f"{who} has no flag {flag}",
+                    fix=f"did you mean {' or '.join(near)}?" if near else "remove it",
+                    version=version,
+                    data={"suggestions": near},
+                )
+            )
     verdict = item.get("verdict") or {}
     if not verdict.get("ok", False):
         f = _refusal(label, who, version, str(verdict.get("error") or ""), out)
@@ -86,24 +118,53 @@ def _refusal(label: str, who: str, version: str, text: str, seen: list[Finding])
     first = msg.splitlines()[0]
     amb = _AMBIGUOUS.match(first)
     for f in seen:
-        if (amb and f.rule == "flag-ambiguous" and f.subject == amb.group(1)) or \
-                (first.startswith("unrecognized arguments:") and f.rule == "flag-unknown" and f.subject in first):
+        if (amb and f.rule == "flag-ambiguous" and f.subject == amb.group(1)) or (
+            first.startswith("unrecognized arguments:") and f.rule == "flag-unknown" and f.subject in first
+        ):
             f.data["parser_says"] = first
             return None
     if amb:
         cands = [c.strip() for c in amb.group(2).split(",")]
-        return Finding("flag-ambiguous", label, amb.group(1), f"{who}: {first}", fix="write one of " + ", ".join(cands),
-                       version=version, data={"candidates": cands, "parser_says": first})
+        return Finding(
+            "flag-ambiguous",
+            label,
+            amb.group(1),
+            f"{who}: {first}",
+            fix="write one of " + ", ".join(cands),
+            version=version,
+            data={"candidates": cands, "parser_says": first},
+        )
     if first.startswith("unrecognized arguments:"):
-        return Finding("flag-unknown", label, first.split(":", 1)[1].strip(), f"{who}: {first}", fix="remove it",
-                       version=version, data={"parser_says": first})
+        return Finding(
+            "flag-unknown",
+            label,
+            first.split(":", 1)[1].strip(),
+            f"{who}: {first}",
+            fix="remove it",
+            version=version,
+            data={"parser_says": first},
+        )
     arg = _ARGUMENT.match(first)
     if arg:
         flag = arg.group(1).split("/")[0].strip()
-        return Finding("flag-value", label, flag, f"{who}: {first}", fix=f"give {flag} a value it accepts",
-                       version=version, data={"parser_says": first})
-    return Finding("flag-rejected", label, "command line", f"{who}: {first}", version=version,
-                   fix="change the flags it names", data={"parser_says": msg[:500]})
+        return Finding(
+            "flag-value",
+            label,
+            flag,
+            f"{who}: {first}",
+            fix=f"give {flag} a value it accepts",
+            version=version,
+            data={"parser_says": first},
+        )
+    return Finding(
+        "flag-rejected",
+        label,
+        "command line",
+        f"{who}: {first}",
+        version=version,
+        fix="change the flags it names",
+        data={"parser_says": msg[:500]},
+    )
 
 
 def value_problem(type_name: str, value: str) -> str | None:
@@ -123,8 +184,14 @@ def value_problem(type_name: str, value: str) -> str | None:
     return None
 
 
-def judge_env(label: str, kind: str, env: Mapping[str, str], registry: Mapping[str, Any] | None,
-              site_env: Mapping[str, str], version: str = "") -> list[Finding]:
+def judge_env(
+    label: str,
+    kind: str,
+    env: Mapping[str, str],
+    registry: Mapping[str, Any] | None,
+    site_env: Mapping[str, str],
+    version: str = "",
+) -> list[Finding]:
     """Findings about a worker's SGLANG_* env names and values against the host's registry (`registry`: the
     probe's {fields, deprecated, direct_reads}). Names the inventory declares site-specific are a note each."""
     out: list[Finding] = []
@@ -134,8 +201,15 @@ def judge_env(label: str, kind: str, env: Mapping[str, str], registry: Mapping[s
         return out
     if not registry or "unavailable" in registry:
         why = (registry or {}).get("unavailable", "no registry in the probe's answer")
-        return [Finding("lint-unavailable", label, "env registry", f"{who}'s env registry could not be read: {why}",
-                        version=version)]
+        return [
+            Finding(
+                "lint-unavailable",
+                label,
+                "env registry",
+                f"{who}'s env registry could not be read: {why}",
+                version=version,
+            )
+        ]
     fields = registry.get("fields") or {}
     deprecated = registry.get("deprecated") or {}
     direct = set(registry.get("direct_reads") or [])
@@ -144,38 +218,89 @@ def judge_env(label: str, kind: str, env: Mapping[str, str], registry: Mapping[s
         value = env[name]
         shown = MASK if is_secret_name(name) and value else value
         if name in site_env and name not in fields and name not in direct:
-            out.append(Finding("env-site-specific", label, name, f"not read by {who}: declared site-specific "
-                               f"({site_env[name]})", version=version, data={"reason": site_env[name]}))
+            out.append(
+                Finding(
+                    "env-site-specific",
+                    label,
+                    name,
+                    f"not read by {who}: declared site-specific ({site_env[name]})",
+                    version=version,
+                    data={"reason": site_env[name]},
+                )
+            )
             continue
         target = name
         if name in aliases:
-            out.append(Finding("env-deprecated", label, name, f"{who} reads {name} only as a fallback of "
-                               f"{aliases[name]}", fix=f"write {aliases[name]}", version=version))
+            out.append(
+                Finding(
+                    "env-deprecated",
+                    label,
+                    name,
+                    f"{who} reads {name} only as a fallback of {aliases[name]}",
+                    fix=f"write {aliases[name]}",
+                    version=version,
+                )
+            )
             target = aliases[name]
         elif name in deprecated:
             d = deprecated[name]
             note = d.get("note") or ""
-            out.append(Finding("env-deprecated", label, name, f"{who}: {name} is deprecated. {note}".strip(),
-                               fix=f"write {d['replacement']}" if d.get("replacement") else "remove it",
-                               version=version))
+            out.append(
+                Finding(
+                    "env-deprecated",
+                    label,
+                    name,
+                    f"{who}: {name} is deprecated. {note}".strip(),
+                    fix=f"write {d['replacement']}" if d.get("replacement") else "remove it",
+                    version=version,
+                )
+            )
             continue
         elif name.startswith("SGL_"):
-            target = "SGLANG_" + name[len("SGL_"):]
-            out.append(Finding("env-deprecated", label, name, f"{who} rewrites the legacy SGL_ prefix to {target}",
-                               fix=f"write {target}", version=version))
+            target = "SGLANG_" + name[len("SGL_") :]
+            out.append(
+                Finding(
+                    "env-deprecated",
+                    label,
+                    name,
+                    f"{who} rewrites the legacy SGL_ prefix to {target}",
+                    fix=f"write {target}",
+                    version=version,
+                )
+            )
         if target in fields:
             problem = value_problem(fields[target].get("type", ""), value)
             if problem:
-                out.append(Finding("env-value", label, name, f"{who}: {name}={shown}: {(problem or '').replace(value, shown)} "
-                                   f"({fields[target]['type']}); SGLang would use the default "
-                                   f"{fields[target].get('default')!r}", fix=f"give {name} a valid value",
-                                   version=version, data={"type": fields[target]["type"]}))
+                out.append(
+                    Finding(
+                        "env-value",
+                        label,
+                        name,
+                        f"{who}: {name}={shown}: {(problem or '').replace(value, shown)} "
+                        f"({fields[target]['type']}); SGLang would use the default "
+                        f"{fields[target].get('default')!r}",
+                        fix=f"give {name} a valid value",
+                        version=version,
+                        data={"type": fields[target]["type"]},
+                    )
+                )
         elif target not in direct:
             near = closest(target, [*fields, *direct])
-            out.append(Finding("env-unknown", label, name, f"{who} neither registers nor reads {name}: it is ignored",
-                               fix=(f"did you mean {' or '.join(near)}?" if near else
-                                    "remove it, or declare it in lint.site_env with the reason"),
-                               version=version, data={"suggestions": near}))
+            out.append(
+                Finding(
+                    "env-unknown",
+                    label,
+                    name,
+                    f"{who} neither registers nor reads {name}: it is ignored",
+                    fix=(
+                        f"did you mean {' or '.join(near)}?"
+                        if near
+                        else "remove it, or declare it in lint.site_env with the reason"
+                    ),
+                    version=version,
+                    data={"suggestions": near},
+                )
+            )
     return out
 
 

@@ -16,15 +16,15 @@ class RoleAnswer:
     """What one role's host said about that role's command line (the probe's item and its registry)."""
 
     label: str
-    role: str                          # prefill | decode | router
-    kind: str                          # sglang | bundled | a router kind (sglang-router, smg): who answers
+    role: str  # prefill | decode | router
+    kind: str  # sglang | bundled | a router kind (sglang-router, smg): who answers
     host: str
     python: str
-    flags: list[str]                   # the argv after `python -m MODULE`
+    flags: list[str]  # the argv after `python -m MODULE`
     env: dict[str, str]
-    item: Mapping[str, Any] | None     # the probe's answer for this role; None: no answer
+    item: Mapping[str, Any] | None  # the probe's answer for this role; None: no answer
     registry: Mapping[str, Any] | None = None
-    shape_problem: str = ""            # why the command is not one pdctl renders (nothing to ask then)
+    shape_problem: str = ""  # why the command is not one pdctl renders (nothing to ask then)
 
     @property
     def version(self) -> str:
@@ -40,8 +40,8 @@ class RoleAnswer:
 class LintReport:
     findings: list[Finding]
     roles: list[dict[str, Any]] = field(default_factory=list)
-    skipped: bool = False              # --skip-lint: nothing was asked
-    seconds: float = 0.0               # wall time of asking the hosts
+    skipped: bool = False  # --skip-lint: nothing was asked
+    seconds: float = 0.0  # wall time of asking the hosts
     json_extra = ("ok", ("blocking", "blocking_count"))
 
     @property
@@ -57,7 +57,6 @@ class LintReport:
         return len(self.blocking)
 
 
-
 def _masked(findings: list[Finding], a: RoleAnswer) -> list[Finding]:
     """The role's secret values (secret-looking env names, --api-key and the like) scrubbed from what a parser
     echoed back into a finding."""
@@ -71,9 +70,14 @@ def _masked(findings: list[Finding], a: RoleAnswer) -> list[Finding]:
     return findings
 
 
-def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
-               silenced: Sequence[tuple[str, str | None, str]], probe_timeout: float,
-               restart_windows: Mapping[str, float] | None = None) -> LintReport:
+def judge_lint(
+    answers: Sequence[RoleAnswer],
+    *,
+    site_env: Mapping[str, str],
+    silenced: Sequence[tuple[str, str | None, str]],
+    probe_timeout: float,
+    restart_windows: Mapping[str, float] | None = None,
+) -> LintReport:
     """Every finding for `answers` (in their order), then the cross-role rules, with the silences applied.
     `restart_windows`: a router's label -> its ready_timeout (what restart waits for it)."""
     findings: list[Finding] = []
@@ -88,7 +92,7 @@ def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
         findings += _masked(mine, a)
     workers = [(a.label, a.role, a.parsed, a.version) for a in answers if a.role != "router" and a.parsed]
     findings += judge_pair(workers)
-    timeouts = []   # what bounds a room: the prefill's bootstrap timeout, the decode's waiting timeout
+    timeouts = []  # what bounds a room: the prefill's bootstrap timeout, the decode's waiting timeout
     for a in answers:
         name = {"prefill": BOOTSTRAP, "decode": WAITING}.get(a.role)
         v = effective_env(name, a.env, a.registry) if name else None
@@ -96,10 +100,26 @@ def judge_lint(answers: Sequence[RoleAnswer], *, site_env: Mapping[str, str],
             timeouts.append((a.label, name, float(v)))
     for a in answers:
         if a.role == "router":
-            findings += judge_router(a.label, a.parsed, probe_timeout, timeouts, a.version,
-                                     restart_window=(restart_windows or {}).get(a.label))
-    roles = [{"label": a.label, "role": a.role, "host": a.host, "python": a.python, "kind": a.kind,
-              "version": a.version or None, "parsed": bool(a.parsed)} for a in answers]
+            findings += judge_router(
+                a.label,
+                a.parsed,
+                probe_timeout,
+                timeouts,
+                a.version,
+                restart_window=(restart_windows or {}).get(a.label),
+            )
+    roles = [
+        {
+            "label": a.label,
+            "role": a.role,
+            "host": a.host,
+            "python": a.python,
+            "kind": a.kind,
+            "version": a.version or None,
+            "parsed": bool(a.parsed),
+        }
+        for a in answers
+    ]
     return LintReport(silence(findings, silenced), roles)
 
 
@@ -111,5 +131,7 @@ def unchecked_warnings(report: LintReport, action: str) -> list[str]:
     for f in report.findings:
         if f.rule == "lint-unavailable" and f.silenced is None:
             why.setdefault(f.role, []).append(f.message)
-    return [f"lint could not check {role}: {'; '.join(msgs)}; {action} went ahead without checking its command line"
-            for role, msgs in why.items()]
+    return [
+        f"lint could not check {role}: {'; '.join(msgs)}; {action} went ahead without checking its command line"
+        for role, msgs in why.items()
+    ]

@@ -17,9 +17,9 @@ DOC = "docs/lint.md"
 @dataclass(frozen=True)
 class Rule:
     id: str
-    severity: str          # error | warning | note
+    severity: str  # error | warning | note
     reason: str
-    blocks: bool = False   # the command line would not parse: deploy/restart refuse
+    blocks: bool = False  # the command line would not parse: deploy/restart refuse
 
     @property
     def doc(self) -> str:
@@ -27,41 +27,90 @@ class Rule:
 
 
 _RULES = [
-    Rule("flag-unknown", "error", "the installed parser does not know this flag: the server would exit 2 at start",
-         blocks=True),
-    Rule("flag-ambiguous", "error", "an abbreviation that matches several flags: the parser refuses it (the seed's "
-         "--cuda-graph-max-bs against sglang 0.5.23)", blocks=True),
+    Rule(
+        "flag-unknown",
+        "error",
+        "the installed parser does not know this flag: the server would exit 2 at start",
+        blocks=True,
+    ),
+    Rule(
+        "flag-ambiguous",
+        "error",
+        "an abbreviation that matches several flags: the parser refuses it (the seed's "
+        "--cuda-graph-max-bs against sglang 0.5.23)",
+        blocks=True,
+    ),
     Rule("flag-value", "error", "the parser refuses the flag's value (type or choice)", blocks=True),
     Rule("flag-rejected", "error", "the installed server-args validation refuses the command line", blocks=True),
-    Rule("flag-abbreviated", "warning", "an abbreviation the parser accepts silently today: the live-flags check "
-         "cannot match it and a later version adding a flag makes it ambiguous"),
-    Rule("lint-unavailable", "error", "the host's interpreter could not run the installed parser or registry, so "
-         "nothing was checked there"),
-    Rule("env-unknown", "error", "an SGLANG_* name that neither the installed registry nor the package's own reads "
-         "know: it is silently ignored"),
+    Rule(
+        "flag-abbreviated",
+        "warning",
+        "an abbreviation the parser accepts silently today: the live-flags check "
+        "cannot match it and a later version adding a flag makes it ambiguous",
+    ),
+    Rule(
+        "lint-unavailable",
+        "error",
+        "the host's interpreter could not run the installed parser or registry, so nothing was checked there",
+    ),
+    Rule(
+        "env-unknown",
+        "error",
+        "an SGLANG_* name that neither the installed registry nor the package's own reads know: it is silently ignored",
+    ),
     Rule("env-value", "error", "the value does not parse as the registry's type: SGLang warns and uses the default"),
     Rule("env-deprecated", "warning", "a deprecated name: read today through a fallback that a release will drop"),
     Rule("env-site-specific", "note", "declared by the inventory as read only by a site's own build"),
-    Rule("waiting-timeout", "warning", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT off or huge: a decode room whose prefill "
-         "died waits that long before it fails"),
-    Rule("bootstrap-timeout", "warning", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT off or huge: a sender stuck in "
-         "Bootstrapping is never failed"),
-    Rule("heartbeat-window", "warning", "heartbeat interval x max failures off or huge: decode keeps a dead prefill's "
-         "info and its rooms that long"),
-    Rule("health-generation-off", "warning", "health generation disabled or bypassed: /health answers 200 without "
-         "running the scheduler"),
-    Rule("metrics-off", "warning", "--enable-metrics missing on a worker: /metrics is 404 and transfer_failed cannot "
-         "be read"),
-    Rule("tp-rank0-metrics", "note", "tp > 1 without --enable-metrics-for-all-schedulers: only rank 0's scheduler "
-         "metrics are visible"),
-    Rule("transfer-backend-mismatch", "error", "prefill and decode use different KV transfer backends: no transfer "
-         "can succeed"),
+    Rule(
+        "waiting-timeout",
+        "warning",
+        "SGLANG_DISAGGREGATION_WAITING_TIMEOUT off or huge: a decode room whose prefill "
+        "died waits that long before it fails",
+    ),
+    Rule(
+        "bootstrap-timeout",
+        "warning",
+        "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT off or huge: a sender stuck in Bootstrapping is never failed",
+    ),
+    Rule(
+        "heartbeat-window",
+        "warning",
+        "heartbeat interval x max failures off or huge: decode keeps a dead prefill's info and its rooms that long",
+    ),
+    Rule(
+        "health-generation-off",
+        "warning",
+        "health generation disabled or bypassed: /health answers 200 without running the scheduler",
+    ),
+    Rule(
+        "metrics-off",
+        "warning",
+        "--enable-metrics missing on a worker: /metrics is 404 and transfer_failed cannot be read",
+    ),
+    Rule(
+        "tp-rank0-metrics",
+        "note",
+        "tp > 1 without --enable-metrics-for-all-schedulers: only rank 0's scheduler metrics are visible",
+    ),
+    Rule(
+        "transfer-backend-mismatch",
+        "error",
+        "prefill and decode use different KV transfer backends: no transfer can succeed",
+    ),
     Rule("version-mismatch", "warning", "prefill and decode run different engine versions"),
-    Rule("router-health-window", "warning", "router health interval x failure threshold longer than the declared "
-         "probe window: the router keeps sending to a dead worker meanwhile"),
-    Rule("timeout-order", "warning", "timeouts out of order: the router gives up before the engine's bootstrap + "
-         "waiting timeouts fail a stuck transfer (then only a router timeout shows), before the probe, or its "
-         "circuit breaker stays open past the restart window or is off"),
+    Rule(
+        "router-health-window",
+        "warning",
+        "router health interval x failure threshold longer than the declared "
+        "probe window: the router keeps sending to a dead worker meanwhile",
+    ),
+    Rule(
+        "timeout-order",
+        "warning",
+        "timeouts out of order: the router gives up before the engine's bootstrap + "
+        "waiting timeouts fail a stuck transfer (then only a router timeout shows), before the probe, or its "
+        "circuit breaker stays open past the restart window or is off",
+    ),
 ]
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 FAILING = ("error", "warning")
@@ -70,12 +119,12 @@ FAILING = ("error", "warning")
 @dataclass
 class Finding:
     rule: str
-    role: str                  # the role's label, or "prefill/decode" for a pair rule
-    subject: str               # the flag, env name or setting it is about
+    role: str  # the role's label, or "prefill/decode" for a pair rule
+    subject: str  # the flag, env name or setting it is about
     message: str
-    fix: str = ""              # what to write instead
-    version: str = ""          # the version of the package that answered
-    silenced: str | None = None   # the inventory's reason, when silenced
+    fix: str = ""  # what to write instead
+    version: str = ""  # the version of the package that answered
+    silenced: str | None = None  # the inventory's reason, when silenced
     data: dict[str, Any] = field(default_factory=dict)
     json_extra = ("severity", "blocks", "reason", "doc")
 

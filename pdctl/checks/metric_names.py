@@ -35,6 +35,7 @@ def metrics_on(metrics) -> bool:
     """The server's metrics are on: one of METRICS_ON_WITNESSES is in `metrics` (a MetricSet)."""
     return any(metrics.has(name) for name in METRICS_ON_WITNESSES)
 
+
 # Tokenizer counters (no tp_rank label).
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 NUM_ABORTED_REQUESTS = "sglang:num_aborted_requests_total"

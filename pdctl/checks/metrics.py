@@ -40,7 +40,7 @@ class AmbiguousSelection(PdctlError, ValueError):
 
 @dataclass(frozen=True)
 class Sample:
-    name: str                      # the sample's own name, e.g. "sglang:kv_transfer_latency_ms_bucket"
+    name: str  # the sample's own name, e.g. "sglang:kv_transfer_latency_ms_bucket"
     labels: dict[str, str]
     value: float
     timestamp_ms: int | None = None
@@ -59,7 +59,7 @@ class Sample:
 @dataclass
 class Family:
     name: str
-    type: str = "untyped"          # counter, gauge, histogram, summary, untyped, info, ...
+    type: str = "untyped"  # counter, gauge, histogram, summary, untyped, info, ...
     help: str = ""
     samples: list[Sample] = field(default_factory=list)
 
@@ -139,7 +139,8 @@ class MetricSet:
         if len(found) > 1:
             raise AmbiguousSelection(
                 f"{name} with {label_match or 'no labels'} matches {len(found)} series: "
-                + ", ".join(s.series() for s in found[:4]) + (" ..." if len(found) > 4 else "")
+                + ", ".join(s.series() for s in found[:4])
+                + (" ..." if len(found) > 4 else "")
             )
         return found[0].value
 
@@ -151,9 +152,12 @@ def only_families(text: str, names: Iterable[str]) -> str:
     wanted = set(names)
 
     def belongs(name: str) -> bool:
-        return name in wanted or name + "_total" in wanted \
-            or any(name == w + suf for w in wanted for suf in _SUFFIXES) \
+        return (
+            name in wanted
+            or name + "_total" in wanted
+            or any(name == w + suf for w in wanted for suf in _SUFFIXES)
             or (name.endswith("_created") and name[: -len("_created")] + "_total" in wanted)
+        )
 
     def keep(line: str) -> bool:
         stripped = line.lstrip()
@@ -187,8 +191,8 @@ def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet
         name, samples = metric.name, [_sample(s) for s in metric.samples]
         if metric.type == "counter":
             if name + "_total" in counters:
-                name += "_total"       # the library strips the declared `_total` from the family name
-            else:                      # ... or appends `_total` to samples of a counter declared without it
+                name += "_total"  # the library strips the declared `_total` from the family name
+            else:  # ... or appends `_total` to samples of a counter declared without it
                 samples = [Sample(name, s.labels, s.value, s.timestamp_ms) for s in samples]
         if name in declared:
             fam = families.setdefault(name, Family(name))
@@ -196,7 +200,7 @@ def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet
                 fam.type = metric.type
             fam.help = metric.documentation or fam.help
             fam.samples.extend(samples)
-        else:                          # the library made an undeclared sample a family of its own
+        else:  # the library made an undeclared sample a family of its own
             for s in samples:
                 _family_for(families, s.name).samples.append(s)
     return MetricSet(families)
@@ -224,7 +228,7 @@ def _sample(s) -> Sample:
 
 def _parse_error(text: str, err: Exception) -> MetricsParseError:
     """Name the line the library could not read: the first line that fails on its own (its errors rarely say)."""
-    for lineno, line in enumerate(text.split("\n"), 1):   # the library reads lines split on \n only
+    for lineno, line in enumerate(text.split("\n"), 1):  # the library reads lines split on \n only
         if not line.strip():
             continue
         try:

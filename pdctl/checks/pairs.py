@@ -17,9 +17,9 @@ from pdctl.checks.e2e import judge_completion_content
 from pdctl.checks.result import NEXT_PAIR_RESTART, NEXT_TRIAGE, CheckResult, Status
 
 LAYER = "pairs"
-GENERATE_PATH = "/generate"     # SGLang's native endpoint: its answer's meta_info is where timings are reported
-ABORT_PATH = "/abort_request"   # SGLang's: {"rid": ..., "abort_all": false}
-ROOM_BITS = 63                  # the router's bootstrap_room is a random 63-bit int
+GENERATE_PATH = "/generate"  # SGLang's native endpoint: its answer's meta_info is where timings are reported
+ABORT_PATH = "/abort_request"  # SGLang's: {"rid": ..., "abort_all": false}
+ROOM_BITS = 63  # the router's bootstrap_room is a random 63-bit int
 #: meta_info keys under which an engine may report the pair's KV transfer time, in ms or s (the first found wins)
 TRANSFER_KEYS_MS = ("kv_transfer_latency_ms", "kv_transfer_ms", "transfer_latency_ms")
 TRANSFER_KEYS_S = ("kv_transfer_latency", "kv_transfer_time", "transfer_latency")
@@ -42,13 +42,19 @@ def canary_rid(room: int) -> str:
     return f"pdctl-pair-{room}"
 
 
-def canary_body(*, prompt: str, max_tokens: int, bootstrap_host: str, bootstrap_port: int, room: int,
-                model: str | None = None) -> dict[str, Any]:
+def canary_body(
+    *, prompt: str, max_tokens: int, bootstrap_host: str, bootstrap_port: int, room: int, model: str | None = None
+) -> dict[str, Any]:
     """The /generate body sent, unchanged, to the prefill and the decode of one pair. Pure."""
-    body: dict[str, Any] = {"text": prompt, "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0},
-                            "stream": False, "rid": canary_rid(room),
-                            "bootstrap_host": bootstrap_host, "bootstrap_port": bootstrap_port,
-                            "bootstrap_room": room}
+    body: dict[str, Any] = {
+        "text": prompt,
+        "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0},
+        "stream": False,
+        "rid": canary_rid(room),
+        "bootstrap_host": bootstrap_host,
+        "bootstrap_port": bootstrap_port,
+        "bootstrap_room": room,
+    }
     if model:
         body["model"] = model
     return body
@@ -57,10 +63,11 @@ def canary_body(*, prompt: str, max_tokens: int, bootstrap_host: str, bootstrap_
 @dataclass
 class LegAnswer:
     """What one worker answered to the canary: a status and body, or why there was none."""
+
     status_code: int | None = None
-    body: Any = None              # the parsed JSON, or the raw text when it was not JSON
-    error: str | None = None      # the cause when there was no answer ("no response within 30s (read timeout)")
-    unreachable: bool = False     # the host did not answer at all (connect timeout): says nothing about the pair
+    body: Any = None  # the parsed JSON, or the raw text when it was not JSON
+    error: str | None = None  # the cause when there was no answer ("no response within 30s (read timeout)")
+    unreachable: bool = False  # the host did not answer at all (connect timeout): says nothing about the pair
     ms: float | None = None
 
 
@@ -68,17 +75,17 @@ class LegAnswer:
 class PairResult:
     prefill: int
     decode: int
-    name: str                     # "prefill[0] -> decode[1]"
-    status: str                   # pass | fail | unknown
+    name: str  # "prefill[0] -> decode[1]"
+    status: str  # pass | fail | unknown
     expected: str
     found: str
     room: int
-    kv_transfer_ms: float | None = None   # only when the engine reported one (meta_info); None otherwise
+    kv_transfer_ms: float | None = None  # only when the engine reported one (meta_info); None otherwise
     prefill_ms: float | None = None
     decode_ms: float | None = None
     content: str = ""
-    aborted: list[str] = field(default_factory=list)   # what was done about a canary that outlived its budget
-    lineage_hazard: str | None = None   # checks.lineage's kind when one side was restarted alone; the canary judges
+    aborted: list[str] = field(default_factory=list)  # what was done about a canary that outlived its budget
+    lineage_hazard: str | None = None  # checks.lineage's kind when one side was restarted alone; the canary judges
 
     @property
     def ok(self) -> bool:
@@ -88,8 +95,11 @@ class PairResult:
 def leg_timed_out(leg: LegAnswer) -> bool:
     """No answer within the canary's slot (not a refused connection, nor a host that never answered): the request
     may still sit in a worker's queue, so it is to be aborted. Pure."""
-    return leg.error is not None and not leg.unreachable and \
-        ("no response within" in leg.error or "timed out" in leg.error)
+    return (
+        leg.error is not None
+        and not leg.unreachable
+        and ("no response within" in leg.error or "timed out" in leg.error)
+    )
 
 
 EXPECTED = "HTTP 200 from both, decode content non-empty and varied"
@@ -131,19 +141,39 @@ def _error_text(body: Any) -> str:
     return str(body if body is not None else "").strip()
 
 
-def judge_pair(prefill: int, decode: int, room: int, p: LegAnswer, d: LegAnswer,
-               aborted: list[str] | None = None, *, repeats_on_failure: bool = True) -> PairResult:
+def judge_pair(
+    prefill: int,
+    decode: int,
+    room: int,
+    p: LegAnswer,
+    d: LegAnswer,
+    aborted: list[str] | None = None,
+    *,
+    repeats_on_failure: bool = True,
+) -> PairResult:
     """The verdict on one pair from its two answers. Pure.
 
     unknown: a host did not answer (nothing is known about the pair). fail: a non-200, no answer within the budget,
     or decode content that is empty or (for an engine that `repeats_on_failure`) one token repeated (the
     failed-transfer symptom). pass otherwise."""
-    res = PairResult(prefill, decode, pair_name(prefill, decode), PASS, EXPECTED, "", room,
-                     prefill_ms=p.ms, decode_ms=d.ms, aborted=list(aborted or []))
+    res = PairResult(
+        prefill,
+        decode,
+        pair_name(prefill, decode),
+        PASS,
+        EXPECTED,
+        "",
+        room,
+        prefill_ms=p.ms,
+        decode_ms=d.ms,
+        aborted=list(aborted or []),
+    )
     gone = [side for side, leg in (("prefill", p), ("decode", d)) if leg.unreachable]
     if gone:
-        res.status, res.found = UNKNOWN, "; ".join(f"{s}: {leg.error}" for s, leg in (("prefill", p), ("decode", d))
-                                                    if leg.unreachable)
+        res.status, res.found = (
+            UNKNOWN,
+            "; ".join(f"{s}: {leg.error}" for s, leg in (("prefill", p), ("decode", d)) if leg.unreachable),
+        )
         return res
     problems = [x for x in (_leg_problem("prefill", p), _leg_problem("decode", d)) if x]
     if problems:
@@ -152,9 +182,11 @@ def judge_pair(prefill: int, decode: int, room: int, p: LegAnswer, d: LegAnswer,
     body = d.body if isinstance(d.body, dict) else {}
     text = body.get("text")
     tokens = (body.get("meta_info") or {}).get("completion_tokens") if isinstance(body.get("meta_info"), dict) else None
-    ok, reason = judge_completion_content(text if isinstance(text, str) else None,
-                                          tokens if isinstance(tokens, int) else None,
-                                          repeats_on_failure=repeats_on_failure)
+    ok, reason = judge_completion_content(
+        text if isinstance(text, str) else None,
+        tokens if isinstance(tokens, int) else None,
+        repeats_on_failure=repeats_on_failure,
+    )
     res.content = (text or "")[:80] if isinstance(text, str) else ""
     res.kv_transfer_ms = _transfer_ms(p.body, d.body)
     res.status = PASS if ok else FAIL
@@ -164,13 +196,13 @@ def judge_pair(prefill: int, decode: int, room: int, p: LegAnswer, d: LegAnswer,
 
 @dataclass
 class MatrixVerdict:
-    ok: bool                      # every pair passed
-    unknown: bool                 # some pair could not be judged (a host did not answer)
+    ok: bool  # every pair passed
+    unknown: bool  # some pair could not be judged (a host did not answer)
     passed: int
     total: int
-    failed: list[str]             # names of the failed pairs, in matrix order
-    missing: list[str]            # pairs with no result at all (a bug upstream of the judge; never silently ok)
-    summary: str                  # "4 of 4 pairs pass" / "1 of 4 pairs failed: prefill[1] -> decode[1]"
+    failed: list[str]  # names of the failed pairs, in matrix order
+    missing: list[str]  # pairs with no result at all (a bug upstream of the judge; never silently ok)
+    summary: str  # "4 of 4 pairs pass" / "1 of 4 pairs failed: prefill[1] -> decode[1]"
 
 
 def judge_matrix(results: list[PairResult], n_prefill: int, n_decode: int) -> MatrixVerdict:
@@ -198,19 +230,31 @@ def heal_step(failed: list[tuple[int, int]], n_prefill: int, n_decode: int) -> s
         return ""
     if n_prefill < 2 or n_decode < 2:
         return NEXT_PAIR_RESTART
-    every = len(set(failed)) >= n_prefill * n_decode    # all pairs broken: no pair to put first
-    return " ".join(["pdctl restart --rolling", *([] if every else
-                                                  [f"--first-pair {i}:{j}" for i, j in sorted(set(failed))])])
+    every = len(set(failed)) >= n_prefill * n_decode  # all pairs broken: no pair to put first
+    return " ".join(
+        ["pdctl restart --rolling", *([] if every else [f"--first-pair {i}:{j}" for i, j in sorted(set(failed))])]
+    )
 
 
 def pair_check(r: PairResult, prefill_label: str, decode_label: str) -> CheckResult:
     """One pair as a final-health row. Pure."""
     status = Status.PASS if r.ok else Status.FAIL
     shown = r.found if r.kv_transfer_ms is None else f"{r.found}; KV transfer {r.kv_transfer_ms:g} ms"
-    return CheckResult(LAYER, r.name, "canary", status, observed=shown, expected=r.expected,
-                       detail=f"{prefill_label} -> {decode_label}, room {r.room}" +
-                              (f"; {'; '.join(r.aborted)}" if r.aborted else ""),
-                       data={"prefill": r.prefill, "decode": r.decode, "room": r.room,
-                             "kv_transfer_ms": r.kv_transfer_ms, "prefill_ms": r.prefill_ms,
-                             "decode_ms": r.decode_ms},
-                       next_step="" if r.ok else NEXT_TRIAGE)
+    return CheckResult(
+        LAYER,
+        r.name,
+        "canary",
+        status,
+        observed=shown,
+        expected=r.expected,
+        detail=f"{prefill_label} -> {decode_label}, room {r.room}" + (f"; {'; '.join(r.aborted)}" if r.aborted else ""),
+        data={
+            "prefill": r.prefill,
+            "decode": r.decode,
+            "room": r.room,
+            "kv_transfer_ms": r.kv_transfer_ms,
+            "prefill_ms": r.prefill_ms,
+            "decode_ms": r.decode_ms,
+        },
+        next_step="" if r.ok else NEXT_TRIAGE,
+    )

@@ -20,22 +20,29 @@ GONE_MARK = "PDCTL_PROC_GONE"
 
 
 class ProcReadError(PdctlError):
-    """The /proc read command itself failed on a reachable host (no /bin/sh or base64); a timeout is UnreachableError."""
+    """The /proc read command itself failed on a reachable host (no /bin/sh or base64); a timeout is
+    UnreachableError."""
 
 
 @dataclass
 class ProcessInfo:
     pid: int
     argv: list[str]
-    env: dict[str, str] | None          # None: /proc/PID/environ not readable (permissions)
-    start_time: float | None            # epoch seconds (boot time + starttime ticks / CLK_TCK)
-    start_ticks: int | None = None      # raw starttime: with pid, identifies a process exactly (pid reuse)
+    env: dict[str, str] | None  # None: /proc/PID/environ not readable (permissions)
+    start_time: float | None  # epoch seconds (boot time + starttime ticks / CLK_TCK)
+    start_ticks: int | None = None  # raw starttime: with pid, identifies a process exactly (pid reuse)
     notes: list[str] = field(default_factory=list)
 
     def masked(self) -> dict:
         """A JSON-safe view with secret-looking env values and argv flags masked."""
-        return {"pid": self.pid, "argv": mask_argv(self.argv), "env": None if self.env is None else mask_env(self.env),
-                "start_time": self.start_time, "start_ticks": self.start_ticks, "notes": list(self.notes)}
+        return {
+            "pid": self.pid,
+            "argv": mask_argv(self.argv),
+            "env": None if self.env is None else mask_env(self.env),
+            "start_time": self.start_time,
+            "start_ticks": self.start_ticks,
+            "notes": list(self.notes),
+        }
 
     def __repr__(self) -> str:  # never leak env through a repr in a traceback or log
         return f"ProcessInfo(pid={self.pid}, argv={mask_argv(self.argv)!r}, start_time={self.start_time!r})"
@@ -63,7 +70,7 @@ def parse_environ(data: bytes) -> dict[str, str]:
 
 def parse_stat_starttime(stat: str) -> int:
     """Field 22 (starttime, clock ticks after boot) of /proc/PID/stat. The comm field may hold spaces and ')'."""
-    rest = stat[stat.rindex(")") + 2:].split()
+    rest = stat[stat.rindex(")") + 2 :].split()
     # rest[0] is field 3 (state); starttime is field 22
     return int(rest[22 - 3])
 
@@ -118,9 +125,14 @@ def parse_proc_dump(pid: int, stdout: str) -> ProcessInfo | None:
         start_time = btime + start_ticks / clk
     except (ValueError, IndexError, KeyError):
         notes.append("start time not readable")
-    return ProcessInfo(pid=int(pid), argv=parse_cmdline(cmdline or b""),
-                       env=None if environ is None else parse_environ(environ),
-                       start_time=start_time, start_ticks=start_ticks, notes=notes)
+    return ProcessInfo(
+        pid=int(pid),
+        argv=parse_cmdline(cmdline or b""),
+        env=None if environ is None else parse_environ(environ),
+        start_time=start_time,
+        start_ticks=start_ticks,
+        notes=notes,
+    )
 
 
 def read_process(transport, pid: int, *, timeout: float = 10.0) -> ProcessInfo | None:
@@ -136,6 +148,8 @@ def read_process(transport, pid: int, *, timeout: float = 10.0) -> ProcessInfo |
     if res.timed_out:
         raise no_answer(getattr(transport, "name", "?"), timeout, f"reading /proc/{int(pid)}")
     if not res.ok:
-        raise ProcReadError(f"reading /proc/{pid} on {getattr(transport, 'name', '?')} failed "
-                            f"(exit {res.exit_code}): {res.stderr.strip()[:300]}")
+        raise ProcReadError(
+            f"reading /proc/{pid} on {getattr(transport, 'name', '?')} failed "
+            f"(exit {res.exit_code}): {res.stderr.strip()[:300]}"
+        )
     return parse_proc_dump(pid, res.stdout)

@@ -9,29 +9,29 @@ from typing import Any
 
 #: the commands a failed check may name as its next step
 NEXT_PAIR_RESTART = "pdctl restart --pair"
-NEXT_DEPLOY = "pdctl deploy --dry-run (what would change), then pdctl deploy"   # flag or env drift
-NEXT_TRIAGE = "pdctl triage (which failure, and what to do about it)"          # transfer/bootstrap failures
+NEXT_DEPLOY = "pdctl deploy --dry-run (what would change), then pdctl deploy"  # flag or env drift
+NEXT_TRIAGE = "pdctl triage (which failure, and what to do about it)"  # transfer/bootstrap failures
 NEXT_STATUS = "pdctl status (are the roles running?), then pdctl logs ROLE"
 
 
 class Status(str, Enum):
     PASS = "pass"
-    WARN = "warn"      # observed something worth a look, not a failure (e.g. busy inflight)
+    WARN = "warn"  # observed something worth a look, not a failure (e.g. busy inflight)
     FAIL = "fail"
-    SKIP = "skip"      # not applicable or not asked for
+    SKIP = "skip"  # not applicable or not asked for
 
 
 @dataclass
 class CheckResult:
-    layer: str                 # a final-health layer's name (pdctl.checks.layers), or a command's own
-    target: str                # e.g. "prefill[0]@gpu1:30000" or "router[0]"
-    name: str                  # what was checked, e.g. "/health", "--disable-overlap-schedule"
+    layer: str  # a final-health layer's name (pdctl.checks.layers), or a command's own
+    target: str  # e.g. "prefill[0]@gpu1:30000" or "router[0]"
+    name: str  # what was checked, e.g. "/health", "--disable-overlap-schedule"
     status: Status
-    observed: str = ""         # what was found (masked if secret-looking)
-    expected: str = ""         # what the inventory or the rule wanted
-    detail: str = ""           # one line of why, or the recommended action
+    observed: str = ""  # what was found (masked if secret-looking)
+    expected: str = ""  # what the inventory or the rule wanted
+    detail: str = ""  # one line of why, or the recommended action
     data: dict[str, Any] = field(default_factory=dict)
-    next_step: str = ""        # the pdctl command to run next when this check fails (e.g. NEXT_PAIR_RESTART)
+    next_step: str = ""  # the pdctl command to run next when this check fails (e.g. NEXT_PAIR_RESTART)
 
     @property
     def failed(self) -> bool:

@@ -25,14 +25,14 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from pdctl.serialize import JSON_OFF
 
-Worker = tuple[str, int]     # ("prefill" | "decode", index)
+Worker = tuple[str, int]  # ("prefill" | "decode", index)
 
 
 @dataclass(frozen=True)
 class Unit:
-    index: int                       # 0-based; shown 1-based
-    decodes: tuple[int, ...]         # the decode group restarted by this unit
-    prefills: tuple[int, ...]        # every prefill, rolled one at a time while the group is out
+    index: int  # 0-based; shown 1-based
+    decodes: tuple[int, ...]  # the decode group restarted by this unit
+    prefills: tuple[int, ...]  # every prefill, rolled one at a time while the group is out
 
     @property
     def name(self) -> str:
@@ -69,12 +69,16 @@ def refusal(units: Sequence[Unit], serving: Mapping[str, Iterable[Worker]]) -> s
             up = now | fresh
             if not {j for role, j in up if role == "decode"} - set(unit.decodes):
                 gone = ", ".join(f"decode[{j}]" for j in unit.decodes)
-                return (f"taking {gone} out would leave {router} with no decode "
-                        f"(it routes to {_serving(decodes_now, 'decode')}); a rolling restart needs two")
+                return (
+                    f"taking {gone} out would leave {router} with no decode "
+                    f"(it routes to {_serving(decodes_now, 'decode')}); a rolling restart needs two"
+                )
             for i in unit.prefills:
                 if not {k for role, k in now | fresh if role == "prefill"} - {i}:
-                    return (f"taking prefill[{i}] out would leave {router} with no prefill "
-                            f"(it routes to {_serving(prefills_now, 'prefill')}); a rolling restart needs two")
+                    return (
+                        f"taking prefill[{i}] out would leave {router} with no prefill "
+                        f"(it routes to {_serving(prefills_now, 'prefill')}); a rolling restart needs two"
+                    )
                 fresh.add(("prefill", i))
             fresh |= {("decode", j) for j in unit.decodes}
     return None
@@ -105,8 +109,12 @@ def back_in_service(workers: Sequence[Mapping[str, Any]], url: str, role: str) -
     """`url` is in the list as `role`, the router calls it healthy and (smg) its status is ready: it takes traffic
     again."""
     w = listed(workers, url)
-    return (w is not None and w.get("worker_type") == role and w.get("is_healthy") is not False
-            and w.get("status", "ready") == "ready")
+    return (
+        w is not None
+        and w.get("worker_type") == role
+        and w.get("is_healthy") is not False
+        and w.get("status", "ready") == "ready"
+    )
 
 
 def drained(gauges: Mapping[str, float]) -> bool:
@@ -118,12 +126,17 @@ def drained(gauges: Mapping[str, float]) -> bool:
 class UnitState:
     """What one unit went through: `state` is "not started", "done", or "failed at <step>"; `out` lists the
     members still out of the routers when the restart stopped (the operator must know what is not serving)."""
-    unit: Unit = field(metadata=JSON_OFF)           # shown as its name and members' labels
+
+    unit: Unit = field(metadata=JSON_OFF)  # shown as its name and members' labels
     state: str = "not started"
     detail: str = ""
     out: list[str] | None = field(default=None, metadata=JSON_OFF)
-    json_extra = (("unit", "unit.name"), ("decodes", "decode_labels"), ("prefills", "prefill_labels"),
-                  ("out_of_routers", "out_of_routers"))
+    json_extra = (
+        ("unit", "unit.name"),
+        ("decodes", "decode_labels"),
+        ("prefills", "prefill_labels"),
+        ("out_of_routers", "out_of_routers"),
+    )
 
     @property
     def decode_labels(self) -> list[str]:

@@ -20,40 +20,102 @@ def judge_router_env(label: str, env: Mapping[str, str] | None, declared: Mappin
 
     if env:
         return judge_flags(label, [], env, {}, declared)
-    return [CheckResult("flags", label, f"env:{name}", Status.WARN, observed="unreadable",
-                        expected="declared", detail="the router zeroes /proc/PID/environ when it sets its process "
-                                                    "title: not verified") for name in declared]
+    return [
+        CheckResult(
+            "flags",
+            label,
+            f"env:{name}",
+            Status.WARN,
+            observed="unreadable",
+            expected="declared",
+            detail="the router zeroes /proc/PID/environ when it sets its process title: not verified",
+        )
+        for name in declared
+    ]
 
 
-def judge_router_workers(label: str, body: dict[str, Any] | None, prefill: list[tuple[str, int]],
-                         decode: list[str]) -> list[CheckResult]:
+def judge_router_workers(
+    label: str, body: dict[str, Any] | None, prefill: list[tuple[str, int]], decode: list[str]
+) -> list[CheckResult]:
     """Every declared prefill (url, bootstrap port) and decode url must be registered with the router (health is the
     health layer's job; an unhealthy registered worker passes here with a note), and nothing undeclared."""
     if not isinstance(body, dict):
-        return [CheckResult("flags", label, "/workers", Status.FAIL, observed="no answer",
-                            detail="could not read the router's /workers")]
+        return [
+            CheckResult(
+                "flags",
+                label,
+                "/workers",
+                Status.FAIL,
+                observed="no answer",
+                detail="could not read the router's /workers",
+            )
+        ]
     seen = {w.get("url"): w for w in body.get("workers", [])}
     out = []
     for url, bport in prefill:
         w = seen.get(url)
         if w is None or w.get("worker_type") != "prefill":
-            out.append(CheckResult("flags", label, f"prefill {url}", Status.FAIL, observed="not registered",
-                                   expected=f"prefill {url} bootstrap {bport}", detail="drift: router does not route to it"))
+            out.append(
+                CheckResult(
+                    "flags",
+                    label,
+                    f"prefill {url}",
+                    Status.FAIL,
+                    observed="not registered",
+                    expected=f"prefill {url} bootstrap {bport}",
+                    detail="drift: router does not route to it",
+                )
+            )
         elif w.get("bootstrap_port") not in (None, bport):
-            out.append(CheckResult("flags", label, f"prefill {url}", Status.FAIL, observed=f"bootstrap {w.get('bootstrap_port')}",
-                                   expected=f"bootstrap {bport}", detail="drift: wrong bootstrap port"))
+            out.append(
+                CheckResult(
+                    "flags",
+                    label,
+                    f"prefill {url}",
+                    Status.FAIL,
+                    observed=f"bootstrap {w.get('bootstrap_port')}",
+                    expected=f"bootstrap {bport}",
+                    detail="drift: wrong bootstrap port",
+                )
+            )
         else:
-            out.append(CheckResult("flags", label, f"prefill {url}", Status.PASS, observed="registered",
-                                   expected=f"bootstrap {bport}", detail="healthy" if w.get("is_healthy") else "registered, not healthy"))
+            out.append(
+                CheckResult(
+                    "flags",
+                    label,
+                    f"prefill {url}",
+                    Status.PASS,
+                    observed="registered",
+                    expected=f"bootstrap {bport}",
+                    detail="healthy" if w.get("is_healthy") else "registered, not healthy",
+                )
+            )
     for url in decode:
         w = seen.get(url)
         ok = w is not None and w.get("worker_type") == "decode"
-        out.append(CheckResult("flags", label, f"decode {url}", Status.PASS if ok else Status.FAIL,
-                               observed="registered" if ok else "not registered", expected="registered",
-                               detail="" if ok else "drift: router does not route to it"))
+        out.append(
+            CheckResult(
+                "flags",
+                label,
+                f"decode {url}",
+                Status.PASS if ok else Status.FAIL,
+                observed="registered" if ok else "not registered",
+                expected="registered",
+                detail="" if ok else "drift: router does not route to it",
+            )
+        )
     declared = {u for u, _ in prefill} | set(decode)
     for url, w in seen.items():
         if url not in declared:
-            out.append(CheckResult("flags", label, f"{w.get('worker_type', 'worker')} {url}", Status.FAIL,
-                                   observed="registered", expected="not in the inventory", detail="drift: undeclared worker"))
+            out.append(
+                CheckResult(
+                    "flags",
+                    label,
+                    f"{w.get('worker_type', 'worker')} {url}",
+                    Status.FAIL,
+                    observed="registered",
+                    expected="not in the inventory",
+                    detail="drift: undeclared worker",
+                )
+            )
     return out

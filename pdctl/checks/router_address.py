@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-_LABEL = re.compile(r"^router\[\d+\]@")    # pdctl's own name of a router, "router[0]@gpu1:30001"
+_LABEL = re.compile(r"^router\[\d+\]@")  # pdctl's own name of a router, "router[0]@gpu1:30001"
 
 
 class RouterAddress(NamedTuple):
-    host: str       # as given, without IPv6 brackets
-    port: int       # 1-65535
+    host: str  # as given, without IPv6 brackets
+    port: int  # 1-65535
 
 
 def parse_router_address(text: Any) -> RouterAddress:
@@ -28,7 +28,7 @@ def parse_router_address(text: Any) -> RouterAddress:
         rest = rest.rstrip("/")
     if "/" in rest or "?" in rest or "#" in rest or "@" in rest:
         raise ValueError("give only host:port (no path, query or user)")
-    if rest.startswith("["):     # an IPv6 address, "[::1]:30001"
+    if rest.startswith("["):  # an IPv6 address, "[::1]:30001"
         host, sep, tail = rest[1:].partition("]")
         if not sep or not tail.startswith(":"):
             raise ValueError("give [IPv6]:port")

@@ -32,8 +32,17 @@ def judge_worker_states(router: str, body: Any, names: Mapping[str, str]) -> lis
     worker list is one failed check (the router answered something else)."""
     items = body.get("workers") if isinstance(body, dict) else None
     if not isinstance(items, list):
-        return [CheckResult(LAYER, router, "/workers", Status.FAIL, observed="no worker list",
-                            expected="the router's worker list", detail="GET /workers answered no 'workers' list")]
+        return [
+            CheckResult(
+                LAYER,
+                router,
+                "/workers",
+                Status.FAIL,
+                observed="no worker list",
+                expected="the router's worker list",
+                detail="GET /workers answered no 'workers' list",
+            )
+        ]
     out = []
     for w in (x for x in items if isinstance(x, dict)):
         url = str(w.get("url", ""))
@@ -41,16 +50,24 @@ def judge_worker_states(router: str, body: Any, names: Mapping[str, str]) -> lis
         healthy = w.get("is_healthy") is not False
         shown = str(status) if status is not None else ("healthy" if healthy else "unhealthy")
         ok = healthy and status in (None, "ready")
-        what = {"draining": "being removed (draining): gets no new requests",
-                "pending": "being added (pending): gets no requests yet",
-                "not_ready": "not ready: the router's health checks fail on it"}.get(str(status),
-                                                                                 "unhealthy: gets no requests")
-        out.append(CheckResult(
-            LAYER, router, f"worker {_name(url, names)}", Status.PASS if ok else Status.FAIL,
-            observed=shown, expected="ready" if status is not None else "healthy",
-            detail="" if ok else f"the router lists {w.get('worker_type', 'worker')} {_name(url, names)} as {what}",
-            data={"url": url, "worker_type": w.get("worker_type"), "status": status, "is_healthy": healthy},
-            next_step="" if ok else NEXT_TRIAGE))
+        what = {
+            "draining": "being removed (draining): gets no new requests",
+            "pending": "being added (pending): gets no requests yet",
+            "not_ready": "not ready: the router's health checks fail on it",
+        }.get(str(status), "unhealthy: gets no requests")
+        out.append(
+            CheckResult(
+                LAYER,
+                router,
+                f"worker {_name(url, names)}",
+                Status.PASS if ok else Status.FAIL,
+                observed=shown,
+                expected="ready" if status is not None else "healthy",
+                detail="" if ok else f"the router lists {w.get('worker_type', 'worker')} {_name(url, names)} as {what}",
+                data={"url": url, "worker_type": w.get("worker_type"), "status": status, "is_healthy": healthy},
+                next_step="" if ok else NEXT_TRIAGE,
+            )
+        )
     return out
 
 
@@ -60,20 +77,44 @@ def judge_breakers(router: str, metrics: MetricSet, metric: str, names: Mapping[
     one pass: the router has not yet sent a request through any breaker."""
     samples = metrics.samples(metric)
     if not samples:
-        return [CheckResult(LAYER, router, "circuit breakers", Status.PASS, observed="none tripped",
-                            expected="closed", detail=f"{metric}: no series yet")]
+        return [
+            CheckResult(
+                LAYER,
+                router,
+                "circuit breakers",
+                Status.PASS,
+                observed="none tripped",
+                expected="closed",
+                detail=f"{metric}: no series yet",
+            )
+        ]
     out = []
     for s in samples:
         url = str(s.labels.get("worker", ""))
         state = BREAKER_STATES.get(int(s.value), f"state {s.value:g}")
         status = {"closed": Status.PASS, "half-open": Status.WARN}.get(state, Status.FAIL)
-        detail = "" if status is Status.PASS else (
-            f"the router's circuit breaker for {_name(url, names)} is {state}: it sends that worker "
-            f"{'nothing' if state == 'open' else 'a trial request only'} although /readiness may say ready "
-            "(failed requests through it: a broken pair?)")
-        out.append(CheckResult(LAYER, router, f"breaker {_name(url, names)}", status, observed=state,
-                               expected="closed", detail=detail, data={"url": url, "state": state},
-                               next_step="" if status is Status.PASS else NEXT_TRIAGE))
+        detail = (
+            ""
+            if status is Status.PASS
+            else (
+                f"the router's circuit breaker for {_name(url, names)} is {state}: it sends that worker "
+                f"{'nothing' if state == 'open' else 'a trial request only'} although /readiness may say ready "
+                "(failed requests through it: a broken pair?)"
+            )
+        )
+        out.append(
+            CheckResult(
+                LAYER,
+                router,
+                f"breaker {_name(url, names)}",
+                status,
+                observed=state,
+                expected="closed",
+                detail=detail,
+                data={"url": url, "state": state},
+                next_step="" if status is Status.PASS else NEXT_TRIAGE,
+            )
+        )
     return out
 
 
@@ -88,6 +129,15 @@ def judge_retries_exhausted(router: str, metrics: MetricSet) -> list[CheckResult
     if not total:
         return [CheckResult(LAYER, router, "retries exhausted", Status.PASS, observed="0", expected="0")]
     shown = ", ".join(f"{k} {v:g}" for k, v in sorted(per_type.items()) if v)
-    return [CheckResult(LAYER, router, "retries exhausted", Status.WARN, observed=shown, expected="0",
-                        detail=f"the router gave up on {total:g} request(s) after every retry since it started",
-                        data={"per_worker_type": per_type})]
+    return [
+        CheckResult(
+            LAYER,
+            router,
+            "retries exhausted",
+            Status.WARN,
+            observed=shown,
+            expected="0",
+            detail=f"the router gave up on {total:g} request(s) after every retry since it started",
+            data={"per_worker_type": per_type},
+        )
+    ]

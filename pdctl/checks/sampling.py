@@ -26,16 +26,22 @@ def fetch_metrics(base_url: str, timeout: float = 5.0, families=None) -> MetricS
     Raises UnreachableError(target=url) when the server cannot be reached or does not answer in `timeout`;
     MetricsUnavailable (exit 1, hint --enable-metrics) on a non-200 answer; MetricsParseError on unreadable text.
     """
-    url, name = join(base_url, "/metrics"), request_name(base_url, "/metrics")   # a role, not a tunnel's port
+    url, name = join(base_url, "/metrics"), request_name(base_url, "/metrics")  # a role, not a tunnel's port
     c = client()
     t0 = time.monotonic()
     try:
         r = c.get(url, timeout=timeout)
     except Exception as e:
-        raise UnreachableError(f"cannot read {name}: {describe_error(e, timeout, base_url, since=t0)}",
-                               target=remote_url(base_url, "/metrics")) from None
+        raise UnreachableError(
+            f"cannot read {name}: {describe_error(e, timeout, base_url, since=t0)}",
+            target=remote_url(base_url, "/metrics"),
+        ) from None
     if r.status_code != 200:
         hint = ENABLE_METRICS_HINT if r.status_code == 404 else None
-        raise MetricsUnavailable(f"{name} answered HTTP {r.status_code}", url=remote_url(base_url, "/metrics"),
-                                 status_code=r.status_code, hint=hint)
+        raise MetricsUnavailable(
+            f"{name} answered HTTP {r.status_code}",
+            url=remote_url(base_url, "/metrics"),
+            status_code=r.status_code,
+            hint=hint,
+        )
     return parse_metrics(r.text, families)

@@ -45,30 +45,61 @@ def judge_systemd_restarts(units: Mapping[str, UnitRestarts]) -> list[CheckResul
         data = {"unit": u.unit, "restarts": u.restarts, "pid": u.pid, "start": u.start}
         observed = f"NRestarts={u.restarts} on {u.unit}"
         if u.restarts == 0:
-            results.append(CheckResult(LAYER, label, CHECK, Status.PASS, observed=observed, expected="NRestarts=0",
-                                       detail="observed: systemd has not restarted it since it was last started",
-                                       data=data))
+            results.append(
+                CheckResult(
+                    LAYER,
+                    label,
+                    CHECK,
+                    Status.PASS,
+                    observed=observed,
+                    expected="NRestarts=0",
+                    detail="observed: systemd has not restarted it since it was last started",
+                    data=data,
+                )
+            )
             continue
         other = {"prefill": "decode", "decode": "prefill"}.get(u.role)
-        ran_on = [(lbl, p) for lbl, p in units.items() if p.role == other and p.start is not None
-                  and u.start is not None and p.start < u.start - START_TOLERANCE_S]
+        ran_on = [
+            (lbl, p)
+            for lbl, p in units.items()
+            if p.role == other and p.start is not None and u.start is not None and p.start < u.start - START_TOLERANCE_S
+        ]
         if ran_on and lone_restart_hazard([u.role], [other]):
             peer, p = ran_on[0]
-            results.append(CheckResult(
-                LAYER, label, CHECK, Status.FAIL,
-                observed=f"{observed}: systemd restarted it {_times(u.restarts)} on its own; now pid {u.pid}",
-                expected="NRestarts=0 (no restart without its pair)",
-                detail=(f"observed: {u.unit} was restarted by systemd (Restart=) while {peer} (pid {p.pid}) ran "
-                        f"on; inferred: the degraded-bootstrap hazard (silent transfer failures); {ACTION}"),
-                next_step=NEXT_PAIR_RESTART,
-                data={**data, "hazard": "systemd-restarted-alone", "peer": peer}))
+            results.append(
+                CheckResult(
+                    LAYER,
+                    label,
+                    CHECK,
+                    Status.FAIL,
+                    observed=f"{observed}: systemd restarted it {_times(u.restarts)} on its own; now pid {u.pid}",
+                    expected="NRestarts=0 (no restart without its pair)",
+                    detail=(
+                        f"observed: {u.unit} was restarted by systemd (Restart=) while {peer} (pid {p.pid}) ran "
+                        f"on; inferred: the degraded-bootstrap hazard (silent transfer failures); {ACTION}"
+                    ),
+                    next_step=NEXT_PAIR_RESTART,
+                    data={**data, "hazard": "systemd-restarted-alone", "peer": peer},
+                )
+            )
             continue
-        why = ("it holds no KV bootstrap state" if other is None else
-               f"every running {other} started after it" if any(p.role == other for p in units.values()) else
-               f"no running {other} to pair with")
-        results.append(CheckResult(LAYER, label, CHECK, Status.PASS,
-                                   observed=f"{observed}: systemd restarted it {_times(u.restarts)} on its own",
-                                   expected="NRestarts=0, or a restart that left no stale pair",
-                                   detail=f"observed: {why}, so this is not the degraded-bootstrap hazard",
-                                   data=data))
+        why = (
+            "it holds no KV bootstrap state"
+            if other is None
+            else f"every running {other} started after it"
+            if any(p.role == other for p in units.values())
+            else f"no running {other} to pair with"
+        )
+        results.append(
+            CheckResult(
+                LAYER,
+                label,
+                CHECK,
+                Status.PASS,
+                observed=f"{observed}: systemd restarted it {_times(u.restarts)} on its own",
+                expected="NRestarts=0, or a restart that left no stale pair",
+                detail=f"observed: {why}, so this is not the degraded-bootstrap hazard",
+                data=data,
+            )
+        )
     return results

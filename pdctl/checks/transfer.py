@@ -12,15 +12,23 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, ENABLE_METRICS_HINT, FAILURE_COUNTERS, METRICS_ON_WITNESSES,
-                                      TRANSFER_FAILED, metrics_on)
+from pdctl.checks.metric_names import (
+    BOOTSTRAP_FAILED,
+    ENABLE_METRICS_HINT,
+    FAILURE_COUNTERS,
+    METRICS_ON_WITNESSES,
+    TRANSFER_FAILED,
+    metrics_on,
+)
 from pdctl.checks.metrics import MetricSet, Sample
 from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 
 LAYER = "transfer"
 _WHAT = {TRANSFER_FAILED: "KV transfers failed", BOOTSTRAP_FAILED: "bootstrap handshakes failed"}
-_ACTION = ("if decode was restarted against a long-running prefill this is the degraded-bootstrap hazard: "
-           "run `pdctl restart --pair`; else read the prefill/decode logs for the failing rooms")
+_ACTION = (
+    "if decode was restarted against a long-running prefill this is the degraded-bootstrap hazard: "
+    "run `pdctl restart --pair`; else read the prefill/decode logs for the failing rooms"
+)
 
 
 def counters_of(metrics: MetricSet) -> dict[str, float]:
@@ -45,15 +53,28 @@ def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[
     expected = "not increased since baseline" if baseline is not None else "0 on every rank"
     samples = metrics.samples(name)
     if not samples and not metrics_on(metrics):
-        return CheckResult(LAYER, label, name, Status.FAIL, observed="no SGLang metrics", expected="0",
-                           detail=f"neither {name} nor {' / '.join(METRICS_ON_WITNESSES)} is exposed, so failures "
-                                  f"cannot be seen: {ENABLE_METRICS_HINT}",
-                           data={"hint": "--enable-metrics", "reason": "absent"})
-    if not samples:   # SGLang creates the series at the first failure
-        return CheckResult(LAYER, label, name, Status.PASS, observed="0 (no series yet)", expected=expected,
-                           detail="no failure since the server started (SGLang creates the series at the first one)",
-                           data={"per_rank": {}, "baseline_used": baseline is not None, "notes": [],
-                                 "reason": "no series yet"})
+        return CheckResult(
+            LAYER,
+            label,
+            name,
+            Status.FAIL,
+            observed="no SGLang metrics",
+            expected="0",
+            detail=f"neither {name} nor {' / '.join(METRICS_ON_WITNESSES)} is exposed, so failures "
+            f"cannot be seen: {ENABLE_METRICS_HINT}",
+            data={"hint": "--enable-metrics", "reason": "absent"},
+        )
+    if not samples:  # SGLang creates the series at the first failure
+        return CheckResult(
+            LAYER,
+            label,
+            name,
+            Status.PASS,
+            observed="0 (no series yet)",
+            expected=expected,
+            detail="no failure since the server started (SGLang creates the series at the first one)",
+            data={"per_rank": {}, "baseline_used": baseline is not None, "notes": [], "reason": "no series yet"},
+        )
     per_rank: dict[str, float] = {}
     increases: dict[str, float] = {}
     notes: list[str] = []
@@ -80,14 +101,23 @@ def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[
     if baseline is not None:
         data["increase"] = increases
     if not bad:
-        return CheckResult(LAYER, label, name, Status.PASS, observed=observed, expected=expected,
-                           detail="; ".join(notes), data=data)
+        return CheckResult(
+            LAYER, label, name, Status.PASS, observed=observed, expected=expected, detail="; ".join(notes), data=data
+        )
     total = sum(v for v in bad.values() if not math.isnan(v))
     since = " since the baseline" if baseline is not None else ""
     ranks = ", ".join(f"{r} +{_fmt(v)}" if baseline is not None else f"{r}={_fmt(v)}" for r, v in sorted(bad.items()))
-    return CheckResult(LAYER, label, name, Status.FAIL, observed=observed, expected=expected,
-                       detail=f"{_fmt(total)} {what}{since} ({ranks}); {_ACTION}", data=data,
-                       next_step=NEXT_TRIAGE)
+    return CheckResult(
+        LAYER,
+        label,
+        name,
+        Status.FAIL,
+        observed=observed,
+        expected=expected,
+        detail=f"{_fmt(total)} {what}{since} ({ranks}); {_ACTION}",
+        data=data,
+        next_step=NEXT_TRIAGE,
+    )
 
 
 def judge_transfer(label: str, metrics: MetricSet, baseline: Mapping[str, float] | None = None) -> list[CheckResult]:

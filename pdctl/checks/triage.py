@@ -39,11 +39,11 @@ class ServiceState:
 class InflightSummary:
     """The inflight verdict over triage's quiet window, as the judge needs it."""
 
-    verdict: str                                   # drained | busy | pinned
+    verdict: str  # drained | busy | pinned
     conclusive: bool
     summary: str
-    holders: dict[str, dict[str, float]] = field(default_factory=dict)   # label -> nonzero gauges at the end
-    pinned_by: str = ""                            # checks.inflight NO_PROGRESS | ROOM_BALANCE when pinned
+    holders: dict[str, dict[str, float]] = field(default_factory=dict)  # label -> nonzero gauges at the end
+    pinned_by: str = ""  # checks.inflight NO_PROGRESS | ROOM_BALANCE when pinned
 
 
 @dataclass
@@ -51,33 +51,33 @@ class TriageObservations:
     """Everything triage gathered. Empty or None = not observed (what could not be read at all is in `unobserved`)."""
 
     window_s: float | None = None
-    services: dict[str, ServiceState] = field(default_factory=dict)        # label -> state
+    services: dict[str, ServiceState] = field(default_factory=dict)  # label -> state
     # final-health's layers: the report's findings and observations say what they found (not part of `facts`)
     health: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
     e2e: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
     transfer: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
     lineage: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
     inflight: InflightSummary | None = None
-    transfer_failed: dict[str, float] = field(default_factory=dict)       # label -> total
+    transfer_failed: dict[str, float] = field(default_factory=dict)  # label -> total
     bootstrap_failed: dict[str, float] = field(default_factory=dict)
-    transfer_failed_delta: float | None = None                            # over the window
+    transfer_failed_delta: float | None = None  # over the window
     bootstrap_failed_delta: float | None = None
-    generation_tokens_delta: float | None = None                          # decode progress over the quiet window
-    gen_throughput: dict[str, float] = field(default_factory=dict)        # decode label -> tok/s
+    generation_tokens_delta: float | None = None  # decode progress over the quiet window
+    gen_throughput: dict[str, float] = field(default_factory=dict)  # decode label -> tok/s
     gpu_util: dict[str, list[float] | None] = field(default_factory=dict)  # host -> percentages (None: no nvidia-smi)
     unobserved: list[str] = field(default_factory=list)
-    lock_holder: str | None = None        # "alice (restart, pid 7 on h1, for 12s)": a change under way meanwhile
+    lock_holder: str | None = None  # "alice (restart, pid 7 on h1, for 12s)": a change under way meanwhile
 
 
 @dataclass
 class Finding:
     title: str
-    severity: str                         # "action" (exit 1) or "warn"
+    severity: str  # "action" (exit 1) or "warn"
     observed: list[str]
     inferred: list[str]
     action: str
     kind: str = ""
-    next_step: str = ""                   # the pdctl command to run next, when there is one
+    next_step: str = ""  # the pdctl command to run next, when there is one
 
 
 @dataclass
@@ -102,8 +102,10 @@ def _lineage_hazards(lineage: list[CheckResult]) -> list[CheckResult]:
 def _idle_lines(obs: TriageObservations) -> list[str]:
     idle: list[str] = []
     if obs.generation_tokens_delta is not None:
-        idle.append(f"decode generated {fmt_count(obs.generation_tokens_delta)} tokens over the "
-                    f"{fmt_s(obs.window_s) if obs.window_s else '?'} window")
+        idle.append(
+            f"decode generated {fmt_count(obs.generation_tokens_delta)} tokens over the "
+            f"{fmt_s(obs.window_s) if obs.window_s else '?'} window"
+        )
     if obs.gen_throughput:
         idle.append("decode gen_throughput " + ", ".join(f"{k}={v:g} tok/s" for k, v in obs.gen_throughput.items()))
     for host, vals in obs.gpu_util.items():
@@ -114,10 +116,14 @@ def _idle_lines(obs: TriageObservations) -> list[str]:
 def lock_held_finding(holder: str) -> Finding:
     """Another operator's change (restart, deploy, down) ran while triage looked: what it saw may be that change."""
     return Finding(
-        "a change to the deployment is under way", "warn", [f"the deployment lock is held by {holder}"],
+        "a change to the deployment is under way",
+        "warn",
+        [f"the deployment lock is held by {holder}"],
         ["its restarts or drains may explain what else triage found: a worker starting is not a worker wedged"],
         "wait for that operation to end (`pdctl history` names it), then run `pdctl triage` again",
-        kind="lock-held", next_step="pdctl history")
+        kind="lock-held",
+        next_step="pdctl history",
+    )
 
 
 def judge_triage(obs: TriageObservations) -> list[Finding]:
@@ -129,7 +135,7 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     down_stopped = [h for h in obs.health if h.failed and h.target in stopped]
     e2e_bad = [e for e in obs.e2e if e.failed]
     e2e_explained: list[CheckResult] = []
-    if stopped:     # a probe through a deployment with a stopped role fails for that reason: no transfer evidence
+    if stopped:  # a probe through a deployment with a stopped role fails for that reason: no transfer evidence
         e2e_explained, e2e_bad = e2e_bad, []
     probe_unhealthy: list[CheckResult] = []
     if down and not (obs.transfer_failed_delta or obs.bootstrap_failed_delta):
@@ -143,21 +149,44 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     if stopped:
         findings.append(not_running_finding(obs.services, stopped, down_stopped, e2e_explained))
     if down:
-        findings.append(Finding(
-            "a component is not healthy", "action", [f"{h.target} {h.name}: {h.observed}" for h in down]
-            + [f"end-to-end probe through {e.target}: {e.observed} (no transfer failure counted: the unhealthy "
-               "component explains it)" for e in probe_unhealthy],
-            ["the process is down, starting, or its HTTP server is wedged"],
-            "read `pdctl logs ROLE` and `pdctl status`; then `pdctl restart --pair` (a lone restart of prefill or "
-            "decode leaves the pair's KV bootstrap degraded)", kind="health", next_step="pdctl status"))
+        findings.append(
+            Finding(
+                "a component is not healthy",
+                "action",
+                [f"{h.target} {h.name}: {h.observed}" for h in down]
+                + [
+                    f"end-to-end probe through {e.target}: {e.observed} (no transfer failure counted: the unhealthy "
+                    "component explains it)"
+                    for e in probe_unhealthy
+                ],
+                ["the process is down, starting, or its HTTP server is wedged"],
+                "read `pdctl logs ROLE` and `pdctl status`; then `pdctl restart --pair` (a lone restart of prefill or "
+                "decode leaves the pair's KV bootstrap degraded)",
+                kind="health",
+                next_step="pdctl status",
+            )
+        )
     if obs.unobserved:
-        findings.append(Finding(
-            "could not observe " + ("the PD queues and counters" if any("/metrics" in u for u in obs.unobserved)
-                                    else "part of the deployment"), "action", list(obs.unobserved),
-            ["without these readings triage cannot tell a healthy deployment from a wedged one: the absence of "
-             "other findings proves nothing"],
-            "check that each worker answers /metrics (`pdctl status`, `pdctl logs ROLE`; SGLang needs "
-            "--enable-metrics), then run `pdctl triage` again", kind="unobserved", next_step="pdctl status"))
+        findings.append(
+            Finding(
+                "could not observe "
+                + (
+                    "the PD queues and counters"
+                    if any("/metrics" in u for u in obs.unobserved)
+                    else "part of the deployment"
+                ),
+                "action",
+                list(obs.unobserved),
+                [
+                    "without these readings triage cannot tell a healthy deployment from a wedged one: the absence of "
+                    "other findings proves nothing"
+                ],
+                "check that each worker answers /metrics (`pdctl status`, `pdctl logs ROLE`; SGLang needs "
+                "--enable-metrics), then run `pdctl triage` again",
+                kind="unobserved",
+                next_step="pdctl status",
+            )
+        )
     inf = obs.inflight
     if inf is not None and inf.verdict == "pinned":
         under_load = inf.pinned_by == ROOM_BALANCE
@@ -165,42 +194,69 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
         lines += [] if under_load else idle
         if not down and not stopped:
             lines.append("every /health answered 200")
-        findings.append(Finding(
-            "a request pinned in the prefill inflight queue while traffic flows (the seed's wedge, under load)"
-            if under_load else "requests pinned in the PD queues with decode idle (the seed's silent wedge)",
-            "action" if inf.conclusive else "warn", lines,
-            ["a KV transfer room is stuck (e.g. a Failed status overwritten to Transferring by a late chunk write, "
-             "the seed's update_status race); it will not time out on its own",
-             "a green /health says nothing here: it runs a fake-bootstrap generation that never moves KV"],
-            "collect `pdctl logs prefill` and `pdctl logs decode` first, then " + PAIR_ACTION +
-            "; confirm with `pdctl verify inflight`, and check the build carries the terminal-status fix",
-            kind="pinned", next_step=PAIR_STEP))
+        findings.append(
+            Finding(
+                "a request pinned in the prefill inflight queue while traffic flows (the seed's wedge, under load)"
+                if under_load
+                else "requests pinned in the PD queues with decode idle (the seed's silent wedge)",
+                "action" if inf.conclusive else "warn",
+                lines,
+                [
+                    "a KV transfer room is stuck (e.g. a Failed status overwritten to Transferring by a late "
+                    "chunk write, the seed's update_status race); it will not time out on its own",
+                    "a green /health says nothing here: it runs a fake-bootstrap generation that never moves KV",
+                ],
+                "collect `pdctl logs prefill` and `pdctl logs decode` first, then "
+                + PAIR_ACTION
+                + "; confirm with `pdctl verify inflight`, and check the build carries the terminal-status fix",
+                kind="pinned",
+                next_step=PAIR_STEP,
+            )
+        )
     failing = _transfer_findings(obs, findings, hazards, e2e_bad, e2e_explained + probe_unhealthy, down, stopped)
     if inf is not None and inf.verdict == "busy" and not failing:
-        findings.append(Finding(
-            "requests queued but progressing", "warn", [inf.summary] + idle,
-            ["normal work (e.g. a post-prefill room waiting for decode to pull its KV); a room pinned under steady "
-             f"traffic shows as a prefill holding rooms no decode waits for (the room balance), judged over "
-             f"{fmt_s(BALANCE_WINDOW_S)}"],
-            "nothing now; if it persists without load, run `pdctl verify inflight --window 60`", kind="busy",
-            next_step="pdctl verify inflight --window 60"))
+        findings.append(
+            Finding(
+                "requests queued but progressing",
+                "warn",
+                [inf.summary] + idle,
+                [
+                    "normal work (e.g. a post-prefill room waiting for decode to pull its KV); a room pinned "
+                    "under steady traffic shows as a prefill holding rooms no decode waits for (the room balance), "
+                    f"judged over {fmt_s(BALANCE_WINDOW_S)}"
+                ],
+                "nothing now; if it persists without load, run `pdctl verify inflight --window 60`",
+                kind="busy",
+                next_step="pdctl verify inflight --window 60",
+            )
+        )
     return findings
 
 
-def _transfer_findings(obs: TriageObservations, findings: list[Finding], hazards: list[CheckResult],
-                       e2e_bad: list[CheckResult], e2e_explained: list[CheckResult], down: list[CheckResult],
-                       stopped: list[str]) -> bool:
+def _transfer_findings(
+    obs: TriageObservations,
+    findings: list[Finding],
+    hazards: list[CheckResult],
+    e2e_bad: list[CheckResult],
+    e2e_explained: list[CheckResult],
+    down: list[CheckResult],
+    stopped: list[str],
+) -> bool:
     """Append the transfer/lineage finding (at most one); return whether transfers are failing now."""
     tf_tot, bf_tot = sum(obs.transfer_failed.values()), sum(obs.bootstrap_failed.values())
     tf_d, bf_d = obs.transfer_failed_delta or 0.0, obs.bootstrap_failed_delta or 0.0
     failing = tf_d > 0 or bf_d > 0 or bool(e2e_bad)
     fail_obs = []
     if tf_d or bf_d:
-        fail_obs.append(f"transfer_failed +{fmt_count(tf_d)}, bootstrap_failed +{fmt_count(bf_d)} over the window "
-                        f"(totals {fmt_count(tf_tot)} / {fmt_count(bf_tot)})")
+        fail_obs.append(
+            f"transfer_failed +{fmt_count(tf_d)}, bootstrap_failed +{fmt_count(bf_d)} over the window "
+            f"(totals {fmt_count(tf_tot)} / {fmt_count(bf_tot)})"
+        )
     elif tf_tot or bf_tot:
-        fail_obs.append(f"transfer_failed total {fmt_count(tf_tot)}, bootstrap_failed total {fmt_count(bf_tot)} "
-                        "(no increase during the window)")
+        fail_obs.append(
+            f"transfer_failed total {fmt_count(tf_tot)}, bootstrap_failed total {fmt_count(bf_tot)} "
+            "(no increase during the window)"
+        )
     for e in e2e_bad:
         fail_obs.append(f"end-to-end probe through {e.target}: {e.observed} ({e.detail})")
     if not e2e_bad and not e2e_explained and obs.e2e:
@@ -208,37 +264,68 @@ def _transfer_findings(obs: TriageObservations, findings: list[Finding], hazards
     haz_obs = [f"{h.target}: {h.observed}" for h in hazards]
 
     if hazards and failing:
-        findings.append(Finding(
-            "KV transfers failing after a lone restart: the degraded-bootstrap hazard", "action",
-            fail_obs + haz_obs + ([] if down or stopped else ["every /health answered 200"]),
-            ["decode (or prefill) was restarted without its pair; the long-running prefill keeps stale NIXL peer "
-             "state, so transfers to the new process fail silently (the seed's degraded bootstrap)"],
-            PAIR_ACTION + "; then `pdctl verify final-health`", kind="degraded-bootstrap", next_step=PAIR_STEP))
+        findings.append(
+            Finding(
+                "KV transfers failing after a lone restart: the degraded-bootstrap hazard",
+                "action",
+                fail_obs + haz_obs + ([] if down or stopped else ["every /health answered 200"]),
+                [
+                    "decode (or prefill) was restarted without its pair; the long-running prefill keeps stale "
+                    "NIXL peer state, so transfers to the new process fail silently (the seed's degraded bootstrap)"
+                ],
+                PAIR_ACTION + "; then `pdctl verify final-health`",
+                kind="degraded-bootstrap",
+                next_step=PAIR_STEP,
+            )
+        )
     elif failing:
-        findings.append(Finding(
-            "KV transfers failing", "action", fail_obs,
-            ["the pair cannot move KV for new requests; no restart-lineage hazard was seen, so read the logs for the "
-             "failing rooms (bootstrap port reachable? decode/prefill restarted outside pdctl?)"],
-            "read `pdctl logs prefill` / `pdctl logs decode`; if it persists, " + PAIR_ACTION, kind="transfer",
-            next_step="pdctl logs prefill"))
+        findings.append(
+            Finding(
+                "KV transfers failing",
+                "action",
+                fail_obs,
+                [
+                    "the pair cannot move KV for new requests; no restart-lineage hazard was seen, so read the "
+                    "logs for the failing rooms (bootstrap port reachable? decode/prefill restarted outside pdctl?)"
+                ],
+                "read `pdctl logs prefill` / `pdctl logs decode`; if it persists, " + PAIR_ACTION,
+                kind="transfer",
+                next_step="pdctl logs prefill",
+            )
+        )
     elif hazards:
-        findings.append(Finding(
-            "restart-lineage hazard (transfers not failing yet)",
-            "action" if any(h.failed for h in hazards) else "warn",
-            haz_obs + (fail_obs or ["no transfer failure during the window"]),
-            ["the pair was not co-restarted: the degraded-bootstrap hazard may surface as silent transfer failures"],
-            PAIR_ACTION + " at the next safe moment", kind="lineage", next_step=PAIR_STEP))
+        findings.append(
+            Finding(
+                "restart-lineage hazard (transfers not failing yet)",
+                "action" if any(h.failed for h in hazards) else "warn",
+                haz_obs + (fail_obs or ["no transfer failure during the window"]),
+                [
+                    "the pair was not co-restarted: the degraded-bootstrap hazard may surface as silent transfer "
+                    "failures"
+                ],
+                PAIR_ACTION + " at the next safe moment",
+                kind="lineage",
+                next_step=PAIR_STEP,
+            )
+        )
     elif tf_tot or bf_tot:
-        findings.append(Finding(
-            "old transfer failures on the counters", "warn", fail_obs,
-            ["failures happened earlier (e.g. aborted requests); none during this window"],
-            "record a baseline (`pdctl verify final-health --record-baseline`) and watch `--since-baseline`",
-            kind="transfer-history", next_step="pdctl verify final-health --record-baseline"))
+        findings.append(
+            Finding(
+                "old transfer failures on the counters",
+                "warn",
+                fail_obs,
+                ["failures happened earlier (e.g. aborted requests); none during this window"],
+                "record a baseline (`pdctl verify final-health --record-baseline`) and watch `--since-baseline`",
+                kind="transfer-history",
+                next_step="pdctl verify final-health --record-baseline",
+            )
+        )
     return failing
 
 
-def not_running_finding(services: dict[str, ServiceState], stopped: list[str], health_fails: list[CheckResult],
-                        e2e_fails: list[CheckResult]) -> Finding:
+def not_running_finding(
+    services: dict[str, ServiceState], stopped: list[str], health_fails: list[CheckResult], e2e_fails: list[CheckResult]
+) -> Finding:
     """The "not running" finding: which roles have no process, the probes that were refused because of it, and the
     action: `pdctl deploy` when nothing runs, else `pdctl restart --pair`. Pure."""
     everything = len(stopped) == len(services)
@@ -254,22 +341,35 @@ def not_running_finding(services: dict[str, ServiceState], stopped: list[str], h
     roles = sorted({services[label].role for label in stopped})
     names = ", ".join(short_label(s) for s in stopped)
     if everything:
-        inferred = ["the deployment is stopped (e.g. `pdctl down`, a reboot): refused connections to stopped servers "
-                    "say nothing about KV transfers, so no transfer or queue finding is drawn from them"]
+        inferred = [
+            "the deployment is stopped (e.g. `pdctl down`, a reboot): refused connections to stopped servers "
+            "say nothing about KV transfers, so no transfer or queue finding is drawn from them"
+        ]
         action, step = DEPLOY_ACTION, DEPLOY_STEP
     else:
-        inferred = [f"{names} stopped or exited while the rest runs on; requests "
-                    "through the router fail for that reason, not because of KV transfers"]
+        inferred = [
+            f"{names} stopped or exited while the rest runs on; requests "
+            "through the router fail for that reason, not because of KV transfers"
+        ]
         logs = " / ".join(f"`pdctl logs {r}`" for r in roles)
-        action = f"read {logs} for why it stopped; then " + PAIR_ACTION + \
-            " (a lone start of prefill or decode leaves the pair's KV bootstrap degraded)"
+        action = (
+            f"read {logs} for why it stopped; then "
+            + PAIR_ACTION
+            + " (a lone start of prefill or decode leaves the pair's KV bootstrap degraded)"
+        )
         step = PAIR_STEP
-    return Finding(f"not running: {names} (no process)", "action", observed, inferred, action, kind="not-running",
-                   next_step=step)
+    return Finding(
+        f"not running: {names} (no process)", "action", observed, inferred, action, kind="not-running", next_step=step
+    )
 
 
-def unobserved_lines(points: list, have_verdict: bool, fh_error: BaseException | None, *,
-                     stopped: set[str] | frozenset[str] = frozenset()) -> list[str]:
+def unobserved_lines(
+    points: list,
+    have_verdict: bool,
+    fh_error: BaseException | None,
+    *,
+    stopped: set[str] | frozenset[str] = frozenset(),
+) -> list[str]:
     """What triage could not read, one line each (the observed part of an "unobserved" finding). Pure.
     `points`: the inflight samples (each with `errors`: label -> why its /metrics was unreadable). `stopped`: labels
     whose service is not running -- their unreadable /metrics is explained (the "not running" finding), so no
@@ -286,13 +386,17 @@ def unobserved_lines(points: list, have_verdict: bool, fh_error: BaseException |
             else:
                 head = f"no complete /metrics sample in {len(points)} sample(s): no inflight verdict"
             shown = unexplained if stopped else errors
-            lines.append(head + (": " + "; ".join(f"{k}: {v}" for k, v in shown.items()) if shown else "")
-                         + (f" (not running: {', '.join(short_label(s) for s in sorted(stopped))})"
-                            if stopped else ""))
+            lines.append(
+                head
+                + (": " + "; ".join(f"{k}: {v}" for k, v in shown.items()) if shown else "")
+                + (f" (not running: {', '.join(short_label(s) for s in sorted(stopped))})" if stopped else "")
+            )
     if fh_error is not None:
         msg = getattr(fh_error, "message", None) or str(fh_error) or type(fh_error).__name__
-        lines.append(f"health, end-to-end probe, transfer counters and restart lineage were not read: "
-                     f"{type(fh_error).__name__}: {msg.splitlines()[0]}")
+        lines.append(
+            f"health, end-to-end probe, transfer counters and restart lineage were not read: "
+            f"{type(fh_error).__name__}: {msg.splitlines()[0]}"
+        )
     return lines
 
 
@@ -304,38 +408,72 @@ def observation_rows(obs: TriageObservations, fh_error: BaseException | None = N
     rows: list[Observation] = []
     for label, sv in obs.services.items():
         status = Status.SKIP if sv.active is None else Status.PASS if sv.active else Status.FAIL
-        seen = (sv.detail if sv.active is None or (not sv.active and sv.detail) else
-                f"running (pid {sv.pid})" if sv.active else "not running (no process)")
+        seen = (
+            sv.detail
+            if sv.active is None or (not sv.active and sv.detail)
+            else f"running (pid {sv.pid})"
+            if sv.active
+            else "not running (no process)"
+        )
         rows.append(Observation("service", label, status, f"{sv.service}: {seen}"))
     for layer in FINAL_HEALTH_LAYERS:
         rows += [Observation(layer, r.target, r.status, f"{r.name}: {r.observed}") for r in getattr(obs, layer)]
     if fh_error is not None:
         rows.append(Observation("final-health", "", Status.FAIL, str(fh_error)))
     if obs.inflight is not None:
-        rows.append(Observation("inflight", "prefill+decode", {"drained": Status.PASS, "busy": Status.WARN,
-                                                              "pinned": Status.FAIL}[obs.inflight.verdict],
-                                obs.inflight.summary))
+        rows.append(
+            Observation(
+                "inflight",
+                "prefill+decode",
+                {"drained": Status.PASS, "busy": Status.WARN, "pinned": Status.FAIL}[obs.inflight.verdict],
+                obs.inflight.summary,
+            )
+        )
     elif stopped & set(workers):
-        rows.append(Observation("inflight", "prefill+decode", Status.SKIP, "not judged: " + ", ".join(
-            short_label(w) for w in workers if w in stopped) + " not running"))
+        rows.append(
+            Observation(
+                "inflight",
+                "prefill+decode",
+                Status.SKIP,
+                "not judged: " + ", ".join(short_label(w) for w in workers if w in stopped) + " not running",
+            )
+        )
     else:
         rows.append(Observation("inflight", "prefill+decode", Status.FAIL, "not observed: no complete /metrics sample"))
     tf, bf = obs.transfer_failed_delta, obs.bootstrap_failed_delta
     if tf is None:
-        rows.append(Observation("transfer failures (window)", "prefill+decode", Status.SKIP,
-                                "not read: no complete /metrics sample"))
+        rows.append(
+            Observation(
+                "transfer failures (window)", "prefill+decode", Status.SKIP, "not read: no complete /metrics sample"
+            )
+        )
     else:
-        rows.append(Observation("transfer failures (window)", "prefill+decode", Status.FAIL if (tf or bf) else
-                                Status.PASS, f"transfer_failed +{fmt_count(tf or 0)}, bootstrap_failed "
-                                             f"+{fmt_count(bf or 0)} over {fmt_s(obs.window_s)}"))
+        rows.append(
+            Observation(
+                "transfer failures (window)",
+                "prefill+decode",
+                Status.FAIL if (tf or bf) else Status.PASS,
+                f"transfer_failed +{fmt_count(tf or 0)}, bootstrap_failed "
+                f"+{fmt_count(bf or 0)} over {fmt_s(obs.window_s)}",
+            )
+        )
     gen = obs.generation_tokens_delta
-    rows.append(Observation("decode progress", "decode", Status.SKIP if gen is None else Status.PASS,
-                            ("generation tokens not measured" if gen is None else
-                             "generation tokens +" + fmt_count(gen)) +
-                            "".join(f"; gen_throughput {k}={fmt_count(v)} tok/s"
-                                    for k, v in obs.gen_throughput.items())))
+    rows.append(
+        Observation(
+            "decode progress",
+            "decode",
+            Status.SKIP if gen is None else Status.PASS,
+            ("generation tokens not measured" if gen is None else "generation tokens +" + fmt_count(gen))
+            + "".join(f"; gen_throughput {k}={fmt_count(v)} tok/s" for k, v in obs.gen_throughput.items()),
+        )
+    )
     for host, vals in obs.gpu_util.items():
-        rows.append(Observation("GPU utilisation", host, Status.SKIP if vals is None else Status.PASS,
-                                "not available (no nvidia-smi)" if vals is None else
-                                ", ".join(f"{v:g}%" for v in vals)))
+        rows.append(
+            Observation(
+                "GPU utilisation",
+                host,
+                Status.SKIP if vals is None else Status.PASS,
+                "not available (no nvidia-smi)" if vals is None else ", ".join(f"{v:g}%" for v in vals),
+            )
+        )
     return rows

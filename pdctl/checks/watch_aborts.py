@@ -28,10 +28,10 @@ def role_of(target: str) -> str:
 @dataclass
 class AbortLedger:
     window_s: float = EXPLAIN_WINDOW_S
-    kinds: tuple[str, ...] = ("transfer", "bootstrap")     # the order a worker's failures take its aborts
-    aborts: dict[str, list[list[float]]] = field(default_factory=dict)           # target -> [[t, unused]]
+    kinds: tuple[str, ...] = ("transfer", "bootstrap")  # the order a worker's failures take its aborts
+    aborts: dict[str, list[list[float]]] = field(default_factory=dict)  # target -> [[t, unused]]
     pending: dict[tuple[str, str], list[list[float]]] = field(default_factory=dict)  # (target, kind) -> [[t, n]]
-    unexplained: dict[tuple[str, str], float] = field(default_factory=dict)      # for good, since the start
+    unexplained: dict[tuple[str, str], float] = field(default_factory=dict)  # for good, since the start
 
     def observe(self, t: float, failures: dict[tuple[str, str], float], aborts: dict[str, float]) -> None:
         """One sample at time `t`: the new failures per (target, kind) and the new aborts per target since the
@@ -52,12 +52,11 @@ class AbortLedger:
     def _match(self) -> None:
         targets = sorted({k[0] for k in self.pending})
         order = [(tg, kind) for tg in targets for kind in self.kinds if self.pending.get((tg, kind))]
-        for peers in (False, True):        # own aborts for every failure first, then the other role's
+        for peers in (False, True):  # own aborts for every failure first, then the other role's
             for key in order:
                 role = role_of(key[0])
-                donors = sorted(d for d in self.aborts
-                                if (role_of(d) not in ("", role) if peers else d == key[0]))
-                pool = [a for d in donors for a in self.aborts[d]]   # the entries themselves: spending marks them
+                donors = sorted(d for d in self.aborts if (role_of(d) not in ("", role) if peers else d == key[0]))
+                pool = [a for d in donors for a in self.aborts[d]]  # the entries themselves: spending marks them
                 for entry in self.pending.get(key, []):
                     self._spend(entry, pool)
                 self.pending[key] = [e for e in self.pending.get(key, []) if e[1] > 0]
@@ -77,5 +76,5 @@ class AbortLedger:
                 if t - e[0] > self.window_s:
                     self.unexplained[key] += e[1]
             self.pending[key] = [e for e in entries if t - e[0] <= self.window_s]
-        for target, entries in self.aborts.items():      # an abort older than the window can explain no failure
+        for target, entries in self.aborts.items():  # an abort older than the window can explain no failure
             self.aborts[target] = [a for a in entries if a[1] > 0 and t - a[0] <= self.window_s]

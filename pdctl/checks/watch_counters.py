@@ -15,9 +15,9 @@ from dataclasses import dataclass
 class CounterTrack:
     """One counter series of one target: its last raw value and what it counted since the watch first read it."""
 
-    last: float | None = None     # the last raw value read (None: never read)
-    total: float = 0.0            # increase since the first read, across resets
-    resets: int = 0               # drops seen (each one a restart of the exposing process)
+    last: float | None = None  # the last raw value read (None: never read)
+    total: float = 0.0  # increase since the first read, across resets
+    resets: int = 0  # drops seen (each one a restart of the exposing process)
 
     def observe(self, value: float | None) -> bool:
         """Fold in one read; True when it shows a reset. The first read is the baseline (it adds 0). A drop below

@@ -18,10 +18,10 @@ SKIP = "skip"
 class CadenceClock:
     name: str
     every: float
-    next_due: float = 0.0         # clock reading of the next tick (0: at the first look)
-    running: bool = False         # a round of this cadence has started and not finished
-    skipped: int = 0              # ticks skipped because the previous round still ran
-    owed: bool = False            # a tick was skipped: the next falls due when the running round finishes
+    next_due: float = 0.0  # clock reading of the next tick (0: at the first look)
+    running: bool = False  # a round of this cadence has started and not finished
+    skipped: int = 0  # ticks skipped because the previous round still ran
+    owed: bool = False  # a tick was skipped: the next falls due when the running round finishes
 
     def __post_init__(self) -> None:
         if not self.every > 0:
@@ -45,7 +45,7 @@ class CadenceClock:
 
     def finished(self) -> None:
         self.running = False
-        if self.owed:              # at most one owed tick: due at the next look, then the period again
+        if self.owed:  # at most one owed tick: due at the next look, then the period again
             self.owed, self.next_due = False, 0.0
 
     def due_now(self) -> None:
@@ -64,6 +64,8 @@ def short_watch_warning(for_s: float | None, once: bool, window_s: float, interv
     need = window_s + 2 * interval_s
     if for_s is None or once or for_s >= need:
         return None
-    return (f"--for {for_s:g}: the inflight window ({window_s:g}s, inventory watch.inflight_window) cannot be "
-            f"sampled end to end in that time, so its verdict will be inconclusive (WARN); give --for {need:g} or "
-            "more, or --once")
+    return (
+        f"--for {for_s:g}: the inflight window ({window_s:g}s, inventory watch.inflight_window) cannot be "
+        f"sampled end to end in that time, so its verdict will be inconclusive (WARN); give --for {need:g} or "
+        "more, or --once"
+    )

@@ -35,61 +35,71 @@ class CheckState:
     layer: str
     target: str
     check: str
-    status: str                   # pass | warn | fail | unknown
+    status: str  # pass | warn | fail | unknown
     observed: str = ""
     expected: str = ""
     detail: str = ""
-    since: float = 0.0            # unix time of the last status change
+    since: float = 0.0  # unix time of the last status change
     next_step: str = ""
 
     def line(self, t: float, deployment: str) -> dict[str, Any]:
         """Its timeline line (docs/watch.md)."""
-        return {"t": t, "deployment": deployment, "cadence": self.cadence, "layer": self.layer, "target": self.target,
-                "check": self.check, "status": self.status, "observed": self.observed, "expected": self.expected}
+        return {
+            "t": t,
+            "deployment": deployment,
+            "cadence": self.cadence,
+            "layer": self.layer,
+            "target": self.target,
+            "check": self.check,
+            "status": self.status,
+            "observed": self.observed,
+            "expected": self.expected,
+        }
 
 
 @dataclass
 class PairState:
-    prefill: str                  # labels
+    prefill: str  # labels
     decode: str
-    status: str = UNKNOWN         # pass | fail | unknown
+    status: str = UNKNOWN  # pass | fail | unknown
     latency_s: float | None = None
     consecutive_failures: int = 0
 
 
 @dataclass
 class RoundInfo:
-    last_complete: float | None = None    # unix time the last complete round ended
-    seconds: float | None = None          # how long it took
-    ok: bool | None = None                # no failed check in it
+    last_complete: float | None = None  # unix time the last complete round ended
+    seconds: float | None = None  # how long it took
+    ok: bool | None = None  # no failed check in it
     rounds: int = 0
-    skipped: int = 0                      # ticks skipped while it ran
-    error: str | None = None              # why its last round raised (its checks are not known), None once one ends
+    skipped: int = 0  # ticks skipped while it ran
+    error: str | None = None  # why its last round raised (its checks are not known), None once one ends
 
 
 @dataclass
 class WatchState:
     deployment: str
-    started: float                        # unix time the watch started
+    started: float  # unix time the watch started
     inflight_window_s: float = 20.0
     checks: dict[tuple[str, str, str], CheckState] = field(default_factory=dict)
     target_up: dict[str, bool] = field(default_factory=dict)
-    target_why: dict[str, str] = field(default_factory=dict)   # an unknown target: why (which host, what it said)
+    target_why: dict[str, str] = field(default_factory=dict)  # an unknown target: why (which host, what it said)
     counters: dict[tuple[str, str], CounterTrack] = field(default_factory=dict)
     points: deque = field(default_factory=deque)
     inflight: InflightVerdict | None = None
-    pin_started: float | None = None      # unix time the current pin began (its evidence: no progress since)
+    pin_started: float | None = None  # unix time the current pin began (its evidence: no progress since)
     pairs: dict[tuple[str, str], PairState] = field(default_factory=dict)
-    hazards: dict[tuple[str, str], str] = field(default_factory=dict)   # (prefill, decode) -> hazard kind
-    processes: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)   # label -> (pid, start)
+    hazards: dict[tuple[str, str], str] = field(default_factory=dict)  # (prefill, decode) -> hazard kind
+    processes: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)  # label -> (pid, start)
     rounds: dict[str, RoundInfo] = field(default_factory=dict)
-    heals: dict[str, int] = field(default_factory=dict)                # outcome -> count (the heal's seam)
+    heals: dict[str, int] = field(default_factory=dict)  # outcome -> count (the heal's seam)
     heal_budget_exhausted: bool = False
-    aborts: AbortLedger = field(default_factory=AbortLedger)     # which failures client aborts explain
+    aborts: AbortLedger = field(default_factory=AbortLedger)  # which failures client aborts explain
 
     # -- checks and targets ------------------------------------------------------------------------------------
-    def apply_checks(self, cadence: str, results: Iterable[CheckResult], t: float, *,
-                     unknown: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    def apply_checks(
+        self, cadence: str, results: Iterable[CheckResult], t: float, *, unknown: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
         """One round of `cadence`: its results (each target's checks of this round replace those it had from this
         cadence), and the targets it could not ask (`unknown`: target -> why): their checks of this cadence turn
         unknown. Returns the timeline lines: a line per check whose status changed (and per new check), plus a
@@ -101,22 +111,23 @@ class WatchState:
                 continue
             key = (r.layer, r.target, r.name)
             seen.setdefault(r.target, set()).add(key)
-            new = CheckState(cadence, r.layer, r.target, r.name, r.status.value, r.observed, r.expected, r.detail,
-                             t, r.next_step)
+            new = CheckState(
+                cadence, r.layer, r.target, r.name, r.status.value, r.observed, r.expected, r.detail, t, r.next_step
+            )
             old = self.checks.get(key)
             if old is not None and old.status == new.status:
                 new.since = old.since
             self.checks[key] = new
             if old is None or old.status != new.status:
                 lines.append(new.line(t, self.deployment))
-        for target, keys in seen.items():   # a check this cadence no longer reports for the target is gone
+        for target, keys in seen.items():  # a check this cadence no longer reports for the target is gone
             for key in [k for k, c in self.checks.items() if c.cadence == cadence and c.target == target]:
                 if key not in keys:
                     del self.checks[key]
             lines += self._up(target, True, t)
         for target, why in (unknown or {}).items():
             lines += self._up(target, False, t, why)
-            for c in self.checks.values():   # every check of the target: none of them was asked
+            for c in self.checks.values():  # every check of the target: none of them was asked
                 if c.target == target and c.status != UNKNOWN:
                     c.status, c.observed, c.detail, c.since = UNKNOWN, why, why, t
                     lines.append(c.line(t, self.deployment))
@@ -145,24 +156,44 @@ class WatchState:
         new_failures: dict[tuple[str, str], float] = {}
         new_aborts: dict[str, float] = {}
         for target, values in counters.items():
-            before = {name: self.counters[(target, name)].total for name in RESTART_EVIDENCE
-                      if (target, name) in self.counters}
-            reset = [name for name in RESTART_EVIDENCE if name in values and
-                     self.counters.setdefault((target, name), CounterTrack()).observe(values[name])]
-            grew = {name: self.counters[(target, name)].total - before.get(name, 0.0) for name in RESTART_EVIDENCE
-                    if (target, name) in self.counters}
+            before = {
+                name: self.counters[(target, name)].total
+                for name in RESTART_EVIDENCE
+                if (target, name) in self.counters
+            }
+            reset = [
+                name
+                for name in RESTART_EVIDENCE
+                if name in values and self.counters.setdefault((target, name), CounterTrack()).observe(values[name])
+            ]
+            grew = {
+                name: self.counters[(target, name)].total - before.get(name, 0.0)
+                for name in RESTART_EVIDENCE
+                if (target, name) in self.counters
+            }
             new_failures.update({(target, kind): grew[name] for kind, name in FAILURE_KINDS.items() if name in grew})
             new_aborts[target] = grew.get(ABORTED, 0.0)
             if reset:
-                lines.append({"t": t, "deployment": self.deployment, "event": "restart", "target": target,
-                              "observed": f"counter reset: {', '.join(reset)}"})
+                lines.append(
+                    {
+                        "t": t,
+                        "deployment": self.deployment,
+                        "event": "restart",
+                        "target": target,
+                        "observed": f"counter reset: {', '.join(reset)}",
+                    }
+                )
         self.aborts.observe(t, new_failures, new_aborts)
         return lines
 
     def failures_since_start(self) -> dict[tuple[str, str], float]:
         """(target, kind) -> transfer/bootstrap failures counted since the watch started, across resets."""
-        return {(target, kind): self.counters[(target, name)].total
-                for (target, name) in self.counters for kind, n in FAILURE_KINDS.items() if n == name}
+        return {
+            (target, kind): self.counters[(target, name)].total
+            for (target, name) in self.counters
+            for kind, n in FAILURE_KINDS.items()
+            if n == name
+        }
 
     def unexplained_failures(self) -> dict[tuple[str, str], float]:
         """(target, kind) -> failures since start that no client abort counted near them explains
@@ -183,12 +214,23 @@ class WatchState:
             name = f"{kind} failures since the watch started"
             status = Status.PASS if left == 0 else Status.FAIL
             why = [f"{total - left - waiting:g} explained by aborts"] if total - left - waiting else []
-            why += [f"{waiting:g} counted in the last {self.aborts.window_s:g}s, an abort may yet explain"] \
-                if waiting else []
+            why += (
+                [f"{waiting:g} counted in the last {self.aborts.window_s:g}s, an abort may yet explain"]
+                if waiting
+                else []
+            )
             observed = f"{total:g}" + (f" ({'; '.join(why)})" if why else "")
-            out.append(CheckResult("transfer", target, name, status, observed=observed,
-                                   expected="0 not explained by aborts",
-                                   next_step="" if left == 0 else "pdctl triage"))
+            out.append(
+                CheckResult(
+                    "transfer",
+                    target,
+                    name,
+                    status,
+                    observed=observed,
+                    expected="0 not explained by aborts",
+                    next_step="" if left == 0 else "pdctl triage",
+                )
+            )
         return out
 
     def transfer_unread(self, unread: Mapping[str, str], t: float) -> list[dict[str, Any]]:
@@ -202,8 +244,18 @@ class WatchState:
                 key = ("transfer", target, f"{kind} failures since the watch started")
                 c = self.checks.get(key)
                 if c is None:
-                    c = self.checks[key] = CheckState("inflight", "transfer", target, key[2], UNKNOWN, observed,
-                                                      "0 not explained by aborts", observed, t, "")
+                    c = self.checks[key] = CheckState(
+                        "inflight",
+                        "transfer",
+                        target,
+                        key[2],
+                        UNKNOWN,
+                        observed,
+                        "0 not explained by aborts",
+                        observed,
+                        t,
+                        "",
+                    )
                 elif c.status != UNKNOWN:
                     c.status, c.observed, c.detail, c.since = UNKNOWN, observed, observed, t
                 else:
@@ -217,8 +269,15 @@ class WatchState:
         for label, (pid, start) in seen.items():
             old = self.processes.get(label)
             if old is not None and old[0] is not None and pid is not None and old[0] != pid:
-                lines.append({"t": t, "deployment": self.deployment, "event": "restart", "target": label,
-                              "observed": f"pid {old[0]} -> {pid}"})
+                lines.append(
+                    {
+                        "t": t,
+                        "deployment": self.deployment,
+                        "event": "restart",
+                        "target": label,
+                        "observed": f"pid {old[0]} -> {pid}",
+                    }
+                )
             self.processes[label] = (pid, start)
         return lines
 
@@ -231,12 +290,12 @@ class WatchState:
         # keep the longer of the two windows: the queue rule's, and the room balance's (a pin under load)
         keep = max(self.inflight_window_s, BALANCE_WINDOW_S)
         while len(self.points) > 1 and self.points[1].t <= point.t - keep:
-            self.points.popleft()   # one point at or before the window's start anchors it
+            self.points.popleft()  # one point at or before the window's start anchors it
         verdict, _notes = judge_points(list(self.points), self.inflight_window_s)
         self.inflight = verdict
         pinned = verdict is not None and verdict.verdict == "pinned" and verdict.conclusive
         if pinned and self.pin_started is None:
-            self.pin_started = t - verdict.no_progress_for_s   # the pin began when progress last stopped
+            self.pin_started = t - verdict.no_progress_for_s  # the pin began when progress last stopped
         elif not pinned:
             self.pin_started = None
         return lines + self.apply_checks("inflight", inflight_results(verdict, list(self.points), partial=False), t)
@@ -271,8 +330,17 @@ class WatchState:
         for key in sorted(set(hazards) | set(self.hazards)):
             now, was = hazards.get(key), self.hazards.get(key)
             if now != was:
-                lines.append({"t": t, "deployment": self.deployment, "event": "lineage", "prefill": key[0],
-                              "decode": key[1], "hazard": now or was, "status": "hazard" if now else "cleared"})
+                lines.append(
+                    {
+                        "t": t,
+                        "deployment": self.deployment,
+                        "event": "lineage",
+                        "prefill": key[0],
+                        "decode": key[1],
+                        "hazard": now or was,
+                        "status": "hazard" if now else "cleared",
+                    }
+                )
         self.hazards = dict(hazards)
         return lines
 
@@ -281,8 +349,14 @@ class WatchState:
         info = self.rounds.setdefault(cadence, RoundInfo())
         info.last_complete, info.seconds, info.rounds, info.error = t, seconds, info.rounds + 1, None
         info.ok = not any(c.status == "fail" for c in self.checks.values() if c.cadence == cadence)
-        return {"t": t, "deployment": self.deployment, "event": "round", "cadence": cadence, "ok": info.ok,
-                "seconds": round(seconds, 3)}
+        return {
+            "t": t,
+            "deployment": self.deployment,
+            "event": "round",
+            "cadence": cadence,
+            "ok": info.ok,
+            "seconds": round(seconds, 3),
+        }
 
     def round_failed(self, cadence: str, why: str) -> None:
         """A round that raised: the cadence reads unknown until one of its rounds ends."""
@@ -294,17 +368,23 @@ class WatchState:
     def round_skipped(self, cadence: str, t: float) -> dict[str, Any]:
         info = self.rounds.setdefault(cadence, RoundInfo())
         info.skipped += 1
-        return {"t": t, "deployment": self.deployment, "event": "skip", "cadence": cadence,
-                "observed": "its previous round still runs: this tick was skipped"}
+        return {
+            "t": t,
+            "deployment": self.deployment,
+            "event": "skip",
+            "cadence": cadence,
+            "observed": "its previous round still runs: this tick was skipped",
+        }
 
     def unknown_targets(self) -> list[str]:
         """Targets whose host did not answer in their last round (with or without checks seen before)."""
         return sorted(t for t, up in self.target_up.items() if not up)
 
     def _statuses(self) -> set[str]:
-        nothing_seen = not self.checks and not any(i.rounds for i in self.rounds.values())   # nothing known yet
+        nothing_seen = not self.checks and not any(i.rounds for i in self.rounds.values())  # nothing known yet
         return {c.status for c in self.checks.values()} | (
-            {UNKNOWN} if self.unknown_targets() or self.round_errors() or nothing_seen else set())
+            {UNKNOWN} if self.unknown_targets() or self.round_errors() or nothing_seen else set()
+        )
 
     def verdict(self) -> str:
         """fail when any check fails; else unknown when any check or target is unknown, a cadence's last round
@@ -327,16 +407,28 @@ class WatchState:
         from pdctl.serialize import to_data
 
         checks = sorted(self.checks.values(), key=lambda c: (c.status == "pass", c.layer, c.target, c.check))
-        return {"deployment": self.deployment, "verdict": self.verdict(), "exit_code": self.exit_code(),
-                "started": self.started, "checks": to_data(checks), "targets_up": dict(self.target_up),
-                "unknown_targets": self.unknown_targets(), "round_errors": self.round_errors(),
-                "unknown_why": {t: self.target_why[t] for t in self.unknown_targets() if t in self.target_why},
-                "inflight": {"verdict": self.inflight.verdict if self.inflight else UNKNOWN,
-                             "summary": self.inflight.summary if self.inflight else "",
-                             "pinned": self.pinned, "pinned_seconds": self.pinned_seconds(now)},
-                "pairs": to_data(list(self.pairs.values())),
-                "failures_since_start": [{"target": t, "kind": k, "count": n}
-                                         for (t, k), n in sorted(self.failures_since_start().items())],
-                "lineage_hazards": [{"prefill": p, "decode": d, "hazard": h} for (p, d), h in sorted(self.hazards.items())],
-                "rounds": to_data(self.rounds), "heals": dict(self.heals),
-                "heal_budget_exhausted": self.heal_budget_exhausted}
+        return {
+            "deployment": self.deployment,
+            "verdict": self.verdict(),
+            "exit_code": self.exit_code(),
+            "started": self.started,
+            "checks": to_data(checks),
+            "targets_up": dict(self.target_up),
+            "unknown_targets": self.unknown_targets(),
+            "round_errors": self.round_errors(),
+            "unknown_why": {t: self.target_why[t] for t in self.unknown_targets() if t in self.target_why},
+            "inflight": {
+                "verdict": self.inflight.verdict if self.inflight else UNKNOWN,
+                "summary": self.inflight.summary if self.inflight else "",
+                "pinned": self.pinned,
+                "pinned_seconds": self.pinned_seconds(now),
+            },
+            "pairs": to_data(list(self.pairs.values())),
+            "failures_since_start": [
+                {"target": t, "kind": k, "count": n} for (t, k), n in sorted(self.failures_since_start().items())
+            ],
+            "lineage_hazards": [{"prefill": p, "decode": d, "hazard": h} for (p, d), h in sorted(self.hazards.items())],
+            "rounds": to_data(self.rounds),
+            "heals": dict(self.heals),
+            "heal_budget_exhausted": self.heal_budget_exhausted,
+        }

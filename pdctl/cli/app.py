@@ -44,10 +44,10 @@ app = typer.Typer(
     cls=RootGroup,
     help="Deploy, verify and co-restart prefill/decode disaggregated LLM deployments (SGLang PD).",
     no_args_is_help=True,
-    add_completion=True,   # --install-completion / --show-completion (bash, zsh, fish)
-    context_settings={"help_option_names": ["-h", "--help"]},   # subcommands inherit it
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish)
+    context_settings={"help_option_names": ["-h", "--help"]},  # subcommands inherit it
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,   # help is drawn by pdctl.cli.help_format: rich stays off the --help and error paths
+    rich_markup_mode=None,  # help is drawn by pdctl.cli.help_format: rich stays off the --help and error paths
 )
 
 
@@ -60,6 +60,9 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
-                                                help="Print pdctl's version and exit.")] = False) -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print pdctl's version and exit.")
+    ] = False,
+) -> None:
     """Deploy, verify and co-restart prefill/decode disaggregated LLM deployments (SGLang PD)."""

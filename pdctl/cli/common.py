@@ -17,26 +17,35 @@ def _inventory_path(value: str | None) -> Path | None:
     if value is None:
         return None
     if not value:
-        raise typer.BadParameter("the path is empty: give the inventory file, or leave out -i for the embedded "
-                                 "default")
+        raise typer.BadParameter("the path is empty: give the inventory file, or leave out -i for the embedded default")
     return Path(value)
 
 
 InventoryOpt = Annotated[
     Optional[str],
-    typer.Option("-i", "--inventory", help="Inventory YAML. Without it: the embedded default (bundled engine on this machine).",
-                 envvar="PDCTL_INVENTORY", metavar="<path>", callback=_inventory_path),
+    typer.Option(
+        "-i",
+        "--inventory",
+        help="Inventory YAML. Without it: the embedded default (bundled engine on this machine).",
+        envvar="PDCTL_INVENTORY",
+        metavar="<path>",
+        callback=_inventory_path,
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")]
 ReportOpt = Annotated[
     Optional[Path],
-    typer.Option("--report", metavar="FILE", help="Also save what the screen shows to FILE.svg or FILE.html (for an "
-                                                  "incident write-up), whatever the outcome."),
+    typer.Option(
+        "--report",
+        metavar="FILE",
+        help="Also save what the screen shows to FILE.svg or FILE.html (for an "
+        "incident write-up), whatever the outcome.",
+    ),
 ]
 
 
-INTERRUPTED_EXIT = 130   # whatever the signal (Ctrl-C, SIGTERM, SIGHUP): the message and the audit record name it
+INTERRUPTED_EXIT = 130  # whatever the signal (Ctrl-C, SIGTERM, SIGHUP): the message and the audit record name it
 _STOP_SIGNALS = ("SIGTERM", "SIGHUP")
 
 
@@ -45,7 +54,7 @@ class Interrupted(KeyboardInterrupt):
     the audit record says "interrupted by SIGTERM"). `signal_name` names the signal."""
 
     def __init__(self, signal_name: str):
-        super().__init__(f"interrupted by {signal_name}")    # what a progress step shows as the failure
+        super().__init__(f"interrupted by {signal_name}")  # what a progress step shows as the failure
         self.signal_name = signal_name
 
 
@@ -77,6 +86,7 @@ def stop_signals_interrupt() -> Iterator[None]:
 
 # -- conventions every command shares (help rendering, usage errors) ---------------------------------------------
 
+
 def _reflow(text: str | None) -> str | None:
     """Docstring paragraphs as one line each, so help wraps to the terminal instead of breaking where the source
     did (typer keeps single newlines). A paragraph starting with \\b keeps its lines, as in click."""
@@ -100,7 +110,7 @@ class _Conventions:
     def get_help(self, ctx) -> str:
         from pdctl.cli.help_format import render_help
 
-        return render_help(self, ctx)   # its final newline plus echo's: a blank line closes the screen, as before
+        return render_help(self, ctx)  # its final newline plus echo's: a blank line closes the screen, as before
 
     def format_help(self, ctx, formatter) -> None:
         formatter.write(self.get_help(ctx))
@@ -110,7 +120,7 @@ class _Conventions:
 
         try:
             return super().parse_args(ctx, args)
-        except UsageError as e:   # the parser's own errors come without a context: the hint names this command
+        except UsageError as e:  # the parser's own errors come without a context: the hint names this command
             if e.ctx is None:
                 e.ctx, e.cmd = ctx, self
             raise
@@ -119,7 +129,7 @@ class _Conventions:
         params = super().get_params(ctx)
         for p in params:
             if getattr(p, "is_flag", False) and p.metavar is None:
-                p.metavar = ""    # typer prints the metavar, when set, in place of the type placeholder
+                p.metavar = ""  # typer prints the metavar, when set, in place of the type placeholder
             if getattr(p, "is_flag", False) and not p.expose_value and p.default is None:
                 # typer's --install-completion/--show-completion default to None, and typer coerces a non-bool
                 # through a pydantic TypeAdapter: ~60 ms of imports on every `pdctl <command> --help`. Unset is
@@ -138,7 +148,7 @@ class PdctlGroup(_Conventions, TyperGroup):
     the command line it is also the one JSON document on stdout."""
 
     def list_commands(self, ctx):
-        return list(self.commands)   # the names only: typer's list_commands builds every lazy command
+        return list(self.commands)  # the names only: typer's list_commands builds every lazy command
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import sys
@@ -148,14 +158,15 @@ class PdctlGroup(_Conventions, TyperGroup):
         argv = list(sys.argv[1:] if args is None else args)
         try:
             code = super().main(argv, prog_name or "pdctl", complete_var, standalone_mode=False, **extra)
-        except NoArgsIsHelpError as e:   # `pdctl` alone: the help, on stdout, exit 2, as click does
+        except NoArgsIsHelpError as e:  # `pdctl` alone: the help, on stdout, exit 2, as click does
             typer.echo(e.format_message())
             code = e.exit_code
         except UsageError as e:
             path = e.ctx.command_path if e.ctx is not None else "pdctl"
-            code = report_error("usage", e.exit_code, e.format_message(), f"run `{path} --help`",
-                                json_out="--json" in argv)
-        except typer.Abort:   # EOF at a prompt
+            code = report_error(
+                "usage", e.exit_code, e.format_message(), f"run `{path} --help`", json_out="--json" in argv
+            )
+        except typer.Abort:  # EOF at a prompt
             code = 1
         code = code if isinstance(code, int) else 0
         if standalone_mode:
@@ -179,8 +190,9 @@ def _usage_hint(e) -> str | None:
     return f"run `{ctx.command_path} --help`" if ctx is not None else None
 
 
-def report_error(kind: str, exit_code: int, message: str, hint: str | None, *, json_out: bool,
-                 warnings: tuple[str, ...] = ()) -> int:
+def report_error(
+    kind: str, exit_code: int, message: str, hint: str | None, *, json_out: bool, warnings: tuple[str, ...] = ()
+) -> int:
     """Say an error: the warnings the action gave before it failed, then `error:` and `hint:` lines on stderr and,
     under --json, the one JSON document on stdout ({"ok": false, "error": {exit_code, kind, message, hint}}, and
     "warnings" when there are any; secrets masked as on screen). Returns exit_code."""
@@ -191,8 +203,15 @@ def report_error(kind: str, exit_code: int, message: str, hint: str | None, *, j
         render.warning(w)
     render.error(message, hint)
     if json_out:
-        doc = {"ok": False, "error": {"exit_code": exit_code, "kind": kind, "message": mask_text(message),
-                                      "hint": mask_text(hint) if hint else None}}
+        doc = {
+            "ok": False,
+            "error": {
+                "exit_code": exit_code,
+                "kind": kind,
+                "message": mask_text(message),
+                "hint": mask_text(hint) if hint else None,
+            },
+        }
         if warnings:
             doc["warnings"] = [mask_text(w) for w in warnings]
         render.emit_json(doc)
@@ -209,12 +228,13 @@ def handle_errors(fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         from pdctl.errors import PdctlError
 
-        json_out = bool(kwargs.get("json_out"))   # every command names its --json parameter json_out
+        json_out = bool(kwargs.get("json_out"))  # every command names its --json parameter json_out
         try:
             report = check_report_path(kwargs.get("report"))
         except PdctlError as e:
-            raise typer.Exit(report_error("usage", e.exit_code, e.message, e.hint or _usage_hint(e),
-                                          json_out=json_out)) from None
+            raise typer.Exit(
+                report_error("usage", e.exit_code, e.message, e.hint or _usage_hint(e), json_out=json_out)
+            ) from None
         with saved_report(report):
             return _run_mapped(fn, args, kwargs, json_out)
 
@@ -228,19 +248,30 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
         with stop_signals_interrupt():
             return fn(*args, **kwargs)
     except PdctlError as e:
-        code = report_error(ERROR_KINDS.get(e.exit_code, "failed"), e.exit_code, e.message,
-                            e.hint or _usage_hint(e), json_out=json_out, warnings=e.warnings)
+        code = report_error(
+            ERROR_KINDS.get(e.exit_code, "failed"),
+            e.exit_code,
+            e.message,
+            e.hint or _usage_hint(e),
+            json_out=json_out,
+            warnings=e.warnings,
+        )
         raise typer.Exit(code) from None
     except KeyboardInterrupt as e:
         message = f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}"
-        states = getattr(e, "role_states", None)    # read for the audit record by deploy and restart
+        states = getattr(e, "role_states", None)  # read for the audit record by deploy and restart
         if isinstance(states, dict) and states:
             message += "\nstate of each role now:" + "".join(f"\n  {k}: {v}" for k, v in states.items())
-        for note in getattr(e, "interrupted_notes", None) or []:   # what the action left that the operator must know
+        for note in getattr(e, "interrupted_notes", None) or []:  # what the action left that the operator must know
             message += f"\n{note}"
-        report_error("interrupted", INTERRUPTED_EXIT, message,
-                     "it stopped at a safe point: a mutating action released its lock and recorded where "
-                     "it stopped (see `pdctl history` and `pdctl status`)", json_out=json_out)
+        report_error(
+            "interrupted",
+            INTERRUPTED_EXIT,
+            message,
+            "it stopped at a safe point: a mutating action released its lock and recorded where "
+            "it stopped (see `pdctl history` and `pdctl status`)",
+            json_out=json_out,
+        )
         raise typer.Exit(INTERRUPTED_EXIT) from None
     except (typer.Exit, typer.Abort, SystemExit):
         raise
@@ -250,18 +281,23 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
 
         from pdctl.broken_pipe import READER_GONE_EXIT, drop_rest_of_output
 
-        if isinstance(e, BrokenPipeError) and drop_rest_of_output():   # cut short by `| head`: quietly, as SIGPIPE
+        if isinstance(e, BrokenPipeError) and drop_rest_of_output():  # cut short by `| head`: quietly, as SIGPIPE
             raise typer.Exit(READER_GONE_EXIT) from None
 
         if os.environ.get("PDCTL_DEBUG"):
             traceback.print_exc()
-        report_error("internal", 1, f"unexpected {type(e).__name__}: {e}",
-                     "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback",
-                     json_out=json_out)
+        report_error(
+            "internal",
+            1,
+            f"unexpected {type(e).__name__}: {e}",
+            "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback",
+            json_out=json_out,
+        )
         raise typer.Exit(1) from None
 
 
 # -- --report FILE.svg|FILE.html ----------------------------------------------------------------------------------
+
 
 def check_report_path(path: Optional[Path]) -> Optional[Path]:
     """The --report path, checked before the command runs (a read command may take a minute): UsageError (exit 2)
@@ -279,8 +315,9 @@ def check_report_path(path: Optional[Path]) -> Optional[Path]:
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as e:
-        raise UsageError(f"cannot write the report to {path}: {e.strerror or e}",
-                         hint="choose a writable path for --report") from None
+        raise UsageError(
+            f"cannot write the report to {path}: {e.strerror or e}", hint="choose a writable path for --report"
+        ) from None
     if not existed:
         path.unlink(missing_ok=True)
     return path

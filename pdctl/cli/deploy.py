@@ -9,10 +9,15 @@ from pdctl.serialize import to_data
 
 
 @handle_errors
-def deploy(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
-           no_verify: bool = typer.Option(False, "--no-verify", help="Skip final-health after starting."),
-           skip_lint: bool = typer.Option(False, "--skip-lint", help="Do not check the new command lines on their "
-                                                                      "hosts first (audited).")) -> None:
+def deploy(
+    inventory: InventoryOpt = None,
+    dry_run: DryRunOpt = False,
+    json_out: JsonOpt = False,
+    no_verify: bool = typer.Option(False, "--no-verify", help="Skip final-health after starting."),
+    skip_lint: bool = typer.Option(
+        False, "--skip-lint", help="Do not check the new command lines on their hosts first (audited)."
+    ),
+) -> None:
     """Render, install and start prefill -> decode -> router (each gated on readiness), then run final-health."""
     from pdctl import render
     from pdctl.ops.deploy import deploy as run_deploy

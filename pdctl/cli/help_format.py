@@ -12,8 +12,8 @@ import inspect
 import shutil
 import textwrap
 
-MIN_WIDTH = 40          # narrower than this, lines run past the edge rather than squeeze names
-MIN_HELP_WIDTH = 24     # a help column narrower than this goes under its option instead
+MIN_WIDTH = 40  # narrower than this, lines run past the edge rather than squeeze names
+MIN_HELP_WIDTH = 24  # a help column narrower than this goes under its option instead
 STACKED_INDENT = 4
 DEPRECATED = "(deprecated)"
 
@@ -91,6 +91,7 @@ def _notes_lines(notes: list[str], width: int) -> list[str]:
 
 
 # -- what the boxes hold, read from typer's command and parameter objects -----------------------------------------
+
 
 def _param_help(param) -> str:
     """An option's help: paragraphs on consecutive lines, a \\b paragraph keeping its lines."""
@@ -175,7 +176,7 @@ def _short_help(command) -> str:
 
 
 def _commands_box(group, ctx, width: int) -> list[str]:
-    peek = getattr(group.commands, "peek", None)     # lazy commands: their help without building them
+    peek = getattr(group.commands, "peek", None)  # lazy commands: their help without building them
     commands = [(n, peek(n) if peek else group.get_command(ctx, n)) for n in group.list_commands(ctx)]
     rows = [([name], [_short_help(cmd)]) for name, cmd in commands if cmd is not None and not cmd.hidden]
     return box("Commands", table(rows, width - 4), width) if rows else []
@@ -205,7 +206,7 @@ def render_help(command, ctx, width: int | None = None) -> str:
     for kind, title in (("argument", "Arguments"), ("option", "Options")):
         for panel, params in _panels([p for p in visible if p.param_type_name == kind], title).items():
             lines += _param_box(panel, params, ctx, width)
-    if hasattr(command, "list_commands"):   # a group (typer vendors click: no isinstance check)
+    if hasattr(command, "list_commands"):  # a group (typer vendors click: no isinstance check)
         lines += _commands_box(command, ctx, width)
     for para in paragraphs(getattr(command, "epilog", None)):
         lines += [""] + [" " + ln for ln in _wrapped(para, width - 2)]

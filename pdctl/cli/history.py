@@ -12,8 +12,10 @@ from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors
 
 # The shared -i/--inventory option (same names, same PDCTL_INVENTORY), with what it means here: a filter.
 _inv_info = copy.copy(InventoryOpt.__metadata__[0])
-_inv_info.help = ("Only records of this inventory: an inventory file (matched by its path) or an inventory's "
-                  "name. Without it: the records of every inventory.")
+_inv_info.help = (
+    "Only records of this inventory: an inventory file (matched by its path) or an inventory's "
+    "name. Without it: the records of every inventory."
+)
 HistoryInventoryOpt = Annotated[Optional[Path], _inv_info]
 
 
@@ -22,16 +24,32 @@ def history(
     inventory: HistoryInventoryOpt = None,
     json_out: JsonOpt = False,
     n: Annotated[int, typer.Option("-n", "--lines", min=1, help="Show the last N records.")] = 20,
-    action: Annotated[Optional[str], typer.Option(
-        "--action", help="Only records of this action: exact ('run final-health') or its first word ('run').")] = None,
-    result: Annotated[Optional[str], typer.Option(
-        "--result", help="Only records with this result: ok, failed, refused, unreachable, usage, interrupted, "
-                         "unfinished or 'taken over'.")] = None,
-    since: Annotated[Optional[str], typer.Option(
-        "--since", metavar="WHEN", help="Only records from WHEN on: an ISO time (2025-01-01T10:00, local time "
-                                        "without an offset) or a time ago (30m, 2h, 1d).")] = None,
-    until: Annotated[Optional[str], typer.Option(
-        "--until", metavar="WHEN", help="Only records up to WHEN (as for --since).")] = None,
+    action: Annotated[
+        Optional[str],
+        typer.Option(
+            "--action", help="Only records of this action: exact ('run final-health') or its first word ('run')."
+        ),
+    ] = None,
+    result: Annotated[
+        Optional[str],
+        typer.Option(
+            "--result",
+            help="Only records with this result: ok, failed, refused, unreachable, usage, interrupted, "
+            "unfinished or 'taken over'.",
+        ),
+    ] = None,
+    since: Annotated[
+        Optional[str],
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only records from WHEN on: an ISO time (2025-01-01T10:00, local time "
+            "without an offset) or a time ago (30m, 2h, 1d).",
+        ),
+    ] = None,
+    until: Annotated[
+        Optional[str], typer.Option("--until", metavar="WHEN", help="Only records up to WHEN (as for --since).")
+    ] = None,
     report: ReportOpt = None,
 ) -> None:
     """Show the audit log, one line per record; --json has the full records. Corrupt lines are shown as such.
@@ -41,19 +59,22 @@ def history(
 
     log = state.audit_log_path()
     given = None if inventory is None else str(inventory)
-    when = {"since": None if since is None else audit.parse_when(since, option="--since"),
-            "until": None if until is None else audit.parse_when(until, option="--until")}
+    when = {
+        "since": None if since is None else audit.parse_when(since, option="--since"),
+        "until": None if until is None else audit.parse_when(until, option="--until"),
+    }
     if when["since"] is not None and when["until"] is not None and when["since"] > when["until"]:
         from pdctl.errors import UsageError
 
-        raise UsageError(f"--since {since!r} is after --until {until!r}: no record can be in between",
-                         hint="a time ago counts back from now: --since 3h --until 2h is from 3 hours ago "
-                              "to 2 hours ago")
+        raise UsageError(
+            f"--since {since!r} is after --until {until!r}: no record can be in between",
+            hint="a time ago counts back from now: --since 3h --until 2h is from 3 hours ago to 2 hours ago",
+        )
     records = audit.read_records(log)
-    if json_out:    # every raw line, started records included
+    if json_out:  # every raw line, started records included
         lines = audit.query(records, action=action, result=result, inventory=given, limit=n, **when)
         render.emit_json({"log": str(log), "records": [audit.line_json(x) for x in lines]})
-    else:           # -n counts what is shown: a finished run once, by its end
+    else:  # -n counts what is shown: a finished run once, by its end
         lines = audit.query(audit.fold_runs(records), action=action, result=result, inventory=given, limit=n, **when)
         given_filters = {"--action": action, "--result": result, "--since": since, "--until": until}
         filters = [f"{k} {v!r}" for k, v in given_filters.items() if v] + ([f"-i {given}"] if given is not None else [])

@@ -11,7 +11,7 @@ from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 from pdctl.serialize import to_data
 
 
-MAX_WINDOW_S = 86400.0   # a day: longer is a typo, and inf/nan would overflow the sample count
+MAX_WINDOW_S = 86400.0  # a day: longer is a typo, and inf/nan would overflow the sample count
 
 
 def check_window(window: float, interval: float | None, default_interval: float) -> float:
@@ -22,7 +22,7 @@ def check_window(window: float, interval: float | None, default_interval: float)
 
     from pdctl.errors import UsageError
 
-    if interval is None:     # `--window 2` alone must not be refused for an --interval the operator never gave
+    if interval is None:  # `--window 2` alone must not be refused for an --interval the operator never gave
         interval = min(default_interval, window) if math.isfinite(window) and window > 0 else default_interval
     for name, v in (("--window", window), ("--interval", interval)):
         if not math.isfinite(v) or not 0 < v <= MAX_WINDOW_S:
@@ -36,9 +36,12 @@ def check_window(window: float, interval: float | None, default_interval: float)
 def inflight(
     inventory: InventoryOpt = None,
     window: Annotated[float, typer.Option("--window", help="Seconds to sample over.")] = INFLIGHT_WINDOW_S,
-    interval: Annotated[Optional[float], typer.Option(
-        "--interval", help=f"Seconds between samples (default {INFLIGHT_INTERVAL_S:g}, or the window when "
-                           "shorter).")] = None,
+    interval: Annotated[
+        Optional[float],
+        typer.Option(
+            "--interval", help=f"Seconds between samples (default {INFLIGHT_INTERVAL_S:g}, or the window when shorter)."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     report: ReportOpt = None,
 ) -> None:
@@ -56,7 +59,7 @@ def inflight(
 
     interval = check_window(window, interval, INFLIGHT_INTERVAL_S)
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
-        rep = sample_inflight(dep, window, interval, preflight=True)   # exit 3 before a window when nothing answers
+        rep = sample_inflight(dep, window, interval, preflight=True)  # exit 3 before a window when nothing answers
     if json_out:
         render.emit_json(to_data(rep))
     else:

@@ -16,13 +16,14 @@ class CommandSummary:
     """What a group's help lists for a command not yet built (the attributes help_format reads). A plain class:
     a dataclass costs a millisecond at import, on every run."""
 
-    def __init__(self, name: str, help: str | None, short_help: str | None = None, hidden: bool = False,
-                 deprecated: bool = False):
+    def __init__(
+        self, name: str, help: str | None, short_help: str | None = None, hidden: bool = False, deprecated: bool = False
+    ):
         self.name, self.help, self.short_help, self.hidden, self.deprecated = name, help, short_help, hidden, deprecated
 
 
 def resolve(ref: str) -> Any:
-    """"pdctl.cli.deploy:deploy" -> the object."""
+    """ "pdctl.cli.deploy:deploy" -> the object."""
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -52,7 +53,7 @@ class LazyCommands(MutableMapping):
 
     def __getitem__(self, name: str):
         if name not in self._built:
-            self._built[name] = build(name, resolve(self._refs[name]))   # KeyError: no such command
+            self._built[name] = build(name, resolve(self._refs[name]))  # KeyError: no such command
         return self._built[name]
 
     def __setitem__(self, name: str, command) -> None:
@@ -64,7 +65,7 @@ class LazyCommands(MutableMapping):
         self._built.pop(name, None)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._refs      # Mapping's own would build the command to find out
+        return name in self._refs  # Mapping's own would build the command to find out
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._refs)
@@ -87,5 +88,6 @@ class LazyCommands(MutableMapping):
         given = {k: getattr(source.info, k) for k in ("help", "short_help", "hidden", "deprecated")}
         if isinstance(given["help"], DefaultPlaceholder):
             return self[name]
-        return CommandSummary(name, **{k: v.value if isinstance(v, DefaultPlaceholder) else v
-                                       for k, v in given.items()})
+        return CommandSummary(
+            name, **{k: v.value if isinstance(v, DefaultPlaceholder) else v for k, v in given.items()}
+        )

@@ -6,10 +6,9 @@ from typing import Annotated
 
 import typer
 
-from pdctl.cli.common import (DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment,
-                              progress_quiet)
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 
-MAX_LOG_LINES = 100_000   # a bigger count overflows `tail -n` / journalctl and printed nothing
+MAX_LOG_LINES = 100_000  # a bigger count overflows `tail -n` / journalctl and printed nothing
 
 
 @handle_errors
@@ -25,30 +24,37 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
     with open_deployment(inventory, quiet=True) as dep:
         rows = run(dep)
         # one read of the lock; not from a host that just failed to answer (one more connect timeout for nothing)
-        lock = LockState(None, None) if any(r.get("error") and r["host"] == dep.inv.roles.prefill[0].host
-                                            for r in rows) else lock_state(dep)
+        lock = (
+            LockState(None, None)
+            if any(r.get("error") and r["host"] == dep.inv.roles.prefill[0].host for r in rows)
+            else lock_state(dep)
+        )
         hazards = status_hazards(dep, rows, lock.abandoned)
         held = lock.holder
         watch = brief(dep.inv)
     if json_out:
-        render.emit_json({"inventory": dep.inv.name, "roles": rows, "hazards": hazards, "watch": watch,
-                          "lock_held_by": held})
+        render.emit_json(
+            {"inventory": dep.inv.name, "roles": rows, "hazards": hazards, "watch": watch, "lock_held_by": held}
+        )
     else:
         render.status_table(rows)
         render.lines([render.watch_line(watch)], style="dim")
-        if held:    # a role restarting now is that change, not a fault
+        if held:  # a role restarting now is that change, not a fault
             render.wrapped(f"deployment lock held by {held}: a change is under way", style="yellow")
         for h in hazards:
             render.warning(h)
-        if any(r.get("error_exit_code") == 2 for r in rows):   # a retry cannot help: the inventory's files
+        if any(r.get("error_exit_code") == 2 for r in rows):  # a retry cannot help: the inventory's files
             render.lines(["next: fix what the error below names, then `pdctl status` again"], style="yellow")
-        elif any(r["state"] == "unknown" for r in rows):   # deploy would act on a host we know nothing about
-            render.lines(["next: nothing is known of the unknown roles; retry `pdctl status` before acting"],
-                         style="yellow")
+        elif any(r["state"] == "unknown" for r in rows):  # deploy would act on a host we know nothing about
+            render.lines(
+                ["next: nothing is known of the unknown roles; retry `pdctl status` before acting"], style="yellow"
+            )
         elif any(r["state"] == "stopped" for r in rows):
-            render.lines(["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow")
+            render.lines(
+                ["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow"
+            )
     unreachable = [r["error_exit_code"] for r in rows if r.get("error_exit_code")]
-    first_per_host = {}   # one line per host that could not be asked; each role's reason is in its row
+    first_per_host = {}  # one line per host that could not be asked; each role's reason is in its row
     for r in rows:
         if r.get("error"):
             first_per_host.setdefault(r["host"], (r["error"], r["hint"]))
@@ -61,9 +67,14 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
 
 
 @handle_errors
-def down(inventory: InventoryOpt = None, dry_run: DryRunOpt = False, json_out: JsonOpt = False,
-         purge: Annotated[bool, typer.Option("--purge", help="Then remove each role's rendered spec or unit and its "
-                                                            "log.")] = False) -> None:
+def down(
+    inventory: InventoryOpt = None,
+    dry_run: DryRunOpt = False,
+    json_out: JsonOpt = False,
+    purge: Annotated[
+        bool, typer.Option("--purge", help="Then remove each role's rendered spec or unit and its log.")
+    ] = False,
+) -> None:
     """Stop router -> decode -> prefill under the deployment lock."""
     from pdctl import render
     from pdctl.ops.lifecycle import down as run
@@ -101,4 +112,4 @@ def logs(
     with open_deployment(inventory, quiet=True) as dep:
         text = run(dep, role, index=index, lines=lines)
     typer.echo(text, nl=not text.endswith("\n"))
-    record_text(text.rstrip("\n"))   # raw text bypasses the recording console: keep it for --report
+    record_text(text.rstrip("\n"))  # raw text bypasses the recording console: keep it for --report

@@ -8,13 +8,15 @@ import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 
-RoleOpt = Annotated[Optional[str], typer.Option(
-    "--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")]
+RoleOpt = Annotated[
+    Optional[str], typer.Option("--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")
+]
 
 
 @handle_errors
-def lint(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False,
-         report: ReportOpt = None) -> None:
+def lint(
+    inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False, report: ReportOpt = None
+) -> None:
     """Check every role's command line and env with the SGLang / sglang-router installed on its host.
 
     Each role's host runs the parser of what it has installed (the role's own interpreter and working directory):

@@ -8,13 +8,15 @@ import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors
 
-RoleOpt = Annotated[Optional[str], typer.Option(
-    "--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")]
+RoleOpt = Annotated[
+    Optional[str], typer.Option("--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")
+]
 
 
 @handle_errors
-def render(inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False,
-           report: ReportOpt = None) -> None:
+def render(
+    inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False, report: ReportOpt = None
+) -> None:
     """Print what deploy would write for each role, offline: no host is contacted.
 
     Each role's command line, env (secrets masked), interpreter, and systemd unit or pidfile spec and launcher."""

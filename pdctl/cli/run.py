@@ -6,29 +6,44 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import (DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment,
-                              progress_quiet)
+from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.serialize import to_data
 
 
 @handle_errors
 def run(
-    playbook: Annotated[str, typer.Argument(help="A playbook file, or the name of a shipped playbook "
-                                                 "(final-health, co-restart, stall-triage, abort-storm-ab, deploy-fix).")],
+    playbook: Annotated[
+        str,
+        typer.Argument(
+            help="A playbook file, or the name of a shipped playbook "
+            "(final-health, co-restart, stall-triage, abort-storm-ab, deploy-fix)."
+        ),
+    ],
     inventory: InventoryOpt = None,
-    var: Annotated[Optional[list[str]], typer.Option(
-        "--var", help="Set a playbook variable: NAME=VALUE (repeatable; 10 is a whole number, 1e3 and .5 numbers, "
-                      "true/false booleans, anything else text as given: 0777, 1:30 and yes stay text). A NAME that "
-                      "looks secret (TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL, AUTH) is text as given and masked like "
-                      "--secret-var.")] = None,
-    secret_var: Annotated[Optional[list[str]], typer.Option(
-        "--secret-var", help="Set a playbook variable whose value is secret: NAME=VALUE (repeatable). VALUE is "
-                             "text exactly as given (never a number: 10 stays the text 10). It is masked wherever "
-                             "it would show: plan, step lines, --json, audit log; a value under 4 characters "
-                             "where it stands as a whole word (not inside one), except a bare number or "
-                             "true/false/yes/no/on/off of that length.")] = None,
-    apply: Annotated[bool, typer.Option(
-        "--apply", help="Let steps marked `when: apply` run (e.g. the co-restart of stall-triage).")] = False,
+    var: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--var",
+            help="Set a playbook variable: NAME=VALUE (repeatable; 10 is a whole number, 1e3 and .5 numbers, "
+            "true/false booleans, anything else text as given: 0777, 1:30 and yes stay text). A NAME that "
+            "looks secret (TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL, AUTH) is text as given and masked like "
+            "--secret-var.",
+        ),
+    ] = None,
+    secret_var: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--secret-var",
+            help="Set a playbook variable whose value is secret: NAME=VALUE (repeatable). VALUE is "
+            "text exactly as given (never a number: 10 stays the text 10). It is masked wherever "
+            "it would show: plan, step lines, --json, audit log; a value under 4 characters "
+            "where it stands as a whole word (not inside one), except a bare number or "
+            "true/false/yes/no/on/off of that length.",
+        ),
+    ] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Let steps marked `when: apply` run (e.g. the co-restart of stall-triage).")
+    ] = False,
     dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
     report: ReportOpt = None,
@@ -49,7 +64,7 @@ def run(
     except ValueError as e:
         raise UsageError(str(e)) from None
     cli_vars.update(secret_vars)
-    inv = load_inventory(inventory)     # first: the playbook's messages are scrubbed of its declared secrets
+    inv = load_inventory(inventory)  # first: the playbook's messages are scrubbed of its declared secrets
     pb = load_playbook(resolve_playbook(playbook), inventory_secrets(inv))
     p = runner.plan(pb, inv, cli_vars=cli_vars, apply=apply, secret_vars=set(secret_vars))
     if dry_run:

@@ -11,10 +11,15 @@ from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors
 
 @handle_errors
 def ssh(
-    hosts: Annotated[Optional[list[str]], typer.Argument(
-        metavar="HOST", help="Host names of the inventory (default: all its SSH hosts).", show_default=False)] = None,
-    close: Annotated[bool, typer.Option("--close", help="End these hosts' kept connections and say which ended.")]
-    = False,
+    hosts: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            metavar="HOST", help="Host names of the inventory (default: all its SSH hosts).", show_default=False
+        ),
+    ] = None,
+    close: Annotated[
+        bool, typer.Option("--close", help="End these hosts' kept connections and say which ended.")
+    ] = False,
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
 ) -> None:

@@ -15,28 +15,71 @@ from pdctl.serialize import to_data
 def storm(
     inventory: InventoryOpt = None,
     requests: Annotated[int, typer.Option("--requests", help="Storm requests (the seed: 90).")] = D.SEED_REQUESTS,
-    prompt_tokens: Annotated[int, typer.Option("--prompt-tokens", help="Prompt length in tokens.")] = D.SEED_PROMPT_TOKENS,
-    abort_min: Annotated[float, typer.Option("--abort-min", help="Random target: earliest abort, s after send.")] = D.SEED_ABORT_MIN_S,
-    abort_max: Annotated[float, typer.Option("--abort-max", help="Random target: latest abort, s after send.")] = D.SEED_ABORT_MAX_S,
-    sample_every: Annotated[float, typer.Option("--sample-every", "--interval",
-                                                help="Seconds between /metrics samples (--interval: the same name "
-                                                     "as in verify inflight and triage).")] = D.SEED_SAMPLE_EVERY_S,
-    watch: Annotated[float, typer.Option("--watch", "--window",
-                                         help="Seconds to watch inflight after the load stops (--window: the same "
-                                              "name as in verify inflight and triage).")] = D.SEED_WATCH_S,
-    target: Annotated[str, typer.Option("--target", help="random (the seed's storm) or transfer-window (aimed).")] = D.STORM_TARGET,
-    calibrate: Annotated[int, typer.Option("--calibrate", help="Lone calibration requests before the storm (0: none; "
-                                            "transfer-window needs >= 1).")] = D.STORM_CALIBRATE,
-    spacing: Annotated[Optional[float], typer.Option("--spacing", help="Seconds between launches (default: 0 for random, "
-                                                     "the calibrated service time for transfer-window).")] = None,
-    aim_from: Annotated[float, typer.Option("--aim-from", help="transfer-window: earliest abort, as a fraction of the "
-                                            "calibrated time to first token.")] = 0.6,
-    aim_to: Annotated[float, typer.Option("--aim-to", help="transfer-window: latest abort, as a fraction of the "
-                                          "calibrated time to first token.")] = 0.9,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Tokens each request asks for.")] = D.STORM_MAX_NEW_TOKENS,
+    prompt_tokens: Annotated[
+        int, typer.Option("--prompt-tokens", help="Prompt length in tokens.")
+    ] = D.SEED_PROMPT_TOKENS,
+    abort_min: Annotated[
+        float, typer.Option("--abort-min", help="Random target: earliest abort, s after send.")
+    ] = D.SEED_ABORT_MIN_S,
+    abort_max: Annotated[
+        float, typer.Option("--abort-max", help="Random target: latest abort, s after send.")
+    ] = D.SEED_ABORT_MAX_S,
+    sample_every: Annotated[
+        float,
+        typer.Option(
+            "--sample-every",
+            "--interval",
+            help="Seconds between /metrics samples (--interval: the same name as in verify inflight and triage).",
+        ),
+    ] = D.SEED_SAMPLE_EVERY_S,
+    watch: Annotated[
+        float,
+        typer.Option(
+            "--watch",
+            "--window",
+            help="Seconds to watch inflight after the load stops (--window: the same "
+            "name as in verify inflight and triage).",
+        ),
+    ] = D.SEED_WATCH_S,
+    target: Annotated[
+        str, typer.Option("--target", help="random (the seed's storm) or transfer-window (aimed).")
+    ] = D.STORM_TARGET,
+    calibrate: Annotated[
+        int,
+        typer.Option(
+            "--calibrate", help="Lone calibration requests before the storm (0: none; transfer-window needs >= 1)."
+        ),
+    ] = D.STORM_CALIBRATE,
+    spacing: Annotated[
+        Optional[float],
+        typer.Option(
+            "--spacing",
+            help="Seconds between launches (default: 0 for random, the calibrated service time for transfer-window).",
+        ),
+    ] = None,
+    aim_from: Annotated[
+        float,
+        typer.Option(
+            "--aim-from", help="transfer-window: earliest abort, as a fraction of the calibrated time to first token."
+        ),
+    ] = 0.6,
+    aim_to: Annotated[
+        float,
+        typer.Option(
+            "--aim-to", help="transfer-window: latest abort, as a fraction of the calibrated time to first token."
+        ),
+    ] = 0.9,
+    max_new_tokens: Annotated[
+        int, typer.Option("--max-new-tokens", help="Tokens each request asks for.")
+    ] = D.STORM_MAX_NEW_TOKENS,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed of the schedule and prompts.")] = None,
-    router: Annotated[Optional[str], typer.Option("--router", help="host:port of the inventory's router (default: "
-                                                  "its first router). Anything else is refused.")] = None,
+    router: Annotated[
+        Optional[str],
+        typer.Option(
+            "--router",
+            help="host:port of the inventory's router (default: its first router). Anything else is refused.",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     report: ReportOpt = None,
 ) -> None:
@@ -55,13 +98,24 @@ def storm(
     from pdctl.ops.storm_plan import StormConfig
 
     try:
-        cfg = StormConfig(requests=requests, prompt_tokens=prompt_tokens, abort_min_s=abort_min,
-                            abort_max_s=abort_max, sample_every_s=sample_every, watch_s=watch, target=target,
-                            calib_requests=calibrate, spacing_s=spacing, max_new_tokens=max_new_tokens, seed=seed,
-                            aim_lo_frac=aim_from, aim_hi_frac=aim_to)
+        cfg = StormConfig(
+            requests=requests,
+            prompt_tokens=prompt_tokens,
+            abort_min_s=abort_min,
+            abort_max_s=abort_max,
+            sample_every_s=sample_every,
+            watch_s=watch,
+            target=target,
+            calib_requests=calibrate,
+            spacing_s=spacing,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            aim_lo_frac=aim_from,
+            aim_hi_frac=aim_to,
+        )
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if router is not None:     # a malformed address is refused before any host is contacted
+    if router is not None:  # a malformed address is refused before any host is contacted
         try:
             parse_router_address(router)
         except ValueError as e:

@@ -15,10 +15,15 @@ from pdctl.serialize import to_data
 @handle_errors
 def triage(
     inventory: InventoryOpt = None,
-    window: Annotated[float, typer.Option("--window", help="Seconds to sample queues and counters over.")] = TRIAGE_WINDOW_S,
-    interval: Annotated[Optional[float], typer.Option(
-        "--interval", help=f"Seconds between samples (default {TRIAGE_INTERVAL_S:g}, or the window when "
-                           "shorter).")] = None,
+    window: Annotated[
+        float, typer.Option("--window", help="Seconds to sample queues and counters over.")
+    ] = TRIAGE_WINDOW_S,
+    interval: Annotated[
+        Optional[float],
+        typer.Option(
+            "--interval", help=f"Seconds between samples (default {TRIAGE_INTERVAL_S:g}, or the window when shorter)."
+        ),
+    ] = None,
     json_out: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every observation, passing ones too.")] = False,
     report: ReportOpt = None,

@@ -8,13 +8,26 @@ import typer
 
 from pdctl.checks.layers import DEFAULT_LAYERS, OPTIONAL_LAYERS
 from pdctl.cli import inflight as inflight_cmd
-from pdctl.cli.common import (InventoryOpt, JsonOpt, PdctlCommand, PdctlGroup, ReportOpt, handle_errors,
-                              open_deployment, progress_quiet)
+from pdctl.cli.common import (
+    InventoryOpt,
+    JsonOpt,
+    PdctlCommand,
+    PdctlGroup,
+    ReportOpt,
+    handle_errors,
+    open_deployment,
+    progress_quiet,
+)
 from pdctl.serialize import to_data
 
-app = typer.Typer(name="verify", cls=PdctlGroup, help="Read-only checks of a deployment.", no_args_is_help=True,
-                  add_completion=False,     # the root has the completion options
-                  rich_markup_mode=None)    # as the root app: no rich on the --help path
+app = typer.Typer(
+    name="verify",
+    cls=PdctlGroup,
+    help="Read-only checks of a deployment.",
+    no_args_is_help=True,
+    add_completion=False,  # the root has the completion options
+    rich_markup_mode=None,
+)  # as the root app: no rich on the --help path
 app.command("inflight", cls=PdctlCommand)(inflight_cmd.inflight)
 
 
@@ -24,16 +37,32 @@ def final_health(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
     report: ReportOpt = None,
-    layer: Annotated[Optional[list[str]], typer.Option(
-        "--layer", help=f"Run only these layers (repeat, or comma-separate): {', '.join(DEFAULT_LAYERS)}; "
-                        f"{', '.join(OPTIONAL_LAYERS)} (a sampled window; a canary per pair) only when named.")] = None,
-    record_baseline: Annotated[bool, typer.Option(
-        "--record-baseline", help="Save the current transfer/bootstrap failure counters as the baseline; only when "
-                                  "every worker's were read (else the old one stays and the check fails).")] = False,
-    since_baseline: Annotated[bool, typer.Option(
-        "--since-baseline", help="Transfer layer: fail only if failures grew since the recorded baseline.")] = False,
-    verbose: Annotated[bool, typer.Option(
-        "--verbose", "-v", help="Show every check's row, passing ones too (default: one line per layer).")] = False,
+    layer: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--layer",
+            help=f"Run only these layers (repeat, or comma-separate): {', '.join(DEFAULT_LAYERS)}; "
+            f"{', '.join(OPTIONAL_LAYERS)} (a sampled window; a canary per pair) only when named.",
+        ),
+    ] = None,
+    record_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--record-baseline",
+            help="Save the current transfer/bootstrap failure counters as the baseline; only when "
+            "every worker's were read (else the old one stays and the check fails).",
+        ),
+    ] = False,
+    since_baseline: Annotated[
+        bool,
+        typer.Option(
+            "--since-baseline", help="Transfer layer: fail only if failures grew since the recorded baseline."
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show every check's row, passing ones too (default: one line per layer)."),
+    ] = False,
 ) -> None:
     """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage."""
     from pdctl import render
@@ -61,9 +90,14 @@ def pairs(
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
     report: ReportOpt = None,
-    budget: Annotated[Optional[float], typer.Option(
-        "--budget", help="Seconds for the whole matrix (default: final_health.probe.timeout); each decode's "
-                         "canaries share it, one prefill at a time.")] = None,
+    budget: Annotated[
+        Optional[float],
+        typer.Option(
+            "--budget",
+            help="Seconds for the whole matrix (default: final_health.probe.timeout); each decode's "
+            "canaries share it, one prefill at a time.",
+        ),
+    ] = None,
 ) -> None:
     """A canary through every prefill x decode pair, sent straight to both workers as the router sends one.
 

@@ -22,39 +22,92 @@ def exporter_address(listen: str, listen_any: bool) -> tuple[str, int]:
     except ValueError as e:
         raise UsageError(f"--{e}") from None
     if not (host in LOOPBACK or host.startswith("127.")) and not listen_any:
-        raise UsageError(f"--listen {listen}: not a loopback address; the exporter has no authentication",
-                         hint="pass --listen-any to serve it there anyway (behind a firewall), or listen on "
-                              "127.0.0.1 and let a local Prometheus scrape it")
+        raise UsageError(
+            f"--listen {listen}: not a loopback address; the exporter has no authentication",
+            hint="pass --listen-any to serve it there anyway (behind a firewall), or listen on "
+            "127.0.0.1 and let a local Prometheus scrape it",
+        )
     return host, port
 
 
 @handle_errors
 def watch(
     inventory: InventoryOpt = None,
-    listen: Annotated[Optional[str], typer.Option("--listen", metavar="HOST:PORT", help="Serve the exporter's "
-                      "/metrics here. Default: the inventory's watch.listen (127.0.0.1:9464).")] = None,
-    listen_any: Annotated[bool, typer.Option("--listen-any", help="Allow a --listen address other than "
-                                             "loopback (the exporter has no authentication).")] = False,
-    timeline: Annotated[Optional[str], typer.Option("--timeline", metavar="FILE|-", help="Append the verdict "
-                        "timeline as JSON lines to FILE, or to stdout with - (then the screen is off).")] = None,
-    once: Annotated[bool, typer.Option("--once", help="One round of every cadence (the inflight cadence until its "
-                                       "window is full), then exit as final-health does.")] = False,
+    listen: Annotated[
+        Optional[str],
+        typer.Option(
+            "--listen",
+            metavar="HOST:PORT",
+            help="Serve the exporter's /metrics here. Default: the inventory's watch.listen (127.0.0.1:9464).",
+        ),
+    ] = None,
+    listen_any: Annotated[
+        bool,
+        typer.Option(
+            "--listen-any", help="Allow a --listen address other than loopback (the exporter has no authentication)."
+        ),
+    ] = False,
+    timeline: Annotated[
+        Optional[str],
+        typer.Option(
+            "--timeline",
+            metavar="FILE|-",
+            help="Append the verdict timeline as JSON lines to FILE, or to stdout with - (then the screen is off).",
+        ),
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            help="One round of every cadence (the inflight cadence until its "
+            "window is full), then exit as final-health does.",
+        ),
+    ] = False,
     for_s: Annotated[Optional[float], typer.Option("--for", metavar="SECONDS", help="Stop after SECONDS.")] = None,
-    heal: Annotated[str, typer.Option("--heal", metavar="off|dry|on", help="Heal the known cases (a confirmed "
-                    "pin, a pair broken in K canaries, the degraded bootstrap), guarded: under the lock, at most "
-                    "watch.heal_max_per_hour, never on an unknown host (docs/watch.md). dry: say what it would do."
-                    )] = "off",
-    install: Annotated[bool, typer.Option("--install", help="Run this watch (with the --listen, --listen-any, "
-                       "--timeline and --heal given) as a service on this machine: a systemd unit when systemd "
-                       "runs it and pdctl is root, else a pidfile service; enabled and started.")] = False,
-    uninstall: Annotated[bool, typer.Option("--uninstall", help="Stop the watch service of this inventory and "
-                         "remove it.")] = False,
-    status: Annotated[bool, typer.Option("--status", help="Is the watch service running, does its exporter "
-                      "answer, are its rounds recent. Exit 1 when not.")] = False,
-    watchdog: Annotated[float, typer.Option("--watchdog", metavar="SECONDS", help="With --install under "
-                        "systemd: WatchdogSec, restart the watch when no round completed for that long.")] = 60.0,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="With --install or --uninstall: print the unit or "
-                       "spec and what would be done; change nothing.")] = False,
+    heal: Annotated[
+        str,
+        typer.Option(
+            "--heal",
+            metavar="off|dry|on",
+            help="Heal the known cases (a confirmed "
+            "pin, a pair broken in K canaries, the degraded bootstrap), guarded: under the lock, at most "
+            "watch.heal_max_per_hour, never on an unknown host (docs/watch.md). dry: say what it would do.",
+        ),
+    ] = "off",
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install",
+            help="Run this watch (with the --listen, --listen-any, "
+            "--timeline and --heal given) as a service on this machine: a systemd unit when systemd "
+            "runs it and pdctl is root, else a pidfile service; enabled and started.",
+        ),
+    ] = False,
+    uninstall: Annotated[
+        bool, typer.Option("--uninstall", help="Stop the watch service of this inventory and remove it.")
+    ] = False,
+    status: Annotated[
+        bool,
+        typer.Option(
+            "--status",
+            help="Is the watch service running, does its exporter answer, are its rounds recent. Exit 1 when not.",
+        ),
+    ] = False,
+    watchdog: Annotated[
+        float,
+        typer.Option(
+            "--watchdog",
+            metavar="SECONDS",
+            help="With --install under systemd: WatchdogSec, restart the watch when no round completed for that long.",
+        ),
+    ] = 60.0,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="With --install or --uninstall: print the unit or spec and what would be done; change nothing.",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Verify continuously: every layer on its cadence, an exporter, a timeline.
@@ -83,14 +136,26 @@ def watch(
     if heal not in ("off", "dry", "on"):
         raise UsageError(f"--heal {heal!r}: choose off, dry or on")
     inv = load_inventory(inventory)
-    if not (uninstall or status):      # what the watch (or the service's) would serve, checked before anything
+    if not (uninstall or status):  # what the watch (or the service's) would serve, checked before anything
         serve = exporter_address(listen or inv.watch.listen, listen_any)
     if install or uninstall or status:
         if install + uninstall + status > 1:
             raise UsageError("choose one of --install, --uninstall, --status")
-        return _service(inv, inventory, install=install, uninstall=uninstall, listen=listen,
-                        listen_any=listen_any, timeline=timeline, heal=heal, watchdog=watchdog, once=once,
-                        for_s=for_s, dry_run=dry_run, json_out=json_out)
+        return _service(
+            inv,
+            inventory,
+            install=install,
+            uninstall=uninstall,
+            listen=listen,
+            listen_any=listen_any,
+            timeline=timeline,
+            heal=heal,
+            watchdog=watchdog,
+            once=once,
+            for_s=for_s,
+            dry_run=dry_run,
+            json_out=json_out,
+        )
     if dry_run:
         raise UsageError("--dry-run goes with --install or --uninstall", hint="the watch itself changes nothing")
     if json_out and timeline == "-":
@@ -113,18 +178,34 @@ def watch(
                 from pdctl.ops.heal import Healer
 
                 hooks.append(Healer(dep, dry=heal == "dry"))
-            result = run_watch(dep, on_lines=sinks, hooks=hooks, for_s=for_s, once=once, serve=serve,
-                               screen=LiveScreen if live else None, notifier=Notifier.from_env(unset=True))
+            result = run_watch(
+                dep,
+                on_lines=sinks,
+                hooks=hooks,
+                for_s=for_s,
+                once=once,
+                serve=serve,
+                screen=LiveScreen if live else None,
+                notifier=Notifier.from_env(unset=True),
+            )
     finally:
         if writer is not None:
             writer.close()
     if json_out:
         snapshot = result.state.snapshot(result.state.started + result.seconds)
-        snapshot.pop("exit_code")   # the state's verdict alone: the process's own (130 when interrupted) stands
-        render.emit_json({"ok": result.ok, "exit_code": result.exit_code(), "seconds": round(result.seconds, 1),
-                          "stopped_by": result.stopped_by, **snapshot, **({"warnings": [short]} if short else {})})
+        snapshot.pop("exit_code")  # the state's verdict alone: the process's own (130 when interrupted) stands
+        render.emit_json(
+            {
+                "ok": result.ok,
+                "exit_code": result.exit_code(),
+                "seconds": round(result.seconds, 1),
+                "stopped_by": result.stopped_by,
+                **snapshot,
+                **({"warnings": [short]} if short else {}),
+            }
+        )
     elif timeline != "-":
-        if not live:   # the live view's last frame stays on the screen
+        if not live:  # the live view's last frame stays on the screen
             render.console().print(screen_text(result.state, result.state.started + result.seconds))
         if result.stopped_by:
             render.console(stderr=True).print(f"watch stopped by {result.stopped_by} after {result.seconds:.0f}s")
@@ -133,9 +214,22 @@ def watch(
         raise typer.Exit(code)
 
 
-
-def _service(inv, inventory, *, install: bool, uninstall: bool, listen, listen_any: bool, timeline, heal: str,
-             watchdog: float, once: bool, for_s, dry_run: bool, json_out: bool) -> None:
+def _service(
+    inv,
+    inventory,
+    *,
+    install: bool,
+    uninstall: bool,
+    listen,
+    listen_any: bool,
+    timeline,
+    heal: str,
+    watchdog: float,
+    once: bool,
+    for_s,
+    dry_run: bool,
+    json_out: bool,
+) -> None:
     """--install / --uninstall / --status: one call each, rendered."""
     import math
 
@@ -152,8 +246,16 @@ def _service(inv, inventory, *, install: bool, uninstall: bool, listen, listen_a
     if install and not (math.isfinite(watchdog) and watchdog >= 1):
         raise UsageError(f"--watchdog {watchdog:g}: must be at least 1 second")
     if install:
-        ws = ops.install(inv, inventory, listen=listen, listen_any=listen_any, timeline=timeline, heal=heal,
-                         watchdog_s=watchdog, dry_run=dry_run)
+        ws = ops.install(
+            inv,
+            inventory,
+            listen=listen,
+            listen_any=listen_any,
+            timeline=timeline,
+            heal=heal,
+            watchdog_s=watchdog,
+            dry_run=dry_run,
+        )
     elif uninstall:
         ws = ops.uninstall(inv, inventory, dry_run=dry_run)
     else:

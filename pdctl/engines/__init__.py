@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 class HazardKnowledge:
     """What is known of the degraded-bootstrap hazard (a decode restarted alone under a running prefill) for one
     engine and transfer backend: `known` it fails (the seed's NIXL), or only `possible` (not reproduced here)."""
+
     known: bool
     evidence: str
 
 
 @dataclass(frozen=True)
 class EngineKind:
-    name: str                          # the inventory's `engine`
-    module: str                        # launched as `python -m <module>`
-    repeats_token_on_failed_transfer: bool   # a failed transfer answers 200 with one token repeated
-    decode_alone_hazard: dict[str, HazardKnowledge] = field(default_factory=dict)   # backend -> knowledge
+    name: str  # the inventory's `engine`
+    module: str  # launched as `python -m <module>`
+    repeats_token_on_failed_transfer: bool  # a failed transfer answers 200 with one token repeated
+    decode_alone_hazard: dict[str, HazardKnowledge] = field(default_factory=dict)  # backend -> knowledge
     default_hazard: HazardKnowledge = HazardKnowledge(True, "the seed's degraded bootstrap")
 
     def hazard(self, backend: str) -> HazardKnowledge:

@@ -5,10 +5,21 @@ prefill kept passing the pair canary (shared/reference/real-sglang-cpu, 2026-12-
 
 from pdctl.engines import EngineKind, HazardKnowledge, register
 
-_MOONCAKE = HazardKnowledge(False, "not reproduced with mooncake on SGLang 0.5.23 (pair canary passed after each of "
-                                   "4 decode-only restarts); `pdctl verify pairs` decides")
+_MOONCAKE = HazardKnowledge(
+    False,
+    "not reproduced with mooncake on SGLang 0.5.23 (pair canary passed after each of "
+    "4 decode-only restarts); `pdctl verify pairs` decides",
+)
 
-KIND = register(EngineKind(
-    name="sglang", module="sglang.launch_server", repeats_token_on_failed_transfer=False,
-    decode_alone_hazard={"nixl": HazardKnowledge(True, "the seed's degraded bootstrap (NIXL keeps stale peers)"),
-                         "mooncake": _MOONCAKE, "mooncake_tcp": _MOONCAKE}))
+KIND = register(
+    EngineKind(
+        name="sglang",
+        module="sglang.launch_server",
+        repeats_token_on_failed_transfer=False,
+        decode_alone_hazard={
+            "nixl": HazardKnowledge(True, "the seed's degraded bootstrap (NIXL keeps stale peers)"),
+            "mooncake": _MOONCAKE,
+            "mooncake_tcp": _MOONCAKE,
+        },
+    )
+)

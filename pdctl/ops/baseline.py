@@ -20,8 +20,9 @@ def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
 
     def one(role: str, i: int):
         try:
-            return fetch_metrics(dep.base_url(role, i), timeout=dep.inv.final_health.metrics_timeout,
-                                 families=TRANSFER_READ)
+            return fetch_metrics(
+                dep.base_url(role, i), timeout=dep.inv.final_health.metrics_timeout, families=TRANSFER_READ
+            )
         except Exception as e:  # reported as a failed check, never swallowed
             return e
 
@@ -38,8 +39,10 @@ def load_baseline(dep: Deployment) -> dict[str, dict[str, float]]:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
-        raise UsageError(f"no transfer baseline recorded for {dep.inv.name!r} (looked in {path})",
-                         hint="record one first: pdctl verify final-health --record-baseline") from None
+        raise UsageError(
+            f"no transfer baseline recorded for {dep.inv.name!r} (looked in {path})",
+            hint="record one first: pdctl verify final-health --record-baseline",
+        ) from None
 
 
 def record_baseline(dep: Deployment) -> BaselineRecord:
@@ -55,7 +58,7 @@ def record_baseline(dep: Deployment) -> BaselineRecord:
         try:
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(snapshot))
-            os.replace(tmp, path)   # whole or not at all: a reader never sees half a baseline
+            os.replace(tmp, path)  # whole or not at all: a reader never sees half a baseline
             record.recorded = True
         except OSError as e:
             record.error = f"could not write it: {e.strerror or e}"

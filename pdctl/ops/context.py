@@ -56,21 +56,29 @@ class Deployment:
         inst = self.instance(role, index)
         t, probe = self.transport(inst.host), probe_address(inst.listen_host)
         url = t.http_base_url(inst.port, host=probe)
-        return RoleURL(url, label=self.inv.label(role, index), host=inst.host, remote=f"{probe}:{inst.port}",
-                       tunnel=t.http_tunnel,
-                       failure=lambda since: t.tunnel_failure(url, since))
+        return RoleURL(
+            url,
+            label=self.inv.label(role, index),
+            host=inst.host,
+            remote=f"{probe}:{inst.port}",
+            tunnel=t.http_tunnel,
+            failure=lambda since: t.tunnel_failure(url, since),
+        )
 
     def bootstrap_url(self, index: int) -> str:
         inst = self.instance("prefill", index)
-        return self.transport(inst.host).http_base_url(self.inv.bootstrap_port(inst), host=probe_address(inst.listen_host))
+        return self.transport(inst.host).http_base_url(
+            self.inv.bootstrap_port(inst), host=probe_address(inst.listen_host)
+        )
 
     def status(self, role: str, index: int) -> ServiceStatus:
         inst = self.instance(role, index)
         return self.services(inst.host).status(self.inv.service_name(role, index))
 
     # -- fan-out (one policy for a host that cannot be asked: pdctl.ops.fanout) -------------------------------
-    def each_instance(self, fn: Callable[[str, int], T], *, roles: Iterable[str] | None = None
-                      ) -> list[Labelled[tuple[str, int], T]]:
+    def each_instance(
+        self, fn: Callable[[str, int], T], *, roles: Iterable[str] | None = None
+    ) -> list[Labelled[tuple[str, int], T]]:
         """`fn(role, index)` for every role instance (of `roles`, default all), in parallel with a bound; labelled
         results in inventory order. An unreachable host is that item's `error`, never a raise from here."""
         wanted = None if roles is None else set(roles)
@@ -86,9 +94,10 @@ class Deployment:
     def connect_all(self) -> None:
         """Reach every host that runs a role, in parallel. Raises the first UnreachableError/HostKeyRefused, so a
         command about a host that cannot be asked fails fast naming it instead of reporting every check failed."""
+
         def reach(name: str) -> None:
             if self.inv.hosts[name].transport == "local":
-                return   # this machine always answers; a `true` would only cost a fork
+                return  # this machine always answers; a `true` would only cost a fork
             self.transport(name).run("true", timeout=self.inv.hosts[name].connect_timeout + 5)
 
         raise_first_unreachable(self.each_host(reach))
@@ -108,8 +117,7 @@ def probe_address(listen_host: str) -> str:
     return "127.0.0.1" if listen_host in ("0.0.0.0", "::", "") else listen_host
 
 
-def deployment_lock(dep: Deployment, action: str, *, run: str = "",
-                    states: Callable[[], dict[str, str]] | None = None):
+def deployment_lock(dep: Deployment, action: str, *, run: str = "", states: Callable[[], dict[str, str]] | None = None):
     """The inventory's lock, kept on the first prefill's host so every operator sees it. `run` is the audit run
     id of `action`, kept in the lock so whoever finds it abandoned can name the run.
 
@@ -127,21 +135,31 @@ def deployment_lock(dep: Deployment, action: str, *, run: str = "",
         from pdctl.errors import PdctlError
 
         dep.progress.info("taking over", ab.describe())
-        extra: dict = {"run": run, "lock": ab.lock_dir, "lock_host": ab.host,
-                       "previous": None if ab.owner is None else
-                       {k: v for k, v in ab.owner.__dict__.items() if k != "token"}}
+        extra: dict = {
+            "run": run,
+            "lock": ab.lock_dir,
+            "lock_host": ab.host,
+            "previous": None if ab.owner is None else {k: v for k, v in ab.owner.__dict__.items() if k != "token"},
+        }
         if states is not None:
             try:
                 extra["roles_left"] = states()
             except PdctlError as e:
                 extra["roles_left"] = f"unknown: {e.message.splitlines()[0]}"
-        audit.append("lock takeover", inventory=dep.inv.source, args={"by": action}, result=f"taken over: {ab.describe()}",
-                     started=time.time(), extra=extra)
+        audit.append(
+            "lock takeover",
+            inventory=dep.inv.source,
+            args={"by": action},
+            result=f"taken over: {ab.describe()}",
+            started=time.time(),
+            extra=extra,
+        )
 
     host = dep.inv.roles.prefill[0].host
     lock_dir = f"{default_state_dir(dep.inv.hosts[host])}/locks/{dep.inv.name}.lock"
-    return DeploymentLock(dep.transport(host), lock_dir, state.operator(), action, run=run,
-                          on_takeover=said_and_audited)
+    return DeploymentLock(
+        dep.transport(host), lock_dir, state.operator(), action, run=run, on_takeover=said_and_audited
+    )
 
 
 def lock_state(dep: Deployment) -> "LockState":
@@ -152,7 +170,7 @@ def lock_state(dep: Deployment) -> "LockState":
 
     try:
         return deployment_lock(dep, "read").state()
-    except Exception:   # advisory: a lock that cannot be read must not stop a read-only command
+    except Exception:  # advisory: a lock that cannot be read must not stop a read-only command
         return LockState(None, None)
 
 

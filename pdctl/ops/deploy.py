@@ -29,9 +29,9 @@ class RolePlan:
     env: dict[str, str]
     changed: bool
     running: bool
-    changes: list[str] = field(default_factory=list)   # what installing changes (secrets masked)
-    python: str = ""           # the interpreter the role runs under (argv[0])
-    python_source: str = ""    # inventory | installed | host | default (launch.resolved_pythons)
+    changes: list[str] = field(default_factory=list)  # what installing changes (secrets masked)
+    python: str = ""  # the interpreter the role runs under (argv[0])
+    python_source: str = ""  # inventory | installed | host | default (launch.resolved_pythons)
     # for JSON, the role's own secret values scrubbed from argv, env values and env names alike
     json_extra = (("argv", "masked_argv"), ("env", "masked_env"))
 
@@ -45,15 +45,17 @@ class RolePlan:
 
 
 #: which parts of a plan were read on the hosts; the rest is rendered from the inventory (`pdctl render`, offline)
-FROM_HOSTS = ("changed/unchanged, running/not running and the change lines were read on the hosts, and so was an "
-              "interpreter kept from an installed spec; command lines, env and units are rendered from the inventory "
-              "(`pdctl render` shows them offline)")
+FROM_HOSTS = (
+    "changed/unchanged, running/not running and the change lines were read on the hosts, and so was an "
+    "interpreter kept from an installed spec; command lines, env and units are rendered from the inventory "
+    "(`pdctl render` shows them offline)"
+)
 
 
 @dataclass
 class DeployPlan:
     roles: list[RolePlan]
-    action: str            # "none" or "co-restart"
+    action: str  # "none" or "co-restart"
     reason: str
     from_hosts: str = FROM_HOSTS
 
@@ -90,14 +92,26 @@ def plan_deploy(dep: Deployment) -> DeployPlan:
         changed = not mgr.is_current(spec)
         changes = []
         if changed:
-            changes = ([unreadable[(role, i)]] if (role, i) in unreadable else
-                       spec_changes(installed[(role, i)], spec) or ["service definition differs"])
-        roles.append(RolePlan(
-            label=dep.inv.label(role, i), role=role, index=i, service=spec.name,
-            argv=list(spec.argv), env=dict(spec.env),
-            changed=changed, running=mgr.status(spec.name).active, changes=changes,
-            python=python, python_source=source,
-        ))
+            changes = (
+                [unreadable[(role, i)]]
+                if (role, i) in unreadable
+                else spec_changes(installed[(role, i)], spec) or ["service definition differs"]
+            )
+        roles.append(
+            RolePlan(
+                label=dep.inv.label(role, i),
+                role=role,
+                index=i,
+                service=spec.name,
+                argv=list(spec.argv),
+                env=dict(spec.env),
+                changed=changed,
+                running=mgr.status(spec.name).active,
+                changes=changes,
+                python=python,
+                python_source=source,
+            )
+        )
     changed = [r.label for r in roles if r.changed]
     down = [r.label for r in roles if not r.running]
     if not changed and not down:
@@ -118,14 +132,21 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True, skip_
     parse, nothing installed or stopped; `skip_lint` overrides that, audited and a warning of the result."""
     if dry_run:
         return DeployResult(plan_deploy(dep))
-    states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
-    warned: list[str] = []             # the result's warnings; an error says them too (carry_warnings)
-    with carry_warnings(warned), states.carried(), \
-            audit.audited("deploy", inventory=dep.inv.source, args={"dry_run": False, "skip_lint": skip_lint},
-                          mark_start=True,
-                          states=states) as rec, \
-            deployment_lock(dep, "deploy", run=rec.run, states=lambda: role_states(dep)) as lock:
-        result = DeployResult(plan_deploy(dep), warnings=warned)   # observed under the lock: nobody changes it
+    states = StatesAtInterrupt(dep)  # an interrupt's record and its message show the same states
+    warned: list[str] = []  # the result's warnings; an error says them too (carry_warnings)
+    with (
+        carry_warnings(warned),
+        states.carried(),
+        audit.audited(
+            "deploy",
+            inventory=dep.inv.source,
+            args={"dry_run": False, "skip_lint": skip_lint},
+            mark_start=True,
+            states=states,
+        ) as rec,
+        deployment_lock(dep, "deploy", run=rec.run, states=lambda: role_states(dep)) as lock,
+    ):
+        result = DeployResult(plan_deploy(dep), warnings=warned)  # observed under the lock: nobody changes it
         if lock.took_over:
             result.warnings.append(f"took over the {lock.took_over.describe()}")
             rec.extra["warnings"] = result.warnings
@@ -151,13 +172,18 @@ def _lint_gate(dep: Deployment, result: DeployResult, rec, skip: bool) -> None:
     from pdctl.checks.lint_report import unchecked_warnings
     from pdctl.ops.lint import gate
 
-    specs = {(r.role, r.index): launch.service_spec(dep.inv, r.role, r.index, python=r.python)
-             for r in result.plan.roles}
+    specs = {
+        (r.role, r.index): launch.service_spec(dep.inv, r.role, r.index, python=r.python) for r in result.plan.roles
+    }
     report = gate(dep, specs, skip=skip, action="deploy")
     if skip:
         result.warnings.append("lint skipped (--skip-lint): the new command lines were not checked on their hosts")
     unchecked = unchecked_warnings(report, "deploy")
     result.warnings += unchecked
-    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings),
-                         "unchecked": len(unchecked)}
+    rec.extra["lint"] = {
+        "skipped": skip,
+        "ok": report.ok,
+        "findings": len(report.findings),
+        "unchecked": len(unchecked),
+    }
     rec.extra["warnings"] = result.warnings

@@ -20,7 +20,7 @@ from pdctl.errors import PdctlError, RefusedError, UnreachableError
 T = TypeVar("T")
 K = TypeVar("K")
 
-MAX_PARALLEL = 8   # concurrent SSH sessions/HTTP probes per command: enough for a rack, gentle on a bastion
+MAX_PARALLEL = 8  # concurrent SSH sessions/HTTP probes per command: enough for a rack, gentle on a bastion
 
 
 class DaemonPool:
@@ -56,7 +56,7 @@ class DaemonPool:
                 continue
             try:
                 fut.set_result(fn(*args))
-            except BaseException as e:   # reaches whoever waits on the future, never the screen
+            except BaseException as e:  # reaches whoever waits on the future, never the screen
                 fut.set_exception(e)
 
     def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
@@ -84,18 +84,17 @@ class DaemonPool:
 
 @dataclass
 class Labelled(Generic[K, T]):
-    label: str                         # e.g. "decode[0]@gpu2:30002" or a host name
-    key: K                             # what the function was called with: (role, index) or a host name
+    label: str  # e.g. "decode[0]@gpu2:30002" or a host name
+    key: K  # what the function was called with: (role, index) or a host name
     value: T | None = None
-    error: PdctlError | None = None    # the host could not be asked (UnreachableError / RefusedError)
+    error: PdctlError | None = None  # the host could not be asked (UnreachableError / RefusedError)
 
     @property
     def reached(self) -> bool:
         return self.error is None
 
 
-def fan_out(items: Sequence[tuple[str, K]], fn: Callable[[K], T], *, bound: int = MAX_PARALLEL
-            ) -> list[Labelled[K, T]]:
+def fan_out(items: Sequence[tuple[str, K]], fn: Callable[[K], T], *, bound: int = MAX_PARALLEL) -> list[Labelled[K, T]]:
     """Call `fn(key)` for every (label, key), at most `bound` at once; labelled results in the order given."""
     if not items:
         return []
@@ -107,7 +106,7 @@ def fan_out(items: Sequence[tuple[str, K]], fn: Callable[[K], T], *, bound: int 
             return None, e
 
     if len(items) == 1 and threading.current_thread() is not threading.main_thread():
-        (label, key), = items     # already off the main thread (a final-health layer): no pool for one call
+        ((label, key),) = items  # already off the main thread (a final-health layer): no pool for one call
         return [Labelled(label, key, *one(key))]
     with DaemonPool(min(bound, len(items))) as ex:
         futs = [(label, key, ex.submit(one, key)) for label, key in items]

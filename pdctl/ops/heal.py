@@ -20,20 +20,19 @@ from pdctl.checks.heal import HealDecision, HealPolicy, HealView, budget_exhaust
 from pdctl.errors import PdctlError, UsageError
 from pdctl.ops.context import Deployment
 
-DECIDES_AFTER = ("inflight", "pairs", "flags")   # the rounds whose evidence can confirm a case
+DECIDES_AFTER = ("inflight", "pairs", "flags")  # the rounds whose evidence can confirm a case
 LOG_LINES = 30
 
 
 class Healer:
-    def __init__(self, dep: Deployment, *, dry: bool, policy: HealPolicy | None = None,
-                 clock=time.time):
+    def __init__(self, dep: Deployment, *, dry: bool, policy: HealPolicy | None = None, clock=time.time):
         s = dep.inv.watch
         self.dep, self.dry, self.clock = dep, dry, clock
         self.policy = policy or HealPolicy(s.heal_pin_after, s.heal_pair_failures, s.heal_max_per_hour)
         self.heals_at: list[float] = []
         self.last_ok: bool | None = None
         self.running = False
-        self._said: tuple | None = None     # the last decision said, so a standing refusal is said once
+        self._said: tuple | None = None  # the last decision said, so a standing refusal is said once
         self._busy = threading.Lock()
 
     def __call__(self, watch, cadence: str) -> None:
@@ -52,10 +51,12 @@ class Healer:
             view = view_of(watch.state, self.dep, now)
             snapshot = watch.state.snapshot(now)
             last = watch.state.points[-1] if watch.state.points else None
-            snapshot["metrics"] = {"per_worker_gauges": dict(last.per_worker), "counters": dict(last.counters)} \
-                if last is not None else None
-        d = decide(view, self.policy, heals_at=self.heals_at, now=now, last_heal_ok=self.last_ok,
-                   healing=self.running)
+            snapshot["metrics"] = (
+                {"per_worker_gauges": dict(last.per_worker), "counters": dict(last.counters)}
+                if last is not None
+                else None
+            )
+        d = decide(view, self.policy, heals_at=self.heals_at, now=now, last_heal_ok=self.last_ok, healing=self.running)
         with watch.lock:
             watch.state.heal_budget_exhausted = budget_exhausted(self.heals_at, now, self.policy)
         if d.case is None:
@@ -67,8 +68,14 @@ class Healer:
                 self._said = said
                 outcome = "refused" if d.refused else "dry"
                 watch.record_heal(outcome)
-                watch.event("heal", outcome=outcome, case=d.case, action=d.action, observed=d.reason,
-                            detail=d.refused or f"would run `pdctl {d.action}` (--heal=dry: nothing done)")
+                watch.event(
+                    "heal",
+                    outcome=outcome,
+                    case=d.case,
+                    action=d.action,
+                    observed=d.reason,
+                    detail=d.refused or f"would run `pdctl {d.action}` (--heal=dry: nothing done)",
+                )
             return
         self._heal(watch, d, snapshot)
 
@@ -81,28 +88,35 @@ class Healer:
         self._said = None
         watch.event("heal", outcome="started", case=d.case, action=d.action, observed=d.reason)
         try:
-            audit.append("watch heal", inventory=self.dep.inv.source, args={"case": d.case, "action": d.action},
-                         result=f"evidence recorded; running `pdctl {d.action}`", started=time.time(),
-                         extra={"reason": d.reason, "evidence": evidence(self.dep, d, snapshot)})
+            audit.append(
+                "watch heal",
+                inventory=self.dep.inv.source,
+                args={"case": d.case, "action": d.action},
+                result=f"evidence recorded; running `pdctl {d.action}`",
+                started=time.time(),
+                extra={"reason": d.reason, "evidence": evidence(self.dep, d, snapshot)},
+            )
             if d.action == "restart --rolling":
-                result = rolling_restart(self.dep, broken_pairs=d.pairs)    # the broken pairs go first
+                result = rolling_restart(self.dep, broken_pairs=d.pairs)  # the broken pairs go first
                 ok, why = result.ok, result.stopped or ""
             else:
                 result = restart(self.dep, roles=PAIR)
                 ok, why = result.ok, ""
             self.last_ok = ok
             outcome = "done" if ok else "failed"
-            detail = "final-health passed" if ok else f"final-health red or stopped: {why.splitlines()[0] if why else ''}"
-        except UsageError as e:     # the evidence could not be recorded: nothing was done
+            detail = (
+                "final-health passed" if ok else f"final-health red or stopped: {why.splitlines()[0] if why else ''}"
+            )
+        except UsageError as e:  # the evidence could not be recorded: nothing was done
             outcome, detail = "refused", f"not acting: {e.message.splitlines()[0]}"
-        except PdctlError as e:     # refused (the lock is held), unreachable, a step failed: said, never raised
+        except PdctlError as e:  # refused (the lock is held), unreachable, a step failed: said, never raised
             self.last_ok = False
             outcome, detail = "failed", e.message.splitlines()[0]
         finally:
             self.running = False
-        with watch.lock:    # the evidence that led here predates the heal: the next rounds must confirm anew
+        with watch.lock:  # the evidence that led here predates the heal: the next rounds must confirm anew
             forget_evidence(watch.state)
-        for clock in watch.clocks.values():    # ... and they run now, not a period later
+        for clock in watch.clocks.values():  # ... and they run now, not a period later
             clock.due_now()
         watch.record_heal(outcome)
         watch.event("heal", outcome=outcome, case=d.case, action=d.action, observed=detail)
@@ -120,11 +134,17 @@ def view_of(state, dep: Deployment, now: float) -> HealView:
     """The watch state reduced to what `decide` reads (labels mapped to matrix indices)."""
     inv = dep.inv
     index = {inv.label(role, k): k for role, k, _ in inv.instances() if role != "router"}
-    pairs = {(index[p.prefill], index[p.decode]): p.consecutive_failures for p in state.pairs.values()
-             if p.prefill in index and p.decode in index}
+    pairs = {
+        (index[p.prefill], index[p.decode]): p.consecutive_failures
+        for p in state.pairs.values()
+        if p.prefill in index and p.decode in index
+    }
     hazards = [(index[p], index[d], kind) for (p, d), kind in state.hazards.items() if p in index and d in index]
-    pinned = state.pinned_seconds(now) if state.inflight is not None and state.inflight.verdict == "pinned" \
-        and state.pinned else None
+    pinned = (
+        state.pinned_seconds(now)
+        if state.inflight is not None and state.inflight.verdict == "pinned" and state.pinned
+        else None
+    )
     return HealView(pinned, pairs, hazards, state.unknown_targets(), len(inv.roles.prefill), len(inv.roles.decode))
 
 
@@ -140,6 +160,13 @@ def evidence(dep: Deployment, d: HealDecision, snapshot: dict[str, Any]) -> dict
             logs[label] = dep.services(inst.host).log_tail(dep.inv.service_name(role, k), lines=LOG_LINES)
         except PdctlError as e:
             logs[label] = f"unreadable: {e.message.splitlines()[0]}"
-    return {"case": d.case, "details": d.evidence, "failing_checks": failing, "inflight": snapshot.get("inflight"),
-            "pairs": snapshot.get("pairs"), "failures_since_start": snapshot.get("failures_since_start"),
-            "metrics": snapshot.get("metrics"), "log_tails": logs}
+    return {
+        "case": d.case,
+        "details": d.evidence,
+        "failing_checks": failing,
+        "inflight": snapshot.get("inflight"),
+        "pairs": snapshot.get("pairs"),
+        "failures_since_start": snapshot.get("failures_since_start"),
+        "metrics": snapshot.get("metrics"),
+        "log_tails": logs,
+    }

@@ -17,17 +17,33 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pdctl.checks.inflight import (BALANCE_WINDOW_S, DECODE_ROOM_GAUGES, PREFILL_ROOM_GAUGES, InflightVerdict, Point,
-                                   balance_suspects_pin, holders, inflight_point, inflight_results, judge_points,
-                                   short_gauges, side_rooms)
-from pdctl.checks.metric_names import (BOOTSTRAP_FAILED, GEN_THROUGHPUT, GENERATION_TOKENS, INFLIGHT_GAUGES,
-                                       NUM_ABORTED_REQUESTS, TRANSFER_FAILED)
+from pdctl.checks.inflight import (
+    BALANCE_WINDOW_S,
+    DECODE_ROOM_GAUGES,
+    PREFILL_ROOM_GAUGES,
+    InflightVerdict,
+    Point,
+    balance_suspects_pin,
+    holders,
+    inflight_point,
+    inflight_results,
+    judge_points,
+    short_gauges,
+    side_rooms,
+)
+from pdctl.checks.metric_names import (
+    BOOTSTRAP_FAILED,
+    GEN_THROUGHPUT,
+    GENERATION_TOKENS,
+    INFLIGHT_GAUGES,
+    NUM_ABORTED_REQUESTS,
+    TRANSFER_FAILED,
+)
 from pdctl.checks.result import CheckResult
 from pdctl.errors import RefusedError, UnreachableError, interrupt_again
 from pdctl.ops.context import Deployment
 from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 from pdctl.serialize import JSON_OFF, json_key
-
 
 
 def _counter(m, name: str) -> float:
@@ -46,13 +62,15 @@ def _read_all(dep: Deployment) -> list[tuple[str, str, Any]]:
         try:
             url = dep.base_url(role, i)
             return fetch_metrics(url, timeout=timeout)
-        except UnreachableError as e:   # named by the role and its address on the host, not a tunnel's port
+        except UnreachableError as e:  # named by the role and its address on the host, not a tunnel's port
             return _named(e, url, started) if url is not None else e
         except Exception as e:  # PdctlError or a transport failure: recorded per worker
             return e
 
-    return [(r.key[0], r.label, r.value if r.reached else r.error)
-            for r in dep.each_instance(one, roles=("prefill", "decode"))]
+    return [
+        (r.key[0], r.label, r.value if r.reached else r.error)
+        for r in dep.each_instance(one, roles=("prefill", "decode"))
+    ]
 
 
 def _named(e: UnreachableError, url, started: float) -> UnreachableError:
@@ -67,8 +85,13 @@ def _named(e: UnreachableError, url, started: float) -> UnreachableError:
     return UnreachableError(message, target=url.label, hint=e.hint)
 
 
-def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] = time.monotonic,
-               got: list[tuple[str, str, Any]] | None = None) -> Point:
+def read_point(
+    dep: Deployment,
+    t0: float = 0.0,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    got: list[tuple[str, str, Any]] | None = None,
+) -> Point:
     """Read every prefill's and decode's /metrics once, in parallel (or reduce `got`, from _read_all). Never raises
     for an unreachable worker: its error goes to `errors` (a point with errors is not used for a verdict)."""
     t = clock() - t0
@@ -85,18 +108,28 @@ def read_point(dep: Deployment, t0: float = 0.0, *, clock: Callable[[], float] =
         (prefill_sets if role == "prefill" else decode_sets).append(m)
         g, _gen = inflight_point([m], []) if role == "prefill" else inflight_point([], [m])
         per_worker[label] = g
-        counters[label] = {"transfer_failed": _counter(m, TRANSFER_FAILED),
-                           "bootstrap_failed": _counter(m, BOOTSTRAP_FAILED),
-                           "aborted": _counter(m, NUM_ABORTED_REQUESTS)}   # what a client abort counts too
+        counters[label] = {
+            "transfer_failed": _counter(m, TRANSFER_FAILED),
+            "bootstrap_failed": _counter(m, BOOTSTRAP_FAILED),
+            "aborted": _counter(m, NUM_ABORTED_REQUESTS),
+        }  # what a client abort counts too
         if role == "decode":
             counters[label]["generation_tokens"] = _counter(m, GENERATION_TOKENS)
             v = m.value(GEN_THROUGHPUT, tp_rank="0")
             if v is not None:
                 thr[label] = float(v)
     gauges, gen = inflight_point(prefill_sets, decode_sets)
-    return Point(t=t, gauges=gauges, generation_tokens=gen, per_worker=per_worker, counters=counters,
-                 gen_throughput=thr, errors=errors, prefill_rooms=side_rooms(prefill_sets, PREFILL_ROOM_GAUGES),
-                 decode_rooms=side_rooms(decode_sets, DECODE_ROOM_GAUGES))
+    return Point(
+        t=t,
+        gauges=gauges,
+        generation_tokens=gen,
+        per_worker=per_worker,
+        counters=counters,
+        gen_throughput=thr,
+        errors=errors,
+        prefill_rooms=side_rooms(prefill_sets, PREFILL_ROOM_GAUGES),
+        decode_rooms=side_rooms(decode_sets, DECODE_ROOM_GAUGES),
+    )
 
 
 @dataclass
@@ -104,12 +137,12 @@ class InflightReport:
     window_s: float
     interval_s: float
     points: list[Point] = field(metadata=json_key("samples"))
-    verdict: InflightVerdict | None = field(metadata=json_key("judgement"))   # None: no complete sample was taken
-    partial: bool = False                    # stopped early (Ctrl-C or stop event)
-    interrupted_by: str = field(default="", metadata=JSON_OFF)   # the signal that stopped it ("": Ctrl-C or none)
+    verdict: InflightVerdict | None = field(metadata=json_key("judgement"))  # None: no complete sample was taken
+    partial: bool = False  # stopped early (Ctrl-C or stop event)
+    interrupted_by: str = field(default="", metadata=JSON_OFF)  # the signal that stopped it ("": Ctrl-C or none)
     notes: list[str] = field(default_factory=list)
-    t0: float = field(default=0.0, metadata=JSON_OFF)   # the clock reading the samples' t are relative to
-    extended_to_s: float | None = None       # sampled past the window to cover the room-balance window
+    t0: float = field(default=0.0, metadata=JSON_OFF)  # the clock reading the samples' t are relative to
+    extended_to_s: float | None = None  # sampled past the window to cover the room-balance window
     json_extra = (("verdict", "name"), "ok", "holders")
 
     @property
@@ -141,11 +174,19 @@ class InflightReport:
         return inflight_results(self.verdict, self.points, partial=self.partial)
 
 
-def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interval_s: float = INFLIGHT_INTERVAL_S, *,
-                    stop: threading.Event | None = None, what: str = "inflight samples",
-                    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] | None = None,
-                    preflight: bool = False, explained: frozenset[str] = frozenset(),
-                    balance_window_s: float = BALANCE_WINDOW_S) -> InflightReport:
+def sample_inflight(
+    dep: Deployment,
+    window_s: float = INFLIGHT_WINDOW_S,
+    interval_s: float = INFLIGHT_INTERVAL_S,
+    *,
+    stop: threading.Event | None = None,
+    what: str = "inflight samples",
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] | None = None,
+    preflight: bool = False,
+    explained: frozenset[str] = frozenset(),
+    balance_window_s: float = BALANCE_WINDOW_S,
+) -> InflightReport:
     """Sample every `interval_s` until `window_s` is covered (at most window/interval + 2 reads), then judge.
 
     When the window is shorter than `balance_window_s` and ends busy but with the prefill holding a room no decode
@@ -161,7 +202,7 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     if window_s <= 0 or interval_s <= 0:
         raise ValueError("window and interval must be > 0")
     if preflight:
-        dep.connect_all()   # a host that cannot be asked is exit 3/4 now, not a window of unreadable samples
+        dep.connect_all()  # a host that cannot be asked is exit 3/4 now, not a window of unreadable samples
     stop = stop or threading.Event()
     wait = sleep or (lambda s: stop.wait(s))
     t0 = clock()
@@ -169,7 +210,7 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
     partial, by = False, ""
     target, extended = window_s, None
     max_reads = int(math.ceil(max(window_s, balance_window_s) / interval_s)) + 2
-    expected = int(math.ceil(window_s / interval_s - 1e-9)) + 1   # a full window: the first read, then one per interval
+    expected = int(math.ceil(window_s / interval_s - 1e-9)) + 1  # a full window: the first read, then one per interval
     try:
         for k in range(max_reads):
             if k == 0 and preflight:
@@ -179,8 +220,9 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
             else:
                 points.append(read_point(dep, t0, clock=clock))
             elapsed = clock() - t0
-            dep.progress.waiting(what, elapsed, target, detail=_progress_detail(points[-1], extended),
-                                 done=len(points), total=expected)
+            dep.progress.waiting(
+                what, elapsed, target, detail=_progress_detail(points[-1], extended), done=len(points), total=expected
+            )
             # the window is measured from the first sample (however long the first read took), so a full run
             # covers the whole window and its verdict is conclusive
             base = points[0].t
@@ -202,12 +244,23 @@ def sample_inflight(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interv
         partial, by = True, getattr(e, "signal_name", "")
     verdict, notes = judge_points(points, window_s, balance_window_s=balance_window_s)
     if extended is not None:
-        notes.append(f"sampled {extended:g}s, past the {window_s:g}s window: busy, but the prefill held more rooms "
-                     "than the decode waited for, so the room balance was given its full window")
+        notes.append(
+            f"sampled {extended:g}s, past the {window_s:g}s window: busy, but the prefill held more rooms "
+            "than the decode waited for, so the room balance was given its full window"
+        )
     if partial:
         notes.append(f"interrupted{f' by {by}' if by else ''}: the series is partial")
-    return InflightReport(window_s, interval_s, points, verdict, partial=partial, notes=notes, t0=t0,
-                          extended_to_s=extended, interrupted_by=by)
+    return InflightReport(
+        window_s,
+        interval_s,
+        points,
+        verdict,
+        partial=partial,
+        notes=notes,
+        t0=t0,
+        extended_to_s=extended,
+        interrupted_by=by,
+    )
 
 
 def raise_if_none_answers(got: list[tuple[str, str, Any]], *, explained: frozenset[str] = frozenset()) -> None:
@@ -220,9 +273,12 @@ def raise_if_none_answers(got: list[tuple[str, str, Any]], *, explained: frozens
     if refused is not None:
         raise refused
     lines = "; ".join(m.message.splitlines()[0] for _l, m in asked)
-    raise UnreachableError(f"no worker's /metrics could be read: {lines}", target=asked[0][0],
-                           hint=asked[0][1].hint or "is the role running and listening (pdctl status, pdctl logs "
-                                                    "ROLE)? nothing was sampled")
+    raise UnreachableError(
+        f"no worker's /metrics could be read: {lines}",
+        target=asked[0][0],
+        hint=asked[0][1].hint
+        or "is the role running and listening (pdctl status, pdctl logs ROLE)? nothing was sampled",
+    )
 
 
 def _progress_detail(p: Point, extended: float | None = None) -> str:
@@ -233,17 +289,25 @@ def _progress_detail(p: Point, extended: float | None = None) -> str:
     return (short_gauges(p.gauges) or "all queues 0") + gen + why
 
 
-def inflight_layer(dep: Deployment, window_s: float = INFLIGHT_WINDOW_S,
-                   interval_s: float = INFLIGHT_INTERVAL_S) -> list[CheckResult]:
+def inflight_layer(
+    dep: Deployment, window_s: float = INFLIGHT_WINDOW_S, interval_s: float = INFLIGHT_INTERVAL_S
+) -> list[CheckResult]:
     """The optional "inflight" layer of final-health. Ctrl-C while sampling re-raises KeyboardInterrupt (the CLI
     exits 130, as `verify inflight` does): an interrupted window is no verdict, and softening it to a warning would
     let final-health exit 0. As `verify inflight`, raises UnreachableError (exit 3) at the first sample when no
     worker's /metrics can be read: a window of unreadable samples would only wait to say the same as a FAIL."""
     rep = sample_inflight(dep, window_s, interval_s, preflight=True)
-    if rep.partial:       # no stop event here: partial means Ctrl-C, or the signal it names
+    if rep.partial:  # no stop event here: partial means Ctrl-C, or the signal it names
         raise interrupt_again(rep.interrupted_by)
     return rep.to_check_results()
 
 
-__all__ = ["Point", "InflightReport", "read_point", "sample_inflight", "judge_points", "inflight_layer",
-           "INFLIGHT_GAUGES"]
+__all__ = [
+    "Point",
+    "InflightReport",
+    "read_point",
+    "sample_inflight",
+    "judge_points",
+    "inflight_layer",
+    "INFLIGHT_GAUGES",
+]

@@ -23,18 +23,38 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
     and never "stopped": nothing is known about its services."""
 
     def one(role: str, i: int) -> dict[str, Any]:
-        row: dict[str, Any] = {"label": dep.inv.label(role, i), "role": role, "index": i,
-                               "host": dep.instance(role, i).host, "service": dep.inv.service_name(role, i)}
+        row: dict[str, Any] = {
+            "label": dep.inv.label(role, i),
+            "role": role,
+            "index": i,
+            "host": dep.instance(role, i).host,
+            "service": dep.inv.service_name(role, i),
+        }
         try:
             st = dep.status(role, i)
         except PdctlError as e:
-            return {**row, "active": False, "state": "unknown", "pid": None, "uptime_s": None,
-                    "detail": e.message.splitlines()[0],
-                    "error_exit_code": e.exit_code, "error": e.message, "hint": e.hint}
+            return {
+                **row,
+                "active": False,
+                "state": "unknown",
+                "pid": None,
+                "uptime_s": None,
+                "detail": e.message.splitlines()[0],
+                "error_exit_code": e.exit_code,
+                "error": e.message,
+                "hint": e.hint,
+            }
         up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None
-        return {**row, "active": st.active, "state": "running" if st.active else "stopped", "pid": st.main_pid,
-                "started_at": st.started_at if st.active else None, "uptime_s": up, "detail": st.detail,
-                "restarts": st.restarts}
+        return {
+            **row,
+            "active": st.active,
+            "state": "running" if st.active else "stopped",
+            "pid": st.main_pid,
+            "started_at": st.started_at if st.active else None,
+            "uptime_s": up,
+            "detail": st.detail,
+            "restarts": st.restarts,
+        }
 
     return [r.value for r in dep.each_instance(one)]
 
@@ -50,17 +70,24 @@ def status_hazards(dep: Deployment, rows: list[dict[str, Any]], abandoned: "Aban
 
     out = [abandoned.describe()] if abandoned is not None else []
     if any(r["state"] == "unknown" for r in rows):
-        return out      # lineage from part of the deployment would judge the rest wrongly
+        return out  # lineage from part of the deployment would judge the rest wrongly
     starts = {r["label"]: (r["role"], r["pid"], r.get("started_at")) for r in rows if r["active"]}
     if not starts:
         return out
     from pdctl.checks.systemd_restarts import UnitRestarts, judge_systemd_restarts
     from pdctl.services.systemd import unit_name
 
-    units = {r["label"]: UnitRestarts(r["role"], unit_name(r["service"]), r["restarts"], r["pid"], r.get("started_at"))
-             for r in rows if r["active"] and r.get("restarts") is not None}
-    for c in judge_lineage(starts, load_lineage_record(dep), LINEAGE_WINDOW_S,
-                               known=engine_kind(dep.inv.engine).hazard(dep.inv.transfer_backend)) + judge_systemd_restarts(units):
+    units = {
+        r["label"]: UnitRestarts(r["role"], unit_name(r["service"]), r["restarts"], r["pid"], r.get("started_at"))
+        for r in rows
+        if r["active"] and r.get("restarts") is not None
+    }
+    for c in judge_lineage(
+        starts,
+        load_lineage_record(dep),
+        LINEAGE_WINDOW_S,
+        known=engine_kind(dep.inv.engine).hazard(dep.inv.transfer_backend),
+    ) + judge_systemd_restarts(units):
         if c.status in (Status.FAIL, Status.WARN) and c.data.get("hazard"):
             out.append(f"restart lineage: {c.target}: {c.observed}" + (f"; {c.next_step}" if c.next_step else ""))
     return out
@@ -71,10 +98,10 @@ def down(dep: Deployment, *, dry_run: bool = False, purge: bool = False) -> list
     and log. Dry run returns the plan."""
     if dry_run:
         plan = [f"stop {dep.inv.label(r, i)}" for r, i, _ in reversed(dep.inv.instances())]
-        return plan + ([f"remove the spec and log of {dep.inv.label(r, i)}" for r, i, _ in dep.inv.instances()]
-                       if purge else [])
-    with audit.audited("down", inventory=dep.inv.source, args={}, mark_start=True) as rec, \
-            deployment_lock(dep, "down"):
+        return plan + (
+            [f"remove the spec and log of {dep.inv.label(r, i)}" for r, i, _ in dep.inv.instances()] if purge else []
+        )
+    with audit.audited("down", inventory=dep.inv.source, args={}, mark_start=True) as rec, deployment_lock(dep, "down"):
         steps = ordered_stop(dep)
         if purge:
             steps += purge_files(dep)
@@ -94,12 +121,13 @@ def logs(dep: Deployment, role: str, *, index: int = 0, lines: int = 200) -> str
     inst = instances[index]
     services, name = dep.services(inst.host), dep.inv.service_name(role, index)
     text = services.log_tail(name, lines=lines)
-    if not text:    # nothing read: an empty log, or none at all (an empty screen would say neither)
+    if not text:  # nothing read: an empty log, or none at all (an empty screen would say neither)
         missing = services.missing_log(name)
         if missing is not None:
-            raise CheckFailed(f"{dep.inv.label(role, index)}: no log file: {missing} does not exist",
-                              hint="not started there since its state was purged, or never deployed: "
-                              "see `pdctl status`")
+            raise CheckFailed(
+                f"{dep.inv.label(role, index)}: no log file: {missing} does not exist",
+                hint="not started there since its state was purged, or never deployed: see `pdctl status`",
+            )
     return mask_text(text, inventory_secrets(dep.inv))
 
 
@@ -109,6 +137,7 @@ def purge_files(dep: Deployment) -> list[StepRecord]:
     for role, i, inst in dep.inv.instances():
         t0 = time.monotonic()
         removed = dep.services(inst.host).purge(dep.inv.service_name(role, i))
-        steps.append(StepRecord(f"purge {dep.inv.label(role, i)}: " + ", ".join(removed),
-                                round(time.monotonic() - t0, 3), True))
+        steps.append(
+            StepRecord(f"purge {dep.inv.label(role, i)}: " + ", ".join(removed), round(time.monotonic() - t0, 3), True)
+        )
     return steps

@@ -11,7 +11,7 @@ from pdctl import state
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
 
-LINEAGE_WINDOW_S = 900.0   # without a co-restart record: decode/router started this long after prefill = hazard
+LINEAGE_WINDOW_S = 900.0  # without a co-restart record: decode/router started this long after prefill = hazard
 
 
 def host_lineage_path(dep: Deployment) -> tuple[str, str]:
@@ -43,11 +43,12 @@ def pair_lineage(dep: Deployment) -> tuple[dict[tuple[str, str], str], str | Non
 
     try:
         seen = dep.each_instance(lambda role, k: dep.status(role, k), roles=("prefill", "decode"))
-    except PdctlError as e:     # a marking of the matrix: never what stops `verify pairs`
+    except PdctlError as e:  # a marking of the matrix: never what stops `verify pairs`
         return {}, f"restart lineage not read: {e.message.splitlines()[0]}"
     failed = next((r for r in seen if r.error is not None), None)
     if failed is not None:
         return {}, f"restart lineage not read: {failed.label}: {failed.error.message.splitlines()[0]}"
     starts = {r.label: (r.key[0], r.value.main_pid, r.value.started_at) for r in seen if r.value.active}
-    return {(h.prefill, h.decode): h.hazard
-            for h in pair_hazards(starts, load_lineage_record(dep), LINEAGE_WINDOW_S)}, None
+    return {
+        (h.prefill, h.decode): h.hazard for h in pair_hazards(starts, load_lineage_record(dep), LINEAGE_WINDOW_S)
+    }, None

@@ -21,13 +21,16 @@ from pdctl.services.base import ServiceSpec
 from pdctl.shell import quote, python_oneliner
 from pdctl.transport.base import no_answer
 
+
 def module_kinds() -> dict[str, str]:
     """launched module -> the kind of parser that answers for it (an engine, or a router kind's name)."""
     from pdctl.engines import engine_kinds
     from pdctl.routers import router_kinds
 
-    return {**{k.module: k.name for k in engine_kinds().values()},
-            **{k.module: k.name for k in router_kinds().values()}}
+    return {
+        **{k.module: k.name for k in engine_kinds().values()},
+        **{k.module: k.name for k in router_kinds().values()},
+    }
 
 
 def _answer(dep: Deployment, role: str, index: int, spec: ServiceSpec) -> RoleAnswer:
@@ -37,11 +40,20 @@ def _answer(dep: Deployment, role: str, index: int, spec: ServiceSpec) -> RoleAn
     module = argv[2] if len(argv) >= 3 and argv[1] == "-m" else ""
     kinds = module_kinds()
     kind = kinds.get(module, "")
-    problem = "" if kind else (f"not a command pdctl renders (`PYTHON -m {' | '.join(kinds)} ...`): "
-                               f"{' '.join(argv[:3])}")
-    return RoleAnswer(label=dep.inv.label(role, index), role=role, kind=kind or "unknown", host=inst.host,
-                      python=argv[0] if argv else "", flags=argv[3:], env=dict(spec.env), item=None,
-                      shape_problem=problem)
+    problem = (
+        "" if kind else (f"not a command pdctl renders (`PYTHON -m {' | '.join(kinds)} ...`): {' '.join(argv[:3])}")
+    )
+    return RoleAnswer(
+        label=dep.inv.label(role, index),
+        role=role,
+        kind=kind or "unknown",
+        host=inst.host,
+        python=argv[0] if argv else "",
+        flags=argv[3:],
+        env=dict(spec.env),
+        item=None,
+        shape_problem=problem,
+    )
 
 
 def rendered_specs(dep: Deployment, role: str | None = None) -> dict[tuple[str, int], ServiceSpec]:
@@ -97,14 +109,18 @@ def _ask_host(dep: Deployment, host: str, answers: list[RoleAnswer], workdir: st
             by_python.setdefault(a.python, []).append(a)
     timeout = dep.inv.hosts[host].command_timeout
     for python, group in by_python.items():
-        request = {"items": [{"key": a.label, "kind": a.kind, "argv": a.flags, "env": _parse_env(a.env),
-                              "env_names": sorted(a.env)} for a in group],
-                   "site_env": sorted(dep.inv.lint.site_env)}
+        request = {
+            "items": [
+                {"key": a.label, "kind": a.kind, "argv": a.flags, "env": _parse_env(a.env), "env_names": sorted(a.env)}
+                for a in group
+            ],
+            "site_env": sorted(dep.inv.lint.site_env),
+        }
         cmd = python_oneliner(python, code, json.dumps(request))
         if workdir:
             cmd = f"cd {quote(workdir)} && {cmd}"
         res = dep.transport(host).run(cmd, timeout=timeout)
-        if res.timed_out:   # a hung interpreter or host: unknown, never a verdict either way
+        if res.timed_out:  # a hung interpreter or host: unknown, never a verdict either way
             raise no_answer(host, timeout, f"lint probe with {python}")
         reply = parse_probe_reply(res.stdout)
         if reply is None:
@@ -126,13 +142,21 @@ def lint_specs(dep: Deployment, specs: Mapping[tuple[str, int], ServiceSpec]) ->
     hosts = list(dict.fromkeys(a.host for a in answers))
     t0 = time.monotonic()
     with dep.progress.step(f"lint: ask {len(hosts)} host(s)"):
-        raise_first_unreachable(fan_out(
-            [(h, h) for h in hosts],
-            lambda h: _ask_host(dep, h, [a for a in answers if a.host == h], dep.inv.hosts[h].workdir)))
+        raise_first_unreachable(
+            fan_out(
+                [(h, h) for h in hosts],
+                lambda h: _ask_host(dep, h, [a for a in answers if a.host == h], dep.inv.hosts[h].workdir),
+            )
+        )
     lint = dep.inv.lint
     windows = {dep.inv.label("router", i): r.ready_timeout for i, r in enumerate(dep.inv.roles.router)}
-    report = judge_lint(answers, site_env=lint.site_env, probe_timeout=dep.inv.final_health.probe.timeout,
-                        silenced=[(s.rule, s.role, s.reason) for s in lint.silence], restart_windows=windows)
+    report = judge_lint(
+        answers,
+        site_env=lint.site_env,
+        probe_timeout=dep.inv.final_health.probe.timeout,
+        silenced=[(s.rule, s.role, s.reason) for s in lint.silence],
+        restart_windows=windows,
+    )
     report.seconds = round(time.monotonic() - t0, 3)
     return report
 
@@ -150,10 +174,13 @@ def gate(dep: Deployment, specs: Mapping[tuple[str, int], ServiceSpec], *, skip:
     report = lint_specs(dep, specs)
     blocking = report.blocking
     if blocking:
-        lines = [f"{action} refused: nothing was stopped; {len(blocking)} command-line problem(s) the host's own "
-                 "parser reports:"]
+        lines = [
+            f"{action} refused: nothing was stopped; {len(blocking)} command-line problem(s) the host's own "
+            "parser reports:"
+        ]
         lines += [f"  {f.role}: {f.message}" + (f" -> {f.fix}" if f.fix else "") for f in blocking]
-        raise LintRefused("\n".join(lines), hint="fix the inventory (`pdctl lint` shows every finding), or pass "
-                                                 "--skip-lint to override (audited)")
+        raise LintRefused(
+            "\n".join(lines),
+            hint="fix the inventory (`pdctl lint` shows every finding), or pass --skip-lint to override (audited)",
+        )
     return report
-

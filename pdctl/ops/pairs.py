@@ -15,14 +15,28 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdctl.checks.pairs import (ABORT_PATH, FAIL, GENERATE_PATH, UNKNOWN, LegAnswer, MatrixVerdict, PairResult,
-                                canary_body, canary_rid, fresh_room, heal_step, judge_matrix, judge_pair,
-                                leg_timed_out, pair_check)
+from pdctl.checks.pairs import (
+    ABORT_PATH,
+    FAIL,
+    GENERATE_PATH,
+    UNKNOWN,
+    LegAnswer,
+    MatrixVerdict,
+    PairResult,
+    canary_body,
+    canary_rid,
+    fresh_room,
+    heal_step,
+    judge_matrix,
+    judge_pair,
+    leg_timed_out,
+    pair_check,
+)
 from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 from pdctl.engines import engine_kind
 from pdctl.ops.context import Deployment
 
-MIN_SLOT_S = 0.5   # a canary gets at least this long, whatever the budget: less cannot move any KV
+MIN_SLOT_S = 0.5  # a canary gets at least this long, whatever the budget: less cannot move any KV
 
 
 @dataclass
@@ -30,8 +44,8 @@ class PairsReport:
     inventory: str
     budget_s: float
     elapsed_ms: float
-    prefills: list[str]           # labels, in matrix row order
-    decodes: list[str]            # labels, in matrix column order
+    prefills: list[str]  # labels, in matrix row order
+    decodes: list[str]  # labels, in matrix column order
     pairs: list[PairResult]
     verdict: MatrixVerdict
     sent_to: str = "each pair's prefill and decode directly, at once (not through a router)"
@@ -50,8 +64,11 @@ class PairsReport:
         n_p, n_d = len(self.prefills), len(self.decodes)
         by = {(r.prefill, r.decode): r for r in self.pairs}
         failed = [(i, j) for i in range(n_p) for j in range(n_d) if (i, j) not in by or by[(i, j)].status == FAIL]
-        heal = [] if self.verdict.unknown else \
-            [heal_step(failed or [(r.prefill, r.decode) for r in self.pairs if r.lineage_hazard], n_p, n_d)]
+        heal = (
+            []
+            if self.verdict.unknown
+            else [heal_step(failed or [(r.prefill, r.decode) for r in self.pairs if r.lineage_hazard], n_p, n_d)]
+        )
         return [s for s in ([NEXT_TRIAGE] if failed else []) + heal if s]
 
     @property
@@ -73,8 +90,11 @@ def _leg(url: str, body: dict[str, Any], timeout: float) -> LegAnswer:
     try:
         r = c.post(f"{url.rstrip('/')}{GENERATE_PATH}", json=body, timeout=timeout)
     except Exception as e:
-        return LegAnswer(error=describe_error(e, timeout, url, since=started),
-                         unreachable=isinstance(e, ConnectTimeout), ms=request_ms(None, started))
+        return LegAnswer(
+            error=describe_error(e, timeout, url, since=started),
+            unreachable=isinstance(e, ConnectTimeout),
+            ms=request_ms(None, started),
+        )
     try:
         parsed: Any = r.json()
     except ValueError:
@@ -98,35 +118,61 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
     p_inst, d_inst = dep.instance("prefill", i), dep.instance("decode", j)
     p = dep.inv.final_health.probe
     room = fresh_room()
-    body = canary_body(prompt=p.prompt, max_tokens=p.max_tokens, room=room, model=p.model or dep.inv.served_model_name,
-                       # where decode j reaches prefill i's bootstrap server, as the router names it
-                       bootstrap_host=dep.inv.address_from(p_inst.host, d_inst.host),
-                       bootstrap_port=dep.inv.bootstrap_port(p_inst))
+    body = canary_body(
+        prompt=p.prompt,
+        max_tokens=p.max_tokens,
+        room=room,
+        model=p.model or dep.inv.served_model_name,
+        # where decode j reaches prefill i's bootstrap server, as the router names it
+        bootstrap_host=dep.inv.address_from(p_inst.host, d_inst.host),
+        bootstrap_port=dep.inv.bootstrap_port(p_inst),
+    )
     got: dict[str, LegAnswer] = {}
-    legs = {role: threading.Thread(target=lambda role=role, k=k: got.setdefault(role, _leg(bases[(role, k)], body,
-                                                                                            slot)),
-                                   name=f"canary-{role}-prefill{i}-decode{j}", daemon=True)
-            for role, k in (("prefill", i), ("decode", j))}
+    legs = {
+        role: threading.Thread(
+            target=lambda role=role, k=k: got.setdefault(role, _leg(bases[(role, k)], body, slot)),
+            name=f"canary-{role}-prefill{i}-decode{j}",
+            daemon=True,
+        )
+        for role, k in (("prefill", i), ("decode", j))
+    }
     for t in legs.values():
         t.start()
-    legs["prefill"].join(slot + 5)   # _leg is bounded by `slot`; the margin only covers a thread scheduled late
+    legs["prefill"].join(slot + 5)  # _leg is bounded by `slot`; the margin only covers a thread scheduled late
     aborted: list[str] = []
     early = got.get("prefill")
     if early is not None and early.status_code != 200 and legs["decode"].is_alive():
         # the prefill already said the pair failed: the decode would wait for KV that never comes (SGLang: up to
         # its 300 s waiting timeout); abort it now rather than hold the matrix for the whole slot
-        aborted.append(_abort(bases[("decode", j)], dep.inv.label("decode", j), canary_rid(room),
-                              dep.inv.final_health.health_timeout) + " (the prefill had failed)")
+        aborted.append(
+            _abort(
+                bases[("decode", j)], dep.inv.label("decode", j), canary_rid(room), dep.inv.final_health.health_timeout
+            )
+            + " (the prefill had failed)"
+        )
     legs["decode"].join(slot + 5)
     prefill_leg = got.get("prefill") or LegAnswer(error=f"no response within {slot:g}s")
     got.setdefault("decode", LegAnswer(error=f"no response within {slot:g}s"))
     if leg_timed_out(prefill_leg) or leg_timed_out(got["decode"]):
         rid = canary_rid(room)
         health = dep.inv.final_health.health_timeout
-        aborted = ["closed both connections"] + aborted + [
-            _abort(bases[(role, k)], dep.inv.label(role, k), rid, health) for role, k in (("prefill", i), ("decode", j))]
-    return judge_pair(i, j, room, prefill_leg, got["decode"], aborted,
-                      repeats_on_failure=engine_kind(dep.inv.engine).repeats_token_on_failed_transfer)
+        aborted = (
+            ["closed both connections"]
+            + aborted
+            + [
+                _abort(bases[(role, k)], dep.inv.label(role, k), rid, health)
+                for role, k in (("prefill", i), ("decode", j))
+            ]
+        )
+    return judge_pair(
+        i,
+        j,
+        room,
+        prefill_leg,
+        got["decode"],
+        aborted,
+        repeats_on_failure=engine_kind(dep.inv.engine).repeats_token_on_failed_transfer,
+    )
 
 
 def verify_pairs(dep: Deployment, budget: float | None = None, *, lineage: bool = True) -> PairsReport:
@@ -163,9 +209,16 @@ def verify_pairs(dep: Deployment, budget: float | None = None, *, lineage: bool 
         for r in results:
             r.lineage_hazard = marks.get((inv.label("prefill", r.prefill), inv.label("decode", r.decode)))
         notes += [unread] if unread else []
-    return PairsReport(inv.name, budget, round((time.monotonic() - started) * 1000, 1),
-                       [inv.label("prefill", i) for i in range(n_p)], [inv.label("decode", j) for j in range(n_d)],
-                       results, judge_matrix(results, n_p, n_d), notes=notes)
+    return PairsReport(
+        inv.name,
+        budget,
+        round((time.monotonic() - started) * 1000, 1),
+        [inv.label("prefill", i) for i in range(n_p)],
+        [inv.label("decode", j) for j in range(n_d)],
+        results,
+        judge_matrix(results, n_p, n_d),
+        notes=notes,
+    )
 
 
 def pairs_layer(dep: Deployment) -> list[CheckResult]:
@@ -173,11 +226,11 @@ def pairs_layer(dep: Deployment) -> list[CheckResult]:
     stops final-health with exit 3, as every layer does: it says nothing about the deployment."""
     from pdctl.errors import UnreachableError
 
-    rep = verify_pairs(dep, lineage=False)    # final-health has its own lineage layer
+    rep = verify_pairs(dep, lineage=False)  # final-health has its own lineage layer
     unknown = [r for r in rep.pairs if r.status == UNKNOWN]
     if unknown:
         raise UnreachableError(f"unknown: {unknown[0].name}: {unknown[0].found}", target=unknown[0].name)
     rows = [pair_check(r, rep.prefills[r.prefill], rep.decodes[r.decode]) for r in rep.pairs]
-    for name in rep.verdict.missing:   # judge_matrix counts a pair with no result as failed: so does the layer
+    for name in rep.verdict.missing:  # judge_matrix counts a pair with no result as failed: so does the layer
         rows.append(CheckResult("pairs", name, "canary", Status.FAIL, observed="no result", expected="a canary result"))
     return rows

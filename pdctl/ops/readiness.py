@@ -69,13 +69,19 @@ def wait_ready(dep: Deployment, role: str, index: int, *, timeout: float | None 
             raise StepFailed(f"{label} exited while starting ({st.detail or 'not running'}); last log lines:\n{tail}")
 
     def still_waiting(seen: tuple[bool, str], elapsed: float, _limit: float) -> None:
-        if elapsed >= next_alive_check[0]:     # a process that died fails at once, not after the timeout
+        if elapsed >= next_alive_check[0]:  # a process that died fails at once, not after the timeout
             fail_if_dead()
             next_alive_check[0] = elapsed + 2.0
         dep.progress.waiting(f"{label} ready", elapsed, limit, seen[1])
 
-    w = poll_until(lambda: _ready_once(dep, role, index), lambda seen: seen[0], timeout=limit,
-                   interval=POLL_INTERVAL, timeout_name="ready_timeout", on_wait=still_waiting)
+    w = poll_until(
+        lambda: _ready_once(dep, role, index),
+        lambda seen: seen[0],
+        timeout=limit,
+        interval=POLL_INTERVAL,
+        timeout_name="ready_timeout",
+        on_wait=still_waiting,
+    )
     if not w.ok:
         fail_if_dead()
         raise StepFailed(f"{label} not ready after {limit:.0f}s ({w.expired}): {w.value[1]}")

@@ -17,8 +17,10 @@ from pdctl.secrets import mask_argv, mask_env, mask_text, secret_values
 from pdctl.services.base import ServiceSpec
 
 #: said with every offline rendering whose interpreter was not declared
-DEFAULT_PYTHON_NOTE = ("not declared (hosts.{host}.python): a first deploy records this one; a later deploy keeps "
-                       "the one installed on the host")
+DEFAULT_PYTHON_NOTE = (
+    "not declared (hosts.{host}.python): a first deploy records this one; a later deploy keeps "
+    "the one installed on the host"
+)
 
 
 @dataclass
@@ -28,28 +30,27 @@ class RenderedRole:
     index: int
     host: str
     service: str
-    manager: str              # "systemd" or "pidfile"
+    manager: str  # "systemd" or "pidfile"
     python: str
-    python_source: str        # "inventory" or "default" (offline: nothing installed is read)
-    argv: list[str]           # secrets masked
-    env: dict[str, str]       # secrets masked
-    path: str                 # where deploy writes `text` on the host
-    text: str                 # the unit file (systemd) or the pidfile spec (JSON), secrets masked
-    launcher: str | None      # pidfile: the shell command that starts it, secrets masked; systemd: None
-    problem: str | None = None   # why deploy could not write it (e.g. a relative ExecStart), else None
+    python_source: str  # "inventory" or "default" (offline: nothing installed is read)
+    argv: list[str]  # secrets masked
+    env: dict[str, str]  # secrets masked
+    path: str  # where deploy writes `text` on the host
+    text: str  # the unit file (systemd) or the pidfile spec (JSON), secrets masked
+    launcher: str | None  # pidfile: the shell command that starts it, secrets masked; systemd: None
+    problem: str | None = None  # why deploy could not write it (e.g. a relative ExecStart), else None
 
 
 @dataclass
 class RenderPlan:
     inventory: str
     roles: list[RenderedRole]
-    offline = True              # nothing in it was read on a host
+    offline = True  # nothing in it was read on a host
     json_extra = ("ok", "offline")
 
     @property
     def ok(self) -> bool:
         return not any(r.problem for r in self.roles)
-
 
 
 def _select(inv: Inventory, role: str | None) -> list[tuple[str, int]]:
@@ -71,7 +72,7 @@ def _rendered(inv: Inventory, role: str, index: int, python: str, source: str) -
     host = inv.hosts[inst.host]
     spec: ServiceSpec = launch.service_spec(inv, role, index, python=python)
     secrets = secret_values(spec.env, spec.argv)
-    mgr = service_manager(host, transport=None)   # its rendering only: deploy writes exactly this; no host is asked
+    mgr = service_manager(host, transport=None)  # its rendering only: deploy writes exactly this; no host is asked
     launcher, problem = None, None
     if host.service_manager == "systemd":
         from pdctl.services.systemd import render_unit
@@ -86,14 +87,25 @@ def _rendered(inv: Inventory, role: str, index: int, python: str, source: str) -
         text = mgr.render_spec(spec)
         launcher = mask_text(mgr.launch_command(spec), secrets)
     return RenderedRole(
-        label=inv.label(role, index), role=role, index=index, host=inst.host, service=spec.name,
-        manager=host.service_manager, python=python, python_source=source,
-        argv=mask_argv(list(spec.argv), secrets), env=mask_env(spec.env, secrets), path=path,
-        text=mask_text(text, secrets), launcher=launcher, problem=problem)
+        label=inv.label(role, index),
+        role=role,
+        index=index,
+        host=inst.host,
+        service=spec.name,
+        manager=host.service_manager,
+        python=python,
+        python_source=source,
+        argv=mask_argv(list(spec.argv), secrets),
+        env=mask_env(spec.env, secrets),
+        path=path,
+        text=mask_text(text, secrets),
+        launcher=launcher,
+        problem=problem,
+    )
 
 
 def render_plan(inv: Inventory, role: str | None = None) -> RenderPlan:
     """Render every role (or those `role` names) as deploy would write it, from the inventory alone. Contacts no
     host. Raises UsageError for a `role` the inventory does not have."""
-    pythons = launch.resolved_pythons(inv, {})   # nothing installed is known offline
+    pythons = launch.resolved_pythons(inv, {})  # nothing installed is known offline
     return RenderPlan(inv.source, [_rendered(inv, r, i, *pythons[(r, i)]) for r, i in _select(inv, role)])

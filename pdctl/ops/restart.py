@@ -35,9 +35,15 @@ class RestartResult:
 
 
 def restart_plan(dep: Deployment, roles: tuple[str, ...]) -> list[str]:
-    held = "prefill" in roles and "decode" in roles     # the decodes wait stopped for the prefills (ordered_restart)
-    plan = [f"stop {dep.inv.label('decode', i)} (until the prefills are back)"
-            for i in reversed(range(len(dep.inv.roles.decode)))] if held else []
+    held = "prefill" in roles and "decode" in roles  # the decodes wait stopped for the prefills (ordered_restart)
+    plan = (
+        [
+            f"stop {dep.inv.label('decode', i)} (until the prefills are back)"
+            for i in reversed(range(len(dep.inv.roles.decode)))
+        ]
+        if held
+        else []
+    )
     for role, i, _ in dep.inv.instances():
         if role in roles:
             label = dep.inv.label(role, i)
@@ -51,18 +57,30 @@ def hazard_of(dep: Deployment, roles: tuple[str, ...]) -> str | None:
     lineage layer judges by) on the roles whose instances run on. A router alone is never refused."""
     from pdctl.checks.lineage import KV_PAIR, lone_restart_hazard
 
-    running = {role: [dep.inv.label(role, i) for role_, i, _ in dep.inv.instances(role) if dep.status(role, i).active]
-               for role in KV_PAIR if role not in roles and any(r in KV_PAIR for r in roles)}
+    running = {
+        role: [dep.inv.label(role, i) for role_, i, _ in dep.inv.instances(role) if dep.status(role, i).active]
+        for role in KV_PAIR
+        if role not in roles and any(r in KV_PAIR for r in roles)
+    }
     why = lone_restart_hazard(roles, [r for r, labels in running.items() if labels])
     if why is None:
         return None
     on = ", ".join(label for labels in running.values() for label in labels)
-    return (f"restarting {'/'.join(roles)} while {on} runs on leaves the KV bootstrap of the pair degraded "
-            f"({why}: the seed's decode-only restarts, after which transfers fail silently while /health stays green)")
+    return (
+        f"restarting {'/'.join(roles)} while {on} runs on leaves the KV bootstrap of the pair degraded "
+        f"({why}: the seed's decode-only restarts, after which transfers fail silently while /health stays green)"
+    )
 
 
-def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = False,
-            override_hazard: bool = False, verify: bool = True, skip_lint: bool = False) -> RestartResult:
+def restart(
+    dep: Deployment,
+    *,
+    roles: tuple[str, ...] = PAIR,
+    dry_run: bool = False,
+    override_hazard: bool = False,
+    verify: bool = True,
+    skip_lint: bool = False,
+) -> RestartResult:
     """Restart `roles` in the safe order under the lock. Raises HazardRefused, LockHeld, StepFailed.
 
     The hazard is judged under the lock (so a concurrent restart cannot change it meanwhile) and a refusal is
@@ -77,11 +95,18 @@ def restart(dep: Deployment, *, roles: tuple[str, ...] = PAIR, dry_run: bool = F
         _refuse_on_hazard(dep, result, override_hazard)
         return result
     action = "restart --pair" if roles == PAIR else f"restart --role {','.join(roles)}"
-    states = StatesAtInterrupt(dep)    # an interrupt's record and its message show the same states
-    with carry_warnings(result.warnings), states.carried(), \
-            audit.audited(action, inventory=dep.inv.source, mark_start=True, states=states,
-                          args={"roles": list(roles), "override_hazard": override_hazard,
-                                "skip_lint": skip_lint}) as rec:
+    states = StatesAtInterrupt(dep)  # an interrupt's record and its message show the same states
+    with (
+        carry_warnings(result.warnings),
+        states.carried(),
+        audit.audited(
+            action,
+            inventory=dep.inv.source,
+            mark_start=True,
+            states=states,
+            args={"roles": list(roles), "override_hazard": override_hazard, "skip_lint": skip_lint},
+        ) as rec,
+    ):
         with deployment_lock(dep, action, run=rec.run, states=lambda: role_states(dep)) as lock:
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")
@@ -118,5 +143,9 @@ def lint_gate(dep: Deployment, result: RestartResult, rec, skip: bool) -> None:
         result.warnings.append("lint skipped (--skip-lint): the command lines were not checked on their hosts")
     unchecked = unchecked_warnings(report, "restart")
     result.warnings += unchecked
-    rec.extra["lint"] = {"skipped": skip, "ok": report.ok, "findings": len(report.findings),
-                         "unchecked": len(unchecked)}
+    rec.extra["lint"] = {
+        "skipped": skip,
+        "ok": report.ok,
+        "findings": len(report.findings),
+        "unchecked": len(unchecked),
+    }

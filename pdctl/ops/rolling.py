@@ -33,11 +33,11 @@ class RollingResult:
     steps: list[StepRecord] = field(default_factory=list)
     health: HealthReport | None = field(default=None, metadata=json_key("final_health"))
     warnings: list[str] = field(default_factory=list)
-    stopped: str | None = None                  # why the restart stopped before the last unit, with the states
-    order: str | None = None                    # why the units are not in index order (pairs known broken first)
+    stopped: str | None = None  # why the restart stopped before the last unit, with the states
+    order: str | None = None  # why the units are not in index order (pairs known broken first)
     stopped_exit: int = field(default=1, metadata=JSON_OFF)
-    roles: tuple[str, ...] = field(default=ROLES, metadata=JSON_OFF)   # what it restarts (the lint gate reads this)
-    rolling = True                              # says which restart this document is
+    roles: tuple[str, ...] = field(default=ROLES, metadata=JSON_OFF)  # what it restarts (the lint gate reads this)
+    rolling = True  # says which restart this document is
     json_extra = ("ok", "exit_code", "rolling")
 
     @property
@@ -61,10 +61,16 @@ def rolling_plan(dep: Deployment, states: list[UnitState]) -> list[str]:
     return plan + ["final-health"]
 
 
-def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: float = DRAIN_TIMEOUT_S,
-                    verify: bool = True, skip_lint: bool = False,
-                    broken_pairs: Sequence[tuple[int, int]] = (),
-                    pairs_why: str = "failed their pair canaries") -> RollingResult:
+def rolling_restart(
+    dep: Deployment,
+    *,
+    dry_run: bool = False,
+    drain_timeout: float = DRAIN_TIMEOUT_S,
+    verify: bool = True,
+    skip_lint: bool = False,
+    broken_pairs: Sequence[tuple[int, int]] = (),
+    pairs_why: str = "failed their pair canaries",
+) -> RollingResult:
     """Restart every prefill and decode without taking the service down. Raises HazardRefused (a router would be
     left without a prefill or a decode), LockHeld, LintRefused, UnreachableError (a router's worker list cannot be
     read before anything is done). A step that fails later does not raise: the result says where it stopped.
@@ -73,7 +79,7 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
     from pdctl.ops.fanout import raise_first_unreachable
     from pdctl.ops.restart import lint_gate
 
-    now = rw.serving(dep)     # raises UnreachableError when a router's list cannot be read: nothing done yet
+    now = rw.serving(dep)  # raises UnreachableError when a router's list cannot be read: nothing done yet
     first, order, unread = restart_first(dep, now, broken_pairs, pairs_why)
     units = form_units(len(dep.inv.roles.prefill), len(dep.inv.roles.decode), first)
     result = RollingResult(dry_run, [], [UnitState(u) for u in units], order=order)
@@ -84,16 +90,24 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
         _refuse(dep, result, now)
         return result
     states = StatesAtInterrupt(dep)
-    with carry_warnings(result.warnings), states.carried(), \
-            audit.audited("restart --rolling", inventory=dep.inv.source, mark_start=True, states=states,
-                          args={"drain_timeout": drain_timeout, "skip_lint": skip_lint}) as rec:
+    with (
+        carry_warnings(result.warnings),
+        states.carried(),
+        audit.audited(
+            "restart --rolling",
+            inventory=dep.inv.source,
+            mark_start=True,
+            states=states,
+            args={"drain_timeout": drain_timeout, "skip_lint": skip_lint},
+        ) as rec,
+    ):
         with deployment_lock(dep, "restart --rolling", run=rec.run, states=lambda: role_states(dep)) as lock:
             if lock.took_over:
                 result.warnings.append(f"took over the {lock.took_over.describe()}")
-            _refuse(dep, result, rw.serving(dep))    # read again under the lock
+            _refuse(dep, result, rw.serving(dep))  # read again under the lock
             lint_gate(dep, result, rec, skip_lint)
             resolved = dep.each_instance(lambda role, k: dep.base_url(role, k), roles=ROLES)
-            raise_first_unreachable(resolved)      # a worker that cannot be asked: nothing has been changed yet
+            raise_first_unreachable(resolved)  # a worker that cannot be asked: nothing has been changed yet
             bases = {(r.key[0], r.key[1]): r.value for r in resolved}
             for state in result.units:
                 try:
@@ -101,32 +115,36 @@ def rolling_restart(dep: Deployment, *, dry_run: bool = False, drain_timeout: fl
                 except StepFailed as e:
                     result.stopped, result.stopped_exit = e.message, e.exit_code
                     break
-                except KeyboardInterrupt as e:   # the record and the screen say which workers stay out
+                except KeyboardInterrupt as e:  # the record and the screen say which workers stay out
                     rec.extra["units"] = to_data(result.units)
                     out = [w for s in result.units for w in (s.out or [])]
                     if out:
-                        e.interrupted_notes = [f"still out of the routers: {', '.join(out)} (restarted, not put "
-                                               "back); `pdctl restart --rolling` again restarts them first and puts "
-                                               "them back"]
+                        e.interrupted_notes = [
+                            f"still out of the routers: {', '.join(out)} (restarted, not put "
+                            "back); `pdctl restart --rolling` again restarts them first and puts "
+                            "them back"
+                        ]
                     raise
                 # every pair has been canaried since either of its workers last restarted: the new clean lineage
                 save_lineage_record(dep)
-            rec.extra.update(units=to_data(result.units), steps=to_data(result.steps),
-                             warnings=result.warnings)
+            rec.extra.update(units=to_data(result.units), steps=to_data(result.steps), warnings=result.warnings)
             if result.stopped is None:
                 if verify:
                     result.health = final_health(dep)
                     rec.extra["final_health"] = to_data(result.health)
-        rec.result = "ok" if result.ok else ("stopped: " + result.stopped.splitlines()[0] if result.stopped
-                                             else "final-health failed")
-        if result.exit_code:    # decides the record's result word: a unit whose host did not answer is unreachable
+        rec.result = (
+            "ok"
+            if result.ok
+            else ("stopped: " + result.stopped.splitlines()[0] if result.stopped else "final-health failed")
+        )
+        if result.exit_code:  # decides the record's result word: a unit whose host did not answer is unreachable
             rec.extra["exit_code"] = result.exit_code
     return result
 
 
-def restart_first(dep: Deployment, serving, canaried: Sequence[tuple[int, int]] = (),
-                  canaried_why: str = "failed their pair canaries"
-                  ) -> tuple[list[tuple[str, int]], str | None, str | None]:
+def restart_first(
+    dep: Deployment, serving, canaried: Sequence[tuple[int, int]] = (), canaried_why: str = "failed their pair canaries"
+) -> tuple[list[tuple[str, int]], str | None, str | None]:
     """The workers to restart first: those some router does not route to now (out of its list, or unhealthy
     there: a worker an earlier, stopped run left out, or a dead one), those of the pairs the restart lineage calls
     broken, and those of the pairs `canaried` says failed their canaries (the watch's heal passes them: a pair
@@ -139,17 +157,22 @@ def restart_first(dep: Deployment, serving, canaried: Sequence[tuple[int, int]] 
     idle = [w for w in declared if any(w not in set(ws) for ws in serving.values())]
     marks, unread = pair_lineage(dep)
     index = {label(role, k): (role, k) for role, k in declared}
-    pairs = sorted(((index[p], index[d], kind) for (p, d), kind in marks.items() if p in index and d in index),
-                   key=lambda t: (t[0][1], t[1][1]))
-    failed = [(("prefill", i), ("decode", j)) for i, j in canaried
-              if ("prefill", i) in declared and ("decode", j) in declared]
+    pairs = sorted(
+        ((index[p], index[d], kind) for (p, d), kind in marks.items() if p in index and d in index),
+        key=lambda t: (t[0][1], t[1][1]),
+    )
+    failed = [
+        (("prefill", i), ("decode", j)) for i, j in canaried if ("prefill", i) in declared and ("decode", j) in declared
+    ]
     first = list(dict.fromkeys(idle + [w for p, d, _k in pairs for w in (p, d)] + [w for pd in failed for w in pd]))
     why = []
     if idle:
         why.append("not routed to now (out of a router, or unhealthy there): " + ", ".join(label(*w) for w in idle))
     if pairs:
-        why.append("the restart lineage calls broken: " + "; ".join(f"{label(*p)} -> {label(*d)} ({kind})"
-                                                                    for p, d, kind in pairs))
+        why.append(
+            "the restart lineage calls broken: "
+            + "; ".join(f"{label(*p)} -> {label(*d)} ({kind})" for p, d, kind in pairs)
+        )
     if failed:
         why.append(f"{canaried_why}: " + "; ".join(f"{label(*p)} -> {label(*d)}" for p, d in failed))
     if not why:
@@ -160,8 +183,9 @@ def restart_first(dep: Deployment, serving, canaried: Sequence[tuple[int, int]] 
 def _refuse(dep: Deployment, result: RollingResult, serving) -> None:
     why = refusal([s.unit for s in result.units], serving)
     if why:
-        raise HazardRefused(f"refused: {why}", hint="`pdctl restart --pair` co-restarts everything (the service is "
-                                                     "down meanwhile)")
+        raise HazardRefused(
+            f"refused: {why}", hint="`pdctl restart --pair` co-restarts everything (the service is down meanwhile)"
+        )
 
 
 def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, drain_timeout: float) -> None:
@@ -191,19 +215,23 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
             step(f"{label('prefill', i)} drained", lambda i=i: _wait_drained(dep, "prefill", i, bases, drain_timeout))
             restarted.add(("prefill", i))
             restart_one(dep, "prefill", i, done, total=total, prefix=prefix)
-            step(f"canary {label('prefill', i)} with the serving decodes",
-                 lambda i=i: _canaries(dep, [(i, j) for j in serving], bases))
+            step(
+                f"canary {label('prefill', i)} with the serving decodes",
+                lambda i=i: _canaries(dep, [(i, j) for j in serving], bases),
+            )
             step(f"{label('prefill', i)} back in the routers", lambda i=i: rw.put_back(dep, "prefill", i))
             out.remove(("prefill", i))
         for j in unit.decodes:
             restarted.add(("decode", j))
             restart_one(dep, "decode", j, done, total=total, prefix=prefix)
-        step("canary every prefill with " + ", ".join(label("decode", j) for j in unit.decodes),
-             lambda: _canaries(dep, [(i, j) for j in unit.decodes for i in unit.prefills], bases))
+        step(
+            "canary every prefill with " + ", ".join(label("decode", j) for j in unit.decodes),
+            lambda: _canaries(dep, [(i, j) for j in unit.decodes for i in unit.prefills], bases),
+        )
         for j in unit.decodes:
             step(f"{label('decode', j)} back in the routers", lambda j=j: rw.put_back(dep, "decode", j))
             out.remove(("decode", j))
-    except (StepFailed, KeyboardInterrupt) as e:    # Ctrl-C too: what was never restarted goes back in
+    except (StepFailed, KeyboardInterrupt) as e:  # Ctrl-C too: what was never restarted goes back in
         if isinstance(e, StepFailed):
             state.state, state.detail = f"failed at: {_failed_step(e)}", e.message.splitlines()[0]
         else:
@@ -255,13 +283,14 @@ def _wait_drained(dep: Deployment, role: str, k: int, bases, limit: float) -> No
         try:
             m = fetch_metrics(bases[(role, k)], timeout=timeout)
         except PdctlError:
-            if not dep.status(role, k).active:   # not running (a dead decode): nothing can be in flight on it
+            if not dep.status(role, k).active:  # not running (a dead decode): nothing can be in flight on it
                 return {}
             raise
         return (inflight_point([m], []) if role == "prefill" else inflight_point([], [m]))[0]
 
-    w = poll_until(gauges, drained, timeout=limit, interval=0.2, backoff=1.5, max_interval=1.0,
-                   timeout_name="--drain-timeout")
+    w = poll_until(
+        gauges, drained, timeout=limit, interval=0.2, backoff=1.5, max_interval=1.0, timeout_name="--drain-timeout"
+    )
     if not w.ok:
         busy = ", ".join(f"{n}={v:g}" for n, v in w.value.items() if v)
         raise StepFailed(f"{dep.inv.label(role, k)} still has requests after {limit:g}s (--drain-timeout): {busy}")

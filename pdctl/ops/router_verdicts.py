@@ -18,8 +18,14 @@ def router_metrics_url(dep: Deployment, index: int) -> str:
     t, probe = dep.transport(inst.host), probe_address(launch.metrics_host(dep.inv, index))
     port = launch.metrics_port(dep.inv, index)
     url = t.http_base_url(port, host=probe)
-    return RoleURL(url, label=f"{dep.inv.label('router', index)} metrics", host=inst.host, remote=f"{probe}:{port}",
-                   tunnel=t.http_tunnel, failure=lambda since: t.tunnel_failure(url, since))
+    return RoleURL(
+        url,
+        label=f"{dep.inv.label('router', index)} metrics",
+        host=inst.host,
+        remote=f"{probe}:{port}",
+        tunnel=t.http_tunnel,
+        failure=lambda since: t.tunnel_failure(url, since),
+    )
 
 
 def router_verdicts(dep: Deployment, index: int) -> list[CheckResult]:
@@ -28,22 +34,38 @@ def router_verdicts(dep: Deployment, index: int) -> list[CheckResult]:
     from httpx import HTTPError
 
     from pdctl.checks.http_util import client, describe_error
-    from pdctl.checks.router_state import (RETRIES_EXHAUSTED, judge_breakers, judge_retries_exhausted,
-                                           judge_worker_states)
+    from pdctl.checks.router_state import (
+        RETRIES_EXHAUSTED,
+        judge_breakers,
+        judge_retries_exhausted,
+        judge_worker_states,
+    )
     from pdctl.checks.sampling import fetch_metrics
 
     label = dep.inv.label("router", index)
     timeout = dep.inv.final_health.health_timeout
     host = dep.instance("router", index).host
-    names = {launch.worker_url(dep.inv, role, i, host): f"{role}[{i}]"
-             for role, i, _ in dep.inv.instances() if role != "router"}
+    names = {
+        launch.worker_url(dep.inv, role, i, host): f"{role}[{i}]"
+        for role, i, _ in dep.inv.instances()
+        if role != "router"
+    }
     base = dep.base_url("router", index)
     try:
         body = client().get(f"{base}/workers", timeout=timeout).json()
     except (HTTPError, ValueError) as e:
         cause = describe_error(e, timeout, base) if isinstance(e, HTTPError) else "not JSON"
-        return [CheckResult("health", label, "/workers", Status.FAIL, observed=cause, expected="the worker list",
-                            detail=f"GET /workers of {label}: {cause}")]
+        return [
+            CheckResult(
+                "health",
+                label,
+                "/workers",
+                Status.FAIL,
+                observed=cause,
+                expected="the worker list",
+                detail=f"GET /workers of {label}: {cause}",
+            )
+        ]
     out = judge_worker_states(label, body, names)
     kind = dep.inv.router_kind(index)
     if kind.breaker_metric:
@@ -51,10 +73,18 @@ def router_verdicts(dep: Deployment, index: int) -> list[CheckResult]:
         try:
             metrics = fetch_metrics(murl, timeout, families=[kind.breaker_metric, RETRIES_EXHAUSTED])
         except PdctlError as e:
-            return out + [CheckResult("health", label, "circuit breakers", Status.FAIL,
-                                      observed=e.message.splitlines()[0], expected="the router's metrics",
-                                      detail=f"{kind.name}'s breakers are visible only on its metrics port "
-                                             f"({murl.remote}); set --prometheus-port in the router's args if "
-                                             "it is not the default 29000")]
+            return out + [
+                CheckResult(
+                    "health",
+                    label,
+                    "circuit breakers",
+                    Status.FAIL,
+                    observed=e.message.splitlines()[0],
+                    expected="the router's metrics",
+                    detail=f"{kind.name}'s breakers are visible only on its metrics port "
+                    f"({murl.remote}); set --prometheus-port in the router's args if "
+                    "it is not the default 29000",
+                )
+            ]
         out += judge_breakers(label, metrics, kind.breaker_metric, names) + judge_retries_exhausted(label, metrics)
     return out

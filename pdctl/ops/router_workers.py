@@ -20,7 +20,7 @@ from pdctl.ops.context import Deployment
 from pdctl.poll import poll_until
 
 API_TIMEOUT_S = 5.0
-CONFIRM_TIMEOUT_S = 30.0   # the router applies a change within seconds; past this it is not applying it
+CONFIRM_TIMEOUT_S = 30.0  # the router applies a change within seconds; past this it is not applying it
 
 
 def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, also_ok: tuple[int, ...] = ()) -> Any:
@@ -37,8 +37,9 @@ def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, 
     try:
         resp = client().request(method, join(base, path), timeout=API_TIMEOUT_S, headers=headers, content=content)
     except HTTPError as e:
-        raise UnreachableError(f"unknown: {label}: {method} {path}: {describe_error(e, API_TIMEOUT_S, base)}",
-                               target=label) from None
+        raise UnreachableError(
+            f"unknown: {label}: {method} {path}: {describe_error(e, API_TIMEOUT_S, base)}", target=label
+        ) from None
     if resp.status_code >= 300 and resp.status_code not in also_ok:
         raise StepFailed(f"{label}: {method} {path} answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
@@ -68,9 +69,13 @@ def serving(dep: Deployment) -> dict[str, list[tuple[str, int]]]:
     for r in range(len(dep.inv.roles.router)):
         listed_now = workers(dep, r)
         out[dep.inv.label("router", r)] = [
-            (role, i) for role, i, _ in dep.inv.instances() if role != "router"
+            (role, i)
+            for role, i, _ in dep.inv.instances()
+            if role != "router"
             and (entry := listed(listed_now, url_of(dep, r, role, i))) is not None
-            and entry.get("is_healthy") is not False and entry.get("status", "ready") == "ready"]
+            and entry.get("is_healthy") is not False
+            and entry.get("status", "ready") == "ready"
+        ]
     return out
 
 
@@ -81,11 +86,15 @@ def take_out(dep: Deployment, role: str, i: int) -> float:
         url = url_of(dep, r, role, i)
         entry = listed(workers(dep, r), url)
         if entry is None:
-            continue           # already out of this router
-        if entry.get("status") != "draining":     # smg: a delete already under way
+            continue  # already out of this router
+        if entry.get("status") != "draining":  # smg: a delete already under way
             _call(dep, r, "DELETE", f"/workers/{entry['id']}")
-        waited += _confirm(dep, r, lambda ws, u=url: listed(ws, u) is None,
-                           f"{dep.inv.label(role, i)} still listed by {dep.inv.label('router', r)}")
+        waited += _confirm(
+            dep,
+            r,
+            lambda ws, u=url: listed(ws, u) is None,
+            f"{dep.inv.label(role, i)} still listed by {dep.inv.label('router', r)}",
+        )
     return waited
 
 
@@ -101,23 +110,38 @@ def put_back(dep: Deployment, role: str, i: int) -> float:
             entry = listed(now, url)
             if entry is not None and entry.get("status") == "draining":
                 # smg still drains it from an earlier DELETE: a POST now would be refused (409)
-                waited += _confirm(dep, r, lambda ws, u=url: listed(ws, u) is None,
-                                   f"{dep.inv.label(role, i)} still draining in {dep.inv.label('router', r)}")
+                waited += _confirm(
+                    dep,
+                    r,
+                    lambda ws, u=url: listed(ws, u) is None,
+                    f"{dep.inv.label(role, i)} still draining in {dep.inv.label('router', r)}",
+                )
                 entry = None
-            if entry is None or not kind.readd_conflict:   # sglang-router replaces a listed worker; smg refuses
+            if entry is None or not kind.readd_conflict:  # sglang-router replaces a listed worker; smg refuses
                 body: dict[str, Any] = {"url": url, "worker_type": role}
                 if role == "prefill":
                     body["bootstrap_port"] = dep.inv.bootstrap_port(dep.instance("prefill", i))
                 # 409: listed again meanwhile (a router's own re-add); the wait below decides
                 _call(dep, r, "POST", "/workers", body, also_ok=(409,) if kind.readd_conflict else ())
-        waited += _confirm(dep, r, lambda ws, u=url: back_in_service(ws, u, role),
-                           f"{dep.inv.label(role, i)} not listed as healthy by {dep.inv.label('router', r)}")
+        waited += _confirm(
+            dep,
+            r,
+            lambda ws, u=url: back_in_service(ws, u, role),
+            f"{dep.inv.label(role, i)} not listed as healthy by {dep.inv.label('router', r)}",
+        )
     return waited
 
 
 def _confirm(dep: Deployment, r: int, done, what: str) -> float:
-    w = poll_until(lambda: workers(dep, r), done, timeout=CONFIRM_TIMEOUT_S, interval=0.1, backoff=1.5,
-                   max_interval=1.0, timeout_name="the router's confirmation wait")
+    w = poll_until(
+        lambda: workers(dep, r),
+        done,
+        timeout=CONFIRM_TIMEOUT_S,
+        interval=0.1,
+        backoff=1.5,
+        max_interval=1.0,
+        timeout_name="the router's confirmation wait",
+    )
     if not w.ok:
         raise StepFailed(f"{what} after {CONFIRM_TIMEOUT_S:.0f}s (GET /workers read again until then)")
     return w.elapsed

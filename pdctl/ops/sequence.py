@@ -61,7 +61,7 @@ class StatesAtInterrupt:
             yield
         except KeyboardInterrupt as e:
             if self.seen is not None:
-                e.role_states = self.seen    # type: ignore[attr-defined]
+                e.role_states = self.seen  # type: ignore[attr-defined]
             raise
 
 
@@ -72,7 +72,7 @@ def _fail(dep: Deployment, step: str, err: Exception, done: list[StepRecord]) ->
         lines.append("steps completed: " + ", ".join(s.step for s in done if s.ok))
     lines.append("state of each role now:")
     lines += [f"  {label}: {s}" for label, s in states.items()]
-    if isinstance(err, UnreachableError):   # a step that got no answer is unknown (exit 3), not a failure seen
+    if isinstance(err, UnreachableError):  # a step that got no answer is unknown (exit 3), not a failure seen
         failed = StepFailed("\n".join(lines), hint=err.hint)
         failed.exit_code = err.exit_code
     else:
@@ -81,8 +81,9 @@ def _fail(dep: Deployment, step: str, err: Exception, done: list[StepRecord]) ->
     return failed
 
 
-def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decode", "router"),
-                    *, grace: float = 20.0) -> list[StepRecord]:
+def ordered_restart(
+    dep: Deployment, roles: tuple[str, ...] = ("prefill", "decode", "router"), *, grace: float = 20.0
+) -> list[StepRecord]:
     """Restart every instance of `roles`, in the safe order, each waited on until ready. When prefills and decodes
     both restart, the decodes are stopped first and started after the prefills: a prefill restarted while a router
     still sends it traffic would otherwise pair with the old decode processes, which then come back under it (the
@@ -96,14 +97,24 @@ def ordered_restart(dep: Deployment, roles: tuple[str, ...] = ("prefill", "decod
     total = 2 * len(chosen) + len(held) + (len(chosen) if "router" not in roles else 0)
     for role, i, inst in reversed(held):
         name = dep.inv.service_name(role, i)
-        run_step(dep, f"stop {dep.inv.label(role, i)} (until the prefills are back)",
-                 lambda inst=inst, name=name: dep.services(inst.host).stop(name, grace=grace), done, total=total)
+        run_step(
+            dep,
+            f"stop {dep.inv.label(role, i)} (until the prefills are back)",
+            lambda inst=inst, name=name: dep.services(inst.host).stop(name, grace=grace),
+            done,
+            total=total,
+        )
     for role, i, _inst in chosen:
         restart_one(dep, role, i, done, total=total, grace=grace, start_only=bool(held) and role == "decode")
-    if "router" not in roles:   # no fresh router will list them: wait until the running ones route to them again
+    if "router" not in roles:  # no fresh router will list them: wait until the running ones route to them again
         for role, i, _inst in chosen:
-            run_step(dep, f"wait the routers to route to {dep.inv.label(role, i)} again",
-                     lambda role=role, i=i: readmitted(dep, role, i), done, total=total)
+            run_step(
+                dep,
+                f"wait the routers to route to {dep.inv.label(role, i)} again",
+                lambda role=role, i=i: readmitted(dep, role, i),
+                done,
+                total=total,
+            )
     return done
 
 
@@ -120,24 +131,44 @@ def readmitted(dep: Deployment, role: str, i: int) -> None:
         if not dep.status("router", r).active:
             continue
         url = url_of(dep, r, role, i)
-        w = poll_until(lambda r=r: workers(dep, r), lambda ws: back_in_service(ws, url, role),
-                       timeout=router.ready_timeout, interval=0.25, backoff=1.5, max_interval=2.0,
-                       timeout_name=f"{dep.inv.label('router', r)}'s ready_timeout")
+        w = poll_until(
+            lambda r=r: workers(dep, r),
+            lambda ws: back_in_service(ws, url, role),
+            timeout=router.ready_timeout,
+            interval=0.25,
+            backoff=1.5,
+            max_interval=2.0,
+            timeout_name=f"{dep.inv.label('router', r)}'s ready_timeout",
+        )
         if not w.ok:
-            raise StepFailed(f"{dep.inv.label('router', r)} does not route to {dep.inv.label(role, i)} after "
-                             f"{router.ready_timeout:g}s although it answers /health (GET /workers read until then)")
+            raise StepFailed(
+                f"{dep.inv.label('router', r)} does not route to {dep.inv.label(role, i)} after "
+                f"{router.ready_timeout:g}s although it answers /health (GET /workers read until then)"
+            )
 
 
-def restart_one(dep: Deployment, role: str, i: int, done: list[StepRecord], *, total: int = 0,
-                grace: float = 20.0, prefix: str = "", start_only: bool = False) -> None:
+def restart_one(
+    dep: Deployment,
+    role: str,
+    i: int,
+    done: list[StepRecord],
+    *,
+    total: int = 0,
+    grace: float = 20.0,
+    prefix: str = "",
+    start_only: bool = False,
+) -> None:
     """Restart one instance (`start_only`: start it, it was stopped) and wait until it is ready: two steps (named
     after `prefix`) appended to `done`. Raises StepFailed naming the step and every role's state."""
     inst = dep.instance(role, i)
     label = dep.inv.label(role, i)
     name = dep.inv.service_name(role, i)
     svc = dep.services(inst.host)
-    first = (f"{prefix}start {label}", lambda: svc.start(name)) if start_only else \
-        (f"{prefix}restart {label}", lambda: svc.restart(name, grace=grace))
+    first = (
+        (f"{prefix}start {label}", lambda: svc.start(name))
+        if start_only
+        else (f"{prefix}restart {label}", lambda: svc.restart(name, grace=grace))
+    )
     for what, action in (first, (f"{prefix}wait {label} ready", lambda: wait_ready(dep, role, i))):
         run_step(dep, what, action, done, total=total)
 
@@ -163,8 +194,10 @@ def _check_installed(dep: Deployment, chosen) -> None:
         if why:
             missing.append(f"{dep.inv.label(role, i)} is not installed ({why})")
     if missing:
-        raise StepFailed("nothing was stopped: " + "; ".join(missing),
-                         hint="run `pdctl deploy`: it installs every role and starts the pair in order")
+        raise StepFailed(
+            "nothing was stopped: " + "; ".join(missing),
+            hint="run `pdctl deploy`: it installs every role and starts the pair in order",
+        )
 
 
 def ordered_stop(dep: Deployment, *, grace: float = 20.0) -> list[StepRecord]:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from pdctl.inventory import Inventory
 
 ASK_TIMEOUT_S = 5.0
-END_WAIT_S = 8.0   # a closing keeper gets this long to exit (it gives running requests 5 s)
+END_WAIT_S = 8.0  # a closing keeper gets this long to exit (it gives running requests 5 s)
 
 
 @dataclass(frozen=True)
@@ -24,14 +24,14 @@ class KeptConnection:
 
     host: str
     socket: str
-    keep: float                  # the keep setting now ($PDCTL_SSH_KEEP, else keep_connection); 0: off
+    keep: float  # the keep setting now ($PDCTL_SSH_KEEP, else keep_connection); 0: off
     state: str
     pid: int | None = None
-    target: str | None = None    # user@address:port the keeper connects to
-    connected: bool = False      # whether its SSH connection is up now
+    target: str | None = None  # user@address:port the keeper connects to
+    connected: bool = False  # whether its SSH connection is up now
     idle_for: float | None = None
     expires_in: float | None = None
-    closed: bool = False         # --close ended it
+    closed: bool = False  # --close ended it
 
 
 def ssh_hosts(inv: Inventory, names: list[str] | None) -> list[str]:
@@ -60,9 +60,15 @@ def _ask(inv: Inventory, name: str, op: str) -> KeptConnection:
         return KeptConnection(state="not answering", **base)
     if not isinstance(info, dict):
         return KeptConnection(state="none", **base)
-    return KeptConnection(state="kept", pid=info.get("pid"), target=info.get("target"),
-                          connected=bool(info.get("connected")), idle_for=info.get("idle_for"),
-                          expires_in=info.get("expires_in"), **base)
+    return KeptConnection(
+        state="kept",
+        pid=info.get("pid"),
+        target=info.get("target"),
+        connected=bool(info.get("connected")),
+        idle_for=info.get("idle_for"),
+        expires_in=info.get("expires_in"),
+        **base,
+    )
 
 
 def kept_connections(inv: Inventory, names: list[str] | None = None) -> list[KeptConnection]:
@@ -85,8 +91,13 @@ def close_kept(inv: Inventory, names: list[str] | None = None) -> list[KeptConne
 def _ended(pid: int, limit: float) -> bool:
     from pdctl.poll import poll_until
 
-    return poll_until(lambda: process_running(pid), lambda running: not running, timeout=limit, interval=0.05,
-                      timeout_name="keeper exit wait").ok
+    return poll_until(
+        lambda: process_running(pid),
+        lambda running: not running,
+        timeout=limit,
+        interval=0.05,
+        timeout_name="keeper exit wait",
+    ).ok
 
 
 def process_running(pid: int) -> bool:

@@ -39,11 +39,12 @@ def _hist(dep: Deployment, name: str) -> tuple[float, float] | None:
     return (total_s, total_c) if seen else None
 
 
-BACKGROUND_PROBE_S = 3.0   # how long the calibration watches the prefill histograms before its first request
+BACKGROUND_PROBE_S = 3.0  # how long the calibration watches the prefill histograms before its first request
 
 
-def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random, *,
-              probe_s: float = BACKGROUND_PROBE_S) -> Calibration:
+def calibrate(
+    dep: Deployment, base: str, cfg: StormConfig, rng: random.Random, *, probe_s: float = BACKGROUND_PROBE_S
+) -> Calibration:
     """Lone, un-aborted requests of the storm's prompt size, one after another; TTFT from the client, transfer
     latency and prefill TTFT from the prefill histograms around each request, with the background traffic seen in
     a `probe_s` look before the first one taken out (storm_plan.own_mean). Bounded: probe_s + calib_requests x
@@ -59,11 +60,17 @@ def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random, 
     ttfts, failures, lats, pres = [], [], [], []
     with dep.progress.step(f"calibrate: {cfg.calib_requests} lone request(s) of {cfg.prompt_tokens} tokens"):
         for k in range(cfg.calib_requests):
-            dep.progress.waiting("calibration requests", time.monotonic() - started,
-                                 probe_s + cfg.calib_requests * cfg.request_timeout_s, done=k, total=cfg.calib_requests)
+            dep.progress.waiting(
+                "calibration requests",
+                time.monotonic() - started,
+                probe_s + cfg.calib_requests * cfg.request_timeout_s,
+                done=k,
+                total=cfg.calib_requests,
+            )
             body = generate_body(prompt_ids(cfg.prompt_tokens, rng), 4, cfg.path)
-            (o,) = asyncio.run(run_requests(base, cfg.path, [(0.0, None)], lambda _k: body,
-                                            timeout_s=cfg.request_timeout_s))
+            (o,) = asyncio.run(
+                run_requests(base, cfg.path, [(0.0, None)], lambda _k: body, timeout_s=cfg.request_timeout_s)
+            )
             lat1, pre1 = _hist(dep, KV_TRANSFER_LATENCY_MS), _hist(dep, PREFILL_TTFT)
             if o.first_token_s is not None and o.error is None:
                 ttfts.append(o.first_token_s)
@@ -72,16 +79,25 @@ def calibrate(dep: Deployment, base: str, cfg: StormConfig, rng: random.Random, 
             else:
                 failures.append(o.error or "no token")
             lat0, pre0 = lat1, pre1
-            dep.progress.info(f"calibration {k + 1}/{cfg.calib_requests}",
-                              f"first token after {o.first_token_s:.2f}s" if o.first_token_s else (o.error or "?"))
+            dep.progress.info(
+                f"calibration {k + 1}/{cfg.calib_requests}",
+                f"first token after {o.first_token_s:.2f}s" if o.first_token_s else (o.error or "?"),
+            )
     lat = _mean([x for x in lats if x is not None])
     pre = _mean([x for x in pres if x is not None])
-    cal = Calibration(ttfts, None if lat is None else lat / 1000.0, pre, failures,
-                      background_per_s=round(bg_n / probed, 3) if probed > 0 else 0.0)
+    cal = Calibration(
+        ttfts,
+        None if lat is None else lat / 1000.0,
+        pre,
+        failures,
+        background_per_s=round(bg_n / probed, 3) if probed > 0 else 0.0,
+    )
     if bg_n:
-        cal.notes.append(f"background traffic: {cal.background_per_s:g} prefill requests/s before calibrating; "
-                         "their share of the histograms was taken out, and the first-token time was measured "
-                         "under it")
+        cal.notes.append(
+            f"background traffic: {cal.background_per_s:g} prefill requests/s before calibrating; "
+            "their share of the histograms was taken out, and the first-token time was measured "
+            "under it"
+        )
     return cal
 
 

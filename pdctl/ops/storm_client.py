@@ -19,22 +19,39 @@ from pdctl.checks.storm import RequestOutcome
 
 def generate_body(input_ids: list[int], max_new_tokens: int, path: str) -> bytes:
     if path == "/generate":
-        body = {"input_ids": input_ids, "stream": True,
-                "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
+        body = {
+            "input_ids": input_ids,
+            "stream": True,
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0},
+        }
     else:  # chat: the ids as text (printable ASCII), about one token per character on a byte vocabulary
-        body = {"messages": [{"role": "user", "content": "".join(chr(i) for i in input_ids)}],
-                "max_tokens": max_new_tokens, "temperature": 0, "stream": True}
+        body = {
+            "messages": [{"role": "user", "content": "".join(chr(i) for i in input_ids)}],
+            "max_tokens": max_new_tokens,
+            "temperature": 0,
+            "stream": True,
+        }
     return json.dumps(body, separators=(",", ":")).encode()
 
 
 def _request_bytes(host: str, port: int, path: str, body: bytes) -> bytes:
-    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-            f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
     return head.encode() + body
 
 
-async def stream_once(base_url: str, path: str, body: bytes, *, abort_after_s: float | None, timeout_s: float,
-                      out: RequestOutcome, clock: Callable[[], float] = time.monotonic) -> RequestOutcome:
+async def stream_once(
+    base_url: str,
+    path: str,
+    body: bytes,
+    *,
+    abort_after_s: float | None,
+    timeout_s: float,
+    out: RequestOutcome,
+    clock: Callable[[], float] = time.monotonic,
+) -> RequestOutcome:
     """Send one streaming request; close the connection at `abort_after_s` after the send (None: read to the end,
     at most `timeout_s`). Fills `out` (times relative to the send) and returns it. Never raises for HTTP or
     network trouble (it lands in out.error); asyncio.CancelledError still propagates after closing."""
@@ -82,7 +99,7 @@ async def stream_once(base_url: str, path: str, body: bytes, *, abort_after_s: f
                     break
                 out.first_token_s = clock() - t0
             if header_done:
-                buf = buf[-256:]   # keep a tail for a split "data:" only
+                buf = buf[-256:]  # keep a tail for a split "data:" only
         if out.finished_s is None and out.error is None:
             if abort_after_s is not None:
                 out.aborted_s = clock() - t0
@@ -92,20 +109,28 @@ async def stream_once(base_url: str, path: str, body: bytes, *, abort_after_s: f
         out.error = f"connect timed out after {limit:g}s"
     except OSError as e:
         out.error = f"{type(e).__name__}: {e}"
-    except asyncio.CancelledError:   # the load phase was stopped (its time bound, Ctrl-C): say so, then propagate
+    except asyncio.CancelledError:  # the load phase was stopped (its time bound, Ctrl-C): say so, then propagate
         if out.finished_s is None and out.aborted_s is None and out.error is None:
             out.error = f"cut after {clock() - t0:.2f}s: the load phase was stopped (time bound or Ctrl-C)"
         raise
     finally:
         if writer is not None:
-            writer.transport.abort()   # the client disconnect: immediate, no graceful wait
+            writer.transport.abort()  # the client disconnect: immediate, no graceful wait
     return out
 
 
-async def run_requests(base_url: str, path: str, plan: list[tuple[float, float | None]], make_body: Callable[[int], bytes],
-                       *, timeout_s: float, on_done: Callable[[RequestOutcome], None] | None = None,
-                       clock: Callable[[], float] = time.monotonic, outcomes: list[RequestOutcome] | None = None,
-                       send: Callable[..., Awaitable[RequestOutcome]] | None = None) -> list[RequestOutcome]:
+async def run_requests(
+    base_url: str,
+    path: str,
+    plan: list[tuple[float, float | None]],
+    make_body: Callable[[int], bytes],
+    *,
+    timeout_s: float,
+    on_done: Callable[[RequestOutcome], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    outcomes: list[RequestOutcome] | None = None,
+    send: Callable[..., Awaitable[RequestOutcome]] | None = None,
+) -> list[RequestOutcome]:
     """Launch request k at plan[k][0] seconds after the start, aborted plan[k][1] s after its send (None = not
     aborted). All in one event loop; bounded by the last launch plus its abort (or timeout).
 
@@ -117,8 +142,9 @@ async def run_requests(base_url: str, path: str, plan: list[tuple[float, float |
     start = clock()
     if outcomes is None:
         outcomes = []
-    outcomes[:] = [RequestOutcome(k, launch, abort if abort is not None else -1.0)
-                   for k, (launch, abort) in enumerate(plan)]
+    outcomes[:] = [
+        RequestOutcome(k, launch, abort if abort is not None else -1.0) for k, (launch, abort) in enumerate(plan)
+    ]
 
     async def one(k: int) -> None:
         launch, abort = plan[k]
@@ -130,8 +156,7 @@ async def run_requests(base_url: str, path: str, plan: list[tuple[float, float |
             outcomes[k].error = "not sent: the load phase was stopped first (time bound or Ctrl-C)"
             raise
         outcomes[k].launch_at = clock() - start
-        await send(base_url, path, make_body(k), abort_after_s=abort, timeout_s=timeout_s, out=outcomes[k],
-                   clock=clock)
+        await send(base_url, path, make_body(k), abort_after_s=abort, timeout_s=timeout_s, out=outcomes[k], clock=clock)
         if on_done:
             on_done(outcomes[k])
 

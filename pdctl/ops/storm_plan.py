@@ -28,9 +28,17 @@ import statistics
 from dataclasses import dataclass, field
 
 # The seed's numbers are the CLI defaults; they live in pdctl.ops.defaults so that --help needs no ops module.
-from pdctl.ops.defaults import (SEED_ABORT_MAX_S, SEED_ABORT_MIN_S, SEED_PROMPT_TOKENS, SEED_REQUESTS,  # noqa: F401
-                                SEED_SAMPLE_EVERY_S, SEED_WATCH_S, STORM_CALIBRATE, STORM_MAX_NEW_TOKENS,
-                                STORM_TARGET)
+from pdctl.ops.defaults import (
+    SEED_ABORT_MAX_S,
+    SEED_ABORT_MIN_S,
+    SEED_PROMPT_TOKENS,
+    SEED_REQUESTS,  # noqa: F401
+    SEED_SAMPLE_EVERY_S,
+    SEED_WATCH_S,
+    STORM_CALIBRATE,
+    STORM_MAX_NEW_TOKENS,
+    STORM_TARGET,
+)
 
 TARGETS = ("random", "transfer-window")
 
@@ -55,9 +63,9 @@ class StormConfig:
     calib_requests: int = STORM_CALIBRATE
     aim_lo_frac: float = 0.6
     aim_hi_frac: float = 0.9
-    spacing_s: float | None = None        # None: 0 for random, the calibrated service time for transfer-window
+    spacing_s: float | None = None  # None: 0 for random, the calibrated service time for transfer-window
     seed: int | None = None
-    request_timeout_s: float = 120.0      # cap of one calibration request
+    request_timeout_s: float = 120.0  # cap of one calibration request
     path: str = "/generate"
 
     def __post_init__(self) -> None:
@@ -70,13 +78,13 @@ class StormConfig:
             raise ValueError(f"--prompt-tokens must be 1..{MAX_PROMPT_TOKENS}")
         if not 0 <= self.abort_min_s <= self.abort_max_s <= MAX_ABORT_S:
             raise ValueError(f"need 0 <= --abort-min <= --abort-max <= {MAX_ABORT_S:g}")
-        if not 0 < self.watch_s <= MAX_WATCH_S:      # first: a bad window is not the sampling interval's fault
+        if not 0 < self.watch_s <= MAX_WATCH_S:  # first: a bad window is not the sampling interval's fault
             raise ValueError(f"--watch (--window) must be in (0, {MAX_WATCH_S:g}]")
         if not 0 < self.sample_every_s <= max(self.watch_s, 0.001):
             raise ValueError("--sample-every (--interval) must be > 0 and at most --watch (--window)")
         if not 0 <= self.aim_lo_frac < self.aim_hi_frac <= 1.5:
             raise ValueError("--aim-from/--aim-to (aim fractions) need 0 <= from < to <= 1.5")
-        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:   # the engine rejects < 1: every request would fail
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:  # the engine rejects < 1: every request would fail
             raise ValueError(f"--max-new-tokens must be 1..{MAX_NEW_TOKENS}")
         if not 0 < self.request_timeout_s <= MAX_WATCH_S:
             raise ValueError(f"request timeout must be in (0, {MAX_WATCH_S:g}] s")
@@ -97,11 +105,11 @@ def random_schedule(n: int, lo: float, hi: float, rng: random.Random) -> list[fl
 
 @dataclass
 class Calibration:
-    ttft_s: list[float]                   # client time to first streamed token, one per calibration request
-    transfer_latency_s: float | None      # mean KV transfer latency over the calibration (None: not exposed)
-    prefill_ttft_s: float | None          # mean prefill-side time to first token (None: no samples)
+    ttft_s: list[float]  # client time to first streamed token, one per calibration request
+    transfer_latency_s: float | None  # mean KV transfer latency over the calibration (None: not exposed)
+    prefill_ttft_s: float | None  # mean prefill-side time to first token (None: no samples)
     failures: list[str] = field(default_factory=list)
-    background_per_s: float = 0.0         # other traffic's prefill observations per second, seen before calibrating
+    background_per_s: float = 0.0  # other traffic's prefill observations per second, seen before calibrating
     notes: list[str] = field(default_factory=list)
     json_extra = ("ttft_median_s",)
 
@@ -147,7 +155,7 @@ def histogram_mean_delta(before: tuple[float, float] | None, after: tuple[float,
         return None
     s0, c0 = before or (0.0, 0.0)
     s1, c1 = after
-    if c1 < c0:          # reset (process restarted): use the new totals
+    if c1 < c0:  # reset (process restarted): use the new totals
         s0, c0 = 0.0, 0.0
     dc = c1 - c0
     if dc <= 0:
@@ -155,8 +163,9 @@ def histogram_mean_delta(before: tuple[float, float] | None, after: tuple[float,
     return (s1 - s0) / dc
 
 
-def own_mean(before: tuple[float, float] | None, after: tuple[float, float] | None, own: int,
-             background_mean: float | None) -> float | None:
+def own_mean(
+    before: tuple[float, float] | None, after: tuple[float, float] | None, own: int, background_mean: float | None
+) -> float | None:
     """Mean of our `own` observations among those a histogram gained between two reads, the rest being background
     traffic whose mean observation is `background_mean` (measured just before, with none of ours). None when the
     histogram gained fewer than `own` observations (or is absent, or reset). Without background (or no background
@@ -177,8 +186,9 @@ def own_mean(before: tuple[float, float] | None, after: tuple[float, float] | No
     return ds / dc
 
 
-def aimed_schedule(n: int, window: tuple[float, float], spacing_s: float, rng: random.Random
-                   ) -> list[tuple[float, float]]:
+def aimed_schedule(
+    n: int, window: tuple[float, float], spacing_s: float, rng: random.Random
+) -> list[tuple[float, float]]:
     """(launch offset, abort delay after send) per request: launches `spacing_s` apart, each abort uniform in the
     calibrated window."""
     lo, hi = window

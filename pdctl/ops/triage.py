@@ -12,8 +12,17 @@ import shlex
 from dataclasses import dataclass, field
 
 from pdctl.checks.gpu import NVIDIA_SMI_UTILISATION, parse_gpu_util
-from pdctl.checks.triage import (FINAL_HEALTH_LAYERS, Finding, InflightSummary, Observation, ServiceState,
-                                 TriageObservations, judge_triage, observation_rows, unobserved_lines)
+from pdctl.checks.triage import (
+    FINAL_HEALTH_LAYERS,
+    Finding,
+    InflightSummary,
+    Observation,
+    ServiceState,
+    TriageObservations,
+    judge_triage,
+    observation_rows,
+    unobserved_lines,
+)
 from pdctl.errors import RefusedError, UnreachableError
 from pdctl.ops.context import Deployment, lock_holder
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
@@ -33,12 +42,12 @@ class TriageReport:
     findings: list[Finding]
     facts: TriageObservations = field(default_factory=TriageObservations)
     partial: bool = False
-    interrupted_by: str = field(default="", metadata=JSON_OFF)   # the signal that stopped it ("": Ctrl-C or none)
+    interrupted_by: str = field(default="", metadata=JSON_OFF)  # the signal that stopped it ("": Ctrl-C or none)
     json_extra = ("ok", "headline")
 
     @property
     def ok(self) -> bool:
-        return not self.partial and not self.needs_action   # a partial report found nothing only so far
+        return not self.partial and not self.needs_action  # a partial report found nothing only so far
 
     @property
     def needs_action(self) -> bool:
@@ -96,8 +105,9 @@ def service_states(dep: Deployment) -> dict[str, ServiceState]:
     return {r.label: r.value for r in results}
 
 
-def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: float = TRIAGE_INTERVAL_S
-           ) -> TriageReport:
+def triage(
+    dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: float = TRIAGE_INTERVAL_S
+) -> TriageReport:
     """Gather and judge. Read-only (the e2e probe is one short completion). Never raises for an unhealthy
     deployment; Ctrl-C returns what was gathered, marked partial. Raises UnreachableError / RefusedError when a
     host cannot be asked at all, or when no running worker answers /metrics, before any window (never "no
@@ -110,10 +120,13 @@ def triage(dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: fl
         # a host that cannot be asked mid-restart: the error says the restart. Not asked again when the lock's
         # own host is the one that did not answer (that would wait a second connect timeout for nothing).
         if getattr(e, "target", None) != _lock_host(dep):
-            holder = lock_holder(dep)       # never raises: advisory
+            holder = lock_holder(dep)  # never raises: advisory
             if holder:
-                e.warnings = (*e.warnings, f"the deployment lock is held by {holder}: a change is under way and "
-                              "may explain this; run `pdctl triage` again when it ends")
+                e.warnings = (
+                    *e.warnings,
+                    f"the deployment lock is held by {holder}: a change is under way and "
+                    "may explain this; run `pdctl triage` again when it ends",
+                )
         raise
 
 
@@ -128,17 +141,19 @@ def _lock_host(dep: Deployment) -> str | None:
 def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -> TriageReport:
     from pdctl.ops import verify
 
-    services = service_states(dep)      # a stopped role explains every refused connection to it
+    services = service_states(dep)  # a stopped role explains every refused connection to it
     stopped = {label for label, sv in services.items() if sv.active is False}
     workers = [label for label, sv in services.items() if sv.role in ("prefill", "decode")]
     # the inflight window first, with no traffic of ours (our own probe would read as progress); not when no worker
     # runs at all (nothing to sample)
     if workers and all(label in stopped for label in workers):
-        inf = inflight_ops.InflightReport(window_s, interval_s, [], None,
-                                          notes=["not sampled: no prefill or decode process is running"])
+        inf = inflight_ops.InflightReport(
+            window_s, interval_s, [], None, notes=["not sampled: no prefill or decode process is running"]
+        )
     else:
-        inf = inflight_ops.sample_inflight(dep, window_s, interval_s, what="triage samples", preflight=True,
-                                           explained=frozenset(stopped))   # a stopped role's silence is a finding
+        inf = inflight_ops.sample_inflight(
+            dep, window_s, interval_s, what="triage samples", preflight=True, explained=frozenset(stopped)
+        )  # a stopped role's silence is a finding
     partial, fh, fh_error = inf.partial, None, None
     if not partial:
         try:
@@ -151,19 +166,34 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -
         except Exception as e:  # an "unobserved" finding and an observation row, never swallowed silently
             fh_error = e
     gpu = {r.label: r.value for r in dep.each_host(lambda h: gpu_utilisation(dep, h), roles=("decode",))}
-    holder = lock_holder(dep)    # after the reads: a change that began while triage looked counts too
+    holder = lock_holder(dep)  # after the reads: a change that began while triage looked counts too
 
-    obs = TriageObservations(window_s=window_s, services=services, gpu_util=gpu, lock_holder=holder,
-                             unobserved=unobserved_lines(inf.points, inf.verdict is not None, fh_error,
-                                                         stopped=stopped))
+    obs = TriageObservations(
+        window_s=window_s,
+        services=services,
+        gpu_util=gpu,
+        lock_holder=holder,
+        unobserved=unobserved_lines(inf.points, inf.verdict is not None, fh_error, stopped=stopped),
+    )
     if fh is not None:
         obs.health, obs.e2e, obs.transfer, obs.lineage = (fh.layers.get(n, []) for n in FINAL_HEALTH_LAYERS)
     _counters_into(obs, inf, window_s, interval_s)
     if inf.verdict is not None:
-        obs.inflight = InflightSummary(inf.verdict.verdict, inf.verdict.conclusive, inf.verdict.summary,
-                                       inf.holders(), pinned_by=inf.verdict.pinned_by)
-    return TriageReport(dep.inv.name, observation_rows(obs, fh_error), judge_triage(obs), facts=obs, partial=partial,
-                        interrupted_by=inf.interrupted_by)
+        obs.inflight = InflightSummary(
+            inf.verdict.verdict,
+            inf.verdict.conclusive,
+            inf.verdict.summary,
+            inf.holders(),
+            pinned_by=inf.verdict.pinned_by,
+        )
+    return TriageReport(
+        dep.inv.name,
+        observation_rows(obs, fh_error),
+        judge_triage(obs),
+        facts=obs,
+        partial=partial,
+        interrupted_by=inf.interrupted_by,
+    )
 
 
 def _good(inf) -> list:

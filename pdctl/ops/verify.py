@@ -29,12 +29,11 @@ from pdctl.progress import Event
 from pdctl.services.base import ServiceStatus
 
 
-
 @dataclass
 class HealthReport:
     inventory: str
     layers: dict[str, list[CheckResult]] = field(default_factory=dict)
-    baseline: BaselineRecord | None = None    # what --record-baseline did (None: not asked)
+    baseline: BaselineRecord | None = None  # what --record-baseline did (None: not asked)
     json_extra = ("ok",)
     json_omit_empty = ("baseline",)
 
@@ -58,7 +57,7 @@ def health_probes(dep: Deployment, role: str, i: int) -> list[CheckResult]:
     if role == "router":
         workers = len(dep.inv.roles.prefill) + len(dep.inv.roles.decode)
         out.append(probe_router_ready(base, timeout=timeout, expect_workers=workers))
-        if out[0].status is Status.PASS:      # a router that does not answer has said all there is
+        if out[0].status is Status.PASS:  # a router that does not answer has said all there is
             from pdctl.ops.router_verdicts import router_verdicts
 
             out.extend(router_verdicts(dep, i))
@@ -77,14 +76,23 @@ def _e2e_layer(dep: Deployment) -> list[CheckResult]:
     repeats = engine_kind(dep.inv.engine).repeats_token_on_failed_transfer
 
     def one(role: str, i: int) -> list[CheckResult]:
-        return [probe_chat(dep.base_url(role, i), model=model, prompt=p.prompt, max_tokens=p.max_tokens,
-                           timeout=p.timeout, repeats_on_failure=repeats)]
+        return [
+            probe_chat(
+                dep.base_url(role, i),
+                model=model,
+                prompt=p.prompt,
+                max_tokens=p.max_tokens,
+                timeout=p.timeout,
+                repeats_on_failure=repeats,
+            )
+        ]
 
     return _labelled(dep.each_instance(one, roles=("router",)))
 
 
-def final_health_with_baseline(dep: Deployment, *, since_baseline: bool, record: bool,
-                               layers: tuple[str, ...] = DEFAULT_LAYERS) -> "HealthReport":
+def final_health_with_baseline(
+    dep: Deployment, *, since_baseline: bool, record: bool, layers: tuple[str, ...] = DEFAULT_LAYERS
+) -> "HealthReport":
     """final-health that compares transfer failures with the recorded baseline (`since_baseline`) and saves the
     counters as the new baseline (`record`) before the layers run, so a transfer the e2e probe fails counts against
     it (playbooks/deploy-fix.yaml). `report.baseline` says whether it was saved; one not saved is a failed check.
@@ -93,7 +101,7 @@ def final_health_with_baseline(dep: Deployment, *, since_baseline: bool, record:
     saved: BaselineRecord | None = None
     try:
         if record:
-            dep.connect_all()   # a host that cannot be asked stops here, before any read: nothing recorded
+            dep.connect_all()  # a host that cannot be asked stops here, before any read: nothing recorded
             saved = record_baseline(dep)
         return final_health(dep, baseline=baseline, layers=layers, recorded=saved)
     except PdctlError as e:
@@ -109,8 +117,16 @@ def _transfer_layer(dep: Deployment, baseline: dict[str, dict[str, float]] | Non
     for label, m in read_transfer_counters(dep).items():
         if isinstance(m, Exception):
             hint = getattr(m, "hint", None)
-            results.append(CheckResult("transfer", label, "/metrics", Status.FAIL, observed=str(m).splitlines()[0],
-                                       detail="could not read metrics" + (f"; {hint}" if hint else "")))
+            results.append(
+                CheckResult(
+                    "transfer",
+                    label,
+                    "/metrics",
+                    Status.FAIL,
+                    observed=str(m).splitlines()[0],
+                    detail="could not read metrics" + (f"; {hint}" if hint else ""),
+                )
+            )
             continue
         results.extend(judge_transfer(label, m, baseline.get(label) if baseline is not None else None))
     return results
@@ -122,7 +138,7 @@ def _observe_host(dep: Deployment, host: str) -> dict[tuple[str, int], tuple]:
     names = {dep.inv.service_name(role, i): (role, i) for role, i, inst in dep.inv.instances() if inst.host == host}
     try:
         seen = dep.services(host).observe(list(names))
-    except (UnreachableError, RefusedError, UsageError):   # not asked, or never can be (a key file missing)
+    except (UnreachableError, RefusedError, UsageError):  # not asked, or never can be (a key file missing)
         raise
     except PdctlError as e:  # the host answered, the read failed: shown for its roles, the others stand
         down = e.message.splitlines()[0]
@@ -144,8 +160,9 @@ def live_processes(dep: Deployment) -> dict[str, Any]:
 
 def _by_label(dep: Deployment, results) -> dict[str, Any]:
     found = {key: value for r in results if r.reached for key, value in r.value.items()}
-    return {dep.inv.label(role, i): (role, i, *found[(role, i)]) for role, i, _ in dep.inv.instances()
-            if (role, i) in found}
+    return {
+        dep.inv.label(role, i): (role, i, *found[(role, i)]) for role, i, _ in dep.inv.instances() if (role, i) in found
+    }
 
 
 def live_processes_reached(dep: Deployment) -> tuple[dict[str, Any], dict[str, PdctlError]]:
@@ -161,16 +178,31 @@ def _flags_layer(dep: Deployment, procs: dict[str, Any], infos: dict[tuple[str, 
     results = []
     for label, (role, i, st, info) in procs.items():
         if info is None:
-            results.append(CheckResult("flags", label, "main process", Status.FAIL,
-                                       observed=st.detail or "not running", expected="running",
-                                       detail=f"service {dep.inv.service_name(role, i)} has no live main process"))
+            results.append(
+                CheckResult(
+                    "flags",
+                    label,
+                    "main process",
+                    Status.FAIL,
+                    observed=st.detail or "not running",
+                    expected="running",
+                    detail=f"service {dep.inv.service_name(role, i)} has no live main process",
+                )
+            )
             continue
         if role == "router" and title_rewritten(info.argv):
             results.extend(judge_router_env(label, info.env, launch.declared_env(dep.inv, role, i)))
             results.extend(_router_workers(dep, i, label))
             continue
-        results.extend(judge_flags(label, info.argv, info.env,
-                                   launch.declared_flags(dep.inv, role, i), launch.declared_env(dep.inv, role, i)))
+        results.extend(
+            judge_flags(
+                label,
+                info.argv,
+                info.env,
+                launch.declared_flags(dep.inv, role, i),
+                launch.declared_env(dep.inv, role, i),
+            )
+        )
         results.extend(judge_undeclared(label, info.argv, launch.role_argv(dep.inv, role, i)))
     return results + _versions(procs, infos)
 
@@ -187,8 +219,9 @@ def server_infos(dep: Deployment, only: set[tuple[str, int]] | None = None) -> d
         if only is not None and (role, i) not in only:
             return None
         try:
-            return client().get(f"{dep.base_url(role, i)}/server_info",
-                                timeout=dep.inv.final_health.health_timeout).json()
+            return (
+                client().get(f"{dep.base_url(role, i)}/server_info", timeout=dep.inv.final_health.health_timeout).json()
+            )
         except (HTTPError, ValueError):
             return None
 
@@ -199,8 +232,11 @@ def _versions(procs: dict[str, Any], infos: dict[tuple[str, int], Any]) -> list[
     """One row per live worker: the version its /server_info reports (no row when none)."""
     from pdctl.checks.flags import judge_version
 
-    rows = [judge_version(label, infos.get((role, i)))
-            for label, (role, i, _st, info) in procs.items() if role != "router" and info]
+    rows = [
+        judge_version(label, infos.get((role, i)))
+        for label, (role, i, _st, info) in procs.items()
+        if role != "router" and info
+    ]
     return [row for row in rows if row is not None]
 
 
@@ -212,12 +248,15 @@ def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult
 
     host = dep.instance("router", index).host
     try:
-        body = client().get(f"{dep.base_url('router', index)}/workers",
-                            timeout=dep.inv.final_health.health_timeout).json()
+        body = (
+            client().get(f"{dep.base_url('router', index)}/workers", timeout=dep.inv.final_health.health_timeout).json()
+        )
     except (HTTPError, ValueError):
         body = None
-    prefill = [(launch.worker_url(dep.inv, "prefill", i, host), dep.inv.bootstrap_port(p))
-               for i, p in enumerate(dep.inv.roles.prefill)]
+    prefill = [
+        (launch.worker_url(dep.inv, "prefill", i, host), dep.inv.bootstrap_port(p))
+        for i, p in enumerate(dep.inv.roles.prefill)
+    ]
     decode = [launch.worker_url(dep.inv, "decode", i, host) for i in range(len(dep.inv.roles.decode))]
     return judge_router_workers(label, body, prefill, decode)
 
@@ -245,8 +284,11 @@ def unit_restarts(procs: dict[str, Any]) -> dict[str, Any]:
     from pdctl.checks.systemd_restarts import UnitRestarts
     from pdctl.services.systemd import unit_name
 
-    return {label: UnitRestarts(role, unit_name(st.name), st.restarts, st.main_pid, st.started_at)
-            for label, (role, _i, st, _info) in procs.items() if st.active and st.restarts is not None}
+    return {
+        label: UnitRestarts(role, unit_name(st.name), st.restarts, st.main_pid, st.started_at)
+        for label, (role, _i, st, _info) in procs.items()
+        if st.active and st.restarts is not None
+    }
 
 
 def _lineage_layer(dep: Deployment, procs: dict[str, Any], record: Any) -> list[CheckResult]:
@@ -254,12 +296,18 @@ def _lineage_layer(dep: Deployment, procs: dict[str, Any], record: Any) -> list[
     from pdctl.checks.systemd_restarts import judge_systemd_restarts
 
     known = engine_kind(dep.inv.engine).hazard(dep.inv.transfer_backend)
-    return judge_lineage(lineage_snapshot(procs), record, LINEAGE_WINDOW_S, known=known) + \
-        judge_systemd_restarts(unit_restarts(procs))
+    return judge_lineage(lineage_snapshot(procs), record, LINEAGE_WINDOW_S, known=known) + judge_systemd_restarts(
+        unit_restarts(procs)
+    )
 
 
-def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | None = None,
-                 layers: tuple[str, ...] = DEFAULT_LAYERS, recorded: BaselineRecord | None = None) -> HealthReport:
+def final_health(
+    dep: Deployment,
+    *,
+    baseline: dict[str, dict[str, float]] | None = None,
+    layers: tuple[str, ...] = DEFAULT_LAYERS,
+    recorded: BaselineRecord | None = None,
+) -> HealthReport:
     """Run the asked layers; independent ones in parallel. Never raises for an unhealthy deployment; raises
     UnreachableError/HostKeyRefused when a host cannot be asked at all. `recorded`: what --record-baseline did,
     in the report before its failures are counted (the progress line and the screen count the same checks)."""
@@ -269,13 +317,22 @@ def final_health(dep: Deployment, *, baseline: dict[str, dict[str, float]] | Non
     try:
         _run_layers(dep, report, baseline, layers)
     except BaseException as e:
-        dep.progress.emit(Event("failed", "final-health", time.monotonic() - started,
-                                detail=str(e).splitlines()[0] if str(e) else type(e).__name__))
+        dep.progress.emit(
+            Event(
+                "failed",
+                "final-health",
+                time.monotonic() - started,
+                detail=str(e).splitlines()[0] if str(e) else type(e).__name__,
+            )
+        )
         raise
     elapsed = time.monotonic() - started
     failed = report.failures()
-    dep.progress.emit(Event("done", "final-health", elapsed) if not failed else
-                      Event("failed", "final-health", elapsed, detail=f"{len(failed)} check(s) failed"))
+    dep.progress.emit(
+        Event("done", "final-health", elapsed)
+        if not failed
+        else Event("failed", "final-health", elapsed, detail=f"{len(failed)} check(s) failed")
+    )
     return report
 
 
@@ -315,12 +372,14 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
 
         try:
             report.layers["inflight"] = inflight_layer(dep)
-        except PdctlError as e:   # nothing could be sampled (exit 3, as verify inflight): the layers judged are said
+        except PdctlError as e:  # nothing could be sampled (exit 3, as verify inflight): the layers judged are said
             if report.layers:
-                e.warnings = (*e.warnings, f"final-health stopped at the inflight layer; judged before it: "
-                                           f"{_layers_so_far(report)}")
+                e.warnings = (
+                    *e.warnings,
+                    f"final-health stopped at the inflight layer; judged before it: {_layers_so_far(report)}",
+                )
             raise
-    if "pairs" in layers:   # after the others: its canaries would otherwise show in the inflight window
+    if "pairs" in layers:  # after the others: its canaries would otherwise show in the inflight window
         from pdctl.ops.pairs import pairs_layer
 
         report.layers["pairs"] = pairs_layer(dep)
@@ -328,6 +387,7 @@ def _run_layers(dep: Deployment, report: HealthReport, baseline, layers: tuple[s
 
 def _layers_so_far(report: HealthReport) -> str:
     """'health FAIL (4 of 4 checks failed), e2e pass': each layer's verdict so far. Pure."""
+
     def verdict(results: list[CheckResult]) -> str:
         failed = sum(r.failed for r in results)
         return f"FAIL ({failed} of {len(results)} checks failed)" if failed else "pass"

@@ -33,28 +33,33 @@ from pdctl.ops.context import Deployment
 from pdctl.ops.watch_rounds import ROUNDS, Seen
 from pdctl.services.sdnotify import READY, STOPPING, WATCHDOG, Notifier
 
-TICK_S = 0.5      # the longest the loop sleeps: how soon it sees a stop, the end of --for, or --once done
+TICK_S = 0.5  # the longest the loop sleeps: how soon it sees a stop, the end of --for, or --once done
 PING_SHARE = 0.25  # a watchdog ping at most every quarter of WatchdogSec (systemd advises under half)
 Hook = Callable[["Watch", str], None]
 
 
 def cadence_periods(settings) -> dict[str, float]:
     """cadence -> seconds between its rounds, from the inventory's WatchSettings."""
-    return {"health": settings.health_every, "inflight": settings.inflight_interval, "e2e": settings.e2e_every,
-            "pairs": settings.pairs_every, "flags": settings.flags_every}
+    return {
+        "health": settings.health_every,
+        "inflight": settings.inflight_interval,
+        "e2e": settings.e2e_every,
+        "pairs": settings.pairs_every,
+        "flags": settings.flags_every,
+    }
 
 
 @dataclass
 class WatchResult:
     deployment: str
     seconds: float
-    stopped_by: str = ""                  # "" (ran out: --for or --once), "SIGINT (Ctrl-C)", "SIGTERM", ...
+    stopped_by: str = ""  # "" (ran out: --for or --once), "SIGINT (Ctrl-C)", "SIGTERM", ...
     state: WatchState | None = None
     json_extra = ("ok",)
 
     @property
     def ok(self) -> bool:
-        return self.exit_code() == 0     # an interrupted watch (130) is never ok, whatever it saw until then
+        return self.exit_code() == 0  # an interrupted watch (130) is never ok, whatever it saw until then
 
     def exit_code(self) -> int:
         return 130 if self.stopped_by else (self.state.exit_code() if self.state else 3)
@@ -71,17 +76,23 @@ class Watch:
     def __post_init__(self) -> None:
         s = self.dep.inv.watch
         self.state = WatchState(self.dep.inv.name, self.wall(), inflight_window_s=s.inflight_window)
-        self.lock = threading.RLock()       # state changes, and the exporter's reads of it
+        self.lock = threading.RLock()  # state changes, and the exporter's reads of it
         self._emit_lock = threading.Lock()  # sinks see whole batches, in order
         self.clocks = {name: CadenceClock(name, every) for name, every in cadence_periods(s).items()}
-        self.finished = 0                   # rounds finished (done or raised): what the watchdog pings follow
+        self.finished = 0  # rounds finished (done or raised): what the watchdog pings follow
         self.first_finished: set[str] = set()
-        self.fatal: UsageError | None = None   # a round's configuration error (a key file missing): ends the watch
+        self.fatal: UsageError | None = None  # a round's configuration error (a key file missing): ends the watch
         self._stop = threading.Event()
 
     # -- the loop ----------------------------------------------------------------------------------------------
-    def run(self, *, stop: threading.Event | None = None, for_s: float | None = None,
-            once: bool = False, notifier: Notifier | None = None) -> WatchResult:
+    def run(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        for_s: float | None = None,
+        once: bool = False,
+        notifier: Notifier | None = None,
+    ) -> WatchResult:
         """Watch until `stop` is set, `for_s` seconds passed, or (with `once`) every cadence completed a round and
         the inflight window is full; a round's UsageError (a configuration no round can get past, e.g. a key file
         missing) ends it and is raised here (exit 2); Ctrl-C / SIGTERM (KeyboardInterrupt in this thread) stops it
@@ -107,7 +118,7 @@ class Watch:
                     break
                 for clock in self.clocks.values():
                     if once and self.state.rounds.get(clock.name) and clock.name != "inflight":
-                        continue      # --once: one round of each, the inflight cadence until its window is full
+                        continue  # --once: one round of each, the inflight cadence until its window is full
                     act = clock.tick(now)
                     if act == RUN:
                         pool.submit(self._round, clock)
@@ -147,14 +158,14 @@ class Watch:
             with self.lock:
                 lines = self.apply(clock.name, seen, self.wall())
                 lines.append(self.state.round_done(clock.name, self.wall(), self.clock() - t0))
-        except UsageError as e:   # no later round can do better: the watch ends with it (exit 2), said first here
+        except UsageError as e:  # no later round can do better: the watch ends with it (exit 2), said first here
             lines = [self._error_line(clock.name, e)]
             with self.lock:
                 self.fatal = self.fatal or e
             self._stop.set()
-        except Exception as e:   # a bug or an unmapped failure: said in the timeline, the watch goes on
+        except Exception as e:  # a bug or an unmapped failure: said in the timeline, the watch goes on
             lines = [self._error_line(clock.name, e)]
-            with self.lock:      # its checks are not known meanwhile: the verdict reads unknown (exit 3)
+            with self.lock:  # its checks are not known meanwhile: the verdict reads unknown (exit 3)
                 self.state.round_failed(clock.name, lines[0]["observed"])
         finally:
             clock.finished()
@@ -172,13 +183,12 @@ class Watch:
         """Fold one round into the state (the caller holds the lock); the timeline lines it made."""
         st = self.state
         if cadence == "inflight":
-            if seen.point is None:   # a host did not answer: no sample, the check unknown
+            if seen.point is None:  # a host did not answer: no sample, the check unknown
                 return st.apply_checks("inflight", [], t, unknown=seen.unknown)
             lines = st.apply_point(seen.point, t)
             # the transfer check follows the counters each sample carries; a worker not read is unknown
             unread = seen.point.errors
-            return (lines + st.apply_checks("inflight", st.transfer_checks(unread), t)
-                    + st.transfer_unread(unread, t))
+            return lines + st.apply_checks("inflight", st.transfer_checks(unread), t) + st.transfer_unread(unread, t)
         lines = st.apply_processes(seen.processes, t) if seen.processes else []
         if seen.pairs:
             st.apply_pairs(seen.pairs, t)
@@ -205,8 +215,13 @@ class Watch:
 
     def _error_line(self, cadence: str, e: BaseException, what: str = "round") -> dict[str, Any]:
         text = (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]
-        return {"t": self.wall(), "deployment": self.state.deployment, "event": "error", "cadence": cadence,
-                "observed": f"{what} raised {type(e).__name__}: {text}"}
+        return {
+            "t": self.wall(),
+            "deployment": self.state.deployment,
+            "event": "error",
+            "cadence": cadence,
+            "observed": f"{what} raised {type(e).__name__}: {text}",
+        }
 
 
 class _Pulse:
@@ -222,15 +237,24 @@ class _Pulse:
         if not self.ready and all_first_done:
             self.ready = n.notify(READY + "\nSTATUS=watching: every cadence ran a round")
         if n.watchdog_s is None or finished == self.pinged_count:
-            return      # no round finished since the last ping: no ping (the watchdog may then fire)
+            return  # no round finished since the last ping: no ping (the watchdog may then fire)
         if self.pinged_at is None or now - self.pinged_at >= n.watchdog_s * PING_SHARE:
             if n.notify(WATCHDOG):
                 self.pinged_at, self.pinged_count = now, finished
 
 
-def run_watch(dep: Deployment, *, on_lines=(), hooks=(), for_s: float | None = None, once: bool = False,
-              stop: threading.Event | None = None, serve: tuple[str, int] | None = None,
-              screen: Callable[[Watch], Any] | None = None, notifier: Notifier | None = None) -> WatchResult:
+def run_watch(
+    dep: Deployment,
+    *,
+    on_lines=(),
+    hooks=(),
+    for_s: float | None = None,
+    once: bool = False,
+    stop: threading.Event | None = None,
+    serve: tuple[str, int] | None = None,
+    screen: Callable[[Watch], Any] | None = None,
+    notifier: Notifier | None = None,
+) -> WatchResult:
     """Build a Watch, serve its exporter on `serve` (host, port) and show `screen(watch)` (a context manager,
     e.g. the live view) while it runs, run it. Raises UsageError when the exporter's address cannot be bound
     (before any round)."""

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from pdctl.checks.watch_state import UNKNOWN
 
-Watch = Any   # pdctl.ops.watch.Watch, not imported: it imports this module
+Watch = Any  # pdctl.ops.watch.Watch, not imported: it imports this module
 
 HEAL_OUTCOMES = ("done", "failed", "refused", "dry")
 
@@ -36,11 +36,15 @@ class WatchCollector:
 
             info = gauge("pdctl_watch_info", "pdctl watch is running; its version", ("version",))
             info.add_metric([dep, __version__], 1)
-            ok = gauge("pdctl_check_ok", "1 the check passes (or warns), 0 it fails; absent while unknown",
-                       ("layer", "target", "check"))
+            ok = gauge(
+                "pdctl_check_ok",
+                "1 the check passes (or warns), 0 it fails; absent while unknown",
+                ("layer", "target", "check"),
+            )
             warn = gauge("pdctl_check_warn", "1 the check is a warning, else 0", ("layer", "target", "check"))
-            ready = gauge("pdctl_router_ready", "1 the router's /readiness is 200 with every declared worker healthy",
-                          ("target",))
+            ready = gauge(
+                "pdctl_router_ready", "1 the router's /readiness is 200 with every declared worker healthy", ("target",)
+            )
             for c in sorted(st.checks.values(), key=lambda c: (c.layer, c.target, c.check)):
                 if c.status == UNKNOWN:
                     continue
@@ -66,12 +70,17 @@ class WatchCollector:
             busy.add_metric([dep], 1 if st.busy else 0)
             yield from (pinned, pinned_s, busy)
 
-            pair_ok = gauge("pdctl_pair_ok", "the pair's last canary: 1 pass, 0 fail; absent while unknown",
-                            ("prefill", "decode"))
-            latency = gauge("pdctl_pair_latency_seconds", "the last canary's KV transfer time (else its decode "
-                            "answer time)", ("prefill", "decode"))
-            consecutive = gauge("pdctl_pair_failures_consecutive", "consecutive failed canaries of the pair",
-                                ("prefill", "decode"))
+            pair_ok = gauge(
+                "pdctl_pair_ok", "the pair's last canary: 1 pass, 0 fail; absent while unknown", ("prefill", "decode")
+            )
+            latency = gauge(
+                "pdctl_pair_latency_seconds",
+                "the last canary's KV transfer time (else its decode answer time)",
+                ("prefill", "decode"),
+            )
+            consecutive = gauge(
+                "pdctl_pair_failures_consecutive", "consecutive failed canaries of the pair", ("prefill", "decode")
+            )
             for (p, d), ps in sorted(st.pairs.items()):
                 consecutive.add_metric([dep, p, d], ps.consecutive_failures)
                 if ps.status == UNKNOWN:
@@ -81,24 +90,36 @@ class WatchCollector:
                     latency.add_metric([dep, p, d], ps.latency_s)
             yield from (pair_ok, latency, consecutive)
 
-            kv = gauge("pdctl_kv_failures_since_start", "transfer/bootstrap failures counted since the watch "
-                       "started, across counter resets", ("target", "kind"))
+            kv = gauge(
+                "pdctl_kv_failures_since_start",
+                "transfer/bootstrap failures counted since the watch started, across counter resets",
+                ("target", "kind"),
+            )
             for (target, kind), total in sorted(st.failures_since_start().items()):
                 kv.add_metric([dep, target, kind], total)
-            real = gauge("pdctl_kv_failures_unexplained_since_start", "those failures no client abort counted "
-                         f"within {st.aborts.window_s:g} s of them explains (the worker's own, else one of the "
-                         "other role)",
-                         ("target", "kind"))
+            real = gauge(
+                "pdctl_kv_failures_unexplained_since_start",
+                "those failures no client abort counted "
+                f"within {st.aborts.window_s:g} s of them explains (the worker's own, else one of the "
+                "other role)",
+                ("target", "kind"),
+            )
             for (target, kind), left in sorted(st.unexplained_failures().items()):
                 real.add_metric([dep, target, kind], left)
-            hazard = gauge("pdctl_lineage_hazard", "1 for each pair the lineage judge calls hazardous",
-                           ("prefill", "decode", "hazard"))
+            hazard = gauge(
+                "pdctl_lineage_hazard",
+                "1 for each pair the lineage judge calls hazardous",
+                ("prefill", "decode", "hazard"),
+            )
             for (p, d), kind in sorted(st.hazards.items()):
                 hazard.add_metric([dep, p, d, kind], 1)
             yield from (kv, real, hazard)
 
-            last = gauge("pdctl_round_last_timestamp_seconds", "unix time of the last complete round of the cadence",
-                         ("cadence",))
+            last = gauge(
+                "pdctl_round_last_timestamp_seconds",
+                "unix time of the last complete round of the cadence",
+                ("cadence",),
+            )
             for cadence, info_ in sorted(st.rounds.items()):
                 if info_.last_complete is not None:
                     last.add_metric([dep, cadence], info_.last_complete)
@@ -138,6 +159,8 @@ def serve_exporter(watch: Watch, host: str, port: int) -> Exporter:
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as e:
-        raise UsageError(f"--listen {host}:{port}: cannot serve the exporter there: {e.strerror or e}",
-                         hint="choose a free port on an address of this machine") from None
+        raise UsageError(
+            f"--listen {host}:{port}: cannot serve the exporter there: {e.strerror or e}",
+            hint="choose a free port on an address of this machine",
+        ) from None
     return Exporter(server, thread)

@@ -20,10 +20,10 @@ class Seen:
     """What one round saw."""
 
     checks: list[CheckResult] = field(default_factory=list)
-    unknown: dict[str, str] = field(default_factory=dict)         # target -> why it could not be asked
-    point: Any = None                                             # inflight: a checks.inflight.Point
-    pairs: list[tuple[str, str, str, float | None]] = field(default_factory=list)   # (p, d, status, latency s)
-    hazards: dict[tuple[str, str], str] | None = None            # lineage: (prefill, decode) -> kind
+    unknown: dict[str, str] = field(default_factory=dict)  # target -> why it could not be asked
+    point: Any = None  # inflight: a checks.inflight.Point
+    pairs: list[tuple[str, str, str, float | None]] = field(default_factory=list)  # (p, d, status, latency s)
+    hazards: dict[tuple[str, str], str] | None = None  # lineage: (prefill, decode) -> kind
     processes: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)
 
 
@@ -34,6 +34,7 @@ def _why(e: BaseException) -> str:
 def unreachable_hosts(dep: Deployment, roles=None) -> dict[str, str]:
     """host -> why, for each non-local host that runs a role (of `roles`) and does not answer a `true` within its
     connect timeout (the kept connection makes it one round trip). A local host always answers."""
+
     def reach(name: str) -> None:
         if dep.inv.hosts[name].transport != "local":
             dep.transport(name).run("true", timeout=dep.inv.hosts[name].connect_timeout + 5)
@@ -42,8 +43,11 @@ def unreachable_hosts(dep: Deployment, roles=None) -> dict[str, str]:
 
 
 def _targets_on(dep: Deployment, hosts: dict[str, str], roles=None) -> dict[str, str]:
-    return {dep.inv.label(role, i): f"unknown: host {inst.host} did not answer: {hosts[inst.host]}"
-            for role, i, inst in dep.inv.instances() if inst.host in hosts and (roles is None or role in roles)}
+    return {
+        dep.inv.label(role, i): f"unknown: host {inst.host} did not answer: {hosts[inst.host]}"
+        for role, i, inst in dep.inv.instances()
+        if inst.host in hosts and (roles is None or role in roles)
+    }
 
 
 def _per_instance(dep: Deployment, fn, roles=None) -> Seen:
@@ -74,10 +78,20 @@ def e2e_round(dep: Deployment) -> Seen:
     p = dep.inv.final_health.probe
     model = p.model or dep.inv.served_model_name
     repeats = engine_kind(dep.inv.engine).repeats_token_on_failed_transfer
-    return _per_instance(dep, lambda role, i: [probe_chat(dep.base_url(role, i), model=model, prompt=p.prompt,
-                                                          max_tokens=p.max_tokens, timeout=p.timeout,
-                                                          repeats_on_failure=repeats)],
-                         roles=("router",))
+    return _per_instance(
+        dep,
+        lambda role, i: [
+            probe_chat(
+                dep.base_url(role, i),
+                model=model,
+                prompt=p.prompt,
+                max_tokens=p.max_tokens,
+                timeout=p.timeout,
+                repeats_on_failure=repeats,
+            )
+        ],
+        roles=("router",),
+    )
 
 
 def inflight_round(dep: Deployment) -> Seen:
@@ -88,7 +102,7 @@ def inflight_round(dep: Deployment) -> Seen:
     from pdctl.ops.inflight import read_point
 
     down = unreachable_hosts(dep, roles=("prefill", "decode"))
-    if down:   # no sample, and the window is left as it was: a host that did not answer is no finding
+    if down:  # no sample, and the window is left as it was: a host that did not answer is no finding
         why = "; ".join(f"host {h} did not answer: {w}" for h, w in down.items())
         return Seen(unknown={TARGET: f"unknown: {why}"})
     return Seen(point=read_point(dep, 0.0, clock=time.monotonic))
@@ -101,14 +115,16 @@ def pairs_round(dep: Deployment) -> Seen:
     from pdctl.ops.pairs import verify_pairs
 
     inv = dep.inv
-    names = {(inv.label("prefill", i), inv.label("decode", j)): f"prefill[{i}] -> decode[{j}]"
-             for i in range(len(inv.roles.prefill)) for j in range(len(inv.roles.decode))}
+    names = {
+        (inv.label("prefill", i), inv.label("decode", j)): f"prefill[{i}] -> decode[{j}]"
+        for i in range(len(inv.roles.prefill))
+        for j in range(len(inv.roles.decode))
+    }
     try:
         rep = verify_pairs(dep, lineage=False)
     except PdctlError as e:
         why = f"unknown: {_why(e)}"
-        return Seen(unknown={name: why for name in names.values()},
-                    pairs=[(p, d, UNKNOWN, None) for p, d in names])
+        return Seen(unknown={name: why for name in names.values()}, pairs=[(p, d, UNKNOWN, None) for p, d in names])
     seen = Seen()
     for r in rep.pairs:
         p, d = rep.prefills[r.prefill], rep.decodes[r.decode]
@@ -126,8 +142,15 @@ def flags_round(dep: Deployment) -> Seen:
     co-restart record, which is read from the prefill host every round (so a restarted watch judges against
     the same record, never an assumption)."""
     from pdctl.checks.lineage import pair_hazards
-    from pdctl.ops.verify import (LINEAGE_WINDOW_S, _flags_layer, _lineage_layer, lineage_snapshot,
-                                  live_processes_reached, load_lineage_record, server_infos)
+    from pdctl.ops.verify import (
+        LINEAGE_WINDOW_S,
+        _flags_layer,
+        _lineage_layer,
+        lineage_snapshot,
+        live_processes_reached,
+        load_lineage_record,
+        server_infos,
+    )
 
     procs, down = live_processes_reached(dep)
     seen = Seen(unknown=_targets_on(dep, {h: _why(e) for h, e in down.items()}))
@@ -139,10 +162,14 @@ def flags_round(dep: Deployment) -> Seen:
     seen.checks = _flags_layer(dep, procs, server_infos(dep, only=live)) + _lineage_layer(dep, procs, record)
     starts = lineage_snapshot(procs)
     seen.processes = {label: (pid, start) for label, (_role, pid, start) in starts.items()}
-    seen.hazards = {(h.prefill, h.decode): h.hazard
-                    for h in pair_hazards(starts, record, LINEAGE_WINDOW_S)}
+    seen.hazards = {(h.prefill, h.decode): h.hazard for h in pair_hazards(starts, record, LINEAGE_WINDOW_S)}
     return seen
 
 
-ROUNDS = {"health": health_round, "inflight": inflight_round, "e2e": e2e_round, "pairs": pairs_round,
-          "flags": flags_round}
+ROUNDS = {
+    "health": health_round,
+    "inflight": inflight_round,
+    "e2e": e2e_round,
+    "pairs": pairs_round,
+    "flags": flags_round,
+}

@@ -26,8 +26,8 @@ from typing import Any
 from pdctl import audit, state
 from pdctl.services.base import ServiceSpec
 
-DEFAULT_WATCHDOG_S = 60.0   # above the longest round a dead host can cause (the 30 s e2e timeout)
-START_TIMEOUT_S = 120.0     # systemctl start waits for READY=1 (every cadence's first round)
+DEFAULT_WATCHDOG_S = 60.0  # above the longest round a dead host can cause (the 30 s e2e timeout)
+START_TIMEOUT_S = 120.0  # systemctl start waits for READY=1 (every cadence's first round)
 EXPORTER_WAIT_S = 15.0
 
 
@@ -44,8 +44,9 @@ def manager_kind() -> tuple[str, str]:
     return "systemd", "systemd runs this machine"
 
 
-def watch_argv(inventory: Path | None, *, listen: str | None, listen_any: bool, timeline: str | None,
-               heal: str) -> tuple[str, ...]:
+def watch_argv(
+    inventory: Path | None, *, listen: str | None, listen_any: bool, timeline: str | None, heal: str
+) -> tuple[str, ...]:
     """The service's command: this interpreter, `-m pdctl watch`, absolute paths, the options given."""
     argv = [sys.executable, "-m", "pdctl", "watch"]
     if inventory is not None:
@@ -71,13 +72,18 @@ def service_env() -> dict[str, str]:
             env[name] = os.environ[name]
     root = str(Path(pdctl.__file__).resolve().parent.parent)
     if root not in {str(Path(p).resolve()) for p in site.getsitepackages()}:
-        env["PYTHONPATH"] = root     # a checkout or an editable install: the pdctl that installed it
+        env["PYTHONPATH"] = root  # a checkout or an editable install: the pdctl that installed it
     return env
 
 
 def watch_spec(inventory_name: str, argv: tuple[str, ...]) -> ServiceSpec:
-    return ServiceSpec(name=service_name(inventory_name), argv=argv, env=service_env(), workdir=os.getcwd(),
-                       description=f"pdctl watch of {inventory_name}")
+    return ServiceSpec(
+        name=service_name(inventory_name),
+        argv=argv,
+        env=service_env(),
+        workdir=os.getcwd(),
+        description=f"pdctl watch of {inventory_name}",
+    )
 
 
 def _manager(kind: str, watchdog_s: float = DEFAULT_WATCHDOG_S):
@@ -87,8 +93,12 @@ def _manager(kind: str, watchdog_s: float = DEFAULT_WATCHDOG_S):
     if kind == "systemd":
         from pdctl.services.systemd import SystemdManager
 
-        return SystemdManager(t, restart="on-failure", command_timeout=START_TIMEOUT_S,
-                              unit_options={"watchdog_sec": watchdog_s, "success_exit_status": "130"})
+        return SystemdManager(
+            t,
+            restart="on-failure",
+            command_timeout=START_TIMEOUT_S,
+            unit_options={"watchdog_sec": watchdog_s, "success_exit_status": "130"},
+        )
     from pdctl.services.pidfile import PidfileManager
 
     return PidfileManager(t, str(state.state_dir()), command_timeout=30.0)
@@ -98,16 +108,16 @@ def _manager(kind: str, watchdog_s: float = DEFAULT_WATCHDOG_S):
 class WatchService:
     """What --install / --uninstall / --status say: where it runs, whether and as which pid, how to stop it."""
 
-    action: str                      # install, uninstall, status
+    action: str  # install, uninstall, status
     name: str
-    manager: str                     # systemd | pidfile
+    manager: str  # systemd | pidfile
     manager_why: str
-    path: str                        # the unit file or the spec file
-    log: str                         # where its output goes
+    path: str  # the unit file or the spec file
+    log: str  # where its output goes
     argv: list[str] = field(default_factory=list)
     dry_run: bool = False
-    rendered: str = ""               # the unit or spec text (secret-looking env values masked)
-    changed: bool = False            # install: the unit/spec differed from what was there; uninstall: removed
+    rendered: str = ""  # the unit or spec text (secret-looking env values masked)
+    changed: bool = False  # install: the unit/spec differed from what was there; uninstall: removed
     active: bool = False
     pid: int | None = None
     restarts: int | None = None
@@ -168,22 +178,32 @@ def _scrape(url: str, wait_s: float) -> tuple[str | None, str]:
             if r.status_code == 200:
                 return r.text, ""
             why = f"HTTP {r.status_code}"
-        except Exception as e:     # refused, timed out: the words go to the check
+        except Exception as e:  # refused, timed out: the words go to the check
             why = f"{type(e).__name__}: {e}"
         if time.monotonic() >= end:
             return None, why
         time.sleep(0.2)
 
 
-def install(inv, inventory: Path | None, *, listen: str | None, listen_any: bool, timeline: str | None,
-            heal: str, watchdog_s: float = DEFAULT_WATCHDOG_S, dry_run: bool = False) -> WatchService:
+def install(
+    inv,
+    inventory: Path | None,
+    *,
+    listen: str | None,
+    listen_any: bool,
+    timeline: str | None,
+    heal: str,
+    watchdog_s: float = DEFAULT_WATCHDOG_S,
+    dry_run: bool = False,
+) -> WatchService:
     """Write the unit (or spec), enable and start it; a running one whose definition changed is restarted. Audited
     as `watch --install`. Raises StepFailed when it does not stay up (its log tail said), UnreachableError when
     systemctl does not answer."""
     kind, why = manager_kind()
     mgr = _manager(kind, watchdog_s)
-    spec = watch_spec(inv.name, watch_argv(inventory, listen=listen, listen_any=listen_any, timeline=timeline,
-                                           heal=heal))
+    spec = watch_spec(
+        inv.name, watch_argv(inventory, listen=listen, listen_any=listen_any, timeline=timeline, heal=heal)
+    )
     inv_arg = f" -i {Path(inventory).resolve()}" if inventory is not None else ""
     ws = _describe(kind, why, mgr, spec.name, "install", inv_arg)
     ws.argv, ws.dry_run, ws.rendered = list(spec.argv), dry_run, _rendered(mgr, spec)
@@ -201,8 +221,11 @@ def install(inv, inventory: Path | None, *, listen: str | None, listen_any: bool
         else:
             mgr.start(spec.name)
         _fill_status(ws, mgr, listen or inv.watch.listen, EXPORTER_WAIT_S)
-        rec.result = (f"{'installed' if ws.changed else 'unchanged'}, running as pid {ws.pid} ({kind})"
-                      if ws.active else f"installed, not running: {ws.detail}")
+        rec.result = (
+            f"{'installed' if ws.changed else 'unchanged'}, running as pid {ws.pid} ({kind})"
+            if ws.active
+            else f"installed, not running: {ws.detail}"
+        )
         rec.extra["pid"] = ws.pid
     return ws
 
@@ -213,7 +236,7 @@ def uninstall(inv, inventory: Path | None, *, dry_run: bool = False) -> WatchSer
     kind, why = manager_kind()
     mgr = _manager(kind)
     name = service_name(inv.name)
-    ws = _describe(kind, why, mgr, name, "uninstall", "")   # once removed, nothing is left to stop
+    ws = _describe(kind, why, mgr, name, "uninstall", "")  # once removed, nothing is left to stop
     present = mgr.not_installed(name) is None
     if dry_run or not present:
         ws.detail = "would stop, disable and remove it" if present else "not installed: nothing to remove"
@@ -259,9 +282,17 @@ def status(inv, inventory: Path | None) -> WatchService:
         if text is not None:
             stamps = [s.value for s in parse_metrics(text).samples("pdctl_round_last_timestamp_seconds")]
             last = max(stamps) if stamps else None
-    seen = WatchServiceSeen(installed, st.active, st.main_pid, st.detail,
-                            st.restarts if isinstance(mgr, SystemdManager) else None, ws.exporter_url,
-                            why_not, last, time.time())
+    seen = WatchServiceSeen(
+        installed,
+        st.active,
+        st.main_pid,
+        st.detail,
+        st.restarts if isinstance(mgr, SystemdManager) else None,
+        ws.exporter_url,
+        why_not,
+        last,
+        time.time(),
+    )
     ws.checks = judge_watch_service(seen, min(inv.watch.health_every, inv.watch.inflight_interval), name=name)
     return ws
 
@@ -281,7 +312,7 @@ def brief(inv) -> dict[str, Any]:
         out.update(state="running" if st.active else "stopped", pid=st.main_pid, detail=st.detail)
         if kind == "systemd":
             out["restarts"] = st.restarts
-    except Exception as e:      # status must still show the roles
+    except Exception as e:  # status must still show the roles
         out["detail"] = (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]
     return out
 

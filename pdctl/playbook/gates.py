@@ -48,7 +48,10 @@ def _text(v: Any) -> str:
 
 
 GATE_SPECS: dict[str, Callable[[Any], Any]] = {
-    "ok": _bool, "layers_pass": _layers_list, "verdict": _str_list, "exit_code": _int_list,
+    "ok": _bool,
+    "layers_pass": _layers_list,
+    "verdict": _str_list,
+    "exit_code": _int_list,
     "stdout_contains": _text,
 }
 
@@ -66,9 +69,14 @@ def check_gate(kind: StepKind, gate: dict[str, Any]) -> list[tuple[str, str]]:
             out.append((f"gate.{k}", str(e)))
             continue
         unknown = [n for n in value if n not in kind.verdicts] if k == "verdict" else []
-        if unknown:   # a verdict the action never gives: the gate could never pass
-            out.append((f"gate.{k}", f"unknown verdict {unknown[0]!r} of action {kind.name!r} "
-                                     f"(its verdicts: {', '.join(kind.verdicts) or 'none'})"))
+        if unknown:  # a verdict the action never gives: the gate could never pass
+            out.append(
+                (
+                    f"gate.{k}",
+                    f"unknown verdict {unknown[0]!r} of action {kind.name!r} "
+                    f"(its verdicts: {', '.join(kind.verdicts) or 'none'})",
+                )
+            )
     return out
 
 
@@ -88,9 +96,19 @@ def evaluate_gate(gate: dict[str, Any], out: StepOutcome) -> tuple[bool, str]:
             missing = [n for n in names if n not in out.layers]
             failing = [n for n in names if n in out.layers and not out.layers[n]]
             good = not missing and not failing
-            why.append(f"layers {', '.join(names)} pass" if good else
-                       "layers " + "; ".join(x for x in (f"failed: {', '.join(failing)}" if failing else "",
-                                                          f"not run: {', '.join(missing)}" if missing else "") if x))
+            why.append(
+                f"layers {', '.join(names)} pass"
+                if good
+                else "layers "
+                + "; ".join(
+                    x
+                    for x in (
+                        f"failed: {', '.join(failing)}" if failing else "",
+                        f"not run: {', '.join(missing)}" if missing else "",
+                    )
+                    if x
+                )
+            )
         elif k == "verdict":
             names = GATE_SPECS[k](v)
             good = out.verdict in names

@@ -22,7 +22,7 @@ def mask_shown(value: Any, secrets: frozenset[str], key: str = "") -> Any:
         return MASK
     if isinstance(value, str):
         return mask_text(value, secrets)
-    if not isinstance(value, bool) and str(value) in secrets:    # a secret var that YAML read as a number
+    if not isinstance(value, bool) and str(value) in secrets:  # a secret var that YAML read as a number
         return MASK
     return value
 
@@ -39,8 +39,9 @@ def run_secrets(inv, scope_vars: dict[str, Any], names: set[str]) -> frozenset[s
     shell command is substituted quoted, and a quoted value with a `'` in it no longer contains the raw text)."""
     from pdctl.shell import quote
 
-    values = inventory_secrets(inv) | {str(scope_vars[k]) for k in names
-                                       if scope_vars[k] not in (None, "", True, False)}
+    values = inventory_secrets(inv) | {
+        str(scope_vars[k]) for k in names if scope_vars[k] not in (None, "", True, False)
+    }
     return frozenset(values | {quote(v) for v in values})
 
 
@@ -51,6 +52,8 @@ def mask_outcome(out: Optional[StepOutcome], secrets) -> Optional[StepOutcome]:
 
     if out is None:
         return None
-    text = {f: mask_text(getattr(out, f), secrets) if getattr(out, f) else getattr(out, f)
-            for f in ("summary", "error", "stdout", "stderr", "recommendation")}
+    text = {
+        f: mask_text(getattr(out, f), secrets) if getattr(out, f) else getattr(out, f)
+        for f in ("summary", "error", "stdout", "stderr", "recommendation")
+    }
     return dataclasses.replace(out, **text, data=mask_nested(out.data, secrets))

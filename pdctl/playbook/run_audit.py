@@ -26,9 +26,15 @@ def audit_start(audit, result, started: float, path, secrets) -> None:
     p = result.plan
     try:
         if any(s.runs and s.kind.mutating for s in p.steps):
-            audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=audit_args(p, secrets),
-                         result=audit.STARTED, started=started, path=path,
-                         extra={"inventory_name": p.inventory_name, "run": result.run_id})
+            audit.append(
+                f"run {p.playbook.name}",
+                inventory=p.inventory,
+                args=audit_args(p, secrets),
+                result=audit.STARTED,
+                started=started,
+                path=path,
+                extra={"inventory_name": p.inventory_name, "run": result.run_id},
+            )
         else:
             audit.check_writable(path)
     except UsageError as e:
@@ -48,10 +54,22 @@ def audit_end(audit, result, started: float, path, secrets) -> None:
     from pdctl.secrets import mask_nested, mask_text
 
     p = result.plan
-    audit.append(f"run {p.playbook.name}", inventory=p.inventory, args=audit_args(p, secrets),
-                 result=mask_text(result.outcome_text, secrets), started=started, path=path,
-                 extra=mask_nested({"inventory_name": p.inventory_name, "run": result.run_id,
-                                    "exit_code": result.exit_code,
-                                    "steps": [recorded_step(s) for s in result.steps],
-                                    "recommendations": result.recommendations,
-                                    "final_health": to_data(result.health)}, secrets))
+    audit.append(
+        f"run {p.playbook.name}",
+        inventory=p.inventory,
+        args=audit_args(p, secrets),
+        result=mask_text(result.outcome_text, secrets),
+        started=started,
+        path=path,
+        extra=mask_nested(
+            {
+                "inventory_name": p.inventory_name,
+                "run": result.run_id,
+                "exit_code": result.exit_code,
+                "steps": [recorded_step(s) for s in result.steps],
+                "recommendations": result.recommendations,
+                "final_health": to_data(result.health),
+            },
+            secrets,
+        ),
+    )

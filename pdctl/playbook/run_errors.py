@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 def error_text(e: BaseException) -> str:
-    """"ValueError: Port out of range 0-65535": the class (what `pdctl history` reads the result word from when no
+    """ "ValueError: Port out of range 0-65535": the class (what `pdctl history` reads the result word from when no
     exit code decides it) and the message's first line."""
     msg = getattr(e, "message", None) or str(e) or "no message"
     return f"{type(e).__name__}: {msg.splitlines()[0]}"

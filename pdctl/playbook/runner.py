@@ -37,24 +37,32 @@ from pdctl.playbook.masking import mask_outcome, mask_shown, run_secrets, secret
 from pdctl.playbook.steps import check_args, run_kind
 from pdctl.playbook.vars import VarError, build_scope, set_by, substitute, truthy, unknown_cli_vars
 from pdctl.secrets import inventory_secrets
-from pdctl.serialize import JSON_OFF, json_key, to_data
+from pdctl.serialize import JSON_OFF, json_key
 
 
 @dataclass
 class PlannedStep:
     """As JSON data (the plan's view of the step): the spec's fields flattened, the command line, masked args."""
-    index: int                          # 1-based position in the file
+
+    index: int  # 1-based position in the file
     spec: StepSpec = field(metadata=JSON_OFF)
     kind: StepKind = field(metadata=JSON_OFF)
     args: BaseModel = field(metadata=JSON_OFF)
-    shown_args: dict[str, Any] = field(metadata=json_key("args"))   # substituted, secrets masked: what the plan shows
-    runs: bool                          # `when` is true (or absent)
+    shown_args: dict[str, Any] = field(metadata=json_key("args"))  # substituted, secrets masked: what the plan shows
+    runs: bool  # `when` is true (or absent)
     skip_reason: Optional[str] = None
-    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)   # the run's, scrubbed
-    gate: dict[str, Any] = field(default_factory=dict, metadata=JSON_OFF)   # the spec's gate, `${...}` substituted
-    json_extra = (("name", "spec.name"), ("action", "spec.action"), ("command", "describe"), ("gate", "shown_gate"),
-                  ("on_failure", "spec.on_failure_text"), ("when", "spec.when"), ("handler", "spec.handler"),
-                  ("mutating", "kind.mutating"))
+    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)  # the run's, scrubbed
+    gate: dict[str, Any] = field(default_factory=dict, metadata=JSON_OFF)  # the spec's gate, `${...}` substituted
+    json_extra = (
+        ("name", "spec.name"),
+        ("action", "spec.action"),
+        ("command", "describe"),
+        ("gate", "shown_gate"),
+        ("on_failure", "spec.on_failure_text"),
+        ("when", "spec.when"),
+        ("handler", "spec.handler"),
+        ("mutating", "kind.mutating"),
+    )
     json_mask = "secrets"
 
     @property
@@ -74,15 +82,15 @@ class PlannedStep:
 class Plan:
     """As JSON data, the `--dry-run --json` document: the playbook's name, description and source flattened in
     (secrets scrubbed)."""
+
     playbook: Playbook = field(metadata=JSON_OFF)
     inventory: str
     vars: dict[str, Any]
     apply: bool
-    steps: list[PlannedStep]                     # in file order, handlers included
-    inventory_name: str = field(default="", metadata=JSON_OFF)   # the inventory's `name` (history -i matches it)
-    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)   # inventory + secret vars
-    json_extra = (("playbook", "playbook.name"), ("description", "playbook.description"),
-                  ("source", "playbook.source"))
+    steps: list[PlannedStep]  # in file order, handlers included
+    inventory_name: str = field(default="", metadata=JSON_OFF)  # the inventory's `name` (history -i matches it)
+    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)  # inventory + secret vars
+    json_extra = (("playbook", "playbook.name"), ("description", "playbook.description"), ("source", "playbook.source"))
     json_mask = "secrets"
 
     @property
@@ -98,14 +106,14 @@ class StepRun:
     index: int
     name: str
     action: str
-    status: str                      # passed | failed | recovered | skipped | not run | interrupted
+    status: str  # passed | failed | recovered | skipped | not run | interrupted
     duration_s: float = 0.0
-    gate: str = ""                   # the gate verdict in words (with the action's summary when no gate is set)
+    gate: str = ""  # the gate verdict in words (with the action's summary when no gate is set)
     exit_code: int = 0
     handler_of: Optional[str] = None
     outcome: Optional[StepOutcome] = field(default=None, metadata=json_key("result"))
     note: str = field(default="", metadata=JSON_OFF)
-    gate_brief: str = field(default="", metadata=JSON_OFF)   # the verdict alone, shown beside the summary ("ok")
+    gate_brief: str = field(default="", metadata=JSON_OFF)  # the verdict alone, shown beside the summary ("ok")
     # the step's record: duration rounded, `handler_of` only for a handler, the outcome as `result`
     json_extra = (("duration_s", "duration_rounded"), "summary")
     json_omit_empty = ("handler_of", "result")
@@ -122,18 +130,19 @@ class StepRun:
 @dataclass
 class RunResult:
     """As JSON data, the `pdctl run --json` document (secrets scrubbed)."""
+
     plan: Plan
     steps: list[StepRun] = field(default_factory=list)
     exit_code: int = 0
     failed_step: Optional[str] = None
     interrupted: bool = field(default=False, metadata=JSON_OFF)
-    interrupted_by: str = field(default="Ctrl-C", metadata=JSON_OFF)   # or the signal: SIGTERM, SIGHUP
+    interrupted_by: str = field(default="Ctrl-C", metadata=JSON_OFF)  # or the signal: SIGTERM, SIGHUP
     recommendations: list[str] = field(default_factory=list)
     # the last final-health report a step produced; every one, in run order
     health: Any = field(default=None, metadata=json_key("final_health"))
     health_reports: list[Any] = field(default_factory=list, metadata=JSON_OFF)
-    run_id: str = field(default="", metadata=JSON_OFF)   # shared by the run's "started" record and its final one
-    error: Optional[str] = field(default=None, metadata=JSON_OFF)   # the exception that ended the run, if one did
+    run_id: str = field(default="", metadata=JSON_OFF)  # shared by the run's "started" record and its final one
+    error: Optional[str] = field(default=None, metadata=JSON_OFF)  # the exception that ended the run, if one did
     json_extra = (("playbook", "plan.playbook.name"), "ok", ("result", "outcome_text"))
     json_mask = "plan.secrets"
 
@@ -160,7 +169,7 @@ class RunResult:
             return "interrupted" + (f" at step {at.index} '{at.name}'" if at else "") + f" ({self.interrupted_by})"
         if self.ok:
             return "ok"
-        if self.failed_step is None:    # ended by an error outside any step
+        if self.failed_step is None:  # ended by an error outside any step
             return f"failed: {self.error}"
         s = next(x for x in self.steps if x.name == self.failed_step and x.status == "failed")
         return f"failed at step {s.index} '{s.name}': {s.gate.removeprefix('failed: ')}"
@@ -168,8 +177,15 @@ class RunResult:
 
 # -- planning ---------------------------------------------------------------------------------------------------------
 
-def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bool = False,
-         secret_vars: set[str] | frozenset[str] = frozenset()) -> Plan:
+
+def plan(
+    pb: Playbook,
+    inv,
+    *,
+    cli_vars: dict[str, Any] | None = None,
+    apply: bool = False,
+    secret_vars: set[str] | frozenset[str] = frozenset(),
+) -> Plan:
     """Substitute vars into every step, validate the args, evaluate `when`. Changes nothing, connects nowhere.
     `secret_vars` names vars to treat as secret whatever their names (--secret-var). Raises PlaybookError naming
     the step and field for an unknown var or a bad argument value."""
@@ -181,8 +197,9 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
     unknown = unknown_cli_vars(cli_vars or {}, pb.vars, [json.dumps(s.model_dump(), default=str) for s in pb.steps])
     if unknown:
         known = ", ".join(sorted(pb.vars)) or "none"
-        raise PlaybookError(f"{pb.source}: --var {', '.join(unknown)}: not a variable of this playbook "
-                            f"(its vars: {known})")
+        raise PlaybookError(
+            f"{pb.source}: --var {', '.join(unknown)}: not a variable of this playbook (its vars: {known})"
+        )
     try:
         scope = build_scope(inv, pb.vars, cli_vars or {}, apply)
     except VarError as e:
@@ -201,7 +218,7 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
         except VarError as e:
             problems.append(f"  {where(i, s.name, 'args')}: {e}")
             continue
-        try:     # a gate is compared with what the step saw: its `${...}` filled in as the args' are
+        try:  # a gate is compared with what the step saw: its `${...}` filled in as the args' are
             gate = substitute(dict(s.gate), scope)
         except VarError as e:
             problems.append(f"  {where(i, s.name, 'gate')}: {e}")
@@ -219,15 +236,27 @@ def plan(pb: Playbook, inv, *, cli_vars: dict[str, Any] | None = None, apply: bo
         if bad:
             problems += [f"  {where(i, s.name, f)}: {m}{set_by(s.args, f)}" for f, m in bad]
             continue
-        planned.append(PlannedStep(i, s, kind, kind.args.model_validate(args), mask_shown(args, secrets), runs, skip,
-                                   secrets=secrets, gate=gate))
+        planned.append(
+            PlannedStep(
+                i,
+                s,
+                kind,
+                kind.args.model_validate(args),
+                mask_shown(args, secrets),
+                runs,
+                skip,
+                secrets=secrets,
+                gate=gate,
+            )
+        )
     if problems:
         raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
     shown_vars = {k: (MASK if k in names and v not in (None, "") else v) for k, v in scope["vars"].items()}
     return Plan(pb, inv.source, shown_vars, apply, planned, inventory_name=inv.name, secrets=secrets)
 
 
-# -- running ------------------------------------------------------------------------------------------------------------
+# -- running ----------------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Hooks:
@@ -246,28 +275,54 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
         out = run_kind(ps.kind, ctx, ps.args)
     except KeyboardInterrupt as e:
         by = getattr(e, "signal_name", None) or "Ctrl-C"
-        e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "interrupted", time.monotonic() - t0,
-                             f"interrupted ({by})", 130, handler_of,
-                             mask_outcome(getattr(e, "outcome", None), ctx.secrets),
-                             note=f"interrupted ({by})", gate_brief=f"interrupted ({by})")
+        e.step_run = StepRun(
+            ps.index,
+            ps.spec.name,
+            ps.spec.action,
+            "interrupted",
+            time.monotonic() - t0,
+            f"interrupted ({by})",
+            130,
+            handler_of,
+            mask_outcome(getattr(e, "outcome", None), ctx.secrets),
+            note=f"interrupted ({by})",
+            gate_brief=f"interrupted ({by})",
+        )
         raise
-    except Exception as e:      # a bug or an unmapped failure ends the run: the record names the step and the error
+    except Exception as e:  # a bug or an unmapped failure ends the run: the record names the step and the error
         err = mask_text(error_text(e), ctx.secrets)
         try:
-            e.step_run = StepRun(ps.index, ps.spec.name, ps.spec.action, "failed", time.monotonic() - t0,
-                                 f"failed: error: {err}", error_exit_code(e), handler_of, note=f"error: {err}",
-                                 gate_brief="error")
+            e.step_run = StepRun(
+                ps.index,
+                ps.spec.name,
+                ps.spec.action,
+                "failed",
+                time.monotonic() - t0,
+                f"failed: error: {err}",
+                error_exit_code(e),
+                handler_of,
+                note=f"error: {err}",
+                gate_brief="error",
+            )
         except AttributeError:  # an exception that takes no attribute: the run's record still has the error
             pass
         raise
     # on what the step saw (its output already masked, so the gate's secret values are masked alike); then
     # scrubbed for the record
     passed, why = evaluate_gate(mask_nested(ps.gate, ctx.secrets), out)
-    out, why = mask_outcome(out, ctx.secrets), mask_text(why, ctx.secrets)   # a gate's words may quote a secret
-    sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "passed" if passed else "failed",
-                 time.monotonic() - t0, ("passed: " if passed else "failed: ") + why,
-                 0 if passed else (out.exit_code or 1), handler_of, out,
-                 gate_brief=_brief(ps.gate, out, passed, why))
+    out, why = mask_outcome(out, ctx.secrets), mask_text(why, ctx.secrets)  # a gate's words may quote a secret
+    sr = StepRun(
+        ps.index,
+        ps.spec.name,
+        ps.spec.action,
+        "passed" if passed else "failed",
+        time.monotonic() - t0,
+        ("passed: " if passed else "failed: ") + why,
+        0 if passed else (out.exit_code or 1),
+        handler_of,
+        out,
+        gate_brief=_brief(ps.gate, out, passed, why),
+    )
     hooks.step_finished(sr)
     return sr
 
@@ -288,7 +343,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     result = RunResult(p, run_id=uuid.uuid4().hex[:12])
     started = time.time()
     _audit_start(audit, result, started, audit_log, ctx.secrets)
-    stopped: str | None = None      # the step whose failure stopped the run (not the first failure, with continue)
+    stopped: str | None = None  # the step whose failure stopped the run (not the first failure, with continue)
     try:
         for ps in p.sequence:
             if not ps.runs:
@@ -297,8 +352,13 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
                 hooks.step_finished(sr)
                 continue
             if stopped:
-                sr = StepRun(ps.index, ps.spec.name, ps.spec.action, "not run",
-                             note=f"not run: the run stopped at step '{stopped}'")
+                sr = StepRun(
+                    ps.index,
+                    ps.spec.name,
+                    ps.spec.action,
+                    "not run",
+                    note=f"not run: the run stopped at step '{stopped}'",
+                )
                 result.steps.append(sr)
                 hooks.step_finished(sr)
                 continue
@@ -310,23 +370,37 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
             policy = ps.spec.on_failure
             if isinstance(policy, RunHandler):
                 h = p.handler(policy.run)
-                if sr.exit_code in UNKNOWN_EXITS:   # nothing acts on an unknown (3) or a refusal (4)
-                    hs = StepRun(h.index, h.spec.name, h.spec.action, "skipped", handler_of=ps.spec.name,
-                                 note=f"not run: step '{ps.spec.name}' ended with exit {sr.exit_code} "
-                                      f"({UNKNOWN_EXITS[sr.exit_code]}): nothing acts on what it could not see")
+                if sr.exit_code in UNKNOWN_EXITS:  # nothing acts on an unknown (3) or a refusal (4)
+                    hs = StepRun(
+                        h.index,
+                        h.spec.name,
+                        h.spec.action,
+                        "skipped",
+                        handler_of=ps.spec.name,
+                        note=f"not run: step '{ps.spec.name}' ended with exit {sr.exit_code} "
+                        f"({UNKNOWN_EXITS[sr.exit_code]}): nothing acts on what it could not see",
+                    )
                     result.steps.append(hs)
                     hooks.step_finished(hs)
                     result.recommendations.append(
                         f"step '{ps.spec.name}' could not judge (exit {sr.exit_code}); handler '{h.spec.name}' "
-                        f"({h.describe}) was not run: fix what the step names, then run the playbook again")
+                        f"({h.describe}) was not run: fix what the step names, then run the playbook again"
+                    )
                 elif not h.runs:
-                    hs = StepRun(h.index, h.spec.name, h.spec.action, "skipped", handler_of=ps.spec.name,
-                                 note=h.skip_reason or "")
+                    hs = StepRun(
+                        h.index,
+                        h.spec.name,
+                        h.spec.action,
+                        "skipped",
+                        handler_of=ps.spec.name,
+                        note=h.skip_reason or "",
+                    )
                     result.steps.append(hs)
                     hooks.step_finished(hs)
                     result.recommendations.append(
                         f"step '{ps.spec.name}' failed; handler '{h.spec.name}' ({h.describe}) was not run "
-                        f"because {h.skip_reason}")
+                        f"because {h.skip_reason}"
+                    )
                 else:
                     hs = _execute(h, ctx, hooks, ps.spec.name)
                     result.steps.append(hs)

@@ -40,8 +40,8 @@ class StepSpec(_Strict):
     args: dict[str, Any] = Field(default_factory=dict)
     gate: dict[str, Any] = Field(default_factory=dict)
     on_failure: OnFailure = "stop"
-    when: Optional[str] = None          # a var name (`apply`) or `not NAME`; the step is skipped when false
-    handler: bool = False               # runs only when another step's on_failure names it
+    when: Optional[str] = None  # a var name (`apply`) or `not NAME`; the step is skipped when false
+    handler: bool = False  # runs only when another step's on_failure names it
 
     @property
     def on_failure_text(self) -> str:
@@ -114,8 +114,9 @@ def check_playbook(pb: Playbook) -> list[str]:
         seen.setdefault(s.name, i)
         kind = REGISTRY.get(s.action)
         if kind is None:
-            problems.append(f"  {where(i, s.name, 'action')}: unknown action {s.action!r} "
-                            f"(choose from {', '.join(REGISTRY)})")
+            problems.append(
+                f"  {where(i, s.name, 'action')}: unknown action {s.action!r} (choose from {', '.join(REGISTRY)})"
+            )
             continue
         problems += [f"  {where(i, s.name, f)}: {m}" for f, m in check_args(kind, s.args, with_values=False)]
         problems += [f"  {where(i, s.name, f)}: {m}" for f, m in check_gate(kind, s.gate)]
@@ -127,14 +128,19 @@ def check_playbook(pb: Playbook) -> list[str]:
             if target == s.name:
                 problems.append(f"  {where(i, s.name, 'on_failure.run')}: a step cannot be its own handler")
             elif target not in seen:
-                problems.append(f"  {where(i, s.name, 'on_failure.run')}: no step named {target!r} "
-                                f"(steps: {', '.join(seen)})")
+                problems.append(
+                    f"  {where(i, s.name, 'on_failure.run')}: no step named {target!r} (steps: {', '.join(seen)})"
+                )
             elif not pb.step(target).handler:
-                problems.append(f"  {where(i, s.name, 'on_failure.run')}: step {target!r} is not a handler "
-                                "(mark it `handler: true` so it runs only on failure)")
+                problems.append(
+                    f"  {where(i, s.name, 'on_failure.run')}: step {target!r} is not a handler "
+                    "(mark it `handler: true` so it runs only on failure)"
+                )
             elif isinstance(pb.step(target).on_failure, RunHandler):
-                problems.append(f"  {where(i, s.name, 'on_failure.run')}: handler {target!r} has its own "
-                                "on_failure run; handlers do not chain")
+                problems.append(
+                    f"  {where(i, s.name, 'on_failure.run')}: handler {target!r} has its own "
+                    "on_failure run; handlers do not chain"
+                )
     if all(s.handler for s in pb.steps):
         problems.append("  field 'steps': every step is a handler; nothing would run")
     return problems
@@ -144,19 +150,25 @@ def parse_playbook(data: Any, source: str, secrets: frozenset[str] = frozenset()
     """Validate a mapping as a playbook. Raises PlaybookError naming `source`, each bad step and field; a value in
     a message is masked when its field looks secret or it holds one of `secrets` (the inventory's declared ones)."""
     from pdctl.secrets import mask_text
+
     if not isinstance(data, dict):
-        raise PlaybookError(f"{source}: invalid playbook\n  expected a mapping at the top level, "
-                            f"got {type(data).__name__}")
+        raise PlaybookError(
+            f"{source}: invalid playbook\n  expected a mapping at the top level, got {type(data).__name__}"
+        )
     try:
         pb = Playbook.model_validate(data)
     except ValidationError as err:
-        raise PlaybookError("\n".join([f"{source}: invalid playbook"] + _format_pydantic(source, data, err, secrets)),
-                            hint="see docs/playbooks/README.md for the playbook format") from None
+        raise PlaybookError(
+            "\n".join([f"{source}: invalid playbook"] + _format_pydantic(source, data, err, secrets)),
+            hint="see docs/playbooks/README.md for the playbook format",
+        ) from None
     pb.source = source
     problems = [mask_text(line, secrets) for line in check_playbook(pb)]
     if problems:
-        raise PlaybookError("\n".join([f"{source}: invalid playbook"] + problems),
-                            hint="see docs/playbooks/README.md for the playbook format")
+        raise PlaybookError(
+            "\n".join([f"{source}: invalid playbook"] + problems),
+            hint="see docs/playbooks/README.md for the playbook format",
+        )
     return pb
 
 
@@ -166,6 +178,7 @@ def load_playbook(path: str | Path, secrets: frozenset[str] = frozenset()) -> Pl
 
 
 # -- finding a playbook by name -------------------------------------------------------------------------------
+
 
 def shipped_dirs() -> list[Path]:
     """Where shipped playbooks are looked up, in order: each dir of $PDCTL_PLAYBOOK_PATH (colon-separated), the
@@ -204,8 +217,10 @@ def resolve_playbook(ref: str) -> Path:
         if p.exists():
             return p
         names = ", ".join(sorted(shipped)) or "none found"
-        raise PlaybookError(f"{ref}: no such file and no shipped playbook of that name (shipped: {names})",
-                            hint="looked in: " + ", ".join(str(d) for d in shipped_dirs()))
+        raise PlaybookError(
+            f"{ref}: no such file and no shipped playbook of that name (shipped: {names})",
+            hint="looked in: " + ", ".join(str(d) for d in shipped_dirs()),
+        )
     if p.exists():
         return p
     raise PlaybookError(f"{ref}: no such playbook file")

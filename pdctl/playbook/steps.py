@@ -17,8 +17,9 @@ from pdctl.playbook.outcome import ArgProblems, RunContext, StepKind, StepOutcom
 from pdctl.yamlfile import plain_problem
 
 
-def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool,
-               secrets: frozenset[str] = frozenset()) -> ArgProblems:
+def check_args(
+    kind: StepKind, args: dict[str, Any], *, with_values: bool, secrets: frozenset[str] = frozenset()
+) -> ArgProblems:
     """(field, problem) for the args. Without values (load time, `${...}` not yet substituted) only keys are
     checked; with values the whole model is validated, each value shown scrubbed of `secrets` and never for a
     secret-looking field (yamlfile.plain_problem). Then the kind's own `also_check`, if any."""
@@ -27,9 +28,14 @@ def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool,
     if model.model_config.get("extra") == "forbid":
         for k in args:
             if k not in model.model_fields:
-                out.append((f"args.{k}", f"unknown argument of action {kind.name!r} "
-                                         f"(its arguments: {', '.join(model.model_fields) or 'none'})"))
-    elif kind.validate is not None:     # its messages may quote a value: scrubbed as the model's problems are
+                out.append(
+                    (
+                        f"args.{k}",
+                        f"unknown argument of action {kind.name!r} "
+                        f"(its arguments: {', '.join(model.model_fields) or 'none'})",
+                    )
+                )
+    elif kind.validate is not None:  # its messages may quote a value: scrubbed as the model's problems are
         from pdctl.secrets import mask_text
 
         return [(f, mask_text(m, secrets)) for f, m in kind.validate(args, with_values)]
@@ -39,7 +45,7 @@ def check_args(kind: StepKind, args: dict[str, Any], *, with_values: bool,
         except ValidationError as err:
             for e in err.errors():
                 loc = ".".join(str(p) for p in e["loc"])
-                msg, got_txt = plain_problem(e, secrets=secrets)    # a secret-named arg's value is never shown
+                msg, got_txt = plain_problem(e, secrets=secrets)  # a secret-named arg's value is never shown
                 out.append((f"args.{loc}" if loc else "args", msg + got_txt))
     # at load time every problem is listed; with values the kind's own check needs args that validated
     if kind.also_check is not None and not (with_values and out):
@@ -62,8 +68,13 @@ def error_outcome(e: PdctlError, secrets: set[str] = frozenset()) -> StepOutcome
 
     message = mask_text(e.message, secrets)
     hint = mask_text(e.hint, secrets) if e.hint else None
-    return StepOutcome(False, message.splitlines()[0] if message else "", exit_code=e.exit_code, error=message,
-                       data={"hint": hint} if hint else {})
+    return StepOutcome(
+        False,
+        message.splitlines()[0] if message else "",
+        exit_code=e.exit_code,
+        error=message,
+        data={"hint": hint} if hint else {},
+    )
 
 
 class StepInterrupted(KeyboardInterrupt):
@@ -73,7 +84,7 @@ class StepInterrupted(KeyboardInterrupt):
     def __init__(self, outcome: Optional[StepOutcome] = None, signal_name: str = ""):
         super().__init__()
         self.outcome = outcome
-        if signal_name:     # the run's record and screen say "interrupted (SIGTERM)", as for a step that did not catch it
+        if signal_name:  # the run's record and screen say "interrupted (SIGTERM)", as for a step that did not catch it
             self.signal_name = signal_name
 
 

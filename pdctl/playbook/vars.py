@@ -90,10 +90,16 @@ def lookup(name: str, scope: dict[str, Any]) -> Any:
             at = ".".join(parts[:i]) or "(top)"
             if i == 0:
                 known = sorted(k for k in scope if k != "vars")
-                raise VarError(f"${{{name}}}: unknown variable {p!r} (known: {', '.join(known)}; "
-                               "pass --var NAME=VALUE to set one)")
-            options = ", ".join(map(str, cur)) if isinstance(cur, dict) else f"0..{len(cur) - 1}" \
-                if isinstance(cur, list) else type(cur).__name__
+                raise VarError(
+                    f"${{{name}}}: unknown variable {p!r} (known: {', '.join(known)}; pass --var NAME=VALUE to set one)"
+                )
+            options = (
+                ", ".join(map(str, cur))
+                if isinstance(cur, dict)
+                else f"0..{len(cur) - 1}"
+                if isinstance(cur, list)
+                else type(cur).__name__
+            )
             raise VarError(f"${{{name}}}: {at} has no {p!r} (has: {options})")
     return cur
 
@@ -151,9 +157,9 @@ def unknown_cli_vars(cli_vars: dict[str, Any], declared: dict[str, Any], texts: 
 
 
 def set_by(raw_args: Any, field_path: str) -> str:
-    """" (set by ${storm_requests})" when the step arg a problem names (`args.requests`) was one var in the
+    """ " (set by ${storm_requests})" when the step arg a problem names (`args.requests`) was one var in the
     playbook: the operator set it with --var, and looks for that name. Pure."""
-    key = field_path[len("args."):] if field_path.startswith("args.") else None
+    key = field_path[len("args.") :] if field_path.startswith("args.") else None
     ref = raw_args.get(key) if key and isinstance(raw_args, dict) else None
     m = re.fullmatch(r"\$\{([^{}]+)\}", ref.strip()) if isinstance(ref, str) else None
     return f" (set by ${{{m.group(1)}}})" if m else ""

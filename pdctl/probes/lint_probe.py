@@ -1,5 +1,5 @@
-"""Run on a role's host with the host's interpreter: ask the installed SGLang, bundled engine or router (sglang-router, smg) to
-parse a rendered command line, and report the env-name registry it reads. Stdlib only; pdctl never imports it.
+"""Run on a role's host with the host's interpreter: ask the installed SGLang, bundled engine or router (sglang-router,
+smg) to parse a rendered command line, and report the env-name registry it reads. Stdlib only; pdctl never imports it.
 
 Request: sys.argv[1] is JSON {"items": [{"key", "kind": "sglang"|"bundled"|"sglang-router"|"smg", "argv": [flags...],
 "env": {...}, "env_names": [...]}], "site_env": [names the inventory declares site-specific]}. Reply: one line
@@ -20,8 +20,10 @@ import sys
 import traceback
 
 MARK = "PDCTL-LINT-REPLY "
-_DIRECT_READ = re.compile(r"""(?:environ\.get|getenv|environ\[|environ\.setdefault|get_bool_env_var|"""
-                          r"""get_int_env_var|get_float_env_var)\(?\s*["'](SGL(?:ANG)?_[A-Z0-9_]+)["']""")
+_DIRECT_READ = re.compile(
+    r"""(?:environ\.get|getenv|environ\[|environ\.setdefault|get_bool_env_var|"""
+    r"""get_int_env_var|get_float_env_var)\(?\s*["'](SGL(?:ANG)?_[A-Z0-9_]+)["']"""
+)
 
 
 def _jsonable(v):
@@ -98,14 +100,17 @@ def _sglang_registry(names, site_env=()):
     for name, field in vars(mod.Envs).items():
         if isinstance(field, mod.EnvField):
             default = field.default
-            fields[name] = {"type": type(field).__name__,
-                            "default": "<computed>" if callable(default) else _jsonable(default),
-                            "alias": getattr(field, "deprecated_name", None)}
-    deprecated = {k: {"replacement": d.replacement, "note": d.note}
-                  for k, d in getattr(mod, "_DEPRECATED_ENVS", {}).items()}
+            fields[name] = {
+                "type": type(field).__name__,
+                "default": "<computed>" if callable(default) else _jsonable(default),
+                "alias": getattr(field, "deprecated_name", None),
+            }
+    deprecated = {
+        k: {"replacement": d.replacement, "note": d.note} for k, d in getattr(mod, "_DEPRECATED_ENVS", {}).items()
+    }
     direct = None
     wanted = {n for n in names if n.startswith(("SGLANG_", "SGL_"))}
-    if wanted - set(fields) - set(deprecated) - set(site_env):   # the package source is read only when needed
+    if wanted - set(fields) - set(deprecated) - set(site_env):  # the package source is read only when needed
         direct = set()
         for d, _dirs, files in os.walk(root):
             for f in files:
@@ -149,6 +154,7 @@ def _ask_bundled(argv, env):
 def _router_asker(package, dist):
     """The parser of a router kind: sglang-router 0.3.2 and smg 1.13 lay it out alike (<package>.launch_router's
     parse_router_args, <package>.router_args.RouterArgs); the version comes from the distribution's metadata."""
+
     def ask(argv, env):
         parse_router_args = importlib.import_module(package + ".launch_router").parse_router_args
         RouterArgs = importlib.import_module(package + ".router_args").RouterArgs
@@ -157,18 +163,27 @@ def _router_asker(package, dist):
         RouterArgs.add_cli_args(parser, use_router_prefix=False)
         verdict, parsed = _parse(parse_router_args, argv, env)
         return (_version(dist, lambda: "unknown"), verdict, parsed, _options(parser))
+
     return ask
 
 
 def _bundled_registry(names, site_env=()):
     names = importlib.import_module("engine.env_registry").ENV_NAMES
-    return {"fields": {k: dict(v) for k, v in names.items()}, "deprecated": {}, "direct_reads": [],
-            "source": "engine.env_registry"}
+    return {
+        "fields": {k: dict(v) for k, v in names.items()},
+        "deprecated": {},
+        "direct_reads": [],
+        "source": "engine.env_registry",
+    }
 
 
 # router kinds by their inventory name (pdctl.routers): the probe is stdlib-only and cannot import the registry
-ASK = {"sglang": _ask_sglang, "bundled": _ask_bundled, "sglang-router": _router_asker("sglang_router", "sglang-router"),
-       "smg": _router_asker("smg", "smg")}
+ASK = {
+    "sglang": _ask_sglang,
+    "bundled": _ask_bundled,
+    "sglang-router": _router_asker("sglang_router", "sglang-router"),
+    "smg": _router_asker("smg", "smg"),
+}
 REGISTRY = {"sglang": _sglang_registry, "bundled": _bundled_registry}
 
 
@@ -193,7 +208,7 @@ def main(request):
         try:
             version, verdict, parsed, options = ASK[item["kind"]](item["argv"], item.get("env", {}))
             out.update(available=True, version=version, verdict=verdict, parsed=parsed, options=options)
-        except Exception as e:   # the parser could not be asked: not installed, or not the real package
+        except Exception as e:  # the parser could not be asked: not installed, or not the real package
             out.update(available=False, unavailable=_unavailable(e))
         reply["items"].append(out)
     return reply

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-BARS = " ▁▂▃▄▅▆▇█"   # eighths of a cell, for the chart columns
+BARS = " ▁▂▃▄▅▆▇█"  # eighths of a cell, for the chart columns
+
 
 def _num(v: float) -> str:
     return f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}"
@@ -18,13 +19,19 @@ def bucket(values: Sequence[float | None], columns: int) -> tuple[list[float | N
     k = max(1, -(-len(values) // columns))
     out: list[float | None] = []
     for i in range(0, len(values), k):
-        got = [v for v in values[i:i + k] if v is not None]
+        got = [v for v in values[i : i + k] if v is not None]
         out.append(max(got) if got else None)
     return out, k
 
 
-def vertical_chart(values: Sequence[float | None], times: Sequence[float] | None = None, *, width: int = 60,
-                   height: int = 5, title: str = "") -> list[str]:
+def vertical_chart(
+    values: Sequence[float | None],
+    times: Sequence[float] | None = None,
+    *,
+    width: int = 60,
+    height: int = 5,
+    title: str = "",
+) -> list[str]:
     """A column chart: a y-axis labelled 0..max, one column per sample (samples bucketed by their maximum when
     there are more than fit in `width`, and the title says so), x labels in seconds under the axis. A missing
     sample is '·' on the axis; a zero is an empty column. Every chart line fits `width` (the title may not). Pure."""
@@ -36,7 +43,7 @@ def vertical_chart(values: Sequence[float | None], times: Sequence[float] | None
     head = f"{title}: max {_num(top)}; {len(values)} samples" + (f", {k} a column (their max)" if k > 1 else "")
     lines = [head]
     if top <= 0:
-        height = 0      # all zero (or nothing sampled): the axis alone says it
+        height = 0  # all zero (or nothing sampled): the axis alone says it
     for row in range(height, 0, -1):
         label = _num(top) if row == height else ""
         cells = []
@@ -62,6 +69,6 @@ def _x_labels(times: Sequence[float], n: int) -> str:
     for i, t in enumerate(times[:n]):
         s = _num(round(t, 1))
         if i >= free and i + len(s) <= n:
-            row[i:i + len(s)] = s
+            row[i : i + len(s)] = s
             free = i + len(s) + 3
     return "".join(row).rstrip()

@@ -17,14 +17,14 @@ def deploy_plan(plan) -> None:
     for r in plan.roles:
         state = ("changed" if r.changed else "unchanged") + (", running" if r.running else ", not running")
         c.print(Text(p(f"{r.label}  service {r.service}  [{state}]"), style="bold"))
-        secrets = secret_values(r.env, r.argv)    # scrubbed from env names and other values too
+        secrets = secret_values(r.env, r.argv)  # scrubbed from env names and other values too
         env = mask_env(r.env, secrets)
         if env:
             c.print(Text("  env: " + env_line(env)), soft_wrap=True)
         # soft_wrap: a command line stays one line, so it can be copied or grepped whatever the width
         c.print(Text("  " + shell_line(mask_argv(r.argv, secrets))), soft_wrap=True)
         for change in r.changes:
-            c.print(Text(f"  change: {p(change)}", style="yellow"), soft_wrap=True)   # a value is copied whole
+            c.print(Text(f"  change: {p(change)}", style="yellow"), soft_wrap=True)  # a value is copied whole
     c.print(Text(f"action: {plan.action} ({plan.reason})", style="bold"))
     c.print(Text(f"from the hosts: {plan.from_hosts}", style="dim"))
 

@@ -19,4 +19,4 @@ def escape_controls(text: str) -> str:
     return "".join(ch if ch in "\n\t" or ch.isprintable() else printable(ch) for ch in text)
 
 
-rich.text.strip_control_codes = escape_controls     # the name rich.text calls for each Text it builds
+rich.text.strip_control_codes = escape_controls  # the name rich.text calls for each Text it builds

@@ -41,7 +41,7 @@ def health_report(report, *, verbose: bool = False) -> None:
     warned = [r for rs in report.layers.values() for r in rs if r.status is Status.WARN]
     for heading, rs in (("failed checks", failures), ("warnings", warned)):
         if rs:
-            from pdctl.render.tables import check_groups, group_block   # rich's tables: only a failure needs them
+            from pdctl.render.tables import check_groups, group_block  # rich's tables: only a failure needs them
 
             c.print(Text(heading, style="bold"))
             for group in check_groups(rs):
@@ -58,9 +58,10 @@ def health_report(report, *, verbose: bool = False) -> None:
         pad = max((len(layer_counts(rs)) for rs in report.layers.values()), default=0)
         for layer, results in report.layers.items():
             c.print(Text(layer_summary(layer, results, pad)))
-    if report.baseline is not None:   # --record-baseline: where it went, or that it did not (failed checks say why)
-        c.print(Text(report.baseline.summary, style="green" if report.baseline.recorded else "bold red"),
-                soft_wrap=True)   # one line, never folded inside its path: copied whole
+    if report.baseline is not None:  # --record-baseline: where it went, or that it did not (failed checks say why)
+        c.print(
+            Text(report.baseline.summary, style="green" if report.baseline.recorded else "bold red"), soft_wrap=True
+        )  # one line, never folded inside its path: copied whole
     for step in next_steps(failures):
         c.print(Text("next: ", style="yellow") + Text(step))
 

@@ -9,13 +9,27 @@ from pdctl import render
 from pdctl.render.layout import Col, block, plain_table
 from pdctl.render.terminal_safe import printable
 
-BLOCK_COLS = (Col("time", head=True), Col("operator", head=True), Col("action", head=True), Col("seconds", head=True),
-              Col("result"), Col("inventory"))
+BLOCK_COLS = (
+    Col("time", head=True),
+    Col("operator", head=True),
+    Col("action", head=True),
+    Col("seconds", head=True),
+    Col("result"),
+    Col("inventory"),
+)
 
 HISTORY_RESULT_MAX = 80
-_HISTORY_STYLE = {"ok": "green", "failed": "red", "refused": "yellow", "unreachable": "red", "usage": "red",
-                  "interrupted": "yellow", "unfinished": "bold yellow", "taken over": "yellow",
-                  "unrecorded": "yellow"}
+_HISTORY_STYLE = {
+    "ok": "green",
+    "failed": "red",
+    "refused": "yellow",
+    "unreachable": "red",
+    "usage": "red",
+    "interrupted": "yellow",
+    "unfinished": "bold yellow",
+    "taken over": "yellow",
+    "unrecorded": "yellow",
+}
 
 
 def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
@@ -27,8 +41,8 @@ def shorten(text: str, limit: int = HISTORY_RESULT_MAX) -> str:
     first = re.split(r"\n|(?<=[.!?])\s", text, maxsplit=1)[0].strip()
     cut = first != text
     first = printable(first)
-    if len(first) > limit:    # at a space when there is one: a role label or a path is never cut inside
-        head = first[:limit - 1]
+    if len(first) > limit:  # at a space when there is one: a role label or a path is never cut inside
+        head = first[: limit - 1]
         first, cut = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(), True
     return first + ("…" if cut else "")
 
@@ -53,7 +67,7 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
     from pdctl.audit import CorruptLine, fold_runs, result_word
 
     c = render.console()
-    lines = fold_runs(lines)    # a run once, by its end; a start alone is a run that never finished
+    lines = fold_runs(lines)  # a run once, by its end; a start alone is a run that never finished
     if not lines:
         if filters:
             c.print(Text("no records match " + " ".join(filters), style="dim"))
@@ -63,19 +77,38 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
     rows = []
     for r in lines:
         if isinstance(r, CorruptLine):
-            rows.append(("", "", Text("CORRUPT LINE", style="bold red"),
-                         Text(shorten(r.text.replace("\n", " ")), style="red"), "", ""))
+            rows.append(
+                (
+                    "",
+                    "",
+                    Text("CORRUPT LINE", style="bold red"),
+                    Text(shorten(r.text.replace("\n", " ")), style="red"),
+                    "",
+                    "",
+                )
+            )
             continue
         word, detail = result_word(r)
-        word = printable(word)    # every field is what the log holds: escaped, so it cannot drive the terminal
-        cell = Text(word, style=_HISTORY_STYLE.get(word, "")) + \
-            Text(f": {shorten(detail, HISTORY_RESULT_MAX - len(word) - 2)}" if detail else "")
+        word = printable(word)  # every field is what the log holds: escaped, so it cannot drive the terminal
+        cell = Text(word, style=_HISTORY_STYLE.get(word, "")) + Text(
+            f": {shorten(detail, HISTORY_RESULT_MAX - len(word) - 2)}" if detail else ""
+        )
         dur = r.get("duration_s")
-        rows.append((printable(r.get("time", "")), printable(r.get("operator", "")), printable(r.get("action", "")),
-                     cell, f"{dur:.1f}" if isinstance(dur, (int, float)) else "", printable(r.get("inventory", ""))))
+        rows.append(
+            (
+                printable(r.get("time", "")),
+                printable(r.get("operator", "")),
+                printable(r.get("action", "")),
+                cell,
+                f"{dur:.1f}" if isinstance(dur, (int, float)) else "",
+                printable(r.get("inventory", "")),
+            )
+        )
     cols = ("time", "operator", "action", "result", "seconds", "inventory")
-    widths = [max([len(col)] + [cell_len(x.plain if isinstance(x, Text) else x) for x in column])
-              for col, column in zip(cols, zip(*rows))]     # in terminal cells: a CJK character takes two
+    widths = [
+        max([len(col)] + [cell_len(x.plain if isinstance(x, Text) else x) for x in column])
+        for col, column in zip(cols, zip(*rows))
+    ]  # in terminal cells: a CJK character takes two
     # One line per record when it fits. When the table is wider than the terminal, the result column gives way (its
     # first sentence, shortened at a space; the whole of it is in --json); the others keep their width: an
     # inventory path is an identifier. When that is not enough, one block per record, each value whole.

@@ -22,12 +22,23 @@ def num(v: Any) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:.2f}".rstrip("0").rstrip(".")
 
 
-INFLIGHT_COLS = (Col("t (s)", ident=True, right=True, head=True), Col("prefill bootstrap", right=True),
-                 Col("prefill inflight", right=True), Col("decode prealloc", right=True),
-                 Col("decode transfer", right=True), Col("running", right=True), Col("generation tokens", right=True),
-                 Col("note"))
-_GAUGES = ("sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_inflight_queue_reqs",
-           "sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs", "sglang:num_running_reqs")
+INFLIGHT_COLS = (
+    Col("t (s)", ident=True, right=True, head=True),
+    Col("prefill bootstrap", right=True),
+    Col("prefill inflight", right=True),
+    Col("decode prealloc", right=True),
+    Col("decode transfer", right=True),
+    Col("running", right=True),
+    Col("generation tokens", right=True),
+    Col("note"),
+)
+_GAUGES = (
+    "sglang:num_prefill_bootstrap_queue_reqs",
+    "sglang:num_prefill_inflight_queue_reqs",
+    "sglang:num_decode_prealloc_queue_reqs",
+    "sglang:num_decode_transfer_queue_reqs",
+    "sglang:num_running_reqs",
+)
 
 
 def print_chart(c, values, times, title: str) -> None:
@@ -38,11 +49,19 @@ def print_chart(c, values, times, title: str) -> None:
 
 def inflight_report(rep) -> None:
     c = render.console()
-    rows = [(f"{p.t:.1f}", *(num(p.gauges.get(k)) for k in _GAUGES), num(p.generation_tokens),
-             "; ".join(f"{k}: {v}" for k, v in p.errors.items())) for p in rep.points]
+    rows = [
+        (
+            f"{p.t:.1f}",
+            *(num(p.gauges.get(k)) for k in _GAUGES),
+            num(p.generation_tokens),
+            "; ".join(f"{k}: {v}" for k, v in p.errors.items()),
+        )
+        for p in rep.points
+    ]
     c.print(grid("inflight samples", INFLIGHT_COLS, rows, c.width, narrow="inline"))
-    print_chart(c, [p.inflight if p.complete else None for p in rep.points], [p.t for p in rep.points],
-                "inflight per sample")
+    print_chart(
+        c, [p.inflight if p.complete else None for p in rep.points], [p.t for p in rep.points], "inflight per sample"
+    )
     for r in rep.to_check_results():
         c.print(Text("verdict", style="italic"))
         for part in check_block(r, c.width):

@@ -10,23 +10,23 @@ from dataclasses import dataclass
 from typing import Sequence, Union
 
 from rich import box
-from rich.cells import cell_len   # terminal cells, not characters: a CJK character takes two
+from rich.cells import cell_len  # terminal cells, not characters: a CJK character takes two
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-Cell = Union[str, Text, list]    # a list: items of one cell (each a str or Text)
-WRAP_MIN = 10        # the narrowest a wrapping column may get before the table gives way to blocks
-WORD_MAX = 40        # a wrapping column is at least as wide as its longest word up to this (URLs, metric names)
+Cell = Union[str, Text, list]  # a list: items of one cell (each a str or Text)
+WRAP_MIN = 10  # the narrowest a wrapping column may get before the table gives way to blocks
+WORD_MAX = 40  # a wrapping column is at least as wide as its longest word up to this (URLs, metric names)
 
 
 @dataclass(frozen=True)
 class Col:
     header: str
-    ident: bool = False      # never wrapped or cut: the column is as wide as its longest cell
-    right: bool = False      # right-justified (numbers)
-    head: bool = False       # in block layout, on the row's first line (identifiers and the status)
-    whole_words: bool = False   # wraps, but never inside a word: a sentence naming role labels (a step)
+    ident: bool = False  # never wrapped or cut: the column is as wide as its longest cell
+    right: bool = False  # right-justified (numbers)
+    head: bool = False  # in block layout, on the row's first line (identifiers and the status)
+    whole_words: bool = False  # wraps, but never inside a word: a sentence naming role labels (a step)
 
 
 def plain(cell: Cell) -> str:
@@ -52,17 +52,19 @@ def min_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]]) -> list[int]
     for k, col in enumerate(cols):
         cells = [plain(r[k]) for r in rows]
         w = _longest_word(col.header)
-        if col.ident:    # its header too: the column is never narrower than what col_widths gives it
+        if col.ident:  # its header too: the column is never narrower than what col_widths gives it
             w = max([cell_len(col.header)] + [cell_len(c) for c in cells])
         else:
-            cap = 10 ** 6 if col.whole_words else WORD_MAX
-            w = max([w, min(WRAP_MIN, max((cell_len(c) for c in cells), default=0))] +
-                    [min(cap, _longest_word(c)) for c in cells])
+            cap = 10**6 if col.whole_words else WORD_MAX
+            w = max(
+                [w, min(WRAP_MIN, max((cell_len(c) for c in cells), default=0))]
+                + [min(cap, _longest_word(c)) for c in cells]
+            )
         out.append(w)
     return out
 
 
-GAP = 2   # spaces between columns: tables have no borders, so a row of six columns fits in 80
+GAP = 2  # spaces between columns: tables have no borders, so a row of six columns fits in 80
 
 
 def _chrome(cols: Sequence[Col]) -> int:
@@ -102,15 +104,21 @@ def col_widths(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int) 
 
 def plain_table(title: str) -> Table:
     """The one table style: a rule under the header, no borders, two spaces between columns."""
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                 padding=(0, GAP // 2), collapse_padding=True)
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, GAP // 2),
+        collapse_padding=True,
+    )
 
 
-def table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6) -> Table:
+def table(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10**6) -> Table:
     t = plain_table(title)
     for col, w in zip(cols, col_widths(cols, rows, width)):
-        t.add_column(col.header, justify="right" if col.right else "left", width=w,
-                     no_wrap=col.ident, overflow="fold")
+        t.add_column(col.header, justify="right" if col.right else "left", width=w, no_wrap=col.ident, overflow="fold")
     for r in rows:
         t.add_row(*(as_text(c) if isinstance(c, list) else c for c in r))
     return t
@@ -129,14 +137,18 @@ def pack(cells: Sequence[Cell], width: int, sep: str = "  ") -> list[Text]:
     return out
 
 
-def block(cols: Sequence[Col], row: Sequence[Cell], *, labels: dict[str, str] | None = None,
-          width: int = 10 ** 6) -> list[RenderableType]:
+def block(
+    cols: Sequence[Col], row: Sequence[Cell], *, labels: dict[str, str] | None = None, width: int = 10**6
+) -> list[RenderableType]:
     """One row as a block: its head cells on the first line(s), then one `label: value` line per other non-empty
     cell, the value wrapping under itself. Pure."""
     labels = labels or {}
     heads = pack([c for col, c in zip(cols, row) if col.head and plain(c)], width)
-    rest = [(labels.get(col.header, col.header) + ":", as_text(c) if isinstance(c, list) else c)
-            for col, c in zip(cols, row) if not col.head and plain(c)]
+    rest = [
+        (labels.get(col.header, col.header) + ":", as_text(c) if isinstance(c, list) else c)
+        for col, c in zip(cols, row)
+        if not col.head and plain(c)
+    ]
     out: list[RenderableType] = list(heads)
     if rest:
         g = Table.grid(padding=(0, 1))
@@ -148,27 +160,32 @@ def block(cols: Sequence[Col], row: Sequence[Cell], *, labels: dict[str, str] | 
     return out
 
 
-def blocks(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]],
-           *, labels: dict[str, str] | None = None, width: int = 10 ** 6) -> Group:
+def blocks(
+    title: str,
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    labels: dict[str, str] | None = None,
+    width: int = 10**6,
+) -> Group:
     parts: list[RenderableType] = [Text(title, style="italic")] if title else []
     for r in rows:
         parts.extend(block(cols, r, labels=labels, width=width))
     return Group(*parts)
 
 
-def inline(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6) -> Group:
+def inline(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10**6) -> Group:
     """One line per row, `header=value` pairs (spaces in a header become `_`, so a pair never splits), wrapping
     between pairs: for numeric series too wide for a table. Pure."""
     parts: list[RenderableType] = [Text(title, style="italic")] if title else []
     for r in rows:
-        pairs = [c if col.head else Text(f"{col.header.replace(' ', '_')}=") + c
-                 for col, c in zip(cols, r) if plain(c)]
+        pairs = [c if col.head else Text(f"{col.header.replace(' ', '_')}=") + c for col, c in zip(cols, r) if plain(c)]
         parts.extend(pack(pairs, width))
     return Group(*parts)
 
 
-INDENT = 4   # a stacked row's other cells, under its head line
-_KEEP = "\x00"   # stands for a space inside a `quoted command` while wrapping, so the command stays on one line
+INDENT = 4  # a stacked row's other cells, under its head line
+_KEEP = "\x00"  # stands for a space inside a `quoted command` while wrapping, so the command stays on one line
 
 
 def wrap_keeping_commands(text: str, width: int, *, glue_options: bool = False) -> list[str]:
@@ -196,8 +213,7 @@ def _pad(cell: Cell, w: int, right: bool) -> Text:
     return pad + t if right else t + pad
 
 
-def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10 ** 6
-            ) -> RenderableType:
+def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int = 10**6) -> RenderableType:
     """One row per instance in a few lines: the head cells whole on one line, aligned across rows under a header;
     the other non-empty cells indented under it, wrapping between items (an item wraps at spaces only when it alone
     is wider than the line). Blocks when the head cells alone do not fit `width`. Pure."""
@@ -221,9 +237,16 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
                 items = [x + Text(";") for x in items[:-1]] + items[-1:]
                 lines += pack(items, width - INDENT, sep=" ")
         avail = width - INDENT
-        lines = [x for line in lines for x in ([line] if line.cell_len <= avail else  # keeps its styles
-                                               [Text(w, style=line.style or _style_of(line))
-                                                for w in wrap_keeping_commands(line.plain, avail)])]
+        lines = [
+            x
+            for line in lines
+            for x in (
+                [line]
+                if line.cell_len <= avail
+                # keeps its styles
+                else [Text(w, style=line.style or _style_of(line)) for w in wrap_keeping_commands(line.plain, avail)]
+            )
+        ]
         if lines:
             g = Table.grid()
             g.add_column(width=INDENT, no_wrap=True)
@@ -234,16 +257,25 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
     return Group(*parts)
 
 
-def grid(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, *,
-         narrow: str = "blocks", labels: dict[str, str] | None = None) -> RenderableType:
+def grid(
+    title: str,
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[Cell]],
+    width: int,
+    *,
+    narrow: str = "blocks",
+    labels: dict[str, str] | None = None,
+) -> RenderableType:
     """A table when it fits `width`, else blocks (`inline` lines for a numeric series, `stacked` lines for one row
     per instance: then a table only when it takes no more lines than stacked rows would).
     Pure."""
-    if fits(width, cols, rows) and (narrow != "stacked" or
-                                    _table_lines(cols, rows, width) <= _stacked_lines(cols, rows, width)):
+    if fits(width, cols, rows) and (
+        narrow != "stacked" or _table_lines(cols, rows, width) <= _stacked_lines(cols, rows, width)
+    ):
         # the title on its own line: a table narrower than its title would wrap it
-        return Group(Text(title, style="italic"), table("", cols, rows, width)) if title else table("", cols, rows,
-                                                                                                    width)
+        return (
+            Group(Text(title, style="italic"), table("", cols, rows, width)) if title else table("", cols, rows, width)
+        )
     if narrow == "inline":
         return inline(title, cols, rows, width)
     if narrow == "stacked":

@@ -13,8 +13,11 @@ SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "note": "cyan"}
 def verdict_line(report) -> str:
     """'lint: FAIL (2 error(s), 1 warning(s); 1 would not start)' or 'lint: PASS (1 note(s))'. Pure."""
     live = [f for f in report.findings if f.silenced is None]
-    counts = [f"{sum(f.severity == s for f in live)} {s}(s)" for s in ("error", "warning", "note")
-              if any(f.severity == s for f in live)]
+    counts = [
+        f"{sum(f.severity == s for f in live)} {s}(s)"
+        for s in ("error", "warning", "note")
+        if any(f.severity == s for f in live)
+    ]
     silenced = sum(f.silenced is not None for f in report.findings)
     if silenced:
         counts.append(f"{silenced} silenced")
@@ -29,8 +32,14 @@ def _wrapped(text: str, width: int, indent: str = "  ", style: str = "") -> list
     name stays whole on its own line)."""
     import textwrap
 
-    lines = textwrap.wrap(text, width=max(width, 40), initial_indent=indent, subsequent_indent=indent + "  ",
-                          break_long_words=False, break_on_hyphens=False) or [indent]
+    lines = textwrap.wrap(
+        text,
+        width=max(width, 40),
+        initial_indent=indent,
+        subsequent_indent=indent + "  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent]
     return [Text(line, style=style) for line in lines]
 
 

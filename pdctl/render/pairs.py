@@ -26,10 +26,13 @@ def cell(r: PairResult | None) -> Text:
 def matrix_rows(rep) -> tuple[tuple[Col, ...], list[list[Text | str]]]:
     """The matrix as columns and rows for pdctl.render.layout. Pure."""
     by = {(r.prefill, r.decode): r for r in rep.pairs}
-    cols = (Col("", ident=True, head=True),
-            *(Col(f"decode[{j}]", ident=True, right=True) for j in range(len(rep.decodes))))
-    rows = [[f"prefill[{i}]", *(cell(by.get((i, j))) for j in range(len(rep.decodes)))]
-            for i in range(len(rep.prefills))]
+    cols = (
+        Col("", ident=True, head=True),
+        *(Col(f"decode[{j}]", ident=True, right=True) for j in range(len(rep.decodes))),
+    )
+    rows = [
+        [f"prefill[{i}]", *(cell(by.get((i, j))) for j in range(len(rep.decodes)))] for i in range(len(rep.prefills))
+    ]
     return cols, rows
 
 
@@ -39,31 +42,42 @@ def pairs_report(rep) -> None:
     word = "PASS" if v.ok else ("UNKNOWN" if rep.exit_code == 3 else "FAIL")
     style = "bold green" if v.ok else ("yellow" if word == "UNKNOWN" else "bold red")
     line = f"verify pairs: {word} ({v.summary})"
-    if len(line) <= c.width or ": " not in v.summary:     # ("4 of 4 pairs pass" names no pair: printed whole)
+    if len(line) <= c.width or ": " not in v.summary:  # ("4 of 4 pairs pass" names no pair: printed whole)
         c.print(Text(line, style=style), soft_wrap=True)
-    else:    # the names on their own lines, broken only between pairs: a pair name is never cut
+    else:  # the names on their own lines, broken only between pairs: a pair name is never cut
         head, names = v.summary.split(": ", 1)
         c.print(Text(f"verify pairs: {word} ({head})", style=style))
         for part in pack([f"{n}," for n in names.split(", ")[:-1]] + [names.split(", ")[-1]], c.width - 2, sep=" "):
             c.print(Text("  ") + part)
-    c.print(Text(f"  {len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
-                 f"(budget {rep.budget_s:g}s), straight to each pair's two workers", style="dim"))
+    c.print(
+        Text(
+            f"  {len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
+            f"(budget {rep.budget_s:g}s), straight to each pair's two workers",
+            style="dim",
+        )
+    )
     cols, rows = matrix_rows(rep)
-    label = "pass: KV transfer ms" if any(r.kv_transfer_ms is not None for r in rep.pairs) else \
-        "pass: decode answer ms"
+    label = "pass: KV transfer ms" if any(r.kv_transfer_ms is not None for r in rep.pairs) else "pass: decode answer ms"
     c.print(Text(f"pairs (rows prefill, columns decode; {label})", style="italic"))
     c.print(grid("", cols, rows, c.width))
     bad = [r for r in rep.pairs if r.status != PASS]
     if bad:
         c.print(Text("failed pairs" if any(r.status == FAIL for r in bad) else "unknown pairs", style="bold"))
-        pcols = (Col("status", ident=True, head=True), Col("pair", ident=True, head=True), Col("expected"),
-                 Col("found"), Col("room"), Col("timeout"))
+        pcols = (
+            Col("status", ident=True, head=True),
+            Col("pair", ident=True, head=True),
+            Col("expected"),
+            Col("found"),
+            Col("room"),
+            Col("timeout"),
+        )
         for r in bad:
-            for part in block(pcols, (cell(r), r.name, r.expected, r.found, str(r.room), "; ".join(r.aborted)),
-                              width=c.width):
+            for part in block(
+                pcols, (cell(r), r.name, r.expected, r.found, str(r.room), "; ".join(r.aborted)), width=c.width
+            ):
                 c.print(part)
     marked = [r for r in rep.pairs if r.lineage_hazard]
-    if marked:      # the canary may pass today: the hazard is that these pairs were not co-restarted
+    if marked:  # the canary may pass today: the hazard is that these pairs were not co-restarted
         c.print(Text("restart-lineage hazards (see `pdctl verify final-health --layer lineage`)", style="bold"))
         for r in marked:
             c.print(Text(f"  {r.name}: {r.lineage_hazard}"))
@@ -74,7 +88,7 @@ def pairs_report(rep) -> None:
         c.print(Text(f"  decode[{j}] = {lab}"))
     for n in rep.notes:
         c.print(Text(f"  note: {n}", style="dim"))
-    for k, step in enumerate(rep.next_steps):      # wrapped between options, never inside one
+    for k, step in enumerate(rep.next_steps):  # wrapped between options, never inside one
         lead = "next: " if k == 0 else "  then, to heal: "
         words = step.replace(" --", "\0--").split("\0")
         for i, part in enumerate(pack(words, c.width - len(lead), sep=" ")):

@@ -13,14 +13,32 @@ from pdctl.render.layout import Col, grid
 from pdctl.render.progress import clear_live
 
 # a table when it fits, else a block per step: a step's name, action and status are never cut
-PLAN_COLS = (Col("#", ident=True, right=True, head=True), Col("step", ident=True, head=True), Col("does"),
-             Col("gate"), Col("on failure"), Col("runs"))
-RUN_COLS = (Col("#", ident=True, right=True, head=True), Col("step", ident=True, head=True),
-            Col("action", ident=True, head=True), Col("status", ident=True, head=True),
-            Col("seconds", ident=True, right=True), Col("gate"), Col("result"))
+PLAN_COLS = (
+    Col("#", ident=True, right=True, head=True),
+    Col("step", ident=True, head=True),
+    Col("does"),
+    Col("gate"),
+    Col("on failure"),
+    Col("runs"),
+)
+RUN_COLS = (
+    Col("#", ident=True, right=True, head=True),
+    Col("step", ident=True, head=True),
+    Col("action", ident=True, head=True),
+    Col("status", ident=True, head=True),
+    Col("seconds", ident=True, right=True),
+    Col("gate"),
+    Col("result"),
+)
 
-_STATUS_STYLE = {"passed": "green", "recovered": "yellow", "failed": "bold red", "skipped": "dim", "not run": "dim",
-                "interrupted": "bold yellow"}
+_STATUS_STYLE = {
+    "passed": "green",
+    "recovered": "yellow",
+    "failed": "bold red",
+    "skipped": "dim",
+    "not run": "dim",
+    "interrupted": "bold yellow",
+}
 
 
 def _show_gate_value(v: Any) -> str:
@@ -42,8 +60,10 @@ def plan(p, *, stderr: bool = False) -> None:
         c.print(Text("vars: " + " ".join(f"{k}={show_value(v)}" for k, v in p.vars.items()), style="dim"))
     rows = []
     for s in p.steps:
-        gate = mask_text(", ".join(f"{k}: {_show_gate_value(v)}" for k, v in s.spec.gate.items()), p.secrets) \
+        gate = (
+            mask_text(", ".join(f"{k}: {_show_gate_value(v)}" for k, v in s.spec.gate.items()), p.secrets)
             or "action ok"
+        )
         if s.spec.handler:
             runs = Text("as handler" + ("" if s.runs else f"; {s.skip_reason}"), style="yellow" if s.runs else "dim")
         else:
@@ -63,18 +83,20 @@ class StepPrinter:
     def started(self, step, handler_of) -> None:
         if self.quiet:
             return
-        clear_live()   # this console was taken before the step's progress drew a live line
+        clear_live()  # this console was taken before the step's progress drew a live line
         via = f" (handler of {handler_of})" if handler_of else ""
-        self.c.print(Text(f"==> step {step.index}/{self.total} {step.spec.name}{via}: ", style="bold cyan") +
-                     Text(step.describe))
+        self.c.print(
+            Text(f"==> step {step.index}/{self.total} {step.spec.name}{via}: ", style="bold cyan") + Text(step.describe)
+        )
 
     def finished(self, run) -> None:
         if self.quiet:
             return
         clear_live()
         style = _STATUS_STYLE.get(run.status, "")
-        head = Text(f"<== step {run.index}/{self.total} {run.name}: ", style="bold") + \
-            Text(run.status.upper(), style=style)
+        head = Text(f"<== step {run.index}/{self.total} {run.name}: ", style="bold") + Text(
+            run.status.upper(), style=style
+        )
         if run.status in ("skipped", "not run"):
             self.c.print(head + Text(f"  {run.note}", style="dim"))
             return
@@ -91,9 +113,17 @@ def summary(result) -> None:
     rows = []
     for s in result.steps:
         name = s.name + (f" (handler of {s.handler_of})" if s.handler_of else "")
-        rows.append((str(s.index), name, s.action, Text(s.status, style=_STATUS_STYLE.get(s.status, "")),
-                     f"{s.duration_s:.1f}" if s.status not in ("skipped", "not run") else "",
-                     s.gate_brief or s.gate, s.summary))
+        rows.append(
+            (
+                str(s.index),
+                name,
+                s.action,
+                Text(s.status, style=_STATUS_STYLE.get(s.status, "")),
+                f"{s.duration_s:.1f}" if s.status not in ("skipped", "not run") else "",
+                s.gate_brief or s.gate,
+                s.summary,
+            )
+        )
     c.print(grid(f"run {result.plan.playbook.name}", RUN_COLS, rows, c.width))
     health = result.health_by_layer()
     if health is not None:
@@ -105,8 +135,17 @@ def summary(result) -> None:
     if result.ok:
         c.print(Text(f"playbook {result.plan.playbook.name}: PASS", style="bold green"))
     elif result.interrupted:
-        c.print(Text(f"playbook {result.plan.playbook.name}: INTERRUPTED (exit {result.exit_code}) - "
-                     f"{result.outcome_text}; no handler or later step was run", style="bold yellow"))
+        c.print(
+            Text(
+                f"playbook {result.plan.playbook.name}: INTERRUPTED (exit {result.exit_code}) - "
+                f"{result.outcome_text}; no handler or later step was run",
+                style="bold yellow",
+            )
+        )
     else:
-        c.print(Text(f"playbook {result.plan.playbook.name}: FAIL (exit {result.exit_code}) - {result.outcome_text}",
-                     style="bold red"))
+        c.print(
+            Text(
+                f"playbook {result.plan.playbook.name}: FAIL (exit {result.exit_code}) - {result.outcome_text}",
+                style="bold red",
+            )
+        )

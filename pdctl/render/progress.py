@@ -20,9 +20,9 @@ from rich.text import Text
 from pdctl.progress import Event
 from pdctl.render.pdctl_console import PdctlConsole
 
-PLAIN_EVERY_S = 5.0     # piped: at most one waiting line this often (a log, not a screen)
+PLAIN_EVERY_S = 5.0  # piped: at most one waiting line this often (a log, not a screen)
 CLEAR_LINE = "\r\x1b[2K"
-_SHOWN: list["ProgressPrinter"] = []   # printers whose live line is on the screen now
+_SHOWN: list["ProgressPrinter"] = []  # printers whose live line is on the screen now
 _LOCK = threading.RLock()
 
 
@@ -37,18 +37,18 @@ def is_live(stream: TextIO) -> bool:
     """Whether progress on `stream` can be a live line: a terminal that understands `\\r` and clear-line."""
     try:
         return bool(stream.isatty()) and os.environ.get("TERM", "") != "dumb"
-    except (AttributeError, ValueError):    # a closed or odd stream
+    except (AttributeError, ValueError):  # a closed or odd stream
         return False
 
 
 def _columns(stream: TextIO) -> int:
     try:
         cols = os.get_terminal_size(stream.fileno()).columns
-    except (AttributeError, ValueError, OSError):   # a fake terminal in a test
+    except (AttributeError, ValueError, OSError):  # a fake terminal in a test
         cols = 0
     if cols > 0:
         return cols
-    env = os.environ.get("COLUMNS", "")             # a pty whose size was never set says 0 columns
+    env = os.environ.get("COLUMNS", "")  # a pty whose size was never set says 0 columns
     return int(env) if env.isdigit() and int(env) > 0 else 80
 
 
@@ -67,9 +67,16 @@ class ProgressPrinter:
     `live` overrides the terminal test, `clock` the time source of the plain-line throttle and of a step's
     elapsed time, `width` the terminal's columns (tests)."""
 
-    def __init__(self, quiet: bool = False, *, stream: TextIO | None = None, live: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic, every_s: float = PLAIN_EVERY_S,
-                 width: int | None = None):
+    def __init__(
+        self,
+        quiet: bool = False,
+        *,
+        stream: TextIO | None = None,
+        live: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = PLAIN_EVERY_S,
+        width: int | None = None,
+    ):
         from pdctl import render
 
         self.stream = stream if stream is not None else sys.stderr
@@ -78,12 +85,15 @@ class ProgressPrinter:
         self.clock = clock
         self.every_s = every_s
         self.width = width
-        self.c = render.console(stderr=True) if stream is None else \
-            PdctlConsole(file=stream, width=width, highlight=False, soft_wrap=False)
+        self.c = (
+            render.console(stderr=True)
+            if stream is None
+            else PdctlConsole(file=stream, width=width, highlight=False, soft_wrap=False)
+        )
         self.unicode = "utf" in (getattr(self.stream, "encoding", None) or "").lower()
-        self._steps: list[tuple[Event, float]] = []   # open steps, innermost last, with their start time
-        self._count = 0                               # steps started so far
-        self._wait: Event | None = None               # the latest waiting event of the innermost step
+        self._steps: list[tuple[Event, float]] = []  # open steps, innermost last, with their start time
+        self._count = 0  # steps started so far
+        self._wait: Event | None = None  # the latest waiting event of the innermost step
         self._last_plain = float("-inf")
         self._drawn = ""
 
@@ -104,8 +114,10 @@ class ProgressPrinter:
                 if ev.kind == "done":
                     self._line(Text("  ok ", style="green") + Text(f"{tag}{ev.what} ({ev.elapsed:.1f}s)"))
                 else:
-                    self._line(Text("  !! ", style="bold red") +
-                               Text(f"{tag}{ev.what} failed after {ev.elapsed:.1f}s: {ev.detail}"))
+                    self._line(
+                        Text("  !! ", style="bold red")
+                        + Text(f"{tag}{ev.what} failed after {ev.elapsed:.1f}s: {ev.detail}")
+                    )
             elif ev.kind == "waiting":
                 self._wait = ev
                 if not self.live:
@@ -170,13 +182,16 @@ class ProgressPrinter:
             parts.append(f"step {n}:")
         w = self._wait
         parts.append(f"waiting for {w.what}" if w else step.what)
-        done, total = (w.done, w.total) if w and w.total else \
-            ((step.done, step.total) if step is not None and step.total else (None, None))
+        done, total = (
+            (w.done, w.total)
+            if w and w.total
+            else ((step.done, step.total) if step is not None and step.total else (None, None))
+        )
         if total:
             cells = max(5, min(20, (self.width or _columns(self.stream)) // 6))
             parts.append(f"{bar(done or 0, total, cells, unicode=self.unicode)} {done or 0}/{total}")
         if w:
-            parts.append(f"{int(w.elapsed)}s" + (f"/{w.limit:.0f}s" if w.limit else ""))   # floor: never ahead
+            parts.append(f"{int(w.elapsed)}s" + (f"/{w.limit:.0f}s" if w.limit else ""))  # floor: never ahead
             if w.detail:
                 parts.append(f"({w.detail})")
         else:
@@ -189,8 +204,8 @@ class ProgressPrinter:
             self.clear()
             return
         cols = self.width or _columns(self.stream)
-        if len(text) > cols - 1:           # never wrap: a wrapped line cannot be erased with \r
-            text = text[:max(0, cols - 2)] + ("…" if self.unicode else ">")
+        if len(text) > cols - 1:  # never wrap: a wrapped line cannot be erased with \r
+            text = text[: max(0, cols - 2)] + ("…" if self.unicode else ">")
         if text == self._drawn:
             return
         self.stream.write(CLEAR_LINE + text)

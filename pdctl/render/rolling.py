@@ -19,19 +19,34 @@ def verdict_line(result) -> Text:
         return Text(f"restart --rolling: STOPPED ({done} of {n} units done)", style="bold red")
     if result.health is not None and not result.health.ok:
         return Text(f"restart --rolling: FAIL ({n} of {n} units done; final-health failed)", style="bold red")
-    return Text(f"restart --rolling: OK ({n} of {n} units done; every router kept a prefill and a decode)",
-                style="bold green")
+    return Text(
+        f"restart --rolling: OK ({n} of {n} units done; every router kept a prefill and a decode)", style="bold green"
+    )
 
 
 def unit_rows(result) -> tuple[tuple[Col, ...], list[list[str]]]:
     """One row per unit. Pure."""
-    cols = (Col("unit", ident=True, head=True), Col("decodes", ident=True), Col("state"), Col("steps", right=True),
-            Col("seconds", right=True), Col("out of routers"))
+    cols = (
+        Col("unit", ident=True, head=True),
+        Col("decodes", ident=True),
+        Col("state"),
+        Col("steps", right=True),
+        Col("seconds", right=True),
+        Col("out of routers"),
+    )
     rows = []
     for u in result.units:
         mine = [s for s in result.steps if s.step.startswith(f"{u.unit.name}:")]
-        rows.append([u.unit.name, ", ".join(f"decode[{j}]" for j in u.unit.decodes), u.state,
-                     str(len(mine)), f"{sum(s.seconds for s in mine):.1f}", ", ".join(u.out or []) or "-"])
+        rows.append(
+            [
+                u.unit.name,
+                ", ".join(f"decode[{j}]" for j in u.unit.decodes),
+                u.state,
+                str(len(mine)),
+                f"{sum(s.seconds for s in mine):.1f}",
+                ", ".join(u.out or []) or "-",
+            ]
+        )
     return cols, rows
 
 
@@ -45,8 +60,13 @@ def rolling_report(result) -> None:
     if result.dry_run:
         render.plan_lines(result.plan)
         return
-    c.print(Text(f"  {len(result.steps)} steps in {sum(s.seconds for s in result.steps):.1f}s; each unit "
-                 "restarts every prefill in turn, then its decodes", style="dim"))
+    c.print(
+        Text(
+            f"  {len(result.steps)} steps in {sum(s.seconds for s in result.steps):.1f}s; each unit "
+            "restarts every prefill in turn, then its decodes",
+            style="dim",
+        )
+    )
     cols, rows = unit_rows(result)
     c.print(grid("units", cols, rows, c.width))
     for u in result.units:
@@ -54,8 +74,12 @@ def rolling_report(result) -> None:
             c.print(Text(f"{u.unit.name}: {u.detail}", style="red"))
     if result.stopped:
         c.print(Text(result.stopped))
-        c.print(Text("next: ", style="yellow") + Text(
-            "fix the cause, then `pdctl restart --rolling` again (it puts every worker back), or "
-            "`pdctl restart --pair`"))
+        c.print(
+            Text("next: ", style="yellow")
+            + Text(
+                "fix the cause, then `pdctl restart --rolling` again (it puts every worker back), or "
+                "`pdctl restart --pair`"
+            )
+        )
     if result.health:
         render.health_report(result.health)

@@ -32,7 +32,7 @@ def console(stderr: bool = False) -> Console:
 def _new_console(stderr: bool, **kw: Any) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     if os.environ.get("COLUMNS", "").isdigit() and int(os.environ["COLUMNS"]) > 0:
-        width: int | None = int(os.environ["COLUMNS"])   # (0: an unsized pty; rich would print nothing at all)
+        width: int | None = int(os.environ["COLUMNS"])  # (0: an unsized pty; rich would print nothing at all)
     else:
         # Piped into a file or a pager: rich would assume 80 columns and fold every table cell.
         width = None if stream.isatty() else 160

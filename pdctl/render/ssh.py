@@ -13,9 +13,14 @@ from pdctl.render.layout import Col, grid
 if TYPE_CHECKING:
     from pdctl.ops.ssh_keep import KeptConnection
 
-KEPT_COLS = (Col("host", ident=True, head=True), Col("state", ident=True, head=True),
-             Col("pid", ident=True, right=True), Col("idle for", ident=True, right=True),
-             Col("expires in", ident=True, right=True), Col("socket", ident=True))
+KEPT_COLS = (
+    Col("host", ident=True, head=True),
+    Col("state", ident=True, head=True),
+    Col("pid", ident=True, right=True),
+    Col("idle for", ident=True, right=True),
+    Col("expires in", ident=True, right=True),
+    Col("socket", ident=True),
+)
 _STATE_STYLE = {"kept": "green", "none": "dim", "not answering": "yellow"}
 
 
@@ -45,14 +50,28 @@ def kept_table(rows: list[KeptConnection], directory: str) -> None:
     if not rows:
         c.print("no SSH hosts in this inventory: nothing is kept")
         return
-    cells = [(r.host, state_cell(r), str(r.pid or ""), seconds(r.idle_for),
-              seconds(r.expires_in), os.path.basename(r.socket)) for r in rows]
+    cells = [
+        (
+            r.host,
+            state_cell(r),
+            str(r.pid or ""),
+            seconds(r.idle_for),
+            seconds(r.expires_in),
+            os.path.basename(r.socket),
+        )
+        for r in rows
+    ]
     c.print(Text(f"control directory: {directory}"))
     c.print(grid("kept SSH connections", KEPT_COLS, cells, c.width))
     off = [r.host for r in rows if r.keep <= 0]
     if off:
-        c.print(Text(f"keeping is off for {', '.join(off)} (keep_connection 0, or PDCTL_SSH_KEEP=0): new runs "
-                     "connect on their own", style="dim"))
+        c.print(
+            Text(
+                f"keeping is off for {', '.join(off)} (keep_connection 0, or PDCTL_SSH_KEEP=0): new runs "
+                "connect on their own",
+                style="dim",
+            )
+        )
 
 
 def closed_lines(rows: list[KeptConnection]) -> None:

@@ -12,14 +12,19 @@ from pdctl.checks.triage import short_label
 from pdctl.render.layout import Col, grid
 
 # the head columns make a stacked row's first line: an instance's label and state are never apart
-STATUS_COLS = (Col("role", ident=True, head=True), Col("service", ident=True),
-               Col("state", ident=True, head=True), Col("pid", ident=True, right=True, head=True),
-               Col("uptime", ident=True, head=True), Col("detail"))
+STATUS_COLS = (
+    Col("role", ident=True, head=True),
+    Col("service", ident=True),
+    Col("state", ident=True, head=True),
+    Col("pid", ident=True, right=True, head=True),
+    Col("uptime", ident=True, head=True),
+    Col("detail"),
+)
 
 
 def _state(r: dict[str, Any]) -> str:
     if r.get("error"):
-        return "unknown"        # not "stopped": the host could not be asked
+        return "unknown"  # not "stopped": the host could not be asked
     return "running" if r["active"] else "stopped"
 
 
@@ -30,9 +35,9 @@ def status_rows(rows: list[dict[str, Any]]) -> list[tuple]:
         style = {"unknown": "yellow", "running": "green", "stopped": "red"}[state]
         up = f"{r['uptime_s']:.0f}s" if r.get("uptime_s") is not None else ""
         detail = r.get("detail") or ""
-        if detail == state:     # the pidfile manager's "running" says nothing the state column does not
+        if detail == state:  # the pidfile manager's "running" says nothing the state column does not
             detail = ""
-        if r.get("restarts"):   # restarts systemd made on its own: the lineage layer says whether they matter
+        if r.get("restarts"):  # restarts systemd made on its own: the lineage layer says whether they matter
             detail += f"{', ' if detail else ''}NRestarts={r['restarts']}"
         out.append((r["label"], r["service"], Text(state, style=style), str(r["pid"] or ""), up, detail))
     return out
@@ -46,8 +51,9 @@ def status_headline(rows: list[dict[str, Any]]) -> Text:
     for word in ("stopped", "unknown"):
         names = [short_label(r["label"]) for r, s in zip(rows, states) if s == word]
         if names:
-            parts.append(f"{word}: {', '.join(names)}" if parts else
-                         f"{len(names)} of {len(rows)} {word}: {', '.join(names)}")
+            parts.append(
+                f"{word}: {', '.join(names)}" if parts else f"{len(names)} of {len(rows)} {word}: {', '.join(names)}"
+            )
     head = "status: " + "; ".join(parts)
     ok = states.count("running") == len(rows)
     style = "bold green" if ok else ("bold red" if "stopped" in states else "yellow")

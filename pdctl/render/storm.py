@@ -10,13 +10,21 @@ from pdctl.checks.inflight import fmt_s, short_gauges
 from pdctl.render.inflight import num, print_chart, style_of
 from pdctl.render.layout import Col, grid
 
-SERIES_COLS = (Col("t (s)", ident=True, right=True, head=True), Col("phase", ident=True, head=True),
-               Col("inflight", right=True), Col("prefill inflight", right=True), Col("transfer_failed", right=True),
-               Col("generation tokens", right=True))
+SERIES_COLS = (
+    Col("t (s)", ident=True, right=True, head=True),
+    Col("phase", ident=True, head=True),
+    Col("inflight", right=True),
+    Col("prefill inflight", right=True),
+    Col("transfer_failed", right=True),
+    Col("generation tokens", right=True),
+)
 
 
-INSTANCE_COLS = (Col("instance", ident=True, head=True), Col("transfer_failed", ident=True, right=True, head=True),
-                 Col("held at the end"))
+INSTANCE_COLS = (
+    Col("instance", ident=True, head=True),
+    Col("transfer_failed", ident=True, right=True, head=True),
+    Col("held at the end"),
+)
 
 
 def instance_rows(rep) -> tuple[list[tuple], int]:
@@ -29,9 +37,10 @@ def instance_rows(rep) -> tuple[list[tuple], int]:
     rows, quiet = [], 0
     for label in last.counters:
         rise = last.counters[label].get("transfer_failed", 0.0) - first.counters.get(label, {}).get(
-            "transfer_failed", 0.0)
+            "transfer_failed", 0.0
+        )
         held = rep.holders.get(label) or {}
-        if rise > 0 or held:     # a counter that went down: the process restarted, no failure
+        if rise > 0 or held:  # a counter that went down: the process restarted, no failure
             rows.append((label, f"+{num(rise)}", short_gauges(held) if held else ""))
         else:
             quiet += 1
@@ -41,8 +50,13 @@ def instance_rows(rep) -> tuple[list[tuple], int]:
 def storm_report(rep) -> None:
     c = render.console()
     cfg = rep.config
-    c.print(Text(f"storm: {cfg['requests']} requests x {cfg['prompt_tokens']} tokens via {rep.router}, "
-                 f"target {cfg['target']}", style="bold"))
+    c.print(
+        Text(
+            f"storm: {cfg['requests']} requests x {cfg['prompt_tokens']} tokens via {rep.router}, "
+            f"target {cfg['target']}",
+            style="bold",
+        )
+    )
     if rep.calibration:
         cal = rep.calibration
         parts = [f"first token {cal.ttft_median_s:.2f}s" if cal.ttft_median_s else "no first token"]
@@ -54,12 +68,24 @@ def storm_report(rep) -> None:
             parts.append(f"under background traffic of {cal.background_per_s:g} req/s (taken out)")
         c.print(Text("calibration: " + ", ".join(parts)))
     if rep.window:
-        c.print(Text(f"transfer window: {rep.window[0]:.2f}-{rep.window[1]:.2f}s after send; "
-                     f"launch spacing {rep.spacing_s:g}s"))
+        c.print(
+            Text(
+                f"transfer window: {rep.window[0]:.2f}-{rep.window[1]:.2f}s after send; "
+                f"launch spacing {rep.spacing_s:g}s"
+            )
+        )
     rows = rep.series()
-    cells = [(f"{r['t']:.1f}", r["phase"] + (f" +{fmt_s(r['since_stop'])}" if r["since_stop"] is not None else ""),
-              num(r["inflight"]), num(r["prefill_inflight"]), num(r["transfer_failed"]), num(r["generation_tokens"]))
-             for r in rows]
+    cells = [
+        (
+            f"{r['t']:.1f}",
+            r["phase"] + (f" +{fmt_s(r['since_stop'])}" if r["since_stop"] is not None else ""),
+            num(r["inflight"]),
+            num(r["prefill_inflight"]),
+            num(r["transfer_failed"]),
+            num(r["generation_tokens"]),
+        )
+        for r in rows
+    ]
     c.print(grid("inflight / transfer_failed", SERIES_COLS, cells, c.width, narrow="inline"))
     over = rep.overcount_note()
     if over:
@@ -69,11 +95,16 @@ def storm_report(rep) -> None:
     print_chart(c, [r["transfer_failed"] for r in rows], times, "transfer_failed per sample")
     rows, quiet = instance_rows(rep)
     if rows:
-        c.print(grid("instances that failed transfers or held requests", INSTANCE_COLS, rows, c.width,
-                     narrow="stacked"))
+        c.print(
+            grid("instances that failed transfers or held requests", INSTANCE_COLS, rows, c.width, narrow="stacked")
+        )
     if quiet and (rows or quiet > 2):
-        c.print(Text(f"  {'other ' if rows else ''}{quiet} worker(s): transfer_failed +0, nothing held at the end",
-                     style="dim"))
+        c.print(
+            Text(
+                f"  {'other ' if rows else ''}{quiet} worker(s): transfer_failed +0, nothing held at the end",
+                style="dim",
+            )
+        )
     if rep.hits:
         h = rep.hits
         rate = "n/a" if h.hit_rate is None else f"{100 * h.hit_rate:.0f}%"

@@ -14,8 +14,14 @@ from pdctl.checks.result import CheckResult, Status
 from pdctl.render.layout import Col, block, fits, grid, pack, stacked
 from pdctl.render.screen import STATUS_STYLE
 
-CHECK_COLS = (Col("target", ident=True, head=True), Col("check", ident=True, head=True),
-              Col("status", ident=True, head=True), Col("observed"), Col("expected"), Col("detail"))
+CHECK_COLS = (
+    Col("target", ident=True, head=True),
+    Col("check", ident=True, head=True),
+    Col("status", ident=True, head=True),
+    Col("observed"),
+    Col("expected"),
+    Col("detail"),
+)
 # a failed check reads "FAIL check target", then expected, found and why, whatever the width
 _BLOCK_COLS = (CHECK_COLS[2], CHECK_COLS[1], CHECK_COLS[0], Col("expected"), Col("found"), Col("why"))
 
@@ -28,10 +34,10 @@ def check_table(title: str, results: Iterable[CheckResult], width: int | None = 
     """Every result, one row each: a table when it fits `width` (None: always a table), else one block per check.
     Pure."""
     rows = [(r.target, r.name, status_cell(r), r.observed, r.expected, r.detail) for r in results]
-    return grid(title, CHECK_COLS, rows, width if width is not None else 10 ** 6)
+    return grid(title, CHECK_COLS, rows, width if width is not None else 10**6)
 
 
-def check_block(r: CheckResult, width: int = 10 ** 6) -> list[RenderableType]:
+def check_block(r: CheckResult, width: int = 10**6) -> list[RenderableType]:
     """A (failed) check as a few lines that drop nothing: `FAIL  check  target`, then expected, found and why.
     Pure."""
     return block(_BLOCK_COLS, (status_cell(r), r.name, r.target, r.expected, r.observed, r.detail), width=width)
@@ -64,7 +70,7 @@ def instance_rows(results: Iterable[CheckResult]) -> list[tuple]:
     return rows
 
 
-def instance_table(title: str, results: Iterable[CheckResult], width: int = 10 ** 6) -> RenderableType:
+def instance_table(title: str, results: Iterable[CheckResult], width: int = 10**6) -> RenderableType:
     """A layer as one row per instance (all its checks in the row): a table when it fits, else each instance's
     label and status on a line with its checks indented under it. Pure."""
     return grid(title, INSTANCE_COLS, instance_rows(results), width, narrow="stacked")
@@ -82,14 +88,14 @@ def check_groups(results: Iterable[CheckResult]) -> list[list[CheckResult]]:
 _GROUP_COLS = (Col("target", ident=True, head=True), Col("found", head=True), Col("why"))
 
 
-def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> list[RenderableType]:
+def group_block(group: list[CheckResult], of: int = 0, width: int = 10**6) -> list[RenderableType]:
     """One check failed on several instances: `FAIL  check  on 2 of 8`, then expected once, then found (and why)
     once when every instance found the same, else one row per instance. One result: check_block. Pure."""
     if len(group) == 1:
         return check_block(group[0], width)
     r0 = group[0]
     same_why = len({r.detail for r in group}) == 1
-    same_found = same_why and len({r.observed for r in group}) == 1    # else each instance says its own
+    same_found = same_why and len({r.observed for r in group}) == 1  # else each instance says its own
     on = Text(f"on {len(group)}" + (f" of {of}" if of > len(group) else " instances"), style="dim")
     out: list[RenderableType] = list(pack([status_cell(r0), Text(r0.name), on], width))
     common = [("expected", r0.expected or "-")]
@@ -97,18 +103,25 @@ def group_block(group: list[CheckResult], of: int = 0, width: int = 10 ** 6) -> 
         common.append(("found", r0.observed or "-"))
     if same_why and r0.detail:
         common.append(("why", r0.detail))
-    if same_found:   # the targets packed whole: a pair's "prefill[1] -> decode[2]" never splits
-        common.append(("on", "\n".join(t.plain for t in pack([r.target + "," for r in group[:-1]] +
-                                                              [group[-1].target], width - 14, sep=" "))))
+    if same_found:  # the targets packed whole: a pair's "prefill[1] -> decode[2]" never splits
+        common.append(
+            (
+                "on",
+                "\n".join(
+                    t.plain
+                    for t in pack([r.target + "," for r in group[:-1]] + [group[-1].target], width - 14, sep=" ")
+                ),
+            )
+        )
     g = Table.grid(padding=(0, 1))
     g.add_column(no_wrap=True)
     g.add_column(overflow="fold")
     for label, value in common:
         g.add_row(Text(f"   {label + ':':<9}", style="dim"), Text(value))
     out.append(g)
-    if not same_found:   # one row per instance: its label and what it found on a line, its why under it
+    if not same_found:  # one row per instance: its label and what it found on a line, its why under it
         cols = _GROUP_COLS if not same_why else _GROUP_COLS[:2]
-        rows = [(r.target, r.observed or "-", r.detail)[:len(cols)] for r in group]
+        rows = [(r.target, r.observed or "-", r.detail)[: len(cols)] for r in group]
         out.append(Padding(stacked("", cols, rows, width - 3), (0, 0, 0, 3)))
     return out
 
@@ -128,14 +141,20 @@ def steps_table(steps, width: int | None = None) -> RenderableType:
         from pdctl import render
 
         width = render.console().width
-    rows = [(s.step, f"{s.seconds:.1f}", Text("ok" if s.ok else "failed", style="green" if s.ok else "red"))
-            for s in steps]
+    rows = [
+        (s.step, f"{s.seconds:.1f}", Text("ok" if s.ok else "failed", style="green" if s.ok else "red")) for s in steps
+    ]
     if fits(width, STEP_COLS, rows):
         return grid("steps", STEP_COLS, rows, width)
     out = [Text("steps", style="italic")]
     for step, secs, result in rows:
-        lines = textwrap.wrap(f"{result.plain} {secs}s  {step}", width, subsequent_indent="    ",
-                              break_long_words=False, break_on_hyphens=False)
-        out += [Text(result.plain, style=result.style) + Text(lines[0][len(result.plain):])]
+        lines = textwrap.wrap(
+            f"{result.plain} {secs}s  {step}",
+            width,
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        out += [Text(result.plain, style=result.style) + Text(lines[0][len(result.plain) :])]
         out += [Text(x) for x in lines[1:]]
     return Group(*out)

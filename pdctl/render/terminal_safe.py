@@ -8,7 +8,7 @@ import shlex
 
 
 def _escape(ch: str) -> str:
-    return repr(ch)[1:-1]     # '\x1b', '\n', '\u2028': Python's own escapes
+    return repr(ch)[1:-1]  # '\x1b', '\n', '\u2028': Python's own escapes
 
 
 def printable(value: object) -> str:
@@ -34,8 +34,9 @@ def shell_word(value: object) -> str:
     s = str(value)
     if s.isprintable():
         return shlex.quote(s)
-    body = "".join(ch if ch.isprintable() and ch not in "\\'" else
-                   ("\\" + ch if ch in "\\'" else _bash_escape(ch)) for ch in s)
+    body = "".join(
+        ch if ch.isprintable() and ch not in "\\'" else ("\\" + ch if ch in "\\'" else _bash_escape(ch)) for ch in s
+    )
     return f"$'{body}'"
 
 

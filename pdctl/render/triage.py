@@ -12,8 +12,12 @@ from pdctl.render.inflight import style_of
 from pdctl.render.layout import Col, grid, wrap_keeping_commands
 from pdctl.render.screen import STATUS_STYLE
 
-OBS_COLS = (Col("what", ident=True, head=True), Col("target", ident=True, head=True),
-            Col("status", ident=True, head=True), Col("observed"))
+OBS_COLS = (
+    Col("what", ident=True, head=True),
+    Col("target", ident=True, head=True),
+    Col("status", ident=True, head=True),
+    Col("observed"),
+)
 _WORST = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)
 
 
@@ -22,11 +26,15 @@ def _finding_lines(f, width: int) -> Table:
     g = Table.grid(padding=(0, 1))
     g.add_column(no_wrap=True)
     g.add_column(overflow="fold")
-    rows = [("observed:", o, "") for o in f.observed] + [("inferred:", o, "dim") for o in f.inferred] + \
-        [("action:", f.action, "bold")]
+    rows = (
+        [("observed:", o, "") for o in f.observed]
+        + [("inferred:", o, "dim") for o in f.inferred]
+        + [("action:", f.action, "bold")]
+    )
     for label, value, style in rows:
-        g.add_row(Text(f"  {label:<9}", style=style), Text("\n".join(wrap_keeping_commands(value, width - 12)),
-                                                          style=style))
+        g.add_row(
+            Text(f"  {label:<9}", style=style), Text("\n".join(wrap_keeping_commands(value, width - 12)), style=style)
+        )
     return g
 
 
@@ -54,8 +62,15 @@ def triage_report(rep, *, verbose: bool = False) -> None:
         c.print(_finding_lines(f, c.width))
     shown = [o for o in rep.observations if verbose or o.status is not Status.PASS]
     if shown:
-        c.print(grid("observations" if verbose else "observations that did not pass", OBS_COLS,
-                     grouped_observations(shown), c.width, narrow="stacked"))
+        c.print(
+            grid(
+                "observations" if verbose else "observations that did not pass",
+                OBS_COLS,
+                grouped_observations(shown),
+                c.width,
+                narrow="stacked",
+            )
+        )
     if not verbose:
         for line in passed_summary(rep.observations, c.width):
             c.print(Text(line))

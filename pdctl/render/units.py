@@ -16,7 +16,7 @@ def render_plan(plan) -> None:
 
     c = render.console()
     c.print(Text("rendered offline: no host was contacted", style="bold"))
-    c.print(Text(f"  inventory: {p(plan.inventory)}"), soft_wrap=True)   # a long path stays whole
+    c.print(Text(f"  inventory: {p(plan.inventory)}"), soft_wrap=True)  # a long path stays whole
     for r in plan.roles:
         c.print(Text(p(f"{r.label}  service {r.service}  ({r.manager} on {r.host})"), style="bold"))
         if r.problem:
@@ -24,7 +24,7 @@ def render_plan(plan) -> None:
         py = f"  python: {p(r.python)}"
         if r.python_source != "default":
             c.print(Text(py + "  (declared)"), soft_wrap=True)
-        else:   # the path stays whole on its line; the note is prose, wrapped under it
+        else:  # the path stays whole on its line; the note is prose, wrapped under it
             note = f"({DEFAULT_PYTHON_NOTE.format(host=p(r.host))})"
             if cell_len(py) + 2 + cell_len(note) <= c.width:
                 c.print(Text(f"{py}  {note}"))

@@ -15,7 +15,7 @@ from pdctl.checks.watch_schedule import CADENCES
 if TYPE_CHECKING:
     from pdctl.checks.watch_state import WatchState
 
-Watch = Any   # pdctl.ops.watch.Watch: render does not import ops
+Watch = Any  # pdctl.ops.watch.Watch: render does not import ops
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta"}
 _ORDER = {"fail": 0, "unknown": 1, "warn": 2}
@@ -30,19 +30,22 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
     checks = list(state.checks.values())
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("fail", "unknown", "warn", "pass")}
     with_checks = {c.target for c in checks if c.status == "unknown"}
-    silent = [t for t in state.unknown_targets() if t not in with_checks]   # unknown from their first round
-    errors = state.round_errors()   # a cadence whose last round raised: its checks are not known
+    silent = [t for t in state.unknown_targets() if t not in with_checks]  # unknown from their first round
+    errors = state.round_errors()  # a cadence whose last round raised: its checks are not known
     counts["unknown"] += len(silent) + len(errors)
     verdict = state.verdict()
     out = Text()
     out.append(f"watch {state.deployment}: ", style="bold")
     out.append(verdict.upper(), style=STYLE.get(verdict, ""))
-    out.append(f"  {counts['fail']} failing, {counts['unknown']} unknown, {counts['warn']} warning, "
-               f"{counts['pass']} passing  ({_clock(now)})\n")
+    out.append(
+        f"  {counts['fail']} failing, {counts['unknown']} unknown, {counts['warn']} warning, "
+        f"{counts['pass']} passing  ({_clock(now)})\n"
+    )
     if state.pinned:
         out.append(f"inflight PINNED for {state.pinned_seconds(now):.0f}s\n", style="bold red")
-    for c in sorted((c for c in checks if c.status != "pass"), key=lambda c: (_ORDER[c.status], c.layer,
-                                                                               c.target, c.check)):
+    for c in sorted(
+        (c for c in checks if c.status != "pass"), key=lambda c: (_ORDER[c.status], c.layer, c.target, c.check)
+    ):
         out.append(f"{c.status:<7}", style=STYLE[c.status])
         out.append(f" {c.layer} {c.target} {c.check}\n")
         found = c.observed or c.detail
@@ -61,8 +64,7 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
         out.append(f" the {cadence} round: {why}\n")
     failing_pairs = [p for p in state.pairs.values() if p.consecutive_failures > 1]
     for p in failing_pairs:
-        out.append(f"pair {p.prefill} -> {p.decode}: {p.consecutive_failures} failed canaries in a row\n",
-                   style="red")
+        out.append(f"pair {p.prefill} -> {p.decode}: {p.consecutive_failures} failed canaries in a row\n", style="red")
     for (p, d), kind in sorted(state.hazards.items()):
         out.append(f"lineage hazard {kind}: {p} -> {d}\n", style="yellow")
     rounds = []
@@ -141,8 +143,14 @@ class LiveScreen:
         from pdctl import render
 
         self.watch = watch
-        self._live = Live(get_renderable=self._render, console=render.console(), refresh_per_second=1,
-                          transient=False, redirect_stdout=False, redirect_stderr=False)
+        self._live = Live(
+            get_renderable=self._render,
+            console=render.console(),
+            refresh_per_second=1,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
 
     def _render(self) -> Text:
         with self.watch.lock:

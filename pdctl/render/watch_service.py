@@ -14,8 +14,12 @@ def _fields(ws) -> list[tuple[str, str]]:
     exporter = ws.exporter_url
     if exporter and ws.exporter_answers is not None:
         exporter += " (answers)" if ws.exporter_answers else " (no answer)"
-    rows = [("unit" if ws.manager == "systemd" else "spec", ws.path),
-            ("command", " ".join(mask_argv(list(ws.argv)))), ("exporter", exporter), ("log", ws.log)]
+    rows = [
+        ("unit" if ws.manager == "systemd" else "spec", ws.path),
+        ("command", " ".join(mask_argv(list(ws.argv)))),
+        ("exporter", exporter),
+        ("log", ws.log),
+    ]
     return [(k, v) for k, v in rows if v]
 
 
@@ -37,10 +41,15 @@ def watch_service_report(ws) -> None:
             c.print(Text(ws.rendered), overflow="fold")
             return
         running = f"running as pid {ws.pid}" if ws.active else f"NOT running ({ws.detail})"
-        c.print(Text(f"watch service {'installed' if ws.changed else 'unchanged'}: {running}",
-                     style="green" if ws.active else "red"))
-        _print_fields([("service", where)] + _fields(ws) + [("stop", ws.stop_with),
-                                                          ("status", "pdctl watch --status" + _inv(ws))])
+        c.print(
+            Text(
+                f"watch service {'installed' if ws.changed else 'unchanged'}: {running}",
+                style="green" if ws.active else "red",
+            )
+        )
+        _print_fields(
+            [("service", where)] + _fields(ws) + [("stop", ws.stop_with), ("status", "pdctl watch --status" + _inv(ws))]
+        )
         return
     if ws.action == "uninstall":
         if ws.dry_run or not ws.changed:
@@ -50,12 +59,18 @@ def watch_service_report(ws) -> None:
         _print_fields([("removed", p) for p in ws.removed])
         return
     failed = [r for r in ws.checks if r.failed]
-    verdict = (f"watch service {ws.name}: running, pid {ws.pid}" if not failed else
-               f"watch service {ws.name}: {failed[0].name} {failed[0].observed}")
+    verdict = (
+        f"watch service {ws.name}: running, pid {ws.pid}"
+        if not failed
+        else f"watch service {ws.name}: {failed[0].name} {failed[0].observed}"
+    )
     c.print(Text(verdict, style="red" if failed else "green"))
     c.print(render.check_table("watch service", ws.checks, c.width))
-    _print_fields([("manager", f"{ws.manager} ({ws.manager_why})")] + _fields(ws)
-                  + ([("stop", ws.stop_with)] if ws.active else []))
+    _print_fields(
+        [("manager", f"{ws.manager} ({ws.manager_why})")]
+        + _fields(ws)
+        + ([("stop", ws.stop_with)] if ws.active else [])
+    )
 
 
 def _inv(ws) -> str:

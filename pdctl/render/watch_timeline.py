@@ -20,13 +20,15 @@ class TimelineWriter:
         try:
             self._out: TextIO = open(Path(target), "a", encoding="utf-8") if self._own else sys.stdout
         except OSError as e:
-            raise UsageError(f"--timeline {target}: cannot write there: {e.strerror or e}",
-                             hint="choose a writable file, or - for stdout") from None
+            raise UsageError(
+                f"--timeline {target}: cannot write there: {e.strerror or e}",
+                hint="choose a writable file, or - for stdout",
+            ) from None
 
     def __call__(self, lines: list[dict[str, Any]]) -> None:
         from pdctl.secrets import mask_text
 
-        for line in lines:   # each text value masked, so the line stays valid JSON
+        for line in lines:  # each text value masked, so the line stays valid JSON
             masked = {k: mask_text(v) if isinstance(v, str) else v for k, v in line.items()}
             self._out.write(json.dumps(masked, default=str) + "\n")
         self._out.flush()

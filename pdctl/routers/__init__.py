@@ -13,21 +13,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_METRICS_PORT = 29000     # both kinds' --prometheus-port default
+DEFAULT_METRICS_PORT = 29000  # both kinds' --prometheus-port default
 
 
 @dataclass(frozen=True)
 class RouterKind:
-    name: str                    # the inventory's `kind` on a router entry
-    module: str                  # launched as `python -m <module>`
-    package: str                 # the import package its parser lives in (<package>.launch_router, .router_args)
-    dist: str                    # the distribution whose metadata gives its version
-    title: str                   # its process title once started (/proc/PID/cmdline shows only this)
-    stop_grace_s: float          # how long a SIGTERM may take before it is killed
-    readd_conflict: bool         # POST /workers for a URL still listed answers 409 (else it replaces it)
-    delete_drains: bool          # a deleted worker stays listed as `draining` for a few seconds
-    breaker_metric: str | None   # the gauge of each worker's circuit breaker (0 closed, 1 open, 2 half-open)
-    lists_status: bool           # GET /workers carries `status` (ready / not_ready / draining / pending)
+    name: str  # the inventory's `kind` on a router entry
+    module: str  # launched as `python -m <module>`
+    package: str  # the import package its parser lives in (<package>.launch_router, .router_args)
+    dist: str  # the distribution whose metadata gives its version
+    title: str  # its process title once started (/proc/PID/cmdline shows only this)
+    stop_grace_s: float  # how long a SIGTERM may take before it is killed
+    readd_conflict: bool  # POST /workers for a URL still listed answers 409 (else it replaces it)
+    delete_drains: bool  # a deleted worker stays listed as `draining` for a few seconds
+    breaker_metric: str | None  # the gauge of each worker's circuit breaker (0 closed, 1 open, 2 half-open)
+    lists_status: bool  # GET /workers carries `status` (ready / not_ready / draining / pending)
 
 
 _KINDS: dict[str, RouterKind] = {}

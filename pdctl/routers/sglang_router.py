@@ -5,7 +5,17 @@ its metrics carry no circuit-breaker state (its breaker opens all the same: `/he
 
 from pdctl.routers import RouterKind, register
 
-KIND = register(RouterKind(
-    name="sglang-router", module="sglang_router.launch_router", package="sglang_router", dist="sglang-router",
-    title="sglang::router", stop_grace_s=20.0, readd_conflict=False, delete_drains=False, breaker_metric=None,
-    lists_status=False))
+KIND = register(
+    RouterKind(
+        name="sglang-router",
+        module="sglang_router.launch_router",
+        package="sglang_router",
+        dist="sglang-router",
+        title="sglang::router",
+        stop_grace_s=20.0,
+        readd_conflict=False,
+        delete_drains=False,
+        breaker_metric=None,
+        lists_status=False,
+    )
+)

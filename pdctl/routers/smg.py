@@ -7,6 +7,17 @@ SIGTERM drains ~5 s even when idle."""
 
 from pdctl.routers import RouterKind, register
 
-KIND = register(RouterKind(
-    name="smg", module="smg.launch_router", package="smg", dist="smg", title="smg::router", stop_grace_s=30.0,
-    readd_conflict=True, delete_drains=True, breaker_metric="smg_worker_cb_state", lists_status=True))
+KIND = register(
+    RouterKind(
+        name="smg",
+        module="smg.launch_router",
+        package="smg",
+        dist="smg",
+        title="smg::router",
+        stop_grace_s=30.0,
+        readd_conflict=True,
+        delete_drains=True,
+        breaker_metric="smg_worker_cb_state",
+        lists_status=True,
+    )
+)

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ServiceSpec:
-    name: str                      # unit name (systemd) or pidfile stem
-    argv: tuple[str, ...]          # the launch command, unquoted; managers quote it
+    name: str  # unit name (systemd) or pidfile stem
+    argv: tuple[str, ...]  # the launch command, unquoted; managers quote it
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
     description: str = ""
@@ -28,9 +28,9 @@ class ServiceStatus:
     name: str
     active: bool
     main_pid: int | None
-    started_at: float | None       # epoch seconds the main process started (from /proc or systemd), None if down
-    detail: str = ""               # e.g. systemd ActiveState/SubState, or "stale pidfile"
-    restarts: int | None = None    # systemd's NRestarts: restarts systemd made on its own since the last manual start
+    started_at: float | None  # epoch seconds the main process started (from /proc or systemd), None if down
+    detail: str = ""  # e.g. systemd ActiveState/SubState, or "stale pidfile"
+    restarts: int | None = None  # systemd's NRestarts: restarts systemd made on its own since the last manual start
 
 
 def spec_changes(old: ServiceSpec | None, new: ServiceSpec) -> list[str]:
@@ -45,10 +45,13 @@ def spec_changes(old: ServiceSpec | None, new: ServiceSpec) -> list[str]:
         was, now = mask_argv(list(old.argv)), mask_argv(list(new.argv))
         removed = [a for a in was if a not in now]
         added = [a for a in now if a not in was]
-        out.append("command: " + " ".join([f"-{a}" for a in removed] + [f"+{a}" for a in added])
-                   if removed or added else "command: argument order changed")
+        out.append(
+            "command: " + " ".join([f"-{a}" for a in removed] + [f"+{a}" for a in added])
+            if removed or added
+            else "command: argument order changed"
+        )
     secrets = secret_values(old.env, old.argv) | secret_values(new.env, new.argv)
-    old_env, new_env = mask_env(old.env), mask_env(new.env)   # by name; the lines are scrubbed below
+    old_env, new_env = mask_env(old.env), mask_env(new.env)  # by name; the lines are scrubbed below
     for k in sorted(set(old.env) | set(new.env)):
         if k not in new.env:
             out.append(f"env: -{k}")

@@ -18,12 +18,15 @@ def stop_signals_held():
         return
     held: list[int] = []
     sigs = [getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n)]
-    previous = {s: signal.signal(s, lambda signum, _frame: held.append(signum)) for s in sigs
-                if signal.getsignal(s) != signal.SIG_IGN}   # an ignored one stays ignored (nohup)
+    previous = {
+        s: signal.signal(s, lambda signum, _frame: held.append(signum))
+        for s in sigs
+        if signal.getsignal(s) != signal.SIG_IGN
+    }  # an ignored one stays ignored (nohup)
     try:
         yield
     finally:
         for s, h in previous.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)
         if held:
-            signal.raise_signal(held[0])    # the restored handler raises (KeyboardInterrupt / Interrupted) here
+            signal.raise_signal(held[0])  # the restored handler raises (KeyboardInterrupt / Interrupted) here

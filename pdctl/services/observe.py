@@ -21,13 +21,19 @@ from pdctl.shell import quote
 
 # Few processes on the host: every fork is a millisecond or two, and this runs on each check. Builtins do the
 # parsing (`read`, parameter expansion); only base64 (one per file) and getconf are executed.
-_B64_FN = ("if base64 -w0 </dev/null >/dev/null 2>&1; then pdctl_b64() { base64 -w0 2>/dev/null < \"$1\" || printf '!'; }; "
-           "else pdctl_b64() { if [ -r \"$1\" ]; then base64 < \"$1\" | tr -d '\\n'; else printf '!'; fi; }; fi")
+_B64_FN = (
+    "if base64 -w0 </dev/null >/dev/null 2>&1; then pdctl_b64() { base64 -w0 2>/dev/null < \"$1\" || printf '!'; }; "
+    "else pdctl_b64() { if [ -r \"$1\" ]; then base64 < \"$1\" | tr -d '\\n'; else printf '!'; fi; }; fi"
+)
 # prints the /proc dump of pid $1 in checks.proc's line format, or `gone`
-_DUMP_FN = ("pdctl_dump() { [ -d \"/proc/$1\" ] || { echo gone; return 0; }; "
-            "for f in cmdline environ stat; do printf '%s ' \"$f\"; pdctl_b64 \"/proc/$1/$f\"; echo; done; }")
-_CLOCK = ("while read -r k v; do if [ \"$k\" = btime ]; then echo \"btime ${v%% *}\"; break; fi; done < /proc/stat; "
-          "printf 'clk '; getconf CLK_TCK 2>/dev/null || echo 100")
+_DUMP_FN = (
+    'pdctl_dump() { [ -d "/proc/$1" ] || { echo gone; return 0; }; '
+    'for f in cmdline environ stat; do printf \'%s \' "$f"; pdctl_b64 "/proc/$1/$f"; echo; done; }'
+)
+_CLOCK = (
+    'while read -r k v; do if [ "$k" = btime ]; then echo "btime ${v%% *}"; break; fi; done < /proc/stat; '
+    "printf 'clk '; getconf CLK_TCK 2>/dev/null || echo 100"
+)
 
 
 def pidfile_observe_command(services: dict[str, str]) -> str:
@@ -35,9 +41,11 @@ def pidfile_observe_command(services: dict[str, str]) -> str:
     parts = [_B64_FN, _DUMP_FN, _CLOCK]
     for name, path in services.items():
         f = quote(path)
-        parts.append(f"echo {quote('@@svc ' + name)}; printf 'rec '; pdctl_b64 {f}; echo; "
-                     f"line=; read -r line 2>/dev/null < {f}; pid=${{line#*\\\"pid\\\": }}; pid=${{pid%%[!0-9]*}}; "
-                     "if [ -n \"$line\" ] && [ -n \"$pid\" ]; then echo \"@@pid $pid\"; pdctl_dump \"$pid\"; fi")
+        parts.append(
+            f"echo {quote('@@svc ' + name)}; printf 'rec '; pdctl_b64 {f}; echo; "
+            f'line=; read -r line 2>/dev/null < {f}; pid=${{line#*\\"pid\\": }}; pid=${{pid%%[!0-9]*}}; '
+            'if [ -n "$line" ] && [ -n "$pid" ]; then echo "@@pid $pid"; pdctl_dump "$pid"; fi'
+        )
     return "\n".join(parts)
 
 
@@ -46,11 +54,13 @@ def systemd_observe_command(units: dict[str, str], properties: tuple[str, ...]) 
     props = " ".join(f"-p {quote(p)}" for p in properties)
     parts = [_B64_FN, _DUMP_FN, _CLOCK]
     for name, unit in units.items():
-        parts.append(f"echo {quote('@@svc ' + name)}; s=$(systemctl show {quote(unit)} {props} 2>&1); "
-                     "echo \"rc $?\"; printf 'show %s\\n' \"$(printf '%s\\n' \"$s\" | base64 | tr -d '\\n')\"; "
-                     "pid=; while read -r kv; do case \"$kv\" in MainPID=*) pid=${kv#MainPID=};; esac; done <<PDCTL_EOF\n"
-                     "$s\nPDCTL_EOF\n"
-                     "if [ -n \"$pid\" ] && [ \"$pid\" != 0 ]; then echo \"@@pid $pid\"; pdctl_dump \"$pid\"; fi")
+        parts.append(
+            f"echo {quote('@@svc ' + name)}; s=$(systemctl show {quote(unit)} {props} 2>&1); "
+            "echo \"rc $?\"; printf 'show %s\\n' \"$(printf '%s\\n' \"$s\" | base64 | tr -d '\\n')\"; "
+            'pid=; while read -r kv; do case "$kv" in MainPID=*) pid=${kv#MainPID=};; esac; done <<PDCTL_EOF\n'
+            "$s\nPDCTL_EOF\n"
+            'if [ -n "$pid" ] && [ "$pid" != 0 ]; then echo "@@pid $pid"; pdctl_dump "$pid"; fi'
+        )
     return "\n".join(parts)
 
 
@@ -64,7 +74,7 @@ class ServiceObservation:
     rc: int = 0
     pid: int | None = None
     process: ProcessInfo | None = None
-    stat: str | None = None          # the raw /proc/PID/stat, for the zombie check
+    stat: str | None = None  # the raw /proc/PID/stat, for the zombie check
     notes: list[str] = field(default_factory=list)
 
 
@@ -90,8 +100,10 @@ def run_observation(run, host: str, command: str, names: list[str]) -> dict[str,
     seen = parse_observation(res.stdout) if res.ok else {}
     missing = [n for n in names if n not in seen]
     if missing:
-        raise StepFailed(f"{host}: reading the state of {', '.join(missing)} and /proc failed "
-                         f"(exit {res.exit_code}): {res.stderr.strip()[:300] or 'no output'}")
+        raise StepFailed(
+            f"{host}: reading the state of {', '.join(missing)} and /proc failed "
+            f"(exit {res.exit_code}): {res.stderr.strip()[:300] or 'no output'}"
+        )
     return {n: seen[n] for n in names}
 
 

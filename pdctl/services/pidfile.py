@@ -34,7 +34,7 @@ START_CHECK_SECONDS = 1.0
 #: first words of the line written to a service's log at each start (before the process runs)
 START_MARKER = "==== pdctl: start of "
 # $$ is the pid that exec keeps through setsid and env, i.e. the service's main pid
-_MARK_AND_EXEC = ('echo "' + START_MARKER + '$1 at $(date -u +%Y-%m-%dT%H:%M:%SZ) (pid $$) ===="; shift; exec "$@"')
+_MARK_AND_EXEC = 'echo "' + START_MARKER + '$1 at $(date -u +%Y-%m-%dT%H:%M:%SZ) (pid $$) ===="; shift; exec "$@"'
 
 
 def since_last_start(log_text: str) -> str:
@@ -50,9 +50,9 @@ def since_last_start(log_text: str) -> str:
 @dataclass(frozen=True)
 class ProcStat:
     pid: int
-    state: str          # R, S, D, Z, T, ...
+    state: str  # R, S, D, Z, T, ...
     pgrp: int
-    starttime: int      # clock ticks after boot (field 22)
+    starttime: int  # clock ticks after boot (field 22)
 
 
 def parse_proc_stat(stat_text: str) -> ProcStat:
@@ -62,7 +62,7 @@ def parse_proc_stat(stat_text: str) -> ProcStat:
     if lpar < 0 or rpar < lpar:
         raise ValueError(f"not a /proc/<pid>/stat line: {text[:80]!r}")
     pid = int(text[:lpar].strip())
-    rest = text[rpar + 1:].split()
+    rest = text[rpar + 1 :].split()
     # rest[0] is field 3 (state); field N is rest[N - 3]
     if len(rest) < 20:
         raise ValueError(f"truncated /proc/<pid>/stat line: {text[:80]!r}")
@@ -92,7 +92,7 @@ class ProcStart:
     pid: int
     state: str
     start_ticks: int
-    started_at: float   # epoch seconds
+    started_at: float  # epoch seconds
 
     @property
     def alive(self) -> bool:
@@ -100,7 +100,10 @@ class ProcStart:
 
 
 # The probe prints three marked sections so that one round trip answers "is pid alive, and since when".
-_PROBE = "stat=$(cat /proc/{pid}/stat 2>/dev/null) || exit 1; echo \"STAT $stat\"; grep '^btime ' /proc/stat; echo \"CLK_TCK $(getconf CLK_TCK)\""
+_PROBE = (
+    'stat=$(cat /proc/{pid}/stat 2>/dev/null) || exit 1; echo "STAT $stat"; '
+    "grep '^btime ' /proc/stat; echo \"CLK_TCK $(getconf CLK_TCK)\""
+)
 
 
 def proc_probe_command(pid: int) -> str:
@@ -146,7 +149,7 @@ def status_from_record(name: str, rec: dict, info: ProcStart | None) -> ServiceS
     pid = rec["pid"]
     if info is None or not info.alive:
         return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} is gone")
-    if "start_ticks" not in rec:   # the launching shell found no /proc entry: the process was gone at once
+    if "start_ticks" not in rec:  # the launching shell found no /proc entry: the process was gone at once
         return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} exited as it was launched")
     if info.start_ticks != rec.get("start_ticks"):
         return ServiceStatus(name, False, None, None, f"stale pidfile: pid {pid} now belongs to another process")
@@ -161,7 +164,7 @@ class PidfileManager(ServiceManager):
         self.t = transport
         self.state_dir = state_dir.rstrip("/") or "/"
         self.command_timeout = command_timeout
-        self._started: set[str] = set()    # services this manager launched (their log tails start at that launch)
+        self._started: set[str] = set()  # services this manager launched (their log tails start at that launch)
 
     # paths
     def spec_path(self, name: str) -> str:
@@ -195,11 +198,20 @@ class PidfileManager(ServiceManager):
 
     @staticmethod
     def render_spec(spec: ServiceSpec) -> str:
-        return json.dumps(
-            {"name": spec.name, "argv": list(spec.argv), "env": dict(spec.env), "workdir": spec.workdir,
-             "description": spec.description},
-            indent=2, sort_keys=True,
-        ) + "\n"
+        return (
+            json.dumps(
+                {
+                    "name": spec.name,
+                    "argv": list(spec.argv),
+                    "env": dict(spec.env),
+                    "workdir": spec.workdir,
+                    "description": spec.description,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
     def install(self, spec: ServiceSpec) -> bool:
         """Write `<state_dir>/<name>.json`. Returns True if it differs from what was there. Safe while running."""
@@ -220,10 +232,17 @@ class PidfileManager(ServiceManager):
             d = json.loads(raw)
             argv = tuple(d["argv"])
         except (ValueError, KeyError, TypeError):
-            raise StepFailed(f"{self.t.name}: {self.spec_path(name)} is not a pdctl service spec "
-                             "(corrupt or written by hand); run `pdctl deploy` to rewrite it") from None
-        return ServiceSpec(name=name, argv=argv, env=dict(d.get("env") or {}), workdir=d.get("workdir"),
-                           description=d.get("description") or "")
+            raise StepFailed(
+                f"{self.t.name}: {self.spec_path(name)} is not a pdctl service spec "
+                "(corrupt or written by hand); run `pdctl deploy` to rewrite it"
+            ) from None
+        return ServiceSpec(
+            name=name,
+            argv=argv,
+            env=dict(d.get("env") or {}),
+            workdir=d.get("workdir"),
+            description=d.get("description") or "",
+        )
 
     def not_installed(self, name: str) -> str | None:
         """Raises StepFailed for a corrupt spec (as start would), UnreachableError for a host that did not answer."""
@@ -236,10 +255,12 @@ class PidfileManager(ServiceManager):
             raise StepFailed(f"{self.t.name}: {name!r} is running: stop it before purging its files")
         paths = [self.spec_path(name), self.pid_path(name)] + ([] if keep_log else [self.log_path(name)])
         # only what was there is said removed (a role never deployed here had none)
-        res = self._run("rc=0; for p in " + " ".join(quote(p) for p in paths) + "; do "
-                        "if [ -e \"$p\" ] || [ -L \"$p\" ]; then "
-                        "if rm -f -- \"$p\"; then printf '%s\\n' \"$p\"; else rc=1; fi; fi; done; [ $rc -eq 0 ]",
-                        f"removing the files of {name}")
+        res = self._run(
+            "rc=0; for p in " + " ".join(quote(p) for p in paths) + "; do "
+            'if [ -e "$p" ] || [ -L "$p" ]; then '
+            'if rm -f -- "$p"; then printf \'%s\\n\' "$p"; else rc=1; fi; fi; done; [ $rc -eq 0 ]',
+            f"removing the files of {name}",
+        )
         if not res.ok:
             raise StepFailed(f"{self.t.name}: could not remove the files of {name!r}: {res.stderr.strip()}")
         removed = [p for p in paths if p in res.stdout.splitlines()]
@@ -267,8 +288,8 @@ class PidfileManager(ServiceManager):
         # field 22 of /proc/<pid>/stat, counted after the last ')' (the comm field may hold spaces and parentheses)
         return (
             "p=$!; t=$(sed 's/.*) //' /proc/$p/stat 2>/dev/null | cut -d' ' -f20); "
-            f"{{ if [ -n \"$t\" ]; then printf '{{\"pid\": %s, \"start_ticks\": %s}}\\n' \"$p\" \"$t\"; "
-            f"else printf '{{\"pid\": %s}}\\n' \"$p\"; fi; }} >{tmp} && mv -f {tmp} {pidfile} "
+            f'{{ if [ -n "$t" ]; then printf \'{{"pid": %s, "start_ticks": %s}}\\n\' "$p" "$t"; '
+            f'else printf \'{{"pid": %s}}\\n\' "$p"; fi; }} >{tmp} && mv -f {tmp} {pidfile} '
             f"|| {{ kill -KILL -$p 2>/dev/null || kill -KILL $p; echo could not write {pidfile} >&2; "
             "exit 1; }; echo $p"
         )
@@ -280,7 +301,7 @@ class PidfileManager(ServiceManager):
         spec = self.installed_spec(name)
         if spec is None:
             raise StepFailed(f"{self.t.name}: service {name!r} is not installed ({self.spec_path(name)} missing)")
-        with stop_signals_held():     # the pidfile is on the host before an interrupt can land
+        with stop_signals_held():  # the pidfile is on the host before an interrupt can land
             res = self._run(self.launch_command(spec), f"launching {name}")
             self._started.add(name)
         pid_text = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
@@ -292,7 +313,7 @@ class PidfileManager(ServiceManager):
         info = self._proc(pid)
         ticks = info.start_ticks if info is not None else None
 
-        def alive() -> bool:     # the same process (start time), still running
+        def alive() -> bool:  # the same process (start time), still running
             now = self._proc(pid)
             return now is not None and now.alive and now.start_ticks == ticks
 
@@ -349,20 +370,21 @@ class PidfileManager(ServiceManager):
             if not self._wait_gone(pid, start_ticks, 10.0):
                 raise StepFailed(f"{self.t.name}: {name!r} (pid {pid}) survived SIGKILL for 10s")
         # stragglers of the group (children that ignored SIGTERM); the group id cannot be reused while they live
-        self._run(f"kill -KILL -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}",
-                  f"kill -KILL -{pid} and removing {self.pid_path(name)}")
+        self._run(
+            f"kill -KILL -{pid} 2>/dev/null; rm -f -- {quote(self.pid_path(name))}",
+            f"kill -KILL -{pid} and removing {self.pid_path(name)}",
+        )
 
     def _wait_gone(self, pid: int, start_ticks: int | None, limit: float) -> bool:
         def gone(info) -> bool:
             return info is None or not info.alive or info.start_ticks != start_ticks
 
-        return poll_until(lambda: self._proc(pid), gone, timeout=limit, interval=0.02, backoff=1.5,
-                          max_interval=0.2).ok
+        return poll_until(lambda: self._proc(pid), gone, timeout=limit, interval=0.02, backoff=1.5, max_interval=0.2).ok
 
     def missing_log(self, name: str) -> str | None:
         path = self.log_path(name)
         res = self._run(f"test -e {quote(path)}", f"looking for {path}")
-        return path if res.exit_code == 1 else None   # any other failure: let the read say what it found
+        return path if res.exit_code == 1 else None  # any other failure: let the read say what it found
 
     def log_tail(self, name: str, lines: int = 200, *, since_start: bool | None = None) -> str:
         """The log's last lines, with the service's secret env/flag values (and any SECRET=... text) masked.
@@ -372,11 +394,12 @@ class PidfileManager(ServiceManager):
         failure checks after a start); a plain read (`pdctl logs`) gets the whole tail, markers included."""
         from pdctl.secrets import mask_text, secret_values
 
-        res = self._run(f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null",
-                        f"reading {self.log_path(name)}")
+        res = self._run(
+            f"tail -n {int(lines)} -- {quote(self.log_path(name))} 2>/dev/null", f"reading {self.log_path(name)}"
+        )
         try:
             spec = self.installed_spec(name)
-        except StepFailed:   # a corrupt spec must not hide the log; pattern masking still applies
+        except StepFailed:  # a corrupt spec must not hide the log; pattern masking still applies
             spec = None
         if since_start or (since_start is None and name in self._started):
             text = since_last_start(res.stdout)

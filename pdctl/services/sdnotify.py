@@ -14,7 +14,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Mapping
 
-SEND_TIMEOUT_S = 1.0   # a manager that does not read (its queue full) must not stall the watch's loop
+SEND_TIMEOUT_S = 1.0  # a manager that does not read (its queue full) must not stall the watch's loop
 
 READY = "READY=1"
 WATCHDOG = "WATCHDOG=1"
@@ -49,8 +49,8 @@ class Notifier:
     """The service's side of sd_notify. `address` None: not under systemd, nothing is sent."""
 
     address: str | bytes | None = None
-    watchdog_s: float | None = None     # ping at least every half of it while the watch makes progress
-    sent: dict[str, int] = field(default_factory=dict)   # how many of each state were sent (not a list: days of pings)
+    watchdog_s: float | None = None  # ping at least every half of it while the watch makes progress
+    sent: dict[str, int] = field(default_factory=dict)  # how many of each state were sent (not a list: days of pings)
     _sock: socket.socket | None = None
 
     @classmethod
@@ -77,7 +77,7 @@ class Notifier:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
                 self._sock.settimeout(SEND_TIMEOUT_S)
             self._sock.sendto(state.encode(), self.address)
-        except OSError:     # no such socket, refused, or not sent within SEND_TIMEOUT_S (TimeoutError)
+        except OSError:  # no such socket, refused, or not sent within SEND_TIMEOUT_S (TimeoutError)
             return False
         key = state.split("=", 1)[0]
         self.sent[key] = self.sent.get(key, 0) + 1

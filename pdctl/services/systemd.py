@@ -24,8 +24,18 @@ if TYPE_CHECKING:
 
 UNIT_DIR = "/etc/systemd/system"
 SHOW_PROPERTIES = (
-    "Id", "LoadState", "ActiveState", "SubState", "Result", "MainPID", "ExecMainPID", "ExecMainStatus",
-    "ExecMainStartTimestamp", "ExecMainStartTimestampMonotonic", "NRestarts", "FragmentPath",
+    "Id",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "Result",
+    "MainPID",
+    "ExecMainPID",
+    "ExecMainStatus",
+    "ExecMainStartTimestamp",
+    "ExecMainStartTimestampMonotonic",
+    "NRestarts",
+    "FragmentPath",
 )
 START_CHECK_SECONDS = 1.0
 
@@ -75,9 +85,14 @@ def spec_from_unit(name: str, text: str) -> ServiceSpec | None:
     for line in text.splitlines():
         if line.startswith(SPEC_MARK):
             try:
-                d = json.loads(line[len(SPEC_MARK):])
-                return ServiceSpec(name=name, argv=tuple(d["argv"]), env=dict(d.get("env") or {}),
-                                   workdir=d.get("workdir"), description=d.get("description") or "")
+                d = json.loads(line[len(SPEC_MARK) :])
+                return ServiceSpec(
+                    name=name,
+                    argv=tuple(d["argv"]),
+                    env=dict(d.get("env") or {}),
+                    workdir=d.get("workdir"),
+                    description=d.get("description") or "",
+                )
             except (ValueError, KeyError, TypeError):
                 return None
     return None
@@ -87,9 +102,15 @@ def unit_name(name: str) -> str:
     return name if name.endswith(".service") else f"{name}.service"
 
 
-def render_unit(spec: ServiceSpec, restart: str = "on-failure", *, restart_sec: float = 5,
-                timeout_stop_sec: float = 30, watchdog_sec: float | None = None,
-                success_exit_status: str | None = None) -> str:
+def render_unit(
+    spec: ServiceSpec,
+    restart: str = "on-failure",
+    *,
+    restart_sec: float = 5,
+    timeout_stop_sec: float = 30,
+    watchdog_sec: float | None = None,
+    success_exit_status: str | None = None,
+) -> str:
     """The unit file text for `spec`. Pure. Raises ValueError on an unusable spec (relative ExecStart, bad env).
 
     watchdog_sec: a Type=notify unit (the process says READY=1 and pings WATCHDOG=1 over $NOTIFY_SOCKET, only its
@@ -100,8 +121,11 @@ def render_unit(spec: ServiceSpec, restart: str = "on-failure", *, restart_sec: 
     lines = [
         "# Managed by pdctl: changes here are overwritten by `pdctl deploy`.",
         # The spec itself, so a later deploy can say what it changes (the unit is 0600: it may hold secrets).
-        SPEC_MARK + json.dumps({"argv": list(spec.argv), "env": dict(spec.env), "workdir": spec.workdir,
-                                "description": spec.description}, sort_keys=True),
+        SPEC_MARK
+        + json.dumps(
+            {"argv": list(spec.argv), "env": dict(spec.env), "workdir": spec.workdir, "description": spec.description},
+            sort_keys=True,
+        ),
         "[Unit]",
         f"Description={desc}",
         "After=network-online.target",
@@ -187,10 +211,18 @@ def status_from_show(name: str, show: dict[str, str]) -> ServiceStatus:
 class SystemdManager(ServiceManager):
     """Units in `unit_dir` on the transport's host; needs root (or equivalent) there."""
 
-    def __init__(self, transport: Transport, *, unit_dir: str = UNIT_DIR, restart: str = "on-failure",
-                 timeout_stop_sec: float = 30, command_timeout: float = 60.0, unit_options: dict | None = None):
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        unit_dir: str = UNIT_DIR,
+        restart: str = "on-failure",
+        timeout_stop_sec: float = 30,
+        command_timeout: float = 60.0,
+        unit_options: dict | None = None,
+    ):
         self.t = transport
-        self.unit_options = dict(unit_options or {})     # more of render_unit's keywords (the watch's watchdog)
+        self.unit_options = dict(unit_options or {})  # more of render_unit's keywords (the watch's watchdog)
         self.unit_dir = unit_dir.rstrip("/")
         self.restart_policy = restart
         self.timeout_stop_sec = timeout_stop_sec
@@ -248,13 +280,14 @@ class SystemdManager(ServiceManager):
         if self.status(name).active:
             raise StepFailed(f"{self.t.name}: {unit_name(name)} is active: stop it before purging its unit")
         unit = quote(self.unit_path(name))
-        res = self.t.run(f"if [ -e {unit} ] || [ -L {unit} ]; then rm -f -- {unit} && echo removed; fi",
-                         timeout=self.command_timeout)
+        res = self.t.run(
+            f"if [ -e {unit} ] || [ -L {unit} ]; then rm -f -- {unit} && echo removed; fi", timeout=self.command_timeout
+        )
         if res.timed_out:
             raise no_answer(self.t.name, self.command_timeout, f"removing {self.unit_path(name)}")
         if not res.ok:
             raise self._fail("removing the unit file of", name, res)
-        if "removed" not in res.stdout:     # never installed here: nothing to remove, nothing to reload
+        if "removed" not in res.stdout:  # never installed here: nothing to remove, nothing to reload
             return [f"(no unit file {self.unit_path(name)} there)"]
         reload = self._systemctl("daemon-reload")
         if not reload.ok:
@@ -338,13 +371,26 @@ class SystemdManager(ServiceManager):
         for name, o in run_observation(run, self.t.name, command, names).items():
             text = (o.record or b"").decode(errors="replace")
             if o.rc != 0 or o.record is None:
-                out[name] = (ServiceStatus(name, False, None, None, f"systemctl show of {unit_name(name)} failed "
-                                           f"(exit {o.rc}): {text.strip()[:200]}"), None)
+                out[name] = (
+                    ServiceStatus(
+                        name,
+                        False,
+                        None,
+                        None,
+                        f"systemctl show of {unit_name(name)} failed (exit {o.rc}): {text.strip()[:200]}",
+                    ),
+                    None,
+                )
                 continue
             st, proc = status_from_show(name, parse_systemctl_show(text)), o.process
-            alive = st.active and proc is not None and o.pid == st.main_pid and bool(o.stat) \
+            alive = (
+                st.active
+                and proc is not None
+                and o.pid == st.main_pid
+                and bool(o.stat)
                 and parse_proc_stat(o.stat).state not in ("Z", "X", "x")
-            if alive:   # as status(): the kernel's start time of the main process
+            )
+            if alive:  # as status(): the kernel's start time of the main process
                 st = ServiceStatus(st.name, True, st.main_pid, proc.start_time, st.detail, st.restarts)
             out[name] = (st, proc if alive else None)
         return out
@@ -353,7 +399,9 @@ class SystemdManager(ServiceManager):
         """The journal's last lines, with SECRET=... assignments and --secret-flag values masked."""
         from pdctl.secrets import mask_text
 
-        res = self.t.run(f"journalctl -u {quote(unit_name(name))} -n {int(lines)} --no-pager", timeout=self.command_timeout)
+        res = self.t.run(
+            f"journalctl -u {quote(unit_name(name))} -n {int(lines)} --no-pager", timeout=self.command_timeout
+        )
         if res.timed_out:
             raise no_answer(self.t.name, self.command_timeout, f"journalctl -u {unit_name(name)}")
         return mask_text(res.stdout if res.ok else (res.stdout + res.stderr))

@@ -27,9 +27,11 @@ from pdctl.errors import UnreachableError
 def no_answer(host: str, seconds: float, what: str) -> UnreachableError:
     """The one error for a host or command that did not answer in time (exit 3): "unknown", never "stopped"."""
     return UnreachableError(
-        f"unknown: {host} did not answer within {seconds:g} s ({what})", target=host,
+        f"unknown: {host} did not answer within {seconds:g} s ({what})",
+        target=host,
         hint="the host, its sshd or its /proc is hung or overloaded; nothing was concluded about its services, "
-             "so do not redeploy or restart on this result; retry, or raise the host's command_timeout")
+        "so do not redeploy or restart on this result; retry, or raise the host's command_timeout",
+    )
 
 
 def within(seconds: float, fn: Callable[..., Any], *args: Any) -> Any:

@@ -46,7 +46,7 @@ class TransportPool:
 
     def __init__(self, hosts: dict[str, Host] | None = None):
         self.hosts = dict(hosts or {})
-        if any(h.transport == "ssh" for h in self.hosts.values()):   # a bad $PDCTL_SSH_KEEP stops us before any step
+        if any(h.transport == "ssh" for h in self.hosts.values()):  # a bad $PDCTL_SSH_KEEP stops us before any step
             from pdctl.transport.control import keep_seconds
 
             for h in self.hosts.values():

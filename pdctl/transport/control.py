@@ -25,10 +25,21 @@ if TYPE_CHECKING:
 
 KEEP_ENV = "PDCTL_SSH_KEEP"
 MAX_KEEP_S = 86400.0
-SOCKET_PATH_MAX = 107     # sun_path is 108 bytes with its NUL
+SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with its NUL
 # what decides the connection: a keeper made for other values must not answer for these
-CONNECTION_FIELDS = ("address", "port", "user", "key", "known_hosts", "accept_new_host_key", "ssh_config",
-                     "proxy_jump", "connect_timeout", "command_timeout", "http")
+CONNECTION_FIELDS = (
+    "address",
+    "port",
+    "user",
+    "key",
+    "known_hosts",
+    "accept_new_host_key",
+    "ssh_config",
+    "proxy_jump",
+    "connect_timeout",
+    "command_timeout",
+    "http",
+)
 
 
 def parse_keep(text: str, source: str) -> float:
@@ -38,9 +49,11 @@ def parse_keep(text: str, source: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0 <= value <= MAX_KEEP_S:   # also refuses nan
-        raise UsageError(f"{source}={text!r}: expected seconds from 0 (off) to {MAX_KEEP_S:g}",
-                         hint=f"e.g. {source}=600 keeps each SSH connection for 10 idle minutes")
+    if not 0 <= value <= MAX_KEEP_S:  # also refuses nan
+        raise UsageError(
+            f"{source}={text!r}: expected seconds from 0 (off) to {MAX_KEEP_S:g}",
+            hint=f"e.g. {source}=600 keeps each SSH connection for 10 idle minutes",
+        )
     return value
 
 
@@ -83,15 +96,17 @@ def control_dir(create: bool = True) -> Path:
     if create and not os.environ.get("XDG_RUNTIME_DIR"):
         from pdctl.state import state_dir
 
-        state_dir()   # creates $XDG_STATE_HOME/pdctl, the directory's parent
+        state_dir()  # creates $XDG_STATE_HOME/pdctl, the directory's parent
     if create:
         try:
             path.mkdir(mode=0o700)
         except FileExistsError:
             pass
         except OSError as e:
-            raise UsageError(f"cannot create the SSH control directory {path}: {e.strerror or e}",
-                             hint=f"make {path.parent} writable, or point XDG_RUNTIME_DIR elsewhere") from None
+            raise UsageError(
+                f"cannot create the SSH control directory {path}: {e.strerror or e}",
+                hint=f"make {path.parent} writable, or point XDG_RUNTIME_DIR elsewhere",
+            ) from None
     check_private(path)
     return path
 
@@ -101,8 +116,10 @@ def check_private(path: Path) -> None:
     does not exist."""
     problem = private_problem(str(path))
     if problem:
-        raise RefusedError(f"the SSH control directory {path} {problem}: no connection is kept through it",
-                           hint=f"remove {path} (pdctl recreates it 0700) or `chmod 700 {path}` if it is yours")
+        raise RefusedError(
+            f"the SSH control directory {path} {problem}: no connection is kept through it",
+            hint=f"remove {path} (pdctl recreates it 0700) or `chmod 700 {path}` if it is yours",
+        )
 
 
 @dataclass(frozen=True)
@@ -129,7 +146,9 @@ def kept_paths(name: str, host: Host, directory: Path | None = None) -> KeptPath
     d = directory if directory is not None else control_dir()
     stem = str(d / spec_digest(name, host))
     if len(stem + ".sock") > SOCKET_PATH_MAX:
-        raise UsageError(f"the SSH control directory {d} is too long a path for a unix socket "
-                         f"({len(stem + '.sock')} > {SOCKET_PATH_MAX} bytes)",
-                         hint="set XDG_RUNTIME_DIR to a shorter directory, or keep_connection: 0")
+        raise UsageError(
+            f"the SSH control directory {d} is too long a path for a unix socket "
+            f"({len(stem + '.sock')} > {SOCKET_PATH_MAX} bytes)",
+            hint="set XDG_RUNTIME_DIR to a shorter directory, or keep_connection: 0",
+        )
     return KeptPaths(stem + ".sock", stem + ".lock", stem + ".log")

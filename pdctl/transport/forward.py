@@ -14,13 +14,13 @@ import time
 from typing import Callable
 
 
-OPEN_CONNECT_FAILED = 2   # RFC 4254 5.1: the server's connect() to the target failed (refused, for a closed port)
+OPEN_CONNECT_FAILED = 2  # RFC 4254 5.1: the server's connect() to the target failed (refused, for a closed port)
 
 
 def channel_failure(exc: BaseException) -> str:
     """Why a direct-tcpip channel did not open, in plain words. paramiko hands the server's refusal to one waiting
     thread only; the others get a bare "Unable to open channel.", which is the same refusal."""
-    code = getattr(exc, "code", None)   # paramiko.ChannelException(code, text)
+    code = getattr(exc, "code", None)  # paramiko.ChannelException(code, text)
     if code == OPEN_CONNECT_FAILED or "Unable to open channel" in str(exc):
         return "connection refused"
     text = getattr(exc, "text", None) or str(exc)
@@ -33,7 +33,7 @@ class Forwarder:
     def __init__(self, ssh_transport, host: str, port: int, allow: Callable[[socket.socket], bool] | None = None):
         self.ssh = ssh_transport
         self.host, self.port = host, port
-        self.allow = allow   # who may use the forwarder (a keeper's: only its own user); None: anyone local
+        self.allow = allow  # who may use the forwarder (a keeper's: only its own user); None: anyone local
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -43,7 +43,7 @@ class Forwarder:
         self._stop = threading.Event()
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
-        self.last_failure: tuple[float, str] | None = None   # (when, why) the last channel did not open
+        self.last_failure: tuple[float, str] | None = None  # (when, why) the last channel did not open
         self._thread = threading.Thread(target=self._accept_loop, name=f"pdctl-fwd-{port}", daemon=True)
         self._thread.start()
 
@@ -67,7 +67,7 @@ class Forwarder:
         try:
             try:
                 chan = self.ssh.open_channel("direct-tcpip", (self.host, self.port), peer, timeout=10)
-            except Exception as e:   # said by whoever asked, through Tunnels.failure(), not logged here
+            except Exception as e:  # said by whoever asked, through Tunnels.failure(), not logged here
                 self.last_failure = (time.monotonic(), channel_failure(e))
                 raise
             while not self._stop.is_set():
@@ -88,7 +88,7 @@ class Forwarder:
             if chan is not None:
                 try:
                     chan.close()
-                except Exception:   # the SSH transport closed under us (EOFError at the end of a run): nothing to say
+                except Exception:  # the SSH transport closed under us (EOFError at the end of a run): nothing to say
                     pass
             conn.close()
             with self._conns_lock:
@@ -97,7 +97,7 @@ class Forwarder:
     def close(self) -> None:
         self._stop.set()
         try:
-            self.sock.shutdown(socket.SHUT_RDWR)   # wakes the accept loop now, not at its next 0.2 s timeout
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept loop now, not at its next 0.2 s timeout
         except OSError:
             pass
         try:
@@ -123,7 +123,7 @@ class Tunnels:
 
     def __init__(self, host_name: str, allow: Callable[[socket.socket], bool] | None = None):
         self.host_name = host_name
-        self.allow = allow   # handed to every forwarder made from here on
+        self.allow = allow  # handed to every forwarder made from here on
         self._lock = threading.Lock()
         self._by_target: dict[tuple[str, int], Forwarder] = {}
 
@@ -133,7 +133,7 @@ class Tunnels:
         key = (host, port)
         with self._lock:
             fwd = self._by_target.get(key)
-            if fwd is not None and not fwd.ssh.is_active():   # the connection dropped: forward over a new one
+            if fwd is not None and not fwd.ssh.is_active():  # the connection dropped: forward over a new one
                 self._by_target.pop(key).close()
                 fwd = None
         if fwd is None:
@@ -146,8 +146,9 @@ class Tunnels:
 
     def _find(self, url: str) -> Forwarder | None:
         with self._lock:
-            return next((f for f in self._by_target.values() if url.startswith(f"http://127.0.0.1:{f.local_port}")),
-                        None)
+            return next(
+                (f for f in self._by_target.values() if url.startswith(f"http://127.0.0.1:{f.local_port}")), None
+            )
 
     def failure(self, url: str, since: float = 0.0) -> str | None:
         """Why the host's sshd last failed to connect a tunnel URL to its target (at or after monotonic `since`)."""

@@ -31,9 +31,9 @@ from pdctl.poll import poll_until
 from pdctl.transport.ssh import SshTransport
 from pdctl.transport.wire import b64, encode_error, recv_frame, send_frame, unb64
 
-TICK_S = 0.5            # how often idleness and a stop are looked at
-REQUEST_READ_S = 30.0   # a client that connects and sends no request is dropped after this
-CLOSE_GRACE_S = 5.0     # on `close`, requests still running get this long, then the keeper exits under them
+TICK_S = 0.5  # how often idleness and a stop are looked at
+REQUEST_READ_S = 30.0  # a client that connects and sends no request is dropped after this
+CLOSE_GRACE_S = 5.0  # on `close`, requests still running get this long, then the keeper exits under them
 HOST_OPS = ("open", "run", "read_file", "put_file", "http_base_url", "tunnel_failure")
 
 
@@ -51,16 +51,16 @@ class Keeper:
         self.requests = 0
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._conns = 0            # unix connections being served
-        self._busy = 0             # host requests running (info and close do not count as use)
+        self._conns = 0  # unix connections being served
+        self._busy = 0  # host requests running (info and close do not count as use)
         self._last = time.monotonic()
-        self._ident: tuple[int, int] | None = None   # (st_dev, st_ino) of our socket file
+        self._ident: tuple[int, int] | None = None  # (st_dev, st_ino) of our socket file
         self.listener: socket.socket | None = None
 
     # -- the socket ---------------------------------------------------------------------------------------
     def listen(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)   # the socket is 0600 from its first instant, not after a chmod
+        old = os.umask(0o177)  # the socket is 0600 from its first instant, not after a chmod
         try:
             sock.bind(self.socket_path)
         finally:
@@ -137,7 +137,7 @@ class Keeper:
         op = None
         try:
             conn.settimeout(REQUEST_READ_S)
-            send_frame(conn, {"hello": os.getpid()})   # a client that gets no hello may start another keeper
+            send_frame(conn, {"hello": os.getpid()})  # a client that gets no hello may start another keeper
             req = recv_frame(conn)
             conn.settimeout(None)
             op = req.get("op") if isinstance(req, dict) else None
@@ -150,7 +150,7 @@ class Keeper:
             except Exception as e:
                 reply = {"ok": False, "error": encode_error(e)}
             send_frame(conn, reply)
-        except (OSError, ValueError) as e:   # the client went away or sent garbage: nobody to answer
+        except (OSError, ValueError) as e:  # the client went away or sent garbage: nobody to answer
             log(f"dropped a request ({op}): {type(e).__name__}: {e}")
         finally:
             conn.close()
@@ -162,7 +162,7 @@ class Keeper:
 
     def handle(self, req: dict[str, Any]) -> Any:
         """One request's answer (JSON-ready); raises what the SshTransport raised."""
-        if "keep" in req:   # the newest pdctl's keep_connection wins
+        if "keep" in req:  # the newest pdctl's keep_connection wins
             self.keep = min(max(float(req["keep"]), 0.0), MAX_KEEP_S)
         op, ssh = req.get("op"), self.ssh
         if op == "run":
@@ -193,11 +193,19 @@ class Keeper:
         idle = self._idle_for()
         client = self.ssh._client
         tr = client.get_transport() if client is not None else None
-        return {"name": self.name, "pid": os.getpid(), "socket": self.socket_path, "keep": self.keep,
-                "idle_for": round(idle, 3), "expires_in": round(max(0.0, self.keep - idle), 3),
-                "started": self.started, "requests": self.requests, "running": self._busy,
-                "connected": bool(tr is not None and tr.is_active()),
-                "target": f"{self.ssh.target.user}@{self.ssh.where}"}
+        return {
+            "name": self.name,
+            "pid": os.getpid(),
+            "socket": self.socket_path,
+            "keep": self.keep,
+            "idle_for": round(idle, 3),
+            "expires_in": round(max(0.0, self.keep - idle), 3),
+            "started": self.started,
+            "requests": self.requests,
+            "running": self._busy,
+            "connected": bool(tr is not None and tr.is_active()),
+            "target": f"{self.ssh.target.user}@{self.ssh.where}",
+        }
 
     def _open_conns(self) -> int:
         with self._lock:
@@ -212,7 +220,7 @@ class Keeper:
         self.listener.close()
         with self._lock:
             running = self._conns
-        if running:   # exit under them: their clients see the keeper gone ("unknown"), never a half answer
+        if running:  # exit under them: their clients see the keeper gone ("unknown"), never a half answer
             log(f"exiting with {running} request(s) unanswered")
         else:
             self.ssh.close()
@@ -231,7 +239,7 @@ def _ready(fd: int, line: str) -> None:
 def main(argv: list[str]) -> None:
     spec = json.loads(argv[1])
     fd = int(spec["ready_fd"])
-    if os.fork() > 0:   # the spawning pdctl reaps this one at once; the keeper is nobody's child
+    if os.fork() > 0:  # the spawning pdctl reaps this one at once; the keeper is nobody's child
         os._exit(0)
     try:
         from pdctl.inventory import Host
@@ -244,8 +252,10 @@ def main(argv: list[str]) -> None:
         os._exit(1)
     signal.signal(signal.SIGTERM, lambda *_: keeper.stopping.set())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    log(f"serving {spec['name']} ({keeper.ssh.target.user}@{keeper.ssh.where}) on {spec['socket']}, "
-        f"idle limit {keeper.keep:g} s")
+    log(
+        f"serving {spec['name']} ({keeper.ssh.target.user}@{keeper.ssh.where}) on {spec['socket']}, "
+        f"idle limit {keeper.keep:g} s"
+    )
     _ready(fd, f"ready {os.getpid()}")
     keeper.serve()
 

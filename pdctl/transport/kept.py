@@ -33,7 +33,7 @@ from pdctl.transport.wire import PeerClosed, b64, decode_error, recv_frame, send
 if TYPE_CHECKING:
     from pdctl.inventory import Host
 
-START_MARGIN_S = 5.0   # a keeper gets connect_timeout plus this to start listening (interpreter, imports)
+START_MARGIN_S = 5.0  # a keeper gets connect_timeout plus this to start listening (interpreter, imports)
 
 
 def ask_keeper(socket_path: str, request: dict[str, Any], timeout: float) -> Any:
@@ -73,7 +73,7 @@ class KeptTransport(Transport):
 
     def __init__(self, name: str, host: Host, keep: float):
         self.name, self.host, self.keep = name, host, keep
-        self._paths: KeptPaths | None = None   # found on first use: a control-directory problem is that call's error
+        self._paths: KeptPaths | None = None  # found on first use: a control-directory problem is that call's error
         self._spawn_lock = threading.Lock()
 
     @property
@@ -96,13 +96,15 @@ class KeptTransport(Transport):
                 send_frame(conn, {"op": op, "keep": self.keep, **args})
                 reply = recv_frame(conn)
             except TimeoutError:
-                raise no_answer(self.name, budget, f"the SSH keeper at {self.paths.socket} gave no answer to "
-                                                   f"{op}") from None
-            except (OSError, ValueError) as e:   # it ended (killed, crashed) after taking the request
+                raise no_answer(
+                    self.name, budget, f"the SSH keeper at {self.paths.socket} gave no answer to {op}"
+                ) from None
+            except (OSError, ValueError) as e:  # it ended (killed, crashed) after taking the request
                 raise UnreachableError(
                     f"unknown: {self.name}: the SSH keeper ended before answering {op} ({type(e).__name__}: {e})",
                     target=self.name,
-                    hint="nothing was concluded about the host; the next pdctl run starts a new keeper") from None
+                    hint="nothing was concluded about the host; the next pdctl run starts a new keeper",
+                ) from None
         if not reply.get("ok"):
             raise decode_error(reply.get("error") or {}, self.name)
         return reply.get("value")
@@ -112,13 +114,16 @@ class KeptTransport(Transport):
         if conn is not None:
             return conn
         with self._spawn_lock, self._flock():
-            conn = self._dial()   # the winner of a race started it while we waited
+            conn = self._dial()  # the winner of a race started it while we waited
             if conn is None:
                 self._spawn()
                 conn = self._dial()
         if conn is None:
-            raise UnreachableError(f"unknown: {self.name}: the SSH keeper started but does not answer at "
-                                   f"{self.paths.socket}", target=self.name, hint=f"see {self.paths.log}")
+            raise UnreachableError(
+                f"unknown: {self.name}: the SSH keeper started but does not answer at {self.paths.socket}",
+                target=self.name,
+                hint=f"see {self.paths.log}",
+            )
         return conn
 
     def _dial(self) -> socket.socket | None:
@@ -128,8 +133,11 @@ class KeptTransport(Transport):
         except TimeoutError:
             raise no_answer(self.name, greet, f"the SSH keeper at {path} did not greet") from None
         except OSError as e:
-            raise UnreachableError(f"unknown: {self.name}: cannot reach the SSH keeper at {path}: {e}",
-                                   target=self.name, hint="remove that socket file, or keep_connection: 0") from None
+            raise UnreachableError(
+                f"unknown: {self.name}: cannot reach the SSH keeper at {path}: {e}",
+                target=self.name,
+                hint="remove that socket file, or keep_connection: 0",
+            ) from None
 
     def _flock(self):
         """The spawn lock beside the socket, waited for at most as long as a keeper takes to start."""
@@ -142,8 +150,11 @@ class KeptTransport(Transport):
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     os.close(fd)
-                    raise no_answer(self.name, 2 * (self.host.connect_timeout + START_MARGIN_S),
-                                    f"another pdctl holds {self.paths.lock} while starting the SSH keeper") from None
+                    raise no_answer(
+                        self.name,
+                        2 * (self.host.connect_timeout + START_MARGIN_S),
+                        f"another pdctl holds {self.paths.lock} while starting the SSH keeper",
+                    ) from None
                 time.sleep(0.02)
 
     def _spawn(self) -> None:
@@ -152,20 +163,32 @@ class KeptTransport(Transport):
 
         paths, limit = self.paths, self.host.connect_timeout + START_MARGIN_S
         try:
-            os.unlink(paths.socket)   # a keeper killed -9 leaves its socket file behind
+            os.unlink(paths.socket)  # a keeper killed -9 leaves its socket file behind
         except FileNotFoundError:
             pass
         read_end, write_end = os.pipe()
         log = os.open(paths.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        spec = {"name": self.name, "host": self.host.dump(), "keep": self.keep,
-                "socket": paths.socket, "ready_fd": write_end}
-        env = dict(os.environ)   # the keeper runs this same pdctl, wherever it was imported from
+        spec = {
+            "name": self.name,
+            "host": self.host.dump(),
+            "keep": self.keep,
+            "socket": paths.socket,
+            "ready_fd": write_end,
+        }
+        env = dict(os.environ)  # the keeper runs this same pdctl, wherever it was imported from
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         try:
-            proc = subprocess.Popen([sys.executable, "-m", "pdctl.transport.keeper", json.dumps(spec)],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(write_end,),
-                                    start_new_session=True, cwd="/", env=env)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pdctl.transport.keeper", json.dumps(spec)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(write_end,),
+                start_new_session=True,
+                cwd="/",
+                env=env,
+            )
         finally:
             os.close(write_end)
             os.close(log)
@@ -173,15 +196,19 @@ class KeptTransport(Transport):
             line = _read_line(read_end, limit)
         finally:
             os.close(read_end)
-            try:   # it forked the keeper and exited, or is still starting (then it is left to finish)
+            try:  # it forked the keeper and exited, or is still starting (then it is left to finish)
                 proc.wait(timeout=0 if line is None else limit)
             except subprocess.TimeoutExpired:
                 pass
         if line is None or not line.startswith("ready "):
-            why = (f"no word within {limit:g} s" if line is None else line.removeprefix("error ")) or \
-                f"it ended at once: {_tail(paths.log)}"
-            raise UnreachableError(f"unknown: {self.name}: the SSH keeper did not start: {why}",
-                                   target=self.name, hint=f"its log: {paths.log}")
+            why = (
+                f"no word within {limit:g} s" if line is None else line.removeprefix("error ")
+            ) or f"it ended at once: {_tail(paths.log)}"
+            raise UnreachableError(
+                f"unknown: {self.name}: the SSH keeper did not start: {why}",
+                target=self.name,
+                hint=f"its log: {paths.log}",
+            )
 
     # -- the Transport interface ----------------------------------------------------------------------------
     def open(self) -> None:

@@ -51,21 +51,23 @@ def load_known_hosts(client, path: str, who: str) -> None:
             entry = HostKeyEntry.from_line(line, lineno)
         except paramiko.SSHException:
             continue
-        except InvalidHostKey as e:    # not base64
-            raise UsageError(f"host {who}: cannot read known_hosts {path}: line {lineno}: {e.exc}",
-                             hint=_FILE_HINT.format(field="known_hosts")) from None
+        except InvalidHostKey as e:  # not base64
+            raise UsageError(
+                f"host {who}: cannot read known_hosts {path}: line {lineno}: {e.exc}",
+                hint=_FILE_HINT.format(field="known_hosts"),
+            ) from None
         if entry is None:
             continue
         # as HostKeys.load: a name already holding this very key is dropped from the entry
         entry.hostnames = [h for h in entry.hostnames if (h, entry.key.asbytes()) not in seen]
         seen.update((h, entry.key.asbytes()) for h in entry.hostnames)
         if entry.hostnames:
-            keys._entries.append(entry)   # HostKeys.add scans every entry: quadratic on a fleet's known_hosts
+            keys._entries.append(entry)  # HostKeys.add scans every entry: quadratic on a fleet's known_hosts
 
 
 # -- the other files an SSH host names: ssh_config and its private key ------------------------------------------
 
-MAX_KNOWN_HOSTS_BYTES = 16 << 20    # a fleet's known_hosts can hold many thousand keys; /dev/zero-sized is wrong
+MAX_KNOWN_HOSTS_BYTES = 16 << 20  # a fleet's known_hosts can hold many thousand keys; /dev/zero-sized is wrong
 _FILE_HINT = "fix the file, or point the host's `{field}` in the inventory at the right one"
 
 
@@ -88,12 +90,15 @@ def ssh_config_for(path: str, who: str, address: str) -> dict:
     try:
         cfg = paramiko.SSHConfig.from_text(text).lookup(address)
     except (paramiko.ssh_exception.ConfigParseError, ValueError, KeyError) as e:
-        raise UsageError(f"host {who}: cannot read ssh_config {path}: {e}",
-                         hint=_FILE_HINT.format(field="ssh_config")) from None
+        raise UsageError(
+            f"host {who}: cannot read ssh_config {path}: {e}", hint=_FILE_HINT.format(field="ssh_config")
+        ) from None
     if "port" in cfg:
         if not (cfg["port"].isdigit() and 0 < int(cfg["port"]) < 65536):
-            raise UsageError(f"host {who}: ssh_config {path}: Port {cfg['port']!r} is not a port number",
-                             hint=_FILE_HINT.format(field="ssh_config"))
+            raise UsageError(
+                f"host {who}: ssh_config {path}: Port {cfg['port']!r} is not a port number",
+                hint=_FILE_HINT.format(field="ssh_config"),
+            )
         cfg["port"] = int(cfg["port"])
     return cfg
 
@@ -113,8 +118,10 @@ def check_key_file(path: str, who: str) -> None:
             cls.from_private_key(io.StringIO(text))
             return
         except paramiko.PasswordRequiredException:
-            raise UsageError(f"host {who}: SSH key file {path} is encrypted and pdctl asks for no passphrase",
-                             hint="give an unencrypted key (ssh-keygen -p -f FILE removes the passphrase)") from None
+            raise UsageError(
+                f"host {who}: SSH key file {path} is encrypted and pdctl asks for no passphrase",
+                hint="give an unencrypted key (ssh-keygen -p -f FILE removes the passphrase)",
+            ) from None
         except (paramiko.SSHException, ValueError, TypeError, IndexError, UnicodeDecodeError) as e:
             last = e
     raise UsageError(f"host {who}: SSH key file {path} is not a private key paramiko can read ({last})", hint=hint)
@@ -125,7 +132,7 @@ class HostKeyPolicy:
     for the host (a different key raises BadHostKeyException instead, see `changed_key_refused`)."""
 
     def __init__(self, who: str, known_hosts: str, *, accept_new: bool, inventory_name: str):
-        self.who = who                      # e.g. "'gpu-1' (10.0.0.5:22)", for messages
+        self.who = who  # e.g. "'gpu-1' (10.0.0.5:22)", for messages
         self.known_hosts = known_hosts
         self.accept_new = accept_new
         self.inventory_name = inventory_name

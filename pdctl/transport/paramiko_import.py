@@ -21,11 +21,11 @@ def import_paramiko() -> ModuleType:
     """The paramiko package (imported on first call, invoke held off unless something imported it already)."""
     with _lock:
         if "paramiko" not in sys.modules and "invoke" not in sys.modules:
-            sys.modules["invoke"] = None   # `import invoke` raises ImportError: paramiko.config sets invoke = None
+            sys.modules["invoke"] = None  # `import invoke` raises ImportError: paramiko.config sets invoke = None
             try:
-                import paramiko   # noqa: F401
+                import paramiko  # noqa: F401
             finally:
-                del sys.modules["invoke"]   # anyone's later `import invoke` is the real one
+                del sys.modules["invoke"]  # anyone's later `import invoke` is the real one
     import paramiko
 
     return paramiko
@@ -39,5 +39,5 @@ def allow_match_exec(ssh_config_text: str) -> None:
         try:
             import invoke
         except ImportError:
-            return   # not installed: paramiko says so when it reaches the line, as it always did
+            return  # not installed: paramiko says so when it reaches the line, as it always did
         paramiko.config.invoke = invoke

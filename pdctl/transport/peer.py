@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 
-_UCRED = struct.Struct("3i")   # pid, uid, gid
+_UCRED = struct.Struct("3i")  # pid, uid, gid
 
 
 def unix_peer_uid(conn: socket.socket) -> int:
@@ -29,18 +29,25 @@ def _proc_net_addr(addr: tuple[str, int]) -> str:
 # sock_diag (what `ss` asks): one socket looked up by its four-tuple. /proc/net/tcp lists every socket of the
 # machine, and reading it costs ~5 ms with a few hundred of them: a keeper checked each forwarded connection so.
 _NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST = 4, 20, 1
-_NLMSG = struct.Struct("=IHHII")                       # len, type, flags, seq, pid
-_DIAG_REQ = struct.Struct("=BBBBI")                    # family, protocol, ext, pad, states
-_SOCKID = struct.Struct(">HH16s16s")                   # sport, dport, src, dst (network order)
-_SOCKID_TAIL = struct.Struct("=III")                   # interface, cookie (none: all ones)
-_DIAG_MSG_UID = 4 + _SOCKID.size + _SOCKID_TAIL.size + 12   # family..retrans, id, expires, rqueue, wqueue
+_NLMSG = struct.Struct("=IHHII")  # len, type, flags, seq, pid
+_DIAG_REQ = struct.Struct("=BBBBI")  # family, protocol, ext, pad, states
+_SOCKID = struct.Struct(">HH16s16s")  # sport, dport, src, dst (network order)
+_SOCKID_TAIL = struct.Struct("=III")  # interface, cookie (none: all ones)
+_DIAG_MSG_UID = 4 + _SOCKID.size + _SOCKID_TAIL.size + 12  # family..retrans, id, expires, rqueue, wqueue
 
 
 def _diag_uid(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
     """The uid of the IPv4 TCP socket whose own address is `local` and whose peer is `remote` (sock_diag)."""
-    req = _DIAG_REQ.pack(socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + _SOCKID.pack(
-        local[1], remote[1], socket.inet_aton(local[0]).ljust(16, b"\0"), socket.inet_aton(remote[0]).ljust(16, b"\0")
-    ) + _SOCKID_TAIL.pack(0, 0xFFFFFFFF, 0xFFFFFFFF)
+    req = (
+        _DIAG_REQ.pack(socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF)
+        + _SOCKID.pack(
+            local[1],
+            remote[1],
+            socket.inet_aton(local[0]).ljust(16, b"\0"),
+            socket.inet_aton(remote[0]).ljust(16, b"\0"),
+        )
+        + _SOCKID_TAIL.pack(0, 0xFFFFFFFF, 0xFFFFFFFF)
+    )
     msg = _NLMSG.pack(_NLMSG.size + len(req), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0) + req
     with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
         nl.settimeout(1.0)
@@ -48,9 +55,9 @@ def _diag_uid(local: tuple[str, int], remote: tuple[str, int]) -> int | None:
         reply = nl.recv(4096)
     length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(reply)
     if kind != _SOCK_DIAG_BY_FAMILY or length < _NLMSG.size + _DIAG_MSG_UID + 8:
-        return None   # NLMSG_ERROR: no such socket (or no sock_diag here)
+        return None  # NLMSG_ERROR: no such socket (or no sock_diag here)
     uid, inode = struct.unpack_from("=II", reply, _NLMSG.size + _DIAG_MSG_UID)
-    return uid if inode else None   # an orphan (closed by its owner) reads uid 0
+    return uid if inode else None  # an orphan (closed by its owner) reads uid 0
 
 
 def tcp_peer_uid(conn: socket.socket, table: str = "/proc/net/tcp") -> int | None:
@@ -70,11 +77,11 @@ def _table_uid(conn: socket.socket, table: str) -> int | None:
     try:
         peer, me = _proc_net_addr(conn.getpeername()), _proc_net_addr(conn.getsockname())
         with open(table, encoding="ascii") as f:
-            next(f)   # the header
+            next(f)  # the header
             for line in f:
                 cols = line.split()
                 if len(cols) > 9 and cols[1] == peer and cols[2] == me:
-                    return int(cols[7]) if cols[9] != "0" else None   # inode 0: an orphan, owner unknown
+                    return int(cols[7]) if cols[9] != "0" else None  # inode 0: an orphan, owner unknown
     except (OSError, ValueError, StopIteration):
         return None
     return None

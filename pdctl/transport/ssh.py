@@ -27,8 +27,13 @@ from pdctl.shell import export_prefix, quote
 from pdctl.transport.base import CommandResult, Transport, no_answer, within
 from pdctl.transport.forward import Tunnels
 from pdctl.transport.paramiko_import import import_paramiko
-from pdctl.transport.known_hosts import (HostKeyPolicy, changed_key_refused, check_key_file, load_known_hosts,
-                                        ssh_config_for)
+from pdctl.transport.known_hosts import (
+    HostKeyPolicy,
+    changed_key_refused,
+    check_key_file,
+    load_known_hosts,
+    ssh_config_for,
+)
 
 if TYPE_CHECKING:
     from pdctl.inventory import Host
@@ -51,8 +56,8 @@ class SshTarget:
     user: str
     key_files: tuple[str, ...]
     known_hosts: str
-    proxy_jump: str | None = None       # [user@]host[:port][,...] (first hop is dialled first)
-    proxy_command: str | None = None    # ssh_config ProxyCommand, tokens already expanded
+    proxy_jump: str | None = None  # [user@]host[:port][,...] (first hop is dialled first)
+    proxy_command: str | None = None  # ssh_config ProxyCommand, tokens already expanded
 
 
 def resolve_target(host: Host, name: str = "") -> SshTarget:
@@ -64,9 +69,11 @@ def resolve_target(host: Host, name: str = "") -> SshTarget:
     jump, command = host.proxy_jump, None
     cfg_path = os.path.expanduser(host.ssh_config or "~/.ssh/config")
     who = repr(name or host.address)
-    if host.ssh_config and host.ssh_config != "none" and not os.path.exists(cfg_path):   # as ssh -F: only the
-        raise UsageError(f"host {who}: ssh_config file {cfg_path} does not exist",       # default may be absent
-                         hint="fix the host's `ssh_config` in the inventory (`none`: read no ssh_config)")
+    if host.ssh_config and host.ssh_config != "none" and not os.path.exists(cfg_path):  # as ssh -F: only the
+        raise UsageError(
+            f"host {who}: ssh_config file {cfg_path} does not exist",  # default may be absent
+            hint="fix the host's `ssh_config` in the inventory (`none`: read no ssh_config)",
+        )
     if host.ssh_config != "none" and os.path.exists(cfg_path):
         cfg = ssh_config_for(cfg_path, who, host.address)
         address = cfg.get("hostname", address)
@@ -79,13 +86,16 @@ def resolve_target(host: Host, name: str = "") -> SshTarget:
         if jump is None and cfg.get("proxyjump", "none").lower() != "none":
             jump = cfg["proxyjump"]
             if problem := jump_problem(jump):
-                raise UsageError(f"host {who}: ssh_config {cfg_path}: ProxyJump {problem}",
-                                 hint="fix the file, or give the host a `proxy_jump` in the inventory")
+                raise UsageError(
+                    f"host {who}: ssh_config {cfg_path}: ProxyJump {problem}",
+                    hint="fix the file, or give the host a `proxy_jump` in the inventory",
+                )
         if jump is None and cfg.get("proxycommand", "none").lower() != "none":
             command = cfg["proxycommand"]
     known = os.path.expanduser(host.known_hosts or "~/.ssh/known_hosts")
-    return SshTarget(address, port, user or getpass.getuser(), tuple(os.path.expanduser(k) for k in keys), known,
-                     jump, command)
+    return SshTarget(
+        address, port, user or getpass.getuser(), tuple(os.path.expanduser(k) for k in keys), known, jump, command
+    )
 
 
 def parse_jump(spec: str) -> tuple[str | None, str, int | None, str | None]:
@@ -109,7 +119,7 @@ class SshTransport(Transport):
         self._jump: SshTransport | None = None
         self._lock = threading.Lock()
         self.tunnels = Tunnels(name)
-        self._failed: tuple[float, Exception] | None = None   # (when, why) of the last failed connect
+        self._failed: tuple[float, Exception] | None = None  # (when, why) of the last failed connect
 
     # -- connection ------------------------------------------------------------------------------------------
     def open(self):
@@ -137,28 +147,38 @@ class SshTransport(Transport):
 
         _quiet_paramiko()
         tgt = self.target
-        for key in tgt.key_files:   # one line naming host and file here, not paramiko's hang or traceback
+        for key in tgt.key_files:  # one line naming host and file here, not paramiko's hang or traceback
             check_key_file(key, repr(self.name))
         client = paramiko.SSHClient()
         who = f"{self.name!r} ({self.where})"
         load_known_hosts(client, tgt.known_hosts, who)
         client.set_missing_host_key_policy(
-            HostKeyPolicy(who, tgt.known_hosts, accept_new=self.host.accept_new_host_key, inventory_name=self.name))
+            HostKeyPolicy(who, tgt.known_hosts, accept_new=self.host.accept_new_host_key, inventory_name=self.name)
+        )
         timeout = self.host.connect_timeout
         sock = self._proxy_sock(timeout)
         started = time.monotonic()
         try:
-            client.connect(sock=sock, hostname=tgt.address, port=tgt.port, username=tgt.user,
-                           key_filename=list(tgt.key_files) or None, look_for_keys=not tgt.key_files,
-                           allow_agent=not tgt.key_files, timeout=timeout, banner_timeout=timeout,
-                           auth_timeout=timeout, channel_timeout=timeout)
+            client.connect(
+                sock=sock,
+                hostname=tgt.address,
+                port=tgt.port,
+                username=tgt.user,
+                key_filename=list(tgt.key_files) or None,
+                look_for_keys=not tgt.key_files,
+                allow_agent=not tgt.key_files,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                channel_timeout=timeout,
+            )
         except Exception as e:
             why = self._connect_error(e, client, time.monotonic() - started)
             self._abandon(client)
             raise why from None
         tr = client.get_transport()
         tr.set_keepalive(15)
-        if isinstance(tr.sock, socket.socket):   # small request/reply packets: Nagle + delayed ACK cost 40 ms each
+        if isinstance(tr.sock, socket.socket):  # small request/reply packets: Nagle + delayed ACK cost 40 ms each
             tr.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return client
 
@@ -167,9 +187,9 @@ class SshTransport(Transport):
         paramiko = import_paramiko()
 
         tgt, timeout = self.target, self.host.connect_timeout
-        if isinstance(e, (UnicodeDecodeError, ValueError)):    # a ~/.ssh/id_* key paramiko found itself
+        if isinstance(e, (UnicodeDecodeError, ValueError)):  # a ~/.ssh/id_* key paramiko found itself
             return UsageError(f"host {self.name!r}: cannot use an SSH key: {e}", hint="give the host a `key`")
-        if not isinstance(e, (OSError, paramiko.SSHException, EOFError)):   # e.g. HostKeyRefused from the policy
+        if not isinstance(e, (OSError, paramiko.SSHException, EOFError)):  # e.g. HostKeyRefused from the policy
             return e
         if isinstance(e, paramiko.BadHostKeyException):
             return changed_key_refused(f"{self.name!r} ({self.where})", e, tgt.known_hosts, tgt.address, tgt.port)
@@ -178,13 +198,16 @@ class SshTransport(Transport):
         if isinstance(e, paramiko.ssh_exception.NoValidConnectionsError):
             causes = "; ".join(sorted({os.strerror(err.errno) if err.errno else str(err) for err in e.errors.values()}))
             return self._unreachable(causes or str(e))
-        if isinstance(e, TimeoutError):   # socket.timeout too
+        if isinstance(e, TimeoutError):  # socket.timeout too
             return self._unreachable(f"connect timed out after {timeout:g}s ({e or 'timeout'})")
         # paramiko's own words here ("No existing session", "Error reading SSH protocol banner") hide the cause
         tr = client.get_transport()
         if tr is not None and not tr.remote_version:
-            return self._unreachable("the connection closed before any SSH banner" if elapsed < timeout * 0.9
-                                     else f"no SSH answer within {timeout:g} s (banner timeout)")
+            return self._unreachable(
+                "the connection closed before any SSH banner"
+                if elapsed < timeout * 0.9
+                else f"no SSH answer within {timeout:g} s (banner timeout)"
+            )
         if tr is not None and tr.session_id is None:
             return self._unreachable(f"SSH handshake with {tr.remote_version!r} unfinished after {timeout:g} s")
         return self._unreachable(f"{type(e).__name__}: {e}")
@@ -216,22 +239,40 @@ class SshTransport(Transport):
         except ValueError:
             raise self._unreachable(f"cannot parse proxy_jump {tgt.proxy_jump!r} ([user@]host[:port][,...])") from None
         h = self.host
-        if self._jump is not None:   # reconnecting: the old hop goes with the old connection
+        if self._jump is not None:  # reconnecting: the old hop goes with the old connection
             self._jump.close()
-        hop = Host(transport="ssh", address=addr, port=port or 22, user=user, key=h.key, known_hosts=h.known_hosts,
-                   accept_new_host_key=h.accept_new_host_key, ssh_config=h.ssh_config,
-                   connect_timeout=h.connect_timeout, command_timeout=h.command_timeout, proxy_jump=earlier)
+        hop = Host(
+            transport="ssh",
+            address=addr,
+            port=port or 22,
+            user=user,
+            key=h.key,
+            known_hosts=h.known_hosts,
+            accept_new_host_key=h.accept_new_host_key,
+            ssh_config=h.ssh_config,
+            connect_timeout=h.connect_timeout,
+            command_timeout=h.command_timeout,
+            proxy_jump=earlier,
+        )
         self._jump = SshTransport(f"{self.name} (jump {addr})", hop)
         try:
-            return self._jump.open().get_transport().open_channel(
-                "direct-tcpip", (tgt.address, tgt.port), ("127.0.0.1", 0), timeout=timeout)
+            return (
+                self._jump.open()
+                .get_transport()
+                .open_channel("direct-tcpip", (tgt.address, tgt.port), ("127.0.0.1", 0), timeout=timeout)
+            )
         except (OSError, paramiko.SSHException, EOFError) as e:
             raise self._unreachable(f"jump host {addr} could not reach {self.where}: {e}") from None
 
     def _unreachable(self, cause: str) -> UnreachableError:
         tgt = self.target
-        via = f" via hop {tgt.proxy_jump!r}" if tgt.proxy_jump else \
-            f" via ProxyCommand {tgt.proxy_command!r}" if tgt.proxy_command else ""
+        via = (
+            f" via hop {tgt.proxy_jump!r}"
+            if tgt.proxy_jump
+            else f" via ProxyCommand {tgt.proxy_command!r}"
+            if tgt.proxy_command
+            else ""
+        )
         return UnreachableError(
             f"host {self.name!r} ({tgt.user}@{self.where}{via}) unreachable over SSH: {cause}",
             target=self.name,
@@ -244,7 +285,7 @@ class SshTransport(Transport):
         client = self.open()
         wrapped = f"printf '{_PID_MARK}%s\\n' $$ >&2\n{export_prefix(env)}{command}"
         chan = self._session(client, "exec")
-        try:   # paramiko waits for the exec reply without a limit
+        try:  # paramiko waits for the exec reply without a limit
             within(self.host.connect_timeout, chan.exec_command, wrapped)
         except Exception as e:  # no reply, or the connection dropped between open() and here
             chan.close()
@@ -280,7 +321,7 @@ class SshTransport(Transport):
         finally:
             chan.close()
         stderr = err.decode(errors="replace")
-        if stderr.startswith(_PID_MARK):   # the line that told _kill_remote whom to kill
+        if stderr.startswith(_PID_MARK):  # the line that told _kill_remote whom to kill
             stderr = stderr.partition("\n")[2]
         if timed_out:
             stderr += f"\n[pdctl] command timed out after {timeout:g}s on {self.name}"
@@ -291,9 +332,9 @@ class SshTransport(Transport):
         first = bytes(err).split(b"\n", 1)[0].decode(errors="replace")
         if not first.startswith(_PID_MARK):
             return
-        pid = int(first[len(_PID_MARK):])
+        pid = int(first[len(_PID_MARK) :])
         kill = f"kill -KILL -{pid} 2>/dev/null || kill -KILL {pid} 2>/dev/null; true"
-        try:   # bounded as a whole: a host that hangs commands may hang this one too
+        try:  # bounded as a whole: a host that hangs commands may hang this one too
             chan = self._session(self._client, "kill")
             within(self.host.connect_timeout, lambda: (chan.exec_command(kill), chan.recv_exit_status()))
             chan.close()
@@ -316,10 +357,10 @@ class SshTransport(Transport):
 
         chan = self._session(self.open(), "SFTP")
         try:
-            chan.settimeout(timeout)   # bounds the version handshake and every later request
+            chan.settimeout(timeout)  # bounds the version handshake and every later request
             within(timeout, chan.invoke_subsystem, "sftp")
             return paramiko.SFTPClient(chan)
-        except (OSError, EOFError, paramiko.SSHException) as e:   # socket.timeout is an OSError
+        except (OSError, EOFError, paramiko.SSHException) as e:  # socket.timeout is an OSError
             chan.close()
             if isinstance(e, TimeoutError):
                 raise no_answer(self.name, timeout, f"SFTP session to {what}") from None
@@ -361,7 +402,7 @@ class SshTransport(Transport):
         try:
             with sftp.open(path, "rb") as f:
                 return f.read()
-        except TimeoutError:   # before OSError (socket.timeout is one): a timeout is not "no such file"
+        except TimeoutError:  # before OSError (socket.timeout is one): a timeout is not "no such file"
             raise no_answer(self.name, timeout, f"reading {path} over SFTP") from None
         except OSError:
             return None
@@ -395,4 +436,3 @@ class SshTransport(Transport):
 
     def __repr__(self) -> str:
         return f"SshTransport({self.name!r}, {self.target.user}@{self.where})"
-

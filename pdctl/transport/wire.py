@@ -17,7 +17,7 @@ from typing import Any
 from pdctl import errors
 from pdctl.errors import PdctlError, UnreachableError
 
-PROTOCOL = 1                  # part of the socket name: a pdctl speaking another protocol never reuses a keeper
+PROTOCOL = 1  # part of the socket name: a pdctl speaking another protocol never reuses a keeper
 MAX_FRAME = 64 * 1024 * 1024  # a length beyond this is garbage, not a request
 _HEADER = struct.Struct(">I")
 
@@ -77,6 +77,9 @@ def decode_error(err: dict[str, Any], host_name: str) -> Exception:
         return cls(message, hint=err.get("hint"))
     if kind == "ValueError":
         return ValueError(message)
-    return UnreachableError(f"unknown: {host_name}: the SSH keeper failed: {message}", target=host_name,
-                            hint="nothing was concluded about the host; retry, or end the kept connection with "
-                                 "`pdctl ssh --close` (its log is beside its socket)")
+    return UnreachableError(
+        f"unknown: {host_name}: the SSH keeper failed: {message}",
+        target=host_name,
+        hint="nothing was concluded about the host; retry, or end the kept connection with "
+        "`pdctl ssh --close` (its log is beside its socket)",
+    )

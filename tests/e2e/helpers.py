@@ -29,8 +29,9 @@ class Run:
         return json.loads(self.stdout)
 
 
-def pdctl(args: list[str], *, state: Path, env: dict[str, str] | None = None, timeout: float = 600,
-          netns: str | None = None) -> Run:
+def pdctl(
+    args: list[str], *, state: Path, env: dict[str, str] | None = None, timeout: float = 600, netns: str | None = None
+) -> Run:
     """Run `python -m pdctl ARGS` with XDG_STATE_HOME=state; optionally inside a network namespace."""
     e = dict(os.environ)
     e.update({"XDG_STATE_HOME": str(state), "COLUMNS": "200", "PDCTL_OPERATOR": "test-operator"})
@@ -47,9 +48,16 @@ def write_inventory(path: Path, data: dict) -> Path:
     return path
 
 
-def local_inventory(name: str, ports: dict[str, int], *, decode_args: dict | None = None,
-                    decode_env: dict | None = None, host: dict | None = None, prefill_env: dict | None = None,
-                    router_kind: str | None = None) -> dict:
+def local_inventory(
+    name: str,
+    ports: dict[str, int],
+    *,
+    decode_args: dict | None = None,
+    decode_env: dict | None = None,
+    host: dict | None = None,
+    prefill_env: dict | None = None,
+    router_kind: str | None = None,
+) -> dict:
     """A bundled-engine inventory on this machine with the given free ports (the router: pdctl's default kind,
     or `router_kind`)."""
     return {
@@ -57,13 +65,33 @@ def local_inventory(name: str, ports: dict[str, int], *, decode_args: dict | Non
         "engine": "bundled",
         "hosts": {"local": host or {"transport": "local", "service_manager": "pidfile"}},
         "roles": {
-            "prefill": [{"host": "local", "port": ports["prefill"], "bootstrap_port": ports["bootstrap"],
-                         "env": prefill_env or {}, "ready_timeout": 180}],
-            "decode": [{"host": "local", "port": ports["decode"], "args": decode_args or {},
-                        "env": decode_env or {}, "ready_timeout": 180}],
-            "router": [{"host": "local", "port": ports["router"], "ready_timeout": 180,
-                        **({"kind": router_kind} if router_kind else {}),
-                        "args": {"--prometheus-port": ports["prometheus"], "--health-check-interval-secs": 2}}],
+            "prefill": [
+                {
+                    "host": "local",
+                    "port": ports["prefill"],
+                    "bootstrap_port": ports["bootstrap"],
+                    "env": prefill_env or {},
+                    "ready_timeout": 180,
+                }
+            ],
+            "decode": [
+                {
+                    "host": "local",
+                    "port": ports["decode"],
+                    "args": decode_args or {},
+                    "env": decode_env or {},
+                    "ready_timeout": 180,
+                }
+            ],
+            "router": [
+                {
+                    "host": "local",
+                    "port": ports["router"],
+                    "ready_timeout": 180,
+                    **({"kind": router_kind} if router_kind else {}),
+                    "args": {"--prometheus-port": ports["prometheus"], "--health-check-interval-secs": 2},
+                }
+            ],
         },
     }
 

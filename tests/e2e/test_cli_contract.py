@@ -64,7 +64,7 @@ ROLE_HINT = "one of: prefill, decode, router, prefill[0], decode[0], router[0]"
 
 
 def _one_document(r) -> dict:
-    doc = json.loads(r.stdout)   # raises if stdout is not exactly one JSON document
+    doc = json.loads(r.stdout)  # raises if stdout is not exactly one JSON document
     assert isinstance(doc, dict)
     return doc
 
@@ -91,18 +91,31 @@ def _ports() -> dict:
 
 
 def _ssh_host(sshd, tmp, **over) -> dict:
-    host = {"transport": "ssh", "address": sshd.address, "port": sshd.port, "user": sshd.user,
-            "key": str(sshd.key_path), "known_hosts": str(sshd.known_hosts), "connect_timeout": 3,
-            "ssh_config": "none", "http": "tunnel", "service_manager": "pidfile",
-            "python": sys.executable, "state_dir": str(tmp / "remote-state")}
+    host = {
+        "transport": "ssh",
+        "address": sshd.address,
+        "port": sshd.port,
+        "user": sshd.user,
+        "key": str(sshd.key_path),
+        "known_hosts": str(sshd.known_hosts),
+        "connect_timeout": 3,
+        "ssh_config": "none",
+        "http": "tunnel",
+        "service_manager": "pidfile",
+        "python": sys.executable,
+        "state_dir": str(tmp / "remote-state"),
+    }
     host.update(over)
     return host
 
 
 @pytest.mark.parametrize("name", USAGE, ids=str)
 def test_usage_cell_exit_2_and_one_error_document(name, tmp_path):
-    r = pdctl([*USAGE[name], "--json"] if USAGE[name][-1] != "-i" else [*USAGE[name][:-1], "--json", "-i"],
-              state=tmp_path, timeout=60)
+    r = pdctl(
+        [*USAGE[name], "--json"] if USAGE[name][-1] != "-i" else [*USAGE[name][:-1], "--json", "-i"],
+        state=tmp_path,
+        timeout=60,
+    )
     err = _error_doc(r, 2, "usage")
     if name in ("lint", "render"):
         assert err["hint"] == ROLE_HINT and "--role cache" in err["message"]
@@ -121,9 +134,16 @@ def test_usage_cell_logs_exit_2_error_and_hint_only(args, tmp_path):
 @pytest.fixture(scope="module")
 def unreachable_inventory(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("unreachable")
-    host = {"transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "user": "root",
-            "connect_timeout": 1, "known_hosts": str(tmp / "kh"), "ssh_config": "none",
-            "http": "tunnel"}
+    host = {
+        "transport": "ssh",
+        "address": "127.0.0.1",
+        "port": closed_port(),
+        "user": "root",
+        "connect_timeout": 1,
+        "known_hosts": str(tmp / "kh"),
+        "ssh_config": "none",
+        "http": "tunnel",
+    }
     return tmp, write_inventory(tmp / "inv.yaml", _roles_on("gpu-gone", host, _ports()))
 
 
@@ -133,8 +153,11 @@ def test_unreachable_host_cell_exit_3_naming_it_before_any_window(name, unreacha
 
     tmp, inv = unreachable_inventory
     sampled = name in ("verify inflight", "triage")
-    args = [*HOST_COMMANDS[name][:2 if name == "verify inflight" else 1], *LONG_WINDOW] if sampled \
+    args = (
+        [*HOST_COMMANDS[name][: 2 if name == "verify inflight" else 1], *LONG_WINDOW]
+        if sampled
         else HOST_COMMANDS[name]
+    )
     started = time.monotonic()
     # a sampled command gets less time than its 60 s window: decided before sampling, not after failed reads
     r = pdctl([*args, "-i", str(inv), "--json"], state=tmp, timeout=45 if sampled else 120)
@@ -168,8 +191,11 @@ def unknown_key_inventory(sshd, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("unknown-key")
     empty = tmp / "known_hosts"
     empty.write_text("")
-    return tmp, empty, write_inventory(tmp / "inv.yaml", _roles_on("gpu1", _ssh_host(sshd, tmp, known_hosts=str(empty)),
-                                                                    _ports()))
+    return (
+        tmp,
+        empty,
+        write_inventory(tmp / "inv.yaml", _roles_on("gpu1", _ssh_host(sshd, tmp, known_hosts=str(empty)), _ports())),
+    )
 
 
 @pytest.mark.parametrize("name", HOST_COMMANDS, ids=str)
@@ -196,7 +222,7 @@ def test_refused_cell_lock_held_exit_4_naming_the_holder(args, tmp_path, monkeyp
     from pdctl.inventory import load_inventory
     from pdctl.ops.context import Deployment, deployment_lock
 
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))   # the local host's lock dir, as the CLI's
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # the local host's lock dir, as the CLI's
     inv = write_inventory(tmp_path / "inv.yaml", local_inventory("contract-lock", _ports()))
     with Deployment(load_inventory(inv)) as dep, deployment_lock(dep, "test holds the lock"):
         r = pdctl([*args, "-i", str(inv), "--json"], state=tmp_path, timeout=60)
@@ -256,8 +282,9 @@ def test_role_down_behind_tunnel_triage_says_stopped_exit_1(role_down_inventory)
     doc = _one_document(r)
     assert doc["ok"] is False and doc["findings"]
     health = [o for o in doc["observations"] if "/health" in json.dumps(o)]
-    assert health and all("127.0.0.1:" not in json.dumps(o) or "through the SSH tunnel" in json.dumps(o)
-                          for o in health)
+    assert health and all(
+        "127.0.0.1:" not in json.dumps(o) or "through the SSH tunnel" in json.dumps(o) for o in health
+    )
     assert "Secsh" not in r.stderr and "Traceback" not in r.output
 
 
@@ -272,8 +299,9 @@ def test_role_down_behind_tunnel_status_says_stopped_exit_1(role_down_inventory)
     assert r.code == 1, r.output
     doc = _one_document(r)
     # each role named by its address on the host, never by a tunnel port
-    assert {row["label"]: row["state"] for row in doc["roles"]} == \
-        {f"{role}[0]@gpu1:{ports[role]}": "stopped" for role in ("prefill", "decode", "router")}
+    assert {row["label"]: row["state"] for row in doc["roles"]} == {
+        f"{role}[0]@gpu1:{ports[role]}": "stopped" for role in ("prefill", "decode", "router")
+    }
     assert not any(row.get("error") for row in doc["roles"])
     _no_tunnel_port_or_library_noise(r, ports)
 
@@ -308,8 +336,9 @@ def _with_reader_gone(args: list[str], state, env: dict, read: int) -> tuple[int
     from tests.e2e.helpers import REPO
 
     e = {**os.environ, "XDG_STATE_HOME": str(state), "COLUMNS": "80", **env}
-    p = subprocess.Popen([sys.executable, "-m", "pdctl", *args], cwd=REPO, env=e, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pdctl", *args], cwd=REPO, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     p.stdout.read(read)
     p.stdout.close()
     err = p.stderr.read().decode()
@@ -324,11 +353,16 @@ def test_a_reader_that_goes_away_leaves_the_verdict_as_exit_status(tmp_path, rea
     ports = {k: closed_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
     inv = write_inventory(tmp_path / "inv.yaml", local_inventory("gone", ports))
     audit = tmp_path / "audit.jsonl"
-    audit.write_text("".join(f"not a record {i}\n" for i in range(5000)))   # ~300 KB of history: over a pipe's size
+    audit.write_text("".join(f"not a record {i}\n" for i in range(5000)))  # ~300 KB of history: over a pipe's size
     env = {"PDCTL_AUDIT_LOG": str(audit)}
-    cases = {("render", "-i", str(inv)): 0, ("render", "-i", str(inv), "--json"): 0,
-             ("history", "-n", "5000"): 0, ("history", "-n", "5000", "--json"): 0,
-             ("verify", "final-health", "-i", str(inv)): 1, ("status", "-i", str(inv), "--json"): 1}
+    cases = {
+        ("render", "-i", str(inv)): 0,
+        ("render", "-i", str(inv), "--json"): 0,
+        ("history", "-n", "5000"): 0,
+        ("history", "-n", "5000", "--json"): 0,
+        ("verify", "final-health", "-i", str(inv)): 1,
+        ("status", "-i", str(inv), "--json"): 1,
+    }
     for args, verdict in cases.items():
         code, err = _with_reader_gone(list(args), tmp_path, env, read)
         assert (code, "Traceback" in err, "error:" in err) == (verdict, False, False), (args, code, err)
@@ -345,9 +379,22 @@ def test_status_with_a_key_file_missing_says_to_fix_it_not_to_retry(tmp_path):
     """A host whose SSH key file does not exist: every role unknown, exit 2 naming the file, and the next step is
     to fix it (a retry cannot help)."""
     ports = {k: closed_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = write_inventory(tmp_path / "inv.yaml", local_inventory("nokey", ports, host={
-        "transport": "ssh", "address": "127.0.0.1", "port": closed_port(), "key": str(tmp_path / "nokey"),
-        "http": "tunnel", "connect_timeout": 2, "service_manager": "pidfile"}))
+    inv = write_inventory(
+        tmp_path / "inv.yaml",
+        local_inventory(
+            "nokey",
+            ports,
+            host={
+                "transport": "ssh",
+                "address": "127.0.0.1",
+                "port": closed_port(),
+                "key": str(tmp_path / "nokey"),
+                "http": "tunnel",
+                "connect_timeout": 2,
+                "service_manager": "pidfile",
+            },
+        ),
+    )
     r = pdctl(["status", "-i", str(inv)], state=tmp_path, env={"COLUMNS": "80"})
     assert r.code == 2 and str(tmp_path / "nokey") in r.stderr, r.output
     assert "next: fix what the error below names" in r.stdout and "retry" not in r.stdout, r.stdout

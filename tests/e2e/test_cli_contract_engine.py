@@ -52,7 +52,7 @@ def deployment(tmp_path_factory):
 
 def _doc(r) -> dict:
     assert "Traceback" not in r.output, r.output
-    doc = json.loads(r.stdout)   # raises unless stdout is exactly one JSON document
+    doc = json.loads(r.stdout)  # raises unless stdout is exactly one JSON document
     assert isinstance(doc, dict), doc
     return doc
 
@@ -107,7 +107,7 @@ def test_ok_render(deployment):
     assert r.code == 0, r.output
     doc = _doc(r)
     assert doc["ok"] is True and doc["offline"] is True
-    assert doc["inventory"] == str(deployment["inv"])   # render names the file it rendered
+    assert doc["inventory"] == str(deployment["inv"])  # render names the file it rendered
     assert FLAG in json.dumps(doc["roles"]), doc["roles"]
 
 
@@ -121,10 +121,13 @@ def test_ok_restart_pair_dry_run(deployment):
 
 def test_check_failed_drifted_flag(deployment, tmp_path):
     data = {**deployment["data"], "roles": {**deployment["data"]["roles"]}}
-    data["roles"]["decode"] = [{**data["roles"]["decode"][0], "args": {FLAG: 64}}]   # the live process has 96
+    data["roles"]["decode"] = [{**data["roles"]["decode"][0], "args": {FLAG: 64}}]  # the live process has 96
     drifted = write_inventory(tmp_path / "drifted.yaml", data)
-    r = pdctl(["verify", "final-health", "-i", str(drifted), "--json", "--layer", "flags"],
-              state=deployment["state"], timeout=60)
+    r = pdctl(
+        ["verify", "final-health", "-i", str(drifted), "--json", "--layer", "flags"],
+        state=deployment["state"],
+        timeout=60,
+    )
     assert r.code == 1, r.output
     doc = _doc(r)
     assert doc["ok"] is False and "error" not in doc, doc
@@ -136,6 +139,7 @@ def test_check_failed_drifted_flag(deployment, tmp_path):
 
 def test_refused_restart_decode_alone_under_a_running_prefill(deployment):
     """The hazard guard refuses under the lock, before anything is stopped: every pid stays."""
+
     def pids():
         return {row["label"]: row["pid"] for row in _doc(_run(deployment, "status"))["roles"]}
 
@@ -150,10 +154,20 @@ def test_refused_restart_decode_alone_under_a_running_prefill(deployment):
 
 def _interrupted(deployment, args: list[str]) -> tuple[int, str, str]:
     """`pdctl ARGS --json` sent SIGINT 3 s in (past start-up, well inside its 30 s window): (exit, stdout, stderr)."""
-    env = {**os.environ, "XDG_STATE_HOME": str(deployment["state"]), "COLUMNS": "200",
-           "PDCTL_OPERATOR": "test-operator"}
-    p = subprocess.Popen([sys.executable, "-m", "pdctl", *args, "-i", str(deployment["inv"]), "--json"], cwd=REPO,
-                         env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(deployment["state"]),
+        "COLUMNS": "200",
+        "PDCTL_OPERATOR": "test-operator",
+    }
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pdctl", *args, "-i", str(deployment["inv"]), "--json"],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         time.sleep(3)
         assert p.poll() is None, p.communicate()
@@ -164,7 +178,7 @@ def _interrupted(deployment, args: list[str]) -> tuple[int, str, str]:
         if p.poll() is None:
             p.kill()
             p.communicate()
-    assert time.monotonic() - started < 10   # stopped by the signal, not by the end of the window
+    assert time.monotonic() - started < 10  # stopped by the signal, not by the end of the window
     assert "Traceback" not in out + err, err
     return p.returncode, out, err
 
@@ -181,19 +195,21 @@ def test_interrupted_inflight(deployment):
 
 
 #: final-health's optional inflight layer samples 30 s (INFLIGHT_WINDOW_S); triage is given a 30 s window
-INTERRUPTIBLE = {"final-health": ["verify", "final-health", "--layer", "inflight"],
-                 "triage": ["triage", "--window", "30", "--interval", "1"]}
+INTERRUPTIBLE = {
+    "final-health": ["verify", "final-health", "--layer", "inflight"],
+    "triage": ["triage", "--window", "30", "--interval", "1"],
+}
 
 
 @pytest.mark.parametrize("name", INTERRUPTIBLE, ids=str)
 def test_interrupted_json_is_one_document_exit_130(deployment, name):
     code, out, err = _interrupted(deployment, INTERRUPTIBLE[name])
     assert code == 130, (code, out, err)
-    doc = json.loads(out)   # raises unless stdout is exactly one JSON document
+    doc = json.loads(out)  # raises unless stdout is exactly one JSON document
     assert isinstance(doc, dict), doc
-    if name == "final-health":   # an interrupted window is no verdict: the error document
+    if name == "final-health":  # an interrupted window is no verdict: the error document
         assert doc["ok"] is False and doc["error"]["kind"] == "interrupted" and doc["error"]["exit_code"] == 130
         assert "SIGINT" in doc["error"]["message"]
-    else:                        # triage, like inflight, judges what it gathered, marked partial
+    else:  # triage, like inflight, judges what it gathered, marked partial
         assert doc["ok"] is False and doc["partial"] is True and "error" not in doc, doc
         assert "INTERRUPTED" in doc["headline"], doc

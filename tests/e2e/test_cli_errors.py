@@ -35,7 +35,7 @@ def test_bad_usage_exits_2(tmp_path):
     assert r.code == 2 and "cache" in r.stderr
     r = pdctl(["verify", "final-health", "--layer", "vibes"], state=tmp_path)
     assert r.code == 2 and "vibes" in r.stderr
-    for bad in ("nan", "inf", "-1"):    # nan never times out: a drain that never ends
+    for bad in ("nan", "inf", "-1"):  # nan never times out: a drain that never ends
         r = pdctl(["restart", "--rolling", "--drain-timeout", bad, "--dry-run"], state=tmp_path)
         assert r.code == 2 and "--drain-timeout" in r.stderr and "finite" in r.stderr, r.output
 
@@ -56,7 +56,7 @@ HEAVY = ("rich", "typer.rich_utils", "httpx", "paramiko", "fabric", "torch", "py
 #: this fails, the message lists what loaded: a package belongs here only if it is light (see
 #: `python3 -X importtime -m pdctl --help`); then add it, and raise the bound by the modules it brings.
 ON_HELP_PATH = {"pdctl", "typer", "annotated_doc", "shellingham"}
-MAX_NON_STDLIB_MODULES = 60     # pdctl's command modules (20 today) and typer's own (30)
+MAX_NON_STDLIB_MODULES = 60  # pdctl's command modules (20 today) and typer's own (30)
 
 
 def _modules_loaded(tmp_path, args: list[str] | None) -> set[str]:
@@ -67,22 +67,28 @@ def _modules_loaded(tmp_path, args: list[str] | None) -> set[str]:
     import sys
 
     out = tmp_path / "modules.txt"
-    code = ("import atexit, sys; path = sys.argv[1]; "
-            "atexit.register(lambda: open(path, 'w').write(chr(10).join(sys.modules)))")
+    code = (
+        "import atexit, sys; path = sys.argv[1]; "
+        "atexit.register(lambda: open(path, 'w').write(chr(10).join(sys.modules)))"
+    )
     if args is not None:
         code += "; import runpy; sys.argv[1:] = sys.argv[2:]; runpy.run_module('pdctl', run_name='__main__')"
-    subprocess.run([sys.executable, "-c", code, str(out), *(args or [])], cwd=REPO, capture_output=True,
-                   timeout=60, env={**os.environ, "COLUMNS": "80"})
+    subprocess.run(
+        [sys.executable, "-c", code, str(out), *(args or [])],
+        cwd=REPO,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     return set(out.read_text().split())
 
 
-@pytest.mark.parametrize("args", [["--help"], ["verify", "final-health", "--help"], ["storm", "--help"]],
-                         ids=" ".join)
+@pytest.mark.parametrize("args", [["--help"], ["verify", "final-health", "--help"], ["storm", "--help"]], ids=" ".join)
 def test_help_is_fast_path_without_heavy_imports(tmp_path, args):
     import sys
 
     loaded = _modules_loaded(tmp_path, args) - _modules_loaded(tmp_path, None)
-    assert "pdctl.cli.help_format" in loaded      # the help was drawn: the subprocess got that far
+    assert "pdctl.cli.help_format" in loaded  # the help was drawn: the subprocess got that far
     assert sorted(m for m in loaded for h in HEAVY if m == h or m.startswith(h + ".")) == []
     foreign = sorted(m for m in loaded if m.split(".")[0] not in sys.stdlib_module_names)
     assert {m.split(".")[0] for m in foreign} <= ON_HELP_PATH, foreign
@@ -92,7 +98,12 @@ def test_help_is_fast_path_without_heavy_imports(tmp_path, args):
 def test_a_commands_help_loads_that_command_only(tmp_path):
     loaded = _modules_loaded(tmp_path, ["storm", "--help"])
     assert sorted(m for m in loaded if m.startswith("pdctl.cli.")) == [
-        "pdctl.cli.app", "pdctl.cli.common", "pdctl.cli.help_format", "pdctl.cli.lazy_commands", "pdctl.cli.storm"]
+        "pdctl.cli.app",
+        "pdctl.cli.common",
+        "pdctl.cli.help_format",
+        "pdctl.cli.lazy_commands",
+        "pdctl.cli.storm",
+    ]
 
 
 def _clean_refusal(r, *needles):
@@ -113,18 +124,25 @@ def test_unreadable_input_files_exit_2_naming_the_file_without_hanging(tmp_path)
     os.mkfifo(fifo)
     dup = tmp_path / "dup.yaml"
     dup.write_text("name: a\nroles: {}\nname: b\n")
-    for path, needle in [(latin, "byte offset 9"), (binary, "not UTF-8"), (fifo, "FIFO"),
-                         ("/dev/zero", "device"), (dup, "duplicate key 'name'")]:
+    for path, needle in [
+        (latin, "byte offset 9"),
+        (binary, "not UTF-8"),
+        (fifo, "FIFO"),
+        ("/dev/zero", "device"),
+        (dup, "duplicate key 'name'"),
+    ]:
         r = pdctl(["status", "-i", str(path)], state=tmp_path, timeout=30)
         _clean_refusal(r, str(path), needle)
 
 
 def test_out_of_range_numeric_options_exit_2_naming_the_option(tmp_path):
-    for args, option in [(["verify", "inflight", "--window", "inf"], "--window"),
-                         (["triage", "--interval", "nan"], "--interval"),
-                         (["logs", "prefill", "-n", "99999999999999999999"], "--lines"),
-                         (["storm", "--max-new-tokens", "-3"], "--max-new-tokens"),
-                         (["storm", "--window", "inf"], "--watch (--window)")]:
+    for args, option in [
+        (["verify", "inflight", "--window", "inf"], "--window"),
+        (["triage", "--interval", "nan"], "--interval"),
+        (["logs", "prefill", "-n", "99999999999999999999"], "--lines"),
+        (["storm", "--max-new-tokens", "-3"], "--max-new-tokens"),
+        (["storm", "--window", "inf"], "--watch (--window)"),
+    ]:
         r = pdctl(args, state=tmp_path, timeout=30)
         _clean_refusal(r, option)
 

@@ -24,8 +24,11 @@ def _kill_leftovers(state):
     """Last resort: SIGKILL every pid pdctl's pidfile manager recorded under this test's state dir."""
     for pidfile in state.rglob("*.pid"):
         try:
-            pid = int(json.loads(pidfile.read_text())["pid"]) if pidfile.read_text().strip().startswith("{") \
+            pid = (
+                int(json.loads(pidfile.read_text())["pid"])
+                if pidfile.read_text().strip().startswith("{")
                 else int(pidfile.read_text().split()[0])
+            )
             os.killpg(pid, signal.SIGKILL)
         except (ValueError, KeyError, ProcessLookupError, PermissionError, IndexError):
             pass
@@ -35,8 +38,12 @@ def _kill_leftovers(state):
 def deployment(tmp_path_factory):
     state = tmp_path_factory.mktemp("state")
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory("e2e", ports, decode_args={"--cuda-graph-max-bs-decode": 96, "--disable-overlap-schedule": True},
-                          decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "HF_TOKEN": SECRET})
+    inv = local_inventory(
+        "e2e",
+        ports,
+        decode_args={"--cuda-graph-max-bs-decode": 96, "--disable-overlap-schedule": True},
+        decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "HF_TOKEN": SECRET},
+    )
     path = write_inventory(state / "inv.yaml", inv)
     try:
         r = pdctl(["deploy", "-i", str(path), "--json"], state=state)
@@ -81,16 +88,18 @@ def test_drift_in_env_or_flag_fails_layer_4_with_expected_vs_found(deployment, t
     data = json.loads(json.dumps(deployment["data"]))
     data["roles"]["decode"][0]["env"]["SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"] = "1"
     data["roles"]["decode"][0]["args"]["--cuda-graph-max-bs-decode"] = 64
-    del data["roles"]["decode"][0]["args"]["--disable-overlap-schedule"]   # live process still has it
+    del data["roles"]["decode"][0]["args"]["--disable-overlap-schedule"]  # live process still has it
     drifted = write_inventory(tmp_path / "drifted.yaml", data)
     r = pdctl(["verify", "final-health", "-i", str(drifted), "--json", "--layer", "flags"], state=deployment["state"])
     assert r.code == 1, r.output
     bad = {x["name"]: x for x in layer(r.json(), "flags") if x["status"] == "fail"}
     assert bad["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"]["expected"] == "1"
     assert bad["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"]["observed"] == "0"
-    assert "64" in bad["--cuda-graph-max-bs-decode"]["expected"] and "96" in bad["--cuda-graph-max-bs-decode"]["observed"]
+    assert (
+        "64" in bad["--cuda-graph-max-bs-decode"]["expected"] and "96" in bad["--cuda-graph-max-bs-decode"]["observed"]
+    )
     assert bad["--disable-overlap-schedule"]["expected"] == "not in the inventory"
-    assert {x["target"].split("[")[0] for x in bad.values()} == {"decode"}   # prefill and router show no drift
+    assert {x["target"].split("[")[0] for x in bad.values()} == {"decode"}  # prefill and router show no drift
 
 
 def test_lock_contention_refuses_and_names_the_holder(deployment, monkeypatch):
@@ -124,8 +133,11 @@ def test_decode_alone_is_refused_then_flagged_then_cleared_by_pair_restart(deplo
     steps = [s["step"] for s in pair.json()["steps"]]
     # the decode waits stopped while the prefill restarts, then starts: started in the order prefill, decode, router
     assert steps[0].startswith("stop decode[0]")
-    assert [s.split()[1].split("[")[0] for s in steps if s.startswith(("restart", "start"))] == \
-        ["prefill", "decode", "router"]
+    assert [s.split()[1].split("[")[0] for s in steps if s.startswith(("restart", "start"))] == [
+        "prefill",
+        "decode",
+        "router",
+    ]
     clean = pdctl(["verify", "final-health", "-i", inv, "--json"], state=st)
     assert clean.code == 0, clean.output
     assert "fail" not in statuses(clean.json(), "lineage")
@@ -144,7 +156,7 @@ def test_secret_env_value_never_appears_in_any_output(deployment):
     audit_log = (st / "pdctl" / "audit.jsonl").read_text()
     for text in outputs + [audit_log]:
         assert SECRET not in text
-    assert "HF_TOKEN" in outputs[2]   # the variable is checked and shown, only its value is masked
+    assert "HF_TOKEN" in outputs[2]  # the variable is checked and shown, only its value is masked
 
 
 def test_dry_run_deploy_of_a_changed_inventory_shows_the_change_and_changes_nothing(deployment, tmp_path):
@@ -165,8 +177,10 @@ def test_dry_run_deploy_of_a_changed_inventory_shows_the_change_and_changes_noth
 
 
 def test_inflight_layer_runs_only_when_named_and_an_idle_pair_is_drained(deployment):
-    r = pdctl(["verify", "final-health", "-i", str(deployment["inv"]), "--json", "--layer", "inflight"],
-              state=deployment["state"])
+    r = pdctl(
+        ["verify", "final-health", "-i", str(deployment["inv"]), "--json", "--layer", "inflight"],
+        state=deployment["state"],
+    )
     assert r.code == 0, r.output
     doc = r.json()
     assert list(doc["layers"]) == ["inflight"]
@@ -177,8 +191,10 @@ def test_transfer_baseline_record_then_compare(deployment, tmp_path):
     st, inv = deployment["state"], str(deployment["inv"])
     rec = pdctl(["verify", "final-health", "-i", inv, "--layer", "transfer", "--record-baseline", "--json"], state=st)
     assert rec.code == 0, rec.output
-    since = pdctl(["verify", "final-health", "-i", inv, "--layer", "e2e", "--layer", "transfer", "--since-baseline",
-                   "--json"], state=st)
+    since = pdctl(
+        ["verify", "final-health", "-i", inv, "--layer", "e2e", "--layer", "transfer", "--since-baseline", "--json"],
+        state=st,
+    )
     assert since.code == 0, since.output
     data = json.loads(json.dumps(deployment["data"]))
     data["name"] = "never-recorded"

@@ -28,7 +28,7 @@ NAME = "identity"
 
 # Answers 200 to every GET on --port (and on --disaggregation-bootstrap-port, for prefill); the router's
 # /readiness gets {"status": "ready"}.
-FAKE_ROLE = '''
+FAKE_ROLE = """
 import json, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -51,7 +51,7 @@ servers = [ThreadingHTTPServer(("127.0.0.1", p), H)
 for s in servers[1:]:
     threading.Thread(target=s.serve_forever, daemon=True).start()
 servers[0].serve_forever()
-'''
+"""
 
 
 def _fake_roles(workdir: Path) -> None:
@@ -63,8 +63,9 @@ def _fake_roles(workdir: Path) -> None:
 
 def _pdctl(python: str, args: list[str], state: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "XDG_STATE_HOME": str(state), "COLUMNS": "200", "PDCTL_OPERATOR": "test-operator"}
-    return subprocess.run([python, "-m", "pdctl", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [python, "-m", "pdctl", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _pids(state: Path) -> dict[str, int]:
@@ -74,7 +75,7 @@ def _pids(state: Path) -> dict[str, int]:
 def _kill_roles(state: Path) -> None:
     for pid in _pids(state).values():
         try:
-            os.killpg(pid, signal.SIGKILL)   # pidfile roles run under setsid: pid == process group
+            os.killpg(pid, signal.SIGKILL)  # pidfile roles run under setsid: pid == process group
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -85,12 +86,14 @@ def deployment(tmp_path):
     _fake_roles(workdir)
     state.mkdir()
     venv = tmp_path / "venv2"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True, timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True, timeout=60
+    )
     second = str(venv / "bin" / "python")
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory(NAME, ports, host={"transport": "local", "service_manager": "pidfile",
-                                             "workdir": str(workdir)})
+    inv = local_inventory(
+        NAME, ports, host={"transport": "local", "service_manager": "pidfile", "workdir": str(workdir)}
+    )
     for role in ("prefill", "decode", "router"):
         inv["roles"][role][0]["ready_timeout"] = 20
     path = write_inventory(tmp_path / "inv.yaml", inv)
@@ -105,7 +108,7 @@ def deployment(tmp_path):
 def test_a_plan_from_another_virtualenv_has_nothing_to_change(deployment):
     st = deployment["state"]
     specs = [json.loads(p.read_text()) for p in (st / "pdctl").glob(f"pdctl-{NAME}-*.json")]
-    assert len(specs) == 3 and {s["argv"][0] for s in specs} == {sys.executable}   # the first deploy's interpreter
+    assert len(specs) == 3 and {s["argv"][0] for s in specs} == {sys.executable}  # the first deploy's interpreter
     assert deployment["second"] != sys.executable
     plan = _pdctl(deployment["second"], ["deploy", "-i", str(deployment["inv"]), "--dry-run", "--json"], st)
     assert plan.returncode == 0, plan.stderr

@@ -23,11 +23,16 @@ from tests.fixtures.sshd import running_sshd, write_script
 pytestmark = pytest.mark.e2e
 
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
-HUNG_TIMEOUT = 5      # command_timeout of the host that hangs: the others must answer within it
+HUNG_TIMEOUT = 5  # command_timeout of the host that hangs: the others must answer within it
 HOSTS = ("gpu-hung", "gpu-a", "gpu-b")
 #: role instances, in inventory order, and their hosts: the hung host comes first, so a serial loop would wait on it
-PLACEMENT = [("prefill", 0, "gpu-hung"), ("prefill", 1, "gpu-a"), ("decode", 0, "gpu-a"), ("decode", 1, "gpu-b"),
-             ("router", 0, "gpu-b")]
+PLACEMENT = [
+    ("prefill", 0, "gpu-hung"),
+    ("prefill", 1, "gpu-a"),
+    ("decode", 0, "gpu-a"),
+    ("decode", 1, "gpu-b"),
+    ("router", 0, "gpu-b"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +49,9 @@ def three_hosts(tmp_path_factory):
             servers = {}
             for name in HOSTS:
                 hang = wd / name / "hang"
-                wrapper = write_script(wd / f"{name}-force.sh", f"""#!/bin/sh
+                wrapper = write_script(
+                    wd / f"{name}-force.sh",
+                    f"""#!/bin/sh
 case "$SSH_ORIGINAL_COMMAND" in
   *sftp*) exec {SFTP_SERVER} ;;
   */proc/*)
@@ -56,32 +63,50 @@ case "$SSH_ORIGINAL_COMMAND" in
   *kill*) echo "{name} kill" >> {log} ;;
 esac
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
-""")
-                servers[name] = stack.enter_context(running_sshd(
-                    wd / name, log_level="VERBOSE", extra_config=(f"ForceCommand {wrapper}",)))
+""",
+                )
+                servers[name] = stack.enter_context(
+                    running_sshd(wd / name, log_level="VERBOSE", extra_config=(f"ForceCommand {wrapper}",))
+                )
             hosts = {}
             for name, s in servers.items():
                 state = wd / name / "remote-state"
                 state.mkdir()
-                hosts[name] = {"transport": "ssh", "address": s.address, "port": s.port, "user": s.user,
-                               "key": s.key_path, "known_hosts": s.known_hosts, "ssh_config": "none",
-                               "connect_timeout": 5, "command_timeout": HUNG_TIMEOUT if name == "gpu-hung" else 30,
-                               "http": "tunnel", "service_manager": "pidfile", "state_dir": str(state)}
+                hosts[name] = {
+                    "transport": "ssh",
+                    "address": s.address,
+                    "port": s.port,
+                    "user": s.user,
+                    "key": s.key_path,
+                    "known_hosts": s.known_hosts,
+                    "ssh_config": "none",
+                    "connect_timeout": 5,
+                    "command_timeout": HUNG_TIMEOUT if name == "gpu-hung" else 30,
+                    "http": "tunnel",
+                    "service_manager": "pidfile",
+                    "state_dir": str(state),
+                }
             roles: dict[str, list] = {"prefill": [], "decode": [], "router": []}
             for role, i, host in PLACEMENT:
                 p = subprocess.Popen(["sleep", "600"], start_new_session=True)
                 procs.append(p)
                 ticks = parse_proc_stat_starttime(Path(f"/proc/{p.pid}/stat").read_text())
                 (wd / host / "remote-state" / f"pdctl-fan-{role}-{i}.pid").write_text(
-                    json.dumps({"pid": p.pid, "start_ticks": ticks, "started_at": time.time()}) + "\n")
+                    json.dumps({"pid": p.pid, "start_ticks": ticks, "started_at": time.time()}) + "\n"
+                )
                 inst = {"host": host, "port": free_port(), "listen_host": "0.0.0.0"}
                 if role == "prefill":
                     inst["bootstrap_port"] = free_port()
                 roles[role].append(inst)
-            inv = write_inventory(wd / "inv.yaml", {"name": "fan", "engine": "bundled", "hosts": hosts,
-                                                    "roles": roles})
-            yield {"wd": wd, "inv": inv, "log": log, "servers": servers, "procs": procs,
-                   "hang": wd / "gpu-hung" / "hang"}
+            inv = write_inventory(wd / "inv.yaml", {"name": "fan", "engine": "bundled", "hosts": hosts, "roles": roles})
+            yield {
+                "wd": wd,
+                "inv": inv,
+                "log": log,
+                "servers": servers,
+                "procs": procs,
+                "hang": wd / "gpu-hung" / "hang",
+            }
     finally:
         _kill_recorded(pids)
         for p in procs:
@@ -112,10 +137,11 @@ def test_status_over_three_hosts_opens_one_connection_per_host(three_hosts):
     r, _took, connections, logged = _status(three_hosts, "--json")
     assert r.code == 0, r.output
     doc = r.json()
-    assert [(x["role"], x["index"], x["state"]) for x in doc["roles"]] == \
-        [(role, i, "running") for role, i, _h in PLACEMENT]
-    assert connections == {n: 1 for n in HOSTS}, connections          # one SSH connection per host
-    on = {n: sum(h == n for _r, _i, h in PLACEMENT) for n in HOSTS}   # status reads /proc once per instance
+    assert [(x["role"], x["index"], x["state"]) for x in doc["roles"]] == [
+        (role, i, "running") for role, i, _h in PLACEMENT
+    ]
+    assert connections == {n: 1 for n in HOSTS}, connections  # one SSH connection per host
+    on = {n: sum(h == n for _r, _i, h in PLACEMENT) for n in HOSTS}  # status reads /proc once per instance
     assert {n: logged.count(f"{n} proc-start") for n in HOSTS} == on, logged
 
 
@@ -135,9 +161,9 @@ def test_a_hung_host_is_unknown_and_the_others_answer_before_its_timeout(three_h
     killed = logged.index("gpu-hung kill")
     for name in ("gpu-a", "gpu-b"):
         assert logged.index(f"{name} proc-end") < killed, logged
-    assert connections == {n: 1 for n in HOSTS}, connections     # the kill went over the host's one connection
-    assert took < HUNG_TIMEOUT + 30, took                        # bounded: one host's timeout, no stall
-    assert all(p.poll() is None for p in three_hosts["procs"])   # an unknown touches nothing
+    assert connections == {n: 1 for n in HOSTS}, connections  # the kill went over the host's one connection
+    assert took < HUNG_TIMEOUT + 30, took  # bounded: one host's timeout, no stall
+    assert all(p.poll() is None for p in three_hosts["procs"])  # an unknown touches nothing
 
 
 def test_the_screen_names_the_hung_host_and_shows_every_row(three_hosts):

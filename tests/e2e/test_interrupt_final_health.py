@@ -59,8 +59,14 @@ def test_an_interrupt_while_the_e2e_probe_is_in_flight_exits_130_at_once(slow_ro
     inv = write_inventory(tmp_path / "inv.yaml", local_inventory("slowpair", {**ports, "router": port}))
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "COLUMNS": "100"}
     env.pop("PDCTL_AUDIT_LOG", None)
-    p = subprocess.Popen([sys.executable, "-m", "pdctl", "verify", "final-health", "--layer", "e2e", "-i", str(inv)],
-                         cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pdctl", "verify", "final-health", "--layer", "e2e", "-i", str(inv)],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert posted.wait(30), "the end-to-end probe never reached the router"
         time.sleep(1)
@@ -76,4 +82,4 @@ def test_an_interrupt_while_the_e2e_probe_is_in_flight_exits_130_at_once(slow_ro
     assert took < 3, took
     name = "SIGTERM" if sig == signal.SIGTERM else "SIGINT"
     assert f"interrupted by {name}" in err and "Traceback" not in out + err
-    assert err.rstrip().endswith("`pdctl status`)")     # the interrupt's hint is the last thing printed
+    assert err.rstrip().endswith("`pdctl status`)")  # the interrupt's hint is the last thing printed

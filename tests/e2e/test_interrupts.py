@@ -84,11 +84,19 @@ def sleepy(tmp_path):
 
     def start(*args: str) -> subprocess.Popen:
         """`pdctl ARGS` in the background, stopped in the middle of waiting for prefill[0] to be ready."""
-        p = subprocess.Popen([sys.executable, "-m", "pdctl", *args], cwd=REPO, env=_env(state), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "pdctl", *args],
+            cwd=REPO,
+            env=_env(state),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         procs.append(p)
-        _wait_for("prefill[0] started and the lock taken",
-                  lambda: (_prefill_pidfile(state).exists() and _lock_dir(state).exists()) or p.poll() is not None)
+        _wait_for(
+            "prefill[0] started and the lock taken",
+            lambda: (_prefill_pidfile(state).exists() and _lock_dir(state).exists()) or p.poll() is not None,
+        )
         assert p.poll() is None, p.communicate()
         return p
 
@@ -114,7 +122,7 @@ def test_a_stop_signal_mid_deploy_releases_the_lock_and_audits_interrupted(sleep
     started, end = _records(st)
     assert started["action"] == end["action"] == "deploy" and started["result"] == "started"
     assert end["run"] == started["run"] and end["result"] == f"interrupted by {sig.name}"
-    assert _state_of(end["roles"], "prefill[0]").startswith("running")      # the state it left, in the record
+    assert _state_of(end["roles"], "prefill[0]").startswith("running")  # the state it left, in the record
     hist = pdctl(["history"], state=st)
     assert f"interrupted: by {sig.name}" in hist.stdout and "unfinished" not in hist.stdout
 
@@ -131,13 +139,13 @@ def test_kill_9_leaves_an_unfinished_record_and_the_next_restart_takes_the_lock_
     assert owner["pid"] == killed and owner["run"] == started["run"]
     hist = pdctl(["history"], state=st)
     assert "unfinished" in hist.stdout and "no end recorded" in hist.stdout
-    status = pdctl(["status", "--json", "-i", str(inv)], state=st)   # any command that finds the lock says so
+    status = pdctl(["status", "--json", "-i", str(inv)], state=st)  # any command that finds the lock says so
     (hazard,) = [h for h in json.loads(status.stdout)["hazards"] if "abandoned deployment lock" in h]
     assert f"pid {killed}" in hazard and "'deploy'" in hazard
 
-    _inventory(sleepy["tmp"], ready_timeout=1)    # same inventory name (same lock); readiness now fails fast
+    _inventory(sleepy["tmp"], ready_timeout=1)  # same inventory name (same lock); readiness now fails fast
     r = pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], state=st, timeout=60)
-    assert r.code == 1, r.output                        # prefill never gets ready: a StepFailed, not a hang
+    assert r.code == 1, r.output  # prefill never gets ready: a StepFailed, not a hang
     assert "abandoned deployment lock" in r.stderr and f"pid {killed}" in r.stderr and "'deploy'" in r.stderr
     assert not _lock_dir(st).exists()
     recs = _records(st)
@@ -149,8 +157,7 @@ def test_kill_9_leaves_an_unfinished_record_and_the_next_restart_takes_the_lock_
     assert [x["result"] for x in restart][0] == "started" and restart[-1]["result"].startswith("StepFailed")
     assert takeover["run"] == restart[0]["run"]
     hist = pdctl(["history"], state=st).stdout
-    assert "taken over" in hist and hist.count("unfinished") == 1      # the killed deploy, and only it
-
+    assert "taken over" in hist and hist.count("unfinished") == 1  # the killed deploy, and only it
 
 
 def _start_roles(sleepy) -> dict[str, int]:
@@ -192,12 +199,22 @@ def test_kill_9_mid_restart_then_status_names_the_abandoned_lock_and_what_the_re
     (st / "pdctl" / "lineage").mkdir(exist_ok=True)
     (st / "pdctl" / "lineage" / f"{NAME}.json").write_text(json.dumps(record))
 
-    p = subprocess.Popen([sys.executable, "-m", "pdctl", *command, "--no-verify", "-i", str(inv)], cwd=REPO,
-                         env=_env(st), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pdctl", *command, "--no-verify", "-i", str(inv)],
+        cwd=REPO,
+        env=_env(st),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     old_prefill = _pid_of(st, "prefill")
     try:
-        _wait_for("prefill[0] restarted under the lock", lambda: p.poll() is not None or (
-            _lock_dir(st).exists() and _pid_of(st, "prefill") not in (None, old_prefill)))
+        _wait_for(
+            "prefill[0] restarted under the lock",
+            lambda: (
+                p.poll() is not None or (_lock_dir(st).exists() and _pid_of(st, "prefill") not in (None, old_prefill))
+            ),
+        )
         assert p.poll() is None, p.communicate()
         killed = p.pid
         p.kill()
@@ -217,17 +234,18 @@ def test_kill_9_mid_restart_then_status_names_the_abandoned_lock_and_what_the_re
     assert rows["router[0]"]["pid"] == before[next(k for k in before if k.startswith("router[0]"))]
     lineage = [h for h in hazards if h.startswith("restart lineage")]
     if command[1] == "--pair":
-        assert rows["decode[0]"]["state"] == "stopped"     # held stopped until the prefills are back
-        assert lineage == [], hazards                       # no pair runs: nothing to judge, nothing invented
+        assert rows["decode[0]"]["state"] == "stopped"  # held stopped until the prefills are back
+        assert lineage == [], hazards  # no pair runs: nothing to judge, nothing invented
     else:
         assert rows["decode[0]"]["pid"] == before[next(k for k in before if k.startswith("decode[0]"))]
         (mixed,) = lineage
         assert "decode[0]" in mixed and f"unchanged (pid {rows['decode[0]']['pid']})" in mixed, mixed
         assert "prefill[0]" in mixed and "restarted" in mixed and "pdctl restart --pair" in mixed, mixed
-    screen = pdctl(["status", "-i", str(inv)], state=st)       # the same hazards on screen
+    screen = pdctl(["status", "-i", str(inv)], state=st)  # the same hazards on screen
     assert "abandoned deployment lock" in screen.output and "all is well" not in screen.output
     assert ("restart lineage" in screen.output) == (command[1] != "--pair"), screen.output
     assert "unfinished" in pdctl(["history"], state=st).stdout
+
 
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 @pytest.mark.parametrize("command", [["restart", "--role", "router"], ["deploy"]])
@@ -242,7 +260,7 @@ def test_an_audit_log_that_cannot_be_written_refuses_before_anything_is_touched(
     assert r.code == 2, r.output
     assert str(log) in r.stderr and "not a regular file" in r.stderr and "nothing was done" in r.stderr
     assert "Traceback" not in r.output
-    assert not list((st / "pdctl").glob("*.pid")) and not list((st / "pdctl").glob("*.json"))   # nothing started
+    assert not list((st / "pdctl").glob("*.pid")) and not list((st / "pdctl").glob("*.json"))  # nothing started
     assert not _lock_dir(st).exists()
 
 
@@ -260,8 +278,8 @@ def _procs_with(marker: str) -> list[int]:
             at = next((k for k, a in enumerate(argv) if marker in a), None)
             if at is None:
                 continue
-            after = argv[at].split(marker, 1)[1].lstrip("'\"")   # `sh -c "MARKER -c ..."` is the probe too
-            if argv[at + 1:at + 2] != ["-c"] and not after.startswith(" -c"):
+            after = argv[at].split(marker, 1)[1].lstrip("'\"")  # `sh -c "MARKER -c ..."` is the probe too
+            if argv[at + 1 : at + 2] != ["-c"] and not after.startswith(" -c"):
                 out.append(int(d))
     return out
 
@@ -275,14 +293,20 @@ def test_a_signal_right_after_a_launch_never_leaves_a_running_role_recorded_as_s
     shims = tmp / "bin"
     shims.mkdir()
     real = subprocess.run(["sh", "-c", "command -v getconf"], capture_output=True, text=True).stdout.strip()
-    (shims / "getconf").write_text(f"#!/bin/sh\nsleep 1.5\nexec {real} \"$@\"\n")
+    (shims / "getconf").write_text(f'#!/bin/sh\nsleep 1.5\nexec {real} "$@"\n')
     (shims / "getconf").chmod(0o755)
     marker = str(tmp / "fake-python")
     # no exec: the role's main process keeps the marker; deploy's lint probe (`-c`) fails at once
     Path(marker).write_text('#!/bin/sh\n[ "$1" = -c ] && exit 1\nsleep 120\n')
     env = {**_env(st), "PATH": f"{shims}:{os.environ['PATH']}"}
-    p = subprocess.Popen([sys.executable, "-m", "pdctl", "deploy", "-i", str(sleepy["inv"])], cwd=REPO, env=env,
-                         text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pdctl", "deploy", "-i", str(sleepy["inv"])],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         _wait_for("prefill's process", lambda: _procs_with(marker) or p.poll() is not None, timeout=30)
         assert p.poll() is None, p.communicate()
@@ -298,8 +322,11 @@ def test_a_signal_right_after_a_launch_never_leaves_a_running_role_recorded_as_s
         assert prefill["state"] == "running", prefill
         # the recorded pid is the role's process (a /proc read that lands mid-exec, or in the launching shell's
         # command substitution, sees other pids holding the marker for a moment: CI once did)
-        _wait_for(f"pid {prefill['pid']} running the role's command (seen: {running})",
-                  lambda: prefill["pid"] in _procs_with(marker), timeout=10)
+        _wait_for(
+            f"pid {prefill['pid']} running the role's command (seen: {running})",
+            lambda: prefill["pid"] in _procs_with(marker),
+            timeout=10,
+        )
         assert json.loads(_prefill_pidfile(st).read_text())["pid"] == prefill["pid"]
     finally:
         if p.poll() is None:
@@ -307,7 +334,7 @@ def test_a_signal_right_after_a_launch_never_leaves_a_running_role_recorded_as_s
             p.communicate(timeout=30)
         for pid in _procs_with(marker):
             try:
-                os.killpg(pid, signal.SIGKILL)      # setsid: pid == group, the sleep child included
+                os.killpg(pid, signal.SIGKILL)  # setsid: pid == group, the sleep child included
             except ProcessLookupError:
                 pass
 
@@ -321,7 +348,7 @@ def test_a_restart_with_a_role_not_installed_stops_nothing(sleepy):
     from pdctl.transport.local import LocalTransport
 
     st = sleepy["state"]
-    inv_path = _inventory(sleepy["tmp"], ready_timeout=1)    # were anything restarted, it would fail fast
+    inv_path = _inventory(sleepy["tmp"], ready_timeout=1)  # were anything restarted, it would fail fast
     inv = load_inventory(inv_path)
     mgr = PidfileManager(LocalTransport("local"), str(st / "pdctl"))
     for role, i, _ in inv.instances():
@@ -340,8 +367,9 @@ def test_a_restart_with_a_role_not_installed_stops_nothing(sleepy):
     assert all(mgr.status(inv.service_name(role, i)).active for role, i, _ in inv.instances())
     assert not _lock_dir(st).exists()
     # what the restart warned of before the error is still said, on screen and in the error document
-    warned = pdctl(["restart", "--pair", "--no-verify", "--skip-lint", "--json", "-i", str(inv_path)], state=st,
-                   timeout=60)
+    warned = pdctl(
+        ["restart", "--pair", "--no-verify", "--skip-lint", "--json", "-i", str(inv_path)], state=st, timeout=60
+    )
     assert warned.code == 1 and "is not installed" in warned.json()["error"]["message"], warned.output
     assert any("lint skipped" in w for w in warned.json()["warnings"]), warned.stdout
     assert "lint skipped" in warned.stderr
@@ -357,7 +385,7 @@ def test_the_interrupt_message_lists_each_roles_state_as_the_record_does(sleepy,
     st = sleepy["state"]
     inv = load_inventory(sleepy["inv"])
     mgr = PidfileManager(LocalTransport("local"), str(st / "pdctl"))
-    for role, i, _ in inv.instances():        # installed (not running), as a restart needs
+    for role, i, _ in inv.instances():  # installed (not running), as a restart needs
         mgr.install(launch.service_spec(inv, role, i, python=str(sleepy["tmp"] / "fake-python")))
     p = sleepy["start"](*command, "-i", str(sleepy["inv"]))
     p.send_signal(signal.SIGTERM)
@@ -365,12 +393,12 @@ def test_the_interrupt_message_lists_each_roles_state_as_the_record_does(sleepy,
     assert p.returncode == 130, err
     end = _records(st)[-1]
     assert end["result"] == "interrupted by SIGTERM"
-    shown = err[err.index("interrupted by SIGTERM"):]
+    shown = err[err.index("interrupted by SIGTERM") :]
     assert "state of each role now:" in shown
-    for label, state in end["roles"].items():        # the same states on the screen as in the audit record
+    for label, state in end["roles"].items():  # the same states on the screen as in the audit record
         assert f"  {label}: {state.split(' (')[0]}" in shown, (label, state, shown)
     assert _state_of(end["roles"], "prefill[0]").startswith("running")
-    assert not _lock_dir(st).exists()        # released on the way out, not left for the next run to take over
+    assert not _lock_dir(st).exists()  # released on the way out, not left for the next run to take over
 
 
 def test_triage_and_status_during_another_operators_deploy_name_the_lock_it_holds(sleepy):
@@ -387,7 +415,7 @@ def test_triage_and_status_during_another_operators_deploy_name_the_lock_it_hold
     (said,) = doc["warnings"]
     assert "deployment lock is held by test-operator (deploy" in said and f"pid {p.pid}" in said, said
     assert "deployment lock is held by test-operator" in r.stderr
-    status = pdctl(["status", "--json", "-i", str(inv)], state=st)      # status says it too, as a fact, not a fault
+    status = pdctl(["status", "--json", "-i", str(inv)], state=st)  # status says it too, as a fact, not a fault
     assert status.json()["lock_held_by"].startswith("test-operator (deploy, pid "), status.output
     assert not any("lock" in h for h in status.json()["hazards"])
     screen = pdctl(["status", "-i", str(inv)], state=st)

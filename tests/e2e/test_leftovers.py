@@ -49,20 +49,28 @@ def test_what_a_killed_run_left_is_swept_and_nothing_else(tmp_path):
         pytest.skip("network namespaces need root")
     basetemp = tmp_path / "killed-run"
     basetemp.mkdir()
-    run = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(basetemp)], cwd=REPO, stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, str(basetemp)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     kept: list[int] = []
     ours = owned_netns_name()
     try:
         left = json.loads(run.stdout.readline())
-        run.send_signal(signal.SIGKILL)   # no finally of it runs
+        run.send_signal(signal.SIGKILL)  # no finally of it runs
         run.wait(30)
         stale = [left["marked"], left["service"], left["inside"]]
         assert all(process_alive(p) for p in stale)
         # not to be touched: this run's own, a mark that does not parse, and an unmarked process
         subprocess.run(["ip", "netns", "add", ours], check=True)
-        for env in ({**os.environ, OWNER_ENV: owner_tag()}, {**os.environ, OWNER_ENV: "not-an-owner"},
-                    {k: v for k, v in os.environ.items() if k != OWNER_ENV}):
+        for env in (
+            {**os.environ, OWNER_ENV: owner_tag()},
+            {**os.environ, OWNER_ENV: "not-an-owner"},
+            {k: v for k, v in os.environ.items() if k != OWNER_ENV},
+        ):
             kept.append(subprocess.Popen(["sleep", "600"], env=env, start_new_session=True).pid)
         with pytest.warns(LeftoverSwept, match=f"network namespace {left['ns']}"):
             swept = sweep()
@@ -76,7 +84,7 @@ def test_what_a_killed_run_left_is_swept_and_nothing_else(tmp_path):
         assert all(process_alive(p) for p in kept)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            assert sweep() == []   # once only
+            assert sweep() == []  # once only
     finally:
         run.kill()
         for pid in kept:

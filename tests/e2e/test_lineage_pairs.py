@@ -44,7 +44,8 @@ def test_decodes_restarted_alone_are_named_with_both_prefills(xpyd):
     assert len(bad) == 2 and {r["status"] for r in bad.values()} == {"fail"}, rows
     for d, r in bad.items():
         assert sorted((p["prefill"], p["decode"], p["hazard"]) for p in r["data"]["pairs"]) == [
-            (p, d, "degraded-bootstrap") for p in prefills], r
+            (p, d, "degraded-bootstrap") for p in prefills
+        ], r
         assert r["observed"] == f"restarted alone under {prefills[0]}, {prefills[1]}", r
         assert r["data"]["hazard"] == "degraded-bootstrap" and r["data"]["prefill"] == prefills[0]
         assert "pdctl restart --pair" in r["next_step"] or "restart --pair" in r["detail"]

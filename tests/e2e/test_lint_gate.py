@@ -30,8 +30,9 @@ def _wrapper(tmp: Path, real_python: str) -> str:
     role = tmp / "fake_role.py"
     role.write_text(FAKE_ROLE)
     py = tmp / "python"
-    py.write_text(f'#!/bin/sh\nif [ "$1" = "-m" ]; then exec {sys.executable} {role} "$@"; fi\n'
-                  f'exec {real_python} "$@"\n')
+    py.write_text(
+        f'#!/bin/sh\nif [ "$1" = "-m" ]; then exec {sys.executable} {role} "$@"; fi\nexec {real_python} "$@"\n'
+    )
     py.chmod(0o755)
     return str(py)
 
@@ -65,13 +66,17 @@ def _setup(tmp_path: Path, lint_python: str):
     state.mkdir()
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap")}
     inv = {
-        "name": NAME, "engine": "sglang", "model_path": "/models/DeepSeek-V4-Flash-NVFP4",
-        "hosts": {"local": {"transport": "local", "service_manager": "pidfile",
-                            "python": _wrapper(tmp_path, lint_python)}},
+        "name": NAME,
+        "engine": "sglang",
+        "model_path": "/models/DeepSeek-V4-Flash-NVFP4",
+        "hosts": {
+            "local": {"transport": "local", "service_manager": "pidfile", "python": _wrapper(tmp_path, lint_python)}
+        },
         "roles": {
             "prefill": [{"port": ports["prefill"], "bootstrap_port": ports["bootstrap"], "ready_timeout": 20}],
-            "decode": [{"port": ports["decode"], "ready_timeout": 20,
-                        "args": {"--cuda-graph-max-bs": 96}}],     # the seed's flag: 0.5.23 refuses it
+            "decode": [
+                {"port": ports["decode"], "ready_timeout": 20, "args": {"--cuda-graph-max-bs": 96}}
+            ],  # the seed's flag: 0.5.23 refuses it
             "router": [{"port": ports["router"], "ready_timeout": 20, "args": {"--health-check-interval-secs": 2}}],
         },
     }
@@ -80,7 +85,7 @@ def _setup(tmp_path: Path, lint_python: str):
     finally:
         for pid in _pids(state).values():
             try:
-                os.killpg(pid, signal.SIGKILL)     # pidfile roles run under setsid: pid == process group
+                os.killpg(pid, signal.SIGKILL)  # pidfile roles run under setsid: pid == process group
             except (ProcessLookupError, PermissionError):
                 pass
 
@@ -98,7 +103,7 @@ def test_deploy_and_restart_refuse_a_flag_the_installed_sglang_rejects(setup):
     err = json.loads(refused.stdout)["error"]
     assert err["kind"] == "usage" and "nothing was stopped" in err["message"]
     assert "--cuda-graph-max-bs-decode" in err["message"] and "--skip-lint" in err["hint"]
-    assert _pids(state) == {} and not list((state / "pdctl").glob("*.json"))   # nothing installed or started
+    assert _pids(state) == {} and not list((state / "pdctl").glob("*.json"))  # nothing installed or started
 
     forced = pdctl(["deploy", "-i", inv, "--no-verify", "--json", "--skip-lint"], state=state, timeout=180)
     assert forced.code == 0, forced.stdout + forced.stderr
@@ -110,7 +115,7 @@ def test_deploy_and_restart_refuse_a_flag_the_installed_sglang_rejects(setup):
     assert again.code == 2, again.stdout + again.stderr
     message = json.loads(again.stdout)["error"]["message"]
     assert "restart refused" in message and "decode[0]" in message and "0.5.23" in message
-    assert _pids(state) == before and all(_alive(p) for p in before.values())   # every role kept its pid
+    assert _pids(state) == before and all(_alive(p) for p in before.values())  # every role kept its pid
 
     records = [r for r in _history(state) if r.get("result") != "started"]
     deploys = [r for r in records if r["action"] == "deploy"]

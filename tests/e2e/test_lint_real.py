@@ -29,7 +29,7 @@ def broken(data: dict) -> dict:
     """The seed as its production ran it, plus the mistakes lint exists for."""
     dec = data["roles"]["decode"][0]
     del dec["args"]["--cuda-graph-max-bs-decode"]
-    dec["args"]["--cuda-graph-max-bs"] = 96                       # the seed's own flag
+    dec["args"]["--cuda-graph-max-bs"] = 96  # the seed's own flag
     dec["env"]["SGLANG_OPT_USE_MULTI_STREAM_OVERLAPP"] = dec["env"].pop("SGLANG_OPT_USE_MULTI_STREAM_OVERLAP")
     dec["env"]["SGLANG_DISAGGREGATION_WAITING_TIMEOUT"] = "100000"
     data["roles"]["prefill"][0]["env"] = {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
@@ -41,7 +41,7 @@ def lint(tmp: Path, name: str, data: dict, *args: str) -> tuple[int, dict]:
     path = write_inventory(tmp / f"{name}.yaml", data)
     (tmp / "state").mkdir(exist_ok=True)
     run = pdctl(["lint", "-i", str(path), "--json", *args], state=tmp / "state", timeout=180)
-    doc = json.loads(run.stdout)     # one document, whatever the outcome
+    doc = json.loads(run.stdout)  # one document, whatever the outcome
     return run.code, doc
 
 
@@ -56,9 +56,19 @@ def local_host():
 
 @pytest.fixture(scope="module")
 def ssh_seed_host(sshd):
-    return {"transport": "ssh", "address": sshd.address, "port": sshd.port, "user": sshd.user, "key": sshd.key_path,
-            "known_hosts": sshd.known_hosts, "ssh_config": "none",
-            "http": "tunnel", "service_manager": "pidfile", "python": sglang_python(), "connect_timeout": 5}
+    return {
+        "transport": "ssh",
+        "address": sshd.address,
+        "port": sshd.port,
+        "user": sshd.user,
+        "key": sshd.key_path,
+        "known_hosts": sshd.known_hosts,
+        "ssh_config": "none",
+        "http": "tunnel",
+        "service_manager": "pidfile",
+        "python": sglang_python(),
+        "connect_timeout": 5,
+    }
 
 
 @pytest.fixture(scope="module", params=["local", "ssh"])
@@ -96,7 +106,7 @@ def test_the_seeds_original_flag_is_ambiguous_in_0_5_23(mistakes):
     assert amb[0]["subject"] == "--cuda-graph-max-bs" and amb[0]["blocks"]
     assert amb[0]["data"]["candidates"] == CANDIDATES and amb[0]["version"] == "0.5.23"
     assert all(c in amb[0]["message"] for c in CANDIDATES) and "0.5.23" in amb[0]["message"]
-    assert "ambiguous option" in amb[0]["data"]["parser_says"]     # the real parser's own words
+    assert "ambiguous option" in amb[0]["data"]["parser_says"]  # the real parser's own words
 
 
 def test_an_env_name_one_letter_off_is_caught_with_the_intended_name(mistakes):
@@ -127,8 +137,12 @@ def test_the_bundled_engine_answers_from_its_own_parser_and_registry(tmp_path):
     from tests.fixtures.net import free_port
 
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory("lintb", ports, decode_args={"--cuda-graph-max-bs": 96},
-                          decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "SGLANG_HOST_IPP": "10.0.0.2"})
+    inv = local_inventory(
+        "lintb",
+        ports,
+        decode_args={"--cuda-graph-max-bs": 96},
+        decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "SGLANG_HOST_IPP": "10.0.0.2"},
+    )
     code, doc = lint(tmp_path, "bundled", inv)
     assert code == 1
     amb = by_rule(doc, "flag-ambiguous")
@@ -157,11 +171,19 @@ def test_the_screen_reads_at_80_columns_verdict_first(tmp_path):
     from tests.fixtures.net import free_port
 
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory("lints", ports, decode_args={"--cuda-graph-max-bs": 96},
-                          decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAPP": "0"})
+    inv = local_inventory(
+        "lints",
+        ports,
+        decode_args={"--cuda-graph-max-bs": 96},
+        decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAPP": "0"},
+    )
     (tmp_path / "state").mkdir()
-    run = pdctl(["lint", "-i", str(write_inventory(tmp_path / "inv.yaml", inv))], state=tmp_path / "state",
-                env={"COLUMNS": "80"}, timeout=120)
+    run = pdctl(
+        ["lint", "-i", str(write_inventory(tmp_path / "inv.yaml", inv))],
+        state=tmp_path / "state",
+        env={"COLUMNS": "80"},
+        timeout=120,
+    )
     assert run.code == 1, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("lint: FAIL") and "1 would not start" in lines[0]
@@ -174,7 +196,16 @@ def test_the_screen_reads_at_80_columns_verdict_first(tmp_path):
 def test_a_host_that_does_not_answer_is_unknown_in_one_json_document(tmp_path):
     from tests.fixtures.net import free_port
 
-    data = seed_on({"transport": "ssh", "address": "127.0.0.1", "port": free_port(), "user": "nobody",
-                    "http": "tunnel", "connect_timeout": 2, "ssh_config": "none"})
+    data = seed_on(
+        {
+            "transport": "ssh",
+            "address": "127.0.0.1",
+            "port": free_port(),
+            "user": "nobody",
+            "http": "tunnel",
+            "connect_timeout": 2,
+            "ssh_config": "none",
+        }
+    )
     code, doc = lint(tmp_path, "down", data)
     assert code == 3 and doc["ok"] is False and doc["error"]["kind"] == "unreachable"

@@ -29,31 +29,66 @@ LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
 
 
 def _host(server, state_dir, *, http: str) -> dict:
-    return {"transport": "ssh", "address": server.address, "internal_address": server.address,
-            "port": server.port, "user": server.user, "key": server.key_path, "known_hosts": server.known_hosts,
-            "ssh_config": "none", "connect_timeout": 5, "http": http,
-            "service_manager": "pidfile", "python": sys.executable, "state_dir": str(state_dir),
-            "workdir": str(REPO)}
+    return {
+        "transport": "ssh",
+        "address": server.address,
+        "internal_address": server.address,
+        "port": server.port,
+        "user": server.user,
+        "key": server.key_path,
+        "known_hosts": server.known_hosts,
+        "ssh_config": "none",
+        "connect_timeout": 5,
+        "http": http,
+        "service_manager": "pidfile",
+        "python": sys.executable,
+        "state_dir": str(state_dir),
+        "workdir": str(REPO),
+    }
 
 
 def _inventory(lab, sshds, tmp, *, http: str) -> dict:
     return {
         "name": "multihost",
         "engine": "bundled",
-        "hosts": {"hosta": _host(sshds["hosta"], tmp / "hosta-state", http=http),
-                  "hostb": _host(sshds["hostb"], tmp / "hostb-state", http=http)},
+        "hosts": {
+            "hosta": _host(sshds["hosta"], tmp / "hosta-state", http=http),
+            "hostb": _host(sshds["hostb"], tmp / "hostb-state", http=http),
+        },
         "roles": {
             # Prefill listens on every interface: pdctl sets SGLANG_HOST_IP to hosta's internal address, which the
             # engine advertises to decode as its KV rank address (a wildcard would send decode to its own host).
-            "prefill": [{"host": "hosta", "port": PORTS["prefill"], "listen_host": "0.0.0.0",
-                         "bootstrap_port": PORTS["bootstrap"], "ready_timeout": 60,
-                         "env": {**UCX_ENV, "UCX_PROTO_INFO": "y"}}],
+            "prefill": [
+                {
+                    "host": "hosta",
+                    "port": PORTS["prefill"],
+                    "listen_host": "0.0.0.0",
+                    "bootstrap_port": PORTS["bootstrap"],
+                    "ready_timeout": 60,
+                    "env": {**UCX_ENV, "UCX_PROTO_INFO": "y"},
+                }
+            ],
             # decode and router on all interfaces: the router reaches decode on hostb's loopback, and the operator
             # (http: direct) reaches both at hostb's address.
-            "decode": [{"host": "hostb", "port": PORTS["decode"], "listen_host": "0.0.0.0", "ready_timeout": 60,
-                        "env": UCX_ENV, "args": {"--disable-overlap-schedule": True}}],
-            "router": [{"host": "hostb", "port": PORTS["router"], "listen_host": "0.0.0.0", "ready_timeout": 60,
-                        "args": {"--prometheus-port": PORTS["prometheus"], "--health-check-interval-secs": 2}}],
+            "decode": [
+                {
+                    "host": "hostb",
+                    "port": PORTS["decode"],
+                    "listen_host": "0.0.0.0",
+                    "ready_timeout": 60,
+                    "env": UCX_ENV,
+                    "args": {"--disable-overlap-schedule": True},
+                }
+            ],
+            "router": [
+                {
+                    "host": "hostb",
+                    "port": PORTS["router"],
+                    "listen_host": "0.0.0.0",
+                    "ready_timeout": 60,
+                    "args": {"--prometheus-port": PORTS["prometheus"], "--health-check-interval-secs": 2},
+                }
+            ],
         },
         "final_health": {"probe": {"timeout": 20}},
     }
@@ -92,8 +127,10 @@ def lab(tmp_path):
     if reason:
         pytest.skip(reason)
     with netns_lab(["op", "hosta", "hostb"]) as lab:
-        with netns_sshd(lab, "hosta", tmp_path / "sshd-hosta") as sa, \
-                netns_sshd(lab, "hostb", tmp_path / "sshd-hostb", client_key=sa.key_path) as sb:
+        with (
+            netns_sshd(lab, "hosta", tmp_path / "sshd-hosta") as sa,
+            netns_sshd(lab, "hostb", tmp_path / "sshd-hostb", client_key=sa.key_path) as sb,
+        ):
             lab.extra["sshds"] = {"hosta": sa, "hostb": sb}
             yield lab
 
@@ -105,7 +142,7 @@ def test_deploy_verify_restart_pair_across_three_namespaces(lab, tmp_path):
     tunnel = write_inventory(tmp_path / "inv-tunnel.yaml", _inventory(lab, sshds, tmp_path, http="tunnel"))
     state = tmp_path / "operator-state"
     state.mkdir()
-    run = dict(state=state, netns=op, timeout=90)   # every pdctl call is bounded; the lab is removed anyway
+    run = dict(state=state, netns=op, timeout=90)  # every pdctl call is bounded; the lab is removed anyway
     try:
         dep = pdctl(["deploy", "-i", str(direct), "--json"], **run)
         _assert_all_layers_pass(dep, "deploy")
@@ -113,8 +150,11 @@ def test_deploy_verify_restart_pair_across_three_namespaces(lab, tmp_path):
         # each role runs on its own host: pidfiles in that host's state_dir only
         assert {p.name.rsplit("-", 2)[-2] for p in (tmp_path / "hosta-state").glob("*.pid")} == {"prefill"}
         assert {p.name.rsplit("-", 2)[-2] for p in (tmp_path / "hostb-state").glob("*.pid")} == {"decode", "router"}
-        pids_a = set(subprocess.run(["ip", "netns", "pids", lab.names["hosta"]], capture_output=True, text=True,
-                                    timeout=15).stdout.split())
+        pids_a = set(
+            subprocess.run(
+                ["ip", "netns", "pids", lab.names["hosta"]], capture_output=True, text=True, timeout=15
+            ).stdout.split()
+        )
         prefill_pid = _pid(tmp_path / "hosta-state" / "pdctl-multihost-prefill-0.pid")
         assert prefill_pid in pids_a, "the prefill does not run inside hosta's namespace"
 
@@ -129,9 +169,13 @@ def test_deploy_verify_restart_pair_across_three_namespaces(lab, tmp_path):
         assert "inter-node" in ucx and "tcp/eth0" in ucx, ucx[-3000:]
         assert "intra-node" not in ucx and "cma/" not in ucx, ucx[-3000:]
         conns = _tcp_between(lab, "hosta", a, b)
-        prefill_pids = server_pids(prefill_pid)   # the UCX connection is the scheduler process's
-        ucx_conns = [c for c in conns if any(f"pid={p}," in c for p in prefill_pids)
-                     and c.split()[2].rsplit(":", 1)[1] not in (str(PORTS["prefill"]), str(PORTS["bootstrap"]))]
+        prefill_pids = server_pids(prefill_pid)  # the UCX connection is the scheduler process's
+        ucx_conns = [
+            c
+            for c in conns
+            if any(f"pid={p}," in c for p in prefill_pids)
+            and c.split()[2].rsplit(":", 1)[1] not in (str(PORTS["prefill"]), str(PORTS["bootstrap"]))
+        ]
         assert ucx_conns, f"the prefill holds no UCX connection to hostb: {conns}"
 
         # the same deployment seen through SSH tunnels (roles' ports reached via each host's sshd)

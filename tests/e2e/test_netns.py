@@ -34,7 +34,7 @@ def netns():
 
 
 def test_embedded_default_in_loopback_only_namespace(netns, tmp_path):
-    env = {"HF_HUB_OFFLINE": "0", "NO_PROXY": "*"}   # would let a hub lookup try; there is no route for it
+    env = {"HF_HUB_OFFLINE": "0", "NO_PROXY": "*"}  # would let a hub lookup try; there is no route for it
     dep = pdctl(["deploy", "--json"], state=tmp_path, netns=netns, env=env)
     try:
         assert dep.code == 0, dep.output

@@ -28,8 +28,16 @@ from tests.fixtures.net import free_port
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 SECRET = "hf_playbook_secret_7c21"
-SMALL_STORM = ["--var", "storm_requests=6", "--var", "storm_prompt_tokens=3000", "--var", "storm_watch_s=8",
-               "--var", "storm_sample_every_s=2"]
+SMALL_STORM = [
+    "--var",
+    "storm_requests=6",
+    "--var",
+    "storm_prompt_tokens=3000",
+    "--var",
+    "storm_watch_s=8",
+    "--var",
+    "storm_sample_every_s=2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +46,13 @@ def dep(tmp_path_factory):
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
     # the seed's router: the abort-storm playbooks need a router that passes a client's disconnect on to the
     # workers, which smg 1.13 does not (docs/storm-and-triage.md)
-    clean = local_inventory("pb", ports, decode_args={"--disable-overlap-schedule": True},
-                            decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "HF_TOKEN": SECRET},
-                            router_kind="sglang-router")
+    clean = local_inventory(
+        "pb",
+        ports,
+        decode_args={"--disable-overlap-schedule": True},
+        decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "HF_TOKEN": SECRET},
+        router_kind="sglang-router",
+    )
     paths = {"clean": write_inventory(state / "clean.yaml", clean)}
     storm_drill = copy.deepcopy(clean)
     for role in ("prefill", "decode"):
@@ -71,8 +83,11 @@ def use_build(dep, which: str, *, fresh: bool = False) -> None:
     st, inv = dep["state"], dep[which]
     r = pdctl(["deploy", "-i", inv, "--no-verify"], state=st)
     assert r.code == 0, r.output
-    if fresh and pdctl(["verify", "final-health", "-i", inv, "--layer", "transfer", "--layer", "lineage"],
-                       state=st).code != 0:
+    if (
+        fresh
+        and pdctl(["verify", "final-health", "-i", inv, "--layer", "transfer", "--layer", "lineage"], state=st).code
+        != 0
+    ):
         r = pdctl(["restart", "--pair", "--no-verify", "-i", inv], state=st)
         assert r.code == 0, r.output
 
@@ -90,8 +105,14 @@ def test_final_health_playbook_passes_on_a_clean_deployment(dep):
     assert set(doc["final_health"]["layers"]) == {"transfer", "flags", "lineage"}
     human = run(dep, "final-health", "-i", dep["clean"])
     assert human.code == 0 and "playbook final-health: PASS" in human.stdout and "plan" in human.stdout
-    for title in ("1. component health", "2. end-to-end probe", "3. KV transfer", "4. live flags", "5. restart lineage"):
-        assert title in human.stdout, title           # every layer's table, those of step 1 too
+    for title in (
+        "1. component health",
+        "2. end-to-end probe",
+        "3. KV transfer",
+        "4. live flags",
+        "5. restart lineage",
+    ):
+        assert title in human.stdout, title  # every layer's table, those of step 1 too
     assert "--layer health --layer e2e" in human.stdout and "gate: ok" in human.stderr
 
 
@@ -118,7 +139,7 @@ def test_co_restart_playbook_restarts_in_order_and_audits_a_masked_snapshot(dep)
     assert rec["result"] == "ok" and [s["status"] for s in rec["steps"]] == ["passed", "passed"]
     flags = rec["final_health"]["layers"]["flags"]
     assert any(x["name"] == "env:HF_TOKEN" for x in flags)
-    assert any(x.get("action") == "restart --pair" for x in audit(dep))   # the op's own record too
+    assert any(x.get("action") == "restart --pair" for x in audit(dep))  # the op's own record too
     assert SECRET not in (dep["state"] / "pdctl" / "audit.jsonl").read_text() and SECRET not in r.output
 
 
@@ -129,17 +150,21 @@ def test_two_playbook_runs_at_once_leave_one_valid_audit_line_each(dep):
     env = {"XDG_STATE_HOME": str(dep["state"]), "PDCTL_OPERATOR": "parallel", "COLUMNS": "200"}
     import os
 
-    procs = [subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-    recs = audit(dep)   # every line parses
+    recs = audit(dep)  # every line parses
     assert [x["action"] for x in recs[n:]] == ["run final-health", "run final-health"]
 
 
 def test_deploy_fix_onto_the_racy_build_stops_at_the_storm(dep):
-    use_build(dep, "clean")     # deploy-fix itself deploys the racy build
+    use_build(dep, "clean")  # deploy-fix itself deploys the racy build
     r = run(dep, "deploy-fix", "-i", dep["storm-drill"], "--json", *SMALL_STORM)
     assert r.code == 1, r.output
     doc = r.json()
@@ -156,7 +181,7 @@ def test_abort_storm_ab_fails_on_the_racy_build(dep):
 
 
 def test_deploy_fix_back_to_the_clean_build_passes_and_abort_storm_ab_passes(dep):
-    use_build(dep, "storm-drill")   # deploy-fix puts the clean build back
+    use_build(dep, "storm-drill")  # deploy-fix puts the clean build back
     r = run(dep, "deploy-fix", "-i", dep["clean"], "--json", *SMALL_STORM)
     assert r.code == 0, r.output
     assert [s["status"] for s in r.json()["steps"]] == ["passed"] * 6
@@ -171,14 +196,13 @@ def test_stall_triage_recommends_then_applies_the_co_restart(dep):
     for _ in range(2):
         r = pdctl(["restart", "--role", "decode", "--override-hazard", "--no-verify", "-i", inv], state=st)
         assert r.code == 0, r.output
-    pdctl(["verify", "final-health", "-i", inv, "--layer", "e2e"], state=st)   # a request hits the bad bootstrap
+    pdctl(["verify", "final-health", "-i", inv, "--layer", "e2e"], state=st)  # a request hits the bad bootstrap
     r = run(dep, "stall-triage", "-i", inv, "--json")
     assert r.code == 1, r.output
     doc = r.json()
     assert [s["status"] for s in doc["steps"]] == ["failed", "skipped", "skipped"]
-    assert doc["steps"][0]["summary"].startswith("triage: ACTION NEEDED")      # pdctl triage's words
+    assert doc["steps"][0]["summary"].startswith("triage: ACTION NEEDED")  # pdctl triage's words
     assert any("restart --pair" in x or "--apply" in x for x in doc["recommendations"])
     r = run(dep, "stall-triage", "-i", inv, "--json", "--apply")
     assert r.code == 0, r.output
     assert [s["status"] for s in r.json()["steps"]] == ["recovered", "passed", "passed"]
-

@@ -43,10 +43,16 @@ def _metrics_server(body: str) -> http.server.ThreadingHTTPServer:
 
 @pytest.fixture
 def idle_workers(tmp_path):
-    servers = [_metrics_server((FIXTURES / f"sglang-0.5.23-metrics-{r}-idle.prom").read_text())
-               for r in ("prefill", "decode")]
-    ports = {"prefill": servers[0].server_address[1], "decode": servers[1].server_address[1],
-             "router": free_port(), "bootstrap": free_port(), "prometheus": free_port()}
+    servers = [
+        _metrics_server((FIXTURES / f"sglang-0.5.23-metrics-{r}-idle.prom").read_text()) for r in ("prefill", "decode")
+    ]
+    ports = {
+        "prefill": servers[0].server_address[1],
+        "decode": servers[1].server_address[1],
+        "router": free_port(),
+        "bootstrap": free_port(),
+        "prometheus": free_port(),
+    }
     inv = write_inventory(tmp_path / "inv.yaml", local_inventory("pty", ports))
     try:
         yield tmp_path, inv
@@ -65,8 +71,14 @@ def _env(tmp: Path) -> dict:
 def _run_with_pty_stderr(args: list[str], env: dict) -> tuple[int, str, str]:
     master, slave = pty.openpty()
     try:
-        p = subprocess.Popen([sys.executable, "-m", "pdctl", *args], cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=slave)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "pdctl", *args],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+        )
         os.close(slave)
         slave = -1
         chunks: list[bytes] = []
@@ -75,7 +87,7 @@ def _run_with_pty_stderr(args: list[str], env: dict) -> tuple[int, str, str]:
             while True:
                 try:
                     b = os.read(master, 4096)
-                except OSError:       # EIO: the child closed its end of the pty
+                except OSError:  # EIO: the child closed its end of the pty
                     return
                 if not b:
                     return
@@ -94,24 +106,43 @@ def _run_with_pty_stderr(args: list[str], env: dict) -> tuple[int, str, str]:
 
 def test_json_with_a_terminal_stderr_shows_live_progress_there_and_one_document_on_stdout(idle_workers):
     tmp, inv = idle_workers
-    code, out, err = _run_with_pty_stderr(["verify", "inflight", "--window", "2", "--interval", "1",
-                                           "-i", str(inv), "--json"], _env(tmp))
+    code, out, err = _run_with_pty_stderr(
+        ["verify", "inflight", "--window", "2", "--interval", "1", "-i", str(inv), "--json"], _env(tmp)
+    )
     assert code == 0, (out, err)
-    doc = json.loads(out)                                   # stdout: exactly one document
+    doc = json.loads(out)  # stdout: exactly one document
     assert doc["verdict"] == "drained" and len(doc["samples"]) >= 3
     # stderr (the pty): the live line, redrawn in place with a bar of samples read, then cleared
     assert err.count(CLEAR_LINE + "waiting for inflight samples") >= 2, repr(err)
     assert "1/3" in err and "3/3" in err and "/2s" in err
-    assert "█" in err                                       # the pty speaks utf-8: the unicode bar
-    assert err.rstrip("\r\n").endswith(CLEAR_LINE), repr(err[-200:])   # nothing left on the line
-    assert "\n" not in err                                  # no scrolling log: no line was kept
+    assert "█" in err  # the pty speaks utf-8: the unicode bar
+    assert err.rstrip("\r\n").endswith(CLEAR_LINE), repr(err[-200:])  # nothing left on the line
+    assert "\n" not in err  # no scrolling log: no line was kept
 
 
 def test_json_with_stderr_piped_is_silent(idle_workers):
     tmp, inv = idle_workers
-    p = subprocess.run([sys.executable, "-m", "pdctl", "verify", "inflight", "--window", "2", "--interval", "1",
-                        "-i", str(inv), "--json"], cwd=REPO, env=_env(tmp), capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pdctl",
+            "verify",
+            "inflight",
+            "--window",
+            "2",
+            "--interval",
+            "1",
+            "-i",
+            str(inv),
+            "--json",
+        ],
+        cwd=REPO,
+        env=_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["verdict"] == "drained"
     assert p.stderr == ""

@@ -74,9 +74,9 @@ def test_rolling_restart_keeps_every_client_request_answered(dep):
     assert summary["sent"] >= 20 and summary["failed"] == [], summary
     after = pids(dep)
     workers = [label for label in before if not label.startswith("router")]
-    assert all(after[w] != before[w] for w in workers), (before, after)     # every prefill and decode restarted
+    assert all(after[w] != before[w] for w in workers), (before, after)  # every prefill and decode restarted
     router = next(label for label in before if label.startswith("router"))
-    assert after[router] == before[router]                                  # the router served throughout
+    assert after[router] == before[router]  # the router served throughout
     listed = router_workers(dep)
     assert len(listed) == 4 and all(w["is_healthy"] for w in listed)
     # the order inside a unit: a decode out first, every prefill rolled, then the decode restarted and put back
@@ -88,7 +88,7 @@ def test_rolling_restart_keeps_every_client_request_answered(dep):
     fh = doc["final_health"]
     assert fh["ok"], fh
     lineage = [c for c in fh["layers"]["lineage"] if c["target"].startswith("decode")]
-    assert len(lineage) == 2 and {c["status"] for c in lineage} == {"pass"}     # the new co-restart record
+    assert len(lineage) == 2 and {c["status"] for c in lineage} == {"pass"}  # the new co-restart record
 
 
 @pytest.fixture(scope="module")
@@ -124,16 +124,22 @@ def test_pairs_the_watch_saw_fail_their_canaries_go_first(dep):
             r = rolling_restart(d, dry_run=True, broken_pairs=[(1, 0)])
         print(json.dumps({{"order": r.order, "units": [[list(u.unit.prefills), list(u.unit.decodes)] for u in r.units]}}))
     """)
-    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "XDG_STATE_HOME": str(dep["state"])})
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_STATE_HOME": str(dep["state"])},
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     doc = json.loads(p.stdout.splitlines()[-1])
     ports = {role: [w["port"] for w in dep["data"]["roles"][role]] for role in ("prefill", "decode")}
     p1, d0 = f"prefill[1]@local:{ports['prefill'][1]}", f"decode[0]@local:{ports['decode'][0]}"
     assert doc["order"].endswith(f"failed their pair canaries: {p1} -> {d0}"), doc["order"]
-    assert "restart lineage" not in doc["order"], doc["order"]      # the lineage alone would keep index order
-    assert doc["units"][0][1] == [0], doc["units"]                      # decode[0] is the one out in unit 1
-    assert doc["units"][0][0] == [1, 0], doc["units"]                   # and prefill[1] rolls first
+    assert "restart lineage" not in doc["order"], doc["order"]  # the lineage alone would keep index order
+    assert doc["units"][0][1] == [0], doc["units"]  # decode[0] is the one out in unit 1
+    assert doc["units"][0][0] == [1, 0], doc["units"]  # and prefill[1] rolls first
 
 
 def test_a_pair_the_operator_names_goes_first(dep):
@@ -145,11 +151,12 @@ def test_a_pair_the_operator_names_goes_first(dep):
     ports = {role: [w["port"] for w in dep["data"]["roles"][role]] for role in ("prefill", "decode")}
     p1, d1 = f"prefill[1]@local:{ports['prefill'][1]}", f"decode[1]@local:{ports['decode'][1]}"
     assert doc["order"].endswith(f"named by --first-pair: {p1} -> {d1}"), doc["order"]
-    assert [u["decodes"] for u in doc["units"]] == [["decode[1]"], ["decode[0]"]], doc["units"]    # not index order
+    assert [u["decodes"] for u in doc["units"]] == [["decode[1]"], ["decode[0]"]], doc["units"]  # not index order
     assert doc["units"][0]["prefills"] == ["prefill[1]", "prefill[0]"], doc["units"]
     bad = run(dep, "restart", "--rolling", "--dry-run", "--first-pair", "5:0")
-    assert bad.code == 2 and "--first-pair 5:0: the inventory has prefill[0..1] and decode[0..1]" in bad.stderr, \
+    assert bad.code == 2 and "--first-pair 5:0: the inventory has prefill[0..1] and decode[0..1]" in bad.stderr, (
         bad.output
+    )
 
 
 def test_refused_when_a_router_would_be_left_without_a_decode(dep):
@@ -168,7 +175,7 @@ def test_refused_when_a_router_would_be_left_without_a_decode(dep):
         doc = r.json()
         err = doc["error"]["message"]
         assert "no decode" in err and "router[0]" in err and "no healthy decode" in err, err
-        assert pids(dep) == before                                           # nothing was stopped
+        assert pids(dep) == before  # nothing was stopped
     finally:
         for w in decodes:
             worker_api(dep, "POST", "/workers", {"url": w["url"], "worker_type": "decode"})
@@ -180,10 +187,20 @@ def test_a_worker_that_does_not_drain_stops_the_unit_and_goes_back(dep):
 
     p, d = dep["data"]["roles"]["prefill"][0], dep["data"]["roles"]["decode"][0]
     # a long request straight to prefill[0] + decode[0] keeps decode[0] busy well past smg's ~5 s of draining it
-    body = json.dumps(canary_body(prompt="hold", max_tokens=20000, bootstrap_host="127.0.0.1",
-                                  bootstrap_port=p["bootstrap_port"], room=fresh_room(), model="pdctl-tiny")).encode()
-    threads = [threading.Thread(target=_post, args=(f"http://127.0.0.1:{port}/generate", body), daemon=True)
-               for port in (p["port"], d["port"])]
+    body = json.dumps(
+        canary_body(
+            prompt="hold",
+            max_tokens=20000,
+            bootstrap_host="127.0.0.1",
+            bootstrap_port=p["bootstrap_port"],
+            room=fresh_room(),
+            model="pdctl-tiny",
+        )
+    ).encode()
+    threads = [
+        threading.Thread(target=_post, args=(f"http://127.0.0.1:{port}/generate", body), daemon=True)
+        for port in (p["port"], d["port"])
+    ]
     for t in threads:
         t.start()
     before = pids(dep)
@@ -196,8 +213,8 @@ def test_a_worker_that_does_not_drain_stops_the_unit_and_goes_back(dep):
     assert doc["units"][0]["state"].startswith("failed at: unit 1:") and "drained" in doc["units"][0]["state"]
     assert doc["units"][0]["out_of_routers"] == [] and "put back" in doc["units"][0]["detail"]
     assert doc["units"][1]["state"] == "not started"
-    assert pids(dep) == before                                               # nothing was restarted
-    assert len(router_workers(dep)) == 4                                     # decode[0] is back in the router
+    assert pids(dep) == before  # nothing was restarted
+    assert len(router_workers(dep)) == 4  # decode[0] is back in the router
 
 
 def test_a_decode_restarted_alone_goes_out_first(dep):
@@ -213,8 +230,14 @@ def test_a_decode_restarted_alone_goes_out_first(dep):
             d.services(d.instance("decode", 1).host).restart(inv.service_name("decode", 1), grace=20)
             wait_ready(d, "decode", 1)
     """)
-    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "XDG_STATE_HOME": str(dep["state"])})
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_STATE_HOME": str(dep["state"])},
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     r = run(dep, "restart", "--rolling", "--dry-run", "--json")
     assert r.code == 0, r.output
@@ -238,9 +261,13 @@ def test_a_dead_decode_is_restarted_first_with_no_failed_client_request(dep):
 
     d1_port = dep["data"]["roles"]["decode"][1]["port"]
     d1 = next(label for label in pids(dep) if label.startswith("decode[1]"))
-    os.kill(pids(dep)[d1], signal.SIGKILL)     # a process of this module's own deployment
-    unhealthy = poll_until(lambda: router_workers(dep), lambda ws: any(
-        w["url"].endswith(f":{d1_port}") and w["is_healthy"] is False for w in ws), timeout=60, interval=0.5)
+    os.kill(pids(dep)[d1], signal.SIGKILL)  # a process of this module's own deployment
+    unhealthy = poll_until(
+        lambda: router_workers(dep),
+        lambda ws: any(w["url"].endswith(f":{d1_port}") and w["is_healthy"] is False for w in ws),
+        timeout=60,
+        interval=0.5,
+    )
     assert unhealthy.ok, unhealthy.value
     with ClientLoad(router_url(dep), rate=2.0) as load:
         r = run(dep, "restart", "--rolling", "--json")
@@ -255,6 +282,8 @@ def test_a_dead_decode_is_restarted_first_with_no_failed_client_request(dep):
 
 def _post(url: str, body: bytes) -> None:
     try:
-        urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"}), timeout=60).read()
+        urllib.request.urlopen(
+            urllib.request.Request(url, body, {"Content-Type": "application/json"}), timeout=60
+        ).read()
     except Exception:
-        pass    # the outcome of the hold request is not what is tested
+        pass  # the outcome of the hold request is not what is tested

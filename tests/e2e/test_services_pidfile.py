@@ -20,7 +20,9 @@ from pdctl.transport.ssh import SshTransport
 pytestmark = pytest.mark.e2e
 
 SLEEPER = "import time; time.sleep(600)"
-STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+STUBBORN = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+)
 
 
 @pytest.fixture(params=["local", "ssh"])
@@ -32,7 +34,7 @@ def manager(request, tmp_path):
         transport = SshTransport("gpu-test", sshd.make_host())
     m = PidfileManager(transport, str(tmp_path / "state"))
     started: list[str] = []
-    m.track = started.append          # tests register names so that teardown stops them even on failure
+    m.track = started.append  # tests register names so that teardown stops them even on failure
     yield m
     for name in started:
         try:
@@ -66,19 +68,19 @@ def test_start_status_stop_real_process(manager, tmp_path):
     assert st.active and st.main_pid and st.detail == "running"
     assert before - 2 <= st.started_at <= time.time() + 1
     pid = st.main_pid
-    assert os.getpgid(pid) == pid                                # own process group (setsid)
+    assert os.getpgid(pid) == pid  # own process group (setsid)
     environ = dict(kv.split("=", 1) for kv in open(f"/proc/{pid}/environ").read().split("\0") if "=" in kv)
-    assert environ["PDCTL_T"] == "a b" and "PYTEST_CURRENT_TEST" not in environ   # minimal env + spec env
+    assert environ["PDCTL_T"] == "a b" and "PYTEST_CURRENT_TEST" not in environ  # minimal env + spec env
     assert os.readlink(f"/proc/{pid}/cwd") == str(tmp_path)
-    manager.start("sleeper")                                     # no-op while running
+    manager.start("sleeper")  # no-op while running
     assert manager.status("sleeper").main_pid == pid
     t0 = time.monotonic()
     manager.stop("sleeper", grace=10)
-    assert time.monotonic() - t0 < 3                             # SIGTERM was enough; no fixed sleeps
+    assert time.monotonic() - t0 < 3  # SIGTERM was enough; no fixed sleeps
     assert not _alive(pid)
     st = manager.status("sleeper")
     assert not st.active and st.main_pid is None
-    manager.stop("sleeper")                                      # no-op when stopped
+    manager.stop("sleeper")  # no-op when stopped
 
 
 def test_log_file_and_tail(manager):
@@ -119,12 +121,13 @@ def test_reused_pid_is_never_mistaken_nor_killed(manager):
     try:
         ticks = parse_proc_stat_starttime(open(f"/proc/{other.pid}/stat").read())
         # a pidfile whose pid now belongs to a different (later-started) process
-        manager.t.put_file(manager.pid_path("reused"),
-                           json.dumps({"pid": other.pid, "start_ticks": ticks - 1, "started_at": 0.0}))
+        manager.t.put_file(
+            manager.pid_path("reused"), json.dumps({"pid": other.pid, "start_ticks": ticks - 1, "started_at": 0.0})
+        )
         st = manager.status("reused")
         assert not st.active and "another process" in st.detail
         manager.stop("reused", grace=1)
-        assert other.poll() is None                              # the stranger was left alone
+        assert other.poll() is None  # the stranger was left alone
         assert manager.t.read_file(manager.pid_path("reused")) is None
     finally:
         other.kill()
@@ -137,7 +140,7 @@ def test_sigterm_ignoring_process_is_sigkilled_after_grace(manager):
     manager.start("stubborn")
     deadline = time.monotonic() + 10
     while "ready" not in manager.log_tail("stubborn") and time.monotonic() < deadline:
-        time.sleep(0.02)                                         # handler installed before we signal
+        time.sleep(0.02)  # handler installed before we signal
     pid = manager.status("stubborn").main_pid
     t0 = time.monotonic()
     manager.stop("stubborn", grace=1.0)
@@ -149,9 +152,11 @@ def test_sigterm_ignoring_process_is_sigkilled_after_grace(manager):
 
 def test_stop_kills_children_in_the_group(manager, tmp_path):
     marker = tmp_path / "child.pid"
-    code = (f"import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', "
-            f"'import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); "
-            f"open({str(marker)!r}, 'w').write(str(c.pid)); time.sleep(600)")
+    code = (
+        f"import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', "
+        f"'import signal,time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)']); "
+        f"open({str(marker)!r}, 'w').write(str(c.pid)); time.sleep(600)"
+    )
     manager.install(ServiceSpec("parent", (sys.executable, "-c", code)))
     manager.track("parent")
     manager.start("parent")
@@ -167,7 +172,7 @@ def test_stop_kills_children_in_the_group(manager, tmp_path):
             time.sleep(0.02)
         assert not _alive(child)
     finally:
-        if _alive(child):                                        # never leak it, even when the test fails
+        if _alive(child):  # never leak it, even when the test fails
             os.kill(child, signal.SIGKILL)
 
 
@@ -179,25 +184,26 @@ def test_purge_removes_spec_pidfile_and_log_of_a_stopped_service_only(manager, t
     paths = [manager.spec_path("purged"), manager.pid_path("purged"), manager.log_path("purged")]
     assert all(os.path.exists(p) for p in paths)
     with pytest.raises(StepFailed, match="stop it before purging"):
-        manager.purge("purged")                          # a running service keeps its files
+        manager.purge("purged")  # a running service keeps its files
     assert all(os.path.exists(p) for p in paths)
     manager.stop("purged", grace=2)
-    there = [p for p in paths if os.path.exists(p)]       # the stop took the pidfile
+    there = [p for p in paths if os.path.exists(p)]  # the stop took the pidfile
     assert manager.purge("purged") == there and there == [paths[0], paths[2]]
     assert not any(os.path.exists(p) for p in paths)
-    assert manager.purge("purged") == ["(no files there)"]    # only what was there is said removed
+    assert manager.purge("purged") == ["(no files there)"]  # only what was there is said removed
 
 
 def test_observe_reads_every_service_and_process_in_one_command(manager, tmp_path):
     from pdctl.checks.proc import read_process
 
     for name in ("obs-a", "obs-b", "obs-stale"):
-        manager.install(ServiceSpec(name, (sys.executable, "-c", SLEEPER), env={"PDCTL_OBS": name},
-                                    workdir=str(tmp_path)))
+        manager.install(
+            ServiceSpec(name, (sys.executable, "-c", SLEEPER), env={"PDCTL_OBS": name}, workdir=str(tmp_path))
+        )
         manager.track(name)
         manager.start(name)
     stale_pid = manager.status("obs-stale").main_pid
-    os.killpg(stale_pid, signal.SIGKILL)            # its pidfile stays: a stale pidfile
+    os.killpg(stale_pid, signal.SIGKILL)  # its pidfile stays: a stale pidfile
     assert _bounded_wait(lambda: not _alive(stale_pid))
     names = ["obs-a", "obs-b", "obs-stale", "never-installed"]
 
@@ -205,10 +211,10 @@ def test_observe_reads_every_service_and_process_in_one_command(manager, tmp_pat
     real_run = manager.t.run
     manager.t.run = lambda cmd, **kw: (runs.append(cmd), real_run(cmd, **kw))[1]
     seen = manager.observe(names)
-    assert len(runs) == 1                           # one remote command for four services and their /proc
+    assert len(runs) == 1  # one remote command for four services and their /proc
     manager.t.run = real_run
 
-    for name in names:                              # the same verdict as asking one by one
+    for name in names:  # the same verdict as asking one by one
         st, info = seen[name]
         one = manager.status(name)
         assert (st.active, st.main_pid, st.detail) == (one.active, one.main_pid, one.detail), name

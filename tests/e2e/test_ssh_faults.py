@@ -25,7 +25,7 @@ from tests.fixtures.sshd import running_sshd, write_script
 
 pytestmark = pytest.mark.e2e
 
-T = 2   # connect_timeout and command_timeout of every faulty host, seconds
+T = 2  # connect_timeout and command_timeout of every faulty host, seconds
 ROLES = ("prefill", "decode", "router")
 
 
@@ -46,13 +46,16 @@ def hung_proc_sshd(tmp_path_factory):
     does, so pdctl's timeout kill reaches it); everything else, SFTP included, works."""
     wd = tmp_path_factory.mktemp("sshd-hung-proc")
     pids = wd / "hung.pids"
-    wrapper = write_script(wd / "force.sh", f"""#!/bin/sh
+    wrapper = write_script(
+        wd / "force.sh",
+        f"""#!/bin/sh
 case "$SSH_ORIGINAL_COMMAND" in
   *sftp*) exec /usr/lib/openssh/sftp-server ;;   # the subsystem arrives as its configured command
   */proc/*) echo $$ >> {pids}; printf 'PDCTL-PID %s\\n' $$ >&2; exec sleep 120 ;;
 esac
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
-""")
+""",
+    )
     if not os.path.exists("/usr/lib/openssh/sftp-server"):
         pytest.skip("/usr/lib/openssh/sftp-server missing")
     try:
@@ -69,13 +72,16 @@ def hung_kill_sshd(tmp_path_factory):
     kill blocks would. pdctl's own timeout kill (sent bare, without pdctl's PDCTL-PID preamble) still runs."""
     wd = tmp_path_factory.mktemp("sshd-hung-kill")
     pids = wd / "hung.pids"
-    wrapper = write_script(wd / "force.sh", f"""#!/bin/sh
+    wrapper = write_script(
+        wd / "force.sh",
+        f"""#!/bin/sh
 case "$SSH_ORIGINAL_COMMAND" in
   *sftp*) exec /usr/lib/openssh/sftp-server ;;
   printf*kill*) echo $$ >> {pids}; printf 'PDCTL-PID %s\\n' $$ >&2; exec sleep 120 ;;
 esac
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
-""")
+""",
+    )
     if not os.path.exists("/usr/lib/openssh/sftp-server"):
         pytest.skip("/usr/lib/openssh/sftp-server missing")
     try:
@@ -130,11 +136,20 @@ def silent_listener():
 
 
 def _host(server, tmp: Path, **over) -> dict:
-    host = {"transport": "ssh", "address": "127.0.0.1", "port": server.port if server else 22,
-            "user": server.user if server else "root", "connect_timeout": T, "command_timeout": T,
-            "key": server.key_path if server else None, "known_hosts": server.known_hosts if server else
-            str(tmp / "known_hosts"), "ssh_config": "none", "http": "tunnel",
-            "service_manager": "pidfile", "state_dir": str(tmp / "remote-state")}
+    host = {
+        "transport": "ssh",
+        "address": "127.0.0.1",
+        "port": server.port if server else 22,
+        "user": server.user if server else "root",
+        "connect_timeout": T,
+        "command_timeout": T,
+        "key": server.key_path if server else None,
+        "known_hosts": server.known_hosts if server else str(tmp / "known_hosts"),
+        "ssh_config": "none",
+        "http": "tunnel",
+        "service_manager": "pidfile",
+        "state_dir": str(tmp / "remote-state"),
+    }
     host.update(over)
     return {k: v for k, v in host.items() if v is not None}
 
@@ -159,7 +174,8 @@ def running_roles(tmp_path):
         for role, p in zip(ROLES, procs):
             ticks = parse_proc_stat_starttime(Path(f"/proc/{p.pid}/stat").read_text())
             (state / f"pdctl-faults-{role}-0.pid").write_text(
-                json.dumps({"pid": p.pid, "start_ticks": ticks, "started_at": time.time()}) + "\n")
+                json.dumps({"pid": p.pid, "start_ticks": ticks, "started_at": time.time()}) + "\n"
+            )
         yield procs
     finally:
         for p in procs:
@@ -182,11 +198,10 @@ def _assert_one_clean_error(r, *needles: str) -> None:
 
 
 # -- (b) commands that hang: unknown, exit 3, never "stopped" ---------------------------------------------------------
-def test_status_over_a_host_whose_proc_reads_hang_is_unknown_not_stopped(sshd, hung_proc_sshd, running_roles,
-                                                                        tmp_path):
+def test_status_over_a_host_whose_proc_reads_hang_is_unknown_not_stopped(sshd, hung_proc_sshd, running_roles, tmp_path):
     healthy = _inventory(tmp_path, "faults", _host(sshd, tmp_path), host_name="gpu-ok")
     r = pdctl(["status", "-i", str(healthy), "--json"], state=tmp_path)
-    assert r.code == 0, r.output            # the same pidfiles over a sound sshd: all running
+    assert r.code == 0, r.output  # the same pidfiles over a sound sshd: all running
     assert {x["state"] for x in r.json()["roles"]} == {"running"}
 
     hung = _inventory(tmp_path, "faults", _host(hung_proc_sshd, tmp_path))
@@ -198,10 +213,13 @@ def test_status_over_a_host_whose_proc_reads_hang_is_unknown_not_stopped(sshd, h
     _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s", "/proc/")
     j = pdctl(["status", "-i", str(hung), "--json"], state=tmp_path)
     assert j.code == 3 and {x["state"] for x in j.json()["roles"]} == {"unknown"}, j.output
-    assert all(p.poll() is None for p in running_roles)       # nothing was touched
+    assert all(p.poll() is None for p in running_roles)  # nothing was touched
     # pdctl killed its hung probes (by the pid its preamble printed), they did not pile up
-    left = [int(x) for x in hung_proc_sshd.extra["pids"].read_text().split()
-            if Path(f"/proc/{x}").exists() and "sleep" in Path(f"/proc/{x}/cmdline").read_text()]
+    left = [
+        int(x)
+        for x in hung_proc_sshd.extra["pids"].read_text().split()
+        if Path(f"/proc/{x}").exists() and "sleep" in Path(f"/proc/{x}/cmdline").read_text()
+    ]
     assert left == [], left
 
 
@@ -215,28 +233,30 @@ def test_final_health_flags_over_hung_proc_is_unknown_not_no_live_process(hung_p
 
 
 def test_restart_over_a_host_whose_kill_hangs_is_unknown_and_never_says_sigkill_was_survived(
-        hung_kill_sshd, running_roles, tmp_path):
+    hung_kill_sshd, running_roles, tmp_path
+):
     inv = _inventory(tmp_path, "faults", _host(hung_kill_sshd, tmp_path))
-    for role in ROLES:     # installed, as a restart requires before it stops anything
+    for role in ROLES:  # installed, as a restart requires before it stops anything
         (tmp_path / "remote-state" / f"pdctl-faults-{role}-0.json").write_text(json.dumps({"argv": ["sleep", "600"]}))
-    decode = running_roles[1]       # the co-restart stops the decodes first (until the prefills are back)
+    decode = running_roles[1]  # the co-restart stops the decodes first (until the prefills are back)
     r, took = _timed_pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], tmp_path)
     assert r.code == 3, r.output
     assert took < 30, took
     assert "survived SIGKILL" not in r.output and "Traceback" not in r.output
     _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s", f"kill -TERM {decode.pid}")
-    assert "do not redeploy or restart on this result" in r.stderr       # the hint of an unknown, not "restart"
-    assert all(p.poll() is None for p in running_roles)        # no signal reached them: nothing was concluded
+    assert "do not redeploy or restart on this result" in r.stderr  # the hint of an unknown, not "restart"
+    assert all(p.poll() is None for p in running_roles)  # no signal reached them: nothing was concluded
     assert (tmp_path / "remote-state" / "pdctl-faults-decode-0.pid").exists()
 
 
-def test_restart_pair_over_a_host_whose_proc_reads_hang_is_unknown_and_stops_nothing(hung_proc_sshd, running_roles,
-                                                                                     tmp_path):
+def test_restart_pair_over_a_host_whose_proc_reads_hang_is_unknown_and_stops_nothing(
+    hung_proc_sshd, running_roles, tmp_path
+):
     """The issue's `restart --pair` that ended in `lock: timed out creating ...` exit 1: the hang is the host's
     /proc reads (every role's status), so it is unknown (exit 3) naming the host, and no role is stopped."""
     inv = _inventory(tmp_path, "faults", _host(hung_proc_sshd, tmp_path))
     remote = tmp_path / "remote-state"
-    for role in ROLES:     # installed, as a restart requires before it stops anything
+    for role in ROLES:  # installed, as a restart requires before it stops anything
         (remote / f"pdctl-faults-{role}-0.json").write_text(json.dumps({"argv": ["sleep", "600"]}))
     pidfiles = {role: (remote / f"pdctl-faults-{role}-0.pid").read_text() for role in ROLES}
     r, took = _timed_pdctl(["restart", "--pair", "--no-verify", "-i", str(inv)], tmp_path)
@@ -244,16 +264,16 @@ def test_restart_pair_over_a_host_whose_proc_reads_hang_is_unknown_and_stops_not
     assert took < 30, took
     assert "lock: timed out" not in r.output and "survived SIGKILL" not in r.output
     _assert_one_clean_error(r, "unknown: gpu-hung did not answer within 2 s")
-    assert all(p.poll() is None for p in running_roles)       # no role stopped
+    assert all(p.poll() is None for p in running_roles)  # no role stopped
     assert {role: (remote / f"pdctl-faults-{role}-0.pid").read_text() for role in ROLES} == pidfiles
-    assert not list(remote.glob("locks/*.lock"))             # the lock it took is released
+    assert not list(remote.glob("locks/*.lock"))  # the lock it took is released
 
 
 # -- (c) SFTP that hangs: bounded, unknown -------------------------------------------------------------------------
 def test_hung_sftp_read_and_write_are_bounded_and_unknown(hung_sftp_sshd, tmp_path):
     t = SshTransport("gpu-sftp", hung_sftp_sshd.make_host(connect_timeout=T, command_timeout=T))
     try:
-        assert t.run("echo alive", timeout=5).stdout == "alive\n"   # the host itself answers commands
+        assert t.run("echo alive", timeout=5).stdout == "alive\n"  # the host itself answers commands
         t0 = time.monotonic()
         with pytest.raises(UnreachableError, match=r"unknown: gpu-sftp did not answer within 1\.5 s") as e:
             t.read_file(str(tmp_path / "x.pid"), timeout=1.5)
@@ -308,14 +328,15 @@ def test_callers_waiting_on_a_failing_connect_share_its_failure(silent_listener,
     took = time.monotonic() - t0
     t.close()
     assert len(errors) == 3 and all("no SSH answer within 2 s" in e.message for e in errors), errors
-    assert took < 2 * T, took      # one connect_timeout, not one per waiting caller
+    assert took < 2 * T, took  # one connect_timeout, not one per waiting caller
 
 
 def test_proxy_command_that_never_yields_ssh_names_the_hop(tmp_path):
     cfg = tmp_path / "ssh_config"
     cfg.write_text("Host 10.255.0.9\n    ProxyCommand sleep 30\n")
-    inv = _inventory(tmp_path, "proxied", _host(None, tmp_path, address="10.255.0.9", ssh_config=str(cfg)),
-                     host_name="gpu-behind")
+    inv = _inventory(
+        tmp_path, "proxied", _host(None, tmp_path, address="10.255.0.9", ssh_config=str(cfg)), host_name="gpu-behind"
+    )
     r, took = _timed_pdctl(["status", "-i", str(inv)], tmp_path)
     assert r.code == 3, r.output
     assert took < 12, took
@@ -328,8 +349,7 @@ def test_jump_host_that_never_speaks_ssh_names_host_and_hop(sshd, silent_listene
     r, took = _timed_pdctl(["status", "-i", str(inv)], tmp_path)
     assert r.code == 3, r.output
     assert took < 12, took
-    _assert_one_clean_error(r, "gpu-far", "jump 127.0.0.1", f"127.0.0.1:{silent_listener}",
-                            "no SSH answer within 2 s")
+    _assert_one_clean_error(r, "gpu-far", "jump 127.0.0.1", f"127.0.0.1:{silent_listener}", "no SSH answer within 2 s")
 
 
 # -- (d) a key file that does not exist: one line naming host and file -------------------------------------------------
@@ -343,13 +363,23 @@ def test_missing_key_file_is_one_line_naming_host_and_file(sshd, tmp_path):
 
 
 # -- (e) SSH files that are no text file: a FIFO, /dev/zero, binary; exit 2 in one line naming host and file -----------
-@pytest.mark.parametrize("field, kind", [("ssh_config", "fifo"), ("ssh_config", "device"), ("ssh_config", "binary"),
-                                         ("known_hosts", "fifo"), ("known_hosts", "device"), ("key", "fifo"),
-                                         ("key", "device"), ("key", "binary")])
+@pytest.mark.parametrize(
+    "field, kind",
+    [
+        ("ssh_config", "fifo"),
+        ("ssh_config", "device"),
+        ("ssh_config", "binary"),
+        ("known_hosts", "fifo"),
+        ("known_hosts", "device"),
+        ("key", "fifo"),
+        ("key", "device"),
+        ("key", "binary"),
+    ],
+)
 def test_ssh_file_that_is_no_text_file_is_exit_2_naming_host_and_file(sshd, tmp_path, field, kind):
     if kind == "fifo":
         path = tmp_path / f"{field}-pipe"
-        os.mkfifo(path)          # nobody writes to it: opening it for reading would block forever
+        os.mkfifo(path)  # nobody writes to it: opening it for reading would block forever
     elif kind == "device":
         path = Path("/dev/zero")
     else:

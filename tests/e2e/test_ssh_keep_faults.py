@@ -16,8 +16,7 @@ import pytest
 
 from tests.e2e.helpers import REPO, local_inventory, pdctl, write_inventory
 from tests.fixtures.keepers import control, vsshd  # noqa: F401 (fixtures)
-from tests.fixtures.keepers import (UNIX_PEER, accepted, as_nobody, drive, driver_cmd, kept_host, pid_alive,
-                                    wait_until)
+from tests.fixtures.keepers import UNIX_PEER, accepted, as_nobody, drive, driver_cmd, kept_host, pid_alive, wait_until
 from tests.fixtures.net import free_port, wait_port
 
 pytestmark = pytest.mark.e2e
@@ -32,9 +31,9 @@ def test_another_user_is_stopped_by_the_directory_and_by_the_peer_check(vsshd, c
     info = _keeper(control, kept_host(vsshd))
     sock = info["socket"]
     assert (os.stat(sock).st_mode & 0o777) == 0o600 and (control.dir.stat().st_mode & 0o777) == 0o700
-    assert as_nobody(UNIX_PEER, sock) == {"connect": "PermissionError"}      # 0700 directory, 0600 socket
+    assert as_nobody(UNIX_PEER, sock) == {"connect": "PermissionError"}  # 0700 directory, 0600 socket
     # open both up, as a mistaken chmod would: the keeper's SO_PEERCRED check still turns nobody away
-    for d in (control.runtime, control.dir):   # mkdtemp made the runtime dir 0700 too
+    for d in (control.runtime, control.dir):  # mkdtemp made the runtime dir 0700 too
         os.chmod(d, 0o711)
     os.chmod(sock, 0o666)
     seen = as_nobody(UNIX_PEER, sock)
@@ -43,8 +42,10 @@ def test_another_user_is_stopped_by_the_directory_and_by_the_peer_check(vsshd, c
     log = Path(sock).with_suffix(".log").read_text()
     assert f"refused a connection from uid {pwd.getpwnam('nobody').pw_uid}" in log
     os.chmod(control.dir, 0o700)
-    assert drive(control, kept_host(vsshd), "result = t.run('echo still-mine', timeout=10).stdout")["value"] == \
-        "still-mine\n"
+    assert (
+        drive(control, kept_host(vsshd), "result = t.run('echo still-mine', timeout=10).stdout")["value"]
+        == "still-mine\n"
+    )
 
 
 _TCP_GET = """
@@ -60,17 +61,22 @@ def test_a_kept_forwarder_serves_only_its_user(vsshd, control, tmp_path):
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "health").write_text("secret-side")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d",
-                               str(tmp_path / "www")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(tmp_path / "www")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_port(port, proc=server)
-        code = ("import urllib.request\n"
-                f"url = t.http_base_url({port}) + '/health'\n"
-                "result = [url, urllib.request.urlopen(url, timeout=10).read().decode()]")
+        code = (
+            "import urllib.request\n"
+            f"url = t.http_base_url({port}) + '/health'\n"
+            "result = [url, urllib.request.urlopen(url, timeout=10).read().decode()]"
+        )
         url, body = drive(control, kept_host(vsshd, http="tunnel"), code)["value"]
         assert body == "secret-side"
         stranger = as_nobody(_TCP_GET, url)
-        assert "body" not in stranger, stranger           # the connection is closed before anything is forwarded
+        assert "body" not in stranger, stranger  # the connection is closed before anything is forwarded
     finally:
         server.kill()
         server.wait(timeout=10)
@@ -91,8 +97,9 @@ def test_unknown_host_key_is_still_refused_through_the_keeper(vsshd, control, tm
     assert r.code == 4 and vsshd.host_key_fingerprint in r.stderr and "Traceback" not in r.output, r.output
 
 
-@pytest.mark.parametrize("mode, owner, needle", [(0o755, None, "has mode 0755, not 0700"),
-                                                 (0o700, "nobody", "belongs to uid")])
+@pytest.mark.parametrize(
+    "mode, owner, needle", [(0o755, None, "has mode 0755, not 0700"), (0o700, "nobody", "belongs to uid")]
+)
 def test_a_control_directory_not_private_to_this_user_is_refused(vsshd, control, mode, owner, needle):
     control.dir.mkdir(mode=mode)
     os.chmod(control.dir, mode)
@@ -112,7 +119,7 @@ def test_a_keeper_killed_between_runs_is_replaced(vsshd, control):
     first = _keeper(control, host)
     os.kill(first["pid"], signal.SIGKILL)
     assert wait_until(lambda: not pid_alive(first["pid"]))
-    assert os.path.exists(first["socket"])                    # left behind by kill -9
+    assert os.path.exists(first["socket"])  # left behind by kill -9
     before = accepted(vsshd)
     assert drive(control, host, "result = t.run('echo fresh', timeout=10).stdout")["value"] == "fresh\n"
     second = control.info()
@@ -124,8 +131,14 @@ def test_a_keeper_killed_mid_request_leaves_it_unknown(vsshd, control):
     _keeper(control, host)
     pid = control.info()["pid"]
     env = {**os.environ, **control.env}
-    proc = subprocess.Popen(driver_cmd(host, "result = t.run('sleep 4242; echo done', timeout=60).stdout"),
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        driver_cmd(host, "result = t.run('sleep 4242; echo done', timeout=60).stdout"),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     remote: list[int] = []
     try:
         assert wait_until(lambda: control.info()["running"] == 1, limit=30)
@@ -136,13 +149,13 @@ def test_a_keeper_killed_mid_request_leaves_it_unknown(vsshd, control):
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-        for p in remote:   # the remote command outlives its connection: it was this test's, by pid
+        for p in remote:  # the remote command outlives its connection: it was this test's, by pid
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
                 pass
     result = json.loads(out)
-    assert "value" not in result, result                       # never "done", never a made-up exit code
+    assert "value" not in result, result  # never "done", never a made-up exit code
     assert result["error"]["exit_code"] == 3 and result["error"]["message"].startswith("unknown: gpu"), result
     assert drive(control, host, "result = t.run('echo next', timeout=10).stdout")["value"] == "next\n"
     assert control.info()["pid"] != pid
@@ -151,6 +164,7 @@ def test_a_keeper_killed_mid_request_leaves_it_unknown(vsshd, control):
 def _remote_pids(sshd, marker: str) -> list[int]:
     """The processes of a remote command (their command line has `marker`) running under the test's sshd on this
     machine: only those descending from that sshd, so that nothing else is ever killed."""
+
     def parent(pid: str) -> str:
         try:
             return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1]

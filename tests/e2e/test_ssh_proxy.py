@@ -47,8 +47,10 @@ def test_inventory_proxy_jump_goes_through_the_bastion(chatty_sshd):
 
 def test_ssh_config_proxyjump_with_aliases(chatty_sshd, tmp_path):
     cfg = tmp_path / "ssh_config"
-    cfg.write_text(f"Host bastion\n  HostName 127.0.0.1\n  Port {chatty_sshd.port}\n\n"
-                   f"Host gpu-behind\n  HostName 127.0.0.1\n  Port {chatty_sshd.port}\n  ProxyJump bastion\n")
+    cfg.write_text(
+        f"Host bastion\n  HostName 127.0.0.1\n  Port {chatty_sshd.port}\n\n"
+        f"Host gpu-behind\n  HostName 127.0.0.1\n  Port {chatty_sshd.port}\n  ProxyJump bastion\n"
+    )
     before = _logins(chatty_sshd)
     _run_true(chatty_sshd.make_host(address="gpu-behind", port=22, ssh_config=str(cfg)))
     assert _logins(chatty_sshd) - before == 2
@@ -61,7 +63,8 @@ def test_ssh_config_proxycommand(chatty_sshd, tmp_path):
         f"Host gpu-cmd\n  HostName 127.0.0.1\n  Port {chatty_sshd.port}\n"
         f"  ProxyCommand sh -c 'touch {marker}; exec ssh -q -F /dev/null -i {chatty_sshd.key_path} "
         f"-o UserKnownHostsFile={chatty_sshd.known_hosts} -o StrictHostKeyChecking=yes "
-        f"-p {chatty_sshd.port} -W %h:%p {chatty_sshd.user}@127.0.0.1'\n")
+        f"-p {chatty_sshd.port} -W %h:%p {chatty_sshd.user}@127.0.0.1'\n"
+    )
     before = _logins(chatty_sshd)
     _run_true(chatty_sshd.make_host(address="gpu-cmd", port=22, ssh_config=str(cfg)))
     assert marker.exists()

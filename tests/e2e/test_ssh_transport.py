@@ -44,7 +44,7 @@ def test_overrunning_command_times_out_and_is_killed(ssh):
     assert r.timed_out and not r.ok and "never" not in r.stdout
     assert time.monotonic() - t0 < 5
     deadline = time.monotonic() + 5
-    while True:   # the remote process group was killed
+    while True:  # the remote process group was killed
         left = ssh.run("pgrep -f 'sleep [3]1337' || true", timeout=10).stdout.strip()
         if not left or time.monotonic() > deadline:
             break
@@ -68,9 +68,20 @@ def _serve_files(tmp_path, protocol: str):
     (tmp_path / "www" / "health").write_text("ok-from-remote")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "-d", str(tmp_path / "www"),
-         "--protocol", protocol],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "-d",
+            str(tmp_path / "www"),
+            "--protocol",
+            protocol,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_port(port, proc=proc)
@@ -94,13 +105,13 @@ def test_http_through_tunnel(sshd, http_server):
     with SshTransport("gpu-test", sshd.make_host(http="tunnel")) as t:
         url = t.http_base_url(http_server)
         assert url.startswith("http://127.0.0.1:") and not url.endswith(f":{http_server}")
-        assert t.http_base_url(http_server) == url          # one forwarder per remote port
+        assert t.http_base_url(http_server) == url  # one forwarder per remote port
         with httpx.Client(timeout=10) as client:
             for _ in range(3):
                 r = client.get(url + "/health")
                 assert r.status_code == 200 and r.text == "ok-from-remote"
         local_port = int(url.rsplit(":", 1)[1])
-    with pytest.raises(httpx.ConnectError):   # close() tore the forwarder down
+    with pytest.raises(httpx.ConnectError):  # close() tore the forwarder down
         httpx.get(f"http://127.0.0.1:{local_port}/health", timeout=2)
 
 
@@ -117,7 +128,7 @@ def test_pooled_http_through_tunnel_keeps_one_connection_and_drops_it_with_the_t
                 r = client().get(url + "/health", timeout=10)
                 assert r.status_code == 200 and r.text == "ok-from-remote"
                 local_ports.add(r.extensions["network_stream"].get_extra_info("client_addr")[1])
-            assert len(local_ports) == 1      # one connection (one SSH channel) served the three requests
+            assert len(local_ports) == 1  # one connection (one SSH channel) served the three requests
         # the forwarder is gone: its pooled connection is seen closed and dropped, and the port now refuses
         with pytest.raises(httpx.ConnectError) as ei:
             client().get(url + "/health", timeout=2)
@@ -147,11 +158,11 @@ def test_unknown_host_key_refused(sshd, tmp_path):
 
 
 def test_unknown_host_key_accepted_when_asked_and_recorded(sshd, tmp_path):
-    kh = tmp_path / "ssh" / "known_hosts"     # parent does not exist yet
+    kh = tmp_path / "ssh" / "known_hosts"  # parent does not exist yet
     with SshTransport("gpu-new", sshd.make_host(known_hosts=str(kh), accept_new_host_key=True)) as t:
         assert t.run("echo in", timeout=10).stdout == "in\n"
     assert kh.read_text().split() == sshd.host_key_line.split()
-    with SshTransport("gpu-new", sshd.make_host(known_hosts=str(kh))) as t:   # now known: no accept-new needed
+    with SshTransport("gpu-new", sshd.make_host(known_hosts=str(kh))) as t:  # now known: no accept-new needed
         assert t.run("true", timeout=10).ok
 
 
@@ -208,7 +219,7 @@ def test_pool_caches_one_transport_per_host(sshd):
     with TransportPool({"gpu": sshd.make_host()}) as pool:
         t = pool.get("gpu")
         assert pool.get("gpu") is t and t.run("true", timeout=10).ok
-    assert t._client is None   # closed with the pool
+    assert t._client is None  # closed with the pool
     t2 = connect("gpu", sshd.make_host(), eager=True)
     try:
         assert t2._client is not None

@@ -69,9 +69,13 @@ def seed_host(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("systemd-seed")
     with systemd_host(tmp / "gpu1") as h:
         ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-        inv = local_inventory("dsv4", ports, host=h.inventory_host(http="tunnel"),
-                              decode_args={"--disable-overlap-schedule": True},
-                              decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"})
+        inv = local_inventory(
+            "dsv4",
+            ports,
+            host=h.inventory_host(http="tunnel"),
+            decode_args={"--disable-overlap-schedule": True},
+            decode_env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0"},
+        )
         for role, unit in UNITS.items():
             inv["roles"][role][0]["service"] = unit
             inv["roles"][role][0]["ready_timeout"] = 60
@@ -104,7 +108,7 @@ def test_deploy_writes_units_and_final_health_reads_them_live(seed_host):
         verify = h.run(["systemd-analyze", "verify", show["FragmentPath"]])
         assert verify.returncode == 0 and UNITS[role] not in verify.stdout + verify.stderr, verify.stderr
     started = _started_monotonic(h)
-    assert started["prefill"] < started["decode"] < started["router"]      # gated on readiness, in order
+    assert started["prefill"] < started["decode"] < started["router"]  # gated on readiness, in order
     flags = layer(report, "flags")
     assert any(r["name"] == "env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP" and r["status"] == "pass" for r in flags), flags
     rows = [r for r in layer(report, "lineage") if r["name"] == "systemd restarts"]
@@ -129,10 +133,10 @@ def test_observe_reads_every_unit_and_its_process_in_one_command(seed_host):
         assert st.active and st.main_pid == pid and st.restarts == 0
         # MainPID is a pid inside the host's own pid namespace: its /proc was read there, over SSH
         assert info is not None and info.pid == pid
-        title = router_kind(DEFAULT_ROUTER_KIND).title                   # the router sets its title
+        title = router_kind(DEFAULT_ROUTER_KIND).title  # the router sets its title
         assert info.argv[0] == (h.make_host().python if role != "router" else title)
         host_pids = (h.cgroups[0] / "payload" / "system.slice" / f"{unit}.service" / "cgroup.procs").read_text()
-        assert str(pid) not in host_pids.split()          # the same process has another pid on the machine
+        assert str(pid) not in host_pids.split()  # the same process has another pid on the machine
         assert abs(st.started_at - info.start_time) < 1e-6
     assert seen[UNITS["decode"]][1].env["SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"] == "0"
     st, info = seen["pdctl-nope"]
@@ -156,9 +160,15 @@ def test_a_decode_restarted_by_systemd_fails_lineage_naming_unit_and_count(seed_
     h = seed_host["host"]
     prefill_pid, decode_pid = _show(h, "prefill")["MainPID"], _show(h, "decode")["MainPID"]
     assert h.run(["kill", "-KILL", decode_pid]).returncode == 0
-    _wait("restarted by systemd", lambda: (s := _show(h, "decode"))["ActiveState"] == "active"
-          and s["NRestarts"] == "1" and s["MainPID"] != decode_pid)
-    assert _show(h, "prefill")["MainPID"] == prefill_pid                    # the prefill ran on
+    _wait(
+        "restarted by systemd",
+        lambda: (
+            (s := _show(h, "decode"))["ActiveState"] == "active"
+            and s["NRestarts"] == "1"
+            and s["MainPID"] != decode_pid
+        ),
+    )
+    assert _show(h, "prefill")["MainPID"] == prefill_pid  # the prefill ran on
 
     fh = _pdctl(seed_host, "verify", "final-health", "--layer", "lineage")
     assert fh.code == 1, fh.output[-3000:]
@@ -174,14 +184,17 @@ def test_a_decode_restarted_by_systemd_fails_lineage_naming_unit_and_count(seed_
 
     tri = _pdctl(seed_host, "triage", "--window", "2", "--interval", "1")
     assert tri.code == 1, tri.output[-3000:]
-    named = [f for f in tri.json()["findings"] if any("NRestarts=1 on sglang-dsv4-decode.service" in o
-                                                     for o in f["observed"])]
+    named = [
+        f
+        for f in tri.json()["findings"]
+        if any("NRestarts=1 on sglang-dsv4-decode.service" in o for o in f["observed"])
+    ]
     assert named and named[0]["kind"] in ("lineage", "degraded-bootstrap"), tri.json()["findings"]
 
     assert _pdctl(seed_host, "restart", "--pair").code == 0
     again = _all_pass(_pdctl(seed_host, "verify", "final-health"), "final-health after clearing it")
     assert all(r["status"] == "pass" for r in layer(again, "lineage"))
-    assert _show(h, "decode")["NRestarts"] == "0"                          # a manual restart resets the count
+    assert _show(h, "decode")["NRestarts"] == "0"  # a manual restart resets the count
 
 
 def test_restart_policy_no_leaves_a_killed_decode_down_and_loud(seed_host):
@@ -200,15 +213,18 @@ def test_restart_policy_no_leaves_a_killed_decode_down_and_loud(seed_host):
         assert h.run(["kill", "-KILL", _show(h, "decode")["MainPID"]]).returncode == 0
         _wait("failed", lambda: _show(h, "decode")["ActiveState"] == "failed")
         # (not the e2e layer: its probe would wait its full timeout for the dead decode)
-        fh = pdctl(["verify", "final-health", "-i", str(no_restart), "--json", "--layer", "health,lineage"],
-                   state=seed_host["state"])
+        fh = pdctl(
+            ["verify", "final-health", "-i", str(no_restart), "--json", "--layer", "health,lineage"],
+            state=seed_host["state"],
+        )
         assert fh.code == 1
         health = [r for r in layer(fh.json(), "health") if r["target"].startswith("decode")]
         assert health and health[0]["status"] == "fail", layer(fh.json(), "health")
-        assert not any(r["name"] == "systemd restarts" and r["target"].startswith("decode")
-                       for r in layer(fh.json(), "lineage"))          # a unit that is down has no restart row
+        assert not any(
+            r["name"] == "systemd restarts" and r["target"].startswith("decode") for r in layer(fh.json(), "lineage")
+        )  # a unit that is down has no restart row
         assert _show(h, "decode")["NRestarts"] == "0"
-    finally:   # the module's inventory again: Restart=on-failure, co-restarted
+    finally:  # the module's inventory again: Restart=on-failure, co-restarted
         _all_pass(_pdctl(seed_host, "deploy"), "deploy back to Restart=on-failure")
 
 

@@ -43,8 +43,14 @@ def _needs_hosts_and_namespaces():
 
 def _reach(h) -> dict:
     """The connection fields of a test host: the only part of an inventory that differs from production."""
-    return {"address": h.ssh.address, "port": h.ssh.port, "key": h.ssh.key_path, "known_hosts": h.ssh.known_hosts,
-            "ssh_config": "none", "connect_timeout": 5}
+    return {
+        "address": h.ssh.address,
+        "port": h.ssh.port,
+        "key": h.ssh.key_path,
+        "known_hosts": h.ssh.known_hosts,
+        "ssh_config": "none",
+        "connect_timeout": 5,
+    }
 
 
 def _passes(run, what: str) -> dict:
@@ -77,8 +83,22 @@ def _flow(inv_path, state, op: str, check=lambda stage: None) -> None:
 
 
 def _units(h) -> dict[str, str]:
-    out = h.run(["systemctl", "show", "--type=service", "-p", "Id", "-p", "ActiveState", "-p", "ExecStart",
-                 "sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router"]).stdout
+    out = h.run(
+        [
+            "systemctl",
+            "show",
+            "--type=service",
+            "-p",
+            "Id",
+            "-p",
+            "ActiveState",
+            "-p",
+            "ExecStart",
+            "sglang-dsv4-prefill",
+            "sglang-dsv4-decode",
+            "sglang-dsv4-router",
+        ]
+    ).stdout
     return {block.split("Id=")[1].split()[0]: block for block in out.split("\n\n") if "Id=" in block}
 
 
@@ -91,8 +111,10 @@ def _lint_gates(state) -> dict[str, dict]:
 def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
     seed = yaml.safe_load(SEED.read_text())
     host = seed["hosts"]["gpu1"]
-    with netns_lab(["op", "gpu1"]) as lab, \
-            systemd_host(tmp_path / "gpu1", netns=lab.names["gpu1"], address=lab.addresses["gpu1"]) as h:
+    with (
+        netns_lab(["op", "gpu1"]) as lab,
+        systemd_host(tmp_path / "gpu1", netns=lab.names["gpu1"], address=lab.addresses["gpu1"]) as h,
+    ):
         install_sglang_stand_in(h, host["python"], seed["model_path"])
         seed["hosts"]["gpu1"] = {**host, **_reach(h)}
         inv = write_inventory(tmp_path / "seed.yaml", seed)
@@ -107,8 +129,11 @@ def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
             assert not report["ok"] and report["blocking"] == 0 and not report["skipped"]
             roles = {r["role"]: r for r in report["roles"]}
             assert {k: (r["kind"], r["parsed"]) for k, r in roles.items()} == {
-                "prefill": ("sglang", False), "decode": ("sglang", False), "router": ("sglang-router", True)}
-            assert roles["router"]["version"]                              # the real sglang-router parsed it
+                "prefill": ("sglang", False),
+                "decode": ("sglang", False),
+                "router": ("sglang-router", True),
+            }
+            assert roles["router"]["version"]  # the real sglang-router parsed it
             findings = {(f["rule"], f["role"].split("[")[0], f["blocks"]) for f in report["findings"]}
             assert findings == {("lint-unavailable", "prefill", False), ("lint-unavailable", "decode", False)}
             assert all("No module named 'sglang.srt'" in f["message"] for f in report["findings"])
@@ -130,8 +155,12 @@ def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
             assert "-m sglang_router.launch_router --pd-disaggregation" in units["sglang-dsv4-router.service"]
             pair = pdctl(["restart", "--pair", "-i", str(inv), "--json"], **run)
             assert pair.code == 0, pair.output[-3000:]
-            assert _lint_gates(state)["restart --pair"] == {"skipped": False, "ok": False, "findings": 2,
-                                                            "unchecked": 2}   # the same
+            assert _lint_gates(state)["restart --pair"] == {
+                "skipped": False,
+                "ok": False,
+                "findings": 2,
+                "unchecked": 2,
+            }  # the same
             _passes(pdctl(["verify", "final-health", "-i", str(inv), "--json"], **run), "final-health")
             assert pdctl(["down", "-i", str(inv)], **run).code == 0
             assert all("ActiveState=inactive" in b for b in _units(h).values())
@@ -140,34 +169,75 @@ def test_the_seed_production_inventory_deploys_onto_a_systemd_host(tmp_path):
 
 
 def _bundled_host(h) -> dict:
-    return {"transport": "ssh", "user": "root", "http": "direct", "service_manager": "systemd",
-            "python": sys.executable, "workdir": str(REPO), "internal_address": h.ssh.address, **_reach(h)}
+    return {
+        "transport": "ssh",
+        "user": "root",
+        "http": "direct",
+        "service_manager": "systemd",
+        "python": sys.executable,
+        "workdir": str(REPO),
+        "internal_address": h.ssh.address,
+        **_reach(h),
+    }
 
 
 def test_prefill_and_decode_on_two_systemd_hosts(tmp_path):
     # UCX would move KV by shared memory between namespaces of one kernel; tcp keeps it on the veth
     ucx = {"UCX_TLS": "tcp"}
-    with netns_lab(["op", "hosta", "hostb"]) as lab, \
-            systemd_host(tmp_path / "a", netns=lab.names["hosta"], address=lab.addresses["hosta"]) as a, \
-            systemd_host(tmp_path / "b", netns=lab.names["hostb"], address=lab.addresses["hostb"],
-                         client_key=a.ssh.key_path) as b:
-        inv = write_inventory(tmp_path / "two.yaml", {
-            "name": "twohosts", "engine": "bundled",
-            "hosts": {"hosta": _bundled_host(a), "hostb": _bundled_host(b)},
-            "roles": {
-                "prefill": [{"host": "hosta", "port": 30000, "listen_host": "0.0.0.0", "bootstrap_port": 8998,
-                             "ready_timeout": 60, "env": ucx}],
-                "decode": [{"host": "hostb", "port": 30002, "listen_host": "0.0.0.0", "ready_timeout": 60,
-                            "env": ucx, "args": {"--disable-overlap-schedule": True}}],
-                "router": [{"host": "hostb", "port": 30001, "listen_host": "0.0.0.0", "ready_timeout": 60,
-                            "args": {"--health-check-interval-secs": 2}}],
+    with (
+        netns_lab(["op", "hosta", "hostb"]) as lab,
+        systemd_host(tmp_path / "a", netns=lab.names["hosta"], address=lab.addresses["hosta"]) as a,
+        systemd_host(
+            tmp_path / "b", netns=lab.names["hostb"], address=lab.addresses["hostb"], client_key=a.ssh.key_path
+        ) as b,
+    ):
+        inv = write_inventory(
+            tmp_path / "two.yaml",
+            {
+                "name": "twohosts",
+                "engine": "bundled",
+                "hosts": {"hosta": _bundled_host(a), "hostb": _bundled_host(b)},
+                "roles": {
+                    "prefill": [
+                        {
+                            "host": "hosta",
+                            "port": 30000,
+                            "listen_host": "0.0.0.0",
+                            "bootstrap_port": 8998,
+                            "ready_timeout": 60,
+                            "env": ucx,
+                        }
+                    ],
+                    "decode": [
+                        {
+                            "host": "hostb",
+                            "port": 30002,
+                            "listen_host": "0.0.0.0",
+                            "ready_timeout": 60,
+                            "env": ucx,
+                            "args": {"--disable-overlap-schedule": True},
+                        }
+                    ],
+                    "router": [
+                        {
+                            "host": "hostb",
+                            "port": 30001,
+                            "listen_host": "0.0.0.0",
+                            "ready_timeout": 60,
+                            "args": {"--health-check-interval-secs": 2},
+                        }
+                    ],
+                },
+                "final_health": {"probe": {"timeout": 20}},
             },
-            "final_health": {"probe": {"timeout": 20}},
-        })
+        )
         state = tmp_path / "operator"
         state.mkdir()
-        units = {"prefill": (a, "pdctl-twohosts-prefill-0"), "decode": (b, "pdctl-twohosts-decode-0"),
-                 "router": (b, "pdctl-twohosts-router-0")}
+        units = {
+            "prefill": (a, "pdctl-twohosts-prefill-0"),
+            "decode": (b, "pdctl-twohosts-decode-0"),
+            "router": (b, "pdctl-twohosts-router-0"),
+        }
         starts = []
 
         def check(stage: str) -> None:

@@ -16,8 +16,11 @@ from tests.e2e.helpers import REPO, local_inventory, pdctl, write_inventory
 from tests.engine.test_storm_engine import _kill_leftovers
 from tests.fixtures.net import free_port
 
-pytestmark = [pytest.mark.e2e, pytest.mark.engine,
-              pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (scripts/install.sh)")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.engine,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (scripts/install.sh)"),
+]
 
 FLAG = "--cuda-graph-max-bs-decode"
 
@@ -38,21 +41,26 @@ def deployment(tmp_path_factory):
 
 
 def tmux(socket: str, *args: str) -> str:
-    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=10,
-                          check=True).stdout
+    return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=10, check=True).stdout
 
 
 def test_drifted_flag_is_readable_in_an_80x24_pane(deployment, tmp_path):
     data = {**deployment["data"], "roles": {**deployment["data"]["roles"]}}
-    data["roles"]["decode"] = [{**data["roles"]["decode"][0], "args": {FLAG: 64}}]   # the live process has 96
+    data["roles"]["decode"] = [{**data["roles"]["decode"][0], "args": {FLAG: 64}}]  # the live process has 96
     drifted = write_inventory(tmp_path / "drifted.yaml", data)
     done = tmp_path / "exit-code"
-    env = {"XDG_STATE_HOME": str(deployment["state"]), "PDCTL_OPERATOR": "tmux-test", "PYTHONPATH": str(REPO),
-           "TERM": "xterm-256color"}
-    cmd = (f"cd {shlex.quote(str(REPO))} && env -u COLUMNS -u LINES " +
-           " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) +
-           f" {shlex.quote(sys.executable)} -m pdctl verify final-health -i {shlex.quote(str(drifted))} --layer flags"
-           f"; echo $? > {shlex.quote(str(done))}; sleep 60")
+    env = {
+        "XDG_STATE_HOME": str(deployment["state"]),
+        "PDCTL_OPERATOR": "tmux-test",
+        "PYTHONPATH": str(REPO),
+        "TERM": "xterm-256color",
+    }
+    cmd = (
+        f"cd {shlex.quote(str(REPO))} && env -u COLUMNS -u LINES "
+        + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        + f" {shlex.quote(sys.executable)} -m pdctl verify final-health -i {shlex.quote(str(drifted))} --layer flags"
+        f"; echo $? > {shlex.quote(str(done))}; sleep 60"
+    )
     socket = f"pdctl-test-{os.getpid()}"
     tmux(socket, "new-session", "-d", "-x", "80", "-y", "24", "-s", "screen", cmd)
     try:
@@ -68,9 +76,9 @@ def test_drifted_flag_is_readable_in_an_80x24_pane(deployment, tmp_path):
     screen = "\n".join(lines)
     assert all(len(x.rstrip()) <= 80 for x in lines)
     assert any(x.startswith("final-health: FAIL") for x in lines), screen
-    flag_line = next(x for x in lines if FLAG in x)                 # the flag whole, on one line
+    flag_line = next(x for x in lines if FLAG in x)  # the flag whole, on one line
     assert "FAIL" in flag_line, screen
     assert any("expected:" in x and "64" in x for x in lines), screen
     assert any("found:" in x and "96" in x for x in lines), screen
-    assert any(x.lstrip().startswith("flags ") and "pass" in x for x in lines), screen   # the layer's summary
+    assert any(x.lstrip().startswith("flags ") and "pass" in x for x in lines), screen  # the layer's summary
     assert "…" not in screen

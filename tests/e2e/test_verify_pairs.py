@@ -13,22 +13,34 @@ from tests.fixtures.net import free_port
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 
-def xpyd_inventory(name: str, *, prefill_env: list[dict] | None = None, decode_env: dict | None = None,
-                   router_args: dict | None = None) -> dict:
+def xpyd_inventory(
+    name: str, *, prefill_env: list[dict] | None = None, decode_env: dict | None = None, router_args: dict | None = None
+) -> dict:
     """2 prefills, 2 decodes, 1 router, all on this machine's free ports. The router picks pairs at random (an
     operator's choice; its default cache-aware policy would keep sending one prompt to one pair)."""
     prefill_env = prefill_env or [{}, {}]
     worker = {"host": "local", "ready_timeout": 180}
     return {
-        "name": name, "engine": "bundled",
+        "name": name,
+        "engine": "bundled",
         "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
         "roles": {
-            "prefill": [{**worker, "port": free_port(), "bootstrap_port": free_port(), "env": prefill_env[i]}
-                        for i in range(2)],
+            "prefill": [
+                {**worker, "port": free_port(), "bootstrap_port": free_port(), "env": prefill_env[i]} for i in range(2)
+            ],
             "decode": [{**worker, "port": free_port(), "env": decode_env or {}} for _ in range(2)],
-            "router": [{**worker, "port": free_port(),
-                        "args": {"--prometheus-port": free_port(), "--health-check-interval-secs": 2,
-                                 "--policy": "random", **(router_args or {})}}],
+            "router": [
+                {
+                    **worker,
+                    "port": free_port(),
+                    "args": {
+                        "--prometheus-port": free_port(),
+                        "--health-check-interval-secs": 2,
+                        "--policy": "random",
+                        **(router_args or {}),
+                    },
+                }
+            ],
         },
     }
 
@@ -54,14 +66,15 @@ def test_every_pair_of_a_healthy_2x2_passes(healthy):
     assert len(doc["prefills"]) == 2 and len(doc["decodes"]) == 2
     assert sorted((p["prefill"], p["decode"]) for p in doc["pairs"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert {p["status"] for p in doc["pairs"]} == {"pass"}
-    assert len({p["room"] for p in doc["pairs"]}) == 4          # a fresh bootstrap_room per canary
+    assert len({p["room"] for p in doc["pairs"]}) == 4  # a fresh bootstrap_room per canary
     assert all(p["content"].strip() and not p["aborted"] for p in doc["pairs"])
 
 
 def test_matrix_screen_at_80_columns(healthy):
     r = _run(healthy, "verify", "pairs")
-    r80 = pdctl(["verify", "pairs", "-i", str(healthy["inv"])], state=healthy["state"], env={"COLUMNS": "80"},
-                timeout=120)
+    r80 = pdctl(
+        ["verify", "pairs", "-i", str(healthy["inv"])], state=healthy["state"], env={"COLUMNS": "80"}, timeout=120
+    )
     assert r.code == 0 and r80.code == 0, r.output + r80.output
     lines = r80.stdout.splitlines()
     assert lines[0].startswith("verify pairs: PASS (4 of 4 pairs pass)"), r80.stdout
@@ -76,7 +89,11 @@ def test_final_health_runs_pairs_only_when_named(healthy):
     assert r.code == 0, r.output
     rows = r.json()["layers"]["pairs"]
     assert sorted(row["target"] for row in rows) == [
-        "prefill[0] -> decode[0]", "prefill[0] -> decode[1]", "prefill[1] -> decode[0]", "prefill[1] -> decode[1]"]
+        "prefill[0] -> decode[0]",
+        "prefill[0] -> decode[1]",
+        "prefill[1] -> decode[0]",
+        "prefill[1] -> decode[1]",
+    ]
     assert {row["status"] for row in rows} == {"pass"}
     default = _run(healthy, "verify", "final-health", "--layer", "health", "--json")
     assert "pairs" not in default.json()["layers"]
@@ -92,9 +109,12 @@ WAIT_S = "3"
 @pytest.fixture(scope="module")
 def restarted(tmp_path_factory):
     """Deploy, verify pairs (prefill[0] pairs with both decodes), restart both decodes under the running prefills."""
-    inv = xpyd_inventory("pairs-broken", prefill_env=[{"PDCTL_DRILLS": "degraded-bootstrap"}, {}],
-                         decode_env={"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": WAIT_S},
-                         router_args={"--retry-max-retries": 10})
+    inv = xpyd_inventory(
+        "pairs-broken",
+        prefill_env=[{"PDCTL_DRILLS": "degraded-bootstrap"}, {}],
+        decode_env={"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": WAIT_S},
+        router_args={"--retry-max-retries": 10},
+    )
     for dep in _deploy(tmp_path_factory, "pairs-broken", inv):
         dep["before"] = _run(dep, "verify", "pairs", "--json")
         r = _run(dep, "restart", "--role", "decode", "--override-hazard", "--no-verify", "--json", timeout=400)
@@ -112,7 +132,7 @@ def test_armed_deployment_is_green_until_a_decode_restarts(restarted):
 def test_decode_restart_breaks_exactly_the_armed_prefills_pairs_while_the_router_probe_passes(restarted):
     dep = restarted
     e2e = _run(dep, "verify", "final-health", "--layer", "e2e", "--json")
-    assert e2e.code == 0, e2e.output                               # the router hides it (random pair, retries)
+    assert e2e.code == 0, e2e.output  # the router hides it (random pair, retries)
     r = _run(dep, "verify", "pairs", "--budget", "4", "--json")
     assert r.code == 1, r.output
     doc = r.json()
@@ -123,11 +143,17 @@ def test_decode_restart_breaks_exactly_the_armed_prefills_pairs_while_the_router
         assert "prefill: HTTP 500" in broken["found"] or "decode" in broken["found"], broken
         # the prefill failed at once: the decode's leg (waiting for KV that never comes) is aborted then, not
         # left to the end of its slot
-        assert any(f"on decode[{broken['decode']}]" in a and "HTTP 200" in a and "the prefill had failed" in a
-                   for a in broken["aborted"]), broken
+        assert any(
+            f"on decode[{broken['decode']}]" in a and "HTTP 200" in a and "the prefill had failed" in a
+            for a in broken["aborted"]
+        ), broken
         assert "closed both connections" not in broken["aborted"], broken
-    screen = pdctl(["verify", "pairs", "--budget", "4", "-i", str(dep["inv"])], state=dep["state"],
-                   env={"COLUMNS": "80"}, timeout=120)
+    screen = pdctl(
+        ["verify", "pairs", "--budget", "4", "-i", str(dep["inv"])],
+        state=dep["state"],
+        env={"COLUMNS": "80"},
+        timeout=120,
+    )
     assert screen.code == 1 and all(len(line) <= 80 for line in screen.stdout.splitlines()), screen.stdout
     lines = screen.stdout.splitlines()
     assert lines[0].startswith("verify pairs: FAIL (2 of 4 pair(s) failed"), screen.stdout

@@ -19,29 +19,64 @@ from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
-FAST = {"health_every": 2, "inflight_interval": 1, "inflight_window": 6, "e2e_every": 10, "pairs_every": 3,
-        "flags_every": 4, "heal_pair_failures": 2, "heal_max_per_hour": 1}
+FAST = {
+    "health_every": 2,
+    "inflight_interval": 1,
+    "inflight_window": 6,
+    "e2e_every": 10,
+    "pairs_every": 3,
+    "flags_every": 4,
+    "heal_pair_failures": 2,
+    "heal_max_per_hour": 1,
+}
 
 
 @pytest.fixture(scope="module")
 def dep(tmp_path_factory):
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory("watch-heal", ports, prefill_env={"PDCTL_DRILLS": "degraded-bootstrap"},
-                          decode_env={"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "3"})
+    inv = local_inventory(
+        "watch-heal",
+        ports,
+        prefill_env={"PDCTL_DRILLS": "degraded-bootstrap"},
+        decode_env={"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "3"},
+    )
     inv["watch"] = FAST
     yield from deployed(tmp_path_factory, "watch-heal", inv)
 
 
 def _watch(dep, tl, port: int, heal: str) -> subprocess.Popen:
     env = dict(os.environ, XDG_STATE_HOME=str(dep["state"]), COLUMNS="80", PDCTL_OPERATOR="test-operator")
-    return subprocess.Popen([sys.executable, "-m", "pdctl", "watch", "-i", str(dep["inv"]), "--heal", heal,
-                             "--listen", f"127.0.0.1:{port}", "--timeline", str(tl), "--for", "240"],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pdctl",
+            "watch",
+            "-i",
+            str(dep["inv"]),
+            "--heal",
+            heal,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--timeline",
+            str(tl),
+            "--for",
+            "240",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _break_the_pair(dep) -> None:
-    r = pdctl(["restart", "--role", "decode", "--override-hazard", "--no-verify", "--json", "-i", str(dep["inv"])],
-              state=dep["state"], timeout=300)
+    r = pdctl(
+        ["restart", "--role", "decode", "--override-hazard", "--no-verify", "--json", "-i", str(dep["inv"])],
+        state=dep["state"],
+        timeout=300,
+    )
     assert r.code == 0, r.output
 
 
@@ -73,8 +108,8 @@ def test_dry_run_says_what_it_would_do_and_does_nothing(dep, tmp_path):
         _stop(proc)
     assert not _heals(tl, "done") and not _heals(tl, "started")
     after = pdctl(["status", "--json", "-i", str(dep["inv"])], state=dep["state"]).json()
-    prefill = lambda doc: [r["pid"] for r in doc["roles"] if r["role"] == "prefill"]   # noqa: E731
-    assert prefill(after) == prefill(before)          # nothing was restarted by the dry run
+    prefill = lambda doc: [r["pid"] for r in doc["roles"] if r["role"] == "prefill"]  # noqa: E731
+    assert prefill(after) == prefill(before)  # nothing was restarted by the dry run
     # leave the pair healed for the next test
     assert pdctl(["restart", "--pair", "-i", str(dep["inv"]), "--json"], state=dep["state"], timeout=300).code == 0
 
@@ -83,18 +118,25 @@ def test_heals_a_broken_pair_once_then_the_budget_stops_it(dep, tmp_path):
     tl, port = tmp_path / "heal.jsonl", free_port()
     proc = _watch(dep, tl, port, "on")
     try:
-        _until("the watch's first pair canary passing",
-               lambda: set(_series(_scrape(port), "pdctl_pair_ok").values()) == {1.0}, 60)
+        _until(
+            "the watch's first pair canary passing",
+            lambda: set(_series(_scrape(port), "pdctl_pair_ok").values()) == {1.0},
+            60,
+        )
         _break_the_pair(dep)
         done = _until("a heal done", lambda: _heals(tl, "done"), 150)
         assert done[0]["action"] == "restart --pair" and done[0]["case"] in ("degraded-bootstrap", "pair-broken")
         try:
-            _until("the pair passing again after the heal",
-                   # a canary sent while the decode was down waits its whole slot (the probe timeout, 30 s)
-                   lambda: set(_series(_scrape(port), "pdctl_pair_ok").values()) == {1.0}, 90)
+            _until(
+                "the pair passing again after the heal",
+                # a canary sent while the decode was down waits its whole slot (the probe timeout, 30 s)
+                lambda: set(_series(_scrape(port), "pdctl_pair_ok").values()) == {1.0},
+                90,
+            )
         except AssertionError as e:
-            raise AssertionError(f"{e}; timeline after the heal: "
-                                 f"{[x for x in _timeline(tl) if x['t'] >= done[0]['t']][:30]}") from None
+            raise AssertionError(
+                f"{e}; timeline after the heal: {[x for x in _timeline(tl) if x['t'] >= done[0]['t']][:30]}"
+            ) from None
         assert pdctl(["verify", "pairs", "-i", str(dep["inv"])], state=dep["state"]).code == 0
 
         records = [r for r in read_records(dep["state"] / "pdctl" / "audit.jsonl") if isinstance(r, dict)]
@@ -103,12 +145,15 @@ def test_heals_a_broken_pair_once_then_the_budget_stops_it(dep, tmp_path):
         ev = heal[0]["evidence"]
         assert ev["case"] == done[0]["case"] and ev["failing_checks"] and ev["pairs"]
         assert any(label.startswith("prefill[0]") for label in ev["log_tails"]) and ev["metrics"]
-        after = records[records.index(heal[0]):]
+        after = records[records.index(heal[0]) :]
         assert [r["action"] for r in after if r["result"] != "started"][:2] == ["watch heal", "restart --pair"]
 
-        _break_the_pair(dep)           # the same break again, within the hour: the budget of one is spent
-        refused = _until("the heal refused for its budget",
-                         lambda: [x for x in _heals(tl, "refused") if "budget spent" in x.get("detail", "")], 150)
+        _break_the_pair(dep)  # the same break again, within the hour: the budget of one is spent
+        refused = _until(
+            "the heal refused for its budget",
+            lambda: [x for x in _heals(tl, "refused") if "budget spent" in x.get("detail", "")],
+            150,
+        )
         assert "at most 1" in refused[0]["detail"]
         assert set(_series(_scrape(port), "pdctl_heal_budget_exhausted").values()) == {1.0}
         assert len(_heals(tl, "done")) == 1

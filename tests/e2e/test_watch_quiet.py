@@ -20,7 +20,7 @@ from tests.fixtures.prometheus import Prometheus
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
-QUIET_S = 45      # watched after the storm, under the load
+QUIET_S = 45  # watched after the storm, under the load
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +34,44 @@ def fixed(tmp_path_factory):
 def test_healthy_load_and_a_random_storm_raise_no_alert_and_no_heal(fixed, tmp_path):
     port, tl = free_port(), tmp_path / "timeline.jsonl"
     env = dict(os.environ, XDG_STATE_HOME=str(fixed["state"]), COLUMNS="80", PDCTL_OPERATOR="test-operator")
-    watch = subprocess.Popen([sys.executable, "-m", "pdctl", "watch", "-i", str(fixed["inv"]), "--heal", "on",
-                              "--listen", f"127.0.0.1:{port}", "--timeline", str(tl), "--for", "300"],
-                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watch = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pdctl",
+            "watch",
+            "-i",
+            str(fixed["inv"]),
+            "--heal",
+            "on",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--timeline",
+            str(tl),
+            "--for",
+            "300",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     pinned_seen, fired = [], []
     try:
-        with Prometheus({"pdctl-watch": [f"127.0.0.1:{port}"]}) as prom, \
-                ClientLoad(f"http://127.0.0.1:{fixed['data']['roles']['router'][0]['port']}", rate=0.8) as load:
+        with (
+            Prometheus({"pdctl-watch": [f"127.0.0.1:{port}"]}) as prom,
+            ClientLoad(f"http://127.0.0.1:{fixed['data']['roles']['router'][0]['port']}", rate=0.8) as load,
+        ):
             prom.wait(lambda: set(prom.targets_up().values()) == {"up"}, 60, "the watch scraped")
             _until("the watch's first pair canary", lambda: _series(_scrape(port), "pdctl_pair_ok"), 60)
-            r = pdctl(["storm", "-i", str(fixed["inv"]), "--json", *STORM, "--requests", "6"],
-                      state=fixed["state"], timeout=300)
+            r = pdctl(
+                ["storm", "-i", str(fixed["inv"]), "--json", *STORM, "--requests", "6"],
+                state=fixed["state"],
+                timeout=300,
+            )
             assert r.code in (0, 1), r.output
-            assert r.json()["hits"]["aborted"] >= 1, r.json()["hits"]        # the storm did abort requests
+            assert r.json()["hits"]["aborted"] >= 1, r.json()["hits"]  # the storm did abort requests
             end = time.monotonic() + QUIET_S
             while time.monotonic() < end:
                 pinned_seen += [v for v in _series(_scrape(port), "pdctl_inflight_pinned").values() if v]

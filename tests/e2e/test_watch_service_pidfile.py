@@ -53,8 +53,9 @@ def test_pidfile_install_runs_the_watch_and_uninstall_stops_it_by_pid(setup):
     s = setup
     listen = f"127.0.0.1:{s['port']}"
     env = {"PDCTL_AUDIT_LOG": str(s["tmp"] / "audit.jsonl")}
-    plan = pdctl(["watch", "--install", "-i", s["inv"], "--listen", listen, "--dry-run", "--json"],
-                 state=s["state"], env=env)
+    plan = pdctl(
+        ["watch", "--install", "-i", s["inv"], "--listen", listen, "--dry-run", "--json"], state=s["state"], env=env
+    )
     assert plan.code == 0, plan.output
     assert plan.json()["changed"] and not (s["state"] / "pdctl" / "pdctl-watch-wsvc.json").exists()
 
@@ -66,8 +67,14 @@ def test_pidfile_install_runs_the_watch_and_uninstall_stops_it_by_pid(setup):
     assert doc["exporter_answers"] and doc["stop_with"] == f"pdctl watch --uninstall -i {s['inv']}"
     pid = doc["pid"]
     assert _alive(pid)
-    assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:6] == \
-        [sys.executable.encode(), b"-m", b"pdctl", b"watch", b"-i", s["inv"].encode()]
+    assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:6] == [
+        sys.executable.encode(),
+        b"-m",
+        b"pdctl",
+        b"watch",
+        b"-i",
+        s["inv"].encode(),
+    ]
     spec = json.loads(spec_path.read_text())
     assert spec["env"]["XDG_STATE_HOME"] == str(s["state"]) and spec["env"]["PDCTL_AUDIT_LOG"] == env["PDCTL_AUDIT_LOG"]
     # its rounds run: the roles are down on a host that answers, so up but failing
@@ -82,15 +89,20 @@ def test_pidfile_install_runs_the_watch_and_uninstall_stops_it_by_pid(setup):
     assert {x.value for x in m.samples("pdctl_check_ok", layer="health")} == {0.0}
 
     again = pdctl(["watch", "--install", "-i", s["inv"], "--listen", listen, "--json"], state=s["state"], env=env)
-    assert again.code == 0 and not again.json()["changed"] and again.json()["pid"] == pid   # nothing to redo
+    assert again.code == 0 and not again.json()["changed"] and again.json()["pid"] == pid  # nothing to redo
 
     status = pdctl(["watch", "--status", "-i", s["inv"]], state=s["state"], env=env)
     assert status.code == 0, status.output
     assert status.stdout.splitlines()[0] == f"watch service pdctl-watch-wsvc: running, pid {pid}"
 
     roles = pdctl(["status", "-i", s["inv"], "--json"], state=s["state"], env=env)
-    assert roles.code == 1 and roles.json()["watch"] == {"service": "pdctl-watch-wsvc", "manager": "pidfile",
-                                                         "state": "running", "pid": pid, "detail": "running"}
+    assert roles.code == 1 and roles.json()["watch"] == {
+        "service": "pdctl-watch-wsvc",
+        "manager": "pidfile",
+        "state": "running",
+        "pid": pid,
+        "detail": "running",
+    }
 
     gone = pdctl(["watch", "--uninstall", "-i", s["inv"], "--json"], state=s["state"], env=env)
     assert gone.code == 0, gone.output
@@ -101,8 +113,9 @@ def test_pidfile_install_runs_the_watch_and_uninstall_stops_it_by_pid(setup):
     assert last.startswith("watch stopped by SIGTERM after "), last
     after = pdctl(["watch", "--status", "-i", s["inv"], "--json"], state=s["state"], env=env)
     assert after.code == 1 and after.json()["checks"][0]["observed"] == "not installed"
-    assert pdctl(["status", "-i", s["inv"], "--json"], state=s["state"], env=env).json()["watch"]["state"] == \
-        "not installed"
+    assert (
+        pdctl(["status", "-i", s["inv"], "--json"], state=s["state"], env=env).json()["watch"]["state"]
+        == "not installed"
+    )
     actions = [json.loads(x)["action"] for x in Path(env["PDCTL_AUDIT_LOG"]).read_text().splitlines()]
     assert actions == ["watch --install", "watch --install", "watch --uninstall"]
-

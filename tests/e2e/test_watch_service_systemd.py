@@ -31,31 +31,53 @@ INV = "/root/watch-inv.yaml"
 
 
 def _inventory(dead_port: int) -> str:
-    return "\n".join([
-        "name: far", "engine: bundled",
-        "hosts:",
-        # nothing listens there: every read of it is unreachable (unknown), never a stopped role
-        f"  gpu: {{transport: ssh, address: 127.0.0.1, port: {dead_port}, user: root, connect_timeout: 2, http: tunnel}}",
-        "roles:",
-        "  prefill: [{host: gpu, port: 30000, bootstrap_port: 8998}]",
-        "  decode: [{host: gpu, port: 30002}]",
-        "  router: [{host: gpu, port: 30001}]",
-        "watch: {health_every: 1, inflight_interval: 1, inflight_window: 4, e2e_every: 5, pairs_every: 5, "
-        "flags_every: 5}",
-        ""])
+    return "\n".join(
+        [
+            "name: far",
+            "engine: bundled",
+            "hosts:",
+            # nothing listens there: every read of it is unreachable (unknown), never a stopped role
+            f"  gpu: {{transport: ssh, address: 127.0.0.1, port: {dead_port}, user: root, connect_timeout: 2, http: tunnel}}",
+            "roles:",
+            "  prefill: [{host: gpu, port: 30000, bootstrap_port: 8998}]",
+            "  decode: [{host: gpu, port: 30002}]",
+            "  router: [{host: gpu, port: 30001}]",
+            "watch: {health_every: 1, inflight_interval: 1, inflight_window: 4, e2e_every: 5, pairs_every: 5, "
+            "flags_every: 5}",
+            "",
+        ]
+    )
 
 
 def _pdctl_inside(h, *args: str, timeout: float = 180):
     """`python -m pdctl ARGS` inside the host, as root there, in /root, with a clean environment."""
-    env = ["env", "-i", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", f"XDG_STATE_HOME={STATE}",
-           f"PYTHONPATH={REPO}", "COLUMNS=200"]
+    env = [
+        "env",
+        "-i",
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root",
+        f"XDG_STATE_HOME={STATE}",
+        f"PYTHONPATH={REPO}",
+        "COLUMNS=200",
+    ]
     cmd = "cd /root && exec " + shlex.join([*env, sys.executable, "-m", "pdctl", *args])
     return h.run(["sh", "-c", cmd], timeout=timeout)
 
 
 def _show(h, unit: str) -> dict[str, str]:
-    props = ["Type", "WatchdogUSec", "NRestarts", "MainPID", "ActiveState", "SubState", "Result", "LoadState",
-             "UnitFileState", "FragmentPath", "Restart"]
+    props = [
+        "Type",
+        "WatchdogUSec",
+        "NRestarts",
+        "MainPID",
+        "ActiveState",
+        "SubState",
+        "Result",
+        "LoadState",
+        "UnitFileState",
+        "FragmentPath",
+        "Restart",
+    ]
     res = h.run(["systemctl", "show", unit, *[a for p in props for a in ("-p", p)]])
     assert res.returncode == 0, res.stderr
     return parse_systemctl_show(res.stdout)
@@ -94,14 +116,36 @@ UNIT = "pdctl-watch-far.service"
 
 def test_install_runs_a_notify_unit_whose_watchdog_is_fed(host):
     h, port = host["host"], host["port"]
-    res = _pdctl_inside(h, "watch", "--install", "-i", INV, "--listen", f"127.0.0.1:{port}",
-                        "--watchdog", str(WATCHDOG_S), "--heal", "dry", "--json")
+    res = _pdctl_inside(
+        h,
+        "watch",
+        "--install",
+        "-i",
+        INV,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--watchdog",
+        str(WATCHDOG_S),
+        "--heal",
+        "dry",
+        "--json",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads(res.stdout)
     assert doc["manager"] == "systemd" and doc["active"] and doc["changed"]
     assert doc["path"] == f"/etc/systemd/system/{UNIT}" and doc["stop_with"] == "systemctl stop pdctl-watch-far"
-    assert doc["argv"] == [sys.executable, "-m", "pdctl", "watch", "-i", INV, "--listen", f"127.0.0.1:{port}",
-                           "--heal", "dry"]
+    assert doc["argv"] == [
+        sys.executable,
+        "-m",
+        "pdctl",
+        "watch",
+        "-i",
+        INV,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--heal",
+        "dry",
+    ]
     show = _show(h, UNIT)
     assert show["Type"] == "notify" and show["WatchdogUSec"] == f"{WATCHDOG_S}s" and show["Restart"] == "on-failure"
     assert show["ActiveState"] == "active" and show["NRestarts"] == "0" and show["UnitFileState"] == "enabled"
@@ -133,15 +177,24 @@ def test_a_killed_watch_is_restarted_and_a_wedged_one_is_killed_by_the_watchdog(
     h, port = host["host"], host["port"]
     pid = _show(h, UNIT)["MainPID"]
     assert h.run(["kill", "-KILL", pid]).returncode == 0
-    after = _wait("restarted after SIGKILL", lambda: (s := _show(h, UNIT))["NRestarts"] == "1"
-                  and s["ActiveState"] == "active" and s["MainPID"] not in ("0", pid) and s)
+    after = _wait(
+        "restarted after SIGKILL",
+        lambda: (
+            (s := _show(h, UNIT))["NRestarts"] == "1"
+            and s["ActiveState"] == "active"
+            and s["MainPID"] not in ("0", pid)
+            and s
+        ),
+    )
     _wait("the new watch's exporter answering", lambda: _scrape_ok(port))
     # a watch whose loop completes no round (stopped) stops feeding the watchdog: systemd kills and restarts it
     assert h.run(["kill", "-STOP", after["MainPID"]]).returncode == 0
     seen = _wait("the watchdog firing", lambda: (s := _show(h, UNIT))["Result"] == "watchdog" and s, timeout=30)
     assert seen["MainPID"] != after["MainPID"] or seen["SubState"] in ("auto-restart", "stop-watchdog", "stop-sigabrt")
-    again = _wait("restarted after the watchdog", lambda: (s := _show(h, UNIT))["NRestarts"] == "2"
-                  and s["ActiveState"] == "active" and s)
+    again = _wait(
+        "restarted after the watchdog",
+        lambda: (s := _show(h, UNIT))["NRestarts"] == "2" and s["ActiveState"] == "active" and s,
+    )
     assert again["MainPID"] not in (pid, after["MainPID"])
 
 

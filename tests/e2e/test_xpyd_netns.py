@@ -27,7 +27,7 @@ from tests.fixtures.netns import can_make_namespaces, netns_lab, netns_sshd
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
-DECODE_WAIT_S = "3"     # a decode gives up on a room whose KV never comes after 3 s (the router then retries)
+DECODE_WAIT_S = "3"  # a decode gives up on a room whose KV never comes after 3 s (the router then retries)
 
 
 def _inventory(sshds, tmp) -> dict:
@@ -37,14 +37,33 @@ def _inventory(sshds, tmp) -> dict:
         "engine": "bundled",
         "hosts": {h: _host(sshds[h], tmp / f"{h}-state", http="direct") for h in ("hosta", "hostb", "hostc")},
         "roles": {
-            "prefill": [{**worker, "host": "hosta", "port": 30000, "bootstrap_port": 8998,
-                         "env": {**UCX_ENV, "PDCTL_DRILLS": "degraded-bootstrap"}},
-                        {**worker, "host": "hosta", "port": 30010, "bootstrap_port": 8999, "env": UCX_ENV}],
-            "decode": [{**worker, "host": "hostb", "port": 30002 + 10 * j,
-                        "env": {**UCX_ENV, "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": DECODE_WAIT_S}}
-                       for j in range(2)],
-            "router": [{**worker, "host": "hostc", "port": 30001,
-                        "args": {"--health-check-interval-secs": 2, "--policy": "random"}}],
+            "prefill": [
+                {
+                    **worker,
+                    "host": "hosta",
+                    "port": 30000,
+                    "bootstrap_port": 8998,
+                    "env": {**UCX_ENV, "PDCTL_DRILLS": "degraded-bootstrap"},
+                },
+                {**worker, "host": "hosta", "port": 30010, "bootstrap_port": 8999, "env": UCX_ENV},
+            ],
+            "decode": [
+                {
+                    **worker,
+                    "host": "hostb",
+                    "port": 30002 + 10 * j,
+                    "env": {**UCX_ENV, "SGLANG_DISAGGREGATION_WAITING_TIMEOUT": DECODE_WAIT_S},
+                }
+                for j in range(2)
+            ],
+            "router": [
+                {
+                    **worker,
+                    "host": "hostc",
+                    "port": 30001,
+                    "args": {"--health-check-interval-secs": 2, "--policy": "random"},
+                }
+            ],
         },
         "final_health": {"probe": {"timeout": 30}},
     }
@@ -56,9 +75,11 @@ def lab(tmp_path):
     if reason:
         pytest.skip(reason)
     with netns_lab(["op", "hosta", "hostb", "hostc"]) as lab:
-        with netns_sshd(lab, "hosta", tmp_path / "sshd-hosta") as sa, \
-                netns_sshd(lab, "hostb", tmp_path / "sshd-hostb", client_key=sa.key_path) as sb, \
-                netns_sshd(lab, "hostc", tmp_path / "sshd-hostc", client_key=sa.key_path) as sc:
+        with (
+            netns_sshd(lab, "hosta", tmp_path / "sshd-hosta") as sa,
+            netns_sshd(lab, "hostb", tmp_path / "sshd-hostb", client_key=sa.key_path) as sb,
+            netns_sshd(lab, "hostc", tmp_path / "sshd-hostc", client_key=sa.key_path) as sc,
+        ):
             lab.extra["sshds"] = {"hosta": sa, "hostb": sb, "hostc": sc}
             yield lab
 
@@ -94,8 +115,14 @@ def _restart_one_alone(lab, inv_path, state, role: str, index: int) -> None:
             dep.services(inst.host).restart(inv.service_name({role!r}, {index}), grace=20)
             wait_ready(dep, {role!r}, {index})
     """)
-    p = subprocess.run([*lab.exec_prefix("op"), sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                       text=True, timeout=120, env={"XDG_STATE_HOME": str(state), "PATH": "/usr/bin:/bin"})
+    p = subprocess.run(
+        [*lab.exec_prefix("op"), sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"XDG_STATE_HOME": str(state), "PATH": "/usr/bin:/bin"},
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -136,14 +163,17 @@ def test_one_broken_pair_named_and_healed_by_a_rolling_restart_under_load(lab, t
         # load the co-restart leaves no broken pair (when it restarted each in place, prefill[0]'s pairs broke)
         # (its final-health may count a request in flight when its decode stopped: a transfer failure, nothing else)
         assert pair.code in (0, 1), pair.output
-        assert {c["layer"] for lay in pair.json()["final_health"]["layers"].values() for c in lay
-                if c["status"] == "fail"} <= {"transfer"}, pair.output
+        assert {
+            c["layer"] for lay in pair.json()["final_health"]["layers"].values() for c in lay if c["status"] == "fail"
+        } <= {"transfer"}, pair.output
         after = pdctl(["verify", "pairs", "-i", str(inv), "--json"], **run)
         assert after.code == 0, after.output
 
         r, p = rolling_load.summary, pair_load.summary
-        print(f"\n[xpyd figure] restart --rolling: {len(r['failed'])} of {r['sent']} client requests failed; "
-              f"restart --pair: {len(p['failed'])} of {p['sent']} failed")
+        print(
+            f"\n[xpyd figure] restart --rolling: {len(r['failed'])} of {r['sent']} client requests failed; "
+            f"restart --pair: {len(p['failed'])} of {p['sent']} failed"
+        )
         assert r["sent"] >= 20 and r["failed"] == [], r
         # the same load sees an outage when there is one: the rolling figure is not a blind instrument's
         assert len(p["failed"]) >= 1, p

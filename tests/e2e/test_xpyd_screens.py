@@ -14,7 +14,7 @@ from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
-HOST = "gpu-host-1.example.internal"     # a local host under a name as long as a real one
+HOST = "gpu-host-1.example.internal"  # a local host under a name as long as a real one
 N = 3
 WIDTH = {"COLUMNS": "80"}
 
@@ -22,21 +22,29 @@ WIDTH = {"COLUMNS": "80"}
 def inventory(name: str) -> dict:
     worker = {"host": HOST, "ready_timeout": 300}
     return {
-        "name": name, "engine": "bundled",
+        "name": name,
+        "engine": "bundled",
         "hosts": {HOST: {"transport": "local", "service_manager": "pidfile"}},
         "roles": {
             "prefill": [{**worker, "port": free_port(), "bootstrap_port": free_port()} for _ in range(N)],
             "decode": [{**worker, "port": free_port()} for _ in range(N)],
-            "router": [{**worker, "port": free_port(),
-                        "args": {"--prometheus-port": free_port(), "--health-check-interval-secs": 2,
-                                 "--policy": "random"}}],
+            "router": [
+                {
+                    **worker,
+                    "port": free_port(),
+                    "args": {"--prometheus-port": free_port(), "--health-check-interval-secs": 2, "--policy": "random"},
+                }
+            ],
         },
     }
 
 
 def labels(inv: dict) -> list[str]:
-    return [f"{role}[{i}]@{HOST}:{inst['port']}" for role in ("prefill", "decode", "router")
-            for i, inst in enumerate(inv["roles"][role])]
+    return [
+        f"{role}[{i}]@{HOST}:{inst['port']}"
+        for role in ("prefill", "decode", "router")
+        for i, inst in enumerate(inv["roles"][role])
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +77,13 @@ def test_status_is_one_row_per_instance_at_80_columns(dep):
     for label in everyone:
         (i,) = rows_of(lines, label)
         assert "running" in lines[i], lines[i]
-    assert len(lines) <= 2 * len(everyone) + 5, r.stdout     # + the verdict, title, header, rule, watch line
+    assert len(lines) <= 2 * len(everyone) + 5, r.stdout  # + the verdict, title, header, rule, watch line
 
 
 def test_final_health_names_the_drifting_decode_in_a_few_lines(dep):
     drift = dict(dep["data"])
     drift["roles"] = {**drift["roles"], "decode": [dict(d) for d in drift["roles"]["decode"]]}
-    drift["roles"]["decode"][1]["args"] = {"--max-running-requests": 7}   # declared, not live: a drift
+    drift["roles"]["decode"][1]["args"] = {"--max-running-requests": 7}  # declared, not live: a drift
     path = write_inventory(dep["state"] / "drift.yaml", drift)
     r = _run(dep, "verify", "final-health", inv=path)
     assert r.code == 1, r.output
@@ -101,7 +109,7 @@ def test_final_health_verbose_is_one_row_per_instance_per_layer(dep):
     assert len(titles) == len(layers) == 5, text
     starts = [text.index(t + "\n") for t in titles] + [len(text)]
     for k, (name, results) in enumerate(layers.items()):
-        section = text[starts[k]:starts[k + 1]].splitlines()
+        section = text[starts[k] : starts[k + 1]].splitlines()
         for label in dict.fromkeys(row["target"] for row in results):
             assert len(rows_of(section, label)) == 1, (name, label, section)
     checks = sum(len(rs) for rs in layers.values())

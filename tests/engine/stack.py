@@ -1,5 +1,6 @@
 """Start/stop a real prefill + decode + sglang-router on loopback for engine tests.
 Every process gets its own process group; stop() kills the groups even if a test failed."""
+
 from __future__ import annotations
 
 import os
@@ -111,14 +112,28 @@ class Stack:
     def _spawn(self, name, argv, env):
         log = open(os.path.join(self.logdir, f"{name}.log"), "ab")
         e = {**os.environ, "PYTHONPATH": ROOT, **env}
-        self.procs[name] = subprocess.Popen(argv, cwd=ROOT, env=e, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv, cwd=ROOT, env=e, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     def worker_argv(self, mode, port, bootstrap_port=None):
-        return [sys.executable, "-m", "engine.launch_server", "--disaggregation-mode", mode, "--host", "127.0.0.1",
-                "--port", str(port), "--disaggregation-bootstrap-port", str(bootstrap_port or self.bp),
-                *(["--disaggregation-transfer-backend", self.backend] if self.backend else []),
-                "--enable-metrics", "--served-model-name", "tiny"]
+        return [
+            sys.executable,
+            "-m",
+            "engine.launch_server",
+            "--disaggregation-mode",
+            mode,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--disaggregation-bootstrap-port",
+            str(bootstrap_port or self.bp),
+            *(["--disaggregation-transfer-backend", self.backend] if self.backend else []),
+            "--enable-metrics",
+            "--served-model-name",
+            "tiny",
+        ]
 
     def worker_env(self, env: dict) -> dict:
         if self.backend in (None, "mooncake"):
@@ -132,11 +147,33 @@ class Stack:
         self._spawn("decode", self.worker_argv("decode", self.dp), self.worker_env(self.decode_env))
 
     def start_router(self):
-        self._spawn("router", [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
-                               "--prefill", self.prefill, str(self.bp), "--decode", self.decode,
-                               "--host", "127.0.0.1", "--port", str(self.rp), "--prometheus-port", str(self.mp),
-                               "--health-check-interval-secs", "1", "--health-failure-threshold", "1",
-                               "--health-success-threshold", "1"], {})
+        self._spawn(
+            "router",
+            [
+                sys.executable,
+                "-m",
+                "sglang_router.launch_router",
+                "--pd-disaggregation",
+                "--prefill",
+                self.prefill,
+                str(self.bp),
+                "--decode",
+                self.decode,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.rp),
+                "--prometheus-port",
+                str(self.mp),
+                "--health-check-interval-secs",
+                "1",
+                "--health-failure-threshold",
+                "1",
+                "--health-success-threshold",
+                "1",
+            ],
+            {},
+        )
 
     def wait_healthy(self, url, timeout=60):
         wait_for(lambda: httpx.get(f"{url}/health", timeout=2).status_code == 200, timeout, f"{url}/health")
@@ -151,8 +188,9 @@ class Stack:
         return self
 
     def wait_ready(self, timeout=60):
-        wait_for(lambda: httpx.get(f"{self.router}/readiness", timeout=2).status_code == 200, timeout,
-                 "router /readiness")
+        wait_for(
+            lambda: httpx.get(f"{self.router}/readiness", timeout=2).status_code == 200, timeout, "router /readiness"
+        )
 
     def kill(self, name, sig=signal.SIGKILL):
         p = self.procs.pop(name, None)

@@ -24,23 +24,38 @@ from tests.fixtures.net import free_port
 
 def test_an_engine_started_with_dash_values_runs_and_its_live_flags_pass(tmp_path):
     port = free_port()
-    inv = {"name": "dash", "transfer_backend": "fake", "served_model_name": "-x", "hosts": {"local": {"python": sys.executable}},
-           "roles": {"prefill": [{"port": free_port(), "bootstrap_port": free_port()}],
-                     "decode": [{"port": port, "args": {"--api-key": "--scalardash99"}}],
-                     "router": [{"port": free_port()}]}}
+    inv = {
+        "name": "dash",
+        "transfer_backend": "fake",
+        "served_model_name": "-x",
+        "hosts": {"local": {"python": sys.executable}},
+        "roles": {
+            "prefill": [{"port": free_port(), "bootstrap_port": free_port()}],
+            "decode": [{"port": port, "args": {"--api-key": "--scalardash99"}}],
+            "router": [{"port": free_port()}],
+        },
+    }
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inv))
     i = load_inventory(tmp_path / "inv.yaml")
     argv = launch.role_argv(i, "decode", 0)
     log = open(tmp_path / "decode.log", "wb")
-    p = subprocess.Popen(argv, env={**os.environ, **launch.role_env(i, "decode", 0)}, stdout=log,
-                         stderr=subprocess.STDOUT, start_new_session=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    p = subprocess.Popen(
+        argv,
+        env={**os.environ, **launch.role_env(i, "decode", 0)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     try:
         deadline, info = time.monotonic() + 60, None
         while time.monotonic() < deadline and p.poll() is None:
             try:
-                info = httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=1,
-                                 headers={"Authorization": "Bearer --scalardash99"}).json()
+                info = httpx.get(
+                    f"http://127.0.0.1:{port}/server_info",
+                    timeout=1,
+                    headers={"Authorization": "Bearer --scalardash99"},
+                ).json()
                 break
             except httpx.HTTPError:
                 time.sleep(0.2)

@@ -1,6 +1,7 @@
 """The degraded-bootstrap drill models a decode restarted under a long-running prefill: real engine processes (two
 prefills, the armed one and a plain one, and decodes on free ports), pair requests sent the way the router sends them
 (one body with bootstrap_host/port/room to prefill and decode at once), real NIXL transfers."""
+
 from __future__ import annotations
 
 import random
@@ -23,8 +24,12 @@ class Workers(Stack):
 
     def __init__(self):
         super().__init__()
-        self.ports = {"armed": (free_port(), free_port()), "plain": (free_port(), free_port()),
-                      "decode": (free_port(), None), "fresh": (free_port(), None)}
+        self.ports = {
+            "armed": (free_port(), free_port()),
+            "plain": (free_port(), free_port()),
+            "decode": (free_port(), None),
+            "fresh": (free_port(), None),
+        }
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name][0]}"
@@ -48,12 +53,17 @@ class Workers(Stack):
 
     def pair(self, prefill: str, decode: str) -> tuple[int, int, str]:
         """One request to both workers at once: (prefill status, decode status, decode body)."""
-        body = {"text": f"pair {prefill} {decode}", "sampling_params": {"max_new_tokens": 3},
-                "bootstrap_host": "127.0.0.1", "bootstrap_port": self.ports[prefill][1],
-                "bootstrap_room": random.getrandbits(62)}
+        body = {
+            "text": f"pair {prefill} {decode}",
+            "sampling_params": {"max_new_tokens": 3},
+            "bootstrap_host": "127.0.0.1",
+            "bootstrap_port": self.ports[prefill][1],
+            "bootstrap_room": random.getrandbits(62),
+        }
         out: dict[str, httpx.Response] = {}
-        side = threading.Thread(target=lambda: out.setdefault(
-            "p", httpx.post(f"{self.url(prefill)}/generate", json=body, timeout=30)))
+        side = threading.Thread(
+            target=lambda: out.setdefault("p", httpx.post(f"{self.url(prefill)}/generate", json=body, timeout=30))
+        )
         side.start()
         d = httpx.post(f"{self.url(decode)}/generate", json=body, timeout=30)
         side.join(35)
@@ -91,7 +101,7 @@ def test_restart_under_the_armed_prefill_breaks_only_its_pair_and_a_prefill_rest
     # the decode comes back as a new process (a new NIXL agent) under the same host:port
     w.restart("decode")
     p, d, text = w.pair("armed", "decode")
-    assert d == 500 and "timed out" in text, (p, d, text)        # silent: no failure notice, decode waits it out
+    assert d == 500 and "timed out" in text, (p, d, text)  # silent: no failure notice, decode waits it out
     wait_for(lambda: counter(w.url("armed"), FAILED) >= 1, 10, "the armed prefill to count transfer_failed")
     assert all_health_200(w)
     # the unarmed prefill to the same restarted decode still works; the armed one stays broken to it

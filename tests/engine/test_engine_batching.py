@@ -1,5 +1,6 @@
 """Batching in the real PD stack (prefill + decode + sglang-router): concurrent requests of different lengths are
 prefilled in shared steps and decoded in one batch, and every answer still equals the greedy reference."""
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -38,8 +39,11 @@ def test_concurrent_requests_share_prefill_steps_and_the_decode_batch(stack):
     n_new = 200  # long enough that the requests overlap in the decode batch
 
     def one(i):
-        r = httpx.post(f"{stack.router}/generate", timeout=60, json={
-            "text": _prompt(i, LENGTHS[i]), "sampling_params": {"max_new_tokens": n_new, "temperature": 0}})
+        r = httpx.post(
+            f"{stack.router}/generate",
+            timeout=60,
+            json={"text": _prompt(i, LENGTHS[i]), "sampling_params": {"max_new_tokens": n_new, "temperature": 0}},
+        )
         r.raise_for_status()
         return r.json()["text"]
 
@@ -51,8 +55,11 @@ def test_concurrent_requests_share_prefill_steps_and_the_decode_batch(stack):
         assert text == tok.decode(ref.generate_greedy(tok.encode(_prompt(i, LENGTHS[i])), n_new)), f"request {i}"
     # the engines' own batch log lines (SGLang's wording): some prefill step held several requests' chunks,
     # some decode step ran several requests
-    seqs = wait_for(lambda: [int(x) for x in re.findall(r"Prefill batch, #new-seq: (\d+)", _log(stack, "prefill"))],
-                    5, "prefill batch log lines")
+    seqs = wait_for(
+        lambda: [int(x) for x in re.findall(r"Prefill batch, #new-seq: (\d+)", _log(stack, "prefill"))],
+        5,
+        "prefill batch log lines",
+    )
     assert max(seqs) >= 2, seqs
     running = [int(x) for x in re.findall(r"Decode batch, #running-req: (\d+)", _log(stack, "decode"))]
     assert running and max(running) >= 2, running

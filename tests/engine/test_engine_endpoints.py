@@ -25,11 +25,14 @@ PROMPT = "the quick brown fox " * 20
 def _long_generation(url: str, out: dict, max_new_tokens: int = 3000) -> threading.Thread:
     def go():
         try:
-            out["r"] = httpx.post(f"{url}/generate", timeout=120,
-                                  json={"text": PROMPT, "sampling_params": {"max_new_tokens": max_new_tokens,
-                                                                            "ignore_eos": True}})
+            out["r"] = httpx.post(
+                f"{url}/generate",
+                timeout=120,
+                json={"text": PROMPT, "sampling_params": {"max_new_tokens": max_new_tokens, "ignore_eos": True}},
+            )
         except Exception as e:  # noqa: BLE001
             out["r"] = e
+
     th = threading.Thread(target=go)
     th.start()
     return th
@@ -54,8 +57,11 @@ def test_flush_cache_refuses_while_requests_run_and_abort_all_drains(stack):
 
 
 def test_completions_endpoint_with_usage(stack):
-    r = httpx.post(f"{stack.router}/v1/completions", timeout=60,
-                   json={"model": "tiny", "prompt": "hello", "max_tokens": 5, "temperature": 0})
+    r = httpx.post(
+        f"{stack.router}/v1/completions",
+        timeout=60,
+        json={"model": "tiny", "prompt": "hello", "max_tokens": 5, "temperature": 0},
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["choices"][0]["text"]
@@ -65,9 +71,23 @@ def test_completions_endpoint_with_usage(stack):
 def test_metrics_only_with_enable_metrics(tmp_path):
     port = free_port()
     log = open(tmp_path / "worker.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "engine.launch_server", "--disaggregation-mode", "null",
-                             "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "engine.launch_server",
+            "--disaggregation-mode",
+            "null",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -87,10 +107,26 @@ def test_metrics_only_with_enable_metrics(tmp_path):
 
 
 SMG_POLL = "/v1/loads?include=core,disagg,queues,memory"
-CORE = {"timestamp", "dp_rank", "num_running_reqs", "num_waiting_reqs", "num_waiting_uncached_tokens",
-        "num_used_tokens", "num_total_tokens", "num_active_tokens", "num_prealloc_ready_tokens",
-        "max_total_num_tokens", "max_running_requests", "token_usage", "gen_throughput", "cache_hit_rate",
-        "utilization", "total_prefill_uncached_tokens", "total_prefill_busy_us", "decode_moments"}
+CORE = {
+    "timestamp",
+    "dp_rank",
+    "num_running_reqs",
+    "num_waiting_reqs",
+    "num_waiting_uncached_tokens",
+    "num_used_tokens",
+    "num_total_tokens",
+    "num_active_tokens",
+    "num_prealloc_ready_tokens",
+    "max_total_num_tokens",
+    "max_running_requests",
+    "token_usage",
+    "gen_throughput",
+    "cache_hit_rate",
+    "utilization",
+    "total_prefill_uncached_tokens",
+    "total_prefill_busy_us",
+    "decode_moments",
+}
 
 
 def _loads(url: str, query: str = SMG_POLL) -> dict:
@@ -122,13 +158,23 @@ def test_v1_loads_reports_the_work_in_flight(stack):
     out: dict = {}
     th = _long_generation(stack.router, out)
     try:
-        p = wait_for(lambda: (lambda x: x if x["disaggregation"]["prefill_inflight_queue_reqs"] >= 1 else None)(
-            _loads(stack.prefill)["loads"][0]), 20, "the prefill to report its room in the inflight queue", 0.01)
+        p = wait_for(
+            lambda: (lambda x: x if x["disaggregation"]["prefill_inflight_queue_reqs"] >= 1 else None)(
+                _loads(stack.prefill)["loads"][0]
+            ),
+            20,
+            "the prefill to report its room in the inflight queue",
+            0.01,
+        )
         assert p["num_used_tokens"] > 0 and 0 < p["token_usage"] <= 1
         assert p["num_total_tokens"] >= p["num_used_tokens"]
-        d = wait_for(lambda: (lambda x: x if x["num_running_reqs"] >= 1 else None)(_loads(stack.decode)["loads"][0]),
-                     30, "the decode to report a running request", 0.05)
-        assert d["num_waiting_uncached_tokens"] == 0          # a decode computes no prompt
+        d = wait_for(
+            lambda: (lambda x: x if x["num_running_reqs"] >= 1 else None)(_loads(stack.decode)["loads"][0]),
+            30,
+            "the decode to report a running request",
+            0.05,
+        )
+        assert d["num_waiting_uncached_tokens"] == 0  # a decode computes no prompt
         moments = d["decode_moments"]
         wait_for(lambda: _loads(stack.decode)["loads"][0]["decode_moments"][0] > moments[0], 10, "decode steps")
         wait_for(lambda: _loads(stack.decode)["loads"][0]["gen_throughput"] > 0, 10, "decode throughput")
@@ -145,7 +191,7 @@ def test_v1_loads_edges_and_its_duration_histogram(stack):
     before = metric(stack.decode, "sglang:get_loads_duration_seconds_count")
     before = 0.0 if before != before else before
     assert _loads(stack.decode, "/v1/loads?dp_rank=0")["loads"]
-    assert _loads(stack.decode, "/v1/loads?dp_rank=1")["loads"] == []          # no such DP rank
+    assert _loads(stack.decode, "/v1/loads?dp_rank=1")["loads"] == []  # no such DP rank
     r = httpx.get(f"{stack.decode}/v1/loads?dp_rank=x", timeout=5)
     assert r.status_code == 400 and r.json()["code"] == 400
     # SGLang 0.5.23 validates include only when it renders the loads, outside its error handling: a 500

@@ -1,5 +1,6 @@
 """The mooncake transfer backend (SGLang's default): real prefill + decode launched WITHOUT a transfer-backend flag,
 the real Mooncake TransferEngine moving the KV over loopback, the real sglang-router in front."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,11 @@ def greedy(text: str, n: int) -> str:
 
 
 def generate(url: str, text: str, n: int, timeout: float = 60) -> httpx.Response:
-    return httpx.post(f"{url}/generate", timeout=timeout, json={"text": text, "sampling_params": {"max_new_tokens": n,
-                                                                                             "temperature": 0}})
+    return httpx.post(
+        f"{url}/generate",
+        timeout=timeout,
+        json={"text": text, "sampling_params": {"max_new_tokens": n, "temperature": 0}},
+    )
 
 
 def log_of(s: Stack, name: str) -> str:
@@ -90,8 +94,9 @@ def test_failed_session_fails_fast_until_it_registers_again_or_the_probe_lifts_i
     session; a correct write to it then fails without moving a byte; a new registration clears it; on the
     prefill side the failed-session probe lifts a session that answers send_probe."""
     env = {**os.environ, "PYTHONPATH": ROOT, **mc_port_range(6), "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S": "0.2"}
-    p = subprocess.run([sys.executable, "-c", BOOKKEEPING], env=env, cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", BOOKKEEPING], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
     assert line, p.stdout + p.stderr[-3000:]
     out = json.loads(line[7:])
@@ -138,9 +143,16 @@ def test_multi_chunk_prompt_through_router_matches_reference(mc):
     assert r.status_code == 200, r.text
     # decode continues from the KV it received (a mooncake decode never recomputes the prompt)
     assert r.json()["text"] == greedy(LONG, 8)
-    r = httpx.post(f"{mc.router}/v1/chat/completions", timeout=60, json={
-        "model": "tiny", "messages": [{"role": "user", "content": "hello, mooncake"}], "max_tokens": 12,
-        "temperature": 0})
+    r = httpx.post(
+        f"{mc.router}/v1/chat/completions",
+        timeout=60,
+        json={
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "hello, mooncake"}],
+            "max_tokens": 12,
+            "temperature": 0,
+        },
+    )
     assert r.status_code == 200, r.text
     tok = ByteTokenizer()
     prompt = tok.apply_chat_template([{"role": "user", "content": "hello, mooncake"}])
@@ -150,15 +162,20 @@ def test_multi_chunk_prompt_through_router_matches_reference(mc):
     info = httpx.get(f"{mc.prefill}/server_info").json()
     assert info["disaggregation_transfer_backend"] == "mooncake"
     cfg = TinyLM().cfg
-    prompt_kv_mb = len(ByteTokenizer().encode(LONG)) * cfg.n_layers * 2 * cfg.kv_dim * 4 / 2 ** 20
+    prompt_kv_mb = len(ByteTokenizer().encode(LONG)) * cfg.n_layers * 2 * cfg.kv_dim * 4 / 2**20
     assert metric(mc.prefill, "sglang:kv_transfer_total_mb_sum") - mb0 >= prompt_kv_mb
     assert counter(mc.prefill, FAILED) == 0
 
 
 def pair(s: Stack, text: str, n: int, out: list) -> None:
     """One request to prefill and decode at once, as the router sends it; appends (prefill, decode) outcomes."""
-    body = {"text": text, "sampling_params": {"max_new_tokens": n}, "bootstrap_host": "127.0.0.1",
-            "bootstrap_port": s.bp, "bootstrap_room": random.getrandbits(62)}
+    body = {
+        "text": text,
+        "sampling_params": {"max_new_tokens": n},
+        "bootstrap_host": "127.0.0.1",
+        "bootstrap_port": s.bp,
+        "bootstrap_room": random.getrandbits(62),
+    }
     res: dict = {}
 
     def send(role, url):
@@ -202,6 +219,9 @@ def test_killed_decode_fails_writes_and_marks_its_session(mc):
     mc.start_decode()
     mc.wait_healthy(mc.decode)
     mc.wait_ready()
-    r = wait_for(lambda: (lambda r: r if r.status_code == 200 else None)(generate(mc.router, "again", 6, 30)), 20,
-                 "the pair to serve after the decode came back")
+    r = wait_for(
+        lambda: (lambda r: r if r.status_code == 200 else None)(generate(mc.router, "again", 6, 30)),
+        20,
+        "the pair to serve after the decode came back",
+    )
     assert r.json()["text"] == greedy("again", 6)

@@ -1,4 +1,5 @@
 """Real prefill + decode + sglang-router on loopback, real NIXL transfers."""
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -28,9 +29,17 @@ def reference(messages, n):
 
 def chat(url, content, max_tokens=16, timeout=60, **kw):
     """Greedy unless told otherwise: the tests compare with the greedy reference (SGLang samples at 1.0 by default)."""
-    return httpx.post(f"{url}/v1/chat/completions", timeout=timeout,
-                      json={"model": "tiny", "messages": [{"role": "user", "content": content}],
-                            "max_tokens": max_tokens, "temperature": 0, **kw})
+    return httpx.post(
+        f"{url}/v1/chat/completions",
+        timeout=timeout,
+        json={
+            "model": "tiny",
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+            **kw,
+        },
+    )
 
 
 def test_chat_through_router_is_deterministic(stack):
@@ -45,17 +54,29 @@ def test_chat_through_router_is_deterministic(stack):
 
 
 def test_long_prompt_multi_chunk_matches_reference(stack):
-    r = httpx.post(f"{stack.router}/generate", timeout=60,
-                   json={"text": LONG, "sampling_params": {"max_new_tokens": 8, "temperature": 0}})
+    r = httpx.post(
+        f"{stack.router}/generate",
+        timeout=60,
+        json={"text": LONG, "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
+    )
     assert r.status_code == 200, r.text
     tok = ByteTokenizer()
     assert r.json()["text"] == tok.decode(TinyLM().generate_greedy(tok.encode(LONG), 8))
 
 
 def test_streaming_chat(stack):
-    with httpx.stream("POST", f"{stack.router}/v1/chat/completions", timeout=60,
-                      json={"model": "tiny", "messages": [{"role": "user", "content": "stream"}],
-                            "max_tokens": 8, "temperature": 0, "stream": True}) as r:
+    with httpx.stream(
+        "POST",
+        f"{stack.router}/v1/chat/completions",
+        timeout=60,
+        json={
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "stream"}],
+            "max_tokens": 8,
+            "temperature": 0,
+            "stream": True,
+        },
+    ) as r:
         assert r.status_code == 200
         lines = [l for l in r.iter_lines() if l.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
@@ -65,8 +86,12 @@ def test_streaming_chat(stack):
 
 def _chat_stream(url, **body) -> tuple[list[dict], list[str]]:
     """(the JSON chunks, the raw data lines) of a streamed chat."""
-    with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=60,
-                      json={"model": "tiny", "stream": True, "temperature": 0, **body}) as r:
+    with httpx.stream(
+        "POST",
+        f"{url}/v1/chat/completions",
+        timeout=60,
+        json={"model": "tiny", "stream": True, "temperature": 0, **body},
+    ) as r:
         assert r.status_code == 200
         lines = [l for l in r.iter_lines() if l.startswith("data: ")]
     return [json.loads(l[6:]) for l in lines if l != "data: [DONE]"], lines
@@ -80,16 +105,30 @@ def test_streaming_chat_chunks_come_in_sglangs_sequence(stack):
     assert lines[-1] == "data: [DONE]"
     first, *content, finish, usage = chunks
     assert first["object"] == "chat.completion.chunk" and "usage" not in first
-    assert first["choices"] == [{"index": 0, "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
-                                 "logprobs": None, "finish_reason": None, "matched_stop": None}]
+    assert first["choices"] == [
+        {
+            "index": 0,
+            "delta": {"reasoning_content": None, "role": "assistant", "content": ""},
+            "logprobs": None,
+            "finish_reason": None,
+            "matched_stop": None,
+        }
+    ]
     assert content, chunks
     for c in content:
         (ch,) = c["choices"]
         assert set(ch["delta"]) == {"reasoning_content", "content"} and ch["delta"]["content"]
         assert ch["finish_reason"] is None and ch["matched_stop"] is None
     assert "".join(c["choices"][0]["delta"]["content"] for c in content) == reference(msgs, 6)
-    assert finish["choices"] == [{"index": 0, "delta": {"reasoning_content": None}, "logprobs": None,
-                                  "finish_reason": "length", "matched_stop": None}]
+    assert finish["choices"] == [
+        {
+            "index": 0,
+            "delta": {"reasoning_content": None},
+            "logprobs": None,
+            "finish_reason": "length",
+            "matched_stop": None,
+        }
+    ]
     assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 6
     assert len({c["id"] for c in chunks}) == 1
 
@@ -98,14 +137,15 @@ def test_streaming_chat_with_n_ends_every_choice_after_all_content(stack):
     chunks, _ = _chat_stream(stack.router, messages=[{"role": "user", "content": "two"}], max_tokens=4, n=2)
     choices = [c["choices"][0] for c in chunks]
     ends = [i for i, ch in enumerate(choices) if ch["finish_reason"] is not None]
-    assert len(ends) == 2 and ends == [len(choices) - 2, len(choices) - 1]     # both after every content chunk
+    assert len(ends) == 2 and ends == [len(choices) - 2, len(choices) - 1]  # both after every content chunk
     assert sorted(choices[i]["index"] for i in ends) == [0, 1]
     for k in (0, 1):
         mine = [ch for ch in choices if ch["index"] == k]
         assert mine[0]["delta"] == {"reasoning_content": None, "role": "assistant", "content": ""}
         assert sum("role" in ch["delta"] for ch in mine) == 1
         assert "".join(ch["delta"].get("content") or "" for ch in mine) == reference(
-            [{"role": "user", "content": "two"}], 4)
+            [{"role": "user", "content": "two"}], 4
+        )
 
 
 def test_no_temperature_samples_at_sglangs_default(stack):
@@ -119,8 +159,11 @@ def test_no_temperature_samples_at_sglangs_default(stack):
     text = default.json()["choices"][0]["message"]["content"]
     assert text == explicit.json()["choices"][0]["message"]["content"]
     assert text != reference(msgs, 12)
-    r = httpx.post(f"{stack.router}/generate", timeout=60,
-                   json={"text": "sample me", "sampling_params": {"max_new_tokens": 12, "n": 4}})
+    r = httpx.post(
+        f"{stack.router}/generate",
+        timeout=60,
+        json={"text": "sample me", "sampling_params": {"max_new_tokens": 12, "n": 4}},
+    )
     assert r.status_code == 200, r.text
     tok = ByteTokenizer()
     assert {x["text"] for x in r.json()} != {tok.decode(TinyLM().generate_greedy(tok.encode("sample me"), 12))}
@@ -132,12 +175,22 @@ def test_sixteen_concurrent_requests_complete(stack):
         res = [f.result() for f in futs]
     assert all(r.status_code == 200 for r in res), [r.text for r in res if r.status_code != 200]
     for i, r in enumerate(res):
-        assert r.json()["choices"][0]["message"]["content"] == reference([{"role": "user", "content": f"request {i}"}], 8)
+        assert r.json()["choices"][0]["message"]["content"] == reference(
+            [{"role": "user", "content": f"request {i}"}], 8
+        )
 
 
-@pytest.mark.parametrize("body", [b"{not json", b"[1,2]", b'{"messages": "hi"}', b'{"messages": []}',
-                                  b'{"messages": [{"role":"user","content":"x"}], "max_tokens": -1}',
-                                  b'{"messages": [{"role":"user","content":"x"}], "temperature": "hot"}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b"[1,2]",
+        b'{"messages": "hi"}',
+        b'{"messages": []}',
+        b'{"messages": [{"role":"user","content":"x"}], "max_tokens": -1}',
+        b'{"messages": [{"role":"user","content":"x"}], "temperature": "hot"}',
+    ],
+)
 def test_malformed_requests_get_400(stack, body):
     for url in (stack.prefill, stack.decode):
         r = httpx.post(f"{url}/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
@@ -154,6 +207,7 @@ def test_info_endpoints(stack):
     assert info["disaggregation_mode"] == "prefill" and info["drills"] == ["transfer-delay-ms=150"]
     assert "version" in info and "internal_states" in info
     import os
+
     assert os.path.isfile(os.path.join(info["model_path"], "tokenizer.json"))
     assert httpx.get(f"{stack.decode}/model_info").json()["is_generation"] is True
     assert httpx.get(f"{stack.prefill}/get_server_info").status_code == 200
@@ -168,8 +222,11 @@ def _abort_in_transfer_window(s: Stack) -> tuple[httpx.Response | Exception, flo
     def client():
         t = time.monotonic()
         try:
-            out["r"] = httpx.post(f"{s.router}/generate", timeout=60,
-                                  json={"text": LONG, "rid": rid, "sampling_params": {"max_new_tokens": 4}})
+            out["r"] = httpx.post(
+                f"{s.router}/generate",
+                timeout=60,
+                json={"text": LONG, "rid": rid, "sampling_params": {"max_new_tokens": 4}},
+            )
         except Exception as e:  # noqa: BLE001
             out["r"] = e
         out["t"] = time.monotonic() - t
@@ -197,8 +254,9 @@ def test_abort_in_transfer_window_drains(stack):
 
 
 def test_status_update_race_drill_pins_inflight():
-    s = Stack(drills="status-update-race,transfer-delay-ms=300",
-              prefill_env={"SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT": "1"})
+    s = Stack(
+        drills="status-update-race,transfer-delay-ms=300", prefill_env={"SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT": "1"}
+    )
     try:
         s.start()
         assert "status-update-race" in httpx.get(f"{s.prefill}/server_info").json()["drills"]
@@ -211,9 +269,10 @@ def test_status_update_race_drill_pins_inflight():
 
 
 def test_kill9_decode_mid_transfer_fails_rooms_in_time():
-    s = Stack(drills="transfer-delay-ms=400",
-              prefill_env={"SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT": "4",
-                           "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "4"})
+    s = Stack(
+        drills="transfer-delay-ms=400",
+        prefill_env={"SGLANG_DISAGGREGATION_INFLIGHT_TIMEOUT": "4", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "4"},
+    )
     try:
         s.start()
         results = []
@@ -221,8 +280,11 @@ def test_kill9_decode_mid_transfer_fails_rooms_in_time():
         def client(i):
             t = time.monotonic()
             try:
-                r = httpx.post(f"{s.router}/generate", timeout=60,
-                               json={"text": LONG + str(i), "sampling_params": {"max_new_tokens": 4}})
+                r = httpx.post(
+                    f"{s.router}/generate",
+                    timeout=60,
+                    json={"text": LONG + str(i), "sampling_params": {"max_new_tokens": 4}},
+                )
                 results.append((r.status_code, time.monotonic() - t))
             except Exception as e:  # noqa: BLE001
                 results.append((repr(e), time.monotonic() - t))
@@ -236,8 +298,13 @@ def test_kill9_decode_mid_transfer_fails_rooms_in_time():
             t.join(40)
         assert not any(t.is_alive() for t in ths), "a client hung"
         assert all(c != 200 for c, _ in results), results
-        wait_for(lambda: metric(s.prefill, INFLIGHT) == 0 and metric(s.prefill, "sglang:num_prefill_bootstrap_queue_reqs") == 0,
-                 15, "prefill queues to drain after decode died")
+        wait_for(
+            lambda: (
+                metric(s.prefill, INFLIGHT) == 0 and metric(s.prefill, "sglang:num_prefill_bootstrap_queue_reqs") == 0
+            ),
+            15,
+            "prefill queues to drain after decode died",
+        )
         assert counter(s.prefill, FAILED) + counter(s.prefill, "sglang:num_bootstrap_failed_reqs_total") >= 1
         assert httpx.get(f"{s.prefill}/health").status_code == 200
     finally:

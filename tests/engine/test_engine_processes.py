@@ -2,6 +2,7 @@
 process and the scheduler process it forks. Real prefill servers on loopback: a stop of the launched pid alone
 ends both and leaves the scheduler's bootstrap port free; a scheduler process that dies takes the server down
 (exit 1, saying why) instead of leaving /health answering; only the scheduler process loads torch."""
+
 from __future__ import annotations
 
 import os
@@ -49,10 +50,10 @@ def test_only_the_scheduler_process_loads_torch(prefill):
 def test_a_stop_of_the_launched_pid_ends_both_and_frees_the_bootstrap_port(prefill):
     p = prefill.procs["prefill"]
     sched = _scheduler_of(prefill)
-    os.kill(p.pid, signal.SIGTERM)   # the pid alone, as a pidfile's stop falls back to
+    os.kill(p.pid, signal.SIGTERM)  # the pid alone, as a pidfile's stop falls back to
     p.wait(30)
     assert not os.path.exists(f"/proc/{sched}"), "the scheduler process outlived the server"
-    with socket.socket() as sock:    # a restart binds it again at once
+    with socket.socket() as sock:  # a restart binds it again at once
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", prefill.bp))
 

@@ -42,22 +42,27 @@ def _connections_to(url: str) -> int:
     for fd in os.listdir("/proc/self/fd"):
         try:
             link = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:     # the listing's own fd, closed by now
+        except OSError:  # the listing's own fd, closed by now
             continue
         if link.startswith("socket:["):
-            mine.add(link[len("socket:["):-1])
+            mine.add(link[len("socket:[") : -1])
     with open("/proc/net/tcp") as f:
         rows = [line.split() for line in f.readlines()[1:]]
     return sum(1 for row in rows if row[3] == "01" and int(row[2].rsplit(":", 1)[1], 16) == port and row[9] in mine)
 
 
 def _gets(stack) -> dict[str, str]:
-    return {"prefill /health": f"{stack.prefill}/health", "decode /health": f"{stack.decode}/health",
-            "router /health": f"{stack.router}/health", "router /readiness": f"{stack.router}/readiness",
-            "router /workers": f"{stack.router}/workers", "prefill /server_info": f"{stack.prefill}/server_info",
-            "decode /metrics": f"{stack.decode}/metrics",
-            "router exporter /metrics": f"http://127.0.0.1:{stack.mp}/metrics",
-            "decode 404": f"{stack.decode}/no-such-path"}
+    return {
+        "prefill /health": f"{stack.prefill}/health",
+        "decode /health": f"{stack.decode}/health",
+        "router /health": f"{stack.router}/health",
+        "router /readiness": f"{stack.router}/readiness",
+        "router /workers": f"{stack.router}/workers",
+        "prefill /server_info": f"{stack.prefill}/server_info",
+        "decode /metrics": f"{stack.decode}/metrics",
+        "router exporter /metrics": f"http://127.0.0.1:{stack.mp}/metrics",
+        "decode 404": f"{stack.decode}/no-such-path",
+    }
 
 
 def test_every_endpoint_a_check_reads_answers_through_the_client(stack):
@@ -74,9 +79,12 @@ def test_every_endpoint_a_check_reads_answers_through_the_client(stack):
 
 
 def test_one_kept_alive_connection_per_server(stack):
-    paths = {stack.prefill: ("/health", "/metrics") * 2, stack.decode: ("/health", "/metrics") * 2,
-             stack.router: ("/health", "/readiness", "/workers", "/readiness"),
-             f"http://127.0.0.1:{stack.mp}": ("/metrics",) * 4}
+    paths = {
+        stack.prefill: ("/health", "/metrics") * 2,
+        stack.decode: ("/health", "/metrics") * 2,
+        stack.router: ("/health", "/readiness", "/workers", "/readiness"),
+        f"http://127.0.0.1:{stack.mp}": ("/metrics",) * 4,
+    }
     for url, seq in paths.items():
         ports = set()
         for path in seq:
@@ -97,7 +105,7 @@ def test_the_probes_pass_over_the_one_pool(stack):
         res = probe_chat(stack.router, model="tiny")
         assert res.status is Status.PASS, res.detail
         assert len(fetch_metrics(stack.decode)) > 0
-    for url in (stack.prefill, stack.decode, stack.router):    # every probe of a server went over one connection
+    for url in (stack.prefill, stack.decode, stack.router):  # every probe of a server went over one connection
         assert _connections_to(url) == 1, url
 
 

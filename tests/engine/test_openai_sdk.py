@@ -1,6 +1,7 @@
 """The OpenAI-compatible surface (issue 16 item 1) with the official `openai` SDK through the real sglang-router
 in PD mode (real prefill + decode, real NIXL). Outputs are checked against the engine's model run locally (greedy:
 a request compared with it says temperature 0, since SGLang samples at 1.0 by default)."""
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -40,7 +41,7 @@ def greedy(text: str, n: int) -> tuple[str, list[torch.Tensor]]:
     cache = MODEL.new_cache(len(ids))
     logits = MODEL.extend(ids, cache)
     slots = MODEL.new_slots(1)  # the engine's decode math: the prompt's last window in one batch slot
-    slots.join(cache.kv[:, :, max(0, len(ids) - MODEL.cfg.window):len(ids)], len(ids))
+    slots.join(cache.kv[:, :, max(0, len(ids) - MODEL.cfg.window) : len(ids)], len(ids))
     out, dists = [], []
     for _ in range(n):
         lp = torch.log_softmax(logits + MODEL.mask, dim=-1)
@@ -69,15 +70,24 @@ def test_list_prompts_completions_and_generate(client, stack):
     c = client.completions.create(model="tiny", prompt=["hello", "world"], n=2, max_tokens=5, temperature=0)
     want = [greedy("hello", 5)[0]] * 2 + [greedy("world", 5)[0]] * 2
     assert [ch.index for ch in c.choices] == [0, 1, 2, 3] and [ch.text for ch in c.choices] == want
-    r = httpx.post(f"{stack.router}/generate", timeout=30,
-                   json={"input_ids": [tok.encode("hello"), tok.encode("world")],
-                         "sampling_params": {"max_new_tokens": 5, "temperature": 0}})
+    r = httpx.post(
+        f"{stack.router}/generate",
+        timeout=30,
+        json={
+            "input_ids": [tok.encode("hello"), tok.encode("world")],
+            "sampling_params": {"max_new_tokens": 5, "temperature": 0},
+        },
+    )
     assert r.status_code == 200, r.text
     assert [x["text"] for x in r.json()] == [want[0], want[2]]
     # the router refuses a `text` list itself; the engine takes it as the router would send it (a room per item)
-    body = {"text": ["hello", "world"], "sampling_params": {"max_new_tokens": 5, "temperature": 0},
-            "bootstrap_host": ["127.0.0.1"] * 2,
-            "bootstrap_port": [stack.bp] * 2, "bootstrap_room": [random.getrandbits(63) for _ in range(2)]}
+    body = {
+        "text": ["hello", "world"],
+        "sampling_params": {"max_new_tokens": 5, "temperature": 0},
+        "bootstrap_host": ["127.0.0.1"] * 2,
+        "bootstrap_port": [stack.bp] * 2,
+        "bootstrap_room": [random.getrandbits(63) for _ in range(2)],
+    }
     with cf.ThreadPoolExecutor(2) as ex:
         p, d = (ex.submit(httpx.post, f"{u}/generate", json=body, timeout=30) for u in (stack.prefill, stack.decode))
         assert p.result().status_code == 200, p.result().text
@@ -87,29 +97,35 @@ def test_list_prompts_completions_and_generate(client, stack):
 def test_stop_strings_and_stop_token_ids_are_trimmed(client):
     ref = greedy("hello", 12)[0]
     s = ref[3]
-    cut = ref[:ref.index(s)]
+    cut = ref[: ref.index(s)]
     c = client.completions.create(model="tiny", prompt="hello", max_tokens=12, stop=[s], temperature=0)
     ch = c.choices[0]
     assert (ch.text, ch.finish_reason, ch.model_extra["matched_stop"]) == (cut, "stop", s)
-    c = client.completions.create(model="tiny", prompt="hello", max_tokens=12, temperature=0,
-                                  extra_body={"stop_token_ids": [ord(s)]})
+    c = client.completions.create(
+        model="tiny", prompt="hello", max_tokens=12, temperature=0, extra_body={"stop_token_ids": [ord(s)]}
+    )
     assert (c.choices[0].text, c.choices[0].model_extra["matched_stop"]) == (cut, ord(s))
-    c = client.completions.create(model="tiny", prompt="hello", max_tokens=12, stop=s, temperature=0,
-                                  extra_body={"no_stop_trim": True})
+    c = client.completions.create(
+        model="tiny", prompt="hello", max_tokens=12, stop=s, temperature=0, extra_body={"no_stop_trim": True}
+    )
     assert c.choices[0].text == cut + s
     # a two-character stop streamed: a tail that may begin the stop is held back, so the deltas add up to the trimmed text
     chat_ref = greedy(CHAT_PROMPT, 12)[0]
     stop2 = chat_ref[4:6]
-    chunks = list(client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=12, stop=stop2, stream=True,
-                                                 temperature=0))
-    assert "".join(k.choices[0].delta.content or "" for k in chunks) == chat_ref[:chat_ref.index(stop2)]
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny", messages=MSGS, max_tokens=12, stop=stop2, stream=True, temperature=0
+        )
+    )
+    assert "".join(k.choices[0].delta.content or "" for k in chunks) == chat_ref[: chat_ref.index(stop2)]
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 def test_logprobs_come_from_the_model_distribution(client, stack):
     ref, dists = greedy(CHAT_PROMPT, 4)
-    r = client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=4, logprobs=True, top_logprobs=3,
-                                       temperature=0)
+    r = client.chat.completions.create(
+        model="tiny", messages=MSGS, max_tokens=4, logprobs=True, top_logprobs=3, temperature=0
+    )
     content = r.choices[0].logprobs.content
     assert "".join(e.token for e in content) == ref
     for e, d in zip(content, dists):  # the first entry was computed at prefill and travelled to decode
@@ -122,9 +138,16 @@ def test_logprobs_come_from_the_model_distribution(client, stack):
     assert lp.tokens == list(hello) and lp.text_offset == [0, 1, 2]
     assert lp.token_logprobs == pytest.approx([float(d.max()) for d in hd], abs=1e-4)
     assert [len(t) for t in lp.top_logprobs] == [2, 2, 2]
-    g = httpx.post(f"{stack.router}/generate", timeout=30, json={
-        "text": "hello", "sampling_params": {"max_new_tokens": 3, "temperature": 0}, "return_logprob": True,
-        "return_text_in_logprobs": True}).json()
+    g = httpx.post(
+        f"{stack.router}/generate",
+        timeout=30,
+        json={
+            "text": "hello",
+            "sampling_params": {"max_new_tokens": 3, "temperature": 0},
+            "return_logprob": True,
+            "return_text_in_logprobs": True,
+        },
+    ).json()
     assert [[t, x] for _, t, x in g["meta_info"]["output_token_logprobs"]] == [[ord(ch), ch] for ch in hello]
     assert [v for v, _, _ in g["meta_info"]["output_token_logprobs"]] == pytest.approx(lp.token_logprobs, abs=1e-6)
 
@@ -132,8 +155,9 @@ def test_logprobs_come_from_the_model_distribution(client, stack):
 def test_echo_prepends_the_prompt(client):
     c = client.completions.create(model="tiny", prompt="hello", max_tokens=4, echo=True, temperature=0)
     assert c.choices[0].text == "hello" + greedy("hello", 4)[0]
-    chunks = list(client.completions.create(model="tiny", prompt="hello", max_tokens=4, echo=True, stream=True,
-                                            temperature=0))
+    chunks = list(
+        client.completions.create(model="tiny", prompt="hello", max_tokens=4, echo=True, stream=True, temperature=0)
+    )
     assert "".join(k.choices[0].text for k in chunks if k.choices) == "hello" + greedy("hello", 4)[0]
 
 
@@ -150,8 +174,16 @@ def test_models_retrieve(stack):
 
 
 def test_usage_chunk_with_include_usage_only(client):
-    chunks = list(client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=5, stream=True,
-                                                 stream_options={"include_usage": True}, temperature=0))
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny",
+            messages=MSGS,
+            max_tokens=5,
+            stream=True,
+            stream_options={"include_usage": True},
+            temperature=0,
+        )
+    )
     last, fin = chunks[-1], chunks[-2]
     assert last.choices == [] and last.usage.completion_tokens == 5
     assert fin.choices[0].finish_reason == "length" and fin.usage is None
@@ -161,9 +193,12 @@ def test_usage_chunk_with_include_usage_only(client):
 
 
 def test_generate_stream_every_event_is_new(stack):
-    with httpx.stream("POST", f"{stack.router}/generate", timeout=30,
-                      json={"text": "hello", "sampling_params": {"max_new_tokens": 6, "temperature": 0},
-                            "stream": True}) as r:
+    with httpx.stream(
+        "POST",
+        f"{stack.router}/generate",
+        timeout=30,
+        json={"text": "hello", "sampling_params": {"max_new_tokens": 6, "temperature": 0}, "stream": True},
+    ) as r:
         lines = [x for x in r.iter_lines() if x.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
     evs = [json.loads(x[6:]) for x in lines[:-1]]
@@ -172,12 +207,15 @@ def test_generate_stream_every_event_is_new(stack):
     assert [e["meta_info"]["finish_reason"] for e in evs] == [None] * 5 + [{"type": "length", "length": 6}]
 
 
-@pytest.mark.parametrize("extra, field", [
-    ({"response_format": {"type": "json_object"}}, "response_format"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
-    ({"logit_bias": {"65": 5}}, "logit_bias"),
-    ({"presence_penalty": 0.5}, "presence_penalty"),
-])
+@pytest.mark.parametrize(
+    "extra, field",
+    [
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+        ({"logit_bias": {"65": 5}}, "logit_bias"),
+        ({"presence_penalty": 0.5}, "presence_penalty"),
+    ],
+)
 def test_unsupported_fields_are_refused_by_name(client, extra, field):
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="tiny", messages=MSGS, max_tokens=2, **extra)

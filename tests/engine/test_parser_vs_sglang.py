@@ -1,6 +1,7 @@
 """The bundled engine's launch parser against the real SGLang 0.5.23 parser (its venv, scripts/install.sh): the same
 argv gives the same exit code and the same error message, abbreviations resolve to the same flag, and the seed's
 `--cuda-graph-max-bs 96` is refused as ambiguous by both."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +16,7 @@ from tests.fixtures.sglang_venv import sglang_python
 
 # (argv after --model-path m, a dest to compare when both accept it)
 CASES = [
-    (["--cuda-graph-max-bs", "96"], None),            # the seed's flag: ambiguous between -decode and -prefill
+    (["--cuda-graph-max-bs", "96"], None),  # the seed's flag: ambiguous between -decode and -prefill
     (["--cuda-graph-max-bs=96"], None),
     (["--cuda-graph-max-bs-dec", "96"], "cuda_graph_max_bs_decode"),
     (["--bogus", "1"], None),
@@ -76,8 +77,9 @@ def _message(lines: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def sglang_answers():
-    p = subprocess.run([sglang_python(), "-c", SGLANG_SIDE], input=json.dumps(CASES), capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sglang_python(), "-c", SGLANG_SIDE], input=json.dumps(CASES), capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     return json.loads(p.stdout.strip().splitlines()[-1])
 

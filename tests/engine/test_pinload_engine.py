@@ -24,18 +24,40 @@ DRILLS = "status-update-race,transfer-delay-ms=500"
 # chunk's delayed transfer, about 0.8-0.95 of the first-token time (measured: 4-5 of 6 aborts there pinned, 2 of 6
 # at the default 0.6-0.9). Two requests a storm, up to five storms: on a loaded machine the first-token time varies
 # more and an aim lands less often (a CI run once saw three storms miss); a pin ends the tries at once.
-AIMED = ["--target", "transfer-window", "--requests", "2", "--prompt-tokens", "3000", "--sample-every", "1",
-         "--watch", "2", "--calibrate", "2", "--max-new-tokens", "32", "--aim-from", "0.78", "--aim-to", "0.95"]
+AIMED = [
+    "--target",
+    "transfer-window",
+    "--requests",
+    "2",
+    "--prompt-tokens",
+    "3000",
+    "--sample-every",
+    "1",
+    "--watch",
+    "2",
+    "--calibrate",
+    "2",
+    "--max-new-tokens",
+    "32",
+    "--aim-from",
+    "0.78",
+    "--aim-to",
+    "0.95",
+]
 INF = "sglang:num_prefill_inflight_queue_reqs"
 
 
 @pytest.fixture(scope="module")
 def racy(tmp_path_factory):
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory("pinload", ports, prefill_env={"PDCTL_DRILLS": DRILLS},
-                          # the seed's router: smg 1.13 does not pass a client's disconnect on to the workers
-                          # (docs/storm-and-triage.md), so the clients' aborts would never reach the rooms
-                          router_kind="sglang-router")
+    inv = local_inventory(
+        "pinload",
+        ports,
+        prefill_env={"PDCTL_DRILLS": DRILLS},
+        # the seed's router: smg 1.13 does not pass a client's disconnect on to the workers
+        # (docs/storm-and-triage.md), so the clients' aborts would never reach the rooms
+        router_kind="sglang-router",
+    )
     for dep in deployed(tmp_path_factory, "pinload", inv):
         yield dict(dep, ports=ports)
 
@@ -58,8 +80,11 @@ def held_for(ports, reads=8, every=0.6) -> bool:
 
 
 def verify(dep, window):
-    r = pdctl(["verify", "inflight", "-i", str(dep["inv"]), "--window", str(window), "--interval", "1", "--json"],
-              state=dep["state"], timeout=120)
+    r = pdctl(
+        ["verify", "inflight", "-i", str(dep["inv"]), "--window", str(window), "--interval", "1", "--json"],
+        state=dep["state"],
+        timeout=120,
+    )
     return r, r.json()
 
 
@@ -72,9 +97,12 @@ def test_a_pin_under_steady_load_is_pinned_while_the_load_alone_is_busy(racy):
         assert doc["judgement"]["balance_median"] is not None and doc["judgement"]["balance_median"] < 1
 
         storms = []
-        for seed in (7, 8, 9, 10, 11):   # an aimed storm of two requests; under load the calibration keeps its aim
-            s = pdctl(["storm", "-i", str(racy["inv"]), "--json", *AIMED, "--seed", str(seed)], state=racy["state"],
-                      timeout=300)
+        for seed in (7, 8, 9, 10, 11):  # an aimed storm of two requests; under load the calibration keeps its aim
+            s = pdctl(
+                ["storm", "-i", str(racy["inv"]), "--json", *AIMED, "--seed", str(seed)],
+                state=racy["state"],
+                timeout=300,
+            )
             assert s.code in (0, 1), s.output
             storms.append(s.json())
             if held_for(racy["ports"]):
@@ -88,7 +116,7 @@ def test_a_pin_under_steady_load_is_pinned_while_the_load_alone_is_busy(racy):
         assert r.code == 1 and doc["verdict"] == "pinned", r.output
         j = doc["judgement"]
         assert j["pinned_by"] == "room-balance" and j["conclusive"] and j["balance_median"] >= 1
-        assert j["generation_tokens_delta"] > 0 and j["queue_changes"] > 0     # the load flowed all along
+        assert j["generation_tokens_delta"] > 0 and j["queue_changes"] > 0  # the load flowed all along
         assert doc["extended_to_s"] == 30 and any("past the 10s window" in n for n in doc["notes"])
         assert any(k.startswith("prefill[0]") for k in doc["holders"])
 

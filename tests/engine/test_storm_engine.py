@@ -21,17 +21,33 @@ from tests.fixtures.net import free_port
 pytestmark = [pytest.mark.engine]
 
 DELAY = "transfer-delay-ms=500"
-STORM = ["--prompt-tokens", "3000", "--sample-every", "1", "--watch", "4", "--calibrate", "2", "--seed", "7",
-         "--max-new-tokens", "32"]
+STORM = [
+    "--prompt-tokens",
+    "3000",
+    "--sample-every",
+    "1",
+    "--watch",
+    "4",
+    "--calibrate",
+    "2",
+    "--seed",
+    "7",
+    "--max-new-tokens",
+    "32",
+]
 
 
 def _deploy(tmp_path_factory, name, prefill_drills, extra=None):
     state = tmp_path_factory.mktemp(name)
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
-    inv = local_inventory(name, ports, prefill_env={"PDCTL_DRILLS": prefill_drills},
-                          # the seed's router: smg 1.13 does not pass a client's disconnect on to the workers
-                          # (docs/storm-and-triage.md), so an abort storm through it aborts nothing there
-                          router_kind="sglang-router")
+    inv = local_inventory(
+        name,
+        ports,
+        prefill_env={"PDCTL_DRILLS": prefill_drills},
+        # the seed's router: smg 1.13 does not pass a client's disconnect on to the workers
+        # (docs/storm-and-triage.md), so an abort storm through it aborts nothing there
+        router_kind="sglang-router",
+    )
     inv.update(extra or {})
     path = write_inventory(state / "inv.yaml", inv)
     r = pdctl(["deploy", "-i", str(path), "--no-verify", "--json"], state=state)
@@ -68,9 +84,11 @@ def storm(dep, *args):
 
 def report_hits(tag, doc):
     h = doc["hits"]
-    print(f"\n[{tag}] target={doc['config']['target']} hit_rate={h['hit_rate']} hits={h['hits']}/{h['aborted']} "
-          f"counts={h['counts']} confirmed={h['confirmed_in_window']} window={doc['window_s']} "
-          f"verdict={doc['verdict']['reason']}")
+    print(
+        f"\n[{tag}] target={doc['config']['target']} hit_rate={h['hit_rate']} hits={h['hits']}/{h['aborted']} "
+        f"counts={h['counts']} confirmed={h['confirmed_in_window']} window={doc['window_s']} "
+        f"verdict={doc['verdict']['reason']}"
+    )
 
 
 def test_aimed_storm_pins_the_racy_build(racy):
@@ -78,8 +96,11 @@ def test_aimed_storm_pins_the_racy_build(racy):
     report_hits("racy aimed", doc)
     assert r.code == 1, r.output
     v = doc["verdict"]
-    watch = [(round(row["t"], 3), row.get("inflight"), row.get("generation_tokens")) for row in doc["series"]
-             if row["phase"] == "watch"]
+    watch = [
+        (round(row["t"], 3), row.get("inflight"), row.get("generation_tokens"))
+        for row in doc["series"]
+        if row["phase"] == "watch"
+    ]
     assert not v["passed"] and v["pinned"] and v["last_inflight"] > 0, (v, watch, doc.get("notes"))
     assert any(k.startswith("prefill[0]") for k in doc["holders"])
     assert doc["hits"]["hits"] >= 1 and doc["hits"]["confirmed_in_window"] >= 1
@@ -89,8 +110,10 @@ def test_aimed_storm_pins_the_racy_build(racy):
 
 
 def test_verify_inflight_says_pinned_after_the_aimed_storm(racy):
-    r = pdctl(["verify", "inflight", "-i", str(racy["inv"]), "--window", "3", "--interval", "1", "--json"],
-              state=racy["state"])
+    r = pdctl(
+        ["verify", "inflight", "-i", str(racy["inv"]), "--window", "3", "--interval", "1", "--json"],
+        state=racy["state"],
+    )
     assert r.code == 1, r.output
     doc = r.json()
     assert doc["verdict"] == "pinned" and doc["judgement"]["conclusive"] and not doc["partial"]
@@ -134,8 +157,10 @@ def test_busy_but_progressing_is_never_called_pinned(fixed):
                 if stop.is_set():
                     return
                 try:
-                    c.post(base + "/generate", json={"text": "steady load " * 40,
-                                                     "sampling_params": {"max_new_tokens": 48}})
+                    c.post(
+                        base + "/generate",
+                        json={"text": "steady load " * 40, "sampling_params": {"max_new_tokens": 48}},
+                    )
                 except httpx.HTTPError:
                     time.sleep(0.1)
 
@@ -144,8 +169,10 @@ def test_busy_but_progressing_is_never_called_pinned(fixed):
         t.start()
     try:
         time.sleep(1.0)
-        r = pdctl(["verify", "inflight", "-i", str(fixed["inv"]), "--window", "4", "--interval", "1", "--json"],
-                  state=fixed["state"])
+        r = pdctl(
+            ["verify", "inflight", "-i", str(fixed["inv"]), "--window", "4", "--interval", "1", "--json"],
+            state=fixed["state"],
+        )
     finally:
         stop.set()
         for t in threads:
@@ -157,8 +184,7 @@ def test_busy_but_progressing_is_never_called_pinned(fixed):
 
 
 def test_storm_refuses_a_router_outside_the_inventory(fixed):
-    r = pdctl(["storm", "-i", str(fixed["inv"]), "--router", "10.9.8.7:30001", "--requests", "1"],
-              state=fixed["state"])
+    r = pdctl(["storm", "-i", str(fixed["inv"]), "--router", "10.9.8.7:30001", "--requests", "1"], state=fixed["state"])
     assert r.code == 2 and "refused" in r.stderr
 
 

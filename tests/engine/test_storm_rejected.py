@@ -16,8 +16,28 @@ def test_storm_whose_requests_are_all_rejected_fails(tmp_path_factory):
     state, path, _ports, r = _deploy(tmp_path_factory, "rejected", "")
     try:
         assert r.code == 0, r.output
-        r = pdctl(["storm", "-i", str(path), "--json", "--requests", "3", "--prompt-tokens", "40000",
-                   "--calibrate", "0", "--watch", "2", "--sample-every", "1", "--seed", "1"], state=state, timeout=120)
+        r = pdctl(
+            [
+                "storm",
+                "-i",
+                str(path),
+                "--json",
+                "--requests",
+                "3",
+                "--prompt-tokens",
+                "40000",
+                "--calibrate",
+                "0",
+                "--watch",
+                "2",
+                "--sample-every",
+                "1",
+                "--seed",
+                "1",
+            ],
+            state=state,
+            timeout=120,
+        )
         assert r.code == 1, r.output
         doc = r.json()
         assert doc["ok"] is False

@@ -25,8 +25,9 @@ def degraded(tmp_path_factory):
 
 
 def triage(dep):
-    r = pdctl(["triage", "-i", str(dep["inv"]), "--window", "2", "--interval", "1", "--json"], state=dep["state"],
-              timeout=180)
+    r = pdctl(
+        ["triage", "-i", str(dep["inv"]), "--window", "2", "--interval", "1", "--json"], state=dep["state"], timeout=180
+    )
     assert r.code in (0, 1), r.output
     return r, r.json()
 
@@ -64,8 +65,24 @@ def test_after_pair_restart_triage_and_final_health_are_clean(degraded):
     assert r.code == 0, doc["findings"]
     assert not [f for f in doc["findings"] if f["kind"] in ("degraded-bootstrap", "transfer", "lineage")]
     # the flags layer is left out: it judges the router's launch line, which is not this test's subject
-    fh = pdctl(["verify", "final-health", "-i", inv, "--json", "--layer", "health", "--layer", "e2e",
-                "--layer", "transfer", "--layer", "lineage"], state=st)
+    fh = pdctl(
+        [
+            "verify",
+            "final-health",
+            "-i",
+            inv,
+            "--json",
+            "--layer",
+            "health",
+            "--layer",
+            "e2e",
+            "--layer",
+            "transfer",
+            "--layer",
+            "lineage",
+        ],
+        state=st,
+    )
     doc = fh.json()
     assert fh.code == 0, doc
     assert {r["status"] for rs in doc["layers"].values() for r in rs} <= {"pass", "skip", "warn"}

@@ -8,10 +8,17 @@ from tests.fixtures.real_sglang import RUN_ENV, require_real_lane
 
 # What every real worker needs on this CPU (tests/fixtures/real_sglang.py says why), as inventory args: the flags
 # pdctl sets itself (mode, backend, ports, metrics) come from the inventory's own fields.
-CPU_ARGS = {"--device": "cpu", "--attention-backend": "torch_native", "--disable-cuda-graph": True,
-            "--mem-fraction-static": 0.05, "--max-total-tokens": 4096}
-ROLE_ARGS = {"prefill": {"--disable-overlap-schedule": True},
-             "decode": {"--disaggregation-decode-retraction-backup": "cpu_tensor"}}
+CPU_ARGS = {
+    "--device": "cpu",
+    "--attention-backend": "torch_native",
+    "--disable-cuda-graph": True,
+    "--mem-fraction-static": 0.05,
+    "--max-total-tokens": 4096,
+}
+ROLE_ARGS = {
+    "prefill": {"--disable-overlap-schedule": True},
+    "decode": {"--disaggregation-decode-retraction-backup": "cpu_tensor"},
+}
 SERVED = "tiny-llama"
 
 
@@ -24,16 +31,26 @@ def real_inventory(name: str, router_kind: str, *, prefills: int = 1, decodes: i
         return {**CPU_ARGS, **ROLE_ARGS[role], "--nccl-port": free_port()}
 
     return {
-        "name": name, "engine": "sglang", "model_path": str(model), "served_model_name": SERVED,
+        "name": name,
+        "engine": "sglang",
+        "model_path": str(model),
+        "served_model_name": SERVED,
         "transfer_backend": "mooncake",
         "hosts": {"local": {"transport": "local", "service_manager": "pidfile", "python": str(py)}},
         "roles": {
-            "prefill": [{**worker, "port": free_port(), "bootstrap_port": free_port(), "args": args("prefill")}
-                        for _ in range(prefills)],
+            "prefill": [
+                {**worker, "port": free_port(), "bootstrap_port": free_port(), "args": args("prefill")}
+                for _ in range(prefills)
+            ],
             "decode": [{**worker, "port": free_port(), "args": args("decode")} for _ in range(decodes)],
-            "router": [{"host": "local", "ready_timeout": 180, "kind": router_kind,
-                        "args": {"--prometheus-port": free_port(), "--health-check-interval-secs": 2,
-                                 "--policy": "random"},
-                        "port": free_port()}],
+            "router": [
+                {
+                    "host": "local",
+                    "ready_timeout": 180,
+                    "kind": router_kind,
+                    "args": {"--prometheus-port": free_port(), "--health-check-interval-secs": 2, "--policy": "random"},
+                    "port": free_port(),
+                }
+            ],
         },
     }

@@ -20,7 +20,7 @@ from tests.engine.stack import Stack, mc_port_range, wait_for
 from tests.fixtures.net import free_port
 from tests.fixtures.real_sglang import require_real_lane, run_env, server_argv
 
-SERVED = "tiny"   # --served-model-name of all four workers, so model_name labels and `model` fields agree
+SERVED = "tiny"  # --served-model-name of all four workers, so model_name labels and `model` fields agree
 
 
 class RealPair:
@@ -36,16 +36,21 @@ class RealPair:
         self.procs: dict[str, subprocess.Popen] = {}
 
     def _spawn(self, role: str, port: int) -> None:
-        argv = server_argv(role, port=port, nccl_port=free_port(),
-                           bootstrap_port=self.bp if role == "prefill" else None,
-                           extra=("--served-model-name", SERVED))
+        argv = server_argv(
+            role,
+            port=port,
+            nccl_port=free_port(),
+            bootstrap_port=self.bp if role == "prefill" else None,
+            extra=("--served-model-name", SERVED),
+        )
         # its own multiprocess metrics directory (removed with the logs) and its own Mooncake rpc port range
         mp = os.path.join(self.logdir, f"prom-{role}")
         os.mkdir(mp)
         env = run_env({**os.environ, **mc_port_range(), "PROMETHEUS_MULTIPROC_DIR": mp})
         with open(os.path.join(self.logdir, f"{role}.log"), "ab") as log:
-            self.procs[role] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                start_new_session=True)
+            self.procs[role] = subprocess.Popen(
+                argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def start(self) -> None:
         self._spawn("prefill", self.pp)
@@ -53,8 +58,11 @@ class RealPair:
 
     def wait(self, timeout: float) -> None:
         for url in (self.prefill, self.decode):
-            wait_for(lambda u=url: self._alive() and httpx.get(f"{u}/health", timeout=5).status_code == 200,
-                     timeout, f"real {url}/health")
+            wait_for(
+                lambda u=url: self._alive() and httpx.get(f"{u}/health", timeout=5).status_code == 200,
+                timeout,
+                f"real {url}/health",
+            )
 
     def _alive(self) -> bool:
         dead = {r: p.returncode for r, p in self.procs.items() if p.poll() is not None}
@@ -63,7 +71,7 @@ class RealPair:
         return True
 
     def stop(self) -> None:
-        for p in self.procs.values():   # SIGTERM first: SGLang's launcher ends its scheduler and detokenizer
+        for p in self.procs.values():  # SIGTERM first: SGLang's launcher ends its scheduler and detokenizer
             _signal_group(p, signal.SIGTERM)
         deadline = time.monotonic() + 15
         for p in self.procs.values():
@@ -71,7 +79,7 @@ class RealPair:
                 p.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
-            _signal_group(p, signal.SIGKILL)   # whatever of the group is left (a child outliving its parent)
+            _signal_group(p, signal.SIGKILL)  # whatever of the group is left (a child outliving its parent)
             p.wait(10)
         self.procs.clear()
 
@@ -151,6 +159,7 @@ def started(timeout: float = 240):
 
 # -- requests ---------------------------------------------------------------------------------------------------------
 
+
 def pd_body(pair, body: dict, n: int = 1) -> dict:
     """body with the bootstrap fields the router adds: one room, or one per choice (a list, as sglang-router 0.3.2
     sends a chat `n`)."""
@@ -176,7 +185,7 @@ def pd_stream(pair, path: str, body: dict, timeout: float = 60) -> tuple[httpx.R
     def decode_events() -> list[str]:
         with httpx.stream("POST", f"{pair.decode}{path}", json=b, timeout=timeout) as r:
             assert r.status_code == 200, r.read()
-            return [line[len("data:"):].strip() for line in r.iter_lines() if line.startswith("data:")]
+            return [line[len("data:") :].strip() for line in r.iter_lines() if line.startswith("data:")]
 
     with cf.ThreadPoolExecutor(2) as ex:
         fp = ex.submit(httpx.post, f"{pair.prefill}{path}", json=b, timeout=timeout)

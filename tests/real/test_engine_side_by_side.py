@@ -41,43 +41,77 @@ ROLES = ("prefill", "decode")
 # ("Metrics" and "Where the bundled engine still differs") gives. Nothing else may differ, in either direction.
 ABSENT_BOTH = {
     # no prefix (radix) cache
-    "sglang:cache_hit_rate", "sglang:cached_tokens_total", "sglang:kv_evictable_tokens",
+    "sglang:cache_hit_rate",
+    "sglang:cached_tokens_total",
+    "sglang:kv_evictable_tokens",
     # no hybrid attention (sliding-window or mamba pools)
-    "sglang:swa_available_tokens", "sglang:swa_evictable_tokens", "sglang:swa_token_usage", "sglang:swa_used_tokens",
-    "sglang:mamba_available_tokens", "sglang:mamba_evictable_tokens", "sglang:mamba_usage", "sglang:mamba_used_tokens",
+    "sglang:swa_available_tokens",
+    "sglang:swa_evictable_tokens",
+    "sglang:swa_token_usage",
+    "sglang:swa_used_tokens",
+    "sglang:mamba_available_tokens",
+    "sglang:mamba_evictable_tokens",
+    "sglang:mamba_usage",
+    "sglang:mamba_used_tokens",
     "sglang:prealloc_swa_token_usage",
     # no speculative decoding
-    "sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:spec_block_accept_length",
-    "sglang:spec_cap_length", "sglang:spec_num_draft_tokens", "sglang:spec_num_steps",
+    "sglang:spec_accept_length",
+    "sglang:spec_accept_rate",
+    "sglang:spec_block_accept_length",
+    "sglang:spec_cap_length",
+    "sglang:spec_num_draft_tokens",
+    "sglang:spec_num_steps",
     # no grammar / structured output
     "sglang:num_grammar_queue_reqs",
     # no retraction, no pause for weight sync, no new-token-ratio policy
-    "sglang:num_retracted_reqs", "sglang:num_paused_reqs", "sglang:new_token_ratio",
+    "sglang:num_retracted_reqs",
+    "sglang:num_paused_reqs",
+    "sglang:new_token_ratio",
     # no host-memory receive or deferred KV release on a decode (SGLang declares the gauges in both modes)
-    "sglang:num_decode_host_receive_queue_reqs", "sglang:num_decode_deferred_kv_release_reqs",
+    "sglang:num_decode_host_receive_queue_reqs",
+    "sglang:num_decode_deferred_kv_release_reqs",
     # no GPU, CUDA graphs, FLOP model, DP attention, routing keys, SLO
-    "sglang:utilization", "sglang:fwd_occupancy", "sglang:is_cuda_graph", "sglang:cuda_graph_passes_total",
-    "sglang:graph_memory_usage_gb", "sglang:startup_cuda_graph_time_seconds", "sglang:startup_available_gpu_memory_gb",
-    "sglang:dp_attention_pairs_total", "sglang:dp_attention_steps_total", "sglang:dp_attention_sync_wait_seconds",
-    "sglang:dp_attention_token_imbalance_ratio", "sglang:dp_attention_tokens_total",
-    "sglang:num_unique_running_routing_keys", "sglang:routing_key_all_req_count", "sglang:routing_key_running_req_count",
+    "sglang:utilization",
+    "sglang:fwd_occupancy",
+    "sglang:is_cuda_graph",
+    "sglang:cuda_graph_passes_total",
+    "sglang:graph_memory_usage_gb",
+    "sglang:startup_cuda_graph_time_seconds",
+    "sglang:startup_available_gpu_memory_gb",
+    "sglang:dp_attention_pairs_total",
+    "sglang:dp_attention_steps_total",
+    "sglang:dp_attention_sync_wait_seconds",
+    "sglang:dp_attention_token_imbalance_ratio",
+    "sglang:dp_attention_tokens_total",
+    "sglang:num_unique_running_routing_keys",
+    "sglang:routing_key_all_req_count",
+    "sglang:routing_key_running_req_count",
     "sglang:routing_keys_active",
     # no per-stage scheduler-loop accounting, no HTTP middleware metrics, no tokenizer/detokenizer processes
-    "sglang:scheduler_stage_seconds_total", "sglang:http_requests_total", "sglang:http_requests_active",
-    "sglang:http_responses_total", "sglang:process_cpu_seconds_total",
+    "sglang:scheduler_stage_seconds_total",
+    "sglang:http_requests_total",
+    "sglang:http_requests_active",
+    "sglang:http_responses_total",
+    "sglang:process_cpu_seconds_total",
 }
 ABSENT_IN_MODE = {
     "prefill": {
         # "Families a mode does not feed are not declared": SGLang sets the decode's gauges at 0 on a prefill
-        "sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs",
-        "sglang:pending_prealloc_token_usage", "sglang:prealloc_full_token_usage", "sglang:kv_transfer_alloc_ms",
-        "sglang:gen_throughput", "sglang:decode_sum_seq_lens",
+        "sglang:num_decode_prealloc_queue_reqs",
+        "sglang:num_decode_transfer_queue_reqs",
+        "sglang:pending_prealloc_token_usage",
+        "sglang:prealloc_full_token_usage",
+        "sglang:kv_transfer_alloc_ms",
+        "sglang:gen_throughput",
+        "sglang:decode_sum_seq_lens",
         # "A prefill counts no generated token" (SGLang's counts the first token it samples)
-        "sglang:generation_tokens_total", "sglang:generation_tokens_histogram",
+        "sglang:generation_tokens_total",
+        "sglang:generation_tokens_histogram",
     },
     "decode": {
         # the prefill's queue gauges, at 0 on SGLang's decode; no prompt computed on a decode
-        "sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_inflight_queue_reqs",
+        "sglang:num_prefill_bootstrap_queue_reqs",
+        "sglang:num_prefill_inflight_queue_reqs",
         "sglang:prefill_effective_tokens_total",
         # shown on a Mooncake prefill only (SGLang shows it, at 0, on both sides)
         "sglang:failed_session_recoveries_total",
@@ -105,27 +139,41 @@ def exchange(pair) -> dict:
     a: dict = {"get": {}}
     for role in ROLES:
         base = getattr(pair, role)
-        for path in ("/health", "/health_generate", "/model_info", "/server_info", "/v1/loads", "/v1/models",
-                     f"/v1/models/{SERVED}", "/v1/models/nope", "/version", "/loads"):
+        for path in (
+            "/health",
+            "/health_generate",
+            "/model_info",
+            "/server_info",
+            "/v1/loads",
+            "/v1/models",
+            f"/v1/models/{SERVED}",
+            "/v1/models/nope",
+            "/version",
+            "/loads",
+        ):
             a["get"][role, path] = httpx.get(f"{base}{path}", timeout=60)
     a["length"] = pd_post(pair, CHAT, chat(max_tokens=6))
     a["greedy"] = pd_post(pair, CHAT, chat(max_tokens=8, temperature=0))
     a["stop_str"] = stop_string(a["greedy"][1].json()["choices"][0]["message"]["content"])
     a["stop"] = pd_post(pair, CHAT, chat(max_tokens=8, temperature=0, stop=[a["stop_str"]]))
     a["sampled"] = [pd_post(pair, CHAT, chat(max_tokens=8))[1] for _ in range(4)]
-    a["stream_usage"] = pd_stream(pair, CHAT, chat(max_tokens=4, temperature=0,
-                                                      stream_options={"include_usage": True}))
+    a["stream_usage"] = pd_stream(pair, CHAT, chat(max_tokens=4, temperature=0, stream_options={"include_usage": True}))
     a["stream"] = pd_stream(pair, CHAT, chat(max_tokens=4, temperature=0))
     room = fresh_room()
-    a["canary"] = pd_post(pair, "/generate", canary_body(prompt="hi", max_tokens=8, bootstrap_host="127.0.0.1",
-                                                        bootstrap_port=pair.bp, room=room, model=SERVED))
+    a["canary"] = pd_post(
+        pair,
+        "/generate",
+        canary_body(
+            prompt="hi", max_tokens=8, bootstrap_host="127.0.0.1", bootstrap_port=pair.bp, room=room, model=SERVED
+        ),
+    )
     a["canary_room"] = room
     a["bad"] = {name: pd_post(pair, path, body, timeout=30) for name, (path, body) in BAD.items()}
     a["metrics"] = {role: httpx.get(f"{getattr(pair, role)}/metrics", timeout=30).text for role in ROLES}
     return a
 
 
-BAD = {   # malformed requests: both workers answer them at once (nothing reaches the scheduler)
+BAD = {  # malformed requests: both workers answer them at once (nothing reaches the scheduler)
     "no messages": (CHAT, {"model": SERVED, "max_tokens": 4}),
     "messages not a list": (CHAT, chat(messages="hi", max_tokens=4)),
     "max_tokens -1": (CHAT, chat(max_tokens=-1)),
@@ -183,14 +231,16 @@ def test_the_allow_list_holds_no_stale_entry(answers):
 @pytest.mark.parametrize("role", ROLES)
 def test_server_info_keys_pdctl_reads(answers, pairs, role):
     real, eng = (answers[k]["get"][role, "/server_info"].json() for k in ("real", "engine"))
-    assert real["version"] == "0.5.23" and eng["version"].startswith("0.5.23")     # pdctl's flags layer, lint
-    assert "engine" not in real and eng["engine"] == "pdctl-bundled-cpu"          # judge_version's engine name
+    assert real["version"] == "0.5.23" and eng["version"].startswith("0.5.23")  # pdctl's flags layer, lint
+    assert "engine" not in real and eng["engine"] == "pdctl-bundled-cpu"  # judge_version's engine name
     for key in ("disaggregation_mode", "disaggregation_transfer_backend", "served_model_name"):
         assert real[key] == eng[key], key
     assert real["disaggregation_mode"] == role and real["disaggregation_transfer_backend"] == "mooncake"
     if role == "prefill":
         assert (real["disaggregation_bootstrap_port"], eng["disaggregation_bootstrap_port"]) == (
-            pairs["real"].bp, pairs["engine"].bp)
+            pairs["real"].bp,
+            pairs["engine"].bp,
+        )
     assert isinstance(real["internal_states"], list) and isinstance(eng["internal_states"], list)
     # every flag the engine records is under SGLang's own key (its parser's dest, not the option's spelling)
     assert set(eng) - set(real) <= ENGINE_ONLY_INFO, sorted(set(eng) - set(real) - ENGINE_ONLY_INFO)
@@ -214,7 +264,8 @@ def test_info_endpoints(answers, role):
         assert shape(e) == shape(r), path
     card = eng[role, "/v1/models"].json()["data"][0]
     assert {k: card[k] for k in ("id", "object", "owned_by", "root", "parent")} == {
-        k: real[role, "/v1/models"].json()["data"][0][k] for k in ("id", "object", "owned_by", "root", "parent")}
+        k: real[role, "/v1/models"].json()["data"][0][k] for k in ("id", "object", "owned_by", "root", "parent")
+    }
 
 
 def test_chat_answers_and_finish_reasons(answers):
@@ -227,7 +278,7 @@ def test_chat_answers_and_finish_reasons(answers):
         stopped = a["stop"][1].json()["choices"][0]
         greedy = a["greedy"][1].json()["choices"][0]["message"]["content"]
         assert (stopped["finish_reason"], stopped["matched_stop"]) == ("stop", a["stop_str"]), (kind, greedy)
-        assert stopped["message"]["content"] == greedy[:greedy.find(a["stop_str"])], kind
+        assert stopped["message"]["content"] == greedy[: greedy.find(a["stop_str"])], kind
     real, eng = answers["real"], answers["engine"]
     for name in ("length", "stop"):
         for leg in (0, 1):
@@ -262,8 +313,9 @@ def events(lines: list[str]) -> list[tuple]:
             out.append(("usage", tuple(c), tuple(c["usage"])))
             continue
         ch = c["choices"][0]
-        kind = ("role" if "role" in ch["delta"] else f"finish:{ch['finish_reason']}" if ch["finish_reason"]
-                else "content")
+        kind = (
+            "role" if "role" in ch["delta"] else f"finish:{ch['finish_reason']}" if ch["finish_reason"] else "content"
+        )
         out.append((kind, tuple(c), tuple(ch), tuple(ch["delta"])))
     # runs of content chunks as one (a token's text is one chunk; the two tokenizers cut text differently)
     return [e for i, e in enumerate(out) if not (e[0] == "content" and i and out[i - 1][0] == "content")]
@@ -275,7 +327,8 @@ def test_chat_stream_sequence(answers, name):
     eng_pre, eng = answers["engine"][name]
     assert events(eng) == events(real), (real, eng)
     assert [e[0] for e in events(real)] == ["role", "content", "finish:length"] + (
-        ["usage"] if name == "stream_usage" else []) + ["[DONE]"]
+        ["usage"] if name == "stream_usage" else []
+    ) + ["[DONE]"]
     # the prefill's stream ends as the decode's does (what it holds differs: its first token, see above)
     assert real_pre.status_code == eng_pre.status_code == 200
     assert real_pre.text.rstrip().endswith("data: [DONE]") and eng_pre.text.rstrip().endswith("data: [DONE]")
@@ -319,6 +372,6 @@ def test_chat_n2_real_pd_never_answers_the_engine_does(pairs):
     with cf.ThreadPoolExecutor(2) as ex:
         legs = [ex.submit(httpx.post, f"{url}{CHAT}", json=b, timeout=8) for url in (real.prefill, real.decode)]
         with pytest.raises(httpx.ReadTimeout):
-            legs[1].result()    # the decode never answers (its prefill answered in one try, timed out in another)
+            legs[1].result()  # the decode never answers (its prefill answered in one try, timed out in another)
         with contextlib.suppress(httpx.HTTPError):
             legs[0].result()

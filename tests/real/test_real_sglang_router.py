@@ -41,8 +41,11 @@ def test_pairs_and_lint(dep):
     lint = run(dep, "lint", "--json")
     assert lint.code == 0, lint.output
     kinds = {row["role"]: (row["kind"], row.get("version")) for row in lint.json()["roles"]}
-    assert kinds == {"prefill": ("sglang", "0.5.23"), "decode": ("sglang", "0.5.23"),
-                     "router": ("sglang-router", "0.3.2")}, kinds
+    assert kinds == {
+        "prefill": ("sglang", "0.5.23"),
+        "decode": ("sglang", "0.5.23"),
+        "router": ("sglang-router", "0.3.2"),
+    }, kinds
 
 
 def test_restart_pair_keeps_its_order_and_stays_green(dep):

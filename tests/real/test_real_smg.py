@@ -23,8 +23,7 @@ LAYERS = ("health", "e2e", "transfer", "flags", "lineage")
 
 @pytest.fixture(scope="module")
 def dep(tmp_path_factory):
-    yield from deployed(tmp_path_factory, "real-smg", real_inventory("real-smg", "smg"),
-                        timeout=900)
+    yield from deployed(tmp_path_factory, "real-smg", real_inventory("real-smg", "smg"), timeout=900)
 
 
 def run(dep, *args: str, timeout: float = 600):
@@ -83,8 +82,9 @@ def test_a_chat_completion_through_smg_is_the_real_model_s(dep):
     from openai import OpenAI
 
     client = OpenAI(base_url=router_url(dep) + "/v1", api_key="none", timeout=120)
-    got = client.chat.completions.create(model=SERVED, messages=[{"role": "user", "content": "hello"}],
-                                         max_tokens=8, temperature=0)
+    got = client.chat.completions.create(
+        model=SERVED, messages=[{"role": "user", "content": "hello"}], max_tokens=8, temperature=0
+    )
     assert got.choices[0].message.content and got.usage.completion_tokens >= 1
 
 

@@ -48,10 +48,11 @@ def _humanize_duration(v: float) -> str:
 
 def render(template: str, labels: dict, value) -> str:
     """The few template forms the rules use; any other form fails the test rather than passing unseen."""
+
     def one(m: re.Match) -> str:
         expr = m.group(1).strip()
         if expr.startswith("$labels."):
-            return labels[expr[len("$labels."):]]
+            return labels[expr[len("$labels.") :]]
         assert value is not None, f"case must give the value {template!r} prints"
         if expr == "$value":
             return f"{value:g}"
@@ -60,6 +61,7 @@ def render(template: str, labels: dict, value) -> str:
         if expr == '$value | printf "%.0f"':
             return f"{value:.0f}"
         raise AssertionError(f"template form not handled by the test: {expr!r}")
+
     return re.sub(r"\{\{(.*?)\}\}", one, template)
 
 
@@ -72,17 +74,26 @@ def promtool_tests(cases) -> dict:
         for e in expected:
             value = e.get("value")
             labels = {k: str(v) for k, v in e.items() if k != "value"}
-            exp.append({"exp_labels": {**labels, **rule["labels"]},
-                        "exp_annotations": {k: render(v, labels, value) for k, v in rule["annotations"].items()}})
-        tests.append({"name": name, "interval": "5s",
-                      "input_series": [{"series": s, "values": v} for s, v in series.items()],
-                      "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": exp}]})
+            exp.append(
+                {
+                    "exp_labels": {**labels, **rule["labels"]},
+                    "exp_annotations": {k: render(v, labels, value) for k, v in rule["annotations"].items()},
+                }
+            )
+        tests.append(
+            {
+                "name": name,
+                "interval": "5s",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": exp}],
+            }
+        )
     return {"rule_files": [str(RULES_FILE)], "evaluation_interval": "5s", "tests": tests}
 
 
 def run_promtool_tests(tmp_path: Path, cases) -> subprocess.CompletedProcess:
     f = tmp_path / "pdctl.rules.test.yml"
-    f.write_text(json.dumps(promtool_tests(cases), indent=1))   # JSON is YAML: no quoting surprises
+    f.write_text(json.dumps(promtool_tests(cases), indent=1))  # JSON is YAML: no quoting surprises
     return subprocess.run([promtool(), "test", "rules", str(f)], capture_output=True, text=True, timeout=120)
 
 
@@ -115,8 +126,7 @@ def test_every_alert_has_a_firing_case_and_a_non_firing_twin():
 
 def test_every_rule_says_what_to_do_and_points_at_its_runbook():
     doc = ALERTS_DOC.read_text()
-    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
-               for h in re.findall(r"^#+ (.+)$", doc, re.M)}
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", doc, re.M)}
     for name, rule in rules().items():
         assert "for" in rule, name
         assert rule["labels"]["severity"] in ("critical", "warning"), name

@@ -10,8 +10,14 @@ from pdctl.errors import LintRefused, StepFailed
 
 def _writer(path, n, tag):
     for k in range(n):
-        audit.append("test", inventory="inv", args={"k": k, "tag": tag, "pad": "x" * 5000}, result="ok",
-                     started=time.time(), path=path)
+        audit.append(
+            "test",
+            inventory="inv",
+            args={"k": k, "tag": tag, "pad": "x" * 5000},
+            result="ok",
+            started=time.time(),
+            path=path,
+        )
 
 
 def test_concurrent_writers_leave_one_valid_line_each(tmp_path):
@@ -24,13 +30,21 @@ def test_concurrent_writers_leave_one_valid_line_each(tmp_path):
     lines = path.read_text().splitlines()
     assert len(lines) == 200
     recs = [json.loads(line) for line in lines]
-    assert sorted((r["args"]["tag"], r["args"]["k"]) for r in recs) == sorted((t, k) for t in range(4) for k in range(50))
+    assert sorted((r["args"]["tag"], r["args"]["k"]) for r in recs) == sorted(
+        (t, k) for t in range(4) for k in range(50)
+    )
 
 
 def test_env_is_masked(tmp_path):
     path = tmp_path / "a.jsonl"
-    audit.append("deploy", inventory="i", result="ok", started=time.time(), path=path,
-                 extra={"roles": [{"env": {"HF_TOKEN": "hf_abc", "PLAIN": "1"}}]})
+    audit.append(
+        "deploy",
+        inventory="i",
+        result="ok",
+        started=time.time(),
+        path=path,
+        extra={"roles": [{"env": {"HF_TOKEN": "hf_abc", "PLAIN": "1"}}]},
+    )
     text = path.read_text()
     assert "hf_abc" not in text
     rec = audit.read_records(path)[0]
@@ -57,7 +71,7 @@ def log(tmp_path, monkeypatch):
 
 def test_a_marked_run_records_started_before_acting_and_its_end_with_the_same_run_id(log):
     with audit.audited("restart --pair", inventory="i", args={}, mark_start=True) as rec:
-        (started,) = audit.read_records(log)        # already there while the action runs
+        (started,) = audit.read_records(log)  # already there while the action runs
         assert started["result"] == "started" and started["run"] == rec.run
         rec.result = "ok"
     _, end = audit.read_records(log)
@@ -66,20 +80,24 @@ def test_a_marked_run_records_started_before_acting_and_its_end_with_the_same_ru
 
 def test_an_interrupt_names_its_signal_and_records_the_state_left(log):
     with pytest.raises(KeyboardInterrupt):
-        with audit.audited("deploy", inventory="i", args={}, mark_start=True,
-                           states=lambda: {"prefill[0]": "running (pid 1)"}):
+        with audit.audited(
+            "deploy", inventory="i", args={}, mark_start=True, states=lambda: {"prefill[0]": "running (pid 1)"}
+        ):
             raise Interrupted("SIGTERM")
     started, end = audit.read_records(log)
     assert end["result"] == "interrupted by SIGTERM" and end["roles"] == {"prefill[0]": "running (pid 1)"}
     assert audit.result_word(end) == ("interrupted", "by SIGTERM")
 
 
-@pytest.mark.parametrize("make, code, word", [
-    (lambda: _step_failed_unreachable(), 3, "unreachable"),
-    (lambda: StepFailed("decode did not become ready"), 1, "failed"),
-    (lambda: LintRefused("decode: bad flag"), 2, "usage"),
-    (lambda: ValueError("Port out of range"), 1, "failed"),
-])
+@pytest.mark.parametrize(
+    "make, code, word",
+    [
+        (lambda: _step_failed_unreachable(), 3, "unreachable"),
+        (lambda: StepFailed("decode did not become ready"), 1, "failed"),
+        (lambda: LintRefused("decode: bad flag"), 2, "usage"),
+        (lambda: ValueError("Port out of range"), 1, "failed"),
+    ],
+)
 def test_an_error_is_recorded_with_its_exit_code_which_decides_the_result_word(log, make, code, word):
     """A StepFailed that got no answer from a host exits 3: its record says exit_code 3 and history reads it as
     unreachable, not failed (`pdctl down` stopped at an unreachable host); every error's word follows its code."""
@@ -92,14 +110,14 @@ def test_an_error_is_recorded_with_its_exit_code_which_decides_the_result_word(l
 
 def _step_failed_unreachable():
     e = StepFailed("stopped at step 'stop decode[0]@gpu1:41002': host 'gpu1' unreachable over SSH")
-    e.exit_code = 3     # as ops.sequence makes it for a step that got no answer
+    e.exit_code = 3  # as ops.sequence makes it for a step that got no answer
     return e
 
 
 def test_a_killed_run_is_a_started_record_alone_and_shows_unfinished(log):
     with audit.audited("deploy", inventory="i", args={}, mark_start=True) as done:
         done.result = "ok"
-    audit.append("deploy", inventory="i", result="started", started=0, extra={"run": "killed"})   # kill -9 here
+    audit.append("deploy", inventory="i", result="started", started=0, extra={"run": "killed"})  # kill -9 here
     lines = audit.fold_runs(audit.read_records(log))
     assert [(x["run"], x["result"]) for x in lines] == [(done.run, "ok"), ("killed", "started")]
     assert audit.result_word(lines[1]).word == "unfinished"
@@ -125,8 +143,9 @@ def _refused_in_time(target, path):
 
 @pytest.mark.parametrize("mark_start", [True, False])
 @pytest.mark.parametrize("kind", ["directory", "fifo", "fifo with a reader", "file in place of its directory"])
-def test_an_audit_log_that_cannot_be_written_refuses_before_the_action_naming_it(tmp_path, monkeypatch,
-                                                                                   kind, mark_start):
+def test_an_audit_log_that_cannot_be_written_refuses_before_the_action_naming_it(
+    tmp_path, monkeypatch, kind, mark_start
+):
     path = tmp_path / "audit.jsonl"
     reader = None
     if kind == "directory":
@@ -153,5 +172,5 @@ def test_the_end_record_failing_does_not_hide_the_actions_own_error(log):
     with pytest.raises(RuntimeError, match="boom"):
         with audit.audited("deploy", inventory="i", args={}, mark_start=True):
             log.unlink()
-            log.mkdir()          # the log became unwritable while the action ran
+            log.mkdir()  # the log became unwritable while the action ran
             raise RuntimeError("boom")

@@ -14,13 +14,26 @@ from pdctl import audit
 from pdctl.audit import CorruptLine, InventoryFilter
 from pdctl.errors import InventoryError, UsageError
 
-INVENTORY = {"roles": {"prefill": [{"port": 31000, "bootstrap_port": 9000}], "decode": [{"port": 31002}],
-                       "router": [{"port": 31001}]}}
+INVENTORY = {
+    "roles": {
+        "prefill": [{"port": 31000, "bootstrap_port": 9000}],
+        "decode": [{"port": 31002}],
+        "router": [{"port": 31001}],
+    }
+}
 
 
 def rec(action="deploy", inventory="<embedded default>", **extra):
-    return {"time": "2025-01-01T00:00:00+0000", "operator": "oncall", "inventory": inventory, "action": action,
-            "args": {}, "result": "ok", "duration_s": 1.0, **extra}
+    return {
+        "time": "2025-01-01T00:00:00+0000",
+        "operator": "oncall",
+        "inventory": inventory,
+        "action": action,
+        "args": {},
+        "result": "ok",
+        "duration_s": 1.0,
+        **extra,
+    }
 
 
 def no_files(path):
@@ -29,19 +42,23 @@ def no_files(path):
 
 # -- reading ---------------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw, reason", [
-    (b"[1, 2]", "a JSON array, not an object"),
-    (b"42", "a JSON number, not an object"),
-    (b"4.5", "a JSON number, not an object"),
-    (b"null", "JSON null, not an object"),
-    (b'"text"', "a JSON string, not an object"),
-    (b"true", "a JSON boolean, not an object"),
-    (b"{not json", "not valid JSON: Expecting property name enclosed in double quotes (column 2)"),
-    (b'{"action": "deploy", "result": "ok"', "not valid JSON: Expecting ',' delimiter (column 36)"),
-    (b'{"action": "d\xe9ploy"}', "not UTF-8 (byte 14)"),
-    (b"\xff\xfe", "not UTF-8 (byte 1)"),
-    (b"[" * 100_000 + b"]" * 100_000, "not valid JSON: RecursionError"),
-])
+
+@pytest.mark.parametrize(
+    "raw, reason",
+    [
+        (b"[1, 2]", "a JSON array, not an object"),
+        (b"42", "a JSON number, not an object"),
+        (b"4.5", "a JSON number, not an object"),
+        (b"null", "JSON null, not an object"),
+        (b'"text"', "a JSON string, not an object"),
+        (b"true", "a JSON boolean, not an object"),
+        (b"{not json", "not valid JSON: Expecting property name enclosed in double quotes (column 2)"),
+        (b'{"action": "deploy", "result": "ok"', "not valid JSON: Expecting ',' delimiter (column 36)"),
+        (b'{"action": "d\xe9ploy"}', "not UTF-8 (byte 14)"),
+        (b"\xff\xfe", "not UTF-8 (byte 1)"),
+        (b"[" * 100_000 + b"]" * 100_000, "not valid JSON: RecursionError"),
+    ],
+)
 def test_a_line_that_is_no_object_is_a_corrupt_line_with_its_reason(raw, reason):
     line = audit.parse_line(raw + b"\n", 7)
     assert isinstance(line, CorruptLine)
@@ -60,7 +77,10 @@ def test_read_records_keeps_corrupt_lines_in_place_with_their_line_numbers(tmp_p
     lines = audit.read_records(path)
     assert lines[0] == {"action": "a"} and lines[2] == {"action": "b"}
     assert [(x.lineno, x.reason) for x in lines if isinstance(x, CorruptLine)] == [
-        (3, "a JSON array, not an object"), (5, "not UTF-8 (byte 1)"), (6, "JSON null, not an object")]
+        (3, "a JSON array, not an object"),
+        (5, "not UTF-8 (byte 1)"),
+        (6, "JSON null, not an object"),
+    ]
     assert audit.read_records(tmp_path / "missing.jsonl") == []
 
 
@@ -71,10 +91,11 @@ def test_history_over_an_audit_log_that_is_no_regular_file_is_exit_2_without_blo
 
     if kind == "fifo":
         log = tmp_path / "audit-pipe"
-        os.mkfifo(log)           # nobody writes to it: opening it for reading would block forever
+        os.mkfifo(log)  # nobody writes to it: opening it for reading would block forever
     else:
         log = Path("/dev/zero") if kind == "device" else tmp_path
-    def bounded(fn):    # in a thread: a read that blocks fails the test instead of hanging the suite
+
+    def bounded(fn):  # in a thread: a read that blocks fails the test instead of hanging the suite
         box: dict = {}
 
         def run():
@@ -82,6 +103,7 @@ def test_history_over_an_audit_log_that_is_no_regular_file_is_exit_2_without_blo
                 box["value"] = fn()
             except Exception as e:  # noqa: BLE001 -- handed to the test
                 box["value"] = e
+
         t = threading.Thread(target=run, daemon=True)
         t.start()
         t.join(10)
@@ -104,7 +126,7 @@ def test_history_over_an_audit_log_that_is_no_regular_file_is_exit_2_without_blo
 def test_a_large_audit_log_is_streamed_without_a_size_cap(tmp_path):
     path = tmp_path / "audit.jsonl"
     line = json.dumps(rec("deploy", pad="x" * 1000)).encode() + b"\n"
-    path.write_bytes(line * 3000)       # 3 MB: over the 1 MiB cap of inventory files
+    path.write_bytes(line * 3000)  # 3 MB: over the 1 MiB cap of inventory files
     lines = audit.read_records(path)
     assert len(lines) == 3000 and lines[-1]["action"] == "deploy"
 
@@ -130,22 +152,37 @@ def test_history_shows_corrupt_lines_of_every_shape_and_never_crashes(tmp_path, 
     assert r.exit_code == 0, r.output
     assert r.stdout.count("CORRUPT LINE") == 5 and "deploy" in r.stdout
     doc = json.loads(CliRunner().invoke(app, ["history", "--json"]).stdout)
-    assert doc["records"][1:] == [{"corrupt": "[1,2]"}, {"corrupt": "42"}, {"corrupt": "null"},
-                                  {"corrupt": "{not json"}, {"corrupt": "\ufffd\ufffd"}]
+    assert doc["records"][1:] == [
+        {"corrupt": "[1,2]"},
+        {"corrupt": "42"},
+        {"corrupt": "null"},
+        {"corrupt": "{not json"},
+        {"corrupt": "\ufffd\ufffd"},
+    ]
     r = CliRunner().invoke(app, ["history", "--action", "deploy", "-i", "local"])
     assert r.exit_code == 0 and r.stdout.count("CORRUPT LINE") == 5
 
 
 # -- action and limit ------------------------------------------------------------------------------------------------
 
-LINES = [rec("run final-health"), rec("run co-restart"), rec("runaway"), CorruptLine(4, "x", "r"),
-         rec("restart --pair"), rec(None), {"result": "no action"}]
+LINES = [
+    rec("run final-health"),
+    rec("run co-restart"),
+    rec("runaway"),
+    CorruptLine(4, "x", "r"),
+    rec("restart --pair"),
+    rec(None),
+    {"result": "no action"},
+]
 
 
 def test_action_matches_exactly_or_by_its_first_words():
     got = audit.query(LINES, action="run", name_of=no_files)
     assert [x.get("action") if isinstance(x, dict) else "corrupt" for x in got] == [
-        "run final-health", "run co-restart", "corrupt"]
+        "run final-health",
+        "run co-restart",
+        "corrupt",
+    ]
     got = audit.query(LINES, action="run final-health", name_of=no_files)
     assert [x.get("action") if isinstance(x, dict) else "corrupt" for x in got] == ["run final-health", "corrupt"]
     assert audit.matches_action(rec("restart --pair"), "restart")
@@ -155,7 +192,7 @@ def test_action_matches_exactly_or_by_its_first_words():
 
 def test_only_corrupt_lines_left_means_nothing_matched():
     assert audit.query(LINES, action="bogus") == []
-    assert audit.query([CorruptLine(1, "x", "r")]) == [CorruptLine(1, "x", "r")]   # no filter: shown as they are
+    assert audit.query([CorruptLine(1, "x", "r")]) == [CorruptLine(1, "x", "r")]  # no filter: shown as they are
     assert audit.query([]) == []
 
 
@@ -169,9 +206,15 @@ def test_limit_keeps_the_last_n():
 
 # -- inventory -------------------------------------------------------------------------------------------------------
 
+
 def test_inventory_by_name_from_the_record_or_through_name_of():
-    lines = [rec(inventory="/srv/a.yaml", inventory_name="prod"), rec(inventory="/srv/b.yaml"),
-             rec(inventory="/srv/c.yaml"), rec(inventory="prod"), rec()]
+    lines = [
+        rec(inventory="/srv/a.yaml", inventory_name="prod"),
+        rec(inventory="/srv/b.yaml"),
+        rec(inventory="/srv/c.yaml"),
+        rec(inventory="prod"),
+        rec(),
+    ]
     calls = []
 
     def name_of(path):
@@ -181,7 +224,7 @@ def test_inventory_by_name_from_the_record_or_through_name_of():
     lines = lines + [rec(inventory="/srv/b.yaml")]
     got = audit.query(lines, inventory=InventoryFilter(name="prod"), name_of=name_of)
     assert [x["inventory"] for x in got] == ["/srv/a.yaml", "/srv/b.yaml", "prod", "/srv/b.yaml"]
-    assert sorted(calls) == ["/srv/b.yaml", "/srv/c.yaml", "<embedded default>"]   # each file once per query
+    assert sorted(calls) == ["/srv/b.yaml", "/srv/c.yaml", "<embedded default>"]  # each file once per query
     got = audit.query(lines, inventory=InventoryFilter(name="local"), name_of=name_of)
     assert [x["inventory"] for x in got] == ["<embedded default>"]
 
@@ -191,7 +234,7 @@ def test_inventory_name_of_goes_through_the_inventory_loader(tmp_path):
     good.write_text(yaml.safe_dump({"name": "prod", **INVENTORY}))
     unnamed = tmp_path / "unnamed.yaml"
     unnamed.write_text(yaml.safe_dump(INVENTORY))
-    invalid = tmp_path / "invalid.yaml"                 # has a name, but is no inventory: no name to match
+    invalid = tmp_path / "invalid.yaml"  # has a name, but is no inventory: no name to match
     invalid.write_text("name: prod\nroles: 3\n")
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00")
@@ -211,11 +254,17 @@ def test_inventory_by_a_real_file_and_by_its_name(tmp_path, monkeypatch):
     inv.write_text(yaml.safe_dump({"name": "prod", **INVENTORY}))
     other = tmp_path / "staging.yaml"
     other.write_text(yaml.safe_dump({"name": "staging", **INVENTORY}))
-    lines = [rec(inventory=str(inv)), rec(inventory="prod.yaml"), rec(inventory="elsewhere/prod.yaml"),
-             rec(inventory=str(other)), rec(), CorruptLine(6, "42", "a JSON number, not an object")]
+    lines = [
+        rec(inventory=str(inv)),
+        rec(inventory="prod.yaml"),
+        rec(inventory="elsewhere/prod.yaml"),
+        rec(inventory=str(other)),
+        rec(),
+        CorruptLine(6, "42", "a JSON number, not an object"),
+    ]
     for given in (str(inv), "prod.yaml", "./prod.yaml"):
         got = audit.query(lines, inventory=given)
-        assert got == lines[:2] + [lines[5]], given      # the file by its path (as recorded or resolved)
+        assert got == lines[:2] + [lines[5]], given  # the file by its path (as recorded or resolved)
     # by name: the name in the file each record names (elsewhere/prod.yaml cannot be read from here)
     assert audit.query(lines, inventory="prod") == lines[:2] + [lines[5]]
     assert audit.query(lines, inventory="staging") == [lines[3], lines[5]]
@@ -234,12 +283,15 @@ def test_inventory_resolve_a_file_a_removed_file_or_a_name(tmp_path, monkeypatch
     assert audit.query(gone, inventory="gone.yml") == gone[:1]
 
 
-@pytest.mark.parametrize("content, words", [
-    (b"roles: 3\n", "invalid inventory"),
-    (b"name: [unclosed\n", "not valid YAML"),
-    (b"", "the inventory is empty"),
-    (b"\xff\xfe\x00", "not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        (b"roles: 3\n", "invalid inventory"),
+        (b"name: [unclosed\n", "not valid YAML"),
+        (b"", "the inventory is empty"),
+        (b"\xff\xfe\x00", "not UTF-8"),
+    ],
+)
 def test_an_inventory_file_that_does_not_load_is_a_usage_error_naming_it(tmp_path, content, words):
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(content)
@@ -261,13 +313,18 @@ def test_a_binary_inventory_file_exits_2_from_the_cli(tmp_path, monkeypatch):
 
 # -- result and time -------------------------------------------------------------------------------------------------
 
+
 def at(time_text, result="ok", action="deploy"):
     return {**rec(action), "time": time_text, "result": result}
 
 
-TIMED = [at("2025-01-01T09:00:00+0000"), at("2025-01-01T10:00:00+0000", "HazardRefused: refused: decode alone"),
-         CorruptLine(3, "x", "r"), at("2025-01-01T12:00:00+0200", "final-health failed"),
-         {**rec(), "time": "yesterday", "result": "started"}]
+TIMED = [
+    at("2025-01-01T09:00:00+0000"),
+    at("2025-01-01T10:00:00+0000", "HazardRefused: refused: decode alone"),
+    CorruptLine(3, "x", "r"),
+    at("2025-01-01T12:00:00+0200", "final-health failed"),
+    {**rec(), "time": "yesterday", "result": "started"},
+]
 
 
 def _times(lines):
@@ -278,7 +335,7 @@ def test_result_matches_the_result_in_a_word():
     assert _times(audit.query(TIMED, result="refused")) == ["2025-01-01T10:00:00+0000", "corrupt"]
     assert _times(audit.query(TIMED, result="Failed")) == ["corrupt", "2025-01-01T12:00:00+0200"]
     assert _times(audit.query(TIMED, result="unfinished")) == ["corrupt", "yesterday"]
-    assert audit.query(TIMED, result="interrupted") == []      # only corrupt lines left: nothing matched
+    assert audit.query(TIMED, result="interrupted") == []  # only corrupt lines left: nothing matched
     with pytest.raises(UsageError) as e:
         audit.query(TIMED, result="bogus")
     assert "--result 'bogus'" in e.value.message and "unreachable" in e.value.hint
@@ -286,7 +343,7 @@ def test_result_matches_the_result_in_a_word():
 
 def test_since_and_until_keep_the_range_both_ends_included_across_offsets():
     since = audit.parse_when("2025-01-01T10:00:00+00:00")
-    got = audit.query(TIMED, since=since)      # 12:00+02:00 is 10:00 UTC: in; an undated record cannot be ruled out
+    got = audit.query(TIMED, since=since)  # 12:00+02:00 is 10:00 UTC: in; an undated record cannot be ruled out
     assert _times(got) == ["2025-01-01T10:00:00+0000", "corrupt", "2025-01-01T12:00:00+0200", "yesterday"]
     until = audit.parse_when("2025-01-01T09:30:00+00:00")
     assert _times(audit.query(TIMED, until=until, result="ok")) == ["2025-01-01T09:00:00+0000", "corrupt"]
@@ -301,7 +358,7 @@ def test_when_is_an_iso_time_or_a_time_ago():
     assert audit.parse_when("2h", now=now) == datetime(2025, 1, 2, 10, 0, tzinfo=timezone.utc)
     assert audit.parse_when("1d", now=now) == datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
     assert audit.parse_when("2025-01-01T10:00+02:00") == datetime(2025, 1, 1, 8, 0, tzinfo=timezone.utc)
-    assert audit.parse_when("2025-01-01").tzinfo is not None           # local time, made comparable
+    assert audit.parse_when("2025-01-01").tzinfo is not None  # local time, made comparable
     for bad in ("soon", "30x", "-1h", "2025-13-01"):
         with pytest.raises(UsageError) as e:
             audit.parse_when(bad, option="--until")

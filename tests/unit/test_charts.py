@@ -17,15 +17,15 @@ def columns(lines: list[str]) -> list[str]:
 def test_axis_max_and_one_column_per_sample():
     lines = vertical_chart([0, 1, 12, 6, 0], [0.0, 0.5, 1.0, 1.5, 2.0], width=60, height=4, title="inflight")
     assert lines[0] == "inflight: max 12; 5 samples"
-    assert lines[1].startswith("12 │")                  # the top of the axis is the maximum
-    assert lines[-2] == " 0 └─────"                      # the bottom is 0, one axis cell per sample
+    assert lines[1].startswith("12 │")  # the top of the axis is the maximum
+    assert lines[-2] == " 0 └─────"  # the bottom is 0, one axis cell per sample
     rows = columns(lines)
     assert len(rows) == 4
     top = rows[0].ljust(5)
-    assert top[2] == "█" and top[0] == " " and top[1] == " "          # 12 reaches the top; 1 does not
+    assert top[2] == "█" and top[0] == " " and top[1] == " "  # 12 reaches the top; 1 does not
     bottom = rows[-1].ljust(5)
     assert bottom[1] != " " and bottom[0] == " " and bottom[4] == " "  # 1 of 12 still shows; zero is empty
-    assert lines[-1].split()[0] == "0"                   # the x labels are the samples' seconds
+    assert lines[-1].split()[0] == "0"  # the x labels are the samples' seconds
 
 
 def test_one_and_twelve_are_told_apart():
@@ -50,14 +50,14 @@ def test_all_zero_is_the_axis_alone():
 @pytest.mark.parametrize("width", [60, 80, 120])
 def test_many_samples_are_bucketed_within_the_width_and_a_peak_survives(width):
     values = [0.0] * 500
-    values[321] = 7.0                                    # one stuck request among zeros
+    values[321] = 7.0  # one stuck request among zeros
     times = [0.5 * i for i in range(500)]
     lines = vertical_chart(values, times, width=width, height=3, title="inflight per sample")
     assert all(len(x) <= width for x in lines[1:])
     assert "500 samples" in lines[0] and "a column (their max)" in lines[0]
     k = int(lines[0].split(", ")[1].split()[0])
     assert k == -(-500 // (width - 3))
-    assert any("█" in row for row in columns(lines))     # the peak is drawn, not averaged away
+    assert any("█" in row for row in columns(lines))  # the peak is drawn, not averaged away
     labels = lines[-1].split()
     assert labels[0] == "0" and labels[-1] == "s" and float(labels[-2]) > 100
 

@@ -9,7 +9,7 @@ from pdctl.errors import UnreachableError
 FIX = Path(__file__).parent / "fixtures"
 PREFILL = parse_metrics((FIX / "sglang-0.5.23-metrics-prefill-idle.prom").read_text())
 NO_COUNTERS = parse_metrics('# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{tp_rank="0"} 0.0\n')
-NO_SGLANG = parse_metrics('# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.0\n')
+NO_SGLANG = parse_metrics("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.0\n")
 
 
 def test_every_worker_read_is_a_snapshot_with_nothing_unread():
@@ -32,8 +32,13 @@ def test_counters_with_no_series_yet_are_recorded_as_none_failed():
 
 
 def test_not_recorded_is_one_failed_check_per_unread_worker_and_recorded_none():
-    rec = BaselineRecord("/s/baseline-x.json", recorded=False, workers=["prefill[0]"],
-                         unread={"decode[0]": "connection refused"}, kept=True)
+    rec = BaselineRecord(
+        "/s/baseline-x.json",
+        recorded=False,
+        workers=["prefill[0]"],
+        unread={"decode[0]": "connection refused"},
+        kept=True,
+    )
     (c,) = rec.checks()
     assert c.failed and c.target == "decode[0]" and c.observed == "connection refused"
     assert "/s/baseline-x.json kept as it was" in c.detail and "NOT recorded" in rec.summary

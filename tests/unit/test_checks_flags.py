@@ -12,8 +12,14 @@ FIX = Path(__file__).parent / "fixtures"
 ARGV = parse_cmdline((FIX / "proc-decode-cmdline.bin").read_bytes())
 ENV = parse_environ((FIX / "proc-decode-environ.bin").read_bytes())
 
-SEED_ARGS = {"--disable-overlap-schedule": True, "--cuda-graph-max-bs-decode": 96, "--port": 30002,
-             "--disaggregation-mode": "decode", "--mem-fraction-static": 0.85, "--enable-dp-attention": False}
+SEED_ARGS = {
+    "--disable-overlap-schedule": True,
+    "--cuda-graph-max-bs-decode": 96,
+    "--port": 30002,
+    "--disaggregation-mode": "decode",
+    "--mem-fraction-static": 0.85,
+    "--enable-dp-attention": False,
+}
 SEED_ENV = {"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "SGLANG_SM120_MMA_TARGET_CTAS": "512", "HF_TOKEN": "hf_secret"}
 
 
@@ -39,10 +45,15 @@ def test_drift_is_reported_expected_vs_found_and_secrets_stay_masked():
     del env["SGLANG_SM120_MMA_TARGET_CTAS"]
     res = by_name(judge_flags("decode[0]", argv, env, SEED_ARGS, SEED_ENV))
     assert res["--disable-overlap-schedule"].status is Status.FAIL
-    assert (res["--disable-overlap-schedule"].observed, res["--disable-overlap-schedule"].expected) == ("absent", "present")
+    assert (res["--disable-overlap-schedule"].observed, res["--disable-overlap-schedule"].expected) == (
+        "absent",
+        "present",
+    )
     assert (res["--cuda-graph-max-bs-decode"].observed, res["--cuda-graph-max-bs-decode"].expected) == ("160", "96")
-    assert (res["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"].observed,
-            res["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"].expected) == ("1", "0")
+    assert (
+        res["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"].observed,
+        res["env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"].expected,
+    ) == ("1", "0")
     assert res["env:SGLANG_SM120_MMA_TARGET_CTAS"].status is Status.FAIL
     assert res["env:SGLANG_SM120_MMA_TARGET_CTAS"].observed == "unset"
     tok = res["env:HF_TOKEN"]
@@ -57,13 +68,37 @@ def test_declared_false_flag_present_is_drift():
 
 
 def test_equals_form_lists_repeats_and_numbers():
-    argv = ["python3", "-m", "sglang_router.launch_router", "--pd-disaggregation",
-            "--prefill", "http://127.0.0.1:30000", "8998", "--decode", "http://127.0.0.1:30002",
-            "--port=30001", "--health-check-interval-secs", "60", "--policy", "random", "--policy", "cache_aware",
-            "--api-key=sk-1", "--max-total-tokens", "1e3"]
-    decl = {"--prefill": ["http://127.0.0.1:30000", 8998], "--decode": ["http://127.0.0.1:30002"], "--port": 30001,
-            "--health-check-interval-secs": 60.0, "--policy": "cache_aware", "--pd-disaggregation": True,
-            "--api-key": "sk-2", "--max-total-tokens": 1000}
+    argv = [
+        "python3",
+        "-m",
+        "sglang_router.launch_router",
+        "--pd-disaggregation",
+        "--prefill",
+        "http://127.0.0.1:30000",
+        "8998",
+        "--decode",
+        "http://127.0.0.1:30002",
+        "--port=30001",
+        "--health-check-interval-secs",
+        "60",
+        "--policy",
+        "random",
+        "--policy",
+        "cache_aware",
+        "--api-key=sk-1",
+        "--max-total-tokens",
+        "1e3",
+    ]
+    decl = {
+        "--prefill": ["http://127.0.0.1:30000", 8998],
+        "--decode": ["http://127.0.0.1:30002"],
+        "--port": 30001,
+        "--health-check-interval-secs": 60.0,
+        "--policy": "cache_aware",
+        "--pd-disaggregation": True,
+        "--api-key": "sk-2",
+        "--max-total-tokens": 1000,
+    }
     res = by_name(judge_flags("router[0]", argv, {}, decl, {}))
     assert {n for n, r in res.items() if r.status is not Status.PASS} == {"--api-key"}
     assert res["--prefill"].observed == "http://127.0.0.1:30000 8998"
@@ -105,8 +140,9 @@ def test_contract_with_rendered_launch_commands():
     for inv in invs:
         for role, i, _ in inv.instances():
             argv, env = launch.role_argv(inv, role, i), launch.role_env(inv, role, i)
-            res = judge_flags(inv.label(role, i), argv, env, launch.declared_flags(inv, role, i),
-                              launch.declared_env(inv, role, i))
+            res = judge_flags(
+                inv.label(role, i), argv, env, launch.declared_flags(inv, role, i), launch.declared_env(inv, role, i)
+            )
             assert [r for r in res if r.status is not Status.PASS] == [], (inv.name, role)
 
 

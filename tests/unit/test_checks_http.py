@@ -22,9 +22,13 @@ PROM = (Path(__file__).parent / "fixtures" / "sglang-0.5.23-metrics-prefill-idle
 
 
 def chat_body(content, completion_tokens=8):
-    return {"id": "x", "object": "chat.completion", "model": "deepseek-v4-flash",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length"}],
-            "usage": {"prompt_tokens": 9, "completion_tokens": completion_tokens, "total_tokens": 9 + completion_tokens}}
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "deepseek-v4-flash",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": completion_tokens, "total_tokens": 9 + completion_tokens},
+    }
 
 
 class Stub(BaseHTTPRequestHandler):
@@ -41,8 +45,11 @@ class Stub(BaseHTTPRequestHandler):
         code, ctype, payload, delay = Stub.routes.get(self.path, (404, "text/plain", "not found", 0))
         if delay:
             time.sleep(delay)
-        data = payload if isinstance(payload, bytes) else (
-            json.dumps(payload) if not isinstance(payload, str) else payload).encode()
+        data = (
+            payload
+            if isinstance(payload, bytes)
+            else (json.dumps(payload) if not isinstance(payload, str) else payload).encode()
+        )
         try:
             self.send_response(code)
             self.send_header("Content-Type", ctype)
@@ -121,15 +128,22 @@ def test_router_readiness(server, routes):
     r = probe_router_ready(server, timeout=4.0)
     assert r.status is Status.FAIL and r.observed == "1/2 workers healthy"
     assert probe_router_ready(server, timeout=4.0, require_all=False).status is Status.WARN
-    routes["/readiness"] = (503, "application/json", {"status": "not_ready", "healthy_workers": 0, "total_workers": 2}, 0)
+    routes["/readiness"] = (
+        503,
+        "application/json",
+        {"status": "not_ready", "healthy_workers": 0, "total_workers": 2},
+        0,
+    )
     r = probe_router_ready(server, timeout=4.0)
     assert r.status is Status.FAIL and "not_ready" in r.observed
 
 
 def test_judge_readiness_pure():
     assert judge_readiness(200, {"status": "ready", "healthy_workers": 2, "total_workers": 2}).status is Status.PASS
-    assert judge_readiness(200, {"status": "ready", "healthy_workers": 2, "total_workers": 2},
-                           expect_workers=3).status is Status.FAIL
+    assert (
+        judge_readiness(200, {"status": "ready", "healthy_workers": 2, "total_workers": 2}, expect_workers=3).status
+        is Status.FAIL
+    )
     assert judge_readiness(200, "not json").status is Status.FAIL
 
 
@@ -164,24 +178,27 @@ def test_probe_chat_non_200_bad_json_timeout_refused(server, routes, closed_port
     assert r.status is Status.FAIL and r.observed == "connection refused"
 
 
-@pytest.mark.parametrize("text,tokens,ok", [
-    ("Hello! How can I help you today?", 8, True),
-    ("aaaa aaaa aaaa", 8, False),
-    ("aaaaaaaa", 8, False),
-    ("!!!!!!!!", 8, False),
-    ("thethethethe", 8, False),
-    ("the the the the the", 5, False),
-    ("", 0, False),
-    ("   \n ", 4, False),
-    (None, None, False),
-    ("a", 1, True),
-    ("aa", 2, True),               # too few tokens to call it repetition
-    ("ok ok", 2, True),
-    ("Yes, yes, I can.", 6, True),
-    ("1 2 3 4", 4, True),
-    ("aaaa aaaa aaab", 8, True),
-    ("abcabcabc", None, False),    # unknown token count: judged on text
-])
+@pytest.mark.parametrize(
+    "text,tokens,ok",
+    [
+        ("Hello! How can I help you today?", 8, True),
+        ("aaaa aaaa aaaa", 8, False),
+        ("aaaaaaaa", 8, False),
+        ("!!!!!!!!", 8, False),
+        ("thethethethe", 8, False),
+        ("the the the the the", 5, False),
+        ("", 0, False),
+        ("   \n ", 4, False),
+        (None, None, False),
+        ("a", 1, True),
+        ("aa", 2, True),  # too few tokens to call it repetition
+        ("ok ok", 2, True),
+        ("Yes, yes, I can.", 6, True),
+        ("1 2 3 4", 4, True),
+        ("aaaa aaaa aaab", 8, True),
+        ("abcabcabc", None, False),  # unknown token count: judged on text
+    ],
+)
 def test_judge_completion_content(text, tokens, ok):
     assert judge_completion_content(text, tokens)[0] is ok
 

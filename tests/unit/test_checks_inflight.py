@@ -79,8 +79,13 @@ def test_inflight_point_from_real_captures():
     p = parse_metrics((FIX / "sglang-0.5.23-metrics-prefill-idle.prom").read_text())
     d = parse_metrics((FIX / "sglang-0.5.23-metrics-decode-idle.prom").read_text())
     gauges, gen = inflight_point([p], [d])
-    assert gauges == {N.PREFILL_BOOTSTRAP_QUEUE: 0, N.PREFILL_INFLIGHT_QUEUE: 0, N.DECODE_PREALLOC_QUEUE: 0,
-                      N.DECODE_TRANSFER_QUEUE: 0, N.NUM_RUNNING_REQS: 0}
+    assert gauges == {
+        N.PREFILL_BOOTSTRAP_QUEUE: 0,
+        N.PREFILL_INFLIGHT_QUEUE: 0,
+        N.DECODE_PREALLOC_QUEUE: 0,
+        N.DECODE_TRANSFER_QUEUE: 0,
+        N.NUM_RUNNING_REQS: 0,
+    }
     assert gen == 0.0  # declared at rest without series
     assert inflight_point([], []) == ({}, None)
 
@@ -88,8 +93,11 @@ def test_inflight_point_from_real_captures():
 def test_inflight_point_selects_tp0_and_sums_instances():
     def prom(v, gen):
         lab = 'engine_type="prefill",model_name="m",moe_ep_rank="0",pp_rank="0"'
-        return (f"# TYPE {INF} gauge\n{INF}{{{lab},tp_rank=\"0\"}} {v}\n{INF}{{{lab},tp_rank=\"1\"}} {v}\n"
-                f'# TYPE {N.GENERATION_TOKENS} counter\n{N.GENERATION_TOKENS}{{engine_type="decode",model_name="m"}} {gen}\n')
+        return (
+            f'# TYPE {INF} gauge\n{INF}{{{lab},tp_rank="0"}} {v}\n{INF}{{{lab},tp_rank="1"}} {v}\n'
+            f'# TYPE {N.GENERATION_TOKENS} counter\n{N.GENERATION_TOKENS}{{engine_type="decode",model_name="m"}} {gen}\n'
+        )
+
     gauges, gen = inflight_point([parse_metrics(prom(2, 0)), parse_metrics(prom(1, 0))], [parse_metrics(prom(0, 42))])
     assert gauges[INF] == 3 and gen == 42
 
@@ -131,8 +139,12 @@ def test_constant_nonzero_without_progress_is_pinned_and_zero_is_drained(g, gen,
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 1000), gauge_dicts, st.one_of(st.none(), st.floats(0, 1e6))), min_size=1,
-                max_size=15), st.floats(0.5, 2000))
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1000), gauge_dicts, st.one_of(st.none(), st.floats(0, 1e6))), min_size=1, max_size=15
+    ),
+    st.floats(0.5, 2000),
+)
 def test_any_series_gets_a_verdict_and_drained_means_zero(samples, window):
     v = judge_inflight(samples, window)
     assert v.verdict in ("drained", "busy", "pinned")

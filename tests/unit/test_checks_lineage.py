@@ -78,7 +78,7 @@ def test_prefill_restarted_alone_flags_decode():
     starts[P] = ("prefill", 999, NOW - 60)
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     assert res[D].status is Status.FAIL and res[D].data["hazard"] == "prefill-restarted-alone"
-    assert res[R].status is Status.PASS      # flagged once, on the decode that holds the stale bootstrap
+    assert res[R].status is Status.PASS  # flagged once, on the decode that holds the stale bootstrap
     assert "NOT the process recorded" in res[P].detail
 
 
@@ -91,7 +91,7 @@ def test_without_record_window_rule():
     assert res[D].status is Status.WARN and "pdctl restart --pair" in res[D].detail
     assert "start times only" in res[D].detail and res[D].data["hazard"] == "degraded-bootstrap"
     starts = co_started(NOW - 17 * H)
-    starts[P] = ("prefill", 101, NOW - H)   # prefill younger than decode by 16 h
+    starts[P] = ("prefill", 101, NOW - H)  # prefill younger than decode by 16 h
     assert by_label(judge_lineage(starts, None, 900, now=NOW))[D].status is Status.WARN
 
 
@@ -111,16 +111,19 @@ def test_unknown_start_is_skip_and_wrapped_record_accepted():
     assert all(r.status is Status.PASS for r in res)
 
 
-@pytest.mark.parametrize("restarted,running,hazard", [
-    (["router"], ["prefill", "decode"], False),
-    (["decode"], ["prefill"], True),
-    (["decode", "router"], ["prefill"], True),
-    (["prefill"], ["decode"], True),
-    (["prefill", "router"], ["decode"], True),
-    (["prefill", "decode"], [], False),
-    (["prefill", "decode", "router"], [], False),
-    (["decode"], [], False),                 # nothing to pair with: no stale bootstrap
-])
+@pytest.mark.parametrize(
+    "restarted,running,hazard",
+    [
+        (["router"], ["prefill", "decode"], False),
+        (["decode"], ["prefill"], True),
+        (["decode", "router"], ["prefill"], True),
+        (["prefill"], ["decode"], True),
+        (["prefill", "router"], ["decode"], True),
+        (["prefill", "decode"], [], False),
+        (["prefill", "decode", "router"], [], False),
+        (["decode"], [], False),  # nothing to pair with: no stale bootstrap
+    ],
+)
 def test_lone_restart_hazard(restarted, running, hazard):
     assert (lone_restart_hazard(restarted, running) is not None) is hazard
 
@@ -180,14 +183,16 @@ def test_2x2_decode_restarted_under_two_long_running_prefills_names_both_pairs()
     assert d.observed == f"restarted alone under {P0}, {P1}"
     assert pairs_of(d) == [(P0, D1, "degraded-bootstrap"), (P1, D1, "degraded-bootstrap")]
     assert all(p["basis"] == "record" for p in d.data["pairs"])
-    assert d.data["hazard"] == "degraded-bootstrap" and d.data["prefill"] == P0      # the first, as before
+    assert d.data["hazard"] == "degraded-bootstrap" and d.data["prefill"] == P0  # the first, as before
     assert "on these 2 pairs" in d.detail and "pid 4242" in d.detail and "pdctl restart --pair" in d.detail
     assert d.expected == "co-restarted with its prefills"
     assert res[D0].status is Status.PASS and "pairs" not in res[D0].data
     assert {res[x].status for x in (P0, P1, R0)} == {Status.PASS}
     hz = pair_hazards(starts, record, 900)
     assert [(h.prefill, h.decode, h.hazard, h.status) for h in hz] == [
-        (P0, D1, "degraded-bootstrap", Status.FAIL), (P1, D1, "degraded-bootstrap", Status.FAIL)]
+        (P0, D1, "degraded-bootstrap", Status.FAIL),
+        (P1, D1, "degraded-bootstrap", Status.FAIL),
+    ]
 
 
 def test_3x2_both_restarted_prefill_first_within_window_is_a_clean_pair():
@@ -199,7 +204,7 @@ def test_3x2_both_restarted_prefill_first_within_window_is_a_clean_pair():
     starts[D0] = ("decode", 901, NOW - 510)
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     assert pairs_of(res[D0]) == [(P0, D0, "degraded-bootstrap"), (P1, D0, "degraded-bootstrap")]
-    assert res[D0].data["after_prefill_s"] == {P2: 90.0}       # judged from start times: the record is stale there
+    assert res[D0].data["after_prefill_s"] == {P2: 90.0}  # judged from start times: the record is stale there
     assert pairs_of(res[D1]) == [(P2, D1, "prefill-restarted-alone")]
     assert res[D1].status is Status.FAIL and res[D1].observed == f"unchanged (pid 201) while {P2} restarted"
     assert P2 not in res[D0].observed
@@ -217,9 +222,12 @@ def test_3x2_both_restarted_prefill_after_decode_is_never_degraded_bootstrap():
     assert hz[(P2, D0)].hazard == "prefill-restarted-alone" and hz[(P2, D0)].status is Status.WARN
     assert hz[(P2, D0)].basis == "start times" and hz[(P2, D0)].after_prefill_s == -300.0
     assert {k: h.hazard for k, h in hz.items() if k != (P2, D0)} == {
-        (P0, D0): "degraded-bootstrap", (P1, D0): "degraded-bootstrap", (P2, D1): "prefill-restarted-alone"}
+        (P0, D0): "degraded-bootstrap",
+        (P1, D0): "degraded-bootstrap",
+        (P2, D1): "prefill-restarted-alone",
+    }
     d0 = by_label(judge_lineage(starts, record, 900, now=NOW))[D0]
-    assert d0.status is Status.FAIL     # the worst of its pairs: the record shows it restarted under prefill[0/1]
+    assert d0.status is Status.FAIL  # the worst of its pairs: the record shows it restarted under prefill[0/1]
     assert d0.observed == f"restarted alone under {P0}, {P1}; started 5m 0s BEFORE {P2}"
     assert d0.data["record_stale"] is True and "on these 2 pairs" in d0.detail
 
@@ -228,10 +236,12 @@ def test_both_restarted_prefill_long_before_decode_is_degraded_bootstrap_from_st
     starts = xpyd(NOW - 17 * H, 1)
     record = make_lineage_record(starts)
     starts[P0] = ("prefill", 900, NOW - 3 * H)
-    starts[D0] = ("decode", 901, NOW - H)        # 2 h after the new prefill: not a co-restart
+    starts[D0] = ("decode", 901, NOW - H)  # 2 h after the new prefill: not a co-restart
     hz = pair_hazards(starts, record, 900)
-    assert [(h.prefill, h.decode, h.hazard, h.basis) for h in hz] == [(P0, D0, "degraded-bootstrap", "start times"),
-                                                                      (P0, D1, "prefill-restarted-alone", "record")]
+    assert [(h.prefill, h.decode, h.hazard, h.basis) for h in hz] == [
+        (P0, D0, "degraded-bootstrap", "start times"),
+        (P0, D1, "prefill-restarted-alone", "record"),
+    ]
 
 
 def test_prefill_restarted_alone_is_a_hazard_on_its_pairs_with_every_running_decode():
@@ -247,8 +257,13 @@ def test_prefill_restarted_alone_is_a_hazard_on_its_pairs_with_every_running_dec
 
 def test_without_record_start_time_rules_per_pair():
     t0 = NOW - 17 * H
-    starts = {P0: ("prefill", 1, t0), P1: ("prefill", 2, t0 + 3 * H), D0: ("decode", 3, t0 + 90),
-              D1: ("decode", 4, t0 + 5 * H), R0: ("router", 5, t0 + 5 * H + 60)}
+    starts = {
+        P0: ("prefill", 1, t0),
+        P1: ("prefill", 2, t0 + 3 * H),
+        D0: ("decode", 3, t0 + 90),
+        D1: ("decode", 4, t0 + 5 * H),
+        R0: ("router", 5, t0 + 5 * H + 60),
+    }
     res = by_label(judge_lineage(starts, None, 900, now=NOW))
     # decode[0]: co-started with prefill[0], but started 3 h BEFORE prefill[1] (prefill[1] restarted under it)
     assert res[D0].status is Status.WARN and pairs_of(res[D0]) == [(P1, D0, "prefill-restarted-alone")]

@@ -6,12 +6,24 @@ import random
 
 import pytest
 
-from pdctl.checks.pairs import (FAIL, PASS, UNKNOWN, LegAnswer, canary_body, fresh_room, judge_matrix, judge_pair,
-                                leg_timed_out, pair_check, pair_name)
+from pdctl.checks.pairs import (
+    FAIL,
+    PASS,
+    UNKNOWN,
+    LegAnswer,
+    canary_body,
+    fresh_room,
+    judge_matrix,
+    judge_pair,
+    leg_timed_out,
+    pair_check,
+    pair_name,
+)
 from pdctl.checks.result import Status
 
-PREFILL_OK = LegAnswer(200, {"text": "", "meta_info": {"finish_reason": {"type": "length", "length": 0},
-                                                      "completion_tokens": 0}}, ms=20.0)
+PREFILL_OK = LegAnswer(
+    200, {"text": "", "meta_info": {"finish_reason": {"type": "length", "length": 0}, "completion_tokens": 0}}, ms=20.0
+)
 
 
 def decode_said(text: str, tokens: int = 8, **meta) -> LegAnswer:
@@ -19,12 +31,11 @@ def decode_said(text: str, tokens: int = 8, **meta) -> LegAnswer:
 
 
 def test_body_is_the_routers_with_a_fresh_room():
-    body = canary_body(prompt="hi", max_tokens=8, bootstrap_host="10.0.0.5", bootstrap_port=8998, room=42,
-                       model="tiny")
+    body = canary_body(prompt="hi", max_tokens=8, bootstrap_host="10.0.0.5", bootstrap_port=8998, room=42, model="tiny")
     assert body["bootstrap_host"] == "10.0.0.5" and body["bootstrap_port"] == 8998 and body["bootstrap_room"] == 42
     assert body["text"] == "hi" and body["sampling_params"]["max_new_tokens"] == 8 and body["rid"] == "pdctl-pair-42"
     rooms = {fresh_room(random.Random(s)) for s in range(50)}
-    assert len(rooms) == 50 and all(0 <= r < 2 ** 63 for r in rooms)
+    assert len(rooms) == 50 and all(0 <= r < 2**63 for r in rooms)
 
 
 def test_a_pair_with_varied_content_passes():
@@ -34,21 +45,32 @@ def test_a_pair_with_varied_content_passes():
 
 
 def test_transfer_time_is_taken_when_the_engine_reports_it():
-    assert judge_pair(0, 0, 1, PREFILL_OK, decode_said("abc def ghi", kv_transfer_latency_ms=3.25)).kv_transfer_ms == 3.2
+    assert (
+        judge_pair(0, 0, 1, PREFILL_OK, decode_said("abc def ghi", kv_transfer_latency_ms=3.25)).kv_transfer_ms == 3.2
+    )
     assert judge_pair(0, 0, 1, PREFILL_OK, decode_said("abc def ghi", kv_transfer_latency=0.5)).kv_transfer_ms == 500.0
 
 
-@pytest.mark.parametrize("prefill,decode,found", [
-    (PREFILL_OK, decode_said("aaaa aaaa aaaa aaaa"), "one token repeated"),
-    (PREFILL_OK, decode_said(""), "empty completion"),
-    (PREFILL_OK, LegAnswer(500, {"error": "request aborted"}), "decode: HTTP 500 request aborted"),
-    (LegAnswer(500, {"object": "error", "message": "KV transfer failed"}), decode_said("fine words here"),
-     "prefill: HTTP 500 KV transfer failed"),
-    (LegAnswer(400, "bootstrap_host and bootstrap_room are required"), decode_said("fine words here"),
-     "prefill: HTTP 400 bootstrap_host"),
-    (PREFILL_OK, LegAnswer(error="no response within 4s (read timeout)"), "decode: no response within 4s"),
-    (PREFILL_OK, LegAnswer(error="connection refused"), "decode: connection refused"),
-])
+@pytest.mark.parametrize(
+    "prefill,decode,found",
+    [
+        (PREFILL_OK, decode_said("aaaa aaaa aaaa aaaa"), "one token repeated"),
+        (PREFILL_OK, decode_said(""), "empty completion"),
+        (PREFILL_OK, LegAnswer(500, {"error": "request aborted"}), "decode: HTTP 500 request aborted"),
+        (
+            LegAnswer(500, {"object": "error", "message": "KV transfer failed"}),
+            decode_said("fine words here"),
+            "prefill: HTTP 500 KV transfer failed",
+        ),
+        (
+            LegAnswer(400, "bootstrap_host and bootstrap_room are required"),
+            decode_said("fine words here"),
+            "prefill: HTTP 400 bootstrap_host",
+        ),
+        (PREFILL_OK, LegAnswer(error="no response within 4s (read timeout)"), "decode: no response within 4s"),
+        (PREFILL_OK, LegAnswer(error="connection refused"), "decode: connection refused"),
+    ],
+)
 def test_a_broken_pair_fails_saying_what_was_found(prefill, decode, found):
     r = judge_pair(1, 1, 9, prefill, decode, ["closed both connections"])
     assert r.status == FAIL and found in r.found, r.found

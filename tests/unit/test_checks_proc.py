@@ -11,8 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from pdctl.checks.proc import (GONE_MARK, parse_cmdline, parse_environ, parse_proc_dump, parse_stat_starttime,
-                               read_process)
+from pdctl.checks.proc import (
+    GONE_MARK,
+    parse_cmdline,
+    parse_environ,
+    parse_proc_dump,
+    parse_stat_starttime,
+    read_process,
+)
 from pdctl.secrets import MASK
 
 FIX = Path(__file__).parent / "fixtures"
@@ -77,10 +83,12 @@ def test_parse_proc_dump_unreadable_environ_and_gone():
 
 class _ShTransport:
     """Minimal Transport-like object (only `run`) to keep this test independent of other modules."""
+
     name = "test-local"
 
     def run(self, command, *, timeout, env=None):
         from pdctl.transport.base import CommandResult
+
         p = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout)
         return CommandResult(p.returncode, p.stdout, p.stderr)
 
@@ -89,6 +97,7 @@ def _transports():
     out = [_ShTransport()]
     try:
         from pdctl.transport.local import LocalTransport
+
         out.append(LocalTransport())
     except ImportError:
         pass
@@ -97,11 +106,24 @@ def _transports():
 
 @pytest.mark.parametrize("transport", _transports(), ids=lambda t: type(t).__name__)
 def test_read_process_on_a_real_child(transport):
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0",
-           "SGLANG_SM120_MMA_TARGET_CTAS": "512", "HF_TOKEN": "hf_secret"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0",
+        "SGLANG_SM120_MMA_TARGET_CTAS": "512",
+        "HF_TOKEN": "hf_secret",
+    }
     t0 = time.time()
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "--disable-overlap-schedule",
-                              "--cuda-graph-max-bs-decode", "96"], env=env)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(30)",
+            "--disable-overlap-schedule",
+            "--cuda-graph-max-bs-decode",
+            "96",
+        ],
+        env=env,
+    )
     try:
         info = read_process(transport, child.pid, timeout=10)
         assert info is not None and info.pid == child.pid

@@ -10,10 +10,12 @@ T0 = 1_700_000_000.0
 
 def _units(decode_restarts=0, prefill_restarts=0, router_restarts=0, *, decode_start=T0 + 600, prefill_start=T0):
     return {
-        "prefill[0]@gpu1:30000": UnitRestarts("prefill", "sglang-dsv4-prefill.service", prefill_restarts, 101,
-                                              prefill_start),
-        "decode[0]@gpu1:30002": UnitRestarts("decode", "sglang-dsv4-decode.service", decode_restarts, 202,
-                                             decode_start),
+        "prefill[0]@gpu1:30000": UnitRestarts(
+            "prefill", "sglang-dsv4-prefill.service", prefill_restarts, 101, prefill_start
+        ),
+        "decode[0]@gpu1:30002": UnitRestarts(
+            "decode", "sglang-dsv4-decode.service", decode_restarts, 202, decode_start
+        ),
         "router[0]@gpu1:30001": UnitRestarts("router", "sglang-dsv4-router.service", router_restarts, 303, T0 + 5),
     }
 

@@ -53,8 +53,9 @@ def test_real_sglang_without_a_failure_has_no_series_and_passes():
         res = judge_transfer(f"{side}[0]", m)
         assert all(r.status is Status.PASS and r.observed == "0 (no series yet)" for r in res)
         # at rest, before its first stats log, only the scheduler's idle counter witnesses the metrics
-        idle = parse_metrics('# TYPE sglang:scheduler_idle_seconds_total counter\n'
-                             'sglang:scheduler_idle_seconds_total{tp_rank="0"} 3.5\n')
+        idle = parse_metrics(
+            '# TYPE sglang:scheduler_idle_seconds_total counter\nsglang:scheduler_idle_seconds_total{tp_rank="0"} 3.5\n'
+        )
         assert all(r.status is Status.PASS for r in judge_transfer(f"{side}[0]", idle))
         # a baseline read then does not make the series' later birth pass: counted from 0
         tf, _ = judge_transfer(f"{side}[0]", parse_metrics(text + prom({0: 2}, {})), counters_of(m))

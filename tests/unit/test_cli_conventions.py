@@ -22,8 +22,7 @@ ENV = {"COLUMNS": "80", "TERM": "dumb", "NO_COLOR": "1", "_TYPER_FORCE_DISABLE_T
 
 
 def _invoke(args, width=80):
-    return CliRunner().invoke(app, args, prog_name="pdctl", env={**ENV, "COLUMNS": str(width)},
-                              terminal_width=width)
+    return CliRunner().invoke(app, args, prog_name="pdctl", env={**ENV, "COLUMNS": str(width)}, terminal_width=width)
 
 
 def _commands():
@@ -43,8 +42,9 @@ def _commands():
 
 def _pdctl(args, env=None, timeout=30):
     e = {**os.environ, **ENV, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "pdctl", *args], cwd=REPO, env=e, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pdctl", *args], cwd=REPO, env=e, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_version_is_the_package_version():
@@ -68,11 +68,10 @@ def test_flags_stay_flags_and_valued_options_keep_their_placeholder():
     r = _invoke(["verify", "inflight", "-h"], width=120)
     line = {ln.split()[1]: ln for ln in r.output.splitlines() if ln.strip().startswith("│ --")}
     assert "<float>" in line["--window"]
-    assert "<" not in line["--json"].split("Print")[0]   # nothing between the flag and its help
+    assert "<" not in line["--json"].split("Print")[0]  # nothing between the flag and its help
 
 
-@pytest.mark.parametrize("path", [["triage"], ["storm"], ["verify", "inflight"]],
-                         ids=" ".join)
+@pytest.mark.parametrize("path", [["triage"], ["storm"], ["verify", "inflight"]], ids=" ".join)
 def test_help_paragraphs_wrap_to_the_terminal_not_where_the_source_broke_them(path):
     cmd = dict((tuple(p), c) for p, c in _commands())[tuple(path)]
     source = inspect.getdoc(cmd.callback)
@@ -85,10 +84,12 @@ def test_help_paragraphs_wrap_to_the_terminal_not_where_the_source_broke_them(pa
 
 
 def test_usage_errors_are_said_in_pdctls_style_without_boxes():
-    cases = [(["deploy", "--bogus"], "No such option: --bogus", "pdctl deploy --help"),
-             (["logs"], "Missing argument 'role'", "pdctl logs --help"),
-             (["verify", "inflight", "--window", "abc"], "'--window'", "pdctl verify inflight --help"),
-             (["nosuch"], "No such command 'nosuch'", "pdctl --help")]
+    cases = [
+        (["deploy", "--bogus"], "No such option: --bogus", "pdctl deploy --help"),
+        (["logs"], "Missing argument 'role'", "pdctl logs --help"),
+        (["verify", "inflight", "--window", "abc"], "'--window'", "pdctl verify inflight --help"),
+        (["nosuch"], "No such command 'nosuch'", "pdctl --help"),
+    ]
     for args, message, hint in cases:
         r = _pdctl(args)
         assert r.returncode == 2, (args, r.stderr)
@@ -107,15 +108,23 @@ def test_usage_error_with_json_is_one_error_document_on_stdout():
 
 
 def test_pdctl_usage_error_under_json_is_one_error_document():
-    r = _invoke(["restart", "--json"])   # neither --pair nor --role: pdctl's own UsageError
+    r = _invoke(["restart", "--json"])  # neither --pair nor --role: pdctl's own UsageError
     assert r.exit_code == 2
     doc = json.loads(r.stdout)
-    assert doc == {"ok": False, "error": {"exit_code": 2, "kind": "usage", "message": doc["error"]["message"],
-                                          "hint": "run `pdctl restart --help`"}}
+    assert doc == {
+        "ok": False,
+        "error": {
+            "exit_code": 2,
+            "kind": "usage",
+            "message": doc["error"]["message"],
+            "hint": "run `pdctl restart --help`",
+        },
+    }
     assert "--pair" in doc["error"]["message"]
 
 
 # -- hints chosen from what failed ------------------------------------------------------------------------------
+
 
 def _next(failures):
     from pdctl.render import next_steps
@@ -138,8 +147,9 @@ def test_transfer_failures_hint_triage_and_lineage_hints_pair_restart():
     from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
     from pdctl.checks.transfer import judge_transfer
 
-    text = ('# TYPE sglang:num_transfer_failed_reqs_total counter\n'
-            'sglang:num_transfer_failed_reqs_total{tp_rank="0"} 3\n')
+    text = (
+        '# TYPE sglang:num_transfer_failed_reqs_total counter\nsglang:num_transfer_failed_reqs_total{tp_rank="0"} 3\n'
+    )
     steps = _next(judge_transfer("prefill[0]", parse_metrics(text)))
     assert steps and steps[0].startswith("pdctl triage")
     lineage = CheckResult("lineage", "decode[0]", "restart lineage", Status.FAIL, next_step=NEXT_PAIR_RESTART)
@@ -151,7 +161,7 @@ def test_a_refused_health_probe_hints_status_beside_the_other_hints():
     from pdctl.checks.result import NEXT_DEPLOY, CheckResult, Status
     from tests.fixtures.net import free_port
 
-    down = probe_health(f"http://127.0.0.1:{free_port()}", "/health", 2.0)      # nothing listens there
+    down = probe_health(f"http://127.0.0.1:{free_port()}", "/health", 2.0)  # nothing listens there
     assert down.failed and "refused" in down.observed
     assert _next([down])[0].startswith("pdctl status")
     drift = CheckResult("flags", "decode[0]", "--x", Status.FAIL, next_step=NEXT_DEPLOY)
@@ -159,6 +169,7 @@ def test_a_refused_health_probe_hints_status_beside_the_other_hints():
 
 
 # -- completion -------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def pdctl_on_path(tmp_path):
@@ -171,10 +182,12 @@ def pdctl_on_path(tmp_path):
 
 
 def test_bash_loads_the_completion_script_and_completes_commands_and_options(pdctl_on_path):
-    script = ("source <(pdctl --show-completion) && complete -p pdctl && "
-              "COMP_WORDS=(pdctl ver) COMP_CWORD=1 && _pdctl_completion pdctl && echo \"1:${COMPREPLY[*]}\" && "
-              "COMP_WORDS=(pdctl verify final-health --j) COMP_CWORD=3 && _pdctl_completion pdctl && "
-              "echo \"2:${COMPREPLY[*]}\"")
+    script = (
+        "source <(pdctl --show-completion) && complete -p pdctl && "
+        'COMP_WORDS=(pdctl ver) COMP_CWORD=1 && _pdctl_completion pdctl && echo "1:${COMPREPLY[*]}" && '
+        "COMP_WORDS=(pdctl verify final-health --j) COMP_CWORD=3 && _pdctl_completion pdctl && "
+        'echo "2:${COMPREPLY[*]}"'
+    )
     r = subprocess.run(["bash", "-c", script], env=pdctl_on_path, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
@@ -182,17 +195,27 @@ def test_bash_loads_the_completion_script_and_completes_commands_and_options(pdc
     assert "1:verify" in out and "2:--json" in out
 
 
-@pytest.mark.parametrize("shell,marker", [("zsh", "compdef _pdctl_completion pdctl"),
-                                          ("fish", "complete --command pdctl")])
+@pytest.mark.parametrize(
+    "shell,marker", [("zsh", "compdef _pdctl_completion pdctl"), ("fish", "complete --command pdctl")]
+)
 def test_zsh_and_fish_scripts_are_generated_and_answered(pdctl_on_path, shell, marker):
     # typer picks the shell from the parent process; this variable makes it take the shell as an argument
-    gen = subprocess.run(["pdctl", "--show-completion", shell], capture_output=True, text=True, timeout=30,
-                         env={**pdctl_on_path, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"})
+    gen = subprocess.run(
+        ["pdctl", "--show-completion", shell],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**pdctl_on_path, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"},
+    )
     assert gen.returncode == 0 and marker in gen.stdout
     extra = {"_TYPER_COMPLETE_FISH_ACTION": "get-args"} if shell == "fish" else {}
-    ans = subprocess.run(["pdctl"], capture_output=True, text=True, timeout=30,
-                         env={**pdctl_on_path, "_PDCTL_COMPLETE": f"complete_{shell}",
-                              "_TYPER_COMPLETE_ARGS": "pdctl tri", **extra})
+    ans = subprocess.run(
+        ["pdctl"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**pdctl_on_path, "_PDCTL_COMPLETE": f"complete_{shell}", "_TYPER_COMPLETE_ARGS": "pdctl tri", **extra},
+    )
     assert ans.returncode == 0 and "triage" in ans.stdout
 
 

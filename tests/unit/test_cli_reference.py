@@ -13,8 +13,14 @@ REGENERATE = "python scripts/gen_cli_reference.py"
 
 def _generate() -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TERMINAL_WIDTH")}
-    p = subprocess.run([sys.executable, "scripts/gen_cli_reference.py", "--stdout"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "scripts/gen_cli_reference.py", "--stdout"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout
 
@@ -33,8 +39,14 @@ def test_cli_reference_covers_every_command():
 
 def test_generation_is_stable_whatever_the_callers_terminal():
     env = {**os.environ, "COLUMNS": "57", "TERM": "xterm-256color"}
-    p = subprocess.run([sys.executable, "scripts/gen_cli_reference.py", "--stdout"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "scripts/gen_cli_reference.py", "--stdout"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0 and p.stdout == _generate()
 
 

@@ -8,19 +8,39 @@ from engine.server_args import parse_args
 
 
 def test_defaults_and_gpu_flags_recorded():
-    a = parse_args(["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl",
-                    "--cuda-graph-max-bs-decode", "96", "--disable-overlap-schedule", "--tp-size", "2"])
+    a = parse_args(
+        [
+            "--disaggregation-mode",
+            "prefill",
+            "--disaggregation-transfer-backend",
+            "nixl",
+            "--cuda-graph-max-bs-decode",
+            "96",
+            "--disable-overlap-schedule",
+            "--tp-size",
+            "2",
+        ]
+    )
     d = a.as_dict()
     assert d["disaggregation_bootstrap_port"] == 8998 and d["cuda_graph_max_bs_decode"] == 96
     assert d["disable_overlap_schedule"] and d["tp_size"] == 2 and d["chunked_prefill_size"] == 512
 
 
-@pytest.mark.parametrize("argv", [["--bogus"], ["--tp-size", "x"], ["--cuda-graph-max-bs", "96"],
-                                  ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "ascend"],
-                                  ["--drill", "nope"], ["--mem-fraction-static", "2"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--bogus"],
+        ["--tp-size", "x"],
+        ["--cuda-graph-max-bs", "96"],
+        ["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "ascend"],
+        ["--drill", "nope"],
+        ["--mem-fraction-static", "2"],
+    ],
+)
 def test_bad_flags_exit_2_without_traceback(argv):
-    p = subprocess.run([sys.executable, "-m", "engine.launch_server", *argv], capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "engine.launch_server", *argv], capture_output=True, text=True, timeout=60
+    )
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and "error:" in p.stderr
 
@@ -28,12 +48,27 @@ def test_bad_flags_exit_2_without_traceback(argv):
 def test_flags_recorded_under_sglangs_attribute_names():
     # /server_info reports SGLang's ServerArgs attribute (its parser's dest), not the name argparse derives from the
     # option: the keys real SGLang 0.5.23 shows (tests/real/test_engine_side_by_side.py compares them live)
-    d = parse_args(["--fp8-gemm-backend", "triton", "--fp4-gemm-backend", "auto", "--elastic-ep-join-mode", "scale",
-                    "--elastic-ep-join-rank-offset", "2"]).as_dict()
+    d = parse_args(
+        [
+            "--fp8-gemm-backend",
+            "triton",
+            "--fp4-gemm-backend",
+            "auto",
+            "--elastic-ep-join-mode",
+            "scale",
+            "--elastic-ep-join-rank-offset",
+            "2",
+        ]
+    ).as_dict()
     assert (d["fp8_gemm_runner_backend"], d["fp4_gemm_runner_backend"]) == ("triton", "auto")
     assert (d["ep_join_mode"], d["ep_join_rank_offset"]) == ("scale", "2") and d["enable_amd_monokernel"] is False
-    assert not {"fp8_gemm_backend", "fp4_gemm_backend", "elastic_ep_join_mode", "elastic_ep_join_rank_offset",
-                "monokernel_backend"} & set(d)
+    assert not {
+        "fp8_gemm_backend",
+        "fp4_gemm_backend",
+        "elastic_ep_join_mode",
+        "elastic_ep_join_rank_offset",
+        "monokernel_backend",
+    } & set(d)
 
 
 def test_minimal_pd_launch_line_defaults_to_mooncake():
@@ -55,6 +90,7 @@ def test_sglang_flag_table_is_generated_from_the_help_capture():
     from pathlib import Path
 
     from scripts.gen_sglang_flags import HELP, OUT, parse_help
+
     flags = parse_help(Path(HELP).read_text())
     assert json.loads(Path(OUT).read_text())["flags"] == flags
     assert len(flags) == 529

@@ -1,6 +1,7 @@
 """The bundled engine's batching, on the real model: batched decode over DecodeSlots equals each request decoded
 alone and a naive full-recompute forward; a prefill step holds chunks of several requests; the unified scheduler's
 batched output equals the greedy reference."""
+
 from __future__ import annotations
 
 import json
@@ -55,10 +56,10 @@ def joined(m: TinyLM, prompts: list[list[int]], max_slots: int = 8):
     for ids in prompts:
         cache = m.new_cache(len(ids))
         for s in range(0, len(ids), 50):
-            lg = m.extend(ids[s:s + 50], cache)
+            lg = m.extend(ids[s : s + 50], cache)
         firsts.append(m.sample(lg, 0.0))
         n = len(ids)
-        slots.join(cache.kv[:, :, max(0, n - CFG.window):n], n)
+        slots.join(cache.kv[:, :, max(0, n - CFG.window) : n], n)
     return slots, firsts
 
 
@@ -75,7 +76,7 @@ def test_batched_decode_equals_single_and_naive(model):
         alone, out = joined(model, [p], 1)
         for _ in range(70):
             out.append(int(torch.argmax(model.decode([out[-1]], alone)[0] + model.mask)))
-        assert seqs[b][len(p):] == out, f"request {b}: batched decode differs from the same request alone"
+        assert seqs[b][len(p) :] == out, f"request {b}: batched decode differs from the same request alone"
     # the ring's math (wrapped twice) against a from-scratch forward of each whole sequence: the last step's logits
     for b, s in enumerate(seqs):
         ref = naive_logits(model, s[:-1])
@@ -126,7 +127,7 @@ def test_generate_greedy_matches_naive_forward(model):
     seq = list(ids)
     for _ in range(6):
         seq.append(int(torch.argmax(naive_logits(model, seq) + model.mask)))
-    assert out == seq[len(ids):]
+    assert out == seq[len(ids) :]
 
 
 @pytest.mark.parametrize("n_kv_heads", [2, 4])
@@ -137,13 +138,13 @@ def test_wider_kv_groups_match_naive_forward(n_kv_heads):
     ids = prompt(140, 5)
     cache = m.new_cache(len(ids))
     for s in range(0, len(ids), 50):
-        lg = m.extend(ids[s:s + 50], cache)
+        lg = m.extend(ids[s : s + 50], cache)
     assert torch.allclose(lg, naive_logits(m, ids), atol=1e-4)
     out = m.generate_greedy(ids, 6, chunk=50)
     seq = list(ids)
     for _ in range(6):
         seq.append(int(torch.argmax(naive_logits(m, seq) + m.mask)))
-    assert out == seq[len(ids):]
+    assert out == seq[len(ids) :]
 
 
 def test_a_checkpoint_saved_before_kv_heads_loads_as_one_per_query_head(tmp_path):
@@ -177,7 +178,10 @@ def test_a_prefill_step_holds_chunks_of_several_requests(model):
     assert [(r.rid, a, b) for r, a, b in s.schedule_prefill(page=64)][-1] == ("r2", 0, 64)
     done = s.prefill_batch()
     assert [(r.rid, a, b, lg is not None) for r, a, b, lg in done] == [
-        ("r0", 0, 100, True), ("r1", 0, 300, True), ("r2", 0, 112, False)]
+        ("r0", 0, 100, True),
+        ("r1", 0, 300, True),
+        ("r2", 0, 112, False),
+    ]
     assert s.running == reqs[:2] and s.waiting == [reqs[2]] and s.slots.n == 2
     assert [(r.rid, a, b) for r, a, b in s.schedule_prefill()] == [("r2", 112, 624)]
 
@@ -186,8 +190,9 @@ def test_scheduler_batched_output_equals_reference(model):
     s = _scheduler(model, chunk=128)
     events: dict[str, list] = {}
     lens = (5, 200, 70, 130)
-    reqs = [_req(f"r{i}", prompt(n, i), 12 + i, events.setdefault(f"r{i}", []), stream=i != 1)
-            for i, n in enumerate(lens)]
+    reqs = [
+        _req(f"r{i}", prompt(n, i), 12 + i, events.setdefault(f"r{i}", []), stream=i != 1) for i, n in enumerate(lens)
+    ]
     for r in reqs:
         s.submit(r)
     s._drain_inbox()
@@ -228,8 +233,10 @@ def test_tokens_reach_the_http_side_in_sglangs_chunks(model):
     args = types.SimpleNamespace(chunked_prefill_size=512, max_running_requests=8, stream_interval=4)
     s = Scheduler(model, args, Metrics("tiny", "null"))
     events: dict[str, list] = {}
-    reqs = [_req("quiet", prompt(30, 0), 120, events.setdefault("quiet", []), stream=False),
-            _req("loud", prompt(30, 1), 10, events.setdefault("loud", []), stream=True)]
+    reqs = [
+        _req("quiet", prompt(30, 0), 120, events.setdefault("quiet", []), stream=False),
+        _req("loud", prompt(30, 1), 10, events.setdefault("loud", []), stream=True),
+    ]
     for r in reqs:
         s.submit(r)
     s._drain_inbox()

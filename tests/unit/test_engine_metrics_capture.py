@@ -3,6 +3,7 @@
 (sglang-0.5.23-metrics-*-idle.prom) still give the name, type and labels of the families no live run fed, but they are
 wrong about what exists at rest: SGLang serves its metrics in prometheus_client's multiprocess mode, where a series
 exists only once fed and a family without series is not rendered at all."""
+
 import os
 import re
 from pathlib import Path
@@ -20,10 +21,15 @@ AT_REST = {"sglang:scheduler_idle_seconds", "sglang:scheduler_process_cpu_second
 # Families the engine feeds that the live capture does not show, and why: that run had no failure, no abort, only
 # non-streaming requests answered in one output batch (no inter-token latency, and on the decode no TPOT: its
 # decode period is zero), no device timer; and a prefill never observes TTFT or TPOT at all.
-NOT_IN_LIVE_RUN = {"sglang:num_transfer_failed_reqs", "sglang:num_bootstrap_failed_reqs",
-                   "sglang:num_aborted_requests", "sglang:forward_execution_seconds",
-                   "sglang:inter_token_latency_seconds", "sglang:request_time_per_output_token_seconds",
-                   "sglang:time_to_first_token_seconds"}
+NOT_IN_LIVE_RUN = {
+    "sglang:num_transfer_failed_reqs",
+    "sglang:num_bootstrap_failed_reqs",
+    "sglang:num_aborted_requests",
+    "sglang:forward_execution_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:request_time_per_output_token_seconds",
+    "sglang:time_to_first_token_seconds",
+}
 
 
 def families(text):
@@ -36,8 +42,9 @@ def families(text):
 
 
 def capture(kind, mode):
-    return families((CAPTURES / f"sglang-0.5.23-{kind}-{mode}{'-metrics' if kind == 'cpu-pd' else '-idle'}.prom")
-                    .read_text())
+    return families(
+        (CAPTURES / f"sglang-0.5.23-{kind}-{mode}{'-metrics' if kind == 'cpu-pd' else '-idle'}.prom").read_text()
+    )
 
 
 def fed(mode: str) -> Metrics:
@@ -45,8 +52,10 @@ def fed(mode: str) -> Metrics:
     m = Metrics("tiny", mode)
     extra = {"stage": STAGES[mode][0], "category": "decode", "phase": "load_weight", "is_streaming": "false"}
     for name, f in m.fams.items():
-        labels = {k: ("input" if name.startswith("prefill_effective") else "decode") if k == "mode" else extra[k]
-                  for k in f.extra}
+        labels = {
+            k: ("input" if name.startswith("prefill_effective") else "decode") if k == "mode" else extra[k]
+            for k in f.extra
+        }
         {"gauge": m.set, "counter": m.inc, "histogram": m.observe}[f.kind](name, 1, **labels)
     return m
 
@@ -54,11 +63,11 @@ def fed(mode: str) -> Metrics:
 @pytest.mark.parametrize("mode", ["prefill", "decode"])
 def test_at_rest_only_the_series_sglang_creates_at_start(mode):
     text = Metrics("tiny", mode).render().decode()
-    mine = set(families(text)) - {"sglang:prefill_effective_tokens"}   # seeded at 0, as SGLang's (prefill only here)
+    mine = set(families(text)) - {"sglang:prefill_effective_tokens"}  # seeded at 0, as SGLang's (prefill only here)
     assert mine == AT_REST
     assert "_created" not in text
     for name in ("num_transfer_failed_reqs_total", "num_bootstrap_failed_reqs_total", "num_aborted_requests_total"):
-        assert name not in text        # no series, and no HELP/TYPE lines either
+        assert name not in text  # no series, and no HELP/TYPE lines either
 
 
 @pytest.mark.parametrize("mode", ["prefill", "decode"])

@@ -17,7 +17,7 @@ ITEMS = [(f"decode[{k}]", k) for k in range(12)]
 
 def test_results_come_back_labelled_in_the_order_given_whatever_finished_first():
     def slow_first(k):
-        time.sleep(0.02 * (len(ITEMS) - k))     # the last item finishes first
+        time.sleep(0.02 * (len(ITEMS) - k))  # the last item finishes first
         return k * k
 
     got = fan_out(ITEMS, slow_first, bound=len(ITEMS))
@@ -40,7 +40,7 @@ def test_never_more_than_bound_calls_at_once(bound):
         return k
 
     assert [r.value for r in fan_out(ITEMS, count, bound=bound)] == list(range(len(ITEMS)))
-    assert min(bound, 2) <= peak[0] <= bound     # parallel, and never more than the bound
+    assert min(bound, 2) <= peak[0] <= bound  # parallel, and never more than the bound
 
 
 def test_an_unreachable_or_refused_host_is_its_items_error_and_the_others_answer():
@@ -58,7 +58,7 @@ def test_an_unreachable_or_refused_host_is_its_items_error_and_the_others_answer
     assert [r.value for r in got] == ["up 0", None, "up 2", None, "up 4"]
     assert [r.error for r in got] == [None, down, None, refused, None]
     assert [r.reached for r in got] == [True, False, True, False, True]
-    with pytest.raises(UnreachableError) as e:      # a command that needs every host stops with the first, in order
+    with pytest.raises(UnreachableError) as e:  # a command that needs every host stops with the first, in order
         raise_first_unreachable(got)
     assert e.value is down
 
@@ -76,8 +76,9 @@ def test_any_other_exception_propagates(error):
 
 def test_one_item_off_the_main_thread_runs_in_place():
     seen = []
-    worker = threading.Thread(target=lambda: seen.extend(fan_out([("router[0]", 0)],
-                                                                 lambda k: threading.current_thread().name)))
+    worker = threading.Thread(
+        target=lambda: seen.extend(fan_out([("router[0]", 0)], lambda k: threading.current_thread().name))
+    )
     worker.start()
     worker.join()
     assert [r.value for r in seen] == [worker.name]

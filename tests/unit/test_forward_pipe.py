@@ -44,7 +44,7 @@ def test_a_channel_closed_on_a_gone_transport_ends_the_pipe_quietly():
     try:
         client = socket.create_connection(("127.0.0.1", fwd.local_port), timeout=5)
         client.settimeout(5)
-        assert client.recv(1) == b""          # the pipe ended and closed the local side
+        assert client.recv(1) == b""  # the pipe ended and closed the local side
         client.close()
         for t in [t for t in threading.enumerate() if t.name.startswith("Thread-") and "_pipe" in t.name]:
             t.join(5)

@@ -21,7 +21,7 @@ def test_nothing_to_heal():
 def test_a_pin_seen_long_enough_is_healed_with_a_pair_restart_even_on_xpyd():
     assert decide(view(pinned_for_s=59), P, heals_at=[], now=1000, last_heal_ok=None).case is None
     d = decide(view(pinned_for_s=61), P, heals_at=[], now=1000, last_heal_ok=None)
-    assert d.act and d.case == "pinned" and d.action == "restart --pair"     # a pinned room never drains
+    assert d.act and d.case == "pinned" and d.action == "restart --pair"  # a pinned room never drains
     assert d.pairs == []
 
 
@@ -29,19 +29,29 @@ def test_a_pair_broken_k_times_on_xpyd_gets_the_rolling_restart():
     d = decide(view(pair_failures={(0, 1): 3, (1, 1): 1}), P, heals_at=[], now=1000, last_heal_ok=True)
     assert d.act and d.case == "pair-broken" and d.action == "restart --rolling"
     assert "prefill[0] -> decode[1]" in d.reason and "prefill[1]" not in d.reason
-    assert d.pairs == [(0, 1)]       # what the rolling restart takes first
+    assert d.pairs == [(0, 1)]  # what the rolling restart takes first
 
 
 def test_broken_pair_with_the_lineage_hazard_is_the_degraded_bootstrap():
-    d = decide(view(pair_failures={(0, 1): 4}, lineage_hazards=[(0, 1, "degraded-bootstrap"), (1, 1, "degraded-bootstrap")]),
-               P, heals_at=[], now=1000, last_heal_ok=None)
+    d = decide(
+        view(pair_failures={(0, 1): 4}, lineage_hazards=[(0, 1, "degraded-bootstrap"), (1, 1, "degraded-bootstrap")]),
+        P,
+        heals_at=[],
+        now=1000,
+        last_heal_ok=None,
+    )
     assert d.act and d.case == "degraded-bootstrap" and "prefill[0] -> decode[1]" in d.reason
     assert d.pairs == [(0, 1)]
 
 
 def test_the_degraded_bootstrap_is_confirmed_by_one_failed_canary():
-    d = decide(view(pair_failures={(0, 1): 1}, lineage_hazards=[(0, 1, "degraded-bootstrap")]), P, heals_at=[],
-               now=1000, last_heal_ok=None)
+    d = decide(
+        view(pair_failures={(0, 1): 1}, lineage_hazards=[(0, 1, "degraded-bootstrap")]),
+        P,
+        heals_at=[],
+        now=1000,
+        last_heal_ok=None,
+    )
     assert d.act and d.case == "degraded-bootstrap"
     # without the lineage's reason, one failure is not enough
     assert decide(view(pair_failures={(0, 1): 1}), P, heals_at=[], now=1000, last_heal_ok=None).case is None
@@ -75,7 +85,11 @@ def test_never_acts_while_healing():
 def test_the_budget_per_hour_then_it_stops_and_recovers_after_the_hour():
     heals = [100.0, 2000.0]
     d = decide(view(pinned_for_s=300), P, heals_at=heals, now=3000, last_heal_ok=True)
-    assert not d.act and "budget spent (2 in the last hour, at most 2)" in d.refused and "next allowed in 700s" in d.refused
+    assert (
+        not d.act
+        and "budget spent (2 in the last hour, at most 2)" in d.refused
+        and "next allowed in 700s" in d.refused
+    )
     assert budget_exhausted(heals, 3000, P)
     later = decide(view(pinned_for_s=300), P, heals_at=heals, now=3701, last_heal_ok=True)
     assert later.act and not budget_exhausted(heals, 3701, P)

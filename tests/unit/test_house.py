@@ -38,21 +38,27 @@ def _imports(path: Path) -> set[str]:
 
 def test_every_judge_lives_in_checks():
     """No `judge_...` outside checks/, and no private `_judge...` in ops/ (ops gathers and calls a judge)."""
-    outside = [f"{p.relative_to(ROOT)}:{node.name}" for name, p in MODULES.items()
-               if name.startswith("pdctl.") and not name.startswith("pdctl.checks")
-               for node in ast.walk(ast.parse(p.read_text()))
-               if isinstance(node, ast.FunctionDef) and (node.name.startswith("judge_") or
-                                                         (name.startswith("pdctl.ops") and
-                                                          node.name.startswith("_judge")))]
+    outside = [
+        f"{p.relative_to(ROOT)}:{node.name}"
+        for name, p in MODULES.items()
+        if name.startswith("pdctl.") and not name.startswith("pdctl.checks")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, ast.FunctionDef)
+        and (node.name.startswith("judge_") or (name.startswith("pdctl.ops") and node.name.startswith("_judge")))
+    ]
     assert outside == []
 
 
 def test_results_serialise_through_to_data():
     """No hand-written `def to_dict` under pdctl/: a result declares its JSON shape to pdctl.serialize.to_data
     (JSON_OFF, json_key, json_extra, json_omit_empty, json_mask); `to_dict = to_data` is the only allowed alias."""
-    written = [f"{p.relative_to(ROOT)}:{node.lineno}" for name, p in MODULES.items() if name.startswith("pdctl")
-               for node in ast.walk(ast.parse(p.read_text()))
-               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "to_dict"]
+    written = [
+        f"{p.relative_to(ROOT)}:{node.lineno}"
+        for name, p in MODULES.items()
+        if name.startswith("pdctl")
+        for node in ast.walk(ast.parse(p.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "to_dict"
+    ]
     assert written == []
 
 
@@ -70,7 +76,7 @@ def test_no_import_circles_and_no_cross_imports():
             if d.startswith(m + "."):
                 continue
             if state.get(d) == 1:
-                circles.append(" -> ".join(stack[stack.index(d):] + [d]))
+                circles.append(" -> ".join(stack[stack.index(d) :] + [d]))
             elif d not in state:
                 visit(d, stack + [d])
         state[m] = 2

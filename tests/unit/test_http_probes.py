@@ -17,8 +17,15 @@ from pdctl.checks.http_util import RoleURL, client, describe_error
 from pdctl.checks.result import Status
 from pdctl.checks.sampling import fetch_metrics
 from pdctl.ops.readiness import _get as readiness_get
-from tests.fixtures.http_servers import (Handler, close_http_client, pattern, raw_server, read_request, serving,
-                                         wait_until)
+from tests.fixtures.http_servers import (
+    Handler,
+    close_http_client,
+    pattern,
+    raw_server,
+    read_request,
+    serving,
+    wait_until,
+)
 from tests.fixtures.net import closed_port
 
 
@@ -60,11 +67,15 @@ def test_sequential_requests_from_every_layer_share_one_connection():
 
 def test_a_connection_the_server_closed_while_idle_is_replaced_without_an_error():
     class IdleClosing(Handler):
-        timeout = 0.2       # the server closes a keep-alive connection idle for 0.2 s
+        timeout = 0.2  # the server closes a keep-alive connection idle for 0.2 s
 
     with serving(IdleClosing) as (srv, url):
         for method, n in (("get", 1), ("post", 2), ("get", 3)):
-            r = client().get(f"{url}/bytes/10", timeout=4) if method == "get" else client().post(url, json={}, timeout=4)
+            r = (
+                client().get(f"{url}/bytes/10", timeout=4)
+                if method == "get"
+                else client().post(url, json={}, timeout=4)
+            )
             assert r.status_code == 200
             wait_until(lambda: srv.finished == n, "the server closing the idle connection")
         assert srv.accepted == 3
@@ -75,6 +86,7 @@ def test_concurrent_requests_each_get_their_whole_answer_and_leave_their_connect
     got: dict = {}
     barrier = threading.Barrier(threads)
     with serving() as (srv, url):
+
         def worker(i):
             barrier.wait()
             got[i] = [client().get(f"{url}/bytes/{1000 * i + j}", timeout=10).content for j in range(rounds)]
@@ -89,7 +101,7 @@ def test_concurrent_requests_each_get_their_whole_answer_and_leave_their_connect
         assert before <= threads * rounds
         for _ in range(8):
             client().get(f"{url}/bytes/1", timeout=4)
-        assert srv.accepted == before      # the kept idle connections served these
+        assert srv.accepted == before  # the kept idle connections served these
 
 
 def test_proxies_in_the_environment_are_ignored(monkeypatch):
@@ -115,7 +127,7 @@ def test_a_server_that_never_answers_is_a_read_timeout_and_its_connection_is_dro
     def serve(conn, index, stop):
         read_request(conn)
         if index == 0:
-            stop.wait(30)       # never answers the first request
+            stop.wait(30)  # never answers the first request
         else:
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
             stop.wait(10)
@@ -126,13 +138,16 @@ def test_a_server_that_never_answers_is_a_read_timeout_and_its_connection_is_dro
             client().get(srv.url, timeout=0.3)
         assert time.monotonic() - t0 < 5
         assert describe_error(ei.value, 0.3) == "no response within 0.3s (read timeout)"
-        assert client().get(srv.url, timeout=4).content == b"ok"     # not on the connection given up on
+        assert client().get(srv.url, timeout=4).content == b"ok"  # not on the connection given up on
         assert srv.accepted == 2
 
 
 def test_bodies_cut_short_or_not_http_are_said_closed_or_bad_http():
-    answers = [b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", b"SSH-2.0-OpenSSH_9.6\r\n",
-               b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"]
+    answers = [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"SSH-2.0-OpenSSH_9.6\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ]
 
     def serve(conn, index, stop):
         read_request(conn)
@@ -146,19 +161,27 @@ def test_bodies_cut_short_or_not_http_are_said_closed_or_bad_http():
 
 
 def test_the_tunnel_wording_comes_from_the_host_reason():
-    def serve(conn, index, stop):   # what a tunnel whose channel did not open does: close the local connection
+    def serve(conn, index, stop):  # what a tunnel whose channel did not open does: close the local connection
         pass
 
     with raw_server(serve) as srv:
-        role = RoleURL(srv.url, label="prefill[0]@gpu1:30000", host="gpu1", remote="127.0.0.1:30000", tunnel=True,
-                       failure=lambda since: "connection refused")
+        role = RoleURL(
+            srv.url,
+            label="prefill[0]@gpu1:30000",
+            host="gpu1",
+            remote="127.0.0.1:30000",
+            tunnel=True,
+            failure=lambda since: "connection refused",
+        )
         with pytest.raises(httpx.HTTPError) as ei:
             client().get(f"{role}/health", timeout=4)
-        assert describe_error(ei.value, 4, role) == \
-            "connection refused on gpu1 at 127.0.0.1:30000 (through the SSH tunnel)"
+        assert (
+            describe_error(ei.value, 4, role)
+            == "connection refused on gpu1 at 127.0.0.1:30000 (through the SSH tunnel)"
+        )
         res = probe_health(role)
         assert res.observed == "connection refused on gpu1 at 127.0.0.1:30000 (through the SSH tunnel)"
-        assert "prefill[0]@gpu1:30000" in res.detail and srv.url.rsplit(":", 1)[1] not in res.detail   # no local port
+        assert "prefill[0]@gpu1:30000" in res.detail and srv.url.rsplit(":", 1)[1] not in res.detail  # no local port
 
 
 def test_timeout_words():

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from pdctl.checks import metric_names as N
-from pdctl.checks.inflight import (BALANCE_WINDOW_S, NO_PROGRESS, ROOM_BALANCE, Point, balance_suspects_pin,
-                                   judge_points)
+from pdctl.checks.inflight import BALANCE_WINDOW_S, NO_PROGRESS, ROOM_BALANCE, Point, balance_suspects_pin, judge_points
 from pdctl.checks.result import Status
 
 FIX = Path(__file__).parent / "fixtures"
@@ -22,14 +21,32 @@ def recorded(name: str) -> list[Point]:
     pts = []
     for line in (FIX / name).read_text().splitlines():
         r = json.loads(line)
-        pts.append(Point(t=r["t"], gauges=r["gauges"], generation_tokens=r["gen"], per_worker={}, counters={},
-                         gen_throughput={}, prefill_rooms=r["prefill_rooms"], decode_rooms=r["decode_rooms"]))
+        pts.append(
+            Point(
+                t=r["t"],
+                gauges=r["gauges"],
+                generation_tokens=r["gen"],
+                per_worker={},
+                counters={},
+                gen_throughput={},
+                prefill_rooms=r["prefill_rooms"],
+                decode_rooms=r["decode_rooms"],
+            )
+        )
     return pts
 
 
 def point(t, inflight, prefill_rooms, decode_rooms, gen):
-    return Point(t=t, gauges={INF: inflight, XFER: decode_rooms}, generation_tokens=gen, per_worker={}, counters={},
-                 gen_throughput={}, prefill_rooms=prefill_rooms, decode_rooms=decode_rooms)
+    return Point(
+        t=t,
+        gauges={INF: inflight, XFER: decode_rooms},
+        generation_tokens=gen,
+        per_worker={},
+        counters={},
+        gen_throughput={},
+        prefill_rooms=prefill_rooms,
+        decode_rooms=decode_rooms,
+    )
 
 
 def sliding(points, window_s):
@@ -50,7 +67,7 @@ def test_recorded_pin_under_load_is_pinned_by_the_room_balance():
     assert before and all(v.verdict == "busy" for v in before)
     last = verdicts[-1][1]
     assert last.verdict == "pinned" and last.pinned_by == ROOM_BALANCE and last.conclusive
-    assert last.queue_changes > 0 and last.generation_tokens_delta > 0      # traffic flowed all along
+    assert last.queue_changes > 0 and last.generation_tokens_delta > 0  # traffic flowed all along
     assert last.balance_median >= 1
     assert "pinned under load" in last.summary and "room balance" in last.summary
     r = last.to_check_result("prefill+decode")
@@ -87,23 +104,27 @@ def test_a_balance_of_one_with_the_inflight_queue_emptying_is_not_a_pin():
 
 
 def test_the_balance_needs_its_whole_window_and_says_so():
-    pts = [point(float(k), 1.0, 1.0 + k % 2, float(k % 2), 10.0 * k) for k in range(21)]   # 20 s of a pin
+    pts = [point(float(k), 1.0, 1.0 + k % 2, float(k % 2), 10.0 * k) for k in range(21)]  # 20 s of a pin
     v, _ = judge_points(pts, 20.0)
     assert v.verdict == "busy" and any("needs 30.0s" in n for n in v.notes)
-    assert balance_suspects_pin(pts)   # the cue for sample_inflight to keep sampling
+    assert balance_suspects_pin(pts)  # the cue for sample_inflight to keep sampling
     more = pts + [point(float(k), 1.0, 1.0 + k % 2, float(k % 2), 10.0 * k) for k in range(21, 31)]
     v, _ = judge_points(more, 20.0)
     assert v.verdict == "pinned" and v.pinned_by == ROOM_BALANCE and v.conclusive
 
 
 def test_without_the_balance_gauges_the_old_rule_stands():
-    pts = [Point(t=float(k), gauges={INF: 1.0}, generation_tokens=10.0 * k, per_worker={}, counters={},
-                 gen_throughput={}) for k in range(40)]
+    pts = [
+        Point(t=float(k), gauges={INF: 1.0}, generation_tokens=10.0 * k, per_worker={}, counters={}, gen_throughput={})
+        for k in range(40)
+    ]
     v, _ = judge_points(pts, 20.0)
     assert v.verdict == "busy" and v.balance_median is None
     assert any("no cross-side room balance" in n for n in v.notes)
-    idle = [Point(t=float(k), gauges={INF: 1.0}, generation_tokens=5.0, per_worker={}, counters={},
-                  gen_throughput={}) for k in range(10)]
+    idle = [
+        Point(t=float(k), gauges={INF: 1.0}, generation_tokens=5.0, per_worker={}, counters={}, gen_throughput={})
+        for k in range(10)
+    ]
     v, _ = judge_points(idle, 9.0)
     assert v.verdict == "pinned" and v.pinned_by == NO_PROGRESS
     assert "NO decode progress" in v.summary
@@ -115,8 +136,18 @@ def lagged(points, lag):
     out = []
     for i, p in enumerate(points):
         d = points[max(0, i - lag)].decode_rooms
-        out.append(Point(t=p.t, gauges=p.gauges, generation_tokens=p.generation_tokens, per_worker={}, counters={},
-                         gen_throughput={}, prefill_rooms=p.prefill_rooms, decode_rooms=d))
+        out.append(
+            Point(
+                t=p.t,
+                gauges=p.gauges,
+                generation_tokens=p.generation_tokens,
+                per_worker={},
+                counters={},
+                gen_throughput={},
+                prefill_rooms=p.prefill_rooms,
+                decode_rooms=d,
+            )
+        )
     return out
 
 

@@ -63,7 +63,7 @@ def test_nul_bytes_in_utf8_text_are_not_a_text_file(tmp_path):
 
 def test_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "inv.yaml"
-    os.mkfifo(fifo)      # nobody writes to it: opening it for reading would block forever
+    os.mkfifo(fifo)  # nobody writes to it: opening it for reading would block forever
     with pytest.raises(InventoryError) as e:
         _load_bounded(fifo)
     assert str(fifo) in e.value.message and "FIFO" in e.value.message
@@ -97,7 +97,7 @@ def test_file_over_the_size_cap_is_refused_saying_the_cap(tmp_path):
     with pytest.raises(InventoryError) as e:
         _load_bounded(p)
     assert str(p) in e.value.message and "1 MiB" in e.value.message
-    p.write_text(GOOD + "#" * (MAX_INPUT_BYTES - len(GOOD) - 10) + "\n")   # just under the cap still loads
+    p.write_text(GOOD + "#" * (MAX_INPUT_BYTES - len(GOOD) - 10) + "\n")  # just under the cap still loads
     assert load_inventory(p).roles.decode[0].port == 30002
 
 
@@ -113,8 +113,9 @@ def test_duplicate_top_level_key_names_the_key_and_both_lines(tmp_path):
 
 def test_duplicate_nested_key_is_refused(tmp_path):
     p = tmp_path / "inv.yaml"
-    p.write_text("roles:\n  prefill: [{port: 30000, port: 30005}]\n  decode: [{port: 30002}]\n"
-                 "  router: [{port: 30001}]\n")
+    p.write_text(
+        "roles:\n  prefill: [{port: 30000, port: 30005}]\n  decode: [{port: 30002}]\n  router: [{port: 30001}]\n"
+    )
     with pytest.raises(InventoryError) as e:
         load_inventory(p)
     assert "duplicate key 'port'" in e.value.message and "line 2" in e.value.message
@@ -130,7 +131,7 @@ def test_merge_key_override_is_not_a_duplicate(tmp_path):
 
 def test_keys_that_python_would_merge_are_a_duplicate_too(tmp_path):
     p = tmp_path / "f.yaml"
-    p.write_text("'1': text\n1: a\ntrue: b\n")     # 1 and true are one dict key: one value would be lost
+    p.write_text("'1': text\n1: a\ntrue: b\n")  # 1 and true are one dict key: one value would be lost
     with pytest.raises(InventoryError) as e:
         load_yaml(p, InventoryError, "inventory")
     assert "duplicate key True" in e.value.message and "line 3" in e.value.message
@@ -156,8 +157,10 @@ def test_deeply_nested_yaml_is_a_usage_error_not_a_recursion_error(tmp_path):
 
 def test_inventory_validation_never_echoes_a_secret_looking_fields_value(tmp_path):
     p = tmp_path / "inv.yaml"
-    p.write_text(GOOD.replace("{port: 30002}", "{port: 30002, hf_token: hf_LEAK_12345678, api_key: 87654321}")
-                 + "hosts:\n  local: {transport: local, auth: 'HF_TOKEN=abcdefgh'}\n")
+    p.write_text(
+        GOOD.replace("{port: 30002}", "{port: 30002, hf_token: hf_LEAK_12345678, api_key: 87654321}")
+        + "hosts:\n  local: {transport: local, auth: 'HF_TOKEN=abcdefgh'}\n"
+    )
     with pytest.raises(InventoryError) as e:
         load_inventory(p)
     msg = e.value.message

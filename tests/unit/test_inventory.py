@@ -81,11 +81,15 @@ def test_names_that_become_paths_are_restricted(field, value):
 
 def _two_hosts(prefill_listen="127.0.0.1", http="tunnel"):
     return {
-        "hosts": {"a": {"transport": "ssh", "address": "10.0.0.1", "http": http},
-                  "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"}},
-        "roles": {"prefill": [{"host": "a", "port": 30000, "listen_host": prefill_listen}],
-                  "decode": [{"host": "b", "port": 30002}],
-                  "router": [{"host": "b", "port": 30001}]},
+        "hosts": {
+            "a": {"transport": "ssh", "address": "10.0.0.1", "http": http},
+            "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"},
+        },
+        "roles": {
+            "prefill": [{"host": "a", "port": 30000, "listen_host": prefill_listen}],
+            "decode": [{"host": "b", "port": 30002}],
+            "router": [{"host": "b", "port": 30001}],
+        },
     }
 
 
@@ -93,7 +97,7 @@ def test_loopback_role_dialled_from_another_host_is_refused():
     with pytest.raises(InventoryError) as e:
         parse_inventory(_two_hosts(), "multi.yaml")
     assert "roles.prefill.0.listen_host" in e.value.message and "'b'" in e.value.message
-    parse_inventory(_two_hosts(prefill_listen="0.0.0.0"), "multi.yaml")   # reachable: accepted
+    parse_inventory(_two_hosts(prefill_listen="0.0.0.0"), "multi.yaml")  # reachable: accepted
 
 
 def test_loopback_role_probed_directly_over_ssh_is_refused():
@@ -141,14 +145,16 @@ def test_env_name_that_is_not_a_shell_identifier_is_refused_naming_the_field(nam
     assert repr(name) in e.value.message and "shell identifier" in e.value.message
 
 
-@pytest.mark.parametrize("value, kind", [([1, 2], "list"), ({"a": 1}, "dict"), (b"\x00", "bytes"),
-                                         (__import__("datetime").date(2024, 1, 2), "date")])
+@pytest.mark.parametrize(
+    "value, kind",
+    [([1, 2], "list"), ({"a": 1}, "dict"), (b"\x00", "bytes"), (__import__("datetime").date(2024, 1, 2), "date")],
+)
 def test_env_value_that_is_not_a_scalar_is_refused_naming_the_variable(value, kind):
     with pytest.raises(InventoryError) as e:
         parse_inventory(_with_env("prefill", {"SGLANG_X": value}), "bad.yaml")
     msg = e.value.message
     assert "roles.prefill.0.env" in msg and "SGLANG_X" in msg and kind in msg
-    with pytest.raises(InventoryError) as e:     # what final-health expects is checked the same way
+    with pytest.raises(InventoryError) as e:  # what final-health expects is checked the same way
         parse_inventory(_with_env("decode", {"SGLANG_X": value}, where="expect"), "bad.yaml")
     assert "final_health.expect.decode.env" in e.value.message
 
@@ -170,8 +176,17 @@ def test_launch_flag_value_with_a_nul_is_refused():
 def test_scalar_env_values_become_text_with_booleans_as_sglang_spells_them():
     env = {"_A1": 0, "B": 1.5, "C": True, "D": False, "E": "x y", "F": "", "G": 1e-5, "H": "null", "I": "True"}
     inv = parse_inventory(_with_env("decode", env), "ok.yaml")
-    assert inv.roles.decode[0].env == {"_A1": "0", "B": "1.5", "C": "true", "D": "false", "E": "x y", "F": "",
-                                       "G": "1e-05", "H": "null", "I": "True"}   # text stays as written
+    assert inv.roles.decode[0].env == {
+        "_A1": "0",
+        "B": "1.5",
+        "C": "true",
+        "D": "false",
+        "E": "x y",
+        "F": "",
+        "G": "1e-05",
+        "H": "null",
+        "I": "True",
+    }  # text stays as written
 
 
 def test_a_null_env_value_is_refused_naming_the_variable(tmp_path, monkeypatch):
@@ -186,27 +201,35 @@ def test_a_null_env_value_is_refused_naming_the_variable(tmp_path, monkeypatch):
     assert "roles.decode.0.env" in e.value.message and "env X: null is not a value" in e.value.message
     assert 'write an empty string ""' in e.value.message
     p = tmp_path / "inv.yaml"
-    p.write_text("roles:\n  prefill: [{port: 30000}]\n  decode: [{port: 30002, env: {X: }}]\n"
-                 "  router: [{port: 30001}]\n")
+    p.write_text(
+        "roles:\n  prefill: [{port: 30000}]\n  decode: [{port: 30002, env: {X: }}]\n  router: [{port: 30001}]\n"
+    )
     r = CliRunner().invoke(app, ["deploy", "--dry-run", "-i", str(p)])
     assert r.exit_code == 2 and str(p) in r.output and "env X: null" in r.output, r.output
 
 
 def test_env_list_written_in_yaml_is_refused_at_load(tmp_path):
     p = tmp_path / "inv.yaml"
-    p.write_text("roles:\n  prefill: [{port: 30000, env: {CUDA_VISIBLE_DEVICES: [1, 2]}}]\n"
-                 "  decode: [{port: 30002}]\n  router: [{port: 30001}]\n")
+    p.write_text(
+        "roles:\n  prefill: [{port: 30000, env: {CUDA_VISIBLE_DEVICES: [1, 2]}}]\n"
+        "  decode: [{port: 30002}]\n  router: [{port: 30001}]\n"
+    )
     with pytest.raises(InventoryError) as e:
         load_inventory(p)
     assert str(p) in e.value.message and "CUDA_VISIBLE_DEVICES" in e.value.message and "[1, 2]" in e.value.message
 
 
-@pytest.mark.parametrize("value, needle", [(-1, ">= 0.0 (got -1)"), (86401, "<= 86400.0 (got 86401)"),
-                                           ("soon", "hosts.gpu.keep_connection")])
+@pytest.mark.parametrize(
+    "value, needle", [(-1, ">= 0.0 (got -1)"), (86401, "<= 86400.0 (got 86401)"), ("soon", "hosts.gpu.keep_connection")]
+)
 def test_keep_connection_is_bounded_seconds(value, needle):
-    data = {"hosts": {"gpu": {"transport": "ssh", "keep_connection": value}},
-            "roles": {r: [{"host": "gpu", "port": p, "listen_host": "0.0.0.0"}]
-                      for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))}}
+    data = {
+        "hosts": {"gpu": {"transport": "ssh", "keep_connection": value}},
+        "roles": {
+            r: [{"host": "gpu", "port": p, "listen_host": "0.0.0.0"}]
+            for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))
+        },
+    }
     with pytest.raises(InventoryError) as e:
         parse_inventory(data, "keep.yaml")
     assert "hosts.gpu.keep_connection" in e.value.message and needle in e.value.message
@@ -235,15 +258,20 @@ def test_keep_env_wins_over_the_inventory_and_is_checked(monkeypatch):
 
 def test_a_restart_policy_other_than_the_default_needs_systemd_and_a_dump_reads_back():
     data = embedded_default().dump()
-    assert parse_inventory(data, "dumped.yaml").hosts["local"].systemd_restart == "on-failure"   # round trip
+    assert parse_inventory(data, "dumped.yaml").hosts["local"].systemd_restart == "on-failure"  # round trip
     data["hosts"]["local"]["systemd_restart"] = "always"
     with pytest.raises(InventoryError, match="systemd_restart: only service_manager: systemd"):
         parse_inventory(data, "pidfile-always.yaml")
 
 
 def test_a_secret_env_value_of_the_wrong_type_is_not_echoed():
-    data = {"roles": {"prefill": [{"port": 1, "env": {"API_TOKEN": ["hunter2secret"]}}], "decode": [{"port": 2}],
-                      "router": [{"port": 3}]}}
+    data = {
+        "roles": {
+            "prefill": [{"port": 1, "env": {"API_TOKEN": ["hunter2secret"]}}],
+            "decode": [{"port": 2}],
+            "router": [{"port": 3}],
+        }
+    }
     with pytest.raises(InventoryError) as e:
         parse_inventory(data, "x.yaml")
     assert "roles.prefill.0.env: env API_TOKEN" in e.value.message and "got list" in e.value.message

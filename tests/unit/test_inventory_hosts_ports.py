@@ -15,10 +15,17 @@ from tests.fixtures.net import closed_port
 
 
 def _data(host=None, prefills=None):
-    return {"name": "hp", "hosts": {"g": {"transport": "ssh", "address": "127.0.0.1", "http": "tunnel",
-                                          "connect_timeout": 3, **(host or {})}},
-            "roles": {"prefill": prefills or [{"host": "g", "port": 41000, "bootstrap_port": 41001}],
-                      "decode": [{"host": "g", "port": 41002}], "router": [{"host": "g", "port": 41003}]}}
+    return {
+        "name": "hp",
+        "hosts": {
+            "g": {"transport": "ssh", "address": "127.0.0.1", "http": "tunnel", "connect_timeout": 3, **(host or {})}
+        },
+        "roles": {
+            "prefill": prefills or [{"host": "g", "port": 41000, "bootstrap_port": 41001}],
+            "decode": [{"host": "g", "port": 41002}],
+            "router": [{"host": "g", "port": 41003}],
+        },
+    }
 
 
 def _refused(data) -> str:
@@ -37,10 +44,17 @@ def test_an_empty_address_is_refused_by_the_cli_before_any_connect(tmp_path):
     assert j.code == 2 and "hosts.g.address" in j.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("address, why", [
-    ("a b", "not a host name"), ("h;rm -rf /", "not a host name"), ("gpu1:22", "holds a port"),
-    ("-oProxyCommand=x", "not a host name"), ("999.1.1.1", "not a host name"), ("[::1]", "without brackets"),
-])
+@pytest.mark.parametrize(
+    "address, why",
+    [
+        ("a b", "not a host name"),
+        ("h;rm -rf /", "not a host name"),
+        ("gpu1:22", "holds a port"),
+        ("-oProxyCommand=x", "not a host name"),
+        ("999.1.1.1", "not a host name"),
+        ("[::1]", "without brackets"),
+    ],
+)
 def test_an_address_that_is_no_host_name_or_ip_is_refused(address, why):
     msg = _refused(_data({"address": address, "internal_address": address}))
     assert f"hosts.g.address: {address!r}" in msg and f"hosts.g.internal_address: {address!r}" in msg and why in msg
@@ -51,18 +65,26 @@ def test_host_names_and_ips_load(address):
     parse_inventory(_data({"address": address}), "inv.yaml")
 
 
-@pytest.mark.parametrize("listen_host, why", [("", "empty"), ("0.0.0.0:30000", "holds a port"),
-                                               ("a b", "not a host name")])
+@pytest.mark.parametrize(
+    "listen_host, why", [("", "empty"), ("0.0.0.0:30000", "holds a port"), ("a b", "not a host name")]
+)
 def test_a_listen_host_that_is_no_address_is_refused(listen_host, why):
     prefills = [{"host": "g", "port": 41000, "bootstrap_port": 41001, "listen_host": listen_host}]
     msg = _refused(_data(prefills=prefills))
     assert "roles.prefill.0.listen_host: " in msg and why in msg
 
 
-@pytest.mark.parametrize("jump, why", [
-    ("user@:99999", "hop 'user@:99999': no host"), (",,,", "an empty hop"), ("@", "no user before '@'"),
-    ("u@h:0", "port '0' is not 1-65535"), ("a,b c", "hop 'b c'"), ("h:x", "port 'x'"),
-])
+@pytest.mark.parametrize(
+    "jump, why",
+    [
+        ("user@:99999", "hop 'user@:99999': no host"),
+        (",,,", "an empty hop"),
+        ("@", "no user before '@'"),
+        ("u@h:0", "port '0' is not 1-65535"),
+        ("a,b c", "hop 'b c'"),
+        ("h:x", "port 'x'"),
+    ],
+)
 def test_a_proxy_jump_that_cannot_be_dialled_is_refused(jump, why):
     assert "hosts.g.proxy_jump: " in (msg := _refused(_data({"proxy_jump": jump}))) and why in msg
 
@@ -78,8 +100,9 @@ def test_a_missing_ssh_config_is_a_usage_error_naming_host_and_file(tmp_path):
     with pytest.raises(UsageError) as e:
         resolve_target(inv.hosts["g"], "g")
     assert e.value.exit_code == 2 and f"host 'g': ssh_config file {tmp_path}/nope/cfg does not exist" in e.value.message
-    path = write_inventory(tmp_path / "inv.yaml", _data({"ssh_config": str(tmp_path / "nope" / "cfg"),
-                                                         "port": closed_port()}))
+    path = write_inventory(
+        tmp_path / "inv.yaml", _data({"ssh_config": str(tmp_path / "nope" / "cfg"), "port": closed_port()})
+    )
     r = pdctl(["status", "-i", str(path), "--json"], state=tmp_path / "state")
     assert r.code == 2, r.output
     assert "ssh_config file" in r.json()["roles"][0]["error"] and "does not exist" in r.stderr
@@ -97,8 +120,10 @@ def test_a_bad_proxyjump_in_ssh_config_is_a_usage_error_naming_the_file(tmp_path
 def test_a_default_bootstrap_port_clash_is_named_under_bootstrap_port(tmp_path):
     prefills = [{"host": "g", "port": 41000}, {"host": "g", "port": 41005}]
     msg = _refused(_data(prefills=prefills))
-    assert "roles.prefill.1.bootstrap_port: port 8998 (default) on host 'g' is also used by prefill[0]'s " \
-           "bootstrap_port (default); set a bootstrap_port per prefill" in msg
+    assert (
+        "roles.prefill.1.bootstrap_port: port 8998 (default) on host 'g' is also used by prefill[0]'s "
+        "bootstrap_port (default); set a bootstrap_port per prefill" in msg
+    )
     assert "roles.prefill.1.port" not in msg
 
 

@@ -47,8 +47,17 @@ def document(obj):
 
 
 def _check(name: str) -> CheckResult:
-    return CheckResult("health", "decode[0]@gpu2:30002", name, Status.FAIL, observed="HTTP 503", expected="HTTP 200",
-                       detail="observed: 503", data={"ms": 12.5, "codes": (503,)}, next_step="pdctl restart --pair")
+    return CheckResult(
+        "health",
+        "decode[0]@gpu2:30002",
+        name,
+        Status.FAIL,
+        observed="HTTP 503",
+        expected="HTTP 200",
+        detail="observed: 503",
+        data={"ms": 12.5, "codes": (503,)},
+        next_step="pdctl restart --pair",
+    )
 
 
 def _health() -> HealthReport:
@@ -57,14 +66,38 @@ def _health() -> HealthReport:
 
 def _points() -> list[Point]:
     busy = {"sglang:num_prefill_inflight_queue_reqs": 1.0, "sglang:num_decode_transfer_queue_reqs": 0.0}
-    return [Point(t, dict(busy), 100.0, {"prefill[0]": dict(busy), "decode[0]": {}},
-                  {"decode[0]": {"transfer_failed": 0.0, "bootstrap_failed": 0.0, "aborted": 1.0}},
-                  {"decode[0]": 10.0}, prefill_rooms=1.0, decode_rooms=0.0) for t in (0.0, 1.0)]
+    return [
+        Point(
+            t,
+            dict(busy),
+            100.0,
+            {"prefill[0]": dict(busy), "decode[0]": {}},
+            {"decode[0]": {"transfer_failed": 0.0, "bootstrap_failed": 0.0, "aborted": 1.0}},
+            {"decode[0]": 10.0},
+            prefill_rooms=1.0,
+            decode_rooms=0.0,
+        )
+        for t in (0.0, 1.0)
+    ]
 
 
 def inflight() -> InflightReport:
-    v = InflightVerdict("pinned", 1.0, 1.0, True, 2, {"a": 1.0}, {"a": 1.0}, 0.0, 0, 1.0, 1.0, notes=["n"],
-                        pinned_by="no progress", balance_median=1.0)
+    v = InflightVerdict(
+        "pinned",
+        1.0,
+        1.0,
+        True,
+        2,
+        {"a": 1.0},
+        {"a": 1.0},
+        0.0,
+        0,
+        1.0,
+        1.0,
+        notes=["n"],
+        pinned_by="no progress",
+        balance_median=1.0,
+    )
     return InflightReport(1.0, 0.5, _points(), v, notes=["a note"], t0=5.0, extended_to_s=2.0)
 
 
@@ -79,18 +112,39 @@ def triage():
 
 
 def storm() -> StormReport:
-    outcomes = [RequestOutcome(0, 0.0, 0.5, 200, first_token_s=0.7, aborted_s=0.5),
-                RequestOutcome(1, 0.2, 0.5, 200, finished_s=0.3),
-                RequestOutcome(2, 0.4, 0.5, error="not sent: stopped")]
+    outcomes = [
+        RequestOutcome(0, 0.0, 0.5, 200, first_token_s=0.7, aborted_s=0.5),
+        RequestOutcome(1, 0.2, 0.5, 200, finished_s=0.3),
+        RequestOutcome(2, 0.4, 0.5, error="not sent: stopped"),
+    ]
     calib = Calibration([0.8, 1.0], 0.2, 0.5, notes=["calibrated"])
-    pts = _points() + [Point(2.5, {"sglang:num_prefill_inflight_queue_reqs": 1.0}, 100.0,
-                             {"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}}, {}, {})]
+    pts = _points() + [
+        Point(
+            2.5,
+            {"sglang:num_prefill_inflight_queue_reqs": 1.0},
+            100.0,
+            {"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}},
+            {},
+            {},
+        )
+    ]
     verdict = judge_watch([(0.0, 1.0, 100.0), (0.5, 1.0, 100.0)], 0.5)
-    return StormReport(config={"requests": 3, "target": "transfer-window"}, router="http://r:30001",
-                       calibration=calib, window=(0.4, 0.6), spacing_s=0.25, points=pts, load_started_at=0.5,
-                       load_stopped_at=2.0, outcomes=outcomes, hits=judge_hits(outcomes, (0.4, 0.6)),
-                       verdict=verdict, holders={"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}},
-                       notes=["n"], t0=3.0)
+    return StormReport(
+        config={"requests": 3, "target": "transfer-window"},
+        router="http://r:30001",
+        calibration=calib,
+        window=(0.4, 0.6),
+        spacing_s=0.25,
+        points=pts,
+        load_started_at=0.5,
+        load_stopped_at=2.0,
+        outcomes=outcomes,
+        hits=judge_hits(outcomes, (0.4, 0.6)),
+        verdict=verdict,
+        holders={"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}},
+        notes=["n"],
+        t0=3.0,
+    )
 
 
 def storm_empty() -> StormReport:
@@ -102,22 +156,49 @@ def _steps() -> list[StepRecord]:
 
 
 def rolling() -> RollingResult:
-    units = [UnitState(Unit(0, (0,), (0, 1)), "done"), UnitState(Unit(1, (1, 2), (0, 1)), "failed at drain", "why",
-                                                                 ["decode[1]"])]
-    return RollingResult(False, ["plan line"], units, _steps(), _health(), ["w"], stopped="stopped: why",
-                         stopped_exit=3)
+    units = [
+        UnitState(Unit(0, (0,), (0, 1)), "done"),
+        UnitState(Unit(1, (1, 2), (0, 1)), "failed at drain", "why", ["decode[1]"]),
+    ]
+    return RollingResult(
+        False, ["plan line"], units, _steps(), _health(), ["w"], stopped="stopped: why", stopped_exit=3
+    )
 
 
 def render_plan() -> RenderPlan:
-    role = RenderedRole("prefill[0]@gpu1:30000", "prefill", 0, "gpu1", "pd-prefill-0", "systemd", "/usr/bin/python3",
-                        "inventory", ["python3", "--port", "30000"], {"A": "1"}, "/etc/systemd/system/x.service",
-                        "[Unit]\n", None, problem="")
+    role = RenderedRole(
+        "prefill[0]@gpu1:30000",
+        "prefill",
+        0,
+        "gpu1",
+        "pd-prefill-0",
+        "systemd",
+        "/usr/bin/python3",
+        "inventory",
+        ["python3", "--port", "30000"],
+        {"A": "1"},
+        "/etc/systemd/system/x.service",
+        "[Unit]\n",
+        None,
+        problem="",
+    )
     return RenderPlan("prod.yaml", [role])
 
 
 def _role_plan() -> RolePlan:
-    return RolePlan("decode[0]@gpu2:30002", "decode", 0, "pd-decode-0", ["python3", "--api-key", SECRET],
-                    {"SGLANG_API_KEY": SECRET, "PLAIN": "x"}, True, False, ["argv changed"], "python3", "inventory")
+    return RolePlan(
+        "decode[0]@gpu2:30002",
+        "decode",
+        0,
+        "pd-decode-0",
+        ["python3", "--api-key", SECRET],
+        {"SGLANG_API_KEY": SECRET, "PLAIN": "x"},
+        True,
+        False,
+        ["argv changed"],
+        "python3",
+        "inventory",
+    )
 
 
 def deploy_plan() -> DeployPlan:
@@ -129,11 +210,32 @@ def deploy_result() -> DeployResult:
 
 
 def pairs() -> PairsReport:
-    results = [PairResult(0, 0, "prefill[0] -> decode[0]", "pass", "200", "200", 7, kv_transfer_ms=1.5,
-                          prefill_ms=2.0, decode_ms=3.0, content="hi"),
-               PairResult(0, 1, "prefill[0] -> decode[1]", "fail", "200", "503", 8, aborted=["closed"])]
-    return PairsReport("prod.yaml", 10.0, 123.4, ["prefill[0]"], ["decode[0]", "decode[1]"], results,
-                       judge_matrix(results, 1, 2), notes=["n"])
+    results = [
+        PairResult(
+            0,
+            0,
+            "prefill[0] -> decode[0]",
+            "pass",
+            "200",
+            "200",
+            7,
+            kv_transfer_ms=1.5,
+            prefill_ms=2.0,
+            decode_ms=3.0,
+            content="hi",
+        ),
+        PairResult(0, 1, "prefill[0] -> decode[1]", "fail", "200", "503", 8, aborted=["closed"]),
+    ]
+    return PairsReport(
+        "prod.yaml",
+        10.0,
+        123.4,
+        ["prefill[0]"],
+        ["decode[0]", "decode[1]"],
+        results,
+        judge_matrix(results, 1, 2),
+        notes=["n"],
+    )
 
 
 def restart_result() -> RestartResult:
@@ -145,8 +247,15 @@ def restart_dry() -> RestartResult:
 
 
 def lint_finding() -> LintFinding:
-    return LintFinding("flag-unknown", "decode[0]", "--bogus", "unknown flag", fix="drop it", version="0.5.23",
-                       data={"near": ["--bogus-x"]})
+    return LintFinding(
+        "flag-unknown",
+        "decode[0]",
+        "--bogus",
+        "unknown flag",
+        fix="drop it",
+        version="0.5.23",
+        data={"near": ["--bogus-x"]},
+    )
 
 
 def lint_report() -> LintReport:
@@ -159,20 +268,22 @@ def pair_hazard() -> PairHazard:
 
 
 def outcome_shell() -> StepOutcome:
-    return StepOutcome(False, "exit 3", exit_status=3, stdout="o" * 2100, stderr="e", error=None, data={"k": 1},
-                       exit_code=1)
+    return StepOutcome(
+        False, "exit 3", exit_status=3, stdout="o" * 2100, stderr="e", error=None, data={"k": 1}, exit_code=1
+    )
 
 
 def outcome_check() -> StepOutcome:
-    return StepOutcome(True, "", verdict="drained", layers={"health": True}, stdout="not a command",
-                       recommendation="none", data={})
+    return StepOutcome(
+        True, "", verdict="drained", layers={"health": True}, stdout="not a command", recommendation="none", data={}
+    )
 
 
 def outcome_without_data() -> dict:
     o = outcome_shell()
     if hasattr(o, "to_dict"):
         return o.to_dict(with_data=False)
-    return {k: v for k, v in to_data(o).items() if k != "data"}     # what the run's audit record keeps
+    return {k: v for k, v in to_data(o).items() if k != "data"}  # what the run's audit record keeps
 
 
 def _plan():
@@ -180,12 +291,30 @@ def _plan():
     from pdctl.playbook.runner import plan
     from pdctl.playbook.schema import parse_playbook
 
-    pb = parse_playbook({"name": "shape", "description": "d", "vars": {"api_token": SECRET, "n": 2}, "steps": [
-        {"name": "say", "action": "shell", "args": {"role": "decode", "command": "echo ${vars.api_token}"},
-         "gate": {"stdout_contains": SECRET}},
-        {"name": "fix", "action": "shell", "args": {"role": "decode", "command": "true"}, "handler": True},
-        {"name": "later", "action": "shell", "args": {"role": "decode", "command": "true"}, "when": "apply",
-         "on_failure": {"run": "fix"}}]}, "shape.yaml")
+    pb = parse_playbook(
+        {
+            "name": "shape",
+            "description": "d",
+            "vars": {"api_token": SECRET, "n": 2},
+            "steps": [
+                {
+                    "name": "say",
+                    "action": "shell",
+                    "args": {"role": "decode", "command": "echo ${vars.api_token}"},
+                    "gate": {"stdout_contains": SECRET},
+                },
+                {"name": "fix", "action": "shell", "args": {"role": "decode", "command": "true"}, "handler": True},
+                {
+                    "name": "later",
+                    "action": "shell",
+                    "args": {"role": "decode", "command": "true"},
+                    "when": "apply",
+                    "on_failure": {"run": "fix"},
+                },
+            ],
+        },
+        "shape.yaml",
+    )
     return plan(pb, load_inventory(REPO / "examples" / "seed-production.yaml"))
 
 
@@ -202,11 +331,21 @@ def _run_result():
 
     p = _plan()
     out = StepOutcome(False, f"said {SECRET}", exit_status=0, stdout=SECRET, data={"x": SECRET})
-    steps = [StepRun(1, "say", "shell", "failed", 1.23456, "failed: want", 1, outcome=out, gate_brief="x"),
-             StepRun(2, "fix", "shell", "passed", 0.5, "ok", 0, handler_of="say", note="n"),
-             StepRun(3, "later", "shell", "not run", note="skipped")]
-    return RunResult(p, steps, exit_code=1, failed_step="say", recommendations=["r"], health=_health(),
-                     health_reports=[_health()], run_id="run-1")
+    steps = [
+        StepRun(1, "say", "shell", "failed", 1.23456, "failed: want", 1, outcome=out, gate_brief="x"),
+        StepRun(2, "fix", "shell", "passed", 0.5, "ok", 0, handler_of="say", note="n"),
+        StepRun(3, "later", "shell", "not run", note="skipped"),
+    ]
+    return RunResult(
+        p,
+        steps,
+        exit_code=1,
+        failed_step="say",
+        recommendations=["r"],
+        health=_health(),
+        health_reports=[_health()],
+        run_id="run-1",
+    )
 
 
 def run_result():
@@ -233,10 +372,35 @@ def run_audit_record() -> dict:
     return got
 
 
-BUILDERS = {f.__name__: f for f in (
-    _health, inflight, inflight_unjudged, triage, storm, storm_empty, rolling, render_plan, deploy_plan,
-    deploy_result, pairs, restart_result, restart_dry, lint_finding, lint_report, pair_hazard, outcome_shell,
-    outcome_check, outcome_without_data, plan_doc, planned_step, run_result, step_run, run_audit_record)}
+BUILDERS = {
+    f.__name__: f
+    for f in (
+        _health,
+        inflight,
+        inflight_unjudged,
+        triage,
+        storm,
+        storm_empty,
+        rolling,
+        render_plan,
+        deploy_plan,
+        deploy_result,
+        pairs,
+        restart_result,
+        restart_dry,
+        lint_finding,
+        lint_report,
+        pair_hazard,
+        outcome_shell,
+        outcome_check,
+        outcome_without_data,
+        plan_doc,
+        planned_step,
+        run_result,
+        step_run,
+        run_audit_record,
+    )
+}
 BUILDERS["health_report"] = BUILDERS.pop("_health")
 BUILDERS["health_4x4"] = health_4x4
 BUILDERS["check_result"] = lambda: _check("/health")
@@ -245,8 +409,8 @@ BUILDERS["check_result"] = lambda: _check("/health")
 def _serialised(name: str):
     obj = BUILDERS[name]()
     doc = obj if isinstance(obj, dict) else document(obj)
-    text = json.dumps(doc)                 # what --json prints: fails here if anything is not JSON
-    return json.loads(text.replace(json.dumps(str(REPO))[1:-1], "<repo>"))   # the checkout's path is not the shape
+    text = json.dumps(doc)  # what --json prints: fails here if anything is not JSON
+    return json.loads(text.replace(json.dumps(str(REPO))[1:-1], "<repo>"))  # the checkout's path is not the shape
 
 
 def shape(value):

@@ -57,8 +57,9 @@ def test_fingerprint_is_what_ssh_keygen_prints_and_what_pdctl_printed_before(tmp
     for key in _keys(tmp_path, rsa, ecdsa):
         pub = tmp_path / f"{key.get_name()}.pub"
         pub.write_text(f"{key.get_name()} {key.get_base64()} test\n")
-        out = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(pub)], check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["ssh-keygen", "-l", "-E", "sha256", "-f", str(pub)], check=True, capture_output=True, text=True
+        ).stdout
         before = "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
         assert key_fingerprint(key) == out.split()[1] == before, key.get_name()
 
@@ -71,14 +72,14 @@ def test_known_hosts_name_brackets_only_off_port_22():
 
 @needs_keygen
 def test_append_makes_a_private_file_that_paramiko_and_openssh_read(tmp_path, rsa):
-    path = tmp_path / "new" / "known_hosts"          # the parent does not exist yet
+    path = tmp_path / "new" / "known_hosts"  # the parent does not exist yet
     append_known_host(str(path), "[127.0.0.1]:2222", rsa)
     assert path.read_text() == f"[127.0.0.1]:2222 ssh-rsa {rsa.get_base64()}\n"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
     hk = paramiko.HostKeys(str(path))
     assert hk.lookup("[127.0.0.1]:2222")["ssh-rsa"] == rsa
-    assert hk.lookup("127.0.0.1") is None            # port 22 is a different entry
+    assert hk.lookup("127.0.0.1") is None  # port 22 is a different entry
     found = subprocess.run(["ssh-keygen", "-F", "[127.0.0.1]:2222", "-f", str(path)], capture_output=True, text=True)
     assert found.returncode == 0 and rsa.get_base64() in found.stdout
 
@@ -89,7 +90,8 @@ def test_append_keeps_the_file_and_ends_an_unfinished_last_line(tmp_path, rsa, e
     os.chmod(path, 0o644)
     append_known_host(str(path), "10.0.0.5", ecdsa)
     assert path.read_text() == (
-        f"# mine\nother.example ssh-rsa AAAA\n10.0.0.5 {ecdsa.get_name()} {ecdsa.get_base64()}\n")
+        f"# mine\nother.example ssh-rsa AAAA\n10.0.0.5 {ecdsa.get_name()} {ecdsa.get_base64()}\n"
+    )
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644  # an existing file keeps its mode
     append_known_host(str(path), "[10.0.0.5]:2222", rsa)
     assert path.read_text().count("\n") == 4 and path.read_text().endswith(f"ssh-rsa {rsa.get_base64()}\n")
@@ -103,8 +105,9 @@ def test_unknown_key_is_refused_without_accept_new_and_nothing_is_written(tmp_pa
         policy.missing_host_key(client, "[127.0.0.1]:2222", rsa)
     err = ei.value
     assert err.exit_code == 4
-    assert err.message == (f"host 'gpu-1' (127.0.0.1:2222): unknown host key ssh-rsa {key_fingerprint(rsa)}, "
-                           f"not in {path}")
+    assert err.message == (
+        f"host 'gpu-1' (127.0.0.1:2222): unknown host key ssh-rsa {key_fingerprint(rsa)}, not in {path}"
+    )
     assert "`accept_new_host_key: true` on host 'gpu-1'" in err.hint
     assert not path.exists() and client.get_host_keys().lookup("[127.0.0.1]:2222") is None
 
@@ -115,19 +118,20 @@ def test_unknown_key_with_accept_new_is_recorded_and_trusted(tmp_path, ecdsa):
     client = paramiko.SSHClient()
     policy.missing_host_key(client, "[127.0.0.1]:2222", ecdsa)
     assert client.get_host_keys().lookup("[127.0.0.1]:2222")[ecdsa.get_name()] == ecdsa
-    later = paramiko.SSHClient()                     # the next connection finds it in the file
+    later = paramiko.SSHClient()  # the next connection finds it in the file
     load_known_hosts(later, str(path), "'gpu-1'")
     assert later.get_host_keys().lookup("[127.0.0.1]:2222")[ecdsa.get_name()] == ecdsa
 
 
 def test_changed_key_refusal_names_both_fingerprints_and_the_removal(tmp_path, rsa, ecdsa):
-    bad = paramiko.BadHostKeyException("10.0.0.5", ecdsa, rsa)   # offered ecdsa, known_hosts has rsa
+    bad = paramiko.BadHostKeyException("10.0.0.5", ecdsa, rsa)  # offered ecdsa, known_hosts has rsa
     kh = str(tmp_path / "my known_hosts")
     err = changed_key_refused("'gpu-1' (10.0.0.5:2222)", bad, kh, "10.0.0.5", 2222)
     assert isinstance(err, HostKeyRefused) and err.exit_code == 4
     assert err.message == (
         f"host 'gpu-1' (10.0.0.5:2222): host key CHANGED, refusing to connect: offered {ecdsa.get_name()} "
-        f"{key_fingerprint(ecdsa)}, known_hosts {kh} has ssh-rsa {key_fingerprint(rsa)}")
+        f"{key_fingerprint(ecdsa)}, known_hosts {kh} has ssh-rsa {key_fingerprint(rsa)}"
+    )
     assert err.hint.endswith(f"ssh-keygen -R '[10.0.0.5]:2222' -f '{kh}'")
     assert changed_key_refused("x", bad, "/k", "10.0.0.5", 22).hint.endswith("ssh-keygen -R 10.0.0.5 -f /k")
 
@@ -138,10 +142,13 @@ def test_load_known_hosts_missing_file_adds_nothing(tmp_path):
     assert len(client.get_host_keys()) == 0
 
 
-@pytest.mark.parametrize("content, why", [
-    (b"10.0.0.5 ssh-rsa abc\n", "line 1"),           # not base64: paramiko raises InvalidHostKey
-    (b"\xff\xfe binary\n", "not UTF-8 text"),          # not text
-])
+@pytest.mark.parametrize(
+    "content, why",
+    [
+        (b"10.0.0.5 ssh-rsa abc\n", "line 1"),  # not base64: paramiko raises InvalidHostKey
+        (b"\xff\xfe binary\n", "not UTF-8 text"),  # not text
+    ],
+)
 def test_unreadable_known_hosts_is_exit_2_naming_host_and_file(tmp_path, content, why):
     path = tmp_path / "known_hosts"
     path.write_bytes(content)
@@ -165,9 +172,11 @@ def test_known_hosts_read_from_text_keeps_every_entry_and_hashed_names(tmp_path)
     a, b = paramiko.RSAKey.generate(1024), paramiko.ECDSAKey.generate()
     path = tmp_path / "known_hosts"
     hashed = paramiko.HostKeys.hash_host("10.0.0.7")
-    path.write_text(f"# comment\n\n10.0.0.5,[10.0.0.6]:2222 {a.get_name()} {a.get_base64()}\n"
-                    f"{hashed} {b.get_name()} {b.get_base64()}\nbroken-line\n"
-                    f"10.0.0.5 {a.get_name()} {a.get_base64()}\n")   # a duplicate adds nothing
+    path.write_text(
+        f"# comment\n\n10.0.0.5,[10.0.0.6]:2222 {a.get_name()} {a.get_base64()}\n"
+        f"{hashed} {b.get_name()} {b.get_base64()}\nbroken-line\n"
+        f"10.0.0.5 {a.get_name()} {a.get_base64()}\n"
+    )  # a duplicate adds nothing
     client = paramiko.SSHClient()
     load_known_hosts(client, str(path), "'gpu-1'")
     keys = client.get_host_keys()
@@ -176,6 +185,7 @@ def test_known_hosts_read_from_text_keeps_every_entry_and_hashed_names(tmp_path)
 
 
 # -- the other SSH files of a host: ssh_config and the private key -------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "directory", "binary"])
 def test_ssh_config_that_cannot_be_read_is_one_line_naming_host_and_file(tmp_path, kind):
@@ -216,7 +226,7 @@ def test_key_file_that_is_no_key_or_encrypted_is_one_line(tmp_path):
         check_key_file(str(enc), "'gpu-1'")
     plain = tmp_path / "id_rsa"
     key.write_private_key_file(str(plain))
-    check_key_file(str(plain), "'gpu-1'")      # a good key passes
+    check_key_file(str(plain), "'gpu-1'")  # a good key passes
     with pytest.raises(UsageError, match="does not exist"):
         check_key_file(str(tmp_path / "gone"), "'gpu-1'")
 

@@ -1,4 +1,5 @@
 """Property tests of the room status update rule over interleavings of writes."""
+
 from hypothesis import given, settings, strategies as st
 
 from engine.disaggregation.kvpoll import KVPoll, TERMINAL, reduce_min
@@ -30,7 +31,7 @@ def test_fixed_rule_terminal_states_never_leave(seq):
 @given(writes, writes)
 def test_fixed_rule_interleaving_of_two_writers(a, b):
     """Abort thread and transfer worker interleaved in any order: once Failed, stays Failed."""
-    merged = [x for pair in zip(a, b) for x in pair] + a[len(b):] + b[len(a):]
+    merged = [x for pair in zip(a, b) for x in pair] + a[len(b) :] + b[len(a) :]
     trace = _run([KVPoll.Bootstrapping] + merged, sticky=True)
     if KVPoll.Failed in trace:
         assert trace[-1] == KVPoll.Failed

@@ -44,8 +44,12 @@ class _Sleepy(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self._answer({"choices": [{"message": {"content": "the quick brown fox"}, "finish_reason": "length"}],
-                      "usage": {"prompt_tokens": 1, "completion_tokens": 4}})
+        self._answer(
+            {
+                "choices": [{"message": {"content": "the quick brown fox"}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 4},
+            }
+        )
 
     def log_message(self, *args):
         pass
@@ -78,8 +82,8 @@ def test_health_latency_is_the_request_not_the_client_creation(server, slow_clie
     res = health.probe_health(server, timeout=4)
     wall_ms = (time.monotonic() - t0) * 1000
     assert res.status is Status.PASS
-    assert wall_ms >= SLOW_CLIENT_S * 1000            # the slow creation did happen...
-    assert _close_to_handler(res.data["latency_ms"]), res.data   # ...and is not in the figure
+    assert wall_ms >= SLOW_CLIENT_S * 1000  # the slow creation did happen...
+    assert _close_to_handler(res.data["latency_ms"]), res.data  # ...and is not in the figure
     assert res.detail == f"{res.data['latency_ms']:g} ms"
 
 

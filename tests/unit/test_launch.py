@@ -10,7 +10,14 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "seed-production.ya
 
 
 def test_flag_tokens():
-    assert launch.flag_tokens({"--a": True, "--b": 96, "--c": [1, 2], "--d": False}) == ["--a", "--b", "96", "--c", "1", "2"]
+    assert launch.flag_tokens({"--a": True, "--b": 96, "--c": [1, 2], "--d": False}) == [
+        "--a",
+        "--b",
+        "96",
+        "--c",
+        "1",
+        "2",
+    ]
 
 
 def test_bundled_default_commands():
@@ -18,13 +25,20 @@ def test_bundled_default_commands():
     pre = launch.role_argv(inv, "prefill", 0)
     assert pre[1:3] == ["-m", "engine.launch_server"]
     joined = " ".join(pre)
-    for part in ("--disaggregation-mode prefill", "--port 30000", "--disaggregation-bootstrap-port 8998",
-                 "--disaggregation-transfer-backend nixl", "--enable-metrics"):
+    for part in (
+        "--disaggregation-mode prefill",
+        "--port 30000",
+        "--disaggregation-bootstrap-port 8998",
+        "--disaggregation-transfer-backend nixl",
+        "--enable-metrics",
+    ):
         assert part in joined
     router = " ".join(launch.role_argv(inv, "router", 0))
     # smg, the maintained gateway, unless the router entry names another kind
-    assert "-m smg.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 8998 " \
-           "--decode http://127.0.0.1:30002" in router
+    assert (
+        "-m smg.launch_router --pd-disaggregation --prefill http://127.0.0.1:30000 8998 "
+        "--decode http://127.0.0.1:30002" in router
+    )
     assert "--port 30001" in router and "--prometheus-host 127.0.0.1" in router
 
 
@@ -34,7 +48,7 @@ def test_router_kind_decides_the_module_and_a_wildcard_router_keeps_metrics_off_
     inv = parse_inventory(data, "t.yaml")
     argv = launch.role_argv(inv, "router", 0)
     assert argv[1:3] == ["-m", "sglang_router.launch_router"]
-    assert argv[argv.index("--prometheus-host") + 1] == "127.0.0.1"    # a local host's loopback, not 0.0.0.0
+    assert argv[argv.index("--prometheus-host") + 1] == "127.0.0.1"  # a local host's loopback, not 0.0.0.0
     assert launch.recorded_python(launch.service_spec(inv, "router", 0)) == argv[0]
 
 
@@ -55,11 +69,15 @@ def test_multi_host_router_reaches_workers_by_internal_address():
     from pdctl.inventory import parse_inventory
 
     data = {
-        "hosts": {"a": {"transport": "ssh", "address": "10.0.0.1", "internal_address": "10.0.0.1"},
-                  "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"}},
-        "roles": {"prefill": [{"host": "a", "port": 30000, "listen_host": "0.0.0.0"}],
-                  "decode": [{"host": "b", "port": 30002}],
-                  "router": [{"host": "b", "port": 30001}]},
+        "hosts": {
+            "a": {"transport": "ssh", "address": "10.0.0.1", "internal_address": "10.0.0.1"},
+            "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"},
+        },
+        "roles": {
+            "prefill": [{"host": "a", "port": 30000, "listen_host": "0.0.0.0"}],
+            "decode": [{"host": "b", "port": 30002}],
+            "router": [{"host": "b", "port": 30001}],
+        },
     }
     inv = parse_inventory(data, "multi.yaml")
     router = launch.role_argv(inv, "router", 0)
@@ -73,7 +91,9 @@ def test_spec_changes_names_what_a_deploy_would_change_with_secrets_masked():
     from pdctl.services.base import ServiceSpec, spec_changes
 
     old = ServiceSpec("d", ("py", "--port", "30002"), {"HF_TOKEN": "hf_old_secret", "A": "1"})
-    new = ServiceSpec("d", ("py", "--port", "30002", "--disable-overlap-schedule"), {"HF_TOKEN": "hf_new_secret", "B": "2"})
+    new = ServiceSpec(
+        "d", ("py", "--port", "30002", "--disable-overlap-schedule"), {"HF_TOKEN": "hf_new_secret", "B": "2"}
+    )
     lines = spec_changes(old, new)
     assert "command: +--disable-overlap-schedule" in lines
     assert "env: -A" in lines and "env: +B=2" in lines
@@ -89,12 +109,15 @@ def _spec(inv, role, python):
 
 def test_the_interpreter_is_kept_from_the_installed_spec_not_taken_from_pdctls_environment():
     inv = embedded_default()
-    installed = {("prefill", 0): _spec(inv, "prefill", "/opt/engine/bin/python"), ("decode", 0): None,
-                 ("router", 0): _spec(inv, "router", "/opt/other/bin/python")}
+    installed = {
+        ("prefill", 0): _spec(inv, "prefill", "/opt/engine/bin/python"),
+        ("decode", 0): None,
+        ("router", 0): _spec(inv, "router", "/opt/other/bin/python"),
+    }
     got = launch.resolved_pythons(inv, installed)
     assert got[("prefill", 0)] == ("/opt/engine/bin/python", "installed")
-    assert got[("router", 0)] == ("/opt/other/bin/python", "installed")      # a running role keeps its own
-    assert got[("decode", 0)] == ("/opt/engine/bin/python", "host")          # resolved once for the host
+    assert got[("router", 0)] == ("/opt/other/bin/python", "installed")  # a running role keeps its own
+    assert got[("decode", 0)] == ("/opt/engine/bin/python", "host")  # resolved once for the host
 
 
 def test_a_first_deploy_uses_the_default_and_a_declared_interpreter_wins():

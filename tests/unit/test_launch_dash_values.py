@@ -18,19 +18,42 @@ from pdctl.secrets import MASK, mask_argv
 
 
 def _inv(tmp_path, decode_args, served="pdctl-tiny"):
-    inv = {"name": "dash", "served_model_name": served, "roles": {"prefill": [{"port": 30000, "bootstrap_port": 8998}],
-                                     "decode": [{"port": 30002, "args": decode_args}],
-                                     "router": [{"port": 30001}]}}
+    inv = {
+        "name": "dash",
+        "served_model_name": served,
+        "roles": {
+            "prefill": [{"port": 30000, "bootstrap_port": 8998}],
+            "decode": [{"port": 30002, "args": decode_args}],
+            "router": [{"port": 30001}],
+        },
+    }
     p = tmp_path / "inv.yaml"
     p.write_text(yaml.safe_dump(inv))
     return p
 
 
 def test_a_value_starting_with_a_dash_is_one_token():
-    assert launch.flag_tokens({"--api-key": "--scalardash99", "--name": "-x", "--n": -5, "--one": ["--only"],
-                               "--nums": [-1, 2.5, "-.5"], "--port": 30000}) == \
-        ["--api-key=--scalardash99", "--name=-x", "--n=-5", "--one=--only", "--nums", "-1", "2.5", "-.5",
-         "--port", "30000"]
+    assert launch.flag_tokens(
+        {
+            "--api-key": "--scalardash99",
+            "--name": "-x",
+            "--n": -5,
+            "--one": ["--only"],
+            "--nums": [-1, 2.5, "-.5"],
+            "--port": 30000,
+        }
+    ) == [
+        "--api-key=--scalardash99",
+        "--name=-x",
+        "--n=-5",
+        "--one=--only",
+        "--nums",
+        "-1",
+        "2.5",
+        "-.5",
+        "--port",
+        "30000",
+    ]
 
 
 def test_a_list_with_an_element_starting_with_a_dash_is_refused_naming_the_field(tmp_path):
@@ -43,8 +66,9 @@ def test_a_list_with_an_element_starting_with_a_dash_is_refused_naming_the_field
 
 
 def test_rendered_dash_values_round_trip_through_the_flags_judge(tmp_path):
-    inv = load_inventory(_inv(tmp_path, {"--api-key": "--scalardash99", "--tags": ["--solo"], "--nums": [-1, 2]},
-                              served="-x"))
+    inv = load_inventory(
+        _inv(tmp_path, {"--api-key": "--scalardash99", "--tags": ["--solo"], "--nums": [-1, 2]}, served="-x")
+    )
     argv = launch.role_argv(inv, "decode", 0)
     assert "--api-key=--scalardash99" in argv and "--served-model-name=-x" in argv
     results = judge_flags("decode[0]", argv, {}, launch.declared_flags(inv, "decode", 0), {})
@@ -52,7 +76,7 @@ def test_rendered_dash_values_round_trip_through_the_flags_judge(tmp_path):
     assert not bad, bad
     got = {r.name: r for r in results}
     assert got["--served-model-name"].observed == "-x" and got["--api-key"].observed == MASK
-    assert not judge_undeclared("decode[0]", argv, argv)          # `--x` inside `--f=--x` is no flag of its own
+    assert not judge_undeclared("decode[0]", argv, argv)  # `--x` inside `--f=--x` is no flag of its own
     assert "--scalardash99" not in " ".join(mask_argv(argv)) and f"--api-key={MASK}" in mask_argv(argv)
 
 
@@ -61,9 +85,11 @@ def test_the_judge_reads_both_forms_alike_and_the_two_token_form_as_drift():
     eq = ["py", "--api-key=--scalardash99", "--served-model-name=-x"]
     assert all(r.status is Status.PASS for r in judge_flags("d", eq, {}, declared, {}))
     spaced = ["py", "--api-key", "k", "--served-model-name", "m"]
-    assert all(r.status is Status.PASS for r in judge_flags("d", spaced, {}, {"--api-key": "k",
-                                                                            "--served-model-name": "m"}, {}))
-    split = ["py", "--api-key", "--scalardash99"]     # what argparse refuses: never a pass
+    assert all(
+        r.status is Status.PASS
+        for r in judge_flags("d", spaced, {}, {"--api-key": "k", "--served-model-name": "m"}, {})
+    )
+    split = ["py", "--api-key", "--scalardash99"]  # what argparse refuses: never a pass
     assert judge_flags("d", split, {}, {"--api-key": "--scalardash99"}, {})[0].status is Status.FAIL
 
 

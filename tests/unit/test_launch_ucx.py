@@ -1,5 +1,6 @@
 """The bundled engine's UCX (under NIXL) stays on loopback when every worker is on one host; a multi-host
 deployment names its device in the inventory env."""
+
 from pdctl import launch
 from pdctl.inventory import embedded_default, parse_inventory
 
@@ -13,12 +14,20 @@ def test_embedded_default_confines_ucx_to_loopback():
 
 
 def _two_hosts(decode_env=None):
-    return parse_inventory({
-        "hosts": {"a": {"transport": "ssh", "address": "10.0.0.1"}, "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"}},
-        "roles": {"prefill": [{"host": "a", "port": 30000, "listen_host": "0.0.0.0"}],
-                  "decode": [{"host": "b", "port": 30002, "listen_host": "0.0.0.0", "env": decode_env or {}}],
-                  "router": [{"host": "b", "port": 30001}]},
-    }, "multi.yaml")
+    return parse_inventory(
+        {
+            "hosts": {
+                "a": {"transport": "ssh", "address": "10.0.0.1"},
+                "b": {"transport": "ssh", "address": "10.0.0.2", "http": "tunnel"},
+            },
+            "roles": {
+                "prefill": [{"host": "a", "port": 30000, "listen_host": "0.0.0.0"}],
+                "decode": [{"host": "b", "port": 30002, "listen_host": "0.0.0.0", "env": decode_env or {}}],
+                "router": [{"host": "b", "port": 30001}],
+            },
+        },
+        "multi.yaml",
+    )
 
 
 def test_multi_host_leaves_the_device_to_the_inventory():

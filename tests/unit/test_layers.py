@@ -18,12 +18,15 @@ def test_titles_are_numbered_in_order():
     assert layer_title("custom") == "custom"
 
 
-@pytest.mark.parametrize("given,want", [
-    (None, DEFAULT_LAYERS),
-    (["e2e"], ("e2e",)),
-    (["health,e2e", "inflight"], ("health", "e2e", "inflight")),
-    ([" flags , "], ("flags",)),
-])
+@pytest.mark.parametrize(
+    "given,want",
+    [
+        (None, DEFAULT_LAYERS),
+        (["e2e"], ("e2e",)),
+        (["health,e2e", "inflight"], ("health", "e2e", "inflight")),
+        ([" flags , "], ("flags",)),
+    ],
+)
 def test_parse_layer_names(given, want):
     assert parse_layer_names(given) == want
 

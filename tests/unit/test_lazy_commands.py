@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_names_in_order_and_a_command_built_on_first_lookup_only():
     cmds = LazyCommands(COMMANDS)
     assert list(cmds) == list(COMMANDS) and len(cmds) == len(COMMANDS) and "storm" in cmds
-    assert isinstance(cmds.peek("storm"), CommandSummary)          # listed in the help: not built
+    assert isinstance(cmds.peek("storm"), CommandSummary)  # listed in the help: not built
     storm = cmds["storm"]
     assert isinstance(storm, PdctlCommand) and storm.name == "storm" and cmds["storm"] is storm
     assert cmds.peek("storm") is storm
@@ -51,8 +51,14 @@ def test_every_command_builds_with_the_help_its_summary_promised():
 
 
 def test_did_you_mean_still_names_a_lazy_command():
-    r = subprocess.run([sys.executable, "-m", "pdctl", "strom"], cwd=REPO, capture_output=True, text=True,
-                       timeout=60, env={**os.environ, "COLUMNS": "80"})
+    r = subprocess.run(
+        [sys.executable, "-m", "pdctl", "strom"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert r.returncode == 2 and "Did you mean 'storm'?" in r.stderr
 
 

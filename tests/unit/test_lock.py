@@ -103,14 +103,14 @@ def test_taking_over_a_dead_holders_lock_is_reported_with_who_what_and_since_whe
     pid = _ghost_lock(d)
     seen = []
     lk = DeploymentLock(LocalTransport(), str(d), "carol", "restart --pair", on_takeover=seen.append)
-    assert lk.abandoned() is not None            # reported before anyone takes it (what status would show)
+    assert lk.abandoned() is not None  # reported before anyone takes it (what status would show)
     with lk:
         (ab,) = seen
         assert ab.owner.pid == pid and ab.owner.action == "deploy" and ab.owner.run == "r123"
         text = ab.describe()
         assert "abandoned" in text and "ghost" in text and "'deploy'" in text and f"pid {pid}" in text
         assert "since " in text and lk.took_over == ab
-        assert lk.abandoned() is None            # ours now, and we are alive
+        assert lk.abandoned() is None  # ours now, and we are alive
 
 
 def test_a_live_holder_is_not_abandoned_and_a_fresh_lock_is_no_takeover(tmp_path):
@@ -158,7 +158,7 @@ def test_a_host_that_does_not_answer_makes_the_lock_unknown_not_failed(tmp_path)
     from pdctl.errors import UnreachableError
 
     class HungLocal(LocalTransport):
-        def run(self, command, *, timeout, env=None):   # the real local runner, on a command that never returns
+        def run(self, command, *, timeout, env=None):  # the real local runner, on a command that never returns
             return super().run(f"sleep 30; {command}", timeout=min(timeout, 0.5), env=env)
 
     d = tmp_path / "x.lock"
@@ -168,14 +168,37 @@ def test_a_host_that_does_not_answer_makes_the_lock_unknown_not_failed(tmp_path)
     assert not d.exists()
 
 
-GOOD = {"operator": "alice", "action": "restart --pair", "since": 1700000000.0, "hostname": "h1", "pid": 4242,
-        "token": "t", "run": "r1"}
+GOOD = {
+    "operator": "alice",
+    "action": "restart --pair",
+    "since": 1700000000.0,
+    "hostname": "h1",
+    "pid": 4242,
+    "token": "t",
+    "run": "r1",
+}
 
 
-@pytest.mark.parametrize("change", [
-    {"since": "2025"}, {"since": None}, {"since": 1e400}, {"since": float("nan")}, {"since": True},
-    {"pid": "4242"}, {"pid": [1]}, {"pid": 0}, {"pid": -1}, {"pid": True}, {"operator": 7}, {"run": None},
-    {"since": ...}, {"token": ...}, {"hostname": ...}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"since": "2025"},
+        {"since": None},
+        {"since": 1e400},
+        {"since": float("nan")},
+        {"since": True},
+        {"pid": "4242"},
+        {"pid": [1]},
+        {"pid": 0},
+        {"pid": -1},
+        {"pid": True},
+        {"operator": 7},
+        {"run": None},
+        {"since": ...},
+        {"token": ...},
+        {"hostname": ...},
+    ],
+)
 def test_an_owner_record_of_the_wrong_shape_is_no_owner(change):
     """A malformed owner.json crashed status, triage and down (`int(time.time() - "2025")`, `os.kill("4242", 0)`),
     and pid 0 or -1 read as a live holder (os.kill signals a process group). Now it is no owner record."""
@@ -191,17 +214,18 @@ def test_holder_names_a_live_holder_and_never_keeps_silent_about_a_fresh_unreada
     t = LocalTransport()
     d = tmp_path / "x.lock"
     lk = DeploymentLock(t, str(d), "reader", "status")
-    assert lk.holder() is None                                   # free
+    assert lk.holder() is None  # free
     with DeploymentLock(t, str(d), "alice", "restart --pair"):
         assert lk.holder().startswith(f"alice (restart --pair, pid {os.getpid()} on ")
     d.mkdir()
-    (d / "owner.json").write_text(json.dumps({**GOOD, "hostname": os.uname().nodename, "pid": os.getpid(),
-                                              "since": "yesterday"}))
+    (d / "owner.json").write_text(
+        json.dumps({**GOOD, "hostname": os.uname().nodename, "pid": os.getpid(), "since": "yesterday"})
+    )
     said = lk.holder()
     assert said is not None and "unknown holder" in said and "owner.json is missing or unreadable" in said
     old = time.time() - 3600
     os.utime(d, (old, old))
-    assert lk.holder() is None and lk.abandoned() is not None     # old and unreadable: abandoned, said by status
+    assert lk.holder() is None and lk.abandoned() is not None  # old and unreadable: abandoned, said by status
 
 
 class CountingTransport(LocalTransport):
@@ -229,10 +253,10 @@ def test_state_is_one_read_and_says_held_or_abandoned(tmp_path):
     with DeploymentLock(LocalTransport(), str(d), "alice", "restart --rolling"):
         st = lk.state()
         assert st.holder.startswith("alice (restart --rolling, pid ") and st.abandoned is None
-        assert t.calls == 1                       # owner.json names a live owner: no age read
+        assert t.calls == 1  # owner.json names a live owner: no age read
     t.calls = 0
     d.mkdir()
-    (d / "owner.json").write_text(json.dumps({**GOOD, "hostname": os.uname().nodename, "pid": 2 ** 22 + 12345}))
-    st = lk.state()                               # a dead holder on this machine
+    (d / "owner.json").write_text(json.dumps({**GOOD, "hostname": os.uname().nodename, "pid": 2**22 + 12345}))
+    st = lk.state()  # a dead holder on this machine
     assert st.holder is None and st.abandoned is not None and st.abandoned.owner.operator == GOOD["operator"]
     assert t.calls == 1

@@ -72,7 +72,7 @@ def test_tokenizer_metrics_have_no_tp_rank():
     assert m.select(N.NUM_ABORTED_REQUESTS, tp_rank="0") is None
 
 
-EDGE = r'''# HELP demo_total A counter with a \\ backslash and a \n newline in its help.
+EDGE = r"""# HELP demo_total A counter with a \\ backslash and a \n newline in its help.
 # TYPE demo_total counter
 demo_total{path="/a\"b",note="line1\nline2",win="C:\\x",} 3 1700000000000
 demo_total{path="/c"} 4.5e+00
@@ -91,7 +91,7 @@ no_type_metric 7
 # TYPE om counter
 om_total 5 # {trace_id="abc"} 1.0 1700000000.1
 # EOF
-'''
+"""
 
 
 def test_edge_cases_escapes_specials_timestamps():
@@ -114,17 +114,20 @@ def test_edge_cases_escapes_specials_timestamps():
     assert m.value("om_total") == 5 and fams["om"].type == "counter"  # an exemplar does not stop the line
 
 
-@pytest.mark.parametrize("bad", [
-    'x{a="1"',                # unterminated
-    'x{a=1} 2',               # unquoted
-    'x{a="1"} notanumber',
-    '{a="1"} 2',
-    'x{a="1" b="2"} 3',
-    'x',                      # no value
-    'x 1_000',                # Python's float() would take it; the exposition format does not
-    '# TYPE y nosuchtype',    # the library only notices when it closes the family, after reading further
-    '# TYPE y',
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        'x{a="1"',  # unterminated
+        "x{a=1} 2",  # unquoted
+        'x{a="1"} notanumber',
+        '{a="1"} 2',
+        'x{a="1" b="2"} 3',
+        "x",  # no value
+        "x 1_000",  # Python's float() would take it; the exposition format does not
+        "# TYPE y nosuchtype",  # the library only notices when it closes the family, after reading further
+        "# TYPE y",
+    ],
+)
 def test_malformed_lines_raise_naming_the_line(bad):
     with pytest.raises(MetricsParseError, match="line 2") as ei:
         parse_metrics("# TYPE x gauge\n" + bad + "\nx 1\n")
@@ -201,18 +204,20 @@ def test_parsing_only_some_families_gives_the_same_samples_and_types(text):
     wanted = (N.TRANSFER_FAILED, N.BOOTSTRAP_FAILED, N.NUM_RUNNING_REQS)
     part = parse_metrics(text, families=wanted)
     assert {n for n in wanted if full.has(n)} <= set(part.families())
-    assert all(n in wanted or n.endswith("_created") for n in part.families())   # a counter's _created comes along
+    assert all(n in wanted or n.endswith("_created") for n in part.families())  # a counter's _created comes along
     for name in set(wanted) | set(part.families()):
         assert part.samples(name) == full.samples(name)
         if full.has(name):
             assert part.families()[name].type == full.families()[name].type
-    assert len(part) < len(full) / 10          # the rest was never handed to the parser
+    assert len(part) < len(full) / 10  # the rest was never handed to the parser
 
 
 def test_only_families_keeps_suffixed_series_of_a_histogram_and_a_counters_created():
-    text = ("# HELP h a histogram\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\n"
-            "h_count 2\n# HELP c_total a counter\n# TYPE c_total counter\nc_total 5\nc_created 1.7e9\n"
-            "# HELP other x\n# TYPE other gauge\nother 1\nhh_bucket{le=\"1\"} 9\n")
+    text = (
+        '# HELP h a histogram\n# TYPE h histogram\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3\n'
+        "h_count 2\n# HELP c_total a counter\n# TYPE c_total counter\nc_total 5\nc_created 1.7e9\n"
+        '# HELP other x\n# TYPE other gauge\nother 1\nhh_bucket{le="1"} 9\n'
+    )
     m = parse_metrics(text, families=("h", "c_total"))
     assert set(m.families()) == {"h", "c_total", "c_created"}
     assert m.value("h_count") == 2 and m.value("c_total") == 5 and not m.has("other")

@@ -24,8 +24,13 @@ def nobody_connection():
     srv.listen()
     # bash's /dev/tcp: a binary nobody may run (this interpreter may live under a private home); it holds the
     # connection until the listener closes it
-    child = subprocess.Popen(["/bin/bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{srv.getsockname()[1]}; read -u 3"],
-                             user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[], cwd="/")
+    child = subprocess.Popen(
+        ["/bin/bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{srv.getsockname()[1]}; read -u 3"],
+        user=nobody.pw_uid,
+        group=nobody.pw_gid,
+        extra_groups=[],
+        cwd="/",
+    )
     srv.settimeout(30)
     conn, _ = srv.accept()
     try:
@@ -61,12 +66,19 @@ def test_a_peer_closed_before_the_accept_is_unknown_not_root():
         srv.bind(("127.0.0.1", 0))
         srv.listen()
         port = srv.getsockname()[1]
-        subprocess.run(["/bin/bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}; echo GET >&3; exec 3>&-"],
-                       user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[], cwd="/", check=True, timeout=30)
+        subprocess.run(
+            ["/bin/bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}; echo GET >&3; exec 3>&-"],
+            user=nobody.pw_uid,
+            group=nobody.pw_gid,
+            extra_groups=[],
+            cwd="/",
+            check=True,
+            timeout=30,
+        )
         srv.settimeout(10)
         conn, _ = srv.accept()
         with conn:
-            assert conn.recv(10) == b"GET\n"            # the bytes are still there to forward
+            assert conn.recv(10) == b"GET\n"  # the bytes are still there to forward
             assert _diag_uid(conn.getpeername(), conn.getsockname()) is None
             assert _table_uid(conn, "/proc/net/tcp") is None
             assert tcp_peer_uid(conn) is None

@@ -89,7 +89,7 @@ def test_read_proc_start_timeout_raises_unknown_and_exit_1_is_gone():
 
     with pytest.raises(UnreachableError, match=r"^unknown: gpu-slow did not answer within 2 s \(reading /proc/77\)"):
         read_proc_start(_Answers(_timed_out()), 77, timeout=2)
-    assert read_proc_start(_Answers(CommandResult(1, "", "")), 77, timeout=2) is None   # the probe's "no such pid"
+    assert read_proc_start(_Answers(CommandResult(1, "", "")), 77, timeout=2) is None  # the probe's "no such pid"
 
 
 def test_pidfile_status_on_a_hung_host_raises_unknown_with_the_hosts_command_timeout():
@@ -100,7 +100,7 @@ def test_pidfile_status_on_a_hung_host_raises_unknown_with_the_hosts_command_tim
     with pytest.raises(UnreachableError, match="did not answer within 20 s") as ei:
         PidfileManager(t, "/s", command_timeout=20).status("r")
     assert ei.value.exit_code == 3
-    assert t.commands[0][1] == 20        # bounded by the host's command_timeout, not a fixed 10 s
+    assert t.commands[0][1] == 20  # bounded by the host's command_timeout, not a fixed 10 s
 
 
 def test_read_process_timeout_is_unknown_not_a_proc_read_error():
@@ -130,10 +130,10 @@ def test_stop_signals_held_delivers_a_signal_only_when_the_block_ends():
         with pytest.raises(Stop):
             with stop_signals_held():
                 os.kill(os.getpid(), signal.SIGTERM)
-                for _ in range(1000):    # bytecodes run: an unheld signal would have raised by now
+                for _ in range(1000):  # bytecodes run: an unheld signal would have raised by now
                     pass
                 reached_end = True
         assert reached_end
-        assert signal.getsignal(signal.SIGTERM) is raise_stop     # the handler in place before is back
+        assert signal.getsignal(signal.SIGTERM) is raise_stop  # the handler in place before is back
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -48,7 +48,7 @@ def test_an_unwritable_audit_log_refuses_the_run_before_its_first_step(env, monk
     assert r.exit_code == 2, r.output
     assert f"audit log {log}: not a regular file" in r.output
     assert "refusing to run pbtouch (nothing was done)" in r.output
-    assert not (t / "touch-ran").exists()                 # the step never ran
+    assert not (t / "touch-ran").exists()  # the step never ran
 
 
 def test_a_read_only_run_is_refused_too_when_its_record_could_not_be_written(env, monkeypatch):
@@ -70,15 +70,14 @@ def test_a_mutating_run_appends_started_then_its_end_with_one_run_id_and_history
     assert start["run"] == end["run"] and len(start["run"]) == 12
     assert start["inventory_name"] == end["inventory_name"] == "local"
     assert end["result"] == "ok" and end["steps"][0]["status"] == "passed"
-    h = CliRunner().invoke(app, ["history"])      # the table folds a finished run's started record into its end
+    h = CliRunner().invoke(app, ["history"])  # the table folds a finished run's started record into its end
     assert h.exit_code == 0 and h.output.count("run pbtouch") == 1 and "unfinished" not in h.output, h.output
 
 
 def test_the_started_record_is_written_before_the_first_step_runs(env):
     """The step itself reads the log: the started record is already there."""
     t = env["tmp"]
-    step = {"name": "peek", "action": "shell",
-            "args": {"role": "decode", "command": f"cat {env['audit']} > {t}/seen"}}
+    step = {"name": "peek", "action": "shell", "args": {"role": "decode", "command": f"cat {env['audit']} > {t}/seen"}}
     r = CliRunner().invoke(app, ["run", str(_pb(t, [step], name="peek"))])
     assert r.exit_code == 0, r.output
     seen = [json.loads(x) for x in (t / "seen").read_text().splitlines()]
@@ -95,10 +94,10 @@ def test_a_killed_run_leaves_its_started_record_as_unfinished_in_history(env, mo
 
     def killed(ctx, a):
         os.kill(os.getpid(), 0)
-        raise SystemExit(137)       # not caught by the runner: only its "finally" runs, as a kill would not
+        raise SystemExit(137)  # not caught by the runner: only its "finally" runs, as a kill would not
 
     monkeypatch.setitem(REGISTRY, "shell", dataclasses.replace(kind, run=killed))
-    monkeypatch.setattr("pdctl.playbook.runner._audit", lambda *a, **k: None)    # kill -9: no final record
+    monkeypatch.setattr("pdctl.playbook.runner._audit", lambda *a, **k: None)  # kill -9: no final record
     CliRunner().invoke(app, ["run", str(_pb(env["tmp"], [_touch(env["tmp"])], name="killed"))])
     assert [x["result"] for x in _records(env)] == ["started"]
     h = CliRunner().invoke(app, ["history"])
@@ -107,8 +106,10 @@ def test_a_killed_run_leaves_its_started_record_as_unfinished_in_history(env, mo
 
 def test_a_run_with_no_mutating_step_to_run_writes_only_its_end(env):
     t = env["tmp"]
-    steps = [{"name": "w", "action": "wait", "args": {"seconds": 0.01}},
-             _touch(t, "later", when="apply")]                     # mutating, but not run without --apply
+    steps = [
+        {"name": "w", "action": "wait", "args": {"seconds": 0.01}},
+        _touch(t, "later", when="apply"),
+    ]  # mutating, but not run without --apply
     r = CliRunner().invoke(app, ["run", str(_pb(t, steps, name="ro"))])
     assert r.exit_code == 0, r.output
     recs = _records(env)

@@ -13,22 +13,28 @@ from pdctl.errors import PlaybookError
 from pdctl.playbook.kinds import REGISTRY
 from pdctl.playbook.schema import load_playbook, parse_playbook
 
-KNOWN = {"storm": ("drained", "not-drained", "pinned"), "triage": ("clean", "warn", "action"),
-         "inflight": ("drained", "busy", "pinned", "unknown")}
+KNOWN = {
+    "storm": ("drained", "not-drained", "pinned"),
+    "triage": ("clean", "warn", "action"),
+    "inflight": ("drained", "busy", "pinned", "unknown"),
+}
 
 
 def _pb(action, verdict, *, until=False):
     step = {"name": "check", "action": action, "gate": {"verdict": verdict}}
     if until:
-        step = {"name": "check", "action": "wait",
-                "args": {"until": {"action": action, "gate": {"verdict": verdict}}, "timeout": 5}}
+        step = {
+            "name": "check",
+            "action": "wait",
+            "args": {"until": {"action": action, "gate": {"verdict": verdict}}, "timeout": 5},
+        }
     return {"name": "t", "steps": [{"name": "first", "action": "verify"}, step]}
 
 
 def test_every_kind_with_a_verdict_gate_declares_its_verdicts():
     with_gate = {k.name: k.verdicts for k in REGISTRY.values() if "verdict" in k.gate_keys}
     assert with_gate == KNOWN
-    assert set(INFLIGHT_JUDGE_VERDICTS) <= set(KNOWN["inflight"])   # the judge's own words stay in step
+    assert set(INFLIGHT_JUDGE_VERDICTS) <= set(KNOWN["inflight"])  # the judge's own words stay in step
 
 
 @pytest.mark.parametrize("action", sorted(KNOWN))
@@ -36,14 +42,14 @@ def test_known_verdicts_load(action):
     for v in KNOWN[action]:
         parse_playbook(_pb(action, v), "pb.yaml")
     parse_playbook(_pb(action, list(KNOWN[action])), "pb.yaml")
-    if action != "storm":     # storm cannot be polled by wait
+    if action != "storm":  # storm cannot be polled by wait
         parse_playbook(_pb(action, KNOWN[action][0], until=True), "pb.yaml")
 
 
 @pytest.mark.parametrize("action", sorted(KNOWN))
 @pytest.mark.parametrize("verdict", ["wedged", ["<known>", "wedged"], "interrupted", "PASS"])
 def test_unknown_verdict_refused_naming_file_step_and_field(action, verdict):
-    if isinstance(verdict, list):     # one known verdict does not make the list good
+    if isinstance(verdict, list):  # one known verdict does not make the list good
         verdict = [KNOWN[action][0], "wedged"]
     with pytest.raises(PlaybookError) as ei:
         parse_playbook(_pb(action, verdict), "pb.yaml")

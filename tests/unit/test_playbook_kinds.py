@@ -39,7 +39,7 @@ def test_register_returns_the_function_and_refuses_a_name_taken_by_another_modul
 
     try:
         assert register("ping", args=PingArgs, gate_keys=("ok",), mutating=False, summary="one echo")(run) is run
-        assert REGISTRY["ping"].describe(PingArgs(host="x")) == "ping host=x"   # the default description
+        assert REGISTRY["ping"].describe(PingArgs(host="x")) == "ping host=x"  # the default description
         assert REGISTRY["ping"].describe(PingArgs()) == "ping"
     finally:
         REGISTRY.pop("ping", None)
@@ -50,18 +50,28 @@ def test_register_returns_the_function_and_refuses_a_name_taken_by_another_modul
 
 def test_a_bad_layer_is_refused_with_pydantics_message_listing_every_layer():
     bad = check_args(REGISTRY["verify"], {"layers": ["health", "vibes"]}, with_values=True)
-    assert bad == [("args.layers.1", "Input should be 'health', 'e2e', 'transfer', 'flags', 'lineage', "
-                                     "'inflight' or 'pairs' (got 'vibes')")]
+    assert bad == [
+        (
+            "args.layers.1",
+            "Input should be 'health', 'e2e', 'transfer', 'flags', 'lineage', 'inflight' or 'pairs' (got 'vibes')",
+        )
+    ]
     assert check_args(REGISTRY["verify"], {"layers": ["inflight"]}, with_values=True) == []
 
 
 def test_wait_until_names_the_non_waitable_action_and_the_polled_steps_fields():
     wait = REGISTRY["wait"]
     assert check_args(wait, {"until": {"action": "restart"}}, with_values=False) == [
-        ("args.until.action", "expected a check to poll (verify, inflight, triage, shell), got 'restart'")]
-    assert [f for f, _ in check_args(wait, {"until": {"action": "shell", "args": {"x": 1}, "gate": {"verdict": "a"}},
-                                            "bogus": 1}, with_values=False)] == \
-        ["args.bogus", "args.until.args.x", "args.until.gate.verdict"]
+        ("args.until.action", "expected a check to poll (verify, inflight, triage, shell), got 'restart'")
+    ]
+    assert [
+        f
+        for f, _ in check_args(
+            wait,
+            {"until": {"action": "shell", "args": {"x": 1}, "gate": {"verdict": "a"}}, "bogus": 1},
+            with_values=False,
+        )
+    ] == ["args.bogus", "args.until.args.x", "args.until.gate.verdict"]
 
 
 class Clock:
@@ -109,15 +119,16 @@ def test_wait_until_passes_and_counts_its_tries(fake_time):
     fake_time.answers[:] = [False, StepFailed("not yet"), True]
     out = _wait(fake_time, until=UNTIL, interval=1, timeout=10)
     assert out.ok and out.summary == "shell passed after 2.3s (3 tries): action ok (exit 0 on localhost)"
-    assert [w[0] for w in fake_time.waits] == ["shell to pass"] * 2       # progress between the tries
+    assert [w[0] for w in fake_time.waits] == ["shell to pass"] * 2  # progress between the tries
 
 
 def test_wait_until_times_out_having_looked_once_more_at_the_deadline(fake_time):
     out = _wait(fake_time, until=UNTIL, interval=0.4, timeout=1)
     # tries start at 0, 0.5, 1.0 (the last sleep is cut to the deadline); no try starts after it
     assert not out.ok and out.exit_code == 1
-    assert out.summary == ("shell did not pass within the wait timeout of 1s (3 tries); "
-                           "last: action not ok (exit 1 on localhost)")
+    assert out.summary == (
+        "shell did not pass within the wait timeout of 1s (3 tries); last: action not ok (exit 1 on localhost)"
+    )
     assert out.data["last"] == {"ok": False, "summary": "exit 1 on localhost"}
 
 
@@ -134,11 +145,21 @@ def test_a_fixed_wait_shows_progress_until_the_time_has_passed(fake_time):
 
 
 def test_an_outcome_serialises_without_empty_values_and_trims_a_commands_output():
-    o = StepOutcome(False, "s", exit_code=3, verdict="v", layers={"a": True}, exit_status=2, stdout="x" * 3000,
-                    data={"k": 1}, error="boom", health=object())
+    o = StepOutcome(
+        False,
+        "s",
+        exit_code=3,
+        verdict="v",
+        layers={"a": True},
+        exit_status=2,
+        stdout="x" * 3000,
+        data={"k": 1},
+        error="boom",
+        health=object(),
+    )
     d = to_data(o)
     assert list(d) == ["ok", "summary", "verdict", "layers", "exit_status", "error", "stdout", "data"]
     assert len(d["stdout"]) == 2000 and "exit_code" not in d and "health" not in d
-    assert "data" not in recorded_step(StepRun(1, "s", "shell", "failed", outcome=o))["result"]   # the audit record's
+    assert "data" not in recorded_step(StepRun(1, "s", "shell", "failed", outcome=o))["result"]  # the audit record's
     assert to_data(StepOutcome(True, "")) == {"ok": True}
-    assert "stdout" not in to_data(StepOutcome(True, "ran", stdout="out"))     # not a command: no output shown
+    assert "stdout" not in to_data(StepOutcome(True, "ran", stdout="out"))  # not a command: no output shown

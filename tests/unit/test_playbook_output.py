@@ -32,8 +32,10 @@ def _fake_verify(monkeypatch):
     from pdctl.ops import verify
 
     def fake(dep, *, since_baseline, record, layers=DEFAULT_LAYERS):
-        return verify.HealthReport(dep.inv.source, {
-            n: [CheckResult(n, "router[0]", f"check-{n}", Status.PASS, observed=f"seen-{n}")] for n in layers})
+        return verify.HealthReport(
+            dep.inv.source,
+            {n: [CheckResult(n, "router[0]", f"check-{n}", Status.PASS, observed=f"seen-{n}")] for n in layers},
+        )
 
     monkeypatch.setattr(verify, "final_health_with_baseline", fake)
 
@@ -42,8 +44,10 @@ def test_verify_steps_render_one_layer_flag_per_layer(env):
     r = _run("final-health", "--dry-run", "--json")
     assert r.exit_code == 0, r.output
     cmds = [s["command"] for s in json.loads(r.stdout)["steps"]]
-    assert cmds == ["verify final-health --layer health --layer e2e",
-                    "verify final-health --layer transfer --layer flags --layer lineage"]
+    assert cmds == [
+        "verify final-health --layer health --layer e2e",
+        "verify final-health --layer transfer --layer flags --layer lineage",
+    ]
     assert not any("," in c for c in cmds)
 
 
@@ -57,8 +61,8 @@ def test_final_health_shows_every_layers_table_and_the_result_once(env, monkeypa
     for layer in ("health", "e2e", "transfer", "flags", "lineage"):
         assert layer_title(layer) in out and f"check-{layer}" in out, layer
     titles = [out.index(layer_title(n)) for n in ("health", "e2e", "transfer", "flags", "lineage")]
-    assert titles == sorted(titles)          # in layer order, 1 to 5
-    assert out.count("final-health: PASS (health, e2e)") == 1      # result column only, not the gate column too
+    assert titles == sorted(titles)  # in layer order, 1 to 5
+    assert out.count("final-health: PASS (health, e2e)") == 1  # result column only, not the gate column too
     err = r.stderr
     assert "gate: ok" in err and "gate passed" not in err and "action ok (" not in err
     assert err.count("final-health: PASS (health, e2e)") == 1
@@ -70,15 +74,27 @@ def test_final_health_shows_every_layers_table_and_the_result_once(env, monkeypa
 
 def test_an_explicit_gate_shows_its_own_words_not_the_summary(env):
     p = env / "pb.yaml"
-    p.write_text(yaml.safe_dump({"name": "g", "steps": [
-        {"name": "s", "action": "shell", "args": {"role": "decode", "command": "echo nope; exit 3"},
-         "gate": {"exit_code": [0, 1]}}]}))
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "name": "g",
+                "steps": [
+                    {
+                        "name": "s",
+                        "action": "shell",
+                        "args": {"role": "decode", "command": "echo nope; exit 3"},
+                        "gate": {"exit_code": [0, 1]},
+                    }
+                ],
+            }
+        )
+    )
     r = _run(str(p))
     assert r.exit_code == 1
     assert "gate: exit code 3 (want 0 or 1)" in r.stderr
     assert "failed at step 1 's': exit code 3 (want 0 or 1)" in r.stdout
     doc = json.loads(_run(str(p), "--json").stdout)
-    assert doc["steps"][0]["gate"].startswith("failed: exit code 3")      # the JSON is unchanged
+    assert doc["steps"][0]["gate"].startswith("failed: exit code 3")  # the JSON is unchanged
 
 
 def test_values_print_as_given(env):
@@ -89,23 +105,29 @@ def test_values_print_as_given(env):
     assert "triage window_s=2.5" in r.stdout
 
 
-@pytest.mark.parametrize("severity, head, ok", [
-    (None, "triage: HEALTHY: no finding needs action", True),
-    ("action", "triage: ACTION NEEDED (1 finding(s)): degraded bootstrap", False),
-    ("warn", "triage: WARNINGS (1 finding(s)): degraded bootstrap", True),
-])
+@pytest.mark.parametrize(
+    "severity, head, ok",
+    [
+        (None, "triage: HEALTHY: no finding needs action", True),
+        ("action", "triage: ACTION NEEDED (1 finding(s)): degraded bootstrap", False),
+        ("warn", "triage: WARNINGS (1 finding(s)): degraded bootstrap", True),
+    ],
+)
 def test_triage_step_uses_the_words_of_pdctl_triage(env, monkeypatch, severity, head, ok):
     from pdctl.ops import triage as triage_mod
 
-    findings = [triage_mod.Finding("degraded bootstrap", severity, ["x"], ["y"], "run `pdctl restart --pair`")] \
-        if severity else []
+    findings = (
+        [triage_mod.Finding("degraded bootstrap", severity, ["x"], ["y"], "run `pdctl restart --pair`")]
+        if severity
+        else []
+    )
     rep = triage_mod.TriageReport("local", [], findings)
     monkeypatch.setattr(triage_mod, "triage", lambda dep, **kw: rep)
     p = env / "pb.yaml"
     p.write_text(yaml.safe_dump({"name": "t", "steps": [{"name": "triage", "action": "triage"}]}))
     doc = json.loads(_run(str(p), "--json").stdout)
     step = doc["steps"][0]
-    head_now = getattr(rep, "headline", None)       # pdctl triage's own headline once the report has one
+    head_now = getattr(rep, "headline", None)  # pdctl triage's own headline once the report has one
     if head_now:
         assert step["summary"].startswith(head_now if head_now.startswith("triage") else f"triage: {head_now}")
     else:

@@ -58,9 +58,14 @@ def test_failed_gate_stops_the_run_and_later_steps_do_not_run(env):
 
 def test_gate_on_exit_code_and_stdout(env):
     t = env["tmp"]
-    p = _pb(t, [sh("expected-3", "exit 3", gate={"exit_code": [0, 3]}),
-                sh("says-ready", "echo state=READY", gate={"stdout_contains": "READY"}),
-                sh("says-nothing", "echo state=idle", gate={"stdout_contains": "READY"})])
+    p = _pb(
+        t,
+        [
+            sh("expected-3", "exit 3", gate={"exit_code": [0, 3]}),
+            sh("says-ready", "echo state=READY", gate={"stdout_contains": "READY"}),
+            sh("says-nothing", "echo state=idle", gate={"stdout_contains": "READY"}),
+        ],
+    )
     r = _run([str(p), "--json"])
     assert r.exit_code == 1
     assert [s["status"] for s in json.loads(r.stdout)["steps"]] == ["passed", "passed", "failed"]
@@ -80,7 +85,7 @@ def test_the_not_run_note_names_the_step_that_stopped_the_run_not_the_first_fail
     t = env["tmp"]
     p = _pb(t, [sh("optional", "exit 1", on_failure="continue"), sh("must-pass", "exit 2"), sh("after", "true")])
     r = _run([str(p), "--json"])
-    assert r.exit_code == 1, r.output      # the first failure's code, as documented
+    assert r.exit_code == 1, r.output  # the first failure's code, as documented
     steps = json.loads(r.stdout)["steps"]
     assert steps[2]["status"] == "not run" and "stopped at step 'must-pass'" in steps[2]["summary"], steps[2]
 
@@ -99,22 +104,28 @@ def test_sigterm_in_a_step_is_recorded_as_sigterm_not_ctrl_c(env, monkeypatch):
 
 def test_on_failure_runs_a_handler_that_recovers(env):
     t = env["tmp"]
-    p = _pb(t, [sh("check", f"test -f {t}/fixed", on_failure={"run": "fix"}),
-                sh("fix", f"touch {t}/fixed", handler=True),
-                sh("after", f"test -f {t}/fixed")])
+    p = _pb(
+        t,
+        [
+            sh("check", f"test -f {t}/fixed", on_failure={"run": "fix"}),
+            sh("fix", f"touch {t}/fixed", handler=True),
+            sh("after", f"test -f {t}/fixed"),
+        ],
+    )
     r = _run([str(p), "--json"])
     assert r.exit_code == 0, r.output
     steps = json.loads(r.stdout)["steps"]
-    assert [(s["name"], s["status"]) for s in steps] == [("check", "recovered"), ("fix", "passed"),
-                                                        ("after", "passed")]
+    assert [(s["name"], s["status"]) for s in steps] == [("check", "recovered"), ("fix", "passed"), ("after", "passed")]
     assert steps[1]["handler_of"] == "check"
 
 
 def test_handler_gated_on_apply_ends_in_a_recommendation(env):
     t = env["tmp"]
-    steps = [sh("check", f"test -f {t}/fixed", on_failure={"run": "fix"}),
-             sh("fix", f"touch {t}/fixed", handler=True, when="apply"),
-             sh("after", "true", when="apply")]
+    steps = [
+        sh("check", f"test -f {t}/fixed", on_failure={"run": "fix"}),
+        sh("fix", f"touch {t}/fixed", handler=True, when="apply"),
+        sh("after", "true", when="apply"),
+    ]
     p = _pb(t, steps)
     r = _run([str(p), "--json"])
     assert r.exit_code == 1
@@ -129,8 +140,14 @@ def test_handler_gated_on_apply_ends_in_a_recommendation(env):
 
 def test_failing_handler_stops_with_the_first_failure(env):
     t = env["tmp"]
-    p = _pb(t, [sh("check", "exit 1", on_failure={"run": "fix"}), sh("fix", "exit 2", handler=True),
-                sh("after", f"touch {t}/after")])
+    p = _pb(
+        t,
+        [
+            sh("check", "exit 1", on_failure={"run": "fix"}),
+            sh("fix", "exit 2", handler=True),
+            sh("after", f"touch {t}/after"),
+        ],
+    )
     r = _run([str(p), "--json"])
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
@@ -148,8 +165,9 @@ def test_refused_step_exits_4(env):
     dep = Deployment(embedded_default())
     try:
         with deployment_lock(dep, "unit test holds the lock"):
-            r = subprocess.run([sys.executable, "-m", "pdctl", "run", str(p)], cwd=REPO, capture_output=True,
-                               text=True, timeout=120)
+            r = subprocess.run(
+                [sys.executable, "-m", "pdctl", "run", str(p)], cwd=REPO, capture_output=True, text=True, timeout=120
+            )
     finally:
         dep.close()
     assert r.returncode == 4, r.stdout + r.stderr
@@ -165,23 +183,46 @@ def test_shell_values_are_quoted(env):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["steps"][0]["result"]["stdout"].strip() == evil
     assert not (t / "pwned").exists() and not (t / "pwned2").exists()
-    p2 = _pb(t, [{"name": "argv", "action": "shell", "args": {"role": "prefill", "command": ["echo", "${msg}"]}}],
-             file="argv.yaml")
+    p2 = _pb(
+        t,
+        [{"name": "argv", "action": "shell", "args": {"role": "prefill", "command": ["echo", "${msg}"]}}],
+        file="argv.yaml",
+    )
     r = _run([str(p2), "--json", "--var", f"msg={evil}"])
     assert r.exit_code == 0 and not (t / "pwned").exists()
 
 
 def test_wait_until_is_bounded_and_says_which_timeout_expired(env):
     t = env["tmp"]
-    p = _pb(t, [{"name": "w", "action": "wait", "args": {
-        "until": {"action": "shell", "args": {"role": "decode", "command": f"test -f {t}/never"}},
-        "timeout": 0.6, "interval": 0.2}}])
+    p = _pb(
+        t,
+        [
+            {
+                "name": "w",
+                "action": "wait",
+                "args": {
+                    "until": {"action": "shell", "args": {"role": "decode", "command": f"test -f {t}/never"}},
+                    "timeout": 0.6,
+                    "interval": 0.2,
+                },
+            }
+        ],
+    )
     r = _run([str(p), "--json"])
     assert r.exit_code == 1
     assert "wait timeout of 0.6s" in json.loads(r.stdout)["steps"][0]["summary"]
-    p = _pb(t, [{"name": "w", "action": "wait", "args": {
-        "until": {"action": "shell", "args": {"role": "decode", "command": "true"}}, "timeout": 5}},
-        {"name": "pause", "action": "wait", "args": {"seconds": 0.2}}], file="ok.yaml")
+    p = _pb(
+        t,
+        [
+            {
+                "name": "w",
+                "action": "wait",
+                "args": {"until": {"action": "shell", "args": {"role": "decode", "command": "true"}}, "timeout": 5},
+            },
+            {"name": "pause", "action": "wait", "args": {"seconds": 0.2}},
+        ],
+        file="ok.yaml",
+    )
     assert _run([str(p)]).exit_code == 0
 
 
@@ -202,11 +243,10 @@ def test_dry_run_changes_nothing_and_writes_no_audit(env):
 
 def test_every_run_appends_one_audit_record_with_steps_and_durations(env):
     t = env["tmp"]
-    p = _pb(t, [sh("ok", "true"), sh("bad", "exit 1")], name="audited",
-            vars={"HF_TOKEN": "hf_abcdef123456"})
+    p = _pb(t, [sh("ok", "true"), sh("bad", "exit 1")], name="audited", vars={"HF_TOKEN": "hf_abcdef123456"})
     _run([str(p)])
     recs = _audit(env)
-    assert [r["result"] for r in recs][0] == "started" and len(recs) == 2   # shell steps mutate: started first
+    assert [r["result"] for r in recs][0] == "started" and len(recs) == 2  # shell steps mutate: started first
     rec = recs[1]
     assert rec["run"] == recs[0]["run"]
     assert rec["action"] == "run audited" and rec["operator"] == "unit-operator"
@@ -224,7 +264,7 @@ def test_history_shows_records_filters_and_flags_corrupt_lines(env):
         f.write("{this is not json\n")
     r = CliRunner().invoke(app, ["history", "--json"])
     assert r.exit_code == 0, r.output
-    recs = [x for x in json.loads(r.stdout)["records"] if x.get("result") != "started"]   # --json: raw lines
+    recs = [x for x in json.loads(r.stdout)["records"] if x.get("result") != "started"]  # --json: raw lines
     assert [x.get("action") for x in recs[:2]] == ["run one", "run two"] and "corrupt" in recs[2]
     r = CliRunner().invoke(app, ["history", "--json", "--action", "run two"])
     assert [x.get("action") for x in json.loads(r.stdout)["records"] if "corrupt" not in x] == ["run two"] * 2
@@ -238,8 +278,16 @@ def test_two_runs_at_once_leave_one_valid_json_line_each(env):
     t = env["tmp"]
     steps = [sh(f"s{i}", "true") for i in range(6)]
     a, b = _pb(t, steps, name="par-a", file="a.yaml"), _pb(t, steps, name="par-b", file="b.yaml")
-    procs = [subprocess.Popen([sys.executable, "-m", "pdctl", "run", str(x), "--json"], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for x in (a, b)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pdctl", "run", str(x), "--json"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for x in (a, b)
+    ]
     for pr in procs:
         out, err = pr.communicate(timeout=120)
         assert pr.returncode == 0, err
@@ -266,7 +314,7 @@ def _fake_shell(monkeypatch, fail_on: str, exc):
 
 def _assert_interrupted(env, r, t, at_step):
     assert r.exit_code == 130, r.output
-    assert not (t / "fixed").exists() and not (t / "after").exists()      # neither the handler nor a later step
+    assert not (t / "fixed").exists() and not (t / "after").exists()  # neither the handler nor a later step
     recs = [x for x in _audit(env) if x["result"] != "started"]
     assert len(recs) == 1
     assert recs[0]["result"].startswith(f"interrupted at step {at_step}") and recs[0]["exit_code"] == 130
@@ -278,10 +326,15 @@ def _assert_interrupted(env, r, t, at_step):
 def test_ctrl_c_in_a_step_stops_the_run_without_its_on_failure_handler(env, monkeypatch):
     t = env["tmp"]
     _fake_shell(monkeypatch, "CTRL-C", KeyboardInterrupt())
-    p = _pb(t, [sh("first", "true"),
-                sh("check", "echo CTRL-C", on_failure={"run": "co-restart"}),
-                sh("co-restart", f"touch {t}/fixed", handler=True),
-                sh("after", f"touch {t}/after")])
+    p = _pb(
+        t,
+        [
+            sh("first", "true"),
+            sh("check", "echo CTRL-C", on_failure={"run": "co-restart"}),
+            sh("co-restart", f"touch {t}/fixed", handler=True),
+            sh("after", f"touch {t}/after"),
+        ],
+    )
     r = _run([str(p), "--apply"])
     rec = _assert_interrupted(env, r, t, 2)
     assert [s["status"] for s in rec["steps"]] == ["passed", "interrupted"]
@@ -294,14 +347,23 @@ def test_a_partial_triage_report_after_ctrl_c_is_an_interrupt_not_a_failure(env,
     from pdctl.ops import triage as triage_mod
 
     def partial_triage(dep, **kw):
-        return triage_mod.TriageReport(dep.inv.name, [], [triage_mod.Finding(
-            "degraded bootstrap", "action", ["x"], ["y"], "run `pdctl restart --pair`")], partial=True)
+        return triage_mod.TriageReport(
+            dep.inv.name,
+            [],
+            [triage_mod.Finding("degraded bootstrap", "action", ["x"], ["y"], "run `pdctl restart --pair`")],
+            partial=True,
+        )
 
     monkeypatch.setattr(triage_mod, "triage", partial_triage)
     t = env["tmp"]
-    p = _pb(t, [{"name": "triage", "action": "triage", "on_failure": {"run": "co-restart"}},
-                sh("co-restart", f"touch {t}/fixed", handler=True, when="apply"),
-                sh("after", f"touch {t}/after")])
+    p = _pb(
+        t,
+        [
+            {"name": "triage", "action": "triage", "on_failure": {"run": "co-restart"}},
+            sh("co-restart", f"touch {t}/fixed", handler=True, when="apply"),
+            sh("after", f"touch {t}/after"),
+        ],
+    )
     r = _run([str(p), "--apply", "--json"])
     rec = _assert_interrupted(env, r, t, 1)
     doc = json.loads(r.stdout)
@@ -312,11 +374,13 @@ def test_a_partial_triage_report_after_ctrl_c_is_an_interrupt_not_a_failure(env,
 def test_a_partial_storm_or_inflight_report_is_an_interrupt(env, monkeypatch):
     from pdctl.ops import inflight as inflight_mod
 
-    monkeypatch.setattr(inflight_mod, "sample_inflight",
-                        lambda dep, w, i, **kw: inflight_mod.InflightReport(w, i, [], None, partial=True))
+    monkeypatch.setattr(
+        inflight_mod,
+        "sample_inflight",
+        lambda dep, w, i, **kw: inflight_mod.InflightReport(w, i, [], None, partial=True),
+    )
     t = env["tmp"]
-    p = _pb(t, [{"name": "inflight", "action": "inflight", "on_failure": "continue"},
-                sh("after", f"touch {t}/after")])
+    p = _pb(t, [{"name": "inflight", "action": "inflight", "on_failure": "continue"}, sh("after", f"touch {t}/after")])
     _assert_interrupted(env, _run([str(p)]), t, 1)
 
 
@@ -350,9 +414,18 @@ def test_a_step_that_could_not_see_never_runs_its_handler(env):
     handler acts (a co-restart), so it is not run on an unknown: the run stops with exit 3 and says why."""
     inv = _nobody_listening(env["tmp"])
     t = env["tmp"]
-    p = _pb(t, [{"name": "queues", "action": "inflight", "args": {"window_s": 10, "interval_s": 1},
-                 "on_failure": {"run": "co-restart"}},
-                sh("co-restart", f"touch {t}/restarted", handler=True)])
+    p = _pb(
+        t,
+        [
+            {
+                "name": "queues",
+                "action": "inflight",
+                "args": {"window_s": 10, "interval_s": 1},
+                "on_failure": {"run": "co-restart"},
+            },
+            sh("co-restart", f"touch {t}/restarted", handler=True),
+        ],
+    )
     r = _run([str(p), "-i", str(inv), "--json"])
     assert r.exit_code == 3, r.output
     assert not (t / "restarted").exists()
@@ -372,8 +445,11 @@ def test_step_error_messages_are_masked_with_the_inventorys_secrets(env, monkeyp
     data["roles"]["prefill"][0]["env"]["MY_API_KEY"] = secret
     inv = env["tmp"] / "inv.yaml"
     inv.write_text(yaml.safe_dump(data))
-    _fake_shell(monkeypatch, "LEAK", StepFailed(f"prefill did not start; log tail:\n  using key {secret}\n",
-                                                hint=f"see the log ({secret})"))
+    _fake_shell(
+        monkeypatch,
+        "LEAK",
+        StepFailed(f"prefill did not start; log tail:\n  using key {secret}\n", hint=f"see the log ({secret})"),
+    )
     p = _pb(env["tmp"], [sh("leak", "echo LEAK")])
     r = _run([str(p), "-i", str(inv), "--json"])
     assert r.exit_code == 1, r.output
@@ -392,8 +468,15 @@ def test_a_run_ended_by_an_unexpected_error_is_recorded_as_failed_with_its_step_
     says failed at that step with the error and exit code 1, not "ok" with no steps; history lists it as failed."""
     t = env["tmp"]
     _fake_shell(monkeypatch, "BUG", ValueError("Port out of range 0-65535"))
-    p = _pb(t, [sh("first", "true"), sh("buggy", "echo BUG", on_failure={"run": "fix"}),
-                sh("fix", f"touch {t}/fixed", handler=True), sh("after", f"touch {t}/after")])
+    p = _pb(
+        t,
+        [
+            sh("first", "true"),
+            sh("buggy", "echo BUG", on_failure={"run": "fix"}),
+            sh("fix", f"touch {t}/fixed", handler=True),
+            sh("after", f"touch {t}/after"),
+        ],
+    )
     r = _run([str(p)])
     assert r.exit_code == 1 and "unexpected ValueError" in r.output, r.output
     assert not (t / "fixed").exists() and not (t / "after").exists()

@@ -36,8 +36,13 @@ def _err(data) -> str:
     return ei.value.message
 
 
-BASE = {"name": "t", "steps": [{"name": "one", "action": "verify"}, {"name": "two", "action": "shell",
-                                                                      "args": {"role": "decode", "command": "true"}}]}
+BASE = {
+    "name": "t",
+    "steps": [
+        {"name": "one", "action": "verify"},
+        {"name": "two", "action": "shell", "args": {"role": "decode", "command": "true"}},
+    ],
+}
 
 
 def _with(step_index, **changes):
@@ -48,18 +53,21 @@ def _with(step_index, **changes):
     return d
 
 
-@pytest.mark.parametrize("data, field", [
-    (_with(1, action="reboot"), "field 'action'"),
-    (_with(1, gate={"verdict": ["drained"]}), "field 'gate.verdict'"),
-    (_with(1, gate={"exit_code": "zero"}), "field 'gate.exit_code'"),
-    (_with(1, args={"role": "decode", "command": "true", "bogus": 1}), "field 'args.bogus'"),
-    (_with(1, on_failure="retry"), "field 'on_failure'"),
-    (_with(1, on_failure={"run": "nowhere"}), "field 'on_failure.run'"),
-    (_with(1, on_failure={"run": "one"}), "field 'on_failure.run'"),   # not a handler
-    (_with(1, colour="red"), "field 'colour'"),
-    (_with(1, name="one"), "field 'name'"),
-    (_with(1, when="apply or else"), "field 'when'"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        (_with(1, action="reboot"), "field 'action'"),
+        (_with(1, gate={"verdict": ["drained"]}), "field 'gate.verdict'"),
+        (_with(1, gate={"exit_code": "zero"}), "field 'gate.exit_code'"),
+        (_with(1, args={"role": "decode", "command": "true", "bogus": 1}), "field 'args.bogus'"),
+        (_with(1, on_failure="retry"), "field 'on_failure'"),
+        (_with(1, on_failure={"run": "nowhere"}), "field 'on_failure.run'"),
+        (_with(1, on_failure={"run": "one"}), "field 'on_failure.run'"),  # not a handler
+        (_with(1, colour="red"), "field 'colour'"),
+        (_with(1, name="one"), "field 'name'"),
+        (_with(1, when="apply or else"), "field 'when'"),
+    ],
+)
 def test_malformed_step_names_step_index_name_and_field(data, field):
     msg = _err(data)
     assert "pb.yaml" in msg
@@ -80,16 +88,23 @@ def test_top_level_errors():
 
 
 def test_bad_arg_value_after_substitution_names_step_and_field(tmp_path):
-    pb = parse_playbook({"name": "t", "vars": {"n": "many"},
-                         "steps": [{"name": "w", "action": "wait", "args": {"seconds": "${n}"}}]}, "pb.yaml")
+    pb = parse_playbook(
+        {"name": "t", "vars": {"n": "many"}, "steps": [{"name": "w", "action": "wait", "args": {"seconds": "${n}"}}]},
+        "pb.yaml",
+    )
     with pytest.raises(PlaybookError) as ei:
         runner.plan(pb, embedded_default())
     assert "step 1 'w', field 'args.seconds'" in ei.value.message
 
 
 def test_unknown_var_names_step_and_field():
-    pb = parse_playbook({"name": "t", "steps": [{"name": "s", "action": "shell",
-                                                 "args": {"role": "decode", "command": "echo ${nope}"}}]}, "pb.yaml")
+    pb = parse_playbook(
+        {
+            "name": "t",
+            "steps": [{"name": "s", "action": "shell", "args": {"role": "decode", "command": "echo ${nope}"}}],
+        },
+        "pb.yaml",
+    )
     with pytest.raises(PlaybookError) as ei:
         runner.plan(pb, embedded_default())
     assert "step 1 's', field 'args'" in ei.value.message and "nope" in ei.value.message
@@ -107,7 +122,7 @@ def test_cli_invalid_yaml_and_missing_playbook_exit_2(tmp_path, monkeypatch):
     r = _invoke(["run", str(p)], tmp_path, monkeypatch)
     assert r.exit_code == 2 and "not valid YAML" in r.output
     r = _invoke(["run", "no-such-playbook"], tmp_path, monkeypatch)
-    assert r.exit_code == 2 and "final-health" in r.output   # lists what is shipped
+    assert r.exit_code == 2 and "final-health" in r.output  # lists what is shipped
 
 
 def test_cli_bad_var_exits_2(tmp_path, monkeypatch):
@@ -117,14 +132,16 @@ def test_cli_bad_var_exits_2(tmp_path, monkeypatch):
 
 def test_substitution_from_inventory_vars_and_cli():
     inv = embedded_default()
-    scope = build_scope(inv, {"port": "${roles.decode.0.port}", "n": 3}, parse_cli_vars(["n=7", "who=ops team"]),
-                        apply=False)
-    assert substitute("${roles.decode.0.port}", scope) == 30002          # whole string keeps its type
-    assert substitute("${port}", scope) == 30002                          # a playbook var built from the inventory
-    assert substitute("n=${n} ${inventory.name}", scope) == "n=7 local"   # --var wins over the default
+    scope = build_scope(
+        inv, {"port": "${roles.decode.0.port}", "n": 3}, parse_cli_vars(["n=7", "who=ops team"]), apply=False
+    )
+    assert substitute("${roles.decode.0.port}", scope) == 30002  # whole string keeps its type
+    assert substitute("${port}", scope) == 30002  # a playbook var built from the inventory
+    assert substitute("n=${n} ${inventory.name}", scope) == "n=7 local"  # --var wins over the default
     assert substitute("$${literal}", scope) == "${literal}"
     assert substitute("${apply}", scope) is False
     from pdctl.shell import quote
+
     assert substitute("echo ${who}", scope, quote=quote) == "echo 'ops team'"
     with pytest.raises(VarError, match="has no 'portt'"):
         substitute("${roles.decode.0.portt}", scope)
@@ -158,16 +175,20 @@ def test_a_var_the_playbook_neither_declares_nor_uses_is_refused():
     assert runner.plan(pb, embedded_default(), cli_vars={"storm_requests": 4}).sequence
 
 
-@pytest.mark.parametrize("var, field, word", [
-    ("storm_requests=abc", "requests", "'abc' is not a whole number"),
-    ("storm_requests=3.5", "requests", "3.5 is not a whole number"),
-    ("storm_requests=true", "requests", "true is not a whole number"),       # not Python's True
-    ("storm_requests=1:30", "requests", "'1:30' is not a whole number"),     # YAML read 90
-    ("storm_requests=0x10", "requests", "'0x10' is not a whole number"),     # YAML read 16
-    ("storm_requests=2024-01-01", "requests", "'2024-01-01' is not a whole number"),   # YAML read a date
-    ("storm_requests=-1", "requests", "requests must be 1..2000"),           # not `pdctl storm`'s --requests
-    ("storm_watch_s=-1", "watch_s", "watch_s must be in (0, 3600]"),         # not blamed on sample_every_s
-    ("storm_target=true", "target", "true is not a string")])
+@pytest.mark.parametrize(
+    "var, field, word",
+    [
+        ("storm_requests=abc", "requests", "'abc' is not a whole number"),
+        ("storm_requests=3.5", "requests", "3.5 is not a whole number"),
+        ("storm_requests=true", "requests", "true is not a whole number"),  # not Python's True
+        ("storm_requests=1:30", "requests", "'1:30' is not a whole number"),  # YAML read 90
+        ("storm_requests=0x10", "requests", "'0x10' is not a whole number"),  # YAML read 16
+        ("storm_requests=2024-01-01", "requests", "'2024-01-01' is not a whole number"),  # YAML read a date
+        ("storm_requests=-1", "requests", "requests must be 1..2000"),  # not `pdctl storm`'s --requests
+        ("storm_watch_s=-1", "watch_s", "watch_s must be in (0, 3600]"),  # not blamed on sample_every_s
+        ("storm_target=true", "target", "true is not a string"),
+    ],
+)
 def test_a_storm_var_that_does_not_fit_names_its_arg_and_var(var, field, word):
     """`--var storm_requests=abc` said "'<=' not supported between instances of 'int' and 'str'"; other values
     were read as YAML 1.1 reads them, or blamed on another option by its CLI name."""
@@ -183,15 +204,28 @@ def test_a_secret_var_that_does_not_fit_a_storm_arg_is_not_quoted():
     """The storm kind's own check quotes a value of the wrong kind; a --secret-var's must not reach the message."""
     pb = load_playbook(resolve_playbook("abort-storm-ab"))
     with pytest.raises(PlaybookError) as ei:
-        runner.plan(pb, embedded_default(), cli_vars=parse_cli_vars(["storm_requests=hunter2abc"], secret=True),
-                    secret_vars={"storm_requests"})
+        runner.plan(
+            pb,
+            embedded_default(),
+            cli_vars=parse_cli_vars(["storm_requests=hunter2abc"], secret=True),
+            secret_vars={"storm_requests"},
+        )
     assert "hunter2abc" not in ei.value.message and "is not a whole number" in ei.value.message, ei.value.message
 
 
 def test_cli_var_values_are_read_as_an_operator_means_them():
-    assert parse_cli_vars(["a=10", "b=1e3", "c=.5", "d=-2", "e=TRUE", "f=yes", "g=1:30", "h=0777", "i=nan"]) == \
-        {"a": 10, "b": 1000.0, "c": 0.5, "d": -2, "e": True, "f": "yes", "g": "1:30", "h": "0777", "i": "nan"}
-    pb = load_playbook(resolve_playbook("abort-storm-ab"))     # 1e3 is a number: YAML 1.1 read it as text
+    assert parse_cli_vars(["a=10", "b=1e3", "c=.5", "d=-2", "e=TRUE", "f=yes", "g=1:30", "h=0777", "i=nan"]) == {
+        "a": 10,
+        "b": 1000.0,
+        "c": 0.5,
+        "d": -2,
+        "e": True,
+        "f": "yes",
+        "g": "1:30",
+        "h": "0777",
+        "i": "nan",
+    }
+    pb = load_playbook(resolve_playbook("abort-storm-ab"))  # 1e3 is a number: YAML 1.1 read it as text
     assert runner.plan(pb, embedded_default(), cli_vars=parse_cli_vars(["storm_requests=4", "storm_watch_s=1e3"]))
 
 
@@ -208,6 +242,7 @@ def test_shipped_playbooks_dry_run_through_cli(tmp_path, monkeypatch):
         r = _invoke(["run", name, "--dry-run", "--json"], tmp_path, monkeypatch)
         assert r.exit_code == 0, r.output
         import json
+
         doc = json.loads(r.stdout)
         assert doc["dry_run"] is True and doc["playbook"] == name
 
@@ -218,17 +253,30 @@ SECRET = "hf_INVSECRET_9876"
 
 
 def _secret_inventory(tmp_path):
-    inv = {"name": "sec", "roles": {"prefill": [{"port": 31000, "bootstrap_port": 9000}],
-                                    "decode": [{"port": 31002, "env": {"HF_TOKEN": SECRET},
-                                                "args": {"--api-key": ["--listkey1", "lk2secret"]}}],
-                                    "router": [{"port": 31001}]}}
+    inv = {
+        "name": "sec",
+        "roles": {
+            "prefill": [{"port": 31000, "bootstrap_port": 9000}],
+            "decode": [
+                {"port": 31002, "env": {"HF_TOKEN": SECRET}, "args": {"--api-key": ["--listkey1", "lk2secret"]}}
+            ],
+            "router": [{"port": 31001}],
+        },
+    }
     return _write(tmp_path, inv, "inv.yaml")
 
 
 def test_cli_run_masks_the_inventorys_secrets_in_a_malformed_playbook(tmp_path, monkeypatch):
     # `command:` written outside `args:` is an unknown field whose value pydantic would echo
-    p = _write(tmp_path, {"name": "t", "steps": [{"name": "lit", "action": "shell", "role": "decode",
-                                                  "command": f"echo {SECRET} lk2secret --listkey1"}]})
+    p = _write(
+        tmp_path,
+        {
+            "name": "t",
+            "steps": [
+                {"name": "lit", "action": "shell", "role": "decode", "command": f"echo {SECRET} lk2secret --listkey1"}
+            ],
+        },
+    )
     r = _invoke(["run", str(p), "--dry-run", "-i", str(_secret_inventory(tmp_path))], tmp_path, monkeypatch)
     assert r.exit_code == 2, r.output
     assert "step 1 'lit', field 'command': unknown field (got 'echo *** *** ***')" in r.output
@@ -236,9 +284,21 @@ def test_cli_run_masks_the_inventorys_secrets_in_a_malformed_playbook(tmp_path, 
 
 
 def test_a_secret_looking_field_is_never_echoed_even_without_an_inventory():
-    msg = _err({"name": "t", "api_token": "tok-12345678",
-                "steps": [{"name": "s", "action": "wait", "args": {"seconds": 1}, "hf_token": 87654321,
-                           "env": "HF_TOKEN=abcdefgh x"}]})
+    msg = _err(
+        {
+            "name": "t",
+            "api_token": "tok-12345678",
+            "steps": [
+                {
+                    "name": "s",
+                    "action": "wait",
+                    "args": {"seconds": 1},
+                    "hf_token": 87654321,
+                    "env": "HF_TOKEN=abcdefgh x",
+                }
+            ],
+        }
+    )
     assert "field 'api_token': unknown field (got ***)" in msg and "field 'hf_token': unknown field (got ***)" in msg
     assert "tok-12345678" not in msg and "87654321" not in msg and "abcdefgh" not in msg
     assert "field 'env': unknown field (got 'HF_TOKEN=*** x')" in msg
@@ -246,8 +306,11 @@ def test_a_secret_looking_field_is_never_echoed_even_without_an_inventory():
 
 def test_declared_secrets_are_scrubbed_from_the_cross_step_checks_too():
     with pytest.raises(PlaybookError) as ei:
-        parse_playbook({"name": "t", "steps": [{"name": "s", "action": "wait", "args": {"seconds": 1},
-                                                "when": f"{SECRET} or x"}]}, "pb.yaml", frozenset({SECRET}))
+        parse_playbook(
+            {"name": "t", "steps": [{"name": "s", "action": "wait", "args": {"seconds": 1}, "when": f"{SECRET} or x"}]},
+            "pb.yaml",
+            frozenset({SECRET}),
+        )
     assert "field 'when'" in ei.value.message and SECRET not in ei.value.message
 
 
@@ -255,9 +318,14 @@ def test_arg_values_checked_with_values_mask_declared_secrets_and_secret_named_f
     from pdctl.playbook.kinds import REGISTRY
     from pdctl.playbook.steps import check_args
 
-    bad = dict(check_args(REGISTRY["shell"], {"role": f"decode-{SECRET}", "command": "true",
-                                              "env": {"API_KEY": 12345678}},
-                          with_values=True, secrets=frozenset({SECRET})))
+    bad = dict(
+        check_args(
+            REGISTRY["shell"],
+            {"role": f"decode-{SECRET}", "command": "true", "env": {"API_KEY": 12345678}},
+            with_values=True,
+            secrets=frozenset({SECRET}),
+        )
+    )
     assert "args.role" in bad and "(got 'decode-***')" in bad["args.role"], bad
     assert bad["args.env.API_KEY"].endswith("(got ***)"), bad
     assert SECRET not in str(bad) and "12345678" not in str(bad)
@@ -265,13 +333,14 @@ def test_arg_values_checked_with_values_mask_declared_secrets_and_secret_named_f
 
 # -- a playbook path that is a FIFO or a device: the reader's words, not "no such file" (issue 9, item 5) -------------
 
+
 @pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
 def test_playbook_path_that_is_no_regular_file_says_what_it_is(tmp_path, monkeypatch, kind):
     import os
 
     if kind == "fifo":
         path = tmp_path / "pb.yaml"
-        os.mkfifo(path)          # nobody writes to it: opening it would block forever
+        os.mkfifo(path)  # nobody writes to it: opening it would block forever
         what = "is a FIFO (named pipe), not a regular file"
     elif kind == "device":
         path, what = "/dev/zero", "is a device, not a regular file"
@@ -281,7 +350,7 @@ def test_playbook_path_that_is_no_regular_file_says_what_it_is(tmp_path, monkeyp
     r = _invoke(["run", str(path), "--dry-run"], tmp_path, monkeypatch)
     assert r.exit_code == 2, r.output
     assert f"{path}: {what}" in r.output and "no such" not in r.output
-    monkeypatch.chdir(tmp_path)           # a bare name that exists but is no file
+    monkeypatch.chdir(tmp_path)  # a bare name that exists but is no file
     if kind == "fifo":
         r = _invoke(["run", "pb.yaml", "--dry-run"], tmp_path, monkeypatch)
         assert r.exit_code == 2 and f"pb.yaml: {what}" in r.output, r.output

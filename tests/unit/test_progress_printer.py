@@ -52,7 +52,7 @@ def _tty_printer(width: int = 100):
 
 def test_a_terminal_gets_one_live_line_redrawn_and_a_kept_line_per_finished_step():
     s, p = _tty_printer()
-    assert p.live                                             # decided by the stream's isatty()
+    assert p.live  # decided by the stream's isatty()
     prog = Progress(sink=p)
     with prog.step("restart prefill[0]", index=0, total=6):
         for k in range(3):
@@ -63,7 +63,7 @@ def test_a_terminal_gets_one_live_line_redrawn_and_a_kept_line_per_finished_step
     assert "\n" not in raw.split("ok ")[0]
     assert "2s/120s" in raw and "(/health: ConnectError)" in raw
     screen = _screen(raw)
-    assert screen == [screen[0]] and "ok [1/6] restart prefill[0]" in screen[0]   # only the kept line remains
+    assert screen == [screen[0]] and "ok [1/6] restart prefill[0]" in screen[0]  # only the kept line remains
     assert "waiting" not in screen[0]
 
 
@@ -72,8 +72,8 @@ def test_the_live_line_is_cleared_before_any_other_output_and_never_wraps():
     p(Event("step", "storm: 90 requests, target random"))
     p(Event("waiting", "storm requests", 12.0, 60.0, done=45, total=90))
     shown = s.getvalue().split(CLEAR_LINE)[-1]
-    assert 0 < len(shown) <= 39                              # cut to the width: a wrapped line cannot be erased
-    clear_live()                                             # what render.console() / emit_json() call first
+    assert 0 < len(shown) <= 39  # cut to the width: a wrapped line cannot be erased
+    clear_live()  # what render.console() / emit_json() call first
     assert s.getvalue().endswith(CLEAR_LINE)
     assert _screen(s.getvalue()) == []
     # a shorter line after a longer one leaves nothing of the longer one behind
@@ -97,10 +97,10 @@ def test_a_bar_shows_done_of_total():
     p(Event("waiting", "storm requests", 12.0, 60.0, done=45, total=90))
     line = p.live_text()
     assert "45/90" in line and "12s/60s" in line
-    cells = re.search(r"\[([#-]+)\]", line).group(1)          # a StringIO has no utf encoding: the ASCII bar
+    cells = re.search(r"\[([#-]+)\]", line).group(1)  # a StringIO has no utf encoding: the ASCII bar
     assert cells.count("#") == cells.count("-") and len(cells) >= 5
     p(Event("done", "storm: 90 requests, target random", 30.0))
-    assert p.live_text() == ""                              # nothing under way: no live line
+    assert p.live_text() == ""  # nothing under way: no live line
     assert ANSI.sub("", s.getvalue()).endswith("(30.0s)\n")
 
 
@@ -125,13 +125,13 @@ def test_piped_plain_lines_at_most_one_waiting_line_per_few_seconds():
     p = ProgressPrinter(stream=s, clock=clock, every_s=5.0)
     assert not p.live
     p(Event("step", "wait decode[0] ready"))
-    for k in range(40):                                     # 10 s of waits every 0.25 s
+    for k in range(40):  # 10 s of waits every 0.25 s
         p(Event("waiting", "decode[0] ready", k * 0.25, 120.0, "/health 503"))
         clock.t += 0.25
     out = s.getvalue()
     assert CLEAR_LINE not in out and "\r" not in out
     waits = [ln for ln in out.splitlines() if "waiting for decode[0] ready" in ln]
-    assert len(waits) == 2, out                             # at t=0 and t=5, not one per poll
+    assert len(waits) == 2, out  # at t=0 and t=5, not one per poll
     assert "-> wait decode[0] ready" in out
     p(Event("waiting", "storm requests", 1.0, 60.0, done=3, total=90))
     clock.t += 5
@@ -151,7 +151,7 @@ def test_quiet_prints_nothing():
 def test_json_is_quiet_only_when_stderr_is_not_a_terminal():
     from pdctl.cli.common import progress_quiet
 
-    assert progress_quiet(True, io.StringIO()) is True       # a script reading the document: silent
-    assert progress_quiet(True, FakeTTY()) is False          # a person at a terminal: progress on stderr
+    assert progress_quiet(True, io.StringIO()) is True  # a script reading the document: silent
+    assert progress_quiet(True, FakeTTY()) is False  # a person at a terminal: progress on stderr
     assert progress_quiet(False, io.StringIO()) is False
     assert progress_quiet(False, FakeTTY()) is False

@@ -12,7 +12,7 @@ from pathlib import Path
 from pdctl.inventory import embedded_default, load_inventory
 
 REPO = Path(__file__).resolve().parents[2]
-ROUTER = embedded_default().router_kind(0).module      # the router pdctl deploys by default
+ROUTER = embedded_default().router_kind(0).module  # the router pdctl deploys by default
 INTERVAL = "--health-check-interval-secs"
 
 
@@ -68,8 +68,9 @@ def test_the_readiness_wait_really_waits_for_a_200():
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{srv.server_address[1]}/readiness"
-        p = subprocess.run(["bash", "-c", f"{define}\nwait_ok {url} && echo READY"], capture_output=True,
-                           text=True, timeout=20)
+        p = subprocess.run(
+            ["bash", "-c", f"{define}\nwait_ok {url} && echo READY"], capture_output=True, text=True, timeout=20
+        )
     finally:
         srv.shutdown()
         srv.server_close()

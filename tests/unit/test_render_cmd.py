@@ -52,7 +52,7 @@ def test_the_seed_example_renders_offline_exactly_as_deploy_writes_it(no_network
     for role, i, _ in inv.instances():
         spec = launch.service_spec(inv, role, i)
         assert f"/etc/systemd/system/{spec.name}.service:" in r.output
-        for line in render_unit(spec).splitlines():       # the unit deploy would write, line by line, unfolded
+        for line in render_unit(spec).splitlines():  # the unit deploy would write, line by line, unfolded
             assert line.strip() in r.output
     assert "no host was contacted" in r.output
     assert "/opt/sglang/venv/bin/python  (declared)" in r.output
@@ -71,9 +71,12 @@ def test_a_host_on_a_listening_port_is_never_dialled(tmp_path):
         r = _render("-i", str(inv), "--json")
         assert r.exit_code == 0, r.output
         assert [x["service"] for x in json.loads(r.stdout)["roles"]] == [
-            "sglang-dsv4-prefill", "sglang-dsv4-decode", "sglang-dsv4-router"]
+            "sglang-dsv4-prefill",
+            "sglang-dsv4-decode",
+            "sglang-dsv4-router",
+        ]
         with pytest.raises(BlockingIOError):
-            listener.accept()                              # nobody connected
+            listener.accept()  # nobody connected
     finally:
         listener.close()
 
@@ -119,19 +122,20 @@ def test_role_selects_a_role_or_an_instance_and_an_unknown_one_is_a_usage_error(
 def test_an_undeclared_interpreter_is_the_first_deploy_default_and_said_so(tmp_path):
     import sys
 
-    r = _render("--role", "decode")       # the embedded default: a local host, no python declared
+    r = _render("--role", "decode")  # the embedded default: a local host, no python declared
     assert r.exit_code == 0, r.output
     assert f"python: {sys.executable}" in r.output and "a first deploy records this one" in " ".join(r.output.split())
 
 
 def test_a_unit_deploy_could_not_write_is_said_and_fails(tmp_path):
     data = yaml.safe_load(EXAMPLE.read_text())
-    del data["hosts"]["gpu1"]["python"]       # systemd needs an absolute ExecStart; the ssh default is python3
+    del data["hosts"]["gpu1"]["python"]  # systemd needs an absolute ExecStart; the ssh default is python3
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(data))
     r = _render("-i", str(inv), "--json")
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
     assert doc["ok"] is False
-    assert all("ExecStart needs an absolute path" in x["problem"] and "hosts.gpu1.python" in x["problem"]
-               for x in doc["roles"])
+    assert all(
+        "ExecStart needs an absolute path" in x["problem"] and "hosts.gpu1.python" in x["problem"] for x in doc["roles"]
+    )

@@ -27,9 +27,18 @@ def env(tmp_path, monkeypatch):
 def _audit_log(tmp):
     path = tmp / "state" / "pdctl" / "audit.jsonl"
     path.parent.mkdir(parents=True)
-    recs = [{"time": "2025-01-01T00:00:00+0000", "operator": "oncall", "inventory": "<embedded default>",
-             "action": a, "args": {}, "result": r, "duration_s": 1.0}
-            for a, r in (("restart --pair", "ok"), ("storm", "not drained: inflight pinned at 3"))]
+    recs = [
+        {
+            "time": "2025-01-01T00:00:00+0000",
+            "operator": "oncall",
+            "inventory": "<embedded default>",
+            "action": a,
+            "args": {},
+            "result": r,
+            "duration_s": 1.0,
+        }
+        for a, r in (("restart --pair", "ok"), ("storm", "not drained: inflight pinned at 3"))
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
 
 
@@ -50,10 +59,22 @@ def _fake_final_health(monkeypatch, calls: list):
 
     def fake(dep, *, since_baseline, record, layers=()):
         calls.append(layers)
-        return verify.HealthReport(dep.inv.source, {
-            "health": [CheckResult("health", "router[0]", "/health", Status.PASS, observed="200")],
-            "flags": [CheckResult("flags", "decode[0]", "--disaggregation-transfer-backend", Status.FAIL,
-                                  observed="mooncake", expected="nixl")]})
+        return verify.HealthReport(
+            dep.inv.source,
+            {
+                "health": [CheckResult("health", "router[0]", "/health", Status.PASS, observed="200")],
+                "flags": [
+                    CheckResult(
+                        "flags",
+                        "decode[0]",
+                        "--disaggregation-transfer-backend",
+                        Status.FAIL,
+                        observed="mooncake",
+                        expected="nixl",
+                    )
+                ],
+            },
+        )
 
     monkeypatch.setattr(verify, "final_health_with_baseline", fake)
 
@@ -66,7 +87,7 @@ def test_history_report_holds_the_screens_text(env, suffix):
     assert r.exit_code == 0, r.output
     text = _screen_text(out)
     assert "restart --pair" in text and "not drained: inflight pinned at 3" in text
-    assert "restart --pair" in r.stdout                      # the screen still shows it
+    assert "restart --pair" in r.stdout  # the screen still shows it
 
 
 @pytest.mark.parametrize("suffix", [".svg", ".html"])
@@ -75,12 +96,12 @@ def test_a_failed_final_health_is_saved_with_its_verdict_and_failed_check(env, m
     _fake_final_health(monkeypatch, calls)
     out = env / f"fh{suffix}"
     r = CliRunner().invoke(app, ["verify", "final-health", "--report", str(out)])
-    assert r.exit_code == 1, r.output                       # saved also when the check fails
+    assert r.exit_code == 1, r.output  # saved also when the check fails
     text = _screen_text(out)
     assert "final-health: FAIL" in text
     assert "--disaggregation-transfer-backend" in text and "mooncake" in text and "nixl" in text
     if suffix == ".svg":
-        assert "pdctl verify final-health" in text            # the window title names the command
+        assert "pdctl verify final-health" in text  # the window title names the command
 
 
 def test_an_error_line_is_in_the_report(env, monkeypatch):
@@ -124,7 +145,7 @@ def test_an_unwritable_path_is_exit_2_naming_it_before_the_command_runs(env, mon
     bad = env / "no-such-dir" / "fh.svg"
     r = CliRunner().invoke(app, ["verify", "final-health", "--report", str(bad), "--json"])
     assert r.exit_code == 2, r.output
-    assert str(bad) in r.stderr and calls == []               # nothing was checked: the path failed first
+    assert str(bad) in r.stderr and calls == []  # nothing was checked: the path failed first
     assert json.loads(r.stdout)["error"]["kind"] == "usage"
     a_dir = env / "dir.svg"
     a_dir.mkdir()
@@ -161,9 +182,20 @@ def _fake_lint(monkeypatch):
     from pdctl.ops import lint
 
     def fake(dep, role=None):
-        return LintReport([Finding("flag-ambiguous", "decode[0]", "--cuda-graph-max-bs", "sglang 0.5.23: "
-                                   "--cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
-                                   "--cuda-graph-max-bs-prefill", fix="write one of them", version="0.5.23")])
+        return LintReport(
+            [
+                Finding(
+                    "flag-ambiguous",
+                    "decode[0]",
+                    "--cuda-graph-max-bs",
+                    "sglang 0.5.23: "
+                    "--cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+                    "--cuda-graph-max-bs-prefill",
+                    fix="write one of them",
+                    version="0.5.23",
+                )
+            ]
+        )
 
     monkeypatch.setattr(lint, "lint", fake)
 
@@ -173,7 +205,7 @@ def test_a_failed_lint_is_saved_with_its_finding(env, monkeypatch, suffix):
     _fake_lint(monkeypatch)
     out = env / f"lint{suffix}"
     r = CliRunner().invoke(app, ["lint", "--report", str(out)])
-    assert r.exit_code == 1, r.output                        # saved also when lint fails
+    assert r.exit_code == 1, r.output  # saved also when lint fails
     text = _screen_text(out)
     assert "flag-ambiguous" in text and "--cuda-graph-max-bs-prefill" in text and "0.5.23" in text
 
@@ -191,14 +223,15 @@ def test_lint_bad_report_suffix_is_usage_before_asking_any_host(env, monkeypatch
 def test_logs_report_holds_the_log_lines(env, monkeypatch):
     from pdctl.ops import lifecycle
 
-    monkeypatch.setattr(lifecycle, "logs", lambda dep, role, index=0, lines=200:
-                        "decode started\nKVPoll.Failed room 7 [x]\n")
+    monkeypatch.setattr(
+        lifecycle, "logs", lambda dep, role, index=0, lines=200: "decode started\nKVPoll.Failed room 7 [x]\n"
+    )
     out = env / "logs.svg"
     r = CliRunner().invoke(app, ["logs", "decode", "--report", str(out)])
     assert r.exit_code == 0, r.output
-    assert "KVPoll.Failed room 7 [x]" in r.stdout               # the screen still shows it
+    assert "KVPoll.Failed room 7 [x]" in r.stdout  # the screen still shows it
     text = _screen_text(out)
-    assert "decode started" in text and "KVPoll.Failed room 7 [x]" in text   # markup-like text kept as is
+    assert "decode started" in text and "KVPoll.Failed room 7 [x]" in text  # markup-like text kept as is
 
 
 def test_logs_usage_error_is_in_its_report(env):

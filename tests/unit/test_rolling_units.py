@@ -49,13 +49,15 @@ def test_refusal_reads_what_each_router_holds_now_not_the_inventory():
 
 
 def test_worker_list_judges():
-    ws = [{"id": "a", "url": "http://10.0.0.1:30000/", "worker_type": "prefill", "is_healthy": True},
-          {"id": "b", "url": "http://10.0.0.2:30002", "worker_type": "decode", "is_healthy": False}]
+    ws = [
+        {"id": "a", "url": "http://10.0.0.1:30000/", "worker_type": "prefill", "is_healthy": True},
+        {"id": "b", "url": "http://10.0.0.2:30002", "worker_type": "decode", "is_healthy": False},
+    ]
     assert listed(ws, "http://10.0.0.1:30000")["id"] == "a"
     assert listed(ws, "http://10.0.0.1:30001") is None
     assert back_in_service(ws, "http://10.0.0.1:30000", "prefill")
-    assert not back_in_service(ws, "http://10.0.0.1:30000", "decode")      # listed, but as the wrong type
-    assert not back_in_service(ws, "http://10.0.0.2:30002", "decode")      # listed, but not healthy
+    assert not back_in_service(ws, "http://10.0.0.1:30000", "decode")  # listed, but as the wrong type
+    assert not back_in_service(ws, "http://10.0.0.2:30002", "decode")  # listed, but not healthy
 
 
 def test_drained_means_every_inflight_gauge_zero():

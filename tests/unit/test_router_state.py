@@ -18,16 +18,20 @@ NAMES = {"http://127.0.0.1:51000": "prefill[0]", "http://127.0.0.1:51002": "deco
 def test_open_breakers_fail_naming_each_worker_while_readiness_would_say_ready():
     m = parse_metrics((FIX / "smg-1.13.0-metrics-after-degraded-bootstrap.prom").read_text())
     res = judge_breakers("router[0]", m, "smg_worker_cb_state", NAMES)
-    assert {r.name: r.status for r in res} == {"breaker prefill[0] (http://127.0.0.1:51000)": Status.FAIL,
-                                               "breaker decode[0] (http://127.0.0.1:51002)": Status.FAIL}
+    assert {r.name: r.status for r in res} == {
+        "breaker prefill[0] (http://127.0.0.1:51000)": Status.FAIL,
+        "breaker decode[0] (http://127.0.0.1:51002)": Status.FAIL,
+    }
     assert all(r.observed == "open" and r.next_step for r in res)
     (ex,) = judge_retries_exhausted("router[0]", m)
     assert ex.status is Status.WARN and ex.observed == "decode 2, prefill 2"
 
 
 def test_closed_breakers_and_no_retries_exhausted_pass_in_front_of_the_real_sglang():
-    m = parse_metrics((FIX / "smg-1.13.0-metrics-in-front-of-real-sglang.prom").read_text(),
-                      ["smg_worker_cb_state", RETRIES_EXHAUSTED])
+    m = parse_metrics(
+        (FIX / "smg-1.13.0-metrics-in-front-of-real-sglang.prom").read_text(),
+        ["smg_worker_cb_state", RETRIES_EXHAUSTED],
+    )
     res = judge_breakers("router[0]", m, "smg_worker_cb_state", {}) + judge_retries_exhausted("router[0]", m)
     assert res and all(r.status is Status.PASS for r in res), res
 
@@ -50,7 +54,9 @@ def test_each_listed_worker_passes_only_when_the_router_routes_to_it():
     # sglang-router 0.3.2 lists no status: is_healthy decides
     old = {"workers": [{"url": "http://127.0.0.1:51000", "worker_type": "prefill", "is_healthy": False}]}
     (r,) = judge_worker_states("router[0]", old, NAMES)
-    assert r.status is Status.FAIL and r.observed == "unhealthy" and r.name == "worker prefill[0] (http://127.0.0.1:51000)"
+    assert (
+        r.status is Status.FAIL and r.observed == "unhealthy" and r.name == "worker prefill[0] (http://127.0.0.1:51000)"
+    )
     assert judge_worker_states("router[0]", {"detail": "x"}, NAMES)[0].status is Status.FAIL
 
 

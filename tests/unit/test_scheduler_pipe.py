@@ -1,6 +1,7 @@
 """The HTTP side of the engine's scheduler pipe (engine/scheduler_process.py), message by message: what it does
 with events and replies that nobody waits for any more. The two real processes are tested in
 tests/engine/test_engine_processes.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,22 +23,23 @@ def _client():
 
 def test_events_reach_their_sink_in_order_and_the_sink_goes_with_the_last():
     from engine.req import Req
+
     c, got = _client(), []
     c.submit(Req(rid="a", input_ids=[1, 2], max_new_tokens=2, sink=got.append, stream=True))
-    (kind, key, fields), = c.pipe.msgs
+    ((kind, key, fields),) = c.pipe.msgs
     assert kind == "req" and set(fields) == set(WIRE_FIELDS) and "sink" not in fields
     c._handle(("ev", key, [("tokens", [5], [None], None)]), None)
     c._handle(("ev", key, [("tokens", [6], [None], {"type": "length"}), ("done", {"type": "length"})]), None)
     assert [e[0] for e in got] == ["tokens", "tokens", "done"]
     assert c.sinks == {}
-    c._handle(("ev", key, [("done", {})]), None)   # late events of a finished request are dropped
+    c._handle(("ev", key, [("done", {})]), None)  # late events of a finished request are dropped
     assert len(got) == 3
 
 
 def test_a_reply_for_a_cancelled_call_is_dropped():
     c = _client()
     fut = c.call("metrics")
-    fut.cancel()   # the handler that asked went away
+    fut.cancel()  # the handler that asked went away
     c._handle(("reply", c.pipe.msgs[0][1], b"x", None), None)
     assert c.calls == {}
 
@@ -52,10 +54,12 @@ def test_a_reply_with_an_error_fails_the_call():
 
 def test_a_sink_whose_loop_has_closed_does_not_stop_the_reader():
     from engine.req import Req
+
     c = _client()
 
     def closed(_ev):
         raise RuntimeError("Event loop is closed")
+
     c.submit(Req(rid="a", input_ids=[1], max_new_tokens=1, sink=closed))
     c._handle(("ev", c.pipe.msgs[0][1], [("done", {})]), None)
     fut = c.call("num_active")

@@ -61,20 +61,39 @@ def assert_value_shown(lines: list[str], value: str) -> None:
 
 
 def health(failed: bool) -> HealthReport:
-    flags = [CheckResult("flags", PREFILL, f"--flag-number-{i}", Status.PASS, observed="on", expected="on")
-             for i in range(15)]
+    flags = [
+        CheckResult("flags", PREFILL, f"--flag-number-{i}", Status.PASS, observed="on", expected="on")
+        for i in range(15)
+    ]
     if failed:
-        flags[3] = CheckResult("flags", DECODE, FLAG, Status.FAIL, observed="9999", expected="8998",
-                               detail="drift: the live command line differs from the inventory",
-                               next_step="pdctl deploy --dry-run")
-        flags[4] = CheckResult("flags", DECODE, ENV_FLAG, Status.FAIL, observed=LONG_FOUND, expected=LONG_EXPECTED,
-                               detail="drift")
-    return HealthReport("prod.yaml", {
-        "health": [CheckResult("health", r, "/health", Status.PASS, observed="200 in 2 ms", expected="200")
-                   for r in (PREFILL, DECODE, ROUTER)],
-        "transfer": [CheckResult("transfer", DECODE, "sglang:num_transfer_failed_reqs_total", Status.PASS,
-                                 observed="0", expected="0")],
-        "flags": flags})
+        flags[3] = CheckResult(
+            "flags",
+            DECODE,
+            FLAG,
+            Status.FAIL,
+            observed="9999",
+            expected="8998",
+            detail="drift: the live command line differs from the inventory",
+            next_step="pdctl deploy --dry-run",
+        )
+        flags[4] = CheckResult(
+            "flags", DECODE, ENV_FLAG, Status.FAIL, observed=LONG_FOUND, expected=LONG_EXPECTED, detail="drift"
+        )
+    return HealthReport(
+        "prod.yaml",
+        {
+            "health": [
+                CheckResult("health", r, "/health", Status.PASS, observed="200 in 2 ms", expected="200")
+                for r in (PREFILL, DECODE, ROUTER)
+            ],
+            "transfer": [
+                CheckResult(
+                    "transfer", DECODE, "sglang:num_transfer_failed_reqs_total", Status.PASS, observed="0", expected="0"
+                )
+            ],
+            "flags": flags,
+        },
+    )
 
 
 def test_final_health_fail_shows_the_verdict_then_each_failed_check(width, capsys):
@@ -97,8 +116,9 @@ def test_final_health_verbose_lists_every_check_without_cutting(width, capsys):
     render.health_report(health(failed=True), verbose=True)
     lines = screen(capsys)
     assert lines[0].startswith("final-health: FAIL")
-    idents = [PREFILL, DECODE, ROUTER, FLAG, "sglang:num_transfer_failed_reqs_total"] + \
-        [f"--flag-number-{i}" for i in (0, 1, 2, 5, 14)]
+    idents = [PREFILL, DECODE, ROUTER, FLAG, "sglang:num_transfer_failed_reqs_total"] + [
+        f"--flag-number-{i}" for i in (0, 1, 2, 5, 14)
+    ]
     assert_fits_and_intact(lines, width, idents)
 
 
@@ -129,30 +149,78 @@ def test_verify_final_health_cli_verbose_option(width, monkeypatch, tmp_path):
 
 
 def status_rows(long_detail: bool):
-    return [{"label": PREFILL, "service": "pdctl-prefill-0.service", "active": True, "pid": 412345,
-             "uptime_s": 86400.0, "detail": ""},
-            {"label": DECODE, "service": "pdctl-decode-0.service", "active": False, "pid": None, "uptime_s": None,
-             "detail": "exited 1 at 2025-01-01T00:00:00 (see pdctl logs decode)" if long_detail else ""},
-            {"label": ROUTER, "service": "pdctl-router-0.service", "active": None, "pid": None, "uptime_s": None,
-             "error": "unreachable", "detail": "ssh gpu-host-1.example.internal:22: timed out"}]
+    return [
+        {
+            "label": PREFILL,
+            "service": "pdctl-prefill-0.service",
+            "active": True,
+            "pid": 412345,
+            "uptime_s": 86400.0,
+            "detail": "",
+        },
+        {
+            "label": DECODE,
+            "service": "pdctl-decode-0.service",
+            "active": False,
+            "pid": None,
+            "uptime_s": None,
+            "detail": "exited 1 at 2025-01-01T00:00:00 (see pdctl logs decode)" if long_detail else "",
+        },
+        {
+            "label": ROUTER,
+            "service": "pdctl-router-0.service",
+            "active": None,
+            "pid": None,
+            "uptime_s": None,
+            "error": "unreachable",
+            "detail": "ssh gpu-host-1.example.internal:22: timed out",
+        },
+    ]
 
 
 @pytest.mark.parametrize("long_detail", [False, True])
 def test_status_never_cuts_a_label_or_a_state(width, capsys, long_detail):
     render.status_table(status_rows(long_detail))
     lines = screen(capsys)
-    assert_fits_and_intact(lines, width, [PREFILL, DECODE, ROUTER, "pdctl-decode-0.service", "running", "stopped",
-                                          "unknown", "412345", "86400s", "gpu-host-1.example.internal:22:"])
+    assert_fits_and_intact(
+        lines,
+        width,
+        [
+            PREFILL,
+            DECODE,
+            ROUTER,
+            "pdctl-decode-0.service",
+            "running",
+            "stopped",
+            "unknown",
+            "412345",
+            "86400s",
+            "gpu-host-1.example.internal:22:",
+        ],
+    )
 
 
 def test_history_never_cuts_the_operator_or_the_action(width, monkeypatch, tmp_path):
     log = tmp_path / "pdctl" / "audit.jsonl"
     log.parent.mkdir(parents=True)
-    recs = [{"time": "2025-01-01T00:00:00+0000", "operator": "operator-on-call", "inventory": "/etc/pdctl/prod.yaml",
-             "action": "restart --role decode", "result": "failed: decode[0] did not become ready in 600s",
-             "duration_s": 612.5},
-            {"time": "2025-01-01T01:00:00+0000", "operator": "operator-on-call", "inventory": "/etc/pdctl/prod.yaml",
-             "action": "restart --pair", "result": "ok", "duration_s": 95.0}]
+    recs = [
+        {
+            "time": "2025-01-01T00:00:00+0000",
+            "operator": "operator-on-call",
+            "inventory": "/etc/pdctl/prod.yaml",
+            "action": "restart --role decode",
+            "result": "failed: decode[0] did not become ready in 600s",
+            "duration_s": 612.5,
+        },
+        {
+            "time": "2025-01-01T01:00:00+0000",
+            "operator": "operator-on-call",
+            "inventory": "/etc/pdctl/prod.yaml",
+            "action": "restart --pair",
+            "result": "ok",
+            "duration_s": 95.0,
+        },
+    ]
     log.write_text("".join(json.dumps(r) + "\n" for r in recs))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.delenv("PDCTL_AUDIT_LOG", raising=False)
@@ -162,8 +230,14 @@ def test_history_never_cuts_the_operator_or_the_action(width, monkeypatch, tmp_p
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert all(len(x.rstrip()) <= width for x in lines)
-    for ident in ("operator-on-call", "restart --role decode", "restart --pair", "2025-01-01T00:00:00+0000",
-                  "612.5", "prod.yaml"):
+    for ident in (
+        "operator-on-call",
+        "restart --role decode",
+        "restart --pair",
+        "2025-01-01T00:00:00+0000",
+        "612.5",
+        "prod.yaml",
+    ):
         assert any(ident in x for x in lines), (ident, r.stdout)
     assert "did not become ready" in r.stdout
 
@@ -175,8 +249,16 @@ def test_history_measures_cjk_in_terminal_cells(width, monkeypatch, tmp_path):
 
     log = tmp_path / "pdctl" / "audit.jsonl"
     log.parent.mkdir(parents=True)
-    recs = [{"time": "2025-01-01T00:00:00+0000", "operator": "当番のオペレーター", "inventory": "/etc/pdctl/本番環境/推論.yaml",
-             "action": "restart --pair", "result": "ok", "duration_s": 95.0}]
+    recs = [
+        {
+            "time": "2025-01-01T00:00:00+0000",
+            "operator": "当番のオペレーター",
+            "inventory": "/etc/pdctl/本番環境/推論.yaml",
+            "action": "restart --pair",
+            "result": "ok",
+            "duration_s": 95.0,
+        }
+    ]
     log.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in recs))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
     monkeypatch.delenv("PDCTL_AUDIT_LOG", raising=False)
@@ -190,15 +272,35 @@ def test_history_measures_cjk_in_terminal_cells(width, monkeypatch, tmp_path):
 
 
 def triage_rep(healthy: bool) -> TriageReport:
-    obs = [Observation("service", DECODE, Status.PASS, "pdctl-decode-0.service: active (pid 4242)"),
-           Observation("health", "local:22000", Status.PASS, "/health: 200 in 2 ms"),
-           Observation("inflight", "prefill+decode", Status.PASS if healthy else Status.FAIL,
-                       f"{INF} pinned at 3 for 30.0s with no decode progress"),
-           Observation("transfer failures (window)", "prefill+decode", Status.PASS,
-                       "transfer_failed +0, bootstrap_failed +0 over 30.0s")]
-    findings = [] if healthy else [Finding("requests pinned in the prefill inflight queue", "action",
-                                           [f"{INF} = 3 on {PREFILL} for 30.0s"], ["a KV transfer race"],
-                                           "pdctl restart --pair")]
+    obs = [
+        Observation("service", DECODE, Status.PASS, "pdctl-decode-0.service: active (pid 4242)"),
+        Observation("health", "local:22000", Status.PASS, "/health: 200 in 2 ms"),
+        Observation(
+            "inflight",
+            "prefill+decode",
+            Status.PASS if healthy else Status.FAIL,
+            f"{INF} pinned at 3 for 30.0s with no decode progress",
+        ),
+        Observation(
+            "transfer failures (window)",
+            "prefill+decode",
+            Status.PASS,
+            "transfer_failed +0, bootstrap_failed +0 over 30.0s",
+        ),
+    ]
+    findings = (
+        []
+        if healthy
+        else [
+            Finding(
+                "requests pinned in the prefill inflight queue",
+                "action",
+                [f"{INF} = 3 on {PREFILL} for 30.0s"],
+                ["a KV transfer race"],
+                "pdctl restart --pair",
+            )
+        ]
+    )
     return TriageReport("prod.yaml", obs, findings)
 
 
@@ -215,31 +317,44 @@ def test_triage_counts_passing_observations_unless_verbose(width, capsys, health
     render.triage_report(triage_rep(healthy))
     lines = screen(capsys)
     assert lines[0].startswith("triage: HEALTHY" if healthy else "triage: ACTION NEEDED")
-    assert "PASS" not in "\n".join(lines)                      # passing rows are counted, not listed
+    assert "PASS" not in "\n".join(lines)  # passing rows are counted, not listed
     assert_fits_and_intact(lines, width, ["passed:", "service 1/1", "transfer failures (window) 1/1"])
     if not healthy:
         assert_fits_and_intact(lines, width, ["prefill+decode", INF, "FAIL"])
 
 
 def pt(t, inflight=0.0, failed=0.0, gen=10.0):
-    return Point(t=t, gauges={INF: inflight, XFER: 0.0}, generation_tokens=gen,
-                 per_worker={"prefill[0]": {INF: inflight}},
-                 counters={"prefill[0]": {"transfer_failed": failed, "bootstrap_failed": 0.0}}, gen_throughput={})
+    return Point(
+        t=t,
+        gauges={INF: inflight, XFER: 0.0},
+        generation_tokens=gen,
+        per_worker={"prefill[0]": {INF: inflight}},
+        counters={"prefill[0]": {"transfer_failed": failed, "bootstrap_failed": 0.0}},
+        gen_throughput={},
+    )
 
 
 @pytest.mark.parametrize("stuck", [False, True])
 def test_storm_columns_and_chart(width, capsys, stuck):
-    pts = [pt(-6.39), pt(0.0, 5), pt(1.01, 4, 2), pt(2.73, 1 if stuck else 0)] + \
-        [pt(2.73 + 0.5 * i, 1 if stuck else 0, 2) for i in range(1, 40)]
-    rep = StormReport(config={"requests": 8, "prompt_tokens": 3000, "target": "random"}, router="http://r",
-                      points=pts, load_started_at=0.0, load_stopped_at=2.73, window=(1.8, 2.7))
+    pts = [pt(-6.39), pt(0.0, 5), pt(1.01, 4, 2), pt(2.73, 1 if stuck else 0)] + [
+        pt(2.73 + 0.5 * i, 1 if stuck else 0, 2) for i in range(1, 40)
+    ]
+    rep = StormReport(
+        config={"requests": 8, "prompt_tokens": 3000, "target": "random"},
+        router="http://r",
+        points=pts,
+        load_started_at=0.0,
+        load_stopped_at=2.73,
+        window=(1.8, 2.7),
+    )
     rep.verdict = judge_watch([(p.t - 2.73, p.inflight, p.generation_tokens) for p in pts if p.t >= 2.73], 19.0)
     rep.hits = HitReport({"hit": 3, "early": 5}, 8, 3, 3 / 8, 0.0, (1.8, 2.7))
     render.storm_report(rep)
     lines = screen(capsys)
-    assert_fits_and_intact(lines, width, ["transfer_failed", "inflight per sample: max 5",
-                                          "transfer_failed per sample: max 2"])
-    verdict = max(i for i, x in enumerate(lines) if x.startswith("storm: "))     # last: it may wrap
+    assert_fits_and_intact(
+        lines, width, ["transfer_failed", "inflight per sample: max 5", "transfer_failed per sample: max 2"]
+    )
+    verdict = max(i for i, x in enumerate(lines) if x.startswith("storm: "))  # last: it may wrap
     assert lines[verdict].startswith("storm: FAIL" if stuck else "storm: PASS")
     assert verdict > max(i for i, x in enumerate(lines) if "per sample: max" in x)
 
@@ -252,17 +367,29 @@ def test_verify_inflight_samples_chart_and_verdict(width, capsys, pinned):
     lines = screen(capsys)
     text = "\n".join(lines)
     assert_fits_and_intact(lines, width, ["prefill", "generation", f"inflight per sample: max {3 if pinned else 0}"])
-    assert lines[-1].startswith("verify inflight: PINNED" if pinned else "verify inflight: DRAINED") or \
-        "verify inflight: PINNED" in text
+    assert (
+        lines[-1].startswith("verify inflight: PINNED" if pinned else "verify inflight: DRAINED")
+        or "verify inflight: PINNED" in text
+    )
     if pinned:
         assert "FAIL" in text and "found:" in text
 
 
 def test_verify_inflight_pinned_under_load_reads_at_every_width(width, capsys):
     # steady load (counts move, tokens flow) with one room the prefill alone holds: the room-balance verdict
-    pts = [Point(t=float(t), gauges={INF: 1.0 + t % 2, XFER: float(t % 2)}, generation_tokens=8.0 * t,
-                 per_worker={"prefill[0]@gpu-host-1:30000": {INF: 1.0 + t % 2}}, counters={}, gen_throughput={},
-                 prefill_rooms=1.0 + t % 2, decode_rooms=float(t % 2)) for t in range(31)]
+    pts = [
+        Point(
+            t=float(t),
+            gauges={INF: 1.0 + t % 2, XFER: float(t % 2)},
+            generation_tokens=8.0 * t,
+            per_worker={"prefill[0]@gpu-host-1:30000": {INF: 1.0 + t % 2}},
+            counters={},
+            gen_throughput={},
+            prefill_rooms=1.0 + t % 2,
+            decode_rooms=float(t % 2),
+        )
+        for t in range(31)
+    ]
     v, _ = judge_points(pts, 30.0)
     render.inflight_report(InflightReport(30.0, 1.0, pts, v))
     lines = screen(capsys)
@@ -279,7 +406,7 @@ def test_status_measures_cjk_host_names_in_terminal_cells(width, capsys, detail)
     rows = status_rows(detail == "long")
     for r in rows:
         r["label"] = r["label"].split("@")[0] + "@日本語ホスト:" + r["label"].rsplit(":", 1)[1]
-        if detail == "none":    # every row short: the table layout, not the stacked one
+        if detail == "none":  # every row short: the table layout, not the stacked one
             r.update(detail="", error=None, service=r["service"].removesuffix(".service"))
     render.status_table(rows)
     lines = screen(capsys)
@@ -292,9 +419,8 @@ def test_status_measures_cjk_host_names_in_terminal_cells(width, capsys, detail)
 def test_status_lock_line_keeps_the_holders_command_whole(width, capsys):
     """`deployment lock held by ...` wrapped inside `restart --rolling` at 80 columns: a word and its --option stay
     on one line."""
-    held = "on-call-engineer-with-a-long-name (restart --rolling, pid 4123456 on gpu-host-1.example.internal, " \
-           "for 12s)"
-    for pad in range(0, 40, 3):     # wherever the line would break
+    held = "on-call-engineer-with-a-long-name (restart --rolling, pid 4123456 on gpu-host-1.example.internal, for 12s)"
+    for pad in range(0, 40, 3):  # wherever the line would break
         render.wrapped(f"deployment lock held by {'x' * pad}{held}: a change is under way", style="yellow")
     lines = screen(capsys)
     assert_fits_and_intact(lines, width, ["restart --rolling,", "gpu-host-1.example.internal,"])

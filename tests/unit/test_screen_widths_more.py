@@ -18,10 +18,17 @@ from pdctl.cli.app import app
 from pdctl.errors import HazardRefused, StepFailed
 from pdctl.ops.sequence import StepRecord
 from pdctl.ops.verify import HealthReport
-from tests.unit.test_screen_widths import (DECODE, FLAG, PREFILL, ROUTER, assert_fits_and_intact, assert_value_shown,
-                                           screen, width)  # noqa: F401  (width: the fixture)
+from tests.unit.test_screen_widths import (
+    DECODE,
+    FLAG,
+    PREFILL,
+    ROUTER,
+    assert_fits_and_intact,
+    assert_value_shown,
+    screen,
+)  # noqa: F401  (width: the fixture)
 
-H_P = "gpu-pf-01.us-east-2.compute.internal"     # long host names: a label is 52-53 characters
+H_P = "gpu-pf-01.us-east-2.compute.internal"  # long host names: a label is 52-53 characters
 H_D = "gpu-dc-02.us-east-2.compute.internal"
 LONG_ARG = "--json-model-override-args"
 LONG_VALUE = '{"rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":32768}}'
@@ -41,8 +48,9 @@ def cli(monkeypatch, module: str, *args: str):
     """`pdctl ARGS` with the command module's deployment faked (the op under it is patched by the caller)."""
     import importlib
 
-    monkeypatch.setattr(importlib.import_module(f"pdctl.cli.{module}"), "open_deployment",
-                        lambda *a, **k: contextlib.nullcontext(None))
+    monkeypatch.setattr(
+        importlib.import_module(f"pdctl.cli.{module}"), "open_deployment", lambda *a, **k: contextlib.nullcontext(None)
+    )
     return CliRunner().invoke(app, list(args))
 
 
@@ -62,22 +70,36 @@ def pairs_report(n: int, broken=(), hazard=()):
     for i in range(n):
         for j in range(n):
             p = LegAnswer(200, {"text": ""}, ms=30.0)
-            d = LegAnswer(200, OK_BODY, ms=212.0) if (i, j) not in broken else \
-                LegAnswer(error="no response within 4.0s (read timeout)")
-            r = judge_pair(i, j, 1000 + n * i + j, p, d, ["aborted rid canary-1001 on both"] if (i, j) in broken
-                           else None)
+            d = (
+                LegAnswer(200, OK_BODY, ms=212.0)
+                if (i, j) not in broken
+                else LegAnswer(error="no response within 4.0s (read timeout)")
+            )
+            r = judge_pair(
+                i, j, 1000 + n * i + j, p, d, ["aborted rid canary-1001 on both"] if (i, j) in broken else None
+            )
             r.lineage_hazard = "decode-restarted-alone" if (i, j) in hazard else None
             results.append(r)
-    return PairsReport("prod.yaml", 20.0, 4321.0, [label("prefill", i) for i in range(n)],
-                       [label("decode", j) for j in range(n)], results, judge_matrix(results, n, n))
+    return PairsReport(
+        "prod.yaml",
+        20.0,
+        4321.0,
+        [label("prefill", i) for i in range(n)],
+        [label("decode", j) for j in range(n)],
+        results,
+        judge_matrix(results, n, n),
+    )
 
 
 def test_verify_pairs_all_pass(width, capsys):
     render.pairs_report(pairs_report(2))
     lines = screen(capsys)
     assert lines[0] == "verify pairs: PASS (4 of 4 pairs pass)"
-    assert_fits_and_intact(lines, width, ["prefill[0]", "prefill[1]", "decode[0]", "decode[1]", "pass 212ms",
-                                          label("prefill", 0), label("decode", 1)])
+    assert_fits_and_intact(
+        lines,
+        width,
+        ["prefill[0]", "prefill[1]", "decode[0]", "decode[1]", "pass 212ms", label("prefill", 0), label("decode", 1)],
+    )
     assert "failed pairs" not in "\n".join(lines) and "next:" not in "\n".join(lines)
 
 
@@ -97,16 +119,21 @@ def test_verify_pairs_a_broken_pair_and_a_lineage_hazard(width, capsys):
     lines = screen(capsys)
     text = "\n".join(lines)
     assert lines[0].startswith("verify pairs: FAIL (1 of 4 pair(s) failed")
-    assert_fits_and_intact(lines, width, ["prefill[0] -> decode[1]", "prefill[1] -> decode[0]", "FAIL",
-                                          "decode-restarted-alone", "next: pdctl triage"])
+    assert_fits_and_intact(
+        lines,
+        width,
+        ["prefill[0] -> decode[1]", "prefill[1] -> decode[0]", "FAIL", "decode-restarted-alone", "next: pdctl triage"],
+    )
     # the broken pair: its name, then what was expected and what was found
-    failed = text[text.index("failed pairs"):]
+    failed = text[text.index("failed pairs") :]
     assert failed.index("prefill[0] -> decode[1]") < failed.index("expected:") < failed.index("found:")
     assert_value_shown(lines, "HTTP 200 from both, decode content non-empty and varied")
     assert_value_shown(lines, "decode: no response within 4.0s (read timeout)")
     assert "1001" in failed
-    assert any("prefill[1] -> decode[0]" in x and "decode-restarted-alone" in x for x in lines) or \
-        "prefill[1] -> decode[0]:" in text
+    assert (
+        any("prefill[1] -> decode[0]" in x and "decode-restarted-alone" in x for x in lines)
+        or "prefill[1] -> decode[0]:" in text
+    )
 
 
 def test_verify_pairs_names_the_heal_with_the_failed_pairs_first(width, capsys):
@@ -115,12 +142,20 @@ def test_verify_pairs_names_the_heal_with_the_failed_pairs_first(width, capsys):
     render.pairs_report(pairs_report(3, broken={(0, 1), (2, 0), (2, 2), (1, 1)}))
     lines = screen(capsys)
     text = "\n".join(lines)
-    assert_fits_and_intact(lines, width, ["next: pdctl triage", "then, to heal: pdctl restart",
-                                          *(f"--first-pair {p}" for p in ("0:1", "1:1", "2:0", "2:2"))])
+    assert_fits_and_intact(
+        lines,
+        width,
+        [
+            "next: pdctl triage",
+            "then, to heal: pdctl restart",
+            *(f"--first-pair {p}" for p in ("0:1", "1:1", "2:0", "2:2")),
+        ],
+    )
     assert text.index("next: pdctl triage") < text.index("then, to heal:")
-    heal = text[text.index("then, to heal:"):]
-    assert [heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2")] == \
-        sorted(heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2"))
+    heal = text[text.index("then, to heal:") :]
+    assert [heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2")] == sorted(
+        heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2")
+    )
 
 
 def test_verify_pairs_passing_names_no_heal(capsys):
@@ -134,8 +169,10 @@ def test_verify_pairs_3x3_matrix_at_60(monkeypatch, capsys):
     lines = screen(capsys)
     assert lines[0].startswith("verify pairs: FAIL (1 of 9 pair(s) failed")
     assert_fits_and_intact(lines, 60, [f"decode[{j}]" for j in range(3)] + ["prefill[2] -> decode[1]"])
-    rows = {i: [x for x in lines if x.startswith(f"prefill[{i}]  ") or x.startswith(f"prefill[{i}] ")] for i in range(3)}
-    for i in range(3):     # one matrix row per prefill, every decode column on it
+    rows = {
+        i: [x for x in lines if x.startswith(f"prefill[{i}]  ") or x.startswith(f"prefill[{i}] ")] for i in range(3)
+    }
+    for i in range(3):  # one matrix row per prefill, every decode column on it
         row = rows[i][0]
         assert row.count("pass") + row.count("FAIL") == 3, row
     assert "FAIL" in rows[2][0] and rows[2][0].index("FAIL") > rows[2][0].index("pass")
@@ -143,17 +180,41 @@ def test_verify_pairs_3x3_matrix_at_60(monkeypatch, capsys):
 
 # -- deploy ---------------------------------------------------------------------------------------------------
 
+
 def deploy_plan(changed: bool = True):
     from pdctl.ops.deploy import DeployPlan, RolePlan
 
     roles = []
     for role, i in (("prefill", 0), ("decode", 0), ("router", 0)):
-        argv = ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--port", str(30000 + i),
-                LONG_ARG, LONG_VALUE]
-        changes = [f"{LONG_ARG}: -{{}} +{LONG_VALUE}", "--mem-fraction-static: -0.9 +0.85"] \
-            if changed and role != "router" else []
-        roles.append(RolePlan(label(role, 0), role, 0, f"pdctl-prod-{role}-0", argv, {"HF_TOKEN": "hf_secret"},
-                              bool(changes), True, changes, argv[0], "inventory"))
+        argv = [
+            "/opt/sglang/venv/bin/python",
+            "-m",
+            "sglang.launch_server",
+            "--port",
+            str(30000 + i),
+            LONG_ARG,
+            LONG_VALUE,
+        ]
+        changes = (
+            [f"{LONG_ARG}: -{{}} +{LONG_VALUE}", "--mem-fraction-static: -0.9 +0.85"]
+            if changed and role != "router"
+            else []
+        )
+        roles.append(
+            RolePlan(
+                label(role, 0),
+                role,
+                0,
+                f"pdctl-prod-{role}-0",
+                argv,
+                {"HF_TOKEN": "hf_secret"},
+                bool(changes),
+                True,
+                changes,
+                argv[0],
+                "inventory",
+            )
+        )
     why = "changed: " + ", ".join(r.label for r in roles if r.changed)
     return DeployPlan(roles, "co-restart" if changed else "none", why if changed else "every role is installed")
 
@@ -168,8 +229,7 @@ def test_deploy_plan_names_each_roles_changes(width, capsys):
     assert text.count("change: --mem-fraction-static: -0.9 +0.85") == 2
     assert "action: co-restart" in text and label("decode", 0) in text
     # the command line stays one line on purpose (copied, grepped), as in `pdctl render`
-    assert any(x.startswith("  /opt/sglang/venv/bin/python -m sglang.launch_server") and LONG_VALUE in x
-               for x in lines)
+    assert any(x.startswith("  /opt/sglang/venv/bin/python -m sglang.launch_server") and LONG_VALUE in x for x in lines)
 
 
 def test_deploy_plan_prose_fits_and_a_change_value_is_whole(width, capsys):
@@ -200,31 +260,43 @@ def test_deploy_dry_run_output(width, monkeypatch):
 def steps_after(roles=("prefill", "decode", "router")) -> list[StepRecord]:
     out = [StepRecord(f"stop {label('decode', 0)} (until the prefills are back)", 2.1, True)]
     for role in roles:
-        out += [StepRecord(f"restart {label(role, 0)} (pdctl-prod-{role}-0)", 1.5, True),
-                StepRecord(f"wait {label(role, 0)} ready", 48.25, True)]
+        out += [
+            StepRecord(f"restart {label(role, 0)} (pdctl-prod-{role}-0)", 1.5, True),
+            StepRecord(f"wait {label(role, 0)} ready", 48.25, True),
+        ]
     return out
 
 
 def test_deploy_steps_after_a_run(width, monkeypatch):
     from pdctl.ops.deploy import DeployResult
 
-    health = HealthReport("prod.yaml", {"health": [CheckResult("health", r, "/health", Status.PASS, "200", "200")
-                                                   for r in (PREFILL, DECODE, ROUTER)]})
+    health = HealthReport(
+        "prod.yaml",
+        {"health": [CheckResult("health", r, "/health", Status.PASS, "200", "200") for r in (PREFILL, DECODE, ROUTER)]},
+    )
     r = deploy_cli(monkeypatch, DeployResult(deploy_plan(), steps_after(), health))
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert lines[0].startswith("deploy: co-restarted prefill -> decode -> router")
-    table = lines[lines.index(next(x for x in lines if x.strip().startswith("steps"))):]
+    table = lines[lines.index(next(x for x in lines if x.strip().startswith("steps"))) :]
     assert_fits_and_intact(table, width, [label(r, 0) for r in ("prefill", "decode", "router")] + ["48.2"])
     assert "final-health: PASS" in r.stdout
 
 
 def failed_step(step: str) -> StepFailed:
-    states = {label("prefill", 0): "running (pid 4242, up 12s)", label("decode", 0): "stopped (exit 1)",
-              label("router", 0): "running (pid 4343, up 86400s)"}
-    msg = "\n".join([f"stopped at step '{step}': not ready after 600s: GET /health: 503",
-                     "steps completed: " + ", ".join(s.step for s in steps_after(("prefill",))),
-                     "state of each role now:"] + [f"  {k}: {v}" for k, v in states.items()])
+    states = {
+        label("prefill", 0): "running (pid 4242, up 12s)",
+        label("decode", 0): "stopped (exit 1)",
+        label("router", 0): "running (pid 4343, up 86400s)",
+    }
+    msg = "\n".join(
+        [
+            f"stopped at step '{step}': not ready after 600s: GET /health: 503",
+            "steps completed: " + ", ".join(s.step for s in steps_after(("prefill",))),
+            "state of each role now:",
+        ]
+        + [f"  {k}: {v}" for k, v in states.items()]
+    )
     return StepFailed(msg, hint="fix the cause, then run `pdctl restart --pair` to restart in order")
 
 
@@ -241,14 +313,18 @@ def test_a_failed_step_says_where_it_stopped_and_each_roles_state(width, monkeyp
     lines = r.stderr.splitlines()
     no_line_wider(lines, width)
     assert lines[0].startswith("error: stopped at step 'wait")
-    for lab, state in ((label("prefill", 0), "running (pid 4242"), (label("decode", 0), "stopped (exit 1)"),
-                       (label("router", 0), "running (pid 4343")):
+    for lab, state in (
+        (label("prefill", 0), "running (pid 4242"),
+        (label("decode", 0), "stopped (exit 1)"),
+        (label("router", 0), "running (pid 4343"),
+    ):
         assert any(x.strip().startswith(lab + ":") for x in lines), (lab, r.stderr)
         assert state in " ".join(x.strip() for x in lines)
     assert any(x.startswith("hint: ") for x in lines) and "`pdctl restart --pair`" in r.stderr
 
 
 # -- restart --pair and --rolling -----------------------------------------------------------------------------
+
 
 def test_restart_pair_steps_and_final_health(width, monkeypatch):
     from pdctl.ops import restart
@@ -259,18 +335,28 @@ def test_restart_pair_steps_and_final_health(width, monkeypatch):
     r = cli(monkeypatch, "restart", "restart", "--pair")
     assert r.exit_code == 1, r.output
     lines = r.stdout.splitlines()
-    assert_fits_and_intact(lines, width, [label(x, 0) for x in ("prefill", "decode", "router")] +
-                           [FLAG, "expected: 8998", "found:    9999"])
-    assert lines.index(next(x for x in lines if x.startswith("final-health: FAIL"))) > \
-        max(i for i, x in enumerate(lines) if "ready" in x)
+    assert_fits_and_intact(
+        lines,
+        width,
+        [label(x, 0) for x in ("prefill", "decode", "router")] + [FLAG, "expected: 8998", "found:    9999"],
+    )
+    assert lines.index(next(x for x in lines if x.startswith("final-health: FAIL"))) > max(
+        i for i, x in enumerate(lines) if "ready" in x
+    )
 
 
 def test_restart_pair_dry_run_plan(width, monkeypatch):
     from pdctl.ops import restart
 
-    plan = [f"stop {label('decode', 0)} (until the prefills are back)"] + \
-        [x for role in restart.PAIR for x in (f"restart {label(role, 0)} (pdctl-prod-{role}-0)",
-                                              f"wait {label(role, 0)} ready")] + ["final-health"]
+    plan = (
+        [f"stop {label('decode', 0)} (until the prefills are back)"]
+        + [
+            x
+            for role in restart.PAIR
+            for x in (f"restart {label(role, 0)} (pdctl-prod-{role}-0)", f"wait {label(role, 0)} ready")
+        ]
+        + ["final-health"]
+    )
     monkeypatch.setattr(restart, "restart", lambda dep, **kw: restart.RestartResult(restart.PAIR, True, plan))
     r = cli(monkeypatch, "restart", "restart", "--pair", "--dry-run")
     assert r.exit_code == 0, r.output
@@ -287,26 +373,33 @@ def assert_plan(lines: list[str], width: int, plan: list[str]) -> None:
         starts = [i for i, x in enumerate(lines) if x.lstrip().startswith(f"{k}. ")]
         assert len(starts) == 1, (k, text)
         i = starts[0]
-        following = [x for x in lines[i + 1:i + 4] if x.startswith(" " * (len(lines[i]) - len(lines[i].lstrip()) + 3))]
-        assert " ".join(step.split()) in " ".join(" ".join([lines[i].split(". ", 1)[1]] + following).split()), \
-            (step, text)
+        following = [
+            x for x in lines[i + 1 : i + 4] if x.startswith(" " * (len(lines[i]) - len(lines[i].lstrip()) + 3))
+        ]
+        assert " ".join(step.split()) in " ".join(" ".join([lines[i].split(". ", 1)[1]] + following).split()), (
+            step,
+            text,
+        )
 
 
 def test_restart_pair_refused_names_the_hazard(width, monkeypatch):
     from pdctl.ops import restart
 
     def refuse(dep, **kw):
-        raise HazardRefused(f"refused: restarting decode while {label('prefill', 0)} runs on leaves the KV bootstrap "
-                            "of the pair degraded (decode-restarted-alone: the seed's decode-only restarts, after "
-                            "which transfers fail silently while /health stays green)",
-                            hint="run `pdctl restart --pair`, or pass --override-hazard")
+        raise HazardRefused(
+            f"refused: restarting decode while {label('prefill', 0)} runs on leaves the KV bootstrap "
+            "of the pair degraded (decode-restarted-alone: the seed's decode-only restarts, after "
+            "which transfers fail silently while /health stays green)",
+            hint="run `pdctl restart --pair`, or pass --override-hazard",
+        )
 
     monkeypatch.setattr(restart, "restart", refuse)
     r = cli(monkeypatch, "restart", "restart", "--role", "decode")
     assert r.exit_code == 4, r.output
     lines = r.stderr.splitlines()
-    assert_fits_and_intact(lines, width, [label("prefill", 0), "decode-restarted-alone", "--override-hazard",
-                                          "`pdctl restart --pair`,"])
+    assert_fits_and_intact(
+        lines, width, [label("prefill", 0), "decode-restarted-alone", "--override-hazard", "`pdctl restart --pair`,"]
+    )
     assert lines[0].startswith("error: refused: restarting decode")
 
 
@@ -331,8 +424,10 @@ def test_rolling_dry_run_plan_with_long_host_names(width, capsys):
     from pdctl.render.rolling import rolling_report
 
     res = rolling_result()
-    res.order = (f"these go first (decodes out in unit 1, prefills rolled first): the restart lineage calls broken: "
-                 f"{label('prefill', 0)} -> {label('decode', 1)} (degraded-bootstrap)")
+    res.order = (
+        f"these go first (decodes out in unit 1, prefills rolled first): the restart lineage calls broken: "
+        f"{label('prefill', 0)} -> {label('decode', 1)} (degraded-bootstrap)"
+    )
     rolling_report(res)
     lines = screen(capsys)
     assert lines[0] == "restart --rolling: PLAN (2 units; nothing was changed)"
@@ -346,12 +441,16 @@ def test_rolling_stopped_says_which_unit_and_what_is_out(width, capsys):
     rolling_report(rolling_result(dry_run=False, stopped=True))
     lines = screen(capsys)
     assert lines[0] == "restart --rolling: STOPPED (1 of 2 units done)"
-    assert_fits_and_intact(lines, width, ["unit 1", "unit 2", label("decode", 1), label("prefill", 0),
-                                          "next: ", "`pdctl restart --rolling`"])
+    assert_fits_and_intact(
+        lines,
+        width,
+        ["unit 1", "unit 2", label("decode", 1), label("prefill", 0), "next: ", "`pdctl restart --rolling`"],
+    )
     assert_value_shown(lines, "stays out of the routers: it was restarted and is not ready")
 
 
 # -- down -----------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("dry_run", [False, True])
 def test_down_steps_and_plan(width, monkeypatch, dry_run):

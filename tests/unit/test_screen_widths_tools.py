@@ -35,15 +35,17 @@ def test_render_seed_example_headers_fit_and_nothing_is_cut(width):
     inv = load_inventory(EXAMPLE)
     # a command line, env line and unit line stay one line on purpose (copied, grepped, diffed); the rest fits
     kept_whole = [x for x in lines if x.startswith(("  command: ", "  env: ", "    "))]
-    assert_fits_and_intact([x for x in lines if x not in kept_whole], width,
-                           ["rendered offline: no host was contacted", "(declared)"])
+    assert_fits_and_intact(
+        [x for x in lines if x not in kept_whole], width, ["rendered offline: no host was contacted", "(declared)"]
+    )
     assert "…" not in r.stdout
     for role, i, _ in inv.instances():
         spec = launch.service_spec(inv, role, i)
         assert any(x.startswith(inv.label(role, i) + " ") for x in lines), inv.label(role, i)
         assert f"  /etc/systemd/system/{spec.name}.service:" in lines
         assert "  command: " + " ".join(spec.argv) in lines or any(
-            x.startswith("  command: ") and spec.argv[-1] in x for x in lines)
+            x.startswith("  command: ") and spec.argv[-1] in x for x in lines
+        )
         for line in render_unit(spec).splitlines():
             assert ("    " + line).rstrip() in [x.rstrip() for x in lines], line
 
@@ -59,9 +61,9 @@ def test_render_default_python_note_is_wrapped_prose(width):
     for k, line in enumerate(lines):
         if not line.startswith("  python: "):
             continue
-        assert len(line) <= width or " " not in line[len("  python: "):], line
-        note = [line[len("  python: "):].split("  ", 1)[-1]] if "  (" in line else []
-        for more in lines[k + 1:]:
+        assert len(line) <= width or " " not in line[len("  python: ") :], line
+        note = [line[len("  python: ") :].split("  ", 1)[-1]] if "  (" in line else []
+        for more in lines[k + 1 :]:
             if more.startswith("  ") and not more.startswith("    "):
                 break
             assert len(more) <= width, more
@@ -71,24 +73,43 @@ def test_render_default_python_note_is_wrapped_prose(width):
 
 # -- lint -----------------------------------------------------------------------------------------------------
 
+
 def lint_report(failing: bool):
     from pdctl.checks.lint_report import LintReport
     from pdctl.checks.lint_rules import Finding
 
     who = "sglang 0.5.23 on gpu-dc-02.us-east-2.compute.internal"
-    findings = [Finding("tp-rank0-metrics", label("prefill", 0), "--enable-metrics-for-all-schedulers",
-                        "tp 8 without it: only rank 0's scheduler reports", version="0.5.23")]
+    findings = [
+        Finding(
+            "tp-rank0-metrics",
+            label("prefill", 0),
+            "--enable-metrics-for-all-schedulers",
+            "tp 8 without it: only rank 0's scheduler reports",
+            version="0.5.23",
+        )
+    ]
     if failing:
         findings += [
-            Finding("flag-ambiguous", label("decode", 0), "--disaggregation-b",
-                    f"{who}: --disaggregation-b could match --disaggregation-bootstrap-port, "
-                    "--disaggregation-backend", fix="write one of --disaggregation-bootstrap-port, "
-                    "--disaggregation-backend", data={"candidates": ["--disaggregation-bootstrap-port",
-                                                                      "--disaggregation-backend"]}),
-            Finding("env-value", label("decode", 0), "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
-                    "expected an int, found 'thirty'", fix="SGLANG_DISAGGREGATION_WAITING_TIMEOUT=300")]
-    roles = [{"label": label(r, 0), "kind": "sglang", "version": "0.5.23", "python": "/opt/sglang/venv/bin/python"}
-             for r in ("prefill", "decode")]
+            Finding(
+                "flag-ambiguous",
+                label("decode", 0),
+                "--disaggregation-b",
+                f"{who}: --disaggregation-b could match --disaggregation-bootstrap-port, --disaggregation-backend",
+                fix="write one of --disaggregation-bootstrap-port, --disaggregation-backend",
+                data={"candidates": ["--disaggregation-bootstrap-port", "--disaggregation-backend"]},
+            ),
+            Finding(
+                "env-value",
+                label("decode", 0),
+                "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+                "expected an int, found 'thirty'",
+                fix="SGLANG_DISAGGREGATION_WAITING_TIMEOUT=300",
+            ),
+        ]
+    roles = [
+        {"label": label(r, 0), "kind": "sglang", "version": "0.5.23", "python": "/opt/sglang/venv/bin/python"}
+        for r in ("prefill", "decode")
+    ]
     return LintReport(findings, roles)
 
 
@@ -99,13 +120,19 @@ def test_lint_report_rule_role_subject_and_what_to_write(width, capsys, failing)
     assert lines[0].startswith("lint: FAIL (2 error(s), 1 note(s)" if failing else "lint: PASS (1 note(s))")
     idents = [label("prefill", 0), label("decode", 0), "tp-rank0-metrics", "--enable-metrics-for-all-schedulers"]
     if failing:
-        idents += ["flag-ambiguous", "--disaggregation-b", "--disaggregation-bootstrap-port,",
-                   "--disaggregation-backend", "env-value", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
-                   "fix: SGLANG_DISAGGREGATION_WAITING_TIMEOUT=300"]
+        idents += [
+            "flag-ambiguous",
+            "--disaggregation-b",
+            "--disaggregation-bootstrap-port,",
+            "--disaggregation-backend",
+            "env-value",
+            "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+            "fix: SGLANG_DISAGGREGATION_WAITING_TIMEOUT=300",
+        ]
     assert_fits_and_intact(lines, width, idents)
     if failing:
         text = "\n".join(lines)
-        assert text.index("ERROR flag-ambiguous") < text.index("NOTE tp-rank0-metrics")   # errors first
+        assert text.index("ERROR flag-ambiguous") < text.index("NOTE tp-rank0-metrics")  # errors first
         assert_value_shown(lines, "expected an int, found 'thirty'")
         assert_value_shown(lines, "fix: write one of --disaggregation-bootstrap-port, --disaggregation-backend")
 
@@ -113,10 +140,17 @@ def test_lint_report_rule_role_subject_and_what_to_write(width, capsys, failing)
 # -- a playbook run -------------------------------------------------------------------------------------------
 
 STEP = "check-the-decode-transfer-backend-is-mooncake"
-PLAYBOOK = {"name": "check-the-decode-before-the-change-window", "steps": [
-    {"name": STEP, "action": "shell",
-     "args": {"role": "decode", "command": "echo --disaggregation-transfer-backend nixl; exit 3"},
-     "gate": {"exit_code": [0, 1]}}]}
+PLAYBOOK = {
+    "name": "check-the-decode-before-the-change-window",
+    "steps": [
+        {
+            "name": STEP,
+            "action": "shell",
+            "args": {"role": "decode", "command": "echo --disaggregation-transfer-backend nixl; exit 3"},
+            "gate": {"exit_code": [0, 1]},
+        }
+    ],
+}
 
 
 def test_playbook_plan_and_a_failed_gate(width, tmp_path):
@@ -141,17 +175,35 @@ def test_playbook_plan_and_a_failed_gate(width, tmp_path):
 
 # -- the watch ------------------------------------------------------------------------------------------------
 
+
 def watch_state():
     from pdctl.checks.watch_state import WatchState
 
     st = WatchState("prod-west-2x2", started=1_700_000_000.0)
-    first = st.apply_checks("fast", [CheckResult("health", label(r, 0), "/health", Status.PASS, "200", "200")
-                                     for r in ("prefill", "decode", "router")], 1_700_000_001.0)
-    later = st.apply_checks("slow", [
-        CheckResult("flags", label("decode", 0), FLAG, Status.FAIL, observed="9999", expected="8998"),
-        CheckResult("transfer", label("decode", 0), "sglang:num_transfer_failed_reqs_total", Status.FAIL,
-                    observed="tp0=3 tp1=0", expected="0 on every rank")], 1_700_000_010.0,
-        unknown={label("router", 1): "ssh gpu-dc-02.us-east-2.compute.internal:22: timed out"})
+    first = st.apply_checks(
+        "fast",
+        [
+            CheckResult("health", label(r, 0), "/health", Status.PASS, "200", "200")
+            for r in ("prefill", "decode", "router")
+        ],
+        1_700_000_001.0,
+    )
+    later = st.apply_checks(
+        "slow",
+        [
+            CheckResult("flags", label("decode", 0), FLAG, Status.FAIL, observed="9999", expected="8998"),
+            CheckResult(
+                "transfer",
+                label("decode", 0),
+                "sglang:num_transfer_failed_reqs_total",
+                Status.FAIL,
+                observed="tp0=3 tp1=0",
+                expected="0 on every rank",
+            ),
+        ],
+        1_700_000_010.0,
+        unknown={label("router", 1): "ssh gpu-dc-02.us-east-2.compute.internal:22: timed out"},
+    )
     later += st.apply_hazards({(label("prefill", 0), label("decode", 0)): "decode-restarted-alone"}, 1_700_000_011.0)
     st.round_done("fast", 1_700_000_012.0, 1.25)
     return st, first + later
@@ -163,8 +215,18 @@ def test_watch_change_lines(width, capsys):
     _, lines = watch_state()
     ChangeLines()(lines)
     out = screen(capsys)
-    assert_fits_and_intact(out, width, [label("decode", 0), FLAG, "sglang:num_transfer_failed_reqs_total",
-                                        label("router", 1), "decode-restarted-alone", "PASS health: 3 checks"])
+    assert_fits_and_intact(
+        out,
+        width,
+        [
+            label("decode", 0),
+            FLAG,
+            "sglang:num_transfer_failed_reqs_total",
+            label("router", 1),
+            "decode-restarted-alone",
+            "PASS health: 3 checks",
+        ],
+    )
     assert_value_shown(out, "expected 8998; found 9999")
     assert_value_shown(out, "expected 0 on every rank; found tp0=3 tp1=0")
 
@@ -176,8 +238,17 @@ def test_watch_live_screen(width, capsys):
     render.console().print(screen_text(st, 1_700_000_020.0))
     out = screen(capsys)
     assert out[0].startswith("watch prod-west-2x2: FAIL")
-    assert_fits_and_intact(out, width, [label("decode", 0), FLAG, "sglang:num_transfer_failed_reqs_total",
-                                        label("router", 1), "decode-restarted-alone"])
+    assert_fits_and_intact(
+        out,
+        width,
+        [
+            label("decode", 0),
+            FLAG,
+            "sglang:num_transfer_failed_reqs_total",
+            label("router", 1),
+            "decode-restarted-alone",
+        ],
+    )
     text = "\n".join(out)
     assert text.index(FLAG) < text.index("expected 8998") and "found 9999" in text
     assert_value_shown(out, "expected 0 on every rank; found tp0=3 tp1=0")
@@ -185,14 +256,17 @@ def test_watch_live_screen(width, capsys):
 
 # -- ssh keep list --------------------------------------------------------------------------------------------
 
+
 def test_ssh_kept_connections(width, capsys):
     from pdctl.ops.ssh_keep import KeptConnection
     from pdctl.render.ssh import kept_table
 
     d = "/home/operator-on-call/.local/state/pdctl/ssh"
-    rows = [KeptConnection(H_P, f"{d}/{H_P}.sock", 600.0, "kept", 41234, "ubuntu@10.0.0.1:22", True, 42.0, 558.0),
-            KeptConnection(H_D, f"{d}/{H_D}.sock", 0.0, "none"),
-            KeptConnection("gpu-3", f"{d}/gpu-3.sock", 600.0, "not answering", 999)]
+    rows = [
+        KeptConnection(H_P, f"{d}/{H_P}.sock", 600.0, "kept", 41234, "ubuntu@10.0.0.1:22", True, 42.0, 558.0),
+        KeptConnection(H_D, f"{d}/{H_D}.sock", 0.0, "none"),
+        KeptConnection("gpu-3", f"{d}/gpu-3.sock", 600.0, "not answering", 999),
+    ]
     kept_table(rows, d)
     lines = screen(capsys)
     assert_fits_and_intact(lines, width, [H_P, H_D, "not answering", "41234", "9m18s", "42s", f"{H_P}.sock", d])
@@ -201,38 +275,58 @@ def test_ssh_kept_connections(width, capsys):
 
 # -- history with long records --------------------------------------------------------------------------------
 
+
 def test_history_long_records(width, monkeypatch, tmp_path):
     log = tmp_path / "state" / "pdctl" / "audit.jsonl"
     log.parent.mkdir(parents=True)
     inv = "/srv/deployments/production/us-east-2/dsv4-prefill-decode-2x2-inventory.yaml"
-    recs = [{"time": "2025-01-01T00:00:00+0000", "operator": "alexandra.on-call-secondary@example.com",
-             "inventory": inv, "action": "restart --rolling --drain-timeout 120",
-             "result": f"stopped: stopped at step 'unit 2: wait {label('decode', 1)} ready': not ready after 600s",
-             "duration_s": 1612.5},
-            {"time": "2025-01-01T01:00:00+0000", "operator": "bob", "inventory": inv,
-             "action": "run playbooks/recover-pinned-inflight.yaml", "result": "ok", "duration_s": 95.0}]
+    recs = [
+        {
+            "time": "2025-01-01T00:00:00+0000",
+            "operator": "alexandra.on-call-secondary@example.com",
+            "inventory": inv,
+            "action": "restart --rolling --drain-timeout 120",
+            "result": f"stopped: stopped at step 'unit 2: wait {label('decode', 1)} ready': not ready after 600s",
+            "duration_s": 1612.5,
+        },
+        {
+            "time": "2025-01-01T01:00:00+0000",
+            "operator": "bob",
+            "inventory": inv,
+            "action": "run playbooks/recover-pinned-inflight.yaml",
+            "result": "ok",
+            "duration_s": 95.0,
+        },
+    ]
     log.write_text("".join(json.dumps(r) + "\n" for r in recs))
     r = CliRunner().invoke(app, ["history"])
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     no_line_wider(lines, width)
-    for ident in ("alexandra.on-call-secondary@example.com", "restart --rolling --drain-timeout 120",
-                  "run playbooks/recover-pinned-inflight.yaml", "1612.5", "2025-01-01T00:00:00+0000"):
+    for ident in (
+        "alexandra.on-call-secondary@example.com",
+        "restart --rolling --drain-timeout 120",
+        "run playbooks/recover-pinned-inflight.yaml",
+        "1612.5",
+        "2025-01-01T00:00:00+0000",
+    ):
         assert any(ident in x for x in lines), (ident, r.stdout)
     # the inventory path whole: on one line, or folded onto the next ones (it was cut on the left: "…/dsv4-...")
     assert "".join(x.strip() for x in lines).count(inv) == 2 and "…/" not in r.stdout, r.stdout
-    assert not any(re.search(r"\w…\w", x) for x in lines)      # a cut, if any, is at the end of a cell
+    assert not any(re.search(r"\w…\w", x) for x in lines)  # a cut, if any, is at the end of a cell
 
 
 # -- the xPyD screens at 60 -----------------------------------------------------------------------------------
 
 # layout bounds made for 80 columns (a line count, a pid on the label's line): asserted below on content at 60
-AT_80_ONLY = {"test_final_health_failed_pairs_one_row_each_never_split",
-              "test_final_health_same_check_different_values_one_row_each",
-              "test_final_health_verbose_is_one_row_per_instance_per_layer",
-              "test_status_is_one_row_per_instance_with_the_verdict_first",
-              "test_triage_of_4x4_one_row_per_failing_instance",
-              "test_triage_verbose_merges_an_instances_observations_of_one_kind"}
+AT_80_ONLY = {
+    "test_final_health_failed_pairs_one_row_each_never_split",
+    "test_final_health_same_check_different_values_one_row_each",
+    "test_final_health_verbose_is_one_row_per_instance_per_layer",
+    "test_status_is_one_row_per_instance_with_the_verdict_first",
+    "test_triage_of_4x4_one_row_per_failing_instance",
+    "test_triage_verbose_merges_an_instances_observations_of_one_kind",
+}
 
 
 def _xpyd_tests():
@@ -240,8 +334,11 @@ def _xpyd_tests():
 
     from tests.unit import test_xpyd_screens as xpyd
 
-    return [f for n, f in sorted(vars(xpyd).items()) if n.startswith("test_") and n not in AT_80_ONLY
-            and "width" in inspect.signature(f).parameters]
+    return [
+        f
+        for n, f in sorted(vars(xpyd).items())
+        if n.startswith("test_") and n not in AT_80_ONLY and "width" in inspect.signature(f).parameters
+    ]
 
 
 @pytest.mark.parametrize("test", _xpyd_tests(), ids=lambda f: f.__name__)
@@ -263,7 +360,7 @@ def test_xpyd_status_at_60(at60, capsys):
     assert lines[0] == "status: 9 of 10 running; stopped: decode[2]"
     assert_fits_and_intact(lines, 60, LABELS + [f"pdctl-prod-decode-{i}.service" for i in range(4)])
     for k, lab in enumerate(LABELS):
-        (i,) = [i for i, x in enumerate(lines) if x.startswith(lab + " ")]      # one row per instance
+        (i,) = [i for i, x in enumerate(lines) if x.startswith(lab + " ")]  # one row per instance
         assert ("stopped" if lab == "decode[2]@gpu-host-3.example.internal:30002" else "running") in lines[i]
     assert_value_shown(lines, "failed (Result: exit-code) since 2026-12-01 10:00:00")
 
@@ -275,8 +372,12 @@ def test_xpyd_final_health_at_60(at60, capsys, verbose):
     render.health_report(health_4x4(), verbose=verbose)
     lines = screen(capsys)
     assert lines[0].startswith("final-health: FAIL (2 check(s) failed in: transfer, flags)")
-    assert_fits_and_intact(lines, 60, [BROKEN, BROKEN_FLAG, "sglang:num_transfer_failed_reqs_total"] +
-                           (LABELS if verbose else ["expected: 0.85", "found:    0.9", "found:    tp0=3"]))
+    assert_fits_and_intact(
+        lines,
+        60,
+        [BROKEN, BROKEN_FLAG, "sglang:num_transfer_failed_reqs_total"]
+        + (LABELS if verbose else ["expected: 0.85", "found:    0.9", "found:    tp0=3"]),
+    )
     if verbose:
         assert_value_shown(lines, f"{BROKEN_FLAG}: expected 0.85, found 0.9")
 
@@ -288,20 +389,40 @@ def test_xpyd_failed_pairs_and_triage_at_60(at60, capsys):
     from pdctl.ops.verify import HealthReport
     from tests.unit.xpyd_reports import DECODES, PREFILLS
 
-    render.health_report(HealthReport("prod-4x4.yaml", {"pairs": [
-        CR("pairs", f"prefill[{i}] -> decode[{j}]", "canary", Status.FAIL if (i == 1 and j) else Status.PASS,
-           observed="no answer in 4.0s (aborted)" if (i == 1 and j) else "200, KV 35 ms",
-           expected="HTTP 200 from both workers, content", detail=f"{PREFILLS[i]} -> {DECODES[j]}, room {1004 + j}")
-        for i in range(4) for j in range(4)]}))
+    render.health_report(
+        HealthReport(
+            "prod-4x4.yaml",
+            {
+                "pairs": [
+                    CR(
+                        "pairs",
+                        f"prefill[{i}] -> decode[{j}]",
+                        "canary",
+                        Status.FAIL if (i == 1 and j) else Status.PASS,
+                        observed="no answer in 4.0s (aborted)" if (i == 1 and j) else "200, KV 35 ms",
+                        expected="HTTP 200 from both workers, content",
+                        detail=f"{PREFILLS[i]} -> {DECODES[j]}, room {1004 + j}",
+                    )
+                    for i in range(4)
+                    for j in range(4)
+                ]
+            },
+        )
+    )
     lines = screen(capsys)
-    assert_fits_and_intact(lines, 60, [f"prefill[1] -> decode[{j}]  no answer in 4.0s (aborted)" for j in (1, 2, 3)]
-                           + [PREFILLS[1], DECODES[3], "expected: HTTP 200 from both workers, content"])
+    assert_fits_and_intact(
+        lines,
+        60,
+        [f"prefill[1] -> decode[{j}]  no answer in 4.0s (aborted)" for j in (1, 2, 3)]
+        + [PREFILLS[1], DECODES[3], "expected: HTTP 200 from both workers, content"],
+    )
     assert all(f"{1004 + j}" in "\n".join(lines) for j in (1, 2, 3))
     render.triage_report(triage_4x4())
     lines = screen(capsys)
     assert lines[0].startswith("triage: ACTION NEEDED")
-    assert_fits_and_intact(lines, 60, [BROKEN, *ROUTERS, "`pdctl restart --pair`", "`pdctl logs decode`",
-                                       "service 9/10,"])
+    assert_fits_and_intact(
+        lines, 60, [BROKEN, *ROUTERS, "`pdctl restart --pair`", "`pdctl logs decode`", "service 9/10,"]
+    )
     assert_value_shown(lines, "/readiness: 7/8 workers healthy")
     render.triage_report(triage_4x4(stopped=False), verbose=True)
     lines = screen(capsys)

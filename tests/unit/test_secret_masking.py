@@ -23,14 +23,23 @@ def test_every_element_of_a_list_valued_secret_flag_is_masked():
     argv = ["python3", "-m", "sglang.launch_server", "--api-key", "sk-first", "sk-second", "--port", "30000"]
     assert mask_argv(argv) == ["python3", "-m", "sglang.launch_server", "--api-key", MASK, MASK, "--port", "30000"]
     assert secret_values({}, argv) == {"sk-first", "sk-second"}
-    assert secret_arg_values({"--api-key": ["sk-first", "--sk-dash"], "--port": 1, "--enable-auth": True}) == \
-        {"sk-first", "--sk-dash"}
+    assert secret_arg_values({"--api-key": ["sk-first", "--sk-dash"], "--port": 1, "--enable-auth": True}) == {
+        "sk-first",
+        "--sk-dash",
+    }
 
 
 def test_a_secret_value_starting_with_dashes_is_masked():
     argv = ["sglang", "--api-key", "--looks-like-a-flag", "--port", "1", "--admin-api-key=--also", "HF_TOKEN=--x"]
-    assert mask_argv(argv) == ["sglang", "--api-key", MASK, "--port", "1", f"--admin-api-key={MASK}",
-                               f"HF_TOKEN={MASK}"]
+    assert mask_argv(argv) == [
+        "sglang",
+        "--api-key",
+        MASK,
+        "--port",
+        "1",
+        f"--admin-api-key={MASK}",
+        f"HF_TOKEN={MASK}",
+    ]
     assert secret_values({}, argv) == {"--looks-like-a-flag", "--also", "--x"}
     out = mask_text("cmd: sglang --api-key --looks-like-a-flag --port 1 --api-key=--also")
     assert "looks-like-a-flag" not in out and "--also" not in out and "--port 1" in out
@@ -39,15 +48,18 @@ def test_a_secret_value_starting_with_dashes_is_masked():
 def test_mask_argv_by_value_and_ordinary_flags_untouched():
     argv = ["curl", "-H", "Bearer hf_inventory_value", "--max-total-tokens", "4096"]
     assert mask_argv(argv, ["hf_inventory_value"]) == ["curl", "-H", f"Bearer {MASK}", "--max-total-tokens", "4096"]
-    assert mask_argv(["--disable-overlap-schedule", "--port", "30002"]) == \
-        ["--disable-overlap-schedule", "--port", "30002"]
+    assert mask_argv(["--disable-overlap-schedule", "--port", "30002"]) == [
+        "--disable-overlap-schedule",
+        "--port",
+        "30002",
+    ]
 
 
 # -- playbook runs -------------------------------------------------------------------------------------------------
 
 INV_SECRET = "hf_inventory_secret_42"
 VAR_SECRET = "sk-live-var-123456"
-MARKED = "it's hunter2 marked"        # has a quote: substituted shell-quoted, no longer the raw text
+MARKED = "it's hunter2 marked"  # has a quote: substituted shell-quoted, no longer the raw text
 
 
 @pytest.fixture
@@ -55,27 +67,61 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("PDCTL_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
-    inv = {"name": "masking", "roles": {"prefill": [{"port": 30000, "bootstrap_port": 8998}],
-                                        "decode": [{"port": 30002, "env": {"HF_TOKEN": INV_SECRET}}],
-                                        "router": [{"port": 30001}]}}
+    inv = {
+        "name": "masking",
+        "roles": {
+            "prefill": [{"port": 30000, "bootstrap_port": 8998}],
+            "decode": [{"port": 30002, "env": {"HF_TOKEN": INV_SECRET}}],
+            "router": [{"port": 30001}],
+        },
+    }
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inv))
-    pb = {"name": "leaky", "steps": [
-        {"name": "var", "action": "shell", "args": {"role": "decode", "command": "echo token ${api_token}"}},
-        {"name": "marked", "action": "shell", "args": {"role": "decode", "command": "echo pw ${pw}"},
-         "gate": {"exit_code": 0}},
-        # the shell step scrubs its output at the source and the gate is masked alike; this gate fails (the output
-        # lacks " and more") and its words quote the secret
-        {"name": "literal", "action": "shell", "args": {"role": "decode", "command": f"echo {INV_SECRET}"},
-         "gate": {"stdout_contains": f"{INV_SECRET} and more"}, "on_failure": "continue"},
-        {"name": "after", "action": "shell", "args": {"role": "decode", "command": "echo ${api_token}; exit 2"},
-         "gate": {"exit_code": 2}}]}
+    pb = {
+        "name": "leaky",
+        "steps": [
+            {"name": "var", "action": "shell", "args": {"role": "decode", "command": "echo token ${api_token}"}},
+            {
+                "name": "marked",
+                "action": "shell",
+                "args": {"role": "decode", "command": "echo pw ${pw}"},
+                "gate": {"exit_code": 0},
+            },
+            # the shell step scrubs its output at the source and the gate is masked alike; this gate fails (the output
+            # lacks " and more") and its words quote the secret
+            {
+                "name": "literal",
+                "action": "shell",
+                "args": {"role": "decode", "command": f"echo {INV_SECRET}"},
+                "gate": {"stdout_contains": f"{INV_SECRET} and more"},
+                "on_failure": "continue",
+            },
+            {
+                "name": "after",
+                "action": "shell",
+                "args": {"role": "decode", "command": "echo ${api_token}; exit 2"},
+                "gate": {"exit_code": 2},
+            },
+        ],
+    }
     (tmp_path / "pb.yaml").write_text(yaml.safe_dump(pb, sort_keys=False))
     return tmp_path
 
 
 def _run(env, *extra):
-    return CliRunner().invoke(app, ["run", str(env / "pb.yaml"), "-i", str(env / "inv.yaml"),
-                                    "--var", f"api_token={VAR_SECRET}", "--secret-var", f"pw={MARKED}", *extra])
+    return CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(env / "pb.yaml"),
+            "-i",
+            str(env / "inv.yaml"),
+            "--var",
+            f"api_token={VAR_SECRET}",
+            "--secret-var",
+            f"pw={MARKED}",
+            *extra,
+        ],
+    )
 
 
 def _no_secret(text: str) -> None:
@@ -92,12 +138,15 @@ def test_dry_run_plan_and_json_hold_no_secret(env):
     doc = json.loads(_run(env, "--dry-run", "--json").stdout)
     _no_secret(json.dumps(doc))
     assert doc["vars"] == {"api_token": MASK, "pw": MASK}
-    assert doc["steps"][2]["gate"] == {"stdout_contains": f"{MASK} and more"} and doc["steps"][0]["command"] == f"shell on decode[0]: echo token {MASK}"
+    assert (
+        doc["steps"][2]["gate"] == {"stdout_contains": f"{MASK} and more"}
+        and doc["steps"][0]["command"] == f"shell on decode[0]: echo token {MASK}"
+    )
 
 
 def test_run_step_lines_summary_json_and_audit_hold_no_secret(env):
     r = _run(env)
-    assert r.exit_code == 1, r.output          # step 3's gate failed (on_failure: continue)
+    assert r.exit_code == 1, r.output  # step 3's gate failed (on_failure: continue)
     _no_secret(r.stdout + r.stderr)
     assert f"==> step 1/4 var: shell on decode[0]: echo token {MASK}" in r.stderr
     assert f"==> step 3/4 literal: shell on decode[0]: echo {MASK}" in r.stderr
@@ -113,7 +162,7 @@ def test_run_step_lines_summary_json_and_audit_hold_no_secret(env):
     raw = (env / "audit.jsonl").read_text()
     _no_secret(raw)
     records = [json.loads(x) for x in raw.splitlines()]
-    assert [rec["action"] for rec in records] == ["run leaky"] * 4       # each run: started, then its end
+    assert [rec["action"] for rec in records] == ["run leaky"] * 4  # each run: started, then its end
     assert records[0]["result"] == "started" and records[0]["args"]["vars"] == {"api_token": MASK, "pw": MASK}
     records = [rec for rec in records if rec["result"] != "started"]
     assert records[0]["args"]["vars"] == {"api_token": MASK, "pw": MASK}
@@ -128,6 +177,7 @@ def test_secret_var_errors_do_not_echo_the_value(env):
 
 # -- role logs -----------------------------------------------------------------------------------------------------
 
+
 def test_role_log_is_written_0600(tmp_path):
     from pdctl.services.base import ServiceSpec
     from pdctl.services.pidfile import PidfileManager
@@ -137,7 +187,7 @@ def test_role_log_is_written_0600(tmp_path):
     log = tmp_path / "state" / "svc.log"
     log.parent.mkdir(parents=True)
     log.write_text("an older process's lines\n")
-    os.chmod(log, 0o644)               # an existing log from before is tightened too
+    os.chmod(log, 0o644)  # an existing log from before is tightened too
     try:
         m.install(ServiceSpec("svc", ("/bin/sh", "-c", "echo up; sleep 30"), env={}, workdir=str(tmp_path)))
         m.start("svc")
@@ -150,17 +200,29 @@ def test_role_log_is_written_0600(tmp_path):
 def test_a_gate_on_a_secret_var_and_a_gate_with_a_var_are_judged_as_the_step_saw(env):
     """`--secret-var v=...` with `stdout_contains: "build=<v>"` failed: the output was masked before the gate and
     the gate was not. `${v}` in a gate was compared literally. Both pass now; the plan shows the gate masked."""
-    pb = {"name": "gates", "steps": [
-        {"name": "literal", "action": "shell", "args": {"role": "decode", "command": "echo build=${v}"},
-         "gate": {"stdout_contains": "build=abcd1234"}},
-        {"name": "substituted", "action": "shell", "args": {"role": "decode", "command": "echo build=${v}"},
-         "gate": {"stdout_contains": "build=${v}"}}]}
+    pb = {
+        "name": "gates",
+        "steps": [
+            {
+                "name": "literal",
+                "action": "shell",
+                "args": {"role": "decode", "command": "echo build=${v}"},
+                "gate": {"stdout_contains": "build=abcd1234"},
+            },
+            {
+                "name": "substituted",
+                "action": "shell",
+                "args": {"role": "decode", "command": "echo build=${v}"},
+                "gate": {"stdout_contains": "build=${v}"},
+            },
+        ],
+    }
     (env / "gates.yaml").write_text(yaml.safe_dump(pb, sort_keys=False))
     run = ["run", str(env / "gates.yaml"), "-i", str(env / "inv.yaml"), "--json"]
     r = CliRunner().invoke(app, [*run, "--secret-var", "v=abcd1234"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert [s["status"] for s in doc["steps"]] == ["passed", "passed"] and "abcd1234" not in r.stdout
-    r = CliRunner().invoke(app, [*run, "--var", "v=abcd1234"])     # the same value, not secret: the same verdicts
+    r = CliRunner().invoke(app, [*run, "--var", "v=abcd1234"])  # the same value, not secret: the same verdicts
     assert r.exit_code == 0, r.output
     assert [s["status"] for s in json.loads(r.stdout)["steps"]] == ["passed", "passed"]

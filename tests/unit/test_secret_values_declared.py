@@ -23,28 +23,47 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("PDCTL_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
-    inv = {"name": "sec", "roles": {
-        "prefill": [{"port": 30000, "bootstrap_port": 8998}],
-        "decode": [{"port": 30002, "args": {"--auth": "short"},
-                    "env": {"HF_TOKEN": SECRET, "ZZ_" + SECRET: "1", "OTHER": "x", "URL": f"https://u:{SECRET}@h"}}],
-        "router": [{"port": 30001}]}}
+    inv = {
+        "name": "sec",
+        "roles": {
+            "prefill": [{"port": 30000, "bootstrap_port": 8998}],
+            "decode": [
+                {
+                    "port": 30002,
+                    "args": {"--auth": "short"},
+                    "env": {"HF_TOKEN": SECRET, "ZZ_" + SECRET: "1", "OTHER": "x", "URL": f"https://u:{SECRET}@h"},
+                }
+            ],
+            "router": [{"port": 30001}],
+        },
+    }
     (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inv))
     return tmp_path
 
 
 # -- an env name holding a secret ------------------------------------------------------------------------------
 
+
 def test_mask_env_scrubs_declared_secrets_from_names_and_values():
-    got = mask_env({"HF_TOKEN": SECRET, "ZZ_" + SECRET: "1", "OTHER": "x", "A_" + SECRET + "_B": "2",
-                    "URL": f"https://u:{SECRET}@h"}, {SECRET})
+    got = mask_env(
+        {
+            "HF_TOKEN": SECRET,
+            "ZZ_" + SECRET: "1",
+            "OTHER": "x",
+            "A_" + SECRET + "_B": "2",
+            "URL": f"https://u:{SECRET}@h",
+        },
+        {SECRET},
+    )
     assert got == {"HF_TOKEN": MASK, "ZZ_***": MASK, "OTHER": "x", "A_***_B": MASK, "URL": f"https://u:{MASK}@h"}
-    assert mask_env({"ZZ_" + SECRET: "1"}) == {"ZZ_" + SECRET: MASK}       # no secrets given: names as they are
+    assert mask_env({"ZZ_" + SECRET: "1"}) == {"ZZ_" + SECRET: MASK}  # no secrets given: names as they are
     two = mask_env({"P_" + SECRET: "a", "P_sk_other_secret_1": "b", "P_x": "c"}, {SECRET, "sk_other_secret_1"})
-    assert sorted(two) == ["P_***", "P_***#2", "P_x"]                       # none lost to a collision
+    assert sorted(two) == ["P_***", "P_***#2", "P_x"]  # none lost to a collision
 
 
-@pytest.mark.parametrize("command", [["deploy", "--dry-run"], ["deploy", "--dry-run", "--json"],
-                                     ["render"], ["render", "--json"]])
+@pytest.mark.parametrize(
+    "command", [["deploy", "--dry-run"], ["deploy", "--dry-run", "--json"], ["render"], ["render", "--json"]]
+)
 def test_no_plan_or_rendering_shows_a_secret_inside_an_env_name(env, command):
     r = CliRunner().invoke(app, [*command, "-i", str(env / "inv.yaml")])
     assert r.exit_code == 0, r.output
@@ -60,9 +79,15 @@ def test_no_plan_or_rendering_shows_a_secret_inside_an_env_name(env, command):
 
 # -- --secret-var values are text; short secrets are masked ------------------------------------------------------
 
+
 def test_secret_vars_are_text_exactly_as_given():
-    assert parse_cli_vars(["v=0777", "w=0x1F", "x=true", "y=", "z= a "], "--secret-var", secret=True) == \
-        {"v": "0777", "w": "0x1F", "x": "true", "y": "", "z": " a "}
+    assert parse_cli_vars(["v=0777", "w=0x1F", "x=true", "y=", "z= a "], "--secret-var", secret=True) == {
+        "v": "0777",
+        "w": "0x1F",
+        "x": "true",
+        "y": "",
+        "z": " a ",
+    }
     assert parse_cli_vars(["api_token=0777", "n=0777", "b=true"]) == {"api_token": "0777", "n": "0777", "b": True}
 
 
@@ -74,18 +99,41 @@ def test_short_declared_secrets_are_masked_as_whole_tokens_only():
 
 
 def test_run_masks_octal_hex_and_short_secret_vars_everywhere(env):
-    pb = {"name": "pbshort", "steps": [{"name": "s", "action": "shell", "args": {
-        "role": "decode", "command": "echo ${v} ${w} ${x} ${y} abcdef; test ${v} = 0777 && test ${w} = 0x1F"}}]}
+    pb = {
+        "name": "pbshort",
+        "steps": [
+            {
+                "name": "s",
+                "action": "shell",
+                "args": {
+                    "role": "decode",
+                    "command": "echo ${v} ${w} ${x} ${y} abcdef; test ${v} = 0777 && test ${w} = 0x1F",
+                },
+            }
+        ],
+    }
     (env / "pb.yaml").write_text(yaml.safe_dump(pb))
-    args = ["run", str(env / "pb.yaml"), "-i", str(env / "inv.yaml"), "--secret-var", "v=0777",
-            "--secret-var", "w=0x1F", "--secret-var", "x=abc", "--secret-var", "y=--x"]
+    args = [
+        "run",
+        str(env / "pb.yaml"),
+        "-i",
+        str(env / "inv.yaml"),
+        "--secret-var",
+        "v=0777",
+        "--secret-var",
+        "w=0x1F",
+        "--secret-var",
+        "x=abc",
+        "--secret-var",
+        "y=--x",
+    ]
     dry = CliRunner().invoke(app, [*args, "--dry-run", "--json"])
     assert dry.exit_code == 0, dry.output
     plan = json.loads(dry.stdout)
     assert plan["vars"] == {"v": MASK, "w": MASK, "x": MASK, "y": MASK}
     assert plan["steps"][0]["command"].startswith(f"shell on decode[0]: echo {MASK} {MASK} {MASK} {MASK} abcdef")
     r = CliRunner().invoke(app, [*args, "--json"])
-    assert r.exit_code == 0, r.output          # the step saw 0777 and 0x1F as given, not 511 and 31
+    assert r.exit_code == 0, r.output  # the step saw 0777 and 0x1F as given, not 511 and 31
     doc = json.loads(r.stdout)
     assert doc["steps"][0]["result"]["stdout"].strip() == f"{MASK} {MASK} {MASK} {MASK} abcdef"
     shown = CliRunner().invoke(app, args)
@@ -100,8 +148,7 @@ def test_deploy_change_lines_never_show_a_declared_secret():
     from pdctl.services.base import ServiceSpec, spec_changes
 
     old = ServiceSpec("d", ("python3", "-m", "x"), env={"HF_TOKEN": "hf_oldsecret123"})
-    new = ServiceSpec("d", ("python3", "-m", "x"),
-                      env={"HF_TOKEN": "hf_newsecret456", "ZZ_hf_newsecret456": "1"})
+    new = ServiceSpec("d", ("python3", "-m", "x"), env={"HF_TOKEN": "hf_newsecret456", "ZZ_hf_newsecret456": "1"})
     text = "\n".join(spec_changes(old, new))
     assert "hf_oldsecret123" not in text and "hf_newsecret456" not in text, text
     assert "HF_TOKEN" in text and "ZZ_" in text

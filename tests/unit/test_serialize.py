@@ -30,8 +30,12 @@ class Outer:
 
 def test_dataclasses_enums_nested_and_extras():
     o = Outer("a", [Inner(Colour.RED, hidden=object())], {1: (Colour.RED, 2.5), "e": ValueError("bad\nmore")})
-    assert to_data(o) == {"name": "a", "inner": [{"colour": "red"}], "by_key": {"1": ["red", 2.5], "e": "bad"},
-                          "shout": "A"}
+    assert to_data(o) == {
+        "name": "a",
+        "inner": [{"colour": "red"}],
+        "by_key": {"1": ["red", 2.5], "e": "bad"},
+        "shout": "A",
+    }
 
 
 def test_pydantic_and_unknown_values():

@@ -30,8 +30,10 @@ def test_parse_a_captured_systemd_observation():
 
 
 def test_parse_observation_keeps_services_apart_and_order():
-    text = ("btime 1700000000\nclk 100\n@@svc a\nrec !\n@@svc b\nrec eyJwaWQiOiAxfQ==\n@@pid 1\ngone\n"
-            "@@svc c\nrc 3\nshow !\n")
+    text = (
+        "btime 1700000000\nclk 100\n@@svc a\nrec !\n@@svc b\nrec eyJwaWQiOiAxfQ==\n@@pid 1\ngone\n"
+        "@@svc c\nrc 3\nshow !\n"
+    )
     seen = parse_observation(text)
     assert list(seen) == ["a", "b", "c"]
     assert seen["a"].record is None and seen["a"].pid is None

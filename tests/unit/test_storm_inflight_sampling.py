@@ -21,8 +21,14 @@ def fake_reads(monkeypatch, values, clock):
 
     def read_point(dep, t0=0.0, *, clock=clock):
         v = next(it)
-        return I.Point(t=clock() - t0, gauges={INF: v}, generation_tokens=10.0,
-                       per_worker={"prefill[0]": {INF: v}}, counters={}, gen_throughput={})
+        return I.Point(
+            t=clock() - t0,
+            gauges={INF: v},
+            generation_tokens=10.0,
+            per_worker={"prefill[0]": {INF: v}},
+            counters={},
+            gen_throughput={},
+        )
 
     monkeypatch.setattr(I, "read_point", read_point)
 
@@ -57,7 +63,7 @@ def test_ctrl_c_stops_and_judges_the_partial_series(monkeypatch):
     rep = I.sample_inflight(FakeDep(), 30, 3, clock=clock, sleep=sleep)
     assert rep.partial and len(rep.points) == 2 and rep.verdict is not None
     r = rep.to_check_results()[0]
-    assert r.status.value == "warn" and "partial" in r.detail   # a partial pin is never a failure
+    assert r.status.value == "warn" and "partial" in r.detail  # a partial pin is never a failure
 
 
 def test_busy_series_is_exit_zero(monkeypatch):
@@ -97,15 +103,27 @@ def test_final_health_layer_judges_a_full_window(monkeypatch):
     clock = lambda: now[0]  # noqa: E731
     fake_reads(monkeypatch, [1] * 20, clock)
     real = I.sample_inflight
-    monkeypatch.setattr(I, "sample_inflight", lambda dep, w, i, **_preflight: real(
-        dep, w, i, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s)))
+    monkeypatch.setattr(
+        I,
+        "sample_inflight",
+        lambda dep, w, i, **_preflight: real(dep, w, i, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s)),
+    )
     (r,) = I.inflight_layer(FakeDep(), 6, 2)
     assert r.status.value == "fail" and "held by prefill[0]" in r.detail
 
 
-@pytest.mark.parametrize("window, interval, bad", [(0, 1, "--window 0"), (5, 0, "--interval 0"), (-1, -1, "--window -1"),
-                                                   (2, 3, "--interval 3"), (float("inf"), 1, "--window inf"),
-                                                   (5, float("nan"), "--interval nan"), (1e9, 1, "--window 1e+09")])
+@pytest.mark.parametrize(
+    "window, interval, bad",
+    [
+        (0, 1, "--window 0"),
+        (5, 0, "--interval 0"),
+        (-1, -1, "--window -1"),
+        (2, 3, "--interval 3"),
+        (float("inf"), 1, "--window inf"),
+        (5, float("nan"), "--interval nan"),
+        (1e9, 1, "--window 1e+09"),
+    ],
+)
 def test_window_and_interval_are_checked_once_for_both_commands(window, interval, bad):
     from pdctl.cli import inflight, triage
     from pdctl.errors import UsageError
@@ -131,9 +149,15 @@ def test_a_slow_first_read_still_covers_the_whole_window(monkeypatch):
     it = iter([0] * 20)
 
     def read_point(dep, t0=0.0, *, clock=clock):
-        now[0] += 0.3                      # each read costs 0.3 s; the sample is taken at its end
-        return I.Point(t=clock() - t0, gauges={INF: next(it)}, generation_tokens=10.0,
-                       per_worker={"prefill[0]": {INF: 0}}, counters={}, gen_throughput={})
+        now[0] += 0.3  # each read costs 0.3 s; the sample is taken at its end
+        return I.Point(
+            t=clock() - t0,
+            gauges={INF: next(it)},
+            generation_tokens=10.0,
+            per_worker={"prefill[0]": {INF: 0}},
+            counters={},
+            gen_throughput={},
+        )
 
     monkeypatch.setattr(I, "read_point", read_point)
     rep = I.sample_inflight(FakeDep(), 4, 1, clock=clock, sleep=lambda s: now.__setitem__(0, now[0] + s))

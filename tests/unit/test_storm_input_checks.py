@@ -15,17 +15,28 @@ from pdctl.ops.storm_plan import StormConfig
 INF = "sglang:num_prefill_inflight_queue_reqs"
 
 
-@pytest.mark.parametrize("kw, option", [
-    (dict(max_new_tokens=-3), "--max-new-tokens"), (dict(max_new_tokens=0), "--max-new-tokens"),
-    (dict(max_new_tokens=10**9), "--max-new-tokens"),
-    (dict(watch_s=math.inf), "--watch"), (dict(watch_s=math.nan), "--watch"),
-    (dict(sample_every_s=math.nan), "--sample-every"), (dict(sample_every_s=-1.0), "--sample-every"),
-    (dict(abort_max_s=math.inf), "--abort-max"), (dict(abort_min_s=math.nan), "--abort-min"),
-    (dict(spacing_s=math.inf), "--spacing"), (dict(spacing_s=math.nan), "--spacing"),
-    (dict(aim_lo_frac=math.nan), "--aim-from"), (dict(aim_hi_frac=math.inf), "--aim-to"),
-    (dict(requests=-1), "--requests"), (dict(prompt_tokens=-5), "--prompt-tokens"),
-    (dict(calib_requests=-1), "--calibrate"), (dict(request_timeout_s=math.inf), "timeout"),
-])
+@pytest.mark.parametrize(
+    "kw, option",
+    [
+        (dict(max_new_tokens=-3), "--max-new-tokens"),
+        (dict(max_new_tokens=0), "--max-new-tokens"),
+        (dict(max_new_tokens=10**9), "--max-new-tokens"),
+        (dict(watch_s=math.inf), "--watch"),
+        (dict(watch_s=math.nan), "--watch"),
+        (dict(sample_every_s=math.nan), "--sample-every"),
+        (dict(sample_every_s=-1.0), "--sample-every"),
+        (dict(abort_max_s=math.inf), "--abort-max"),
+        (dict(abort_min_s=math.nan), "--abort-min"),
+        (dict(spacing_s=math.inf), "--spacing"),
+        (dict(spacing_s=math.nan), "--spacing"),
+        (dict(aim_lo_frac=math.nan), "--aim-from"),
+        (dict(aim_hi_frac=math.inf), "--aim-to"),
+        (dict(requests=-1), "--requests"),
+        (dict(prompt_tokens=-5), "--prompt-tokens"),
+        (dict(calib_requests=-1), "--calibrate"),
+        (dict(request_timeout_s=math.inf), "timeout"),
+    ],
+)
 def test_out_of_range_storm_option_is_refused_naming_it(kw, option):
     with pytest.raises(ValueError) as e:
         StormConfig(**kw)
@@ -33,16 +44,27 @@ def test_out_of_range_storm_option_is_refused_naming_it(kw, option):
 
 
 def _pt(t, inflight=0.0):
-    return Point(t=t, gauges={INF: inflight}, generation_tokens=0.0, per_worker={"prefill[0]": {INF: inflight}},
-                 counters={"prefill[0]": {"transfer_failed": 0.0, "bootstrap_failed": 0.0}}, gen_throughput={})
+    return Point(
+        t=t,
+        gauges={INF: inflight},
+        generation_tokens=0.0,
+        per_worker={"prefill[0]": {INF: inflight}},
+        counters={"prefill[0]": {"transfer_failed": 0.0, "bootstrap_failed": 0.0}},
+        gen_throughput={},
+    )
 
 
 def _judged(outcomes):
     """A storm whose watch drained (inflight 0 throughout), judged as the storm does (ops.storm.conclude)."""
     cfg = StormConfig(requests=len(outcomes), watch_s=2.0, sample_every_s=1.0, calib_requests=0)
-    rep = StormReport(config={"requests": len(outcomes), "target": "random"}, router="http://r",
-                      points=[_pt(0.0), _pt(1.0), _pt(2.0), _pt(3.0)], load_started_at=0.5, load_stopped_at=1.0,
-                      outcomes=outcomes)
+    rep = StormReport(
+        config={"requests": len(outcomes), "target": "random"},
+        router="http://r",
+        points=[_pt(0.0), _pt(1.0), _pt(2.0), _pt(3.0)],
+        load_started_at=0.5,
+        load_stopped_at=1.0,
+        outcomes=outcomes,
+    )
     conclude(rep, cfg)
     return rep
 
@@ -57,9 +79,9 @@ def test_storm_whose_requests_were_all_rejected_fails_saying_so():
     reason = rep.verdict.reason
     assert reason.startswith("all 3 requests were rejected or failed")
     assert "2 x HTTP 400" in reason and "1 x HTTP 503" in reason
-    assert "inflight drained to 0" in reason            # what inflight did is still said
+    assert "inflight drained to 0" in reason  # what inflight did is still said
     assert audit_result(rep).startswith("failed: all 3 requests were rejected")
-    assert rep.weak_reason is None                      # a fail, not a weak pass
+    assert rep.weak_reason is None  # a fail, not a weak pass
 
 
 def test_connection_errors_count_as_rejected_too():

@@ -50,8 +50,9 @@ def test_bound_keeps_the_finished_outcomes_and_marks_the_rest():
     plan = [(0.0, 0.01), (0.0, 0.02), (0.0, 0.03), (0.0, 0.01), (5.0, 0.01)]
     outcomes: list = []
     t = time.monotonic()
-    cut = S.run_load("http://127.0.0.1:9", cfg, plan, lambda k: b"{}", bound_s=0.3, outcomes=outcomes,
-                     send=fake_send({3}))
+    cut = S.run_load(
+        "http://127.0.0.1:9", cfg, plan, lambda k: b"{}", bound_s=0.3, outcomes=outcomes, send=fake_send({3})
+    )
     assert cut and time.monotonic() - t < 3
     assert len(outcomes) == 5
     assert all(o.aborted_s is not None and o.error is None for o in outcomes[:3])
@@ -64,8 +65,15 @@ def test_bound_keeps_the_finished_outcomes_and_marks_the_rest():
 def test_no_bound_returns_false_and_all_outcomes():
     cfg = StormConfig(requests=2, calib_requests=0, sample_every_s=0.1, watch_s=1)
     outcomes: list = []
-    assert not S.run_load("http://127.0.0.1:9", cfg, [(0.0, 0.01), (0.01, 0.01)], lambda k: b"{}", bound_s=5,
-                          outcomes=outcomes, send=fake_send(set()))
+    assert not S.run_load(
+        "http://127.0.0.1:9",
+        cfg,
+        [(0.0, 0.01), (0.01, 0.01)],
+        lambda k: b"{}",
+        bound_s=5,
+        outcomes=outcomes,
+        send=fake_send(set()),
+    )
     assert [o.index for o in outcomes] == [0, 1] and all(o.aborted_s is not None for o in outcomes)
 
 
@@ -94,12 +102,18 @@ def fakes(monkeypatch, tmp_path):
 
     def read_point(dep, t0=0.0, **_kw):
         time.sleep(0.005)
-        return Point(t=time.monotonic() - t0, gauges={INF: 0.0}, generation_tokens=0.0,
-                     per_worker={"prefill[0]": {INF: 0.0}}, counters={}, gen_throughput={})
+        return Point(
+            t=time.monotonic() - t0,
+            gauges={INF: 0.0},
+            generation_tokens=0.0,
+            per_worker={"prefill[0]": {INF: 0.0}},
+            counters={},
+            gen_throughput={},
+        )
 
     monkeypatch.setattr(S, "read_point", read_point)
     monkeypatch.setattr(S, "storm_bound_s", lambda cfg, spacing, max_abort: 0.4)
-    monkeypatch.setattr(S, "_ask_router", lambda base, timeout: None)    # the fake router "answers"
+    monkeypatch.setattr(S, "_ask_router", lambda base, timeout: None)  # the fake router "answers"
     return log
 
 
@@ -129,8 +143,9 @@ def _samplers_alive():
 
 def test_storm_cut_by_its_bound_reports_outcomes_hit_rate_and_audits(fakes, monkeypatch):
     monkeypatch.setattr(C, "stream_once", fake_send({2}))
-    cfg = StormConfig(requests=4, calib_requests=0, abort_min_s=0.01, abort_max_s=0.05, sample_every_s=0.1,
-                      watch_s=0.3, seed=1)
+    cfg = StormConfig(
+        requests=4, calib_requests=0, abort_min_s=0.01, abort_max_s=0.05, sample_every_s=0.1, watch_s=0.3, seed=1
+    )
     rep = S.storm(FakeDep(), cfg)
     assert len(rep.outcomes) == 4
     assert sum(o.aborted_s is not None for o in rep.outcomes) == 3 and rep.outcomes[2].error == "cut"
@@ -138,36 +153,39 @@ def test_storm_cut_by_its_bound_reports_outcomes_hit_rate_and_audits(fakes, monk
     assert any("hit its bound" in n for n in rep.notes)
     assert rep.verdict.passed and rep.exit_code() == 0
     assert not _samplers_alive()
-    started, rec = _records(fakes)              # a storm records that it started before it sends anything
+    started, rec = _records(fakes)  # a storm records that it started before it sends anything
     assert started["result"] == "started" and started["run"] == rec["run"]
-    assert rec["action"] == "storm" and rec["result"] == "passed" and rec["inventory"] == os.path.abspath("inv.yaml")   # absolute: found from any directory
+    assert (
+        rec["action"] == "storm" and rec["result"] == "passed" and rec["inventory"] == os.path.abspath("inv.yaml")
+    )  # absolute: found from any directory
     assert rec["args"]["requests"] == 4 and rec["args"]["router"] == "http://127.0.0.1:9"
-    assert "exit_code" not in rec           # exit 0, as every other action's record
+    assert "exit_code" not in rec  # exit 0, as every other action's record
     assert rec["summary"]["requests"] == 4 and rec["summary"]["hits"]["aborted"] == 3
 
 
 def test_ctrl_c_joins_the_sampler_judges_and_audits_interrupted(fakes, monkeypatch):
     async def interrupted(base, path, body, *, abort_after_s, timeout_s, out, clock):
-        await asyncio.sleep(0.15)     # let the sampler take a few points first
+        await asyncio.sleep(0.15)  # let the sampler take a few points first
         if out.index == 0:
             raise KeyboardInterrupt
         await asyncio.sleep(3600)
 
     monkeypatch.setattr(C, "stream_once", interrupted)
-    cfg = StormConfig(requests=3, calib_requests=0, abort_min_s=0.01, abort_max_s=0.05, sample_every_s=0.02,
-                      watch_s=1, seed=2)
+    cfg = StormConfig(
+        requests=3, calib_requests=0, abort_min_s=0.01, abort_max_s=0.05, sample_every_s=0.02, watch_s=1, seed=2
+    )
     rep = S.storm(FakeDep(), cfg)
     assert rep.partial and rep.exit_code() == 130
-    assert not _samplers_alive()          # stopped and joined before the judgement
+    assert not _samplers_alive()  # stopped and joined before the judgement
     ts = [p.t for p in rep.points]
     assert ts == sorted(ts) and len(ts) >= 2
     n = len(rep.points)
     time.sleep(0.1)
-    assert len(rep.points) == n           # nothing appends after the report is returned
+    assert len(rep.points) == n  # nothing appends after the report is returned
     assert len(rep.outcomes) == 3 and all(o.error for o in rep.outcomes[1:])
     _started, rec = _records(fakes)
     assert rec["action"] == "storm" and rec["result"] == "interrupted" and rec["summary"]["partial"] is True
-    assert rec["exit_code"] == 130          # the CLI's exit, as an error's record has it
+    assert rec["exit_code"] == 130  # the CLI's exit, as an error's record has it
 
 
 def test_audit_result_names_the_verdict():
@@ -175,5 +193,5 @@ def test_audit_result_names_the_verdict():
     assert S.audit_result(rep) == "failed: no verdict"
     rep.partial = True
     assert S.audit_result(rep) == "interrupted"
-    rep.interrupted_by = "SIGTERM"       # caught by the storm itself, still named as the CLI names it
+    rep.interrupted_by = "SIGTERM"  # caught by the storm itself, still named as the CLI names it
     assert S.audit_result(rep) == "interrupted by SIGTERM"

@@ -7,21 +7,54 @@ import random
 import pytest
 from hypothesis import given, strategies as st
 
-from pdctl.checks.storm import (AFTER, COMPLETED, EARLY, ERROR, HIT, LATE, RequestOutcome, classify, judge_hits,
-                                judge_watch)
-from pdctl.ops.storm_plan import (Calibration, StormConfig, aimed_schedule, histogram_mean_delta, own_mean,
-                                  prompt_ids, random_schedule)
+from pdctl.checks.storm import (
+    AFTER,
+    COMPLETED,
+    EARLY,
+    ERROR,
+    HIT,
+    LATE,
+    RequestOutcome,
+    classify,
+    judge_hits,
+    judge_watch,
+)
+from pdctl.ops.storm_plan import (
+    Calibration,
+    StormConfig,
+    aimed_schedule,
+    histogram_mean_delta,
+    own_mean,
+    prompt_ids,
+    random_schedule,
+)
 
 
 def test_defaults_are_the_seeds_numbers():
     c = StormConfig()
-    assert (c.requests, c.prompt_tokens, c.abort_min_s, c.abort_max_s, c.sample_every_s, c.watch_s) == \
-        (90, 20000, 0.1, 3.0, 12.0, 60.0)
+    assert (c.requests, c.prompt_tokens, c.abort_min_s, c.abort_max_s, c.sample_every_s, c.watch_s) == (
+        90,
+        20000,
+        0.1,
+        3.0,
+        12.0,
+        60.0,
+    )
 
 
-@pytest.mark.parametrize("kw", [dict(requests=0), dict(abort_min_s=4.0), dict(target="x"), dict(watch_s=0),
-                                dict(sample_every_s=100, watch_s=60), dict(target="transfer-window", calib_requests=0),
-                                dict(requests=10**6), dict(spacing_s=-1)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(requests=0),
+        dict(abort_min_s=4.0),
+        dict(target="x"),
+        dict(watch_s=0),
+        dict(sample_every_s=100, watch_s=60),
+        dict(target="transfer-window", calib_requests=0),
+        dict(requests=10**6),
+        dict(spacing_s=-1),
+    ],
+)
 def test_bad_config_is_refused(kw):
     with pytest.raises(ValueError):
         StormConfig(**kw)
@@ -79,11 +112,18 @@ def o(aborted=None, first=None, finished=None, error=None):
     return RequestOutcome(0, 0.0, 1.0, 200, first, aborted, finished, error)
 
 
-@pytest.mark.parametrize("out,expected", [
-    (o(aborted=2.0), HIT), (o(aborted=1.0), EARLY), (o(aborted=3.5), AFTER),
-    (o(aborted=2.0, first=1.9), LATE), (o(finished=1.0), COMPLETED), (o(error="HTTP 503"), ERROR),
-    (o(aborted=2.0, first=2.1), HIT),
-])
+@pytest.mark.parametrize(
+    "out,expected",
+    [
+        (o(aborted=2.0), HIT),
+        (o(aborted=1.0), EARLY),
+        (o(aborted=3.5), AFTER),
+        (o(aborted=2.0, first=1.9), LATE),
+        (o(finished=1.0), COMPLETED),
+        (o(error="HTTP 503"), ERROR),
+        (o(aborted=2.0, first=2.1), HIT),
+    ],
+)
 def test_classify_against_the_window(out, expected):
     assert classify(out, (1.5, 3.0)) == expected
 
@@ -150,7 +190,6 @@ def test_drained_then_rose_then_drained_is_flagged():
 def test_prompt_ids_are_printable_and_random():
     a, b = prompt_ids(100, random.Random(1)), prompt_ids(100, random.Random(2))
     assert len(a) == 100 and all(32 <= i < 127 for i in a) and a != b
-
 
 
 def test_own_mean_takes_the_background_out_of_a_histogram_delta():

@@ -23,26 +23,47 @@ XFER = "sglang:num_decode_transfer_queue_reqs"
 @pytest.fixture
 def out(monkeypatch):
     buf = io.StringIO()
-    monkeypatch.setattr(render, "console", lambda stderr=False: Console(file=buf, width=400, highlight=False,
-                                                                       soft_wrap=False, color_system=None))
+    monkeypatch.setattr(
+        render,
+        "console",
+        lambda stderr=False: Console(file=buf, width=400, highlight=False, soft_wrap=False, color_system=None),
+    )
     return buf
 
 
 def pt(t, inflight=0.0, transfer=0.0, failed=0.0, gen=10.0):
     g = {INF: inflight, XFER: transfer}
-    return Point(t=t, gauges=g, generation_tokens=gen, per_worker={"prefill[0]": {INF: inflight}},
-                 counters={"prefill[0]": {"transfer_failed": failed, "bootstrap_failed": 0.0}}, gen_throughput={})
+    return Point(
+        t=t,
+        gauges=g,
+        generation_tokens=gen,
+        per_worker={"prefill[0]": {INF: inflight}},
+        counters={"prefill[0]": {"transfer_failed": failed, "bootstrap_failed": 0.0}},
+        gen_throughput={},
+    )
 
 
 def hits(n_hits, aborted, window=(1.8, 2.7)):
-    return HitReport({"hit": n_hits, "early": aborted - n_hits}, aborted, n_hits,
-                     (n_hits / aborted) if aborted and window else None, 0.0, window)
+    return HitReport(
+        {"hit": n_hits, "early": aborted - n_hits},
+        aborted,
+        n_hits,
+        (n_hits / aborted) if aborted and window else None,
+        0.0,
+        window,
+    )
 
 
 def storm_rep(n_hits=0, aborted=8, target="random", window=(1.8, 2.7), points=None, requests=8):
     pts = points or [pt(-6.39), pt(0.0, 5, 3), pt(1.01, 4, 2, 2), pt(2.73), pt(3.01), pt(6.73)]
-    rep = StormReport(config={"requests": requests, "prompt_tokens": 3000, "target": target}, router="http://r",
-                      points=pts, load_started_at=0.0, load_stopped_at=2.73, window=window)
+    rep = StormReport(
+        config={"requests": requests, "prompt_tokens": 3000, "target": target},
+        router="http://r",
+        points=pts,
+        load_started_at=0.0,
+        load_stopped_at=2.73,
+        window=window,
+    )
     rep.verdict = judge_watch([(p.t - 2.73, p.inflight, p.generation_tokens) for p in pts if p.t >= 2.73], 4.0)
     rep.hits = hits(n_hits, aborted, window)
     return rep
@@ -76,8 +97,10 @@ def test_pass_with_no_hit_is_weak_but_exits_zero(out):
 
     storm_report(rep)
     last = out.getvalue().strip().splitlines()[-1]
-    assert last.startswith("storm: PASS (weak: 0 of 8 aborts landed in the transfer window; the race was not "
-                           "exercised; try --target transfer-window): inflight drained to 0 by t+0.0s")
+    assert last.startswith(
+        "storm: PASS (weak: 0 of 8 aborts landed in the transfer window; the race was not "
+        "exercised; try --target transfer-window): inflight drained to 0 by t+0.0s"
+    )
 
 
 def test_weak_pass_of_an_aimed_storm_suggests_a_wider_window():
@@ -143,7 +166,7 @@ def test_verify_inflight_sparkline_is_labelled(out):
     v = judge_inflight([(p.t, p.gauges, p.generation_tokens) for p in pts], 3.0)
     inflight_report(InflightReport(3.0, 1.0, pts, v))
     text = out.getvalue()
-    assert "inflight per sample: max 0; 3 samples" in text and "0 └───" in text    # a labelled chart, flat at 0
+    assert "inflight per sample: max 0; 3 samples" in text and "0 └───" in text  # a labelled chart, flat at 0
     assert "all PD queues 0 for 3.0s" in text and "3.00486" not in text
 
 
@@ -154,8 +177,10 @@ def test_a_calibration_under_background_traffic_says_so(out):
     rep = storm_rep(n_hits=1, aborted=1, target="transfer-window", requests=1)
     rep.calibration = Calibration([3.1, 4.0], 1.2, None, background_per_s=0.667)
     storm_report(rep)
-    assert "calibration: first token 3.55s, KV transfer 1.20s, under background traffic of 0.667 req/s (taken " \
-           "out)" in out.getvalue()
+    assert (
+        "calibration: first token 3.55s, KV transfer 1.20s, under background traffic of 0.667 req/s (taken "
+        "out)" in out.getvalue()
+    )
     rep.calibration = Calibration([1.5], 0.5, None)
     out.truncate(0)
     storm_report(rep)

@@ -35,7 +35,9 @@ def problems(data) -> list[str]:
 
 
 def test_a_dict_key_is_named_where_msgspec_prints_dots():
-    assert problems({"hosts": {"a": {}, "gpu1": {"port": 70000}}}) == ["hosts.gpu1.port: Expected int <= 65535 (got 70000)"]
+    assert problems({"hosts": {"a": {}, "gpu1": {"port": 70000}}}) == [
+        "hosts.gpu1.port: Expected int <= 65535 (got 70000)"
+    ]
 
 
 def test_a_list_index_and_a_models_own_check_name_the_field():
@@ -46,8 +48,11 @@ def test_a_list_index_and_a_models_own_check_name_the_field():
 def test_every_unknown_field_is_listed_and_the_first_other_problem_after_them():
     # msgspec reads keys in the order given and stops at the first problem: the unknown ones are dropped and read again
     assert problems({"extra": 1, "hosts": {"a": {"prot": 1, "potr": 2}}, "items": [{"port": 0}], "late": 2}) == [
-        "extra: unknown field (got 1)", "hosts.a.prot: unknown field (got 1)", "hosts.a.potr: unknown field (got 2)",
-        "items.0.port: Expected int >= 1 (got 0)"]
+        "extra: unknown field (got 1)",
+        "hosts.a.prot: unknown field (got 1)",
+        "hosts.a.potr: unknown field (got 2)",
+        "items.0.port: Expected int >= 1 (got 0)",
+    ]
 
 
 def test_a_missing_field_and_a_secret_looking_value():

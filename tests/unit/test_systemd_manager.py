@@ -48,7 +48,9 @@ class RecordingTransport(Transport):
 
 
 def _spec(**kw) -> ServiceSpec:
-    return ServiceSpec(name="sglang-decode", argv=(sys.executable, "-m", "sglang.launch_server", "--port", "30002"), **kw)
+    return ServiceSpec(
+        name="sglang-decode", argv=(sys.executable, "-m", "sglang.launch_server", "--port", "30002"), **kw
+    )
 
 
 def test_install_writes_and_reloads_only_when_changed():
@@ -76,10 +78,12 @@ def test_status_uses_show_and_proc_start_time():
 
 
 def test_start_that_enters_auto_restart_fails_with_journal():
-    t = RecordingTransport({
-        "systemctl show": CommandResult(0, (FIX / "show_auto_restart.txt").read_text(), ""),
-        "journalctl": CommandResult(0, "decode: error: unrecognized argument --bogus\n", ""),
-    })
+    t = RecordingTransport(
+        {
+            "systemctl show": CommandResult(0, (FIX / "show_auto_restart.txt").read_text(), ""),
+            "journalctl": CommandResult(0, "decode: error: unrecognized argument --bogus\n", ""),
+        }
+    )
     with pytest.raises(StepFailed) as ei:
         SystemdManager(t).start("sglang-prefill")
     assert "auto-restart" in ei.value.message and "--bogus" in ei.value.message

@@ -29,10 +29,24 @@ PY = sys.executable
 def _bundled_prefill() -> ServiceSpec:
     return ServiceSpec(
         name="pdctl-local-prefill-0",
-        argv=(PY, "-m", "engine.launch_server", "--disaggregation-mode", "prefill", "--port", "30000",
-              "--disaggregation-bootstrap-port", "8998", "--served-model-name", "pdctl tiny 'x'"),
-        env={"PDCTL_NOTE": 'has spaces, "double" and \'single\' quotes, $HOME, ${X} and 100%', "PLAIN": "1",
-             "BACKSLASH": "a\\b"},
+        argv=(
+            PY,
+            "-m",
+            "engine.launch_server",
+            "--disaggregation-mode",
+            "prefill",
+            "--port",
+            "30000",
+            "--disaggregation-bootstrap-port",
+            "8998",
+            "--served-model-name",
+            "pdctl tiny 'x'",
+        ),
+        env={
+            "PDCTL_NOTE": "has spaces, \"double\" and 'single' quotes, $HOME, ${X} and 100%",
+            "PLAIN": "1",
+            "BACKSLASH": "a\\b",
+        },
         workdir=os.getcwd(),
         description="pdctl bundled prefill [0]",
     )
@@ -41,9 +55,22 @@ def _bundled_prefill() -> ServiceSpec:
 def _sglang_decode() -> ServiceSpec:
     return ServiceSpec(
         name="sglang-decode",
-        argv=(PY, "-m", "sglang.launch_server", "--model-path", "/models/Qwen3", "--port", "30002",
-              "--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "nixl",
-              "--disable-overlap-schedule", "--cuda-graph-max-bs-decode", "96"),
+        argv=(
+            PY,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "/models/Qwen3",
+            "--port",
+            "30002",
+            "--disaggregation-mode",
+            "decode",
+            "--disaggregation-transfer-backend",
+            "nixl",
+            "--disable-overlap-schedule",
+            "--cuda-graph-max-bs-decode",
+            "96",
+        ),
         env={"SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": "0", "SGLANG_SM120_MMA_TARGET_CTAS": "512"},
         description="SGLang decode",
     )
@@ -52,8 +79,21 @@ def _sglang_decode() -> ServiceSpec:
 def _router() -> ServiceSpec:
     return ServiceSpec(
         name="sglang-router",
-        argv=(PY, "-m", "sglang_router.launch_router", "--pd-disaggregation", "--prefill", "http://127.0.0.1:30000",
-              "8998", "--decode", "http://127.0.0.1:30002", "--host", "127.0.0.1", "--port", "30001"),
+        argv=(
+            PY,
+            "-m",
+            "sglang_router.launch_router",
+            "--pd-disaggregation",
+            "--prefill",
+            "http://127.0.0.1:30000",
+            "8998",
+            "--decode",
+            "http://127.0.0.1:30002",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "30001",
+        ),
         description="SGLang PD router",
     )
 
@@ -87,8 +127,14 @@ def test_render_decode_unit_has_every_section():
     assert "After=network-online.target" in text
     assert "--disable-overlap-schedule --cuda-graph-max-bs-decode 96" in text
     assert 'Environment="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0"' in text
-    for line in ("Restart=on-failure", "RestartSec=5", "KillMode=mixed", "TimeoutStopSec=30",
-                 "WantedBy=multi-user.target", "Description=SGLang decode"):
+    for line in (
+        "Restart=on-failure",
+        "RestartSec=5",
+        "KillMode=mixed",
+        "TimeoutStopSec=30",
+        "WantedBy=multi-user.target",
+        "Description=SGLang decode",
+    ):
         assert line in text.splitlines()
     assert render_unit(_sglang_decode(), restart="always").count("Restart=always") == 1
 
@@ -124,7 +170,7 @@ def test_parse_systemctl_show_auto_restart_is_not_active():
     st = status_from_show("sglang-decode", show)
     assert not st.active and st.main_pid is None and st.started_at is None
     assert "auto-restart" in st.detail and "Result=signal" in st.detail
-    assert st.restarts == 1                         # the second kill: systemd restarted it once so far
+    assert st.restarts == 1  # the second kill: systemd restarted it once so far
 
 
 def test_parse_systemctl_show_after_restarts_by_systemd():
@@ -137,14 +183,16 @@ def test_parse_systemctl_show_after_restarts_by_systemd():
 
 def test_parse_systemctl_show_inactive_and_not_found():
     st = status_from_show("sglang-decode", parse_systemctl_show((FIX / "show_inactive.txt").read_text()))
-    assert not st.active and st.detail == "inactive/dead" and st.restarts == 0   # a stop resets NRestarts
+    assert not st.active and st.detail == "inactive/dead" and st.restarts == 0  # a stop resets NRestarts
     st = status_from_show("pdctl-nope", parse_systemctl_show((FIX / "show_not_found.txt").read_text()))
     assert not st.active and "not-found" in st.detail
 
 
 def test_parse_systemd_timestamp():
     assert parse_systemd_timestamp("Tue 2025-03-11 09:41:07 UTC") == calendar.timegm((2025, 3, 11, 9, 41, 7, 0, 0, 0))
-    assert parse_systemd_timestamp("Tue 2025-03-11 10:41:07 +01:00") == calendar.timegm((2025, 3, 11, 9, 41, 7, 0, 0, 0))
+    assert parse_systemd_timestamp("Tue 2025-03-11 10:41:07 +01:00") == calendar.timegm(
+        (2025, 3, 11, 9, 41, 7, 0, 0, 0)
+    )
     assert parse_systemd_timestamp("Tue 2025-03-11 09:41:07 CET") is None
     assert parse_systemd_timestamp("") is None
 
@@ -157,8 +205,9 @@ def test_rendered_unit_carries_its_spec_for_change_reports():
     back = spec_from_unit(spec.name, render_unit(spec))
     assert back == spec
     assert spec_from_unit(spec.name, "[Service]\nExecStart=/bin/true\n") is None
-    changed = type(spec)(spec.name, spec.argv + ("--enable-metrics",), {**spec.env, "EXTRA": "1"}, spec.workdir,
-                         spec.description)
+    changed = type(spec)(
+        spec.name, spec.argv + ("--enable-metrics",), {**spec.env, "EXTRA": "1"}, spec.workdir, spec.description
+    )
     assert spec_changes(back, changed) == ["command: +--enable-metrics", "env: +EXTRA=1"]
 
 
@@ -170,7 +219,7 @@ def test_the_inventory_declares_the_restart_policy_pdctl_renders(tmp_path):
     inv_path = tmp_path / "inv.yaml"
     roles = "roles: {prefill: [{port: 30000}], decode: [{port: 30002}], router: [{port: 30001}]}\n"
     inv_path.write_text("hosts: {local: {service_manager: systemd, systemd_restart: no}}\n" + roles)
-    host = load_inventory(inv_path).hosts["local"]            # a bare YAML `no` is the policy, not false
+    host = load_inventory(inv_path).hosts["local"]  # a bare YAML `no` is the policy, not false
     mgr = service_manager(host, transport=None)
     assert "Restart=no" in mgr._render(_sglang_decode()).splitlines()
     inv_path.write_text("hosts: {local: {service_manager: systemd}}\n" + roles)

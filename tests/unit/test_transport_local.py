@@ -43,7 +43,7 @@ def test_put_and_read_file_atomic(tmp_path):
     assert t.read_file(str(p)) == b"one" and (p.stat().st_mode & 0o777) == 0o600
     t.put_file(str(p), "two")
     assert t.read_file(str(p)) == b"two"
-    assert [x.name for x in p.parent.iterdir()] == ["f.txt"]   # no temp files left
+    assert [x.name for x in p.parent.iterdir()] == ["f.txt"]  # no temp files left
     assert t.read_file(str(tmp_path / "missing")) is None
 
 

@@ -26,12 +26,17 @@ HEALTHY = TriageObservations(
     e2e=[h("router[0]", observed="HTTP 200 in 40 ms, 8 tokens", name="chat completion")],
     lineage=[h("decode[0]", observed="unchanged since the last co-restart", name="restart lineage")],
     inflight=inflight("drained", summary="all PD queues 0 for 6s"),
-    transfer_failed={"prefill[0]": 0.0}, bootstrap_failed={"prefill[0]": 0.0},
-    transfer_failed_delta=0.0, bootstrap_failed_delta=0.0, generation_tokens_delta=0.0,
-    gpu_util={"local": None}, window_s=6)
+    transfer_failed={"prefill[0]": 0.0},
+    bootstrap_failed={"prefill[0]": 0.0},
+    transfer_failed_delta=0.0,
+    bootstrap_failed_delta=0.0,
+    generation_tokens_delta=0.0,
+    gpu_util={"local": None},
+    window_s=6,
+)
 
 
-def dict(base, **changes):   # the tests read as "HEALTHY, but with ..."
+def dict(base, **changes):  # the tests read as "HEALTHY, but with ..."
     return replace(base, **changes)
 
 
@@ -44,10 +49,22 @@ def test_healthy_has_no_finding():
 
 
 def test_degraded_bootstrap_after_decode_only_restart():
-    obs = dict(HEALTHY, transfer_failed={"prefill[0]": 3.0}, transfer_failed_delta=1.0,
-               e2e=[h("router[0]", "fail", "no response within 10s (read timeout)", "chat completion")],
-               lineage=[h("decode[0]", "fail", "restarted alone: pid 42 started 12:00", "restart lineage",
-                          hazard="degraded-bootstrap", prefill="prefill[0]")])
+    obs = dict(
+        HEALTHY,
+        transfer_failed={"prefill[0]": 3.0},
+        transfer_failed_delta=1.0,
+        e2e=[h("router[0]", "fail", "no response within 10s (read timeout)", "chat completion")],
+        lineage=[
+            h(
+                "decode[0]",
+                "fail",
+                "restarted alone: pid 42 started 12:00",
+                "restart lineage",
+                hazard="degraded-bootstrap",
+                prefill="prefill[0]",
+            )
+        ],
+    )
     f = judge_triage(obs)
     assert kinds(f) == ["degraded-bootstrap"]
     assert f[0].severity == "action" and "restart --pair" in f[0].action
@@ -60,9 +77,16 @@ def test_degraded_bootstrap_after_decode_only_restart():
 
 
 def test_pinned_with_idle_decode_and_no_gpu():
-    obs = dict(HEALTHY, inflight=inflight("pinned", summary="num_prefill_inflight_queue_reqs=1 with NO decode progress",
-                                          holders={"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}}),
-               gpu_util={"gpu2": [0.0, 0.0]}, gen_throughput={"decode[0]": 0.0})
+    obs = dict(
+        HEALTHY,
+        inflight=inflight(
+            "pinned",
+            summary="num_prefill_inflight_queue_reqs=1 with NO decode progress",
+            holders={"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}},
+        ),
+        gpu_util={"gpu2": [0.0, 0.0]},
+        gen_throughput={"decode[0]": 0.0},
+    )
     f = judge_triage(obs)
     assert kinds(f) == ["pinned"] and f[0].severity == "action"
     text = " ".join(f[0].observed)
@@ -76,15 +100,16 @@ def test_inconclusive_pin_is_only_a_warning():
 
 
 def test_busy_is_a_warning_never_a_pin():
-    obs = dict(HEALTHY, inflight=inflight("busy", summary="progress"),
-               generation_tokens_delta=500.0)
+    obs = dict(HEALTHY, inflight=inflight("busy", summary="progress"), generation_tokens_delta=500.0)
     f = judge_triage(obs)
     assert kinds(f) == ["busy"] and f[0].severity == "warn"
 
 
 def test_lineage_hazard_without_failures_yet():
-    obs = dict(HEALTHY, lineage=[h("decode[0]", "warn", "started 2h after prefill[0]", "restart lineage",
-                                   hazard="degraded-bootstrap")])
+    obs = dict(
+        HEALTHY,
+        lineage=[h("decode[0]", "warn", "started 2h after prefill[0]", "restart lineage", hazard="degraded-bootstrap")],
+    )
     f = judge_triage(obs)
     assert kinds(f) == ["lineage"] and f[0].severity == "warn"
 
@@ -117,14 +142,16 @@ def test_a_change_under_way_is_said_first_and_only_warns():
 def test_a_wedged_worker_that_times_the_probe_out_is_not_called_a_transfer_failure():
     """decode's HTTP server wedged: its /health and the probe time out, no transfer failure is counted. The finding
     is the unhealthy component (with the probe as its evidence), not "KV transfers failing"."""
-    probe = CheckResult("e2e", "router[0]", "chat completion", Status.FAIL, observed="timed out after 8s",
-                        detail="no answer")
-    obs = dict(HEALTHY, health=[h("prefill[0]"), h("decode[0]", "fail", "timed out after 5s"), h("router[0]")],
-               e2e=[probe])
+    probe = CheckResult(
+        "e2e", "router[0]", "chat completion", Status.FAIL, observed="timed out after 8s", detail="no answer"
+    )
+    obs = dict(
+        HEALTHY, health=[h("prefill[0]"), h("decode[0]", "fail", "timed out after 5s"), h("router[0]")], e2e=[probe]
+    )
     f = judge_triage(obs)
     assert kinds(f) == ["health"], kinds(f)
     assert any("probe through router[0]: timed out" in line for line in f[0].observed)
-    counted = judge_triage(dict(obs, transfer_failed_delta=2.0))     # a failure counted meanwhile: still said
+    counted = judge_triage(dict(obs, transfer_failed_delta=2.0))  # a failure counted meanwhile: still said
     assert kinds(counted) == ["health", "transfer"]
 
 
@@ -137,23 +164,34 @@ def test_parse_gpu_util():
 
 # -- roles not running: observed from the service manager, never inferred from refused connections ----------------
 
+
 def svc(active, role):
     return ServiceState(role, 0, f"pdctl-t-{role}-0", active, 7 if active else None, "")
 
 
 def services(stopped=(), unknown=()):
-    return {f"{r}[0]@local:{p}": svc(None if r in unknown else r not in stopped, r)
-            for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))}
+    return {
+        f"{r}[0]@local:{p}": svc(None if r in unknown else r not in stopped, r)
+        for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))
+    }
 
 
 def refused_everywhere(stopped):
     labels = {r: f"{r}[0]@local:{p}" for r, p in (("prefill", 30000), ("decode", 30002), ("router", 30001))}
-    return dict(HEALTHY,
-                health=[h(labels[r], "fail" if r in stopped else "pass",
-                          "connection refused" if r in stopped else "HTTP 200") for r in labels],
-                e2e=[h(labels["router"], "fail", "connection refused", "chat completion")],
-                services=services(stopped), inflight=None, transfer_failed={}, bootstrap_failed={},
-                transfer_failed_delta=0.0, generation_tokens_delta=None)
+    return dict(
+        HEALTHY,
+        health=[
+            h(labels[r], "fail" if r in stopped else "pass", "connection refused" if r in stopped else "HTTP 200")
+            for r in labels
+        ],
+        e2e=[h(labels["router"], "fail", "connection refused", "chat completion")],
+        services=services(stopped),
+        inflight=None,
+        transfer_failed={},
+        bootstrap_failed={},
+        transfer_failed_delta=0.0,
+        generation_tokens_delta=None,
+    )
 
 
 def test_all_stopped_is_one_not_running_finding_with_deploy():
@@ -162,7 +200,7 @@ def test_all_stopped_is_one_not_running_finding_with_deploy():
     assert f[0].title == "not running: prefill[0], decode[0], router[0] (no process)"
     assert f[0].severity == "action" and "`pdctl deploy`" in f[0].action
     assert any("service pdctl-t-decode-0: not running (no process)" in o for o in f[0].observed)
-    assert any("connection refused" in o for o in f[0].observed)          # the refusals are observed, explained
+    assert any("connection refused" in o for o in f[0].observed)  # the refusals are observed, explained
     assert "KV" not in f[0].title and "transfer" not in " ".join(x.kind for x in f)
 
 
@@ -188,8 +226,7 @@ def test_running_services_change_nothing():
 
 
 def test_numbers_are_formatted_for_humans():
-    obs = dict(HEALTHY, inflight=inflight("busy", summary="progress"),
-               generation_tokens_delta=500.0, window_s=6.0)
+    obs = dict(HEALTHY, inflight=inflight("busy", summary="progress"), generation_tokens_delta=500.0, window_s=6.0)
     (f,) = judge_triage(obs)
     assert "decode generated 500 tokens over the 6.0s window" in f.observed
 
@@ -208,15 +245,24 @@ def test_headline_is_the_canonical_verdict_line():
 
 
 def test_pinned_under_load_is_named_so_and_does_not_claim_an_idle_decode():
-    pin = InflightSummary("pinned", True, "pinned under load: the cross-side room balance held a median of 1 over "
-                          "30.0s while traffic flowed", {"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 2.0}},
-                          pinned_by="room-balance")
-    obs = dict(HEALTHY, inflight=pin, generation_tokens_delta=240.0, gen_throughput={"decode[0]": 8.0},
-               gpu_util={"gpu2": [40.0]})
+    pin = InflightSummary(
+        "pinned",
+        True,
+        "pinned under load: the cross-side room balance held a median of 1 over 30.0s while traffic flowed",
+        {"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 2.0}},
+        pinned_by="room-balance",
+    )
+    obs = dict(
+        HEALTHY,
+        inflight=pin,
+        generation_tokens_delta=240.0,
+        gen_throughput={"decode[0]": 8.0},
+        gpu_util={"gpu2": [40.0]},
+    )
     f = judge_triage(obs)
     assert kinds(f) == ["pinned"] and f[0].severity == "action"
     assert "while traffic flows" in f[0].title and "decode idle" not in f[0].title
     text = " ".join(f[0].observed)
     assert "room balance" in text and "prefill[0] holds prefill_inflight_queue=2" in text
-    assert "gen_throughput" not in text and "GPU utilisation" not in text   # decode is busy: no idle evidence
+    assert "gen_throughput" not in text and "GPU utilisation" not in text  # decode is busy: no idle evidence
     assert "restart --pair" in f[0].action

@@ -17,8 +17,10 @@ from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.triage import TriageObservations, judge_triage, unobserved_lines
 from pdctl.progress import Progress
 
-UNREADABLE = {"prefill[0]": "cannot read http://127.0.0.1:30000/metrics: connection refused",
-              "decode[0]": "cannot read http://127.0.0.1:30002/metrics: connection refused"}
+UNREADABLE = {
+    "prefill[0]": "cannot read http://127.0.0.1:30000/metrics: connection refused",
+    "decode[0]": "cannot read http://127.0.0.1:30002/metrics: connection refused",
+}
 
 
 ROLES = ("prefill", "decode", "router")
@@ -44,7 +46,7 @@ class FakeInv:
 class FakeDep:
     from pdctl.ops.context import Deployment
 
-    each_instance, each_host = Deployment.each_instance, Deployment.each_host   # the real fan-out over a fake inventory
+    each_instance, each_host = Deployment.each_instance, Deployment.each_host  # the real fan-out over a fake inventory
 
     def __init__(self, roles=("decode",), stopped=(), status_error=None):
         self.inv = FakeInv(roles)
@@ -65,9 +67,15 @@ class FakeDep:
 
 
 def _point(errors=None, gauges=None):
-    return I.Point(t=0.0, gauges=gauges or {}, generation_tokens=None if errors else 0.0,
-                   per_worker={} if errors else {"prefill[0]": {}}, counters={} if errors else {"prefill[0]": {}},
-                   gen_throughput={}, errors=errors or {})
+    return I.Point(
+        t=0.0,
+        gauges=gauges or {},
+        generation_tokens=None if errors else 0.0,
+        per_worker={} if errors else {"prefill[0]": {}},
+        counters={} if errors else {"prefill[0]": {}},
+        gen_throughput={},
+        errors=errors or {},
+    )
 
 
 @pytest.fixture
@@ -89,8 +97,9 @@ def _fh_raises(monkeypatch, exc):
 
 
 def test_unreachable_host_is_raised_not_a_clean_triage(unreadable, monkeypatch):
-    _fh_raises(monkeypatch, UnreachableError("host 'gpu1' (root@10.0.0.5:22) unreachable over SSH: timed out",
-                                             target="gpu1"))
+    _fh_raises(
+        monkeypatch, UnreachableError("host 'gpu1' (root@10.0.0.5:22) unreachable over SSH: timed out", target="gpu1")
+    )
     with pytest.raises(UnreachableError, match="gpu1"):
         T.triage(FakeDep(), window_s=2, interval_s=1)
 
@@ -101,10 +110,13 @@ def test_refused_host_key_is_raised(unreadable, monkeypatch):
         T.triage(FakeDep(), window_s=2, interval_s=1)
 
 
-@pytest.mark.parametrize("exc, code", [
-    (UnreachableError("host 'gpu1' (root@10.0.0.5:22) unreachable over SSH: timed out", target="gpu1"), 3),
-    (HostKeyRefused("host 'gpu1' (10.0.0.5:22): host key CHANGED, refusing to connect"), 4),
-])
+@pytest.mark.parametrize(
+    "exc, code",
+    [
+        (UnreachableError("host 'gpu1' (root@10.0.0.5:22) unreachable over SSH: timed out", target="gpu1"), 3),
+        (HostKeyRefused("host 'gpu1' (10.0.0.5:22): host key CHANGED, refusing to connect"), 4),
+    ],
+)
 def test_cli_exits_3_or_4_naming_the_host(unreadable, monkeypatch, exc, code):
     from pdctl.cli import triage as cli_triage
     from pdctl.cli.app import app
@@ -170,9 +182,11 @@ REFUSED = "connection refused"
 
 def _stopped_final_health(dep, stopped):
     """What final-health sees with `stopped` roles down: their /health refused; the probe through the router fails."""
+
     def check(role, name, ok, observed):
-        return CheckResult("health", dep.inv.label(role, 0), name, Status.PASS if ok else Status.FAIL,
-                           observed=observed)
+        return CheckResult(
+            "health", dep.inv.label(role, 0), name, Status.PASS if ok else Status.FAIL, observed=observed
+        )
 
     health = [check(r, "/health", r not in stopped, "HTTP 200" if r not in stopped else REFUSED) for r in ROLES]
     e2e = [check("router", "chat completion", False, REFUSED if "router" in stopped else "HTTP 502")]
@@ -212,7 +226,7 @@ def stopped_env(monkeypatch):
 def test_everything_stopped_is_not_running_with_deploy_not_transfer_failures(stopped_env):
     dep = stopped_env(set(ROLES))
     rep = T.triage(dep, window_s=2, interval_s=1)
-    assert stopped_env.calls["sample"] == 0          # nothing runs: no quiet window to wait for
+    assert stopped_env.calls["sample"] == 0  # nothing runs: no quiet window to wait for
     assert [f.kind for f in rep.findings] == ["not-running"], [f.title for f in rep.findings]
     (f,) = rep.findings
     assert f.title == "not running: prefill[0], decode[0], router[0] (no process)"
@@ -233,7 +247,7 @@ def test_decode_stopped_recommends_the_pair_restart(stopped_env):
     f = rep.findings[0]
     assert f.title == "not running: decode[0] (no process)"
     assert "pdctl restart --pair" in f.action and "`pdctl logs decode`" in f.action and "deploy" not in f.action
-    assert any("end-to-end probe" in o for o in f.observed)       # the failed probe is explained, not a transfer
+    assert any("end-to-end probe" in o for o in f.observed)  # the failed probe is explained, not a transfer
 
 
 def test_status_of_an_unreachable_host_is_raised(monkeypatch):

@@ -16,16 +16,22 @@ PREFILL = "prefill[0]@local:30000"
 
 
 def _health(status: Status, target: str = DECODE) -> CheckResult:
-    return CheckResult("health", target, "/health", status, observed="HTTP 200" if status is Status.PASS else
-                       "connection refused", expected="HTTP 200")
+    return CheckResult(
+        "health",
+        target,
+        "/health",
+        status,
+        observed="HTTP 200" if status is Status.PASS else "connection refused",
+        expected="HTTP 200",
+    )
 
 
 def test_counter_reset_is_a_restart_and_the_total_carries_on():
     c = CounterTrack()
-    assert c.observe(5) is False and c.total == 0       # the first read is the baseline
+    assert c.observe(5) is False and c.total == 0  # the first read is the baseline
     assert c.observe(7) is False and c.total == 2
-    assert c.observe(1) is True and c.total == 3         # restarted: the new process counted 1
-    assert c.observe(None) is False and c.total == 3     # not read: nothing changes
+    assert c.observe(1) is True and c.total == 3  # restarted: the new process counted 1
+    assert c.observe(None) is False and c.total == 3  # not read: nothing changes
     assert c.observe(4) is False and c.total == 6 and c.resets == 1
 
 
@@ -38,20 +44,22 @@ def test_state_counters_say_restart_and_the_failures_do_not_jump():
     assert "transfer_failed" in lines[0]["observed"] and "generation_tokens" in lines[0]["observed"]
     assert st.failures_since_start() == {(DECODE, "transfer"): 1.0, (DECODE, "bootstrap"): 0.0}
     st.apply_counters({DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": 20}}, 40)
-    checks = {c.name: c.status for c in st.transfer_checks()}     # no abort came within the window: failed
-    assert checks == {"transfer failures since the watch started": Status.FAIL,
-                      "bootstrap failures since the watch started": Status.PASS}
+    checks = {c.name: c.status for c in st.transfer_checks()}  # no abort came within the window: failed
+    assert checks == {
+        "transfer failures since the watch started": Status.FAIL,
+        "bootstrap failures since the watch started": Status.PASS,
+    }
 
 
 def test_unknown_then_recovered():
     st = WatchState("d", started=0.0)
     first = st.apply_checks("health", [_health(Status.PASS)], 1)
-    assert [(x["target"], x["status"]) for x in first] == [(DECODE, "pass")]    # one line per check at start
-    assert st.apply_checks("health", [_health(Status.PASS)], 2) == []           # no change, no line
+    assert [(x["target"], x["status"]) for x in first] == [(DECODE, "pass")]  # one line per check at start
+    assert st.apply_checks("health", [_health(Status.PASS)], 2) == []  # no change, no line
     lines = st.apply_checks("health", [], 3, unknown={DECODE: "unknown: host gpu2 did not answer"})
     assert {(x.get("event"), x["status"]) for x in lines} == {("target", "unknown"), (None, "unknown")}
     assert st.target_up[DECODE] is False
-    assert st.checks[("health", DECODE, "/health")].status == "unknown"        # never fail
+    assert st.checks[("health", DECODE, "/health")].status == "unknown"  # never fail
     assert st.verdict() == "unknown" and st.exit_code() == 3
     back = st.apply_checks("health", [_health(Status.PASS)], 4)
     assert {(x.get("event"), x["status"]) for x in back} == {("target", "recovered"), (None, "pass")}
@@ -68,22 +76,27 @@ def test_a_failing_check_is_fail_not_unknown_and_since_is_kept():
 
 def _point(t: float, inflight: float, gen: float) -> Point:
     gauges = {"sglang:num_prefill_inflight_queue_reqs": inflight}
-    return Point(t=t, gauges=gauges, generation_tokens=gen, per_worker={PREFILL: gauges},
-                 counters={DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": gen}},
-                 gen_throughput={})
+    return Point(
+        t=t,
+        gauges=gauges,
+        generation_tokens=gen,
+        per_worker={PREFILL: gauges},
+        counters={DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": gen}},
+        gen_throughput={},
+    )
 
 
 def test_pin_starts_when_progress_stopped_and_ends_when_it_moves():
     st = WatchState("d", started=1000.0, inflight_window_s=4)
-    for k in range(3):                     # progress, then a room stays with no progress from t=2
+    for k in range(3):  # progress, then a room stays with no progress from t=2
         st.apply_point(_point(k, 1, 100 + 10 * min(k, 2)), 1000 + k)
     assert not st.pinned
     for k in range(3, 7):
         st.apply_point(_point(k, 1, 120), 1000 + k)
-    assert st.pinned and st.pin_started == 1002.0          # when progress last moved, not when it was seen
+    assert st.pinned and st.pin_started == 1002.0  # when progress last moved, not when it was seen
     assert st.pinned_seconds(1010) == 8.0
     assert st.checks[("inflight", "prefill+decode", "inflight")].status == "fail"
-    st.apply_point(_point(7, 1, 130), 1007)               # decode moved: no longer pinned
+    st.apply_point(_point(7, 1, 130), 1007)  # decode moved: no longer pinned
     assert not st.pinned and st.pinned_seconds(1010) == 0.0 and st.busy
     for k in range(8, 60):
         st.apply_point(_point(k, 1, 130 + k), 1000 + k)
@@ -119,9 +132,9 @@ def test_a_process_restart_is_seen_by_its_pid():
 def test_slow_round_skips_its_tick_never_piles_up():
     c = CadenceClock("e2e", every=5)
     assert c.tick(0) == RUN
-    assert c.tick(1) is None                       # not due
-    assert c.tick(5) == SKIP and c.skipped == 1    # due, but the first round still runs
-    assert c.tick(6) is None                       # the skipped tick is not queued while the round runs
+    assert c.tick(1) is None  # not due
+    assert c.tick(5) == SKIP and c.skipped == 1  # due, but the first round still runs
+    assert c.tick(6) is None  # the skipped tick is not queued while the round runs
     assert c.tick(10) == SKIP and c.skipped == 2
     c.finished()
     # one tick is owed, at most: due the moment the slow round ends (a 30.04 s round every 30 s keeps its pace)
@@ -129,7 +142,7 @@ def test_slow_round_skips_its_tick_never_piles_up():
     c.finished()
     assert c.tick(13) is None and c.tick(17) == RUN
     c.finished()
-    assert c.tick(100) == RUN and c.next_due == 105   # far behind: from now, not a burst of catch-up rounds
+    assert c.tick(100) == RUN and c.next_due == 105  # far behind: from now, not a burst of catch-up rounds
     st = WatchState("d", started=0.0)
     line = st.round_skipped("e2e", 7)
     assert line["event"] == "skip" and line["cadence"] == "e2e" and st.rounds["e2e"].skipped == 1
@@ -139,8 +152,7 @@ def test_round_done_records_the_last_complete_round():
     st = WatchState("d", started=0.0)
     st.apply_checks("health", [_health(Status.FAIL)], 1)
     line = st.round_done("health", 2.0, 0.25)
-    assert line == {"t": 2.0, "deployment": "d", "event": "round", "cadence": "health", "ok": False,
-                    "seconds": 0.25}
+    assert line == {"t": 2.0, "deployment": "d", "event": "round", "cadence": "health", "ok": False, "seconds": 0.25}
     assert st.rounds["health"].last_complete == 2.0
 
 
@@ -171,12 +183,21 @@ def test_watch_settings_defaults_and_errors_name_the_field():
     from pdctl.inventory import embedded_default, parse_inventory
 
     inv = embedded_default()
-    assert (inv.watch.health_every, inv.watch.inflight_interval, inv.watch.inflight_window, inv.watch.e2e_every,
-            inv.watch.pairs_every, inv.watch.flags_every, inv.watch.listen) == (5, 1, 20, 30, 30, 60,
-                                                                                "127.0.0.1:9464")
+    assert (
+        inv.watch.health_every,
+        inv.watch.inflight_interval,
+        inv.watch.inflight_window,
+        inv.watch.e2e_every,
+        inv.watch.pairs_every,
+        inv.watch.flags_every,
+        inv.watch.listen,
+    ) == (5, 1, 20, 30, 30, 60, "127.0.0.1:9464")
     data = inv.dump()
-    for bad, field in (({"listen": "9464"}, "watch.listen"), ({"e2e_every": 0}, "watch.e2e_every"),
-                       ({"inflight_interval": 30}, "watch.inflight_interval: 30 must be at most inflight_window 20")):
+    for bad, field in (
+        ({"listen": "9464"}, "watch.listen"),
+        ({"e2e_every": 0}, "watch.e2e_every"),
+        ({"inflight_interval": 30}, "watch.inflight_interval: 30 must be at most inflight_window 20"),
+    ):
         with pytest.raises(InventoryError) as e:
             parse_inventory({**data, "watch": bad}, "inv.yaml")
         assert field in e.value.message
@@ -202,20 +223,22 @@ def test_failures_explained_by_the_workers_own_aborts_do_not_fail_the_transfer_c
     st.apply_counters({p: zero, d: zero}, 1)
     # a random abort storm: prefill counts 3 transfer failures and 5 aborts; decode 4 failures and no abort: the
     # prefill's 2 aborts to spare explain 2 of the decode's (an abort at one worker fails the room at the other)
-    storm = {p: {"transfer_failed": 3, "bootstrap_failed": 0, "aborted": 5},
-             d: {"transfer_failed": 4, "bootstrap_failed": 1, "aborted": 0}}
+    storm = {
+        p: {"transfer_failed": 3, "bootstrap_failed": 0, "aborted": 5},
+        d: {"transfer_failed": 4, "bootstrap_failed": 1, "aborted": 0},
+    }
     st.apply_counters(storm, 2)
     checks = {(c.target, c.name): c for c in st.transfer_checks()}
-    assert all(c.status.value == "pass" for c in checks.values())        # within the window: not judged yet
+    assert all(c.status.value == "pass" for c in checks.values())  # within the window: not judged yet
     assert "an abort may yet explain" in checks[(d, "transfer failures since the watch started")].observed
-    st.apply_counters(storm, 40)                                          # the window has passed
+    st.apply_counters(storm, 40)  # the window has passed
     left = st.unexplained_failures()
     assert left[(p, "transfer")] == 0 and left[(d, "transfer")] == 2 and left[(d, "bootstrap")] == 1
     checks = {(c.target, c.name): c for c in st.transfer_checks()}
     explained = checks[(p, "transfer failures since the watch started")]
     assert explained.status.value == "pass" and explained.observed == "3 (3 explained by aborts)"
     assert checks[(d, "transfer failures since the watch started")].status.value == "fail"
-    assert st.failures_since_start()[(p, "transfer")] == 3          # the raw count is still exported as it is
+    assert st.failures_since_start()[(p, "transfer")] == 3  # the raw count is still exported as it is
 
 
 def test_a_failure_whose_abort_its_peer_counted_a_sample_later_is_explained():
@@ -232,10 +255,22 @@ def test_a_failure_whose_abort_its_peer_counted_a_sample_later_is_explained():
     assert st.unexplained_failures()[(p0, "transfer")] == 0
     assert all(c.status.value == "pass" for c in st.transfer_checks())
     # a failure on each prefill and on the decode, one decode abort: the decode's own failure takes it
-    st.apply_counters({p0: {**zero, "transfer_failed": 2}, p1: {**zero, "transfer_failed": 1},
-                       d: {**zero, "aborted": 2, "transfer_failed": 1}}, 65)
-    st.apply_counters({p0: {**zero, "transfer_failed": 2}, p1: {**zero, "transfer_failed": 1},
-                       d: {**zero, "aborted": 2, "transfer_failed": 1}}, 120)
+    st.apply_counters(
+        {
+            p0: {**zero, "transfer_failed": 2},
+            p1: {**zero, "transfer_failed": 1},
+            d: {**zero, "aborted": 2, "transfer_failed": 1},
+        },
+        65,
+    )
+    st.apply_counters(
+        {
+            p0: {**zero, "transfer_failed": 2},
+            p1: {**zero, "transfer_failed": 1},
+            d: {**zero, "aborted": 2, "transfer_failed": 1},
+        },
+        120,
+    )
     left = st.unexplained_failures()
     assert left[(d, "transfer")] == 0 and left[(p0, "transfer")] == 1 and left[(p1, "transfer")] == 1
     # aborts of the same role explain nothing across workers
@@ -255,7 +290,7 @@ def test_aborts_long_before_a_failure_explain_nothing_and_the_count_only_grows()
     zero = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
     st.apply_counters({p: zero, d: zero}, 0)
     st.apply_counters({p: zero, d: {**zero, "aborted": 50}}, 10)
-    st.apply_counters({p: zero, d: {**zero, "aborted": 0}}, 600)          # the decode restarted
+    st.apply_counters({p: zero, d: {**zero, "aborted": 0}}, 600)  # the decode restarted
     seen = []
     for i, t in enumerate((605, 610, 700, 800, 900)):
         st.apply_counters({p: {**zero, "transfer_failed": min(5, 2 + i)}, d: zero}, t)
@@ -283,13 +318,19 @@ def test_a_round_that_raises_reads_unknown_and_once_still_ends(monkeypatch):
     rounds = {name: (lambda _dep: Seen()) for name in watch_op.ROUNDS}
     rounds["pairs"] = broken
     monkeypatch.setattr(watch_op, "ROUNDS", rounds)
-    settings = WatchSettings(health_every=0.05, inflight_interval=0.05, inflight_window=0.1, e2e_every=0.05,
-                             pairs_every=0.05, flags_every=0.05)
+    settings = WatchSettings(
+        health_every=0.05,
+        inflight_interval=0.05,
+        inflight_window=0.1,
+        e2e_every=0.05,
+        pairs_every=0.05,
+        flags_every=0.05,
+    )
     dep = SimpleNamespace(inv=SimpleNamespace(name="d", watch=settings))
     lines = []
     w = watch_op.Watch(dep, on_lines=[lines.extend])
     result = w.run(once=True, for_s=20)
-    assert result.seconds < 20 and calls["pairs"] == 1        # ended by --once, not by --for; not retried
+    assert result.seconds < 20 and calls["pairs"] == 1  # ended by --once, not by --for; not retried
     assert result.exit_code() == 3 and w.state.verdict() == "unknown"
     assert w.state.round_errors() == {"pairs": "round raised RuntimeError: a bug in the pairs round"}
     assert any(line.get("event") == "error" and line["cadence"] == "pairs" for line in lines)
@@ -338,8 +379,8 @@ def test_a_worker_whose_metrics_cannot_be_read_has_unknown_transfer_checks_not_s
     status = {(c.target, c.check): c.status for c in st.checks.values()}
     assert set(status.values()) == {"unknown"} and len(status) == 4, status
     assert len(lines) == 4 and st.verdict() == "unknown" and st.exit_code() == 3
-    assert st.unknown_targets() == []                       # the host answered: the target is not unknown
-    assert st.transfer_unread(unread, 3) == []              # no new line while it stays unread
+    assert st.unknown_targets() == []  # the host answered: the target is not unknown
+    assert st.transfer_unread(unread, 3) == []  # no new line while it stays unread
     st.apply_counters({d1: zero}, 4)
     st.apply_checks("inflight", st.transfer_checks({d2: "connection refused"}), 4)
     assert {c.status for c in st.checks.values() if c.target == d1} == {"pass"}

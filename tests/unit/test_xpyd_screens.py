@@ -16,8 +16,18 @@ from pdctl.checks.transfer import judge_transfer
 from pdctl.ops.inflight import Point
 from pdctl.ops.storm import StormReport
 from tests.unit.test_screen_widths import assert_fits_and_intact, assert_value_shown
-from tests.unit.xpyd_reports import (BROKEN, BROKEN_FLAG, DECODES, LABELS, PREFILLS, ROUTERS, _metrics, health_4x4,
-                                     status_4x4, triage_4x4)
+from tests.unit.xpyd_reports import (
+    BROKEN,
+    BROKEN_FLAG,
+    DECODES,
+    LABELS,
+    PREFILLS,
+    ROUTERS,
+    _metrics,
+    health_4x4,
+    status_4x4,
+    triage_4x4,
+)
 
 INF = "sglang:num_prefill_inflight_queue_reqs"
 
@@ -39,17 +49,18 @@ def rows_of(lines: list[str], label: str) -> list[int]:
 
 # -- status ---------------------------------------------------------------------------------------------------
 
+
 def test_status_is_one_row_per_instance_with_the_verdict_first(width, capsys):
     render.status_table(status_4x4())
     lines = screen(capsys)
     assert lines[0] == "status: 9 of 10 running; stopped: decode[2]"
     assert_fits_and_intact(lines, width, LABELS + [f"pdctl-prod-decode-{i}.service" for i in range(4)])
     for k, label in enumerate(LABELS):
-        (i,) = rows_of(lines, label)                     # exactly one row per instance
+        (i,) = rows_of(lines, label)  # exactly one row per instance
         state = "stopped" if label == BROKEN else "running"
         assert state in lines[i] and (label == BROKEN or str(412000 + k) in lines[i]), lines[i]
     assert_value_shown(lines, "failed (Result: exit-code) since 2026-12-01 10:00:00")
-    assert len(lines) <= 2 * len(LABELS) + 5              # two lines an instance (three for the stopped one)
+    assert len(lines) <= 2 * len(LABELS) + 5  # two lines an instance (three for the stopped one)
 
 
 def test_status_all_running(width, capsys):
@@ -61,14 +72,27 @@ def test_status_all_running(width, capsys):
 
 # -- final-health ---------------------------------------------------------------------------------------------
 
+
 def test_final_health_of_4x4_names_the_one_failing_decode_in_a_few_lines(width, capsys):
     render.health_report(health_4x4())
     lines = screen(capsys)
     text = "\n".join(lines)
     assert lines[0].startswith("final-health: FAIL (2 check(s) failed in: transfer, flags)")
-    assert_fits_and_intact(lines, width, [BROKEN, BROKEN_FLAG, "sglang:num_transfer_failed_reqs_total",
-                                          "expected: 0 on every rank", "found:    tp0=3", "expected: 0.85",
-                                          "found:    0.9", "transfer  15/16 pass, 1 fail", "flags     59/60 pass"])
+    assert_fits_and_intact(
+        lines,
+        width,
+        [
+            BROKEN,
+            BROKEN_FLAG,
+            "sglang:num_transfer_failed_reqs_total",
+            "expected: 0 on every rank",
+            "found:    tp0=3",
+            "expected: 0.85",
+            "found:    0.9",
+            "transfer  15/16 pass, 1 fail",
+            "flags     59/60 pass",
+        ],
+    )
     # the failing instance only: no passing instance is listed
     assert not any(label in text for label in LABELS if label != BROKEN)
     assert text.index("found:    0.9") < text.index("layers")
@@ -81,7 +105,7 @@ def test_final_health_one_drift_on_every_decode_is_one_block(width, capsys):
     text = "\n".join(lines)
     assert lines[0].startswith("final-health: FAIL (5 check(s) failed in: transfer, flags)")
     assert_fits_and_intact(lines, width, DECODES + [BROKEN_FLAG, "on 4 of 8", "expected: 0.85", "found:    0.9"])
-    assert text.count(BROKEN_FLAG + "  ") == 1 and text.count("expected: 0.85") == 1    # once, not per decode
+    assert text.count(BROKEN_FLAG + "  ") == 1 and text.count("expected: 0.85") == 1  # once, not per decode
     assert not any(label in text for label in PREFILLS + ROUTERS)
     assert len(lines) <= 32
 
@@ -90,15 +114,16 @@ def test_final_health_same_check_different_values_one_row_each(width, capsys):
     rep = health_4x4(failed=False)
     for k, label in ((1, DECODES[1]), (3, PREFILLS[3])):
         fresh = judge_transfer(label, parse_metrics(_metrics(k)))
-        rep.layers["transfer"] = [fresh[0] if r.target == label and r.name == fresh[0].name else r
-                                  for r in rep.layers["transfer"]]
+        rep.layers["transfer"] = [
+            fresh[0] if r.target == label and r.name == fresh[0].name else r for r in rep.layers["transfer"]
+        ]
     render.health_report(rep)
     lines = screen(capsys)
     assert lines[0].startswith("final-health: FAIL (2 check(s) failed in: transfer)")
     assert_fits_and_intact(lines, width, [DECODES[1], PREFILLS[3], "on 2 of 8", "expected: 0 on every rank"])
     for label, found in ((PREFILLS[3], "tp0=3"), (DECODES[1], "tp0=1")):
         (i,) = rows_of(lines, label)
-        assert found in lines[i] or found in lines[i + 1], lines[i:i + 2]
+        assert found in lines[i] or found in lines[i + 1], lines[i : i + 2]
     assert len(lines) <= 24
 
 
@@ -110,35 +135,40 @@ def test_final_health_verbose_is_one_row_per_instance_per_layer(width, capsys):
     lines = screen(capsys)
     text = "\n".join(lines)
     assert lines[0].startswith("final-health: FAIL")
-    assert_fits_and_intact(lines, width, LABELS + ["--disaggregation-bootstrap-port", BROKEN_FLAG,
-                                                   "sglang:num_bootstrap_failed_reqs_total"])
+    assert_fits_and_intact(
+        lines,
+        width,
+        LABELS + ["--disaggregation-bootstrap-port", BROKEN_FLAG, "sglang:num_bootstrap_failed_reqs_total"],
+    )
     starts = [text.index(layer_title(n) + "\n") for n in rep.layers] + [len(text)]
     for k, (layer, results) in enumerate(rep.layers.items()):
-        section = text[starts[k]:starts[k + 1]].splitlines()
+        section = text[starts[k] : starts[k + 1]].splitlines()
         for label in dict.fromkeys(r.target for r in results):
             assert len(rows_of(section, label)) == 1, (layer, label, section)
-    flags = text[starts[3]:starts[4]]
-    broken = flags[flags.index(BROKEN):]
+    flags = text[starts[3] : starts[4]]
+    broken = flags[flags.index(BROKEN) :]
     assert broken.index("FAIL") < broken.index(f"{BROKEN_FLAG}: expected 0.85, found 0.9")
-    assert len(lines) <= 150          # one block per check was over 400 lines
+    assert len(lines) <= 150  # one block per check was over 400 lines
 
 
 # -- triage ---------------------------------------------------------------------------------------------------
+
 
 def test_triage_of_4x4_one_row_per_failing_instance(width, capsys):
     render.triage_report(triage_4x4())
     lines = screen(capsys)
     text = "\n".join(lines)
     assert lines[0].startswith("triage: ACTION NEEDED")
-    assert_fits_and_intact(lines, width, [BROKEN, ROUTERS[0], ROUTERS[1], "`pdctl restart --pair`",
-                                          "`pdctl logs decode`", "passed:"])
-    obs = text[text.index("observations that did not pass"):]
+    assert_fits_and_intact(
+        lines, width, [BROKEN, ROUTERS[0], ROUTERS[1], "`pdctl restart --pair`", "`pdctl logs decode`", "passed:"]
+    )
+    obs = text[text.index("observations that did not pass") :]
     table = obs.splitlines()
-    assert sum(1 for line in table if BROKEN in line) == 2            # its service row and its health row
+    assert sum(1 for line in table if BROKEN in line) == 2  # its service row and its health row
     for r in ROUTERS:
-        assert sum(1 for line in table if r in line) == 1             # /readiness 7/8: one row each
+        assert sum(1 for line in table if r in line) == 1  # /readiness 7/8: one row each
     assert "7/8 workers healthy" in obs and "connection refused" in obs
-    assert not any(label in obs for label in PREFILLS)              # passing instances counted, not listed
+    assert not any(label in obs for label in PREFILLS)  # passing instances counted, not listed
     assert "service 9/10" in text and len(lines) <= 40
 
 
@@ -148,26 +178,35 @@ def test_triage_verbose_merges_an_instances_observations_of_one_kind(width, caps
     assert lines[0].startswith("triage: HEALTHY")
     assert_fits_and_intact(lines, width, LABELS)
     health_rows = [line for line in lines if re.match(r"health\s", line)]
-    assert len(health_rows) == len(LABELS)             # a router's /health and /readiness share its row
+    assert len(health_rows) == len(LABELS)  # a router's /health and /readiness share its row
     text = "\n".join(lines)
     assert "/readiness: ready 8/8 workers healthy" in text
 
 
 # -- storm ----------------------------------------------------------------------------------------------------
 
+
 def _point(t: float, *, failed: float = 0.0, held: float = 0.0) -> Point:
     workers = PREFILLS + DECODES
     counters = {w: {"transfer_failed": failed if w == BROKEN else 0.0, "bootstrap_failed": 0.0} for w in workers}
     per_worker = {w: {INF: held if w == PREFILLS[1] else 0.0} for w in workers}
-    return Point(t=t, gauges={INF: held}, generation_tokens=10.0 + t, per_worker=per_worker, counters=counters,
-                 gen_throughput={})
+    return Point(
+        t=t, gauges={INF: held}, generation_tokens=10.0 + t, per_worker=per_worker, counters=counters, gen_throughput={}
+    )
 
 
 def test_storm_of_4x4_names_the_failing_and_holding_workers(width, capsys):
-    pts = [_point(-2.0), _point(0.0), _point(2.0, failed=2, held=1)] + \
-        [_point(2.5 + 0.5 * i, failed=3, held=1) for i in range(30)]
-    rep = StormReport(config={"requests": 8, "prompt_tokens": 3000, "target": "random"}, router="http://r",
-                      points=pts, load_started_at=0.0, load_stopped_at=2.5, window=(0.6, 0.9))
+    pts = [_point(-2.0), _point(0.0), _point(2.0, failed=2, held=1)] + [
+        _point(2.5 + 0.5 * i, failed=3, held=1) for i in range(30)
+    ]
+    rep = StormReport(
+        config={"requests": 8, "prompt_tokens": 3000, "target": "random"},
+        router="http://r",
+        points=pts,
+        load_started_at=0.0,
+        load_stopped_at=2.5,
+        window=(0.6, 0.9),
+    )
     rep.verdict = judge_watch([(p.t - 2.5, p.inflight, p.generation_tokens) for p in pts if p.t >= 2.5], 15.0)
     rep.holders = {PREFILLS[1]: {INF: 1.0}}
     rep.hits = HitReport({"hit": 1, "early": 5}, 6, 1, 1 / 6, 0.0, (0.6, 0.9))
@@ -197,8 +236,14 @@ def test_instance_rows_status_is_the_worst():
 def test_status_headline_says_running_only_when_something_runs(width, capsys):
     rows = status_4x4(stopped=False)
     for r in rows:
-        r.update(active=False, pid=None, uptime_s=None, state="unknown", error="unreachable",
-                 detail="ssh gpu-host-1.example.internal:22: timed out")
+        r.update(
+            active=False,
+            pid=None,
+            uptime_s=None,
+            state="unknown",
+            error="unreachable",
+            detail="ssh gpu-host-1.example.internal:22: timed out",
+        )
     render.status_table(rows)
     lines = screen(capsys)
     assert lines[0].startswith("status: 10 of 10 unknown: prefill[0], prefill[1]")
@@ -216,11 +261,17 @@ def test_final_health_failed_pairs_one_row_each_never_split(width, capsys):
     for i in range(4):
         for j in range(4):
             bad = i == 1 and j != 0
-            rows.append(CheckResult("pairs", f"prefill[{i}] -> decode[{j}]", "canary",
-                                    Status.FAIL if bad else Status.PASS,
-                                    observed="no answer in 4.0s (aborted)" if bad else "200, KV 35 ms",
-                                    expected="HTTP 200 from both workers, content",
-                                    detail=f"{PREFILLS[i]} -> {DECODES[j]}, room {1000 + 4 * i + j}"))
+            rows.append(
+                CheckResult(
+                    "pairs",
+                    f"prefill[{i}] -> decode[{j}]",
+                    "canary",
+                    Status.FAIL if bad else Status.PASS,
+                    observed="no answer in 4.0s (aborted)" if bad else "200, KV 35 ms",
+                    expected="HTTP 200 from both workers, content",
+                    detail=f"{PREFILLS[i]} -> {DECODES[j]}, room {1000 + 4 * i + j}",
+                )
+            )
     render.health_report(HealthReport("prod-4x4.yaml", {"pairs": rows}))
     lines = screen(capsys)
     assert lines[0].startswith("final-health: FAIL (3 check(s) failed in: pairs)")

@@ -61,8 +61,11 @@ def test_inventory_bomb_is_refused_naming_the_file(tmp_path):
 
 def test_playbook_bomb_in_vars_is_refused_by_pdctl_run(tmp_path, monkeypatch):
     p = tmp_path / "pb.yaml"
-    p.write_text("name: pbb\nvars:\n" + "".join(f"  {ln}\n" for ln in _laughs(10, key="v").splitlines())
-                 + "steps:\n  - {name: w, action: wait, args: {seconds: 1}}\n")
+    p.write_text(
+        "name: pbb\nvars:\n"
+        + "".join(f"  {ln}\n" for ln in _laughs(10, key="v").splitlines())
+        + "steps:\n  - {name: w, action: wait, args: {seconds: 1}}\n"
+    )
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "200")
     r, took = _bounded(CliRunner().invoke, app, ["run", str(p), "--dry-run"], limit=20)
@@ -73,8 +76,10 @@ def test_playbook_bomb_in_vars_is_refused_by_pdctl_run(tmp_path, monkeypatch):
 
 def test_many_alias_uses_are_refused_even_when_each_is_small(tmp_path):
     p = tmp_path / "pb.yaml"
-    p.write_text("name: t\nvars:\n  one: &o 1\n  many: [" + ", ".join(["*o"] * (MAX_ALIAS_USES + 1)) + "]\n"
-                 "steps:\n  - {name: w, action: wait, args: {seconds: 1}}\n")
+    p.write_text(
+        "name: t\nvars:\n  one: &o 1\n  many: [" + ", ".join(["*o"] * (MAX_ALIAS_USES + 1)) + "]\n"
+        "steps:\n  - {name: w, action: wait, args: {seconds: 1}}\n"
+    )
     with pytest.raises(PlaybookError, match=f"too many YAML aliases: more than {MAX_ALIAS_USES} alias uses"):
         _bounded(load_playbook, p)
 
@@ -88,8 +93,10 @@ def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
 
 def test_ordinary_aliases_and_merges_still_load(tmp_path):
     p = tmp_path / "inv.yaml"
-    p.write_text("roles:\n  prefill: [&base {port: 30000, ready_timeout: 5, env: &env {A: '1', B: '2'}}]\n"
-                 "  decode: [{<<: *base, port: 30002, env: *env}]\n  router: [{port: 30001}]\n")
+    p.write_text(
+        "roles:\n  prefill: [&base {port: 30000, ready_timeout: 5, env: &env {A: '1', B: '2'}}]\n"
+        "  decode: [{<<: *base, port: 30002, env: *env}]\n  router: [{port: 30001}]\n"
+    )
     inv, _ = _bounded(load_inventory, p)
     assert [i.port for _r, _i, i in inv.instances()][:2] == [30000, 30002]
     assert [i.ready_timeout for _r, _i, i in inv.instances()][:2] == [5, 5]
@@ -99,8 +106,11 @@ def test_ordinary_aliases_and_merges_still_load(tmp_path):
 def test_shared_structure_under_the_cap_loads_and_validates_fast(tmp_path):
     # 4 levels of width 17: 17**4 = 83521 leaves, under MAX_ALIAS_NODES; pydantic then walks the shared lists
     p = tmp_path / "pb.yaml"
-    p.write_text("name: t\nvars:\n" + "".join(f"  {ln}\n" for ln in _laughs(4, width=17, key="v").splitlines())
-                 + "steps:\n  - {name: w, action: wait, args: {seconds: 1}}\n")
+    p.write_text(
+        "name: t\nvars:\n"
+        + "".join(f"  {ln}\n" for ln in _laughs(4, width=17, key="v").splitlines())
+        + "steps:\n  - {name: w, action: wait, args: {seconds: 1}}\n"
+    )
     pb, took = _bounded(load_playbook, p)
     assert len(pb.vars["vd"]) == 17 and pb.vars["vd"][0][0][0][0] == "lol"
     assert took < 3, took

@@ -31,12 +31,20 @@ REGISTRY: dict[str, StepKind] = {}
 RunFn = Callable[[RunContext, Any], StepOutcome]
 
 
-def register(name: str, *, args: type[BaseModel], gate_keys: tuple[str, ...], mutating: bool, summary: str,
-             describe: Optional[Callable[[Any], str]] = None,
-             validate: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
-             also_check: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
-             quoted_args: tuple[str, ...] = (), order: int = 100,
-             verdicts: tuple[str, ...] = ()) -> Callable[[RunFn], RunFn]:
+def register(
+    name: str,
+    *,
+    args: type[BaseModel],
+    gate_keys: tuple[str, ...],
+    mutating: bool,
+    summary: str,
+    describe: Optional[Callable[[Any], str]] = None,
+    validate: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
+    also_check: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
+    quoted_args: tuple[str, ...] = (),
+    order: int = 100,
+    verdicts: tuple[str, ...] = (),
+) -> Callable[[RunFn], RunFn]:
     """Decorate a kind's run function: adds StepKind `name` to REGISTRY and returns the function unchanged. The
     parameters are StepKind's fields (outcome.py); `describe` defaults to `NAME k=v ...` of the args given. Raises
     ValueError if a kind of another module has the name."""
@@ -45,9 +53,20 @@ def register(name: str, *, args: type[BaseModel], gate_keys: tuple[str, ...], mu
         old = REGISTRY.get(name)
         if old is not None and old.run.__module__ != run.__module__:
             raise ValueError(f"step kind {name!r} registered twice ({old.run.__module__}, {run.__module__})")
-        REGISTRY[name] = StepKind(name, args, tuple(gate_keys), mutating, run,
-                                  describe or (lambda a: describe_args(name, a)), summary, validate, also_check,
-                                  tuple(quoted_args), order, tuple(verdicts))
+        REGISTRY[name] = StepKind(
+            name,
+            args,
+            tuple(gate_keys),
+            mutating,
+            run,
+            describe or (lambda a: describe_args(name, a)),
+            summary,
+            validate,
+            also_check,
+            tuple(quoted_args),
+            order,
+            tuple(verdicts),
+        )
         return run
 
     return add

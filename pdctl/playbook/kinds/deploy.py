@@ -16,8 +16,15 @@ def describe(a: DeployArgs) -> str:
     return "deploy" + ("" if a.verify else " --no-verify")
 
 
-@register("deploy", args=DeployArgs, gate_keys=("ok", "layers_pass"), mutating=True, describe=describe,
-          summary="render, install, co-start, final-health", order=30)
+@register(
+    "deploy",
+    args=DeployArgs,
+    gate_keys=("ok", "layers_pass"),
+    mutating=True,
+    describe=describe,
+    summary="render, install, co-start, final-health",
+    order=30,
+)
 def run(ctx: RunContext, a: DeployArgs) -> StepOutcome:
     from pdctl.ops.deploy import deploy
 

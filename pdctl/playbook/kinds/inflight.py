@@ -24,20 +24,33 @@ def describe(a: InflightArgs) -> str:
 VERDICTS = (*INFLIGHT_VERDICTS, "unknown")
 
 
-@register("inflight", args=InflightArgs, gate_keys=("ok", "verdict"), mutating=False, describe=describe,
-          summary="drained / busy / pinned", order=60, verdicts=VERDICTS)
+@register(
+    "inflight",
+    args=InflightArgs,
+    gate_keys=("ok", "verdict"),
+    mutating=False,
+    describe=describe,
+    summary="drained / busy / pinned",
+    order=60,
+    verdicts=VERDICTS,
+)
 def run(ctx: RunContext, a: InflightArgs) -> StepOutcome:
     from pdctl.errors import UnreachableError
     from pdctl.ops.inflight import sample_inflight
 
-    try:   # preflight: a host or every worker that cannot be read is said at the first sample, not after the window
+    try:  # preflight: a host or every worker that cannot be read is said at the first sample, not after the window
         rep = sample_inflight(ctx.dep, a.window_s, a.interval_s, preflight=True)
     except UnreachableError as e:
-        out = error_outcome(e, ctx.secrets)     # masked, exit 3
+        out = error_outcome(e, ctx.secrets)  # masked, exit 3
         out.verdict = "unknown"
         return out
     code = rep.exit_code()
     why = rep.verdict.summary if rep.verdict is not None else ("; ".join(rep.notes) or "no complete sample")
-    out = StepOutcome(code == 0, f"inflight: verdict {rep.name}" + (f"; {why}" if why else ""), exit_code=code,
-                      verdict=rep.name, data=to_data(rep))
+    out = StepOutcome(
+        code == 0,
+        f"inflight: verdict {rep.name}" + (f"; {why}" if why else ""),
+        exit_code=code,
+        verdict=rep.name,
+        data=to_data(rep),
+    )
     return stop_if_interrupted(rep.partial, out, rep.interrupted_by)

@@ -32,8 +32,15 @@ def describe(a: RestartArgs) -> str:
     return s + (" --override-hazard" if a.override_hazard else "") + ("" if a.verify else " --no-verify")
 
 
-@register("restart", args=RestartArgs, gate_keys=("ok", "layers_pass"), mutating=True, describe=describe,
-          summary="the ordered co-restart (pair), then final-health", order=20)
+@register(
+    "restart",
+    args=RestartArgs,
+    gate_keys=("ok", "layers_pass"),
+    mutating=True,
+    describe=describe,
+    summary="the ordered co-restart (pair), then final-health",
+    order=20,
+)
 def run(ctx: RunContext, a: RestartArgs) -> StepOutcome:
     from pdctl.ops.restart import PAIR, restart
 

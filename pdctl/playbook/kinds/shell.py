@@ -34,9 +34,16 @@ def describe(a: ShellArgs) -> str:
     return f"shell on {a.role}[{a.index}]: {mask_text(shell_command(a))}"
 
 
-@register("shell", args=ShellArgs, gate_keys=("ok", "exit_code", "stdout_contains"), mutating=True,
-          describe=describe, quoted_args=("command",), summary="a command on a role's host, output captured",
-          order=80)
+@register(
+    "shell",
+    args=ShellArgs,
+    gate_keys=("ok", "exit_code", "stdout_contains"),
+    mutating=True,
+    describe=describe,
+    quoted_args=("command",),
+    summary="a command on a role's host, output captured",
+    order=80,
+)
 def run(ctx: RunContext, a: ShellArgs) -> StepOutcome:
     from pdctl.secrets import mask_text, secret_values
 
@@ -52,6 +59,12 @@ def run(ctx: RunContext, a: ShellArgs) -> StepOutcome:
         summary = f"timed out after {a.timeout:g}s on {inst.host} (timeout {a.timeout:g}s expired)"
     else:
         summary = f"exit {res.exit_code} on {inst.host}" + (f": {last}" if last else "")
-    return StepOutcome(res.ok, summary, exit_code=0 if res.ok else 1,
-                       exit_status=None if res.timed_out else res.exit_code, stdout=out, stderr=err,
-                       data={"host": inst.host, "timed_out": res.timed_out})
+    return StepOutcome(
+        res.ok,
+        summary,
+        exit_code=0 if res.ok else 1,
+        exit_status=None if res.timed_out else res.exit_code,
+        stdout=out,
+        stderr=err,
+        data={"host": inst.host, "timed_out": res.timed_out},
+    )

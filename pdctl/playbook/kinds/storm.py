@@ -29,12 +29,15 @@ def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
     from pdctl.ops.storm_plan import StormConfig
 
     names = [f.name for f in dataclasses.fields(StormConfig)] + ["router"]
-    bad = [(f"args.{k}", f"unknown argument of action 'storm' (its arguments: {', '.join(names)})")
-           for k in args if k not in names]
+    bad = [
+        (f"args.{k}", f"unknown argument of action 'storm' (its arguments: {', '.join(names)})")
+        for k in args
+        if k not in names
+    ]
     if bad or not with_values:
         return bad
     router = args.get("router")
-    if router is not None:      # its form here; whether it is the inventory's router, when the step runs
+    if router is not None:  # its form here; whether it is the inventory's router, when the step runs
         from pdctl.checks.router_address import parse_router_address
 
         try:
@@ -52,18 +55,26 @@ def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
 
 
 #: StormConfig words its errors for `pdctl storm`'s options; a playbook step sets its args
-_OPTION_ARGS = {"--requests": "requests", "--prompt-tokens": "prompt_tokens", "--abort-min": "abort_min_s",
-                "--abort-max": "abort_max_s", "--sample-every (--interval)": "sample_every_s",
-                "--watch (--window)": "watch_s", "--aim-from/--aim-to (aim fractions)": "aim_lo_frac/aim_hi_frac",
-                "--max-new-tokens": "max_new_tokens", "--calibrate": "calib_requests", "--spacing": "spacing_s",
-                "--target": "target"}
+_OPTION_ARGS = {
+    "--requests": "requests",
+    "--prompt-tokens": "prompt_tokens",
+    "--abort-min": "abort_min_s",
+    "--abort-max": "abort_max_s",
+    "--sample-every (--interval)": "sample_every_s",
+    "--watch (--window)": "watch_s",
+    "--aim-from/--aim-to (aim fractions)": "aim_lo_frac/aim_hi_frac",
+    "--max-new-tokens": "max_new_tokens",
+    "--calibrate": "calib_requests",
+    "--spacing": "spacing_s",
+    "--target": "target",
+}
 
 
 def _in_arg_names(message: str) -> tuple[str, str]:
     """(field, message) with `pdctl storm`'s option names turned into the step's arg names; the field is the one
     arg the message names first ("args" when it names none)."""
     named = sorted((message.find(opt), arg) for opt, arg in _OPTION_ARGS.items() if opt in message)
-    for opt in sorted(_OPTION_ARGS, key=len, reverse=True):     # the longest first: none is cut by a shorter one
+    for opt in sorted(_OPTION_ARGS, key=len, reverse=True):  # the longest first: none is cut by a shorter one
         message = message.replace(opt, _OPTION_ARGS[opt])
     return (f"args.{named[0][1].split('/')[0]}" if named else "args"), message
 
@@ -80,11 +91,13 @@ def _type_problems(args: dict[str, Any], annotations: dict[str, str]) -> ArgProb
         if ann is None or (v is None and "None" in ann):
             continue
         kind = ann.split("|")[0].strip()
-        fits = {"int": isinstance(v, int) and not isinstance(v, bool),
-                "float": isinstance(v, (int, float)) and not isinstance(v, bool),
-                "str": isinstance(v, str)}.get(kind, True)
+        fits = {
+            "int": isinstance(v, int) and not isinstance(v, bool),
+            "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+            "str": isinstance(v, str),
+        }.get(kind, True)
         if not fits:
-            shown = repr(v) if isinstance(v, str) else show_value(v)   # true, not True; 'abc' quoted
+            shown = repr(v) if isinstance(v, str) else show_value(v)  # true, not True; 'abc' quoted
             bad.append((f"args.{k}", f"{shown} is not {_KIND_WORDS[kind]}"))
     return bad
 
@@ -93,8 +106,16 @@ def _type_problems(args: dict[str, Any], annotations: dict[str, str]) -> ArgProb
 VERDICTS = ("drained", "not-drained", "pinned")
 
 
-@register("storm", args=StormArgs, gate_keys=("ok", "verdict"), mutating=True, validate=validate,
-          summary="abort storm with a drain verdict", order=40, verdicts=VERDICTS)
+@register(
+    "storm",
+    args=StormArgs,
+    gate_keys=("ok", "verdict"),
+    mutating=True,
+    validate=validate,
+    summary="abort storm with a drain verdict",
+    order=40,
+    verdicts=VERDICTS,
+)
 def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
     from pdctl.ops.storm import storm
     from pdctl.ops.storm_plan import StormConfig
@@ -119,11 +140,19 @@ def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
     if isinstance(rate, (int, float)):
         hit_txt = f"; transfer-window hit rate {rate:.0%}"
     reason = v.reason if v is not None else "no verdict"
-    weak = rep.weak_reason     # a pass that does not show the race was exercised: said, not buried in the data
+    weak = rep.weak_reason  # a pass that does not show the race was exercised: said, not buried in the data
     weak_txt = f"; WEAK pass: {weak}" if weak else ""
-    out = StepOutcome(rep.ok, f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}{weak_txt}",
-                      exit_code=rep.exit_code() or 0, verdict=verdict,
-                      recommendation=("a room stayed pinned after the storm: collect logs, then "
-                                      "`pdctl restart --pair`; compare with the fixed build") if verdict == "pinned"
-                      else None, data=to_data(rep))
+    out = StepOutcome(
+        rep.ok,
+        f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}{weak_txt}",
+        exit_code=rep.exit_code() or 0,
+        verdict=verdict,
+        recommendation=(
+            "a room stayed pinned after the storm: collect logs, then "
+            "`pdctl restart --pair`; compare with the fixed build"
+        )
+        if verdict == "pinned"
+        else None,
+        data=to_data(rep),
+    )
     return stop_if_interrupted(rep.partial, out, rep.interrupted_by)

@@ -13,7 +13,7 @@ from pdctl.serialize import to_data
 
 
 class TriageArgs(_Args):
-    window_s: Optional[float] = Field(None, gt=0, le=3600)     # inflight/decode-idle window (default: triage's)
+    window_s: Optional[float] = Field(None, gt=0, le=3600)  # inflight/decode-idle window (default: triage's)
     interval_s: Optional[float] = Field(None, gt=0, le=600)
 
 
@@ -27,8 +27,15 @@ def triage_headline(rep) -> str:
 VERDICTS = ("clean", "warn", "action")
 
 
-@register("triage", args=TriageArgs, gate_keys=("ok", "verdict"), mutating=False,
-          summary="the stall decision path", order=50, verdicts=VERDICTS)
+@register(
+    "triage",
+    args=TriageArgs,
+    gate_keys=("ok", "verdict"),
+    mutating=False,
+    summary="the stall decision path",
+    order=50,
+    verdicts=VERDICTS,
+)
 def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
     from pdctl.ops.triage import triage
 
@@ -42,6 +49,12 @@ def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
     actions = list(dict.fromkeys(f.action for f in acting if f.action))
     ok = verdict in ("clean", "warn")
     head = triage_headline(rep)
-    out = StepOutcome(ok, head + (f": {titles}" if titles else ""), exit_code=rep.exit_code() or (0 if ok else 1),
-                      verdict=verdict, recommendation="; ".join(actions) or None, data=to_data(rep))
+    out = StepOutcome(
+        ok,
+        head + (f": {titles}" if titles else ""),
+        exit_code=rep.exit_code() or (0 if ok else 1),
+        verdict=verdict,
+        recommendation="; ".join(actions) or None,
+        data=to_data(rep),
+    )
     return stop_if_interrupted(rep.partial, out, rep.interrupted_by)

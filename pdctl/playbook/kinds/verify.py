@@ -10,29 +10,42 @@ from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import health_outcome
 from pdctl.serialize import to_data
 
-LayerName = Literal[LAYER_NAMES]   # pydantic's message lists them: "Input should be 'health', 'e2e', ... or ..."
+LayerName = Literal[LAYER_NAMES]  # pydantic's message lists them: "Input should be 'health', 'e2e', ... or ..."
 
 
 class VerifyArgs(_Args):
     layers: Optional[list[LayerName]] = None
-    since_baseline: bool = False       # transfer layer: fail only if failures grew since the recorded baseline
-    record_baseline: bool = False      # record the current failure counters as the baseline first
+    since_baseline: bool = False  # transfer layer: fail only if failures grew since the recorded baseline
+    record_baseline: bool = False  # record the current failure counters as the baseline first
 
 
 def describe(a: VerifyArgs) -> str:
     # one `--layer X` per layer: the form every pdctl version accepts (older ones refuse a comma list)
-    return "verify final-health" + ("".join(f" --layer {n}" for n in a.layers) if a.layers else " (all layers)") + \
-        (" --record-baseline" if a.record_baseline else "") + (" --since-baseline" if a.since_baseline else "")
+    return (
+        "verify final-health"
+        + ("".join(f" --layer {n}" for n in a.layers) if a.layers else " (all layers)")
+        + (" --record-baseline" if a.record_baseline else "")
+        + (" --since-baseline" if a.since_baseline else "")
+    )
 
 
-@register("verify", args=VerifyArgs, gate_keys=("ok", "layers_pass"), mutating=False, describe=describe,
-          summary="final-health, all layers or the ones named", order=10)
+@register(
+    "verify",
+    args=VerifyArgs,
+    gate_keys=("ok", "layers_pass"),
+    mutating=False,
+    describe=describe,
+    summary="final-health, all layers or the ones named",
+    order=10,
+)
 def run(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
     from pdctl.ops import verify
 
     layers = tuple(a.layers) if a.layers else DEFAULT_LAYERS
-    report = verify.final_health_with_baseline(ctx.dep, since_baseline=a.since_baseline, record=a.record_baseline,
-                                               layers=layers)
+    report = verify.final_health_with_baseline(
+        ctx.dep, since_baseline=a.since_baseline, record=a.record_baseline, layers=layers
+    )
     ok, per_layer, summary = health_outcome(report)
-    return StepOutcome(ok, summary, exit_code=0 if ok else 1, layers=per_layer, health=report,
-                       data={"final_health": to_data(report)})
+    return StepOutcome(
+        ok, summary, exit_code=0 if ok else 1, layers=per_layer, health=report, data={"final_health": to_data(report)}
+    )

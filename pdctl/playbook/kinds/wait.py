@@ -14,7 +14,7 @@ from pdctl.playbook.steps import check_args, error_outcome
 from pdctl.poll import poll_until
 from pdctl.serialize import to_data
 
-WAITABLE = ("verify", "inflight", "triage", "shell")   # what `until` may poll (no restart/deploy/storm)
+WAITABLE = ("verify", "inflight", "triage", "shell")  # what `until` may poll (no restart/deploy/storm)
 
 
 class UntilSpec(_Args):
@@ -57,13 +57,26 @@ def describe(a: WaitArgs) -> str:
     return f"wait until {a.until.action} passes (every {a.interval:g}s, at most {a.timeout:g}s)"
 
 
-@register("wait", args=WaitArgs, gate_keys=("ok",), mutating=False, describe=describe, also_check=check_until,
-          summary="a fixed duration, or until a read-only check passes (bounded)", order=70)
+@register(
+    "wait",
+    args=WaitArgs,
+    gate_keys=("ok",),
+    mutating=False,
+    describe=describe,
+    also_check=check_until,
+    summary="a fixed duration, or until a read-only check passes (bounded)",
+    order=70,
+)
 def run(ctx: RunContext, a: WaitArgs) -> StepOutcome:
     progress = ctx.dep.progress
     if a.seconds is not None:
-        poll_until(lambda: None, lambda _: False, timeout=a.seconds, interval=0.5,
-                   on_wait=lambda _, elapsed, limit: progress.waiting(f"{a.seconds:g}s to pass", elapsed, limit))
+        poll_until(
+            lambda: None,
+            lambda _: False,
+            timeout=a.seconds,
+            interval=0.5,
+            on_wait=lambda _, elapsed, limit: progress.waiting(f"{a.seconds:g}s to pass", elapsed, limit),
+        )
         return StepOutcome(True, f"waited {a.seconds:g}s")
     spec = a.until
     kind = REGISTRY[spec.action]
@@ -76,18 +89,34 @@ def run(ctx: RunContext, a: WaitArgs) -> StepOutcome:
         try:
             out = kind.run(ctx, args)
         except UsageError:
-            raise                  # a misuse (e.g. no baseline recorded) does not get better by waiting
+            raise  # a misuse (e.g. no baseline recorded) does not get better by waiting
         except PdctlError as e:
             out = error_outcome(e, ctx.secrets)
         return (out, *evaluate_gate(spec.gate, out))
 
-    w = poll_until(attempt, lambda t: t[1], timeout=a.timeout, interval=a.interval, timeout_name="timeout",
-                   on_wait=lambda t, elapsed, limit: progress.waiting(f"{spec.action} to pass", elapsed, limit,
-                                                                      detail=t[2]))
+    w = poll_until(
+        attempt,
+        lambda t: t[1],
+        timeout=a.timeout,
+        interval=a.interval,
+        timeout_name="timeout",
+        on_wait=lambda t, elapsed, limit: progress.waiting(f"{spec.action} to pass", elapsed, limit, detail=t[2]),
+    )
     out, _, why = w.value
     if w.ok:
-        return StepOutcome(True, f"{spec.action} passed after {w.elapsed:.1f}s ({tries} tries): {why}",
-                           verdict=out.verdict, layers=out.layers, health=out.health)
-    return StepOutcome(False, f"{spec.action} did not pass within the wait timeout of {a.timeout:g}s "
-                              f"({tries} tries); last: {why}", exit_code=1, verdict=out.verdict,
-                       layers=out.layers, health=out.health, data={"last": to_data(out)})
+        return StepOutcome(
+            True,
+            f"{spec.action} passed after {w.elapsed:.1f}s ({tries} tries): {why}",
+            verdict=out.verdict,
+            layers=out.layers,
+            health=out.health,
+        )
+    return StepOutcome(
+        False,
+        f"{spec.action} did not pass within the wait timeout of {a.timeout:g}s ({tries} tries); last: {why}",
+        exit_code=1,
+        verdict=out.verdict,
+        layers=out.layers,
+        health=out.health,
+        data={"last": to_data(out)},
+    )
