@@ -97,7 +97,7 @@ def test_failed_session_fails_fast_until_it_registers_again_or_the_probe_lifts_i
     p = subprocess.run(
         [sys.executable, "-c", BOOKKEEPING], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-    line = next((l for l in p.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line, p.stdout + p.stderr[-3000:]
     out = json.loads(line[7:])
     assert out["sid"] == out["peer_sid"] and re.fullmatch(r"127\.0\.0\.1:\d+", out["sid"])

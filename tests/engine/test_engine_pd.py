@@ -78,9 +78,9 @@ def test_streaming_chat(stack):
         },
     ) as r:
         assert r.status_code == 200
-        lines = [l for l in r.iter_lines() if l.startswith("data: ")]
+        lines = [ln for ln in r.iter_lines() if ln.startswith("data: ")]
     assert lines[-1] == "data: [DONE]"
-    text = "".join(json.loads(l[6:])["choices"][0]["delta"].get("content", "") for l in lines[:-1])
+    text = "".join(json.loads(ln[6:])["choices"][0]["delta"].get("content", "") for ln in lines[:-1])
     assert text == reference([{"role": "user", "content": "stream"}], 8)
 
 
@@ -93,8 +93,8 @@ def _chat_stream(url, **body) -> tuple[list[dict], list[str]]:
         json={"model": "tiny", "stream": True, "temperature": 0, **body},
     ) as r:
         assert r.status_code == 200
-        lines = [l for l in r.iter_lines() if l.startswith("data: ")]
-    return [json.loads(l[6:]) for l in lines if l != "data: [DONE]"], lines
+        lines = [ln for ln in r.iter_lines() if ln.startswith("data: ")]
+    return [json.loads(ln[6:]) for ln in lines if ln != "data: [DONE]"], lines
 
 
 def test_streaming_chat_chunks_come_in_sglangs_sequence(stack):

@@ -2,10 +2,15 @@
 
 import json
 import multiprocessing as mp
+import os
+import threading
 import time
 
+import pytest
+
 from pdctl import audit
-from pdctl.errors import LintRefused, StepFailed
+from pdctl.cli.common import Interrupted
+from pdctl.errors import LintRefused, StepFailed, UsageError
 
 
 def _writer(path, n, tag):
@@ -52,14 +57,6 @@ def test_env_is_masked(tmp_path):
 
 
 # -- a run leaves a trace before it acts; an unwritable log refuses it ---------------------------------------------
-
-import os
-import threading
-
-import pytest
-
-from pdctl.cli.common import Interrupted
-from pdctl.errors import UsageError
 
 
 @pytest.fixture

@@ -59,7 +59,9 @@ def test_parse_stat_starttime_with_hostile_comm():
 
 
 def _dump(cmdline, environ, stat, btime="1795900000", clk="100"):
-    b = lambda x: "!" if x is None else base64.b64encode(x).decode()
+    def b(x):
+        return "!" if x is None else base64.b64encode(x).decode()
+
     return f"cmdline {b(cmdline)}\nenviron {b(environ)}\nstat {b(stat)}\nbtime {btime}\nclk {clk}\n"
 
 

@@ -132,7 +132,7 @@ def test_every_spelling_the_real_parser_accepts_for_a_managed_flag_is_refused(ro
         RouterArgs.add_cli_args(parser, use_router_prefix=False)
     else:
         parser = build_parser()
-    inv = parse_inventory(_data(model_path="/m"), "inv.yaml")
+    parse_inventory(_data(model_path="/m"), "inv.yaml")  # the inventory these flags come from is valid
     for flag in managed_flags(role, 0, model_path=True):
         for spelling in _parser_spellings(parser, flag):
             data = _data(model_path="/m", **{})

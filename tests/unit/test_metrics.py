@@ -19,7 +19,7 @@ DECODE = (FIX / "sglang-0.5.23-metrics-decode-idle.prom").read_text()
 @pytest.mark.parametrize("text,engine", [(PREFILL, "prefill"), (DECODE, "decode")])
 def test_captures_parse_every_sample_line(text, engine):
     m = parse_metrics(text)
-    sample_lines = [l for l in text.splitlines() if l and not l.startswith("#")]
+    sample_lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
     assert len(m) == len(sample_lines) == 580
     assert {s.labels["engine_type"] for s in m} == {engine}
     fams = m.families()
@@ -35,7 +35,7 @@ def test_captures_parse_every_sample_line(text, engine):
 
 def test_seed_grep_equivalent_on_prefill_capture():
     """The seed's `grep '^sglang:num_transfer_failed_reqs_total{.*tp_rank="0"' | grep -oE '[0-9.]+$'`."""
-    seed = [l for l in PREFILL.splitlines() if re.match(r'^sglang:num_transfer_failed_reqs_total\{.*tp_rank="0"', l)]
+    seed = [ln for ln in PREFILL.splitlines() if re.match(r'^sglang:num_transfer_failed_reqs_total\{.*tp_rank="0"', ln)]
     assert len(seed) == 1
     seed_value = float(re.search(r"[0-9.]+$", seed[0]).group(0))
     m = parse_metrics(PREFILL)
