@@ -1,16 +1,44 @@
-"""Domain errors. The library raises these; only the CLI turns them into exit codes (`cli/common.py`).
-
-Exit codes: 0 all good, 1 a check failed, 2 bad usage or inventory, 3 a host or service could not be
-reached, 4 refused (lock held, hazard guard, unknown host key).
+"""Domain errors and pdctl's exit codes. The library raises these; only the CLI turns them into exit codes
+(`cli/common.py`). `ExitCode` is the one list of codes and `EXIT_KINDS` the one map from a code to the word an
+error document's `kind` and the audit log's result use.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What pdctl exits with. An IntEnum so a code still compares, serializes and exits as its number."""
+
+    OK = 0
+    CHECK_FAILED = 1  # a check ran and found the deployment unhealthy (also: an unmapped failure, a bug)
+    USAGE = 2  # bad command-line usage, inventory or playbook
+    UNREACHABLE = 3  # a host or service could not be reached: unknown, never read as stopped
+    REFUSED = 4  # lock held, hazard guard, unknown host key
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP (128 + SIGINT, whatever the signal)
+    READER_GONE = 141  # stdout's reader went away mid-output (128 + SIGPIPE): the verdict is unknown
+
+
+#: the word for an error's exit code: an error document's `kind` and the audit log's result say the same
+EXIT_KINDS: dict[int, str] = {
+    ExitCode.CHECK_FAILED: "failed",
+    ExitCode.USAGE: "usage",
+    ExitCode.UNREACHABLE: "unreachable",
+    ExitCode.REFUSED: "refused",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+def exit_kind(code: int) -> str:
+    """The word for a non-zero exit code; "failed" for one with no word of its own."""
+    return EXIT_KINDS.get(code, "failed")
 
 
 class PdctlError(Exception):
     """Base of every error pdctl reports to an operator. `exit_code` is what the CLI exits with."""
 
-    exit_code = 1
+    exit_code: int = ExitCode.CHECK_FAILED
 
     warnings: tuple[str, ...] = ()  # what the action had warned of before it failed (carry_warnings)
 
@@ -38,13 +66,13 @@ class carry_warnings:
 class CheckFailed(PdctlError):
     """A verification ran and found the deployment unhealthy."""
 
-    exit_code = 1
+    exit_code = ExitCode.CHECK_FAILED
 
 
 class UsageError(PdctlError):
     """Bad command-line usage or bad input file (inventory, playbook)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 class InventoryError(UsageError):
@@ -58,7 +86,7 @@ class PlaybookError(UsageError):
 class UnreachableError(PdctlError):
     """A host or a service could not be reached (connect failed, timed out, refused)."""
 
-    exit_code = 3
+    exit_code = ExitCode.UNREACHABLE
 
     def __init__(self, message: str, *, target: str, hint: str | None = None):
         super().__init__(message, hint=hint)
@@ -68,7 +96,7 @@ class UnreachableError(PdctlError):
 class RefusedError(PdctlError):
     """pdctl refused to act: a lock is held, a hazard guard tripped, a host key is unknown or changed."""
 
-    exit_code = 4
+    exit_code = ExitCode.REFUSED
 
 
 class LockHeld(RefusedError):
@@ -87,17 +115,23 @@ class StepFailed(PdctlError):
     """A step of a mutating sequence (deploy, restart) failed; the message says where it stopped and each role's
     state."""
 
-    exit_code = 1
+    exit_code = ExitCode.CHECK_FAILED
 
 
 class LintRefused(UsageError):
     """deploy/restart refused before stopping anything: a role's command line would not parse on its host (exit 2)."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread like Ctrl-C so the same clean-up runs (the lock is released,
+    the audit record says "interrupted by SIGTERM"). `signal_name` names the signal."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(f"interrupted by {signal_name}")  # what a progress step shows as the failure
+        self.signal_name = signal_name
+
+
 def interrupt_again(signal_name: str = "") -> KeyboardInterrupt:
     """A KeyboardInterrupt to raise again after an op caught one and returned what it had: it names the signal
     that stopped the op (SIGTERM, SIGHUP; "" for Ctrl-C), so the CLI's message and the audit record still do."""
-    e = KeyboardInterrupt(f"interrupted by {signal_name}" if signal_name else "")
-    if signal_name:
-        e.signal_name = signal_name
-    return e
+    return Interrupted(signal_name) if signal_name else KeyboardInterrupt("")

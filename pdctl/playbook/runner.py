@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 from pydantic import BaseModel
 
 from pdctl.checks.layers import in_order
-from pdctl.errors import PlaybookError
+from pdctl.errors import ExitCode, PlaybookError
 from pdctl.playbook.gates import evaluate_gate
 from pdctl.playbook.kinds import REGISTRY
 from pdctl.playbook.outcome import RunContext, StepKind, StepOutcome
@@ -318,7 +318,7 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
         "passed" if passed else "failed",
         time.monotonic() - t0,
         ("passed: " if passed else "failed: ") + why,
-        0 if passed else (out.exit_code or 1),
+        ExitCode.OK if passed else (out.exit_code or ExitCode.CHECK_FAILED),
         handler_of,
         out,
         gate_brief=_brief(ps.gate, out, passed, why),
@@ -328,7 +328,7 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
 
 
 #: a failed step's exit codes that say it could not judge: its handler, which acts, is not run
-UNKNOWN_EXITS = {3: "a host or worker did not answer", 4: "refused"}
+UNKNOWN_EXITS: dict[int, str] = {ExitCode.UNREACHABLE: "a host or worker did not answer", ExitCode.REFUSED: "refused"}
 
 
 def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResult:
@@ -416,7 +416,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     except KeyboardInterrupt as e:
         result.interrupted = True
         result.interrupted_by = getattr(e, "signal_name", None) or "Ctrl-C"
-        result.exit_code = 130
+        result.exit_code = ExitCode.INTERRUPTED
         sr = getattr(e, "step_run", None)
         if sr is not None:
             result.steps.append(sr)
@@ -466,4 +466,4 @@ def _brief(gate: dict[str, Any], out: StepOutcome, passed: bool, why: str) -> st
 def _fail(result: RunResult, sr: StepRun) -> None:
     if result.failed_step is None:
         result.failed_step = sr.name
-        result.exit_code = sr.exit_code or 1
+        result.exit_code = sr.exit_code or ExitCode.CHECK_FAILED

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from pdctl.errors import PdctlError
+from pdctl.errors import ExitCode, PdctlError
 from pdctl.playbook.outcome import ArgProblems, RunContext, StepKind, StepOutcome
 from pdctl.yamlfile import plain_problem
 
@@ -110,7 +110,14 @@ def health_outcome(report, prefix: str = "final-health") -> tuple[bool, dict[str
 def health_step_outcome(summary: str, health, data: dict[str, Any]) -> StepOutcome:
     """The outcome of a step that ended with final-health (restart, deploy): `summary; final-health: ...`."""
     ok, layers, fh = health_outcome(health)
-    return StepOutcome(ok, f"{summary}; {fh}", exit_code=0 if ok else 1, layers=layers, health=health, data=data)
+    return StepOutcome(
+        ok,
+        f"{summary}; {fh}",
+        exit_code=ExitCode.OK if ok else ExitCode.CHECK_FAILED,
+        layers=layers,
+        health=health,
+        data=data,
+    )
 
 
 def describe_args(name: str, a: BaseModel) -> str:

@@ -6,7 +6,7 @@ from typing import Union
 
 from pydantic import Field
 
-from pdctl.errors import UsageError
+from pdctl.errors import ExitCode, UsageError
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import ROLE, RunContext, StepOutcome, _Args
 
@@ -62,7 +62,7 @@ def run(ctx: RunContext, a: ShellArgs) -> StepOutcome:
     return StepOutcome(
         res.ok,
         summary,
-        exit_code=0 if res.ok else 1,
+        exit_code=ExitCode.OK if res.ok else ExitCode.CHECK_FAILED,
         exit_status=None if res.timed_out else res.exit_code,
         stdout=out,
         stderr=err,

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pdctl.errors import UsageError
+from pdctl.errors import ExitCode, UsageError
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome
 from pdctl.playbook.steps import stop_if_interrupted
@@ -145,7 +145,7 @@ def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
     out = StepOutcome(
         rep.ok,
         f"storm ({cfg.target}, {cfg.requests} requests): {verdict}: {reason}{hit_txt}{weak_txt}",
-        exit_code=rep.exit_code() or 0,
+        exit_code=rep.exit_code() or ExitCode.OK,
         verdict=verdict,
         recommendation=(
             "a room stayed pinned after the storm: collect logs, then "

@@ -6,6 +6,7 @@ from typing import Optional
 
 from pydantic import Field
 
+from pdctl.errors import ExitCode
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import stop_if_interrupted
@@ -52,7 +53,7 @@ def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
     out = StepOutcome(
         ok,
         head + (f": {titles}" if titles else ""),
-        exit_code=rep.exit_code() or (0 if ok else 1),
+        exit_code=rep.exit_code() or (ExitCode.OK if ok else ExitCode.CHECK_FAILED),
         verdict=verdict,
         recommendation="; ".join(actions) or None,
         data=to_data(rep),

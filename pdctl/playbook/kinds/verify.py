@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES
+from pdctl.errors import ExitCode
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
 from pdctl.playbook.steps import health_outcome
@@ -47,5 +48,10 @@ def run(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
     )
     ok, per_layer, summary = health_outcome(report)
     return StepOutcome(
-        ok, summary, exit_code=0 if ok else 1, layers=per_layer, health=report, data={"final_health": to_data(report)}
+        ok,
+        summary,
+        exit_code=ExitCode.OK if ok else ExitCode.CHECK_FAILED,
+        layers=per_layer,
+        health=report,
+        data={"final_health": to_data(report)},
     )

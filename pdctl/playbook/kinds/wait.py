@@ -6,7 +6,7 @@ from typing import Any, Optional
 
 from pydantic import Field, model_validator
 
-from pdctl.errors import PdctlError, UsageError
+from pdctl.errors import ExitCode, PdctlError, UsageError
 from pdctl.playbook.gates import check_gate, evaluate_gate
 from pdctl.playbook.kinds import REGISTRY, register
 from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome, _Args
@@ -114,7 +114,7 @@ def run(ctx: RunContext, a: WaitArgs) -> StepOutcome:
     return StepOutcome(
         False,
         f"{spec.action} did not pass within the wait timeout of {a.timeout:g}s ({tries} tries); last: {why}",
-        exit_code=1,
+        exit_code=ExitCode.CHECK_FAILED,
         verdict=out.verdict,
         layers=out.layers,
         health=out.health,
