@@ -40,7 +40,7 @@ class LockInfo:
         return f"{self.operator} ({self.action}, pid {self.pid} on {self.hostname}, for {age}s)"
 
     @classmethod
-    def from_json(cls, raw: str) -> "LockInfo | None":
+    def from_json(cls, raw: str | bytes) -> "LockInfo | None":
         """Parsed owner.json, or None when it is no owner record (not JSON, a field missing or of the wrong kind, a
         pid <= 0 that os.kill would read as a process group, a `since` that is no finite time): such a lock is
         judged as one without an owner (held while fresh, abandoned once old). Unknown keys (a newer pdctl) are
@@ -59,7 +59,7 @@ class LockInfo:
             return None
         if isinstance(since, bool) or not isinstance(since, (int, float)) or not math.isfinite(since):
             return None
-        return cls(*(data[k] for k in ("operator", "action")), float(since), data["hostname"], pid, data["token"], run)
+        return cls(data["operator"], data["action"], float(since), data["hostname"], pid, data["token"], run)
 
 
 @dataclass(frozen=True)

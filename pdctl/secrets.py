@@ -53,7 +53,7 @@ def mask_env(env: Mapping[str, str] | None, secrets: Iterable[str] = ()) -> dict
     known = [str(s) for s in secrets if s]
     out: dict[str, str] = {}
     for k, v in env.items():
-        val = mask_value(str(v), k) if v is not None else v
+        val = str(mask_value(str(v), k)) if v is not None else v
         name = mask_text(str(k), known) if known else k
         if known and val and val != MASK:
             val = mask_text(val, known)

@@ -278,10 +278,11 @@ def room_balance_pin(
     # anchored like the queue window: the last sample at or before the window start opens it
     first = max([i for i, (t, _b) in enumerate(series) if t <= t_end - window_s + 1e-9], default=0)
     span = series[first:]
-    if not span or any(b is None or math.isnan(b) for _t, b in span):
+    values = [b for _t, b in span if b is not None and not math.isnan(b)]
+    if not span or len(values) < len(span):
         return None, 0.0, False
     covered = span[-1][0] - span[0][0]
-    med = statistics.median(b for _t, b in span)
+    med = statistics.median(values)
     inflight = [_val(g.get(PREFILL_INFLIGHT_QUEUE)) for t, g, _ in ordered if t >= span[0][0] - 1e-9]
     held = bool(inflight) and min(inflight) >= 1
     return med, covered, covered >= window_s - 1e-6 and med >= BALANCE_MIN and held
@@ -299,8 +300,7 @@ def inflight_point(prefill: Iterable[MetricSet], decode: Iterable[MetricSet]) ->
     gauges: dict[str, float] = {}
     for sets, names in ((prefill, PREFILL_GAUGES), (decode, DECODE_GAUGES)):
         for name in names:
-            vals = [m.value(name, tp_rank="0") for m in sets]
-            vals = [v for v in vals if v is not None]
+            vals = [v for m in sets if (v := m.value(name, tp_rank="0")) is not None]
             if vals:
                 gauges[name] = math.fsum(vals)
     gen: float | None = None
@@ -388,10 +388,11 @@ def balance_suspects_pin(points: Sequence[Point], balance_window_s: float = BALA
     if not good:
         return False
     span = [p for p in good if p.t >= good[-1].t - balance_window_s - 1e-9]
-    if any(p.balance is None for p in span):
+    balances = [p.balance for p in span if p.balance is not None]
+    if len(balances) < len(span):
         return False
     return (
-        statistics.median(p.balance for p in span) >= BALANCE_MIN
+        statistics.median(balances) >= BALANCE_MIN
         and min(_val(p.gauges.get(PREFILL_INFLIGHT_QUEUE)) for p in span) >= 1
     )
 

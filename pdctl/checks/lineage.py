@@ -314,7 +314,7 @@ def _decode_result(
             + " ran on"
         )
     if hz := group(DEGRADED, START_TIMES):
-        observed.append("started " + _names([f"{_human(h.after_prefill_s)} after {h.prefill}" for h in hz]))
+        observed.append("started " + _names([f"{_human(h.after_prefill_s or 0.0)} after {h.prefill}" for h in hz]))
         said.append(
             f"observed: start times only{by}; inferred: decode was likely restarted under "
             + _names([f"{h.prefill} ({up(h.prefill)})" for h in hz])
@@ -332,7 +332,7 @@ def _decode_result(
             "not; inferred: the decode holds the old prefill's bootstrap state"
         )
     if hz := group(PREFILL_ALONE, START_TIMES):
-        observed.append("started " + _names([f"{_human(-h.after_prefill_s)} BEFORE {h.prefill}" for h in hz]))
+        observed.append("started " + _names([f"{_human(-(h.after_prefill_s or 0.0))} BEFORE {h.prefill}" for h in hz]))
         said.append(
             f"observed: start times only{by}; inferred: "
             + _names([h.prefill for h in hz])

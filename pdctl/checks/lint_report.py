@@ -92,11 +92,13 @@ def judge_lint(
         findings += _masked(mine, a)
     workers = [(a.label, a.role, a.parsed, a.version) for a in answers if a.role != "router" and a.parsed]
     findings += judge_pair(workers)
-    timeouts = []  # what bounds a room: the prefill's bootstrap timeout, the decode's waiting timeout
+    timeouts: list[
+        tuple[str, str, float]
+    ] = []  # what bounds a room: the prefill's bootstrap timeout, the decode's waiting timeout
     for a in answers:
         name = {"prefill": BOOTSTRAP, "decode": WAITING}.get(a.role)
         v = effective_env(name, a.env, a.registry) if name else None
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if name and isinstance(v, (int, float)) and not isinstance(v, bool):
             timeouts.append((a.label, name, float(v)))
     for a in answers:
         if a.role == "router":

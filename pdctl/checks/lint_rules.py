@@ -9,7 +9,7 @@ deploy and restart refuse it (exit 2) before anything is stopped, and no invento
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 DOC = "docs/lint.md"
 
@@ -149,7 +149,7 @@ class Finding:
         return self.silenced is None and self.severity in FAILING
 
 
-def silence(findings: list[Finding], silenced: list[tuple[str, str | None, str]]) -> list[Finding]:
+def silence(findings: list[Finding], silenced: Sequence[tuple[str, str | None, str]]) -> list[Finding]:
     """Mark findings the inventory silences: (rule, role or None for every role, reason). A blocking rule is never
     silenced (the inventory refuses that: pdctl.inventory). Returns the same list."""
     for f in findings:

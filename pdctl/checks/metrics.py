@@ -186,7 +186,7 @@ def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet
         declared.add(name.strip('"'))
         if kind == "TYPE" and typ == "counter":
             counters.add(name.strip('"'))
-    families: dict[str, Family] = {}
+    by_name: dict[str, Family] = {}
     for metric in parsed:
         name, samples = metric.name, [_sample(s) for s in metric.samples]
         if metric.type == "counter":
@@ -195,15 +195,15 @@ def parse_metrics(text: str, families: Iterable[str] | None = None) -> MetricSet
             else:  # ... or appends `_total` to samples of a counter declared without it
                 samples = [Sample(name, s.labels, s.value, s.timestamp_ms) for s in samples]
         if name in declared:
-            fam = families.setdefault(name, Family(name))
+            fam = by_name.setdefault(name, Family(name))
             if metric.type != "unknown":
                 fam.type = metric.type
             fam.help = metric.documentation or fam.help
             fam.samples.extend(samples)
         else:  # the library made an undeclared sample a family of its own
             for s in samples:
-                _family_for(families, s.name).samples.append(s)
-    return MetricSet(families)
+                _family_for(by_name, s.name).samples.append(s)
+    return MetricSet(by_name)
 
 
 def _family_for(families: dict[str, Family], sample_name: str) -> Family:

@@ -224,7 +224,7 @@ def judge_storm(
     stop = load_stopped_at
     watch = [p for p in good if stop is not None and p.t >= stop - 1e-6]
     holders: dict[str, dict[str, float]] = {}
-    if watch and verdict is None:
+    if watch and verdict is None and stop is not None:
         covered = watch[-1].t - watch[0].t
         verdict = judge_watch(
             [(p.t - stop, p.inflight, p.generation_tokens) for p in watch],

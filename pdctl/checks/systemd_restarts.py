@@ -64,7 +64,7 @@ def judge_systemd_restarts(units: Mapping[str, UnitRestarts]) -> list[CheckResul
             for lbl, p in units.items()
             if p.role == other and p.start is not None and u.start is not None and p.start < u.start - START_TOLERANCE_S
         ]
-        if ran_on and lone_restart_hazard([u.role], [other]):
+        if ran_on and other and lone_restart_hazard([u.role], [other]):
             peer, p = ran_on[0]
             results.append(
                 CheckResult(

@@ -112,13 +112,13 @@ def plan_deploy(dep: Deployment) -> DeployPlan:
                 python_source=source,
             )
         )
-    changed = [r.label for r in roles if r.changed]
+    changed_labels = [r.label for r in roles if r.changed]
     down = [r.label for r in roles if not r.running]
-    if not changed and not down:
+    if not changed_labels and not down:
         return DeployPlan(roles, "none", "every role is installed as declared and running")
-    why = []
-    if changed:
-        why.append("changed: " + ", ".join(changed))
+    why: list[str] = []
+    if changed_labels:
+        why.append("changed: " + ", ".join(changed_labels))
     if down:
         why.append("not running: " + ", ".join(down))
     return DeployPlan(roles, "co-restart", "; ".join(why))

@@ -56,7 +56,11 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
             "restarts": st.restarts,
         }
 
-    return [r.value for r in dep.each_instance(one)]
+    rows = []
+    for r in dep.each_instance(one):
+        assert r.value is not None, r.error  # one() turns every PdctlError into a row of its own
+        rows.append(r.value)
+    return rows
 
 
 def status_hazards(dep: Deployment, rows: list[dict[str, Any]], abandoned: "Abandoned | None" = None) -> list[str]:

@@ -9,12 +9,16 @@ first-deploy default is shown and said to be one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from pdctl import launch
 from pdctl.errors import UsageError
 from pdctl.inventory import ROLES, Inventory
 from pdctl.secrets import mask_argv, mask_env, mask_text, secret_values
 from pdctl.services.base import ServiceSpec
+from pdctl.services.pidfile import PidfileManager
+from pdctl.services.systemd import SystemdManager, render_unit
+from pdctl.transport.base import Transport
 
 #: said with every offline rendering whose interpreter was not declared
 DEFAULT_PYTHON_NOTE = (
@@ -72,17 +76,17 @@ def _rendered(inv: Inventory, role: str, index: int, python: str, source: str) -
     host = inv.hosts[inst.host]
     spec: ServiceSpec = launch.service_spec(inv, role, index, python=python)
     secrets = secret_values(spec.env, spec.argv)
-    mgr = service_manager(host, transport=None)  # its rendering only: deploy writes exactly this; no host is asked
+    # its rendering only: deploy writes exactly this; no host is asked, so no transport is needed
+    mgr = service_manager(host, transport=cast(Transport, None))
     launcher, problem = None, None
-    if host.service_manager == "systemd":
-        from pdctl.services.systemd import render_unit
-
+    if isinstance(mgr, SystemdManager):
         path = mgr.unit_path(spec.name)
         try:
             text = render_unit(spec, mgr.restart_policy, timeout_stop_sec=mgr.timeout_stop_sec)
         except ValueError as e:
             text, problem = "", f"{e} (declare hosts.{inst.host}.python as an absolute path)"
     else:
+        assert isinstance(mgr, PidfileManager), mgr
         path = mgr.spec_path(spec.name)
         text = mgr.render_spec(spec)
         launcher = mask_text(mgr.launch_command(spec), secrets)

@@ -8,6 +8,7 @@ other runs on is the seed's degraded-bootstrap hazard and is refused unless the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from pdctl import audit
 from pdctl.errors import HazardRefused, carry_warnings
@@ -132,7 +133,14 @@ def _refuse_on_hazard(dep: Deployment, result: RestartResult, override: bool) ->
         result.warnings.append(f"hazard overridden: {hazard}")
 
 
-def lint_gate(dep: Deployment, result: RestartResult, rec, skip: bool) -> None:
+class Gated(Protocol):
+    """What the lint gate reads and writes of a restart's result (RestartResult, RollingResult)."""
+
+    roles: tuple[str, ...]
+    warnings: list[str]
+
+
+def lint_gate(dep: Deployment, result: Gated, rec, skip: bool) -> None:
     """What each of `result.roles` would start with, linted on its host before anything is stopped (LintRefused,
     exit 2); `skip` is recorded in the audit record `rec` and said in `result.warnings`."""
     from pdctl.checks.lint_report import unchecked_warnings

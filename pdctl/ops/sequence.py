@@ -7,6 +7,7 @@ what state every role is in at that moment, so the operator knows exactly where 
 from __future__ import annotations
 
 import time
+from functools import partial
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -132,7 +133,7 @@ def readmitted(dep: Deployment, role: str, i: int) -> None:
             continue
         url = url_of(dep, r, role, i)
         w = poll_until(
-            lambda r=r: workers(dep, r),
+            partial(workers, dep, r),
             lambda ws: back_in_service(ws, url, role),
             timeout=router.ready_timeout,
             interval=0.25,

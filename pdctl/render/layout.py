@@ -129,7 +129,7 @@ def pack(cells: Sequence[Cell], width: int, sep: str = "  ") -> list[Text]:
     `restart --role decode`, stays whole). Pure."""
     out: list[Text] = []
     for c in cells:
-        t = Text(c) if isinstance(c, str) else c
+        t = as_text(c)
         if out and out[-1].cell_len + cell_len(sep) + t.cell_len <= width:
             out[-1] = out[-1] + Text(sep) + t
         else:
@@ -229,11 +229,11 @@ def stacked(title: str, cols: Sequence[Col], rows: Sequence[Sequence[Cell]], wid
     for r in rows:
         parts.append(gap.join(_pad(r[k], widths[k], cols[k].right) for k in heads))
         lines: list[Text] = []
-        loose = [r[k] for k, c in enumerate(cols) if not c.head and not isinstance(r[k], list) and plain(r[k])]
+        loose = [cell for k, c in enumerate(cols) if not c.head and not isinstance(cell := r[k], list) and plain(cell)]
         lines += pack(loose, width - INDENT) if loose else []
         for k, c in enumerate(cols):
-            if not c.head and isinstance(r[k], list):
-                items = [as_text(x) for x in r[k]]
+            if not c.head and isinstance(cell := r[k], list):
+                items = [as_text(x) for x in cell]
                 items = [x + Text(";") for x in items[:-1]] + items[-1:]
                 lines += pack(items, width - INDENT, sep=" ")
         avail = width - INDENT

@@ -7,7 +7,7 @@ from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
-from pdctl.render.layout import Col, block, grid, pack
+from pdctl.render.layout import Cell, Col, block, grid, pack
 
 _CELL_STYLE = {PASS: "green", FAIL: "bold red", UNKNOWN: "yellow"}
 
@@ -23,14 +23,14 @@ def cell(r: PairResult | None) -> Text:
     return Text("pass" + (f" {ms:.0f}ms" if ms is not None else ""), style=_CELL_STYLE[PASS])
 
 
-def matrix_rows(rep) -> tuple[tuple[Col, ...], list[list[Text | str]]]:
+def matrix_rows(rep) -> tuple[tuple[Col, ...], list[list[Cell]]]:
     """The matrix as columns and rows for pdctl.render.layout. Pure."""
     by = {(r.prefill, r.decode): r for r in rep.pairs}
     cols = (
         Col("", ident=True, head=True),
         *(Col(f"decode[{j}]", ident=True, right=True) for j in range(len(rep.decodes))),
     )
-    rows = [
+    rows: list[list[Cell]] = [
         [f"prefill[{i}]", *(cell(by.get((i, j))) for j in range(len(rep.decodes)))] for i in range(len(rep.prefills))
     ]
     return cols, rows
@@ -72,10 +72,10 @@ def pairs_report(rep) -> None:
             Col("timeout"),
         )
         for r in bad:
-            for part in block(
+            for shown in block(
                 pcols, (cell(r), r.name, r.expected, r.found, str(r.room), "; ".join(r.aborted)), width=c.width
             ):
-                c.print(part)
+                c.print(shown)
     marked = [r for r in rep.pairs if r.lineage_hazard]
     if marked:  # the canary may pass today: the hazard is that these pairs were not co-restarted
         c.print(Text("restart-lineage hazards (see `pdctl verify final-health --layer lineage`)", style="bold"))

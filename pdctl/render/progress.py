@@ -181,7 +181,7 @@ class ProgressPrinter:
             n = f"{step.done + 1}/{step.total}" if step.done is not None and step.total else str(self._count)
             parts.append(f"step {n}:")
         w = self._wait
-        parts.append(f"waiting for {w.what}" if w else step.what)
+        parts.append(f"waiting for {w.what}" if w else step.what if step else "")
         done, total = (
             (w.done, w.total)
             if w and w.total

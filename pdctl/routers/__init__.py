@@ -57,4 +57,4 @@ def kind_of_module(module: str) -> RouterKind | None:
 from pdctl.routers import sglang_router, smg  # noqa: E402,F401  (each registers its kind)
 
 #: what a router entry without `kind` runs: smg, the maintained gateway a new deployment installs
-DEFAULT_ROUTER_KIND = smg.KIND.name
+DEFAULT_ROUTER_KIND: str = smg.KIND.name

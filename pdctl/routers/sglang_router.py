@@ -5,7 +5,7 @@ its metrics carry no circuit-breaker state (its breaker opens all the same: `/he
 
 from pdctl.routers import RouterKind, register
 
-KIND = register(
+KIND: RouterKind = register(
     RouterKind(
         name="sglang-router",
         module="sglang_router.launch_router",

@@ -7,7 +7,7 @@ SIGTERM drains ~5 s even when idle."""
 
 from pdctl.routers import RouterKind, register
 
-KIND = register(
+KIND: RouterKind = register(
     RouterKind(
         name="smg",
         module="smg.launch_router",

@@ -344,11 +344,11 @@ class PidfileManager(ServiceManager):
         """Every pidfile, each recorded pid's liveness and its /proc argv/env/start time, in ONE command."""
         from pdctl.services.observe import pidfile_observe_command, record_of, run_observation
 
-        out = {}
+        out: dict[str, tuple[ServiceStatus, ProcessInfo | None]] = {}
         command = pidfile_observe_command({n: self.pid_path(n) for n in names})
         for name, o in run_observation(self._run, self.t.name, command, names).items():
             rec, start = record_of(o.record), None
-            if rec and o.pid == rec["pid"] and o.process is not None and o.stat:
+            if rec and o.pid is not None and o.pid == rec["pid"] and o.process is not None and o.stat:
                 stat = parse_proc_stat(o.stat)
                 start = ProcStart(o.pid, stat.state, stat.starttime, o.process.start_time or 0.0)
             st = status_from_record(name, rec, start)
@@ -363,6 +363,8 @@ class PidfileManager(ServiceManager):
             self._run(f"rm -f -- {quote(self.pid_path(name))}", f"removing {self.pid_path(name)}")
             return
         pid = st.main_pid
+        if pid is None:  # an active status always carries its pid
+            raise StepFailed(f"{self.t.name}: {name!r} is running but its pid is unknown")
         start_ticks = self._recorded(name).get("start_ticks")
         self._run(f"kill -TERM -{pid} 2>/dev/null || kill -TERM {pid} 2>/dev/null; true", f"kill -TERM {pid}")
         if not self._wait_gone(pid, start_ticks, grace):

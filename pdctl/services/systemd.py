@@ -366,7 +366,7 @@ class SystemdManager(ServiceManager):
                 raise no_answer(self.t.name, self.command_timeout, what)
             return res
 
-        out = {}
+        out: dict[str, tuple[ServiceStatus, ProcessInfo | None]] = {}
         command = systemd_observe_command({n: unit_name(n) for n in names}, SHOW_PROPERTIES)
         for name, o in run_observation(run, self.t.name, command, names).items():
             text = (o.record or b"").decode(errors="replace")
@@ -387,10 +387,11 @@ class SystemdManager(ServiceManager):
                 st.active
                 and proc is not None
                 and o.pid == st.main_pid
-                and bool(o.stat)
+                and o.stat is not None
+                and o.stat != ""
                 and parse_proc_stat(o.stat).state not in ("Z", "X", "x")
             )
-            if alive:  # as status(): the kernel's start time of the main process
+            if alive and proc is not None:  # as status(): the kernel's start time of the main process
                 st = ServiceStatus(st.name, True, st.main_pid, proc.start_time, st.detail, st.restarts)
             out[name] = (st, proc if alive else None)
         return out

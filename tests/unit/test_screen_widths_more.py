@@ -26,7 +26,8 @@ from tests.unit.test_screen_widths import (
     assert_fits_and_intact,
     assert_value_shown,
     screen,
-)  # noqa: F401  (width: the fixture)
+    width,  # noqa: F401  (the fixture, named as a parameter)
+)
 
 H_P = "gpu-pf-01.us-east-2.compute.internal"  # long host names: a label is 52-53 characters
 H_D = "gpu-dc-02.us-east-2.compute.internal"
