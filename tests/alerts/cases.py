@@ -7,6 +7,7 @@ a promtool test file; the annotations each alert must carry are rendered from th
 from __future__ import annotations
 
 D = 'deployment="d"'
+KV_P0 = f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}'
 P = 'prefill="prefill[0]@ha:30000",decode="decode[0]@hb:30002"'
 PAIR = {"deployment": "d", "prefill": "prefill[0]@ha:30000", "decode": "decode[0]@hb:30002"}
 SCHED = 'tp_rank="0",pp_rank="0",moe_ep_rank="0"'
@@ -42,7 +43,7 @@ CASES = [
     (
         "watch-counted transfer failures",
         "PdctlKvFailuresRising",
-        {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "0x80 2x40"},
+        {KV_P0: "0x80 2x40"},
         "450s",
         [{"deployment": "d", "target": "prefill[0]@ha:30000", "kind": "transfer"}],
     ),
@@ -56,9 +57,7 @@ CASES = [
     (
         "old failures, none new",
         "PdctlKvFailuresRising",
-        {
-            f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "0x10 2x200"
-        },
+        {KV_P0: "0x10 2x200"},
         "900s",
         [],
     ),
@@ -67,7 +66,7 @@ CASES = [
         "PdctlKvFailuresRising",
         {
             f'pdctl_kv_failures_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "0x80 3x40",
-            f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "0x120",
+            KV_P0: "0x120",
         },
         "450s",
         [],
@@ -75,34 +74,28 @@ CASES = [
     (
         "the watch restarted (its count back to 0)",
         "PdctlKvFailuresRising",
-        {f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "3x80 0x40"},
+        {KV_P0: "3x80 0x40"},
         "450s",
         [],
     ),
     (
         "old failures, the watch not scraped for 6 minutes",
         "PdctlKvFailuresRising",
-        {
-            f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "2x100 stale _x72 2x40"
-        },
+        {KV_P0: "2x100 stale _x72 2x40"},
         "920s",
         [],
     ),
     (
         "a new failure after the watch restarted",
         "PdctlKvFailuresRising",
-        {
-            f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "3x80 0x4 1x40"
-        },
+        {KV_P0: "3x80 0x4 1x40"},
         "480s",
         [{"deployment": "d", "target": "prefill[0]@ha:30000", "kind": "transfer"}],
     ),
     (
         "a restarted watch whose first scrape counts fewer failures than the old one did",
         "PdctlKvFailuresRising",
-        {
-            f'pdctl_kv_failures_unexplained_since_start{{{D},target="prefill[0]@ha:30000",kind="transfer"}}': "3x80 _x12 1x60"
-        },
+        {KV_P0: "3x80 _x12 1x60"},
         "540s",
         [{"deployment": "d", "target": "prefill[0]@ha:30000", "kind": "transfer"}],
     ),

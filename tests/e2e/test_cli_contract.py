@@ -5,18 +5,18 @@ outcome, each cell of command x outcome asserted here with real parts (the real 
 |-----------------------------|------|----------------------------------------------------------------------------|
 | usage (a bad option value)  | 2    | {"ok": false, "error": {"exit_code": 2, "kind": "usage", ...}}            |
 | unreachable host            | 3    | {"ok": false, "error": {"exit_code": 3, "kind": "unreachable", ...}}      |
-| refused (unknown host key)  | 4    | {"ok": false, "error": {"exit_code": 4, "kind": "refused", ...}}; status: its own |
-|                             |      | document, every row's error_exit_code 4                                    |
+| refused (unknown host key)  | 4    | {"ok": false, "error": {"exit_code": 4, "kind": "refused", ...}};        |
+|                             |      | status: its own document, every row's error_exit_code 4                    |
 | refused (lock held)         | 4    | restart, down: the refused error document naming the holder               |
 | role down behind a tunnel   | 1 final-health, verify pairs (the failed checks), 3 verify inflight, 1 triage      |
 |                             | (stopped is a finding), 1 status (its rows say stopped), 3 storm (before any load) |
-| dry-run restart / down      | 0 with the plan, even with the host unreachable (they plan from the inventory)          |
+| dry-run restart / down      | 0 with the plan, even with the host unreachable (they plan from the inventory) |
 
 `status` keeps its own document (every role's row, the error in the row of each role that could not be asked).
 `logs` has no --json: its usage cell is the error and hint lines alone. The refused-by-hazard cell (restart of
-decode alone under a running prefill) and the ok / check-failed / interrupted cells need the engine: tests/e2e/test_cli_contract_engine.py holds them (an
-interrupted `verify inflight --json` prints its partial report, exit 130, as its help says); deploy and restart
-interrupted: tests/e2e/test_interrupts.py.
+decode alone under a running prefill) and the ok / check-failed / interrupted cells need the engine:
+tests/e2e/test_cli_contract_engine.py holds them (an interrupted `verify inflight --json` prints its partial report,
+exit 130, as its help says); deploy and restart interrupted: tests/e2e/test_interrupts.py.
 """
 
 from __future__ import annotations

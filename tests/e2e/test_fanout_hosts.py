@@ -1,7 +1,8 @@
-"""Fan-out over several SSH hosts (issue 14, item 1), on three real sshds: one SSH connection per host, and a host whose commands hang is "unknown" while the other hosts' rows come back (in inventory order) before
-its timeout expires. The order is read from one log that the three sshds' ForceCommand wrappers share: each host's
-/proc read is logged when it starts and when it ends, and pdctl's kill of the hung command is logged when it arrives.
-No time is asserted beyond a generous bound on the whole run."""
+"""Fan-out over several SSH hosts (issue 14, item 1), on three real sshds: one SSH connection per host, and a host whose
+commands hang is "unknown" while the other hosts' rows come back (in inventory order) before its timeout expires. The
+order is read from one log that the three sshds' ForceCommand wrappers share: each host's /proc read is logged when it
+starts and when it ends, and pdctl's kill of the hung command is logged when it arrives. No time is asserted beyond a
+generous bound on the whole run."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""`pdctl restart --rolling` against a real local 2x2 deployment (bundled engine, the real smg on free ports, and
-once behind sglang-router 0.3.2, whose worker API replaces a re-added worker where smg answers 409): under a checked client load of 2 requests/s through the router, every prefill and decode is restarted with
-no failed client request; a router that would be left without a decode refuses it before anything stops; a worker
-that does not drain stops it at that unit, and the untouched worker is put back into the router; a decode restarted
-alone, or dead, goes first."""
+"""`pdctl restart --rolling` against a real local 2x2 deployment (bundled engine, the real smg on free ports, and once
+behind sglang-router 0.3.2, whose worker API replaces a re-added worker where smg answers 409): under a checked client
+load of 2 requests/s through the router, every prefill and decode is restarted with no failed client request; a router
+that would be left without a decode refuses it before anything stops; a worker that does not drain stops it at that
+unit, and the untouched worker is put back into the router; a decode restarted alone, or dead, goes first."""
 
 from __future__ import annotations
 
@@ -122,7 +122,8 @@ def test_pairs_the_watch_saw_fail_their_canaries_go_first(dep):
         from pdctl.ops.rolling import rolling_restart
         with Deployment(load_inventory({str(dep["inv"])!r})) as d:
             r = rolling_restart(d, dry_run=True, broken_pairs=[(1, 0)])
-        print(json.dumps({{"order": r.order, "units": [[list(u.unit.prefills), list(u.unit.decodes)] for u in r.units]}}))
+        units = [[list(u.unit.prefills), list(u.unit.decodes)] for u in r.units]
+        print(json.dumps({{"order": r.order, "units": units}}))
     """)
     p = subprocess.run(
         [sys.executable, "-c", code],

@@ -84,7 +84,10 @@ def test_start_status_stop_real_process(manager, tmp_path):
 
 
 def test_log_file_and_tail(manager):
-    code = "import sys, time; print('to stdout', flush=True); print('to stderr', file=sys.stderr, flush=True); time.sleep(600)"
+    code = (
+        "import sys, time; print('to stdout', flush=True); print('to stderr', file=sys.stderr, flush=True); "
+        "time.sleep(600)"
+    )
     manager.install(ServiceSpec("talker", (sys.executable, "-c", code)))
     manager.track("talker")
     manager.start("talker")

@@ -207,7 +207,8 @@ def test_auth_failure_is_unreachable(sshd, tmp_path):
 def test_ssh_config_is_honoured(sshd, tmp_path):
     cfg = tmp_path / "ssh_config"
     cfg.write_text(
-        f"Host gpu-alias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.key_path}\n"
+        f"Host gpu-alias\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.key_path}\n"
     )
     host = sshd.make_host(address="gpu-alias", port=22, user=None, key=None, ssh_config=str(cfg))
     with SshTransport("gpu-aliased", host) as t:

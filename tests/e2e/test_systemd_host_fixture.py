@@ -216,7 +216,8 @@ FAKE_DEBOOTSTRAP = """#!/bin/sh
 echo "$*" >> "$PDCTL_FAKE_CALLS"
 sleep 1
 t="$4"
-mkdir -p "$t/usr/lib/systemd" "$t/usr/sbin" "$t/etc/ssh" "$t/etc/systemd/system" "$t/var/cache/apt/archives" "$t/var/lib/apt/lists"
+mkdir -p "$t/usr/lib/systemd" "$t/usr/sbin" "$t/etc/ssh" "$t/etc/systemd/system" \
+    "$t/var/cache/apt/archives" "$t/var/lib/apt/lists"
 printf '#!/bin/sh\n' > "$t/usr/lib/systemd/systemd"; cp "$t/usr/lib/systemd/systemd" "$t/usr/sbin/sshd"
 chmod +x "$t/usr/lib/systemd/systemd" "$t/usr/sbin/sshd"
 echo key > "$t/etc/ssh/ssh_host_ed25519_key"; echo debian > "$t/etc/hostname"

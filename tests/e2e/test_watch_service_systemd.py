@@ -37,7 +37,8 @@ def _inventory(dead_port: int) -> str:
             "engine: bundled",
             "hosts:",
             # nothing listens there: every read of it is unreachable (unknown), never a stopped role
-            f"  gpu: {{transport: ssh, address: 127.0.0.1, port: {dead_port}, user: root, connect_timeout: 2, http: tunnel}}",
+            f"  gpu: {{transport: ssh, address: 127.0.0.1, port: {dead_port}, user: root, connect_timeout: 2,"
+            " http: tunnel}",
             "roles:",
             "  prefill: [{host: gpu, port: 30000, bootstrap_port: 8998}]",
             "  decode: [{host: gpu, port: 30002}]",

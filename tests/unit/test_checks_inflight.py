@@ -95,7 +95,8 @@ def test_inflight_point_selects_tp0_and_sums_instances():
         lab = 'engine_type="prefill",model_name="m",moe_ep_rank="0",pp_rank="0"'
         return (
             f'# TYPE {INF} gauge\n{INF}{{{lab},tp_rank="0"}} {v}\n{INF}{{{lab},tp_rank="1"}} {v}\n'
-            f'# TYPE {N.GENERATION_TOKENS} counter\n{N.GENERATION_TOKENS}{{engine_type="decode",model_name="m"}} {gen}\n'
+            f"# TYPE {N.GENERATION_TOKENS} counter\n"
+            f'{N.GENERATION_TOKENS}{{engine_type="decode",model_name="m"}} {gen}\n'
         )
 
     gauges, gen = inflight_point([parse_metrics(prom(2, 0)), parse_metrics(prom(1, 0))], [parse_metrics(prom(0, 42))])

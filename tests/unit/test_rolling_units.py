@@ -1,4 +1,5 @@
-"""Unit formation and refusal of the rolling restart (pdctl.checks.rolling), and the judges of a router's worker list."""
+"""Unit formation and refusal of the rolling restart (pdctl.checks.rolling), and the judges of a router's worker
+list."""
 
 from __future__ import annotations
 
