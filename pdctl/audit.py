@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 
 from pdctl import state
 from pdctl.audit_result import RESULT_WORDS, STARTED, result_word  # noqa: F401 (callers use audit.*)
-from pdctl.errors import InventoryError, PdctlError, UsageError
+from pdctl.errors import ExitCode, InventoryError, PdctlError, UsageError
 
 
 def _mask_nested(obj: Any) -> Any:
@@ -175,7 +175,7 @@ def audited(
     except KeyboardInterrupt as e:
         sig = getattr(e, "signal_name", None)
         rec.result = f"interrupted by {sig}" if sig else "interrupted"
-        rec.extra["exit_code"] = 130
+        rec.extra["exit_code"] = ExitCode.INTERRUPTED
         if states is not None:
             try:
                 rec.extra["roles"] = states()
@@ -186,7 +186,7 @@ def audited(
         msg = getattr(e, "message", None) or str(e) or "no message"
         rec.result = f"{type(e).__name__}: {msg.splitlines()[0]}"
         # the CLI's exit code for it, which decides the result word (a StepFailed that got no answer is exit 3)
-        rec.extra["exit_code"] = e.exit_code if isinstance(e, PdctlError) else 1
+        rec.extra["exit_code"] = e.exit_code if isinstance(e, PdctlError) else ExitCode.CHECK_FAILED
         raise
     finally:
         rec.extra["run"] = rec.run

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from pdctl.errors import EXIT_KINDS, exit_kind
+
 STARTED = "started"  # the result of the record a mutating action appends before it starts (pdctl.audit)
 
 
@@ -27,7 +29,6 @@ class ResultWord(NamedTuple):
     detail: str  # the rest of the result, without the word repeated ("" when nothing is left)
 
 
-_EXIT_WORD = {1: "failed", 2: "usage", 3: "unreachable", 4: "refused", 130: "interrupted"}
 _CLASS_WORD = {
     "RefusedError": "refused",
     "LockHeld": "refused",
@@ -63,7 +64,7 @@ def result_word(record: dict[str, Any]) -> ResultWord:
     if m:  # "ErrorClass: message", as `audited` writes an exception
         cls, rest = m.group(1), m.group(2)
         # the exit code recorded with the error decides (StepFailed: unreachable when a host did not answer)
-        word = _EXIT_WORD.get(code) if isinstance(code, int) else None
+        word = EXIT_KINDS.get(code) if isinstance(code, int) else None
         word = (
             word
             or _CLASS_WORD.get(cls)
@@ -78,7 +79,7 @@ def result_word(record: dict[str, Any]) -> ResultWord:
         if rest.lower().startswith(word + ":"):
             rest = rest[len(word) + 1 :]
         return ResultWord(word, rest.strip())
-    word = _EXIT_WORD.get(code, "failed") if isinstance(code, int) and code else "failed"
+    word = exit_kind(code) if isinstance(code, int) and code else "failed"
     if low.startswith("failed"):
         return ResultWord(word, res[len("failed") :].lstrip(" :"))
     if low == "error":

@@ -11,6 +11,8 @@ from typing import Annotated, Callable, Iterator, Optional
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from pdctl.errors import ExitCode, Interrupted, exit_kind
+
 
 def _inventory_path(value: str | None) -> Path | None:
     """Read as text first: a Path would turn "" into ".", refused as "a directory" instead of as empty."""
@@ -45,17 +47,9 @@ ReportOpt = Annotated[
 ]
 
 
-INTERRUPTED_EXIT = 130  # whatever the signal (Ctrl-C, SIGTERM, SIGHUP): the message and the audit record name it
+INTERRUPTED_EXIT = ExitCode.INTERRUPTED  # whatever the signal (Ctrl-C, SIGTERM, SIGHUP): the message names it
 _STOP_SIGNALS = ("SIGTERM", "SIGHUP")
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised in the main thread like Ctrl-C so the same clean-up runs (the lock is released,
-    the audit record says "interrupted by SIGTERM"). `signal_name` names the signal."""
-
-    def __init__(self, signal_name: str):
-        super().__init__(f"interrupted by {signal_name}")  # what a progress step shows as the failure
-        self.signal_name = signal_name
+__all__ = ["Interrupted"]  # SIGTERM/SIGHUP as a KeyboardInterrupt (pdctl.errors), raised by stop_signals_interrupt
 
 
 def _raise_interrupted(signum, _frame) -> None:
@@ -163,19 +157,13 @@ class PdctlGroup(_Conventions, TyperGroup):
             code = e.exit_code
         except UsageError as e:
             path = e.ctx.command_path if e.ctx is not None else "pdctl"
-            code = report_error(
-                "usage", e.exit_code, e.format_message(), f"run `{path} --help`", json_out="--json" in argv
-            )
+            code = report_error(e.exit_code, e.format_message(), f"run `{path} --help`", json_out="--json" in argv)
         except typer.Abort:  # EOF at a prompt
-            code = 1
+            code = ExitCode.CHECK_FAILED
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
         return code
-
-
-#: the `kind` of an error document, by exit code (the same words as the audit log's results)
-ERROR_KINDS = {1: "failed", 2: "usage", 3: "unreachable", 4: "refused", INTERRUPTED_EXIT: "interrupted"}
 
 
 def _usage_hint(e) -> str | None:
@@ -191,11 +179,18 @@ def _usage_hint(e) -> str | None:
 
 
 def report_error(
-    kind: str, exit_code: int, message: str, hint: str | None, *, json_out: bool, warnings: tuple[str, ...] = ()
+    exit_code: int,
+    message: str,
+    hint: str | None,
+    *,
+    json_out: bool,
+    warnings: tuple[str, ...] = (),
+    kind: str | None = None,
 ) -> int:
     """Say an error: the warnings the action gave before it failed, then `error:` and `hint:` lines on stderr and,
     under --json, the one JSON document on stdout ({"ok": false, "error": {exit_code, kind, message, hint}}, and
-    "warnings" when there are any; secrets masked as on screen). Returns exit_code."""
+    "warnings" when there are any; secrets masked as on screen). `kind` is the exit code's word (`exit_kind`)
+    unless given. Returns exit_code."""
     from pdctl import render
     from pdctl.secrets import mask_text
 
@@ -207,7 +202,7 @@ def report_error(
             "ok": False,
             "error": {
                 "exit_code": exit_code,
-                "kind": kind,
+                "kind": kind or exit_kind(exit_code),
                 "message": mask_text(message),
                 "hint": mask_text(hint) if hint else None,
             },
@@ -233,7 +228,7 @@ def handle_errors(fn: Callable) -> Callable:
             report = check_report_path(kwargs.get("report"))
         except PdctlError as e:
             raise typer.Exit(
-                report_error("usage", e.exit_code, e.message, e.hint or _usage_hint(e), json_out=json_out)
+                report_error(e.exit_code, e.message, e.hint or _usage_hint(e), json_out=json_out)
             ) from None
         with saved_report(report):
             return _run_mapped(fn, args, kwargs, json_out)
@@ -249,7 +244,6 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
             return fn(*args, **kwargs)
     except PdctlError as e:
         code = report_error(
-            ERROR_KINDS.get(e.exit_code, "failed"),
             e.exit_code,
             e.message,
             e.hint or _usage_hint(e),
@@ -265,7 +259,6 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
         for note in getattr(e, "interrupted_notes", None) or []:  # what the action left that the operator must know
             message += f"\n{note}"
         report_error(
-            "interrupted",
             INTERRUPTED_EXIT,
             message,
             "it stopped at a safe point: a mutating action released its lock and recorded where "
@@ -279,21 +272,21 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
         import os
         import traceback
 
-        from pdctl.broken_pipe import READER_GONE_EXIT, drop_rest_of_output
+        from pdctl.broken_pipe import drop_rest_of_output
 
         if isinstance(e, BrokenPipeError) and drop_rest_of_output():  # cut short by `| head`: quietly, as SIGPIPE
-            raise typer.Exit(READER_GONE_EXIT) from None
+            raise typer.Exit(ExitCode.READER_GONE) from None
 
         if os.environ.get("PDCTL_DEBUG"):
             traceback.print_exc()
         report_error(
-            "internal",
-            1,
+            ExitCode.CHECK_FAILED,
             f"unexpected {type(e).__name__}: {e}",
             "this is a pdctl bug or an unmapped failure; rerun with PDCTL_DEBUG=1 for the traceback",
             json_out=json_out,
+            kind="internal",  # exit 1 as a failed check, but the document says it was no verdict
         )
-        raise typer.Exit(1) from None
+        raise typer.Exit(ExitCode.CHECK_FAILED) from None
 
 
 # -- --report FILE.svg|FILE.html ----------------------------------------------------------------------------------
@@ -347,7 +340,7 @@ def saved_report(path: Optional[Path]) -> Iterator[None]:
         except OSError as e:
             render.error(f"cannot write the report to {path}: {e.strerror or e}", "choose a writable path for --report")
             if ok:
-                raise typer.Exit(2) from None
+                raise typer.Exit(ExitCode.USAGE) from None
 
 
 def progress_quiet(json_out: bool, stream=None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.errors import ExitCode
 from pdctl.serialize import to_data
 
 
@@ -36,4 +37,4 @@ def deploy(
         if result.health:
             render.health_report(result.health)
     if not result.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.errors import ExitCode
 
 MAX_LOG_LINES = 100_000  # a bigger count overflows `tail -n` / journalctl and printed nothing
 
@@ -43,7 +44,7 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
             render.wrapped(f"deployment lock held by {held}: a change is under way", style="yellow")
         for h in hazards:
             render.warning(h)
-        if any(r.get("error_exit_code") == 2 for r in rows):  # a retry cannot help: the inventory's files
+        if any(r.get("error_exit_code") == ExitCode.USAGE for r in rows):  # a retry cannot help: the inventory's files
             render.lines(["next: fix what the error below names, then `pdctl status` again"], style="yellow")
         elif any(r["state"] == "unknown" for r in rows):  # deploy would act on a host we know nothing about
             render.lines(
@@ -63,7 +64,7 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
     if unreachable:
         raise typer.Exit(max(unreachable))
     if not all(r["active"] for r in rows):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
 @handle_errors

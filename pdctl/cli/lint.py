@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.errors import ExitCode
 
 RoleOpt = Annotated[
     Optional[str], typer.Option("--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")
@@ -34,4 +35,4 @@ def lint(
     else:
         render.lint_report(found)
     if not found.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors
+from pdctl.errors import ExitCode
 
 RoleOpt = Annotated[
     Optional[str], typer.Option("--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")
@@ -32,4 +33,4 @@ def render(
     else:
         render_units.render_plan(plan)
     if not plan.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.errors import ExitCode
 from pdctl.serialize import to_data
 
 
@@ -99,7 +100,7 @@ def restart(
             if result.health:
                 render.health_report(result.health)
     if not result.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
 def pair_indices(text: str) -> tuple[int, int]:

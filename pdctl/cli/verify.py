@@ -18,6 +18,7 @@ from pdctl.cli.common import (
     open_deployment,
     progress_quiet,
 )
+from pdctl.errors import ExitCode
 from pdctl.serialize import to_data
 
 app = typer.Typer(
@@ -28,6 +29,7 @@ app = typer.Typer(
     add_completion=False,  # the root has the completion options
     rich_markup_mode=None,
 )  # as the root app: no rich on the --help path
+
 app.command("inflight", cls=PdctlCommand)(inflight_cmd.inflight)
 
 
@@ -81,7 +83,7 @@ def final_health(
     else:
         render.health_report(report, verbose=verbose)
     if not report.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
 @app.command("pairs", cls=PdctlCommand)
