@@ -8,18 +8,19 @@ wrong", never "could not look": what could not be read is an "unobserved" findin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pdctl.checks.inflight import BALANCE_WINDOW_S, ROOM_BALANCE, fmt_count, fmt_s, short_gauges
-from pdctl.checks.layers import DEFAULT_LAYERS
+from pdctl.checks.layers import TRIAGE_LAYERS
 from pdctl.checks.result import CheckResult, Status
 from pdctl.serialize import JSON_OFF
 
 PAIR_ACTION = "run `pdctl restart --pair` (prefill -> decode -> router, readiness-gated, verified)"
 DEPLOY_ACTION = "run `pdctl deploy` (starts prefill -> decode -> router, readiness-gated, then final-health)"
 PAIR_STEP, DEPLOY_STEP = "pdctl restart --pair", "pdctl deploy"
-#: the final-health layers triage reads (live flags say nothing about a stall)
-FINAL_HEALTH_LAYERS = tuple(name for name in DEFAULT_LAYERS if name != "flags")
+#: the final-health layers triage reads (checks/layers.py `triage=True`; live flags say nothing about a stall)
+FINAL_HEALTH_LAYERS = TRIAGE_LAYERS
 
 
 @dataclass
@@ -67,6 +68,17 @@ class TriageObservations:
     gpu_util: dict[str, list[float] | None] = field(default_factory=dict)  # host -> percentages (None: no nvidia-smi)
     unobserved: list[str] = field(default_factory=list)
     lock_holder: str | None = None  # "alice (restart, pid 7 on h1, for 12s)": a change under way meanwhile
+
+    def final_health_layers(self) -> dict[str, list[CheckResult]]:
+        """layer name -> its results, for each of FINAL_HEALTH_LAYERS (a unit test holds the two equal). Pure."""
+        return {"health": self.health, "e2e": self.e2e, "transfer": self.transfer, "lineage": self.lineage}
+
+    def take_final_health(self, layers: Mapping[str, list[CheckResult]]) -> None:
+        """Keep the results of the layers triage reads from a final-health report's `layers`, each by its name."""
+        self.health = list(layers.get("health", []))
+        self.e2e = list(layers.get("e2e", []))
+        self.transfer = list(layers.get("transfer", []))
+        self.lineage = list(layers.get("lineage", []))
 
 
 @dataclass
@@ -416,8 +428,8 @@ def observation_rows(obs: TriageObservations, fh_error: BaseException | None = N
             else "not running (no process)"
         )
         rows.append(Observation("service", label, status, f"{sv.service}: {seen}"))
-    for layer in FINAL_HEALTH_LAYERS:
-        rows += [Observation(layer, r.target, r.status, f"{r.name}: {r.observed}") for r in getattr(obs, layer)]
+    for layer, results in obs.final_health_layers().items():
+        rows += [Observation(layer, r.target, r.status, f"{r.name}: {r.observed}") for r in results]
     if fh_error is not None:
         rows.append(Observation("final-health", "", Status.FAIL, str(fh_error)))
     if obs.inflight is not None:

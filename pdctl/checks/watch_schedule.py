@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CADENCES = ("health", "inflight", "e2e", "pairs", "flags")
+from pdctl.checks.layers import WATCH_CADENCES, layer
+
+#: the watch's cadences, derived from the layers (checks/layers.py): one per layer that owns a round
+CADENCES: tuple[str, ...] = WATCH_CADENCES
 
 RUN = "run"
 SKIP = "skip"
@@ -55,6 +58,12 @@ class CadenceClock:
     def wait_s(self, now: float) -> float:
         """Seconds until this cadence's next tick (0 when due)."""
         return max(0.0, self.next_due - now)
+
+
+def cadence_periods(settings: object) -> dict[str, float]:
+    """cadence -> seconds between its rounds, read from the inventory's WatchSettings (typed `object` here: checks
+    imports no inventory) by the field each cadence's layer names (`Layer.every`). Pure."""
+    return {name: float(getattr(settings, str(layer(name).every))) for name in CADENCES}
 
 
 def short_watch_warning(for_s: float | None, once: bool, window_s: float, interval_s: float) -> str | None:

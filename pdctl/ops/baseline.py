@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from pdctl import state
 from pdctl.checks.baseline import BaselineRecord
+from pdctl.checks.metrics import MetricSet
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 
 
-def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
+def read_transfer_counters(dep: Deployment) -> dict[str, MetricSet | Exception]:
     """label -> MetricSet (or the exception that stopped us reading it), for every prefill and decode."""
     from pdctl.checks.metric_names import TRANSFER_READ
     from pdctl.checks.sampling import fetch_metrics
 
-    def one(role: str, i: int):
+    def one(role: str, i: int) -> MetricSet | Exception:
         try:
             return fetch_metrics(
                 dep.base_url(role, i), timeout=dep.inv.final_health.metrics_timeout, families=TRANSFER_READ
@@ -26,7 +26,12 @@ def read_transfer_counters(dep: Deployment) -> dict[str, Any]:
         except Exception as e:  # reported as a failed check, never swallowed
             return e
 
-    return {r.label: r.value if r.reached else r.error for r in dep.each_instance(one, roles=("prefill", "decode"))}
+    out: dict[str, MetricSet | Exception] = {}
+    for r in dep.each_instance(one, roles=("prefill", "decode")):
+        read = r.error if r.error is not None else r.value
+        if read is not None:
+            out[r.label] = read
+    return out
 
 
 def baseline_path(dep: Deployment):

@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from pdctl.checks.inflight import (
     BALANCE_WINDOW_S,
@@ -39,6 +39,7 @@ from pdctl.checks.metric_names import (
     NUM_ABORTED_REQUESTS,
     TRANSFER_FAILED,
 )
+from pdctl.checks.metrics import MetricSet
 from pdctl.checks.result import CheckResult
 from pdctl.errors import RefusedError, UnreachableError, interrupt_again
 from pdctl.ops.context import Deployment
@@ -46,18 +47,22 @@ from pdctl.ops.defaults import INFLIGHT_INTERVAL_S, INFLIGHT_WINDOW_S
 from pdctl.serialize import JSON_OFF, json_key
 
 
-def _counter(m, name: str) -> float:
+#: (role, label, the worker's metrics or the exception that stopped their read)
+WorkerRead = tuple[str, str, MetricSet | Exception]
+
+
+def _counter(m: MetricSet, name: str) -> float:
     v = m.value(name)
     return 0.0 if v is None else float(v)
 
 
-def _read_all(dep: Deployment) -> list[tuple[str, str, Any]]:
+def _read_all(dep: Deployment) -> list[WorkerRead]:
     """(role, label, MetricSet or the exception that stopped its read) for every prefill and decode, in parallel."""
     from pdctl.checks.sampling import fetch_metrics
 
     timeout = dep.inv.final_health.metrics_timeout
 
-    def one(role: str, i: int):
+    def one(role: str, i: int) -> MetricSet | Exception:
         url, started = None, time.monotonic()
         try:
             url = dep.base_url(role, i)
@@ -67,10 +72,12 @@ def _read_all(dep: Deployment) -> list[tuple[str, str, Any]]:
         except Exception as e:  # PdctlError or a transport failure: recorded per worker
             return e
 
-    return [
-        (r.key[0], r.label, r.value if r.reached else r.error)
-        for r in dep.each_instance(one, roles=("prefill", "decode"))
-    ]
+    out: list[WorkerRead] = []
+    for r in dep.each_instance(one, roles=("prefill", "decode")):
+        read = r.error if r.error is not None else r.value
+        if read is not None:
+            out.append((r.key[0], r.label, read))
+    return out
 
 
 def _named(e: UnreachableError, url, started: float) -> UnreachableError:
@@ -90,13 +97,14 @@ def read_point(
     t0: float = 0.0,
     *,
     clock: Callable[[], float] = time.monotonic,
-    got: list[tuple[str, str, Any]] | None = None,
+    got: list[WorkerRead] | None = None,
 ) -> Point:
     """Read every prefill's and decode's /metrics once, in parallel (or reduce `got`, from _read_all). Never raises
     for an unreachable worker: its error goes to `errors` (a point with errors is not used for a verdict)."""
     t = clock() - t0
     got = _read_all(dep) if got is None else got
-    prefill_sets, decode_sets = [], []
+    prefill_sets: list[MetricSet] = []
+    decode_sets: list[MetricSet] = []
     per_worker: dict[str, dict[str, float]] = {}
     counters: dict[str, dict[str, float]] = {}
     thr: dict[str, float] = {}
@@ -263,20 +271,21 @@ def sample_inflight(
     )
 
 
-def raise_if_none_answers(got: list[tuple[str, str, Any]], *, explained: frozenset[str] = frozenset()) -> None:
+def raise_if_none_answers(got: list[WorkerRead], *, explained: frozenset[str] = frozenset()) -> None:
     """Raise when no worker (outside `explained`) could be asked at all: a RefusedError as is; else one
     UnreachableError (exit 3) naming each worker and why. A worker that answered, even with an error, is asked."""
     asked = [(label, m) for _role, label, m in got if label not in explained]
-    if not asked or not all(isinstance(m, (UnreachableError, RefusedError)) for _l, m in asked):
+    unasked = [(label, m) for label, m in asked if isinstance(m, (UnreachableError, RefusedError))]
+    if not asked or len(unasked) < len(asked):
         return
-    refused = next((m for _l, m in asked if isinstance(m, RefusedError)), None)
+    refused = next((m for _l, m in unasked if isinstance(m, RefusedError)), None)
     if refused is not None:
         raise refused
-    lines = "; ".join(m.message.splitlines()[0] for _l, m in asked)
+    lines = "; ".join(m.message.splitlines()[0] for _l, m in unasked)
     raise UnreachableError(
         f"no worker's /metrics could be read: {lines}",
-        target=asked[0][0],
-        hint=asked[0][1].hint
+        target=unasked[0][0],
+        hint=unasked[0][1].hint
         or "is the role running and listening (pdctl status, pdctl logs ROLE)? nothing was sampled",
     )
 

@@ -1,15 +1,23 @@
 """The co-restart record the lineage layer judges against (kept on the first prefill's host, beside the deployment
-lock, and locally), and the pair lineage `verify pairs` marks its matrix with. Apart from ops/verify.py so the pairs
-op can read it without importing the final-health op that runs the pairs layer."""
+lock, and locally): its reader, its writer (after a clean co-start), and the pair lineage `verify pairs` marks its
+matrix with. Apart from the final-health op so the pairs op can read it without importing the op that runs the
+pairs layer."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pdctl import state
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
+from pdctl.ops.processes import LiveProcess, live_processes
+
+#: label -> (role, pid, start epoch) of a live main process: what checks.lineage judges
+Starts = dict[str, tuple[str, int, float | None]]
+#: the stored record, as checks.lineage.make_lineage_record made it: label -> {"role", "pid", "start"}
+LineageRecord = dict[str, dict[str, Any]]
 
 LINEAGE_WINDOW_S = 900.0  # without a co-restart record: decode/router started this long after prefill = hazard
 
@@ -22,7 +30,30 @@ def host_lineage_path(dep: Deployment) -> tuple[str, str]:
     return host, f"{default_state_dir(dep.inv.hosts[host])}/lineage/{dep.inv.name}.json"
 
 
-def load_lineage_record(dep: Deployment) -> dict[str, Any] | None:
+def lineage_snapshot(procs: Mapping[str, LiveProcess]) -> Starts:
+    """label -> (role, pid, start_epoch) of the live main processes (a service with no main pid has none). Pure."""
+    return {
+        label: (p.role, p.service.main_pid, p.service.started_at)
+        for label, p in procs.items()
+        if p.active and p.service.main_pid is not None
+    }
+
+
+def save_lineage_record(dep: Deployment, procs: Mapping[str, LiveProcess] | None = None) -> LineageRecord:
+    """Remember the pids and start times of a clean co-start, for the lineage layer of later checks: written on
+    the prefill host (shared by all operators) and locally. Raises UnreachableError/RefusedError when a host
+    cannot be asked (its processes would be missing from the record)."""
+    from pdctl.checks.lineage import make_lineage_record
+
+    record = make_lineage_record(lineage_snapshot(procs if procs is not None else live_processes(dep)))
+    text = json.dumps(record, indent=1)
+    host, path = host_lineage_path(dep)
+    dep.transport(host).put_file(path, text)
+    state.lineage_path(dep.inv.name).write_text(text)
+    return record
+
+
+def load_lineage_record(dep: Deployment) -> LineageRecord | None:
     """The last co-restart's record: the copy on the prefill host (every operator's co-restarts write it), else
     this operator's local copy."""
     host, path = host_lineage_path(dep)
@@ -45,10 +76,12 @@ def pair_lineage(dep: Deployment) -> tuple[dict[tuple[str, str], str], str | Non
         seen = dep.each_instance(lambda role, k: dep.status(role, k), roles=("prefill", "decode"))
     except PdctlError as e:  # a marking of the matrix: never what stops `verify pairs`
         return {}, f"restart lineage not read: {e.message.splitlines()[0]}"
-    failed = next((r for r in seen if r.error is not None), None)
-    if failed is not None:
-        return {}, f"restart lineage not read: {failed.label}: {failed.error.message.splitlines()[0]}"
-    starts = {r.label: (r.key[0], r.value.main_pid, r.value.started_at) for r in seen if r.value.active}
-    return {
-        (h.prefill, h.decode): h.hazard for h in pair_hazards(starts, load_lineage_record(dep), LINEAGE_WINDOW_S)
-    }, None
+    starts: Starts = {}
+    for r in seen:
+        if r.error is not None:
+            return {}, f"restart lineage not read: {r.label}: {r.error.message.splitlines()[0]}"
+        st = r.value
+        if st is not None and st.active and st.main_pid is not None:
+            starts[r.label] = (r.key[0], st.main_pid, st.started_at)
+    hazards = pair_hazards(starts, load_lineage_record(dep), LINEAGE_WINDOW_S)
+    return {(h.prefill, h.decode): h.hazard for h in hazards}, None

@@ -188,7 +188,7 @@ def verify_pairs(dep: Deployment, budget: float | None = None, *, lineage: bool 
     # base URLs first: over a tunnel this connects, and an unreachable host is said before any canary is sent
     resolved = dep.each_instance(lambda role, k: dep.base_url(role, k), roles=("prefill", "decode"))
     raise_first_unreachable(resolved)
-    bases = {r.key: r.value for r in resolved}
+    bases = {r.key: r.value for r in resolved if r.value is not None}
     slot = max(MIN_SLOT_S, budget / n_p)
     started = time.monotonic()
 

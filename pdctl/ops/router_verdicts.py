@@ -4,13 +4,18 @@ port. The judges are pdctl.checks.router_state."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pdctl import launch
 from pdctl.checks.result import CheckResult, Status
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment, probe_address
 
+if TYPE_CHECKING:  # httpx is loaded only when a probe runs
+    from pdctl.checks.http_util import RoleURL
 
-def router_metrics_url(dep: Deployment, index: int) -> str:
+
+def router_metrics_url(dep: Deployment, index: int) -> RoleURL:
     """Router[index]'s metrics endpoint base, as this machine reaches it (an SSH tunnel when the host says so)."""
     from pdctl.checks.http_util import RoleURL
 

@@ -102,7 +102,7 @@ def service_states(dep: Deployment) -> dict[str, ServiceState]:
 
     results = dep.each_instance(one)
     raise_first_unreachable(results)
-    return {r.label: r.value for r in results}
+    return {r.label: r.value for r in results if r.value is not None}
 
 
 def triage(
@@ -176,7 +176,7 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -
         unobserved=unobserved_lines(inf.points, inf.verdict is not None, fh_error, stopped=stopped),
     )
     if fh is not None:
-        obs.health, obs.e2e, obs.transfer, obs.lineage = (fh.layers.get(n, []) for n in FINAL_HEALTH_LAYERS)
+        obs.take_final_health(fh.layers)
     _counters_into(obs, inf, window_s, interval_s)
     if inf.verdict is not None:
         obs.inflight = InflightSummary(
