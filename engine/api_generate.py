@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import request_parse as rp
 from engine.api_common import Api, Out, sse, sse_error, tok
+from engine.events import Done, Failed, Tokens
 
 PREFILL_REASON = {"type": "length", "length": 0}
 
@@ -81,21 +82,25 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
             }
             if want_lp and not pre:
                 lps, tops = [], []
-                for i, e in zip(o.ids, o.lps):
-                    lp, top = e if e is not None else (None, [])
+                for i, entry in zip(o.ids, o.lps):
+                    lp, top = entry if entry is not None else (None, [])
                     lps.append([lp, i, tok.decode([i]) if with_text else None])
                     tops.append([[tl, ti, tok.decode([ti]) if with_text else None] for ti, tl in top])
                 meta["output_token_logprobs"] = lps
                 if top_k:
                     meta["output_top_logprobs"] = tops
-            d = {"text": "" if pre else o.text(), "output_ids": [] if pre else list(o.ids), "meta_info": meta}
+            d: dict[str, object] = {
+                "text": "" if pre else o.text(),
+                "output_ids": [] if pre else list(o.ids),
+                "meta_info": meta,
+            }
             if many:
                 d["index"] = k
             return d
 
         if not b.get("stream"):
-            if (e := await api.collect(request, outs, q, native=True)) is not None:
-                return e
+            if (failed := await api.collect(request, outs, q, native=True)) is not None:
+                return failed
             res = [payload(o, k, o.reason) for k, o in enumerate(outs)]
             # plain JSON already: skip FastAPI's jsonable_encoder walk of every field (same bytes)
             return JSONResponse(res if many else res[0])
@@ -103,12 +108,12 @@ def add_generate_routes(app: FastAPI, api: Api) -> None:
         async def events():
             async for k, ev in api.run(request, outs, q):
                 o = outs[k]
-                if ev[0] == "error":
+                if isinstance(ev, Failed):
                     yield sse_error(ev)
                     return
-                if ev[0] == "tokens" and mode != "prefill" and not o.ending:
+                if isinstance(ev, Tokens) and mode != "prefill" and not o.ending:
                     yield sse(payload(o, k, None))
-                if ev[0] == "done":
+                if isinstance(ev, Done):
                     yield sse(payload(o, k, o.reason))
             yield "data: [DONE]\n\n"
 

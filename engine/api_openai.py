@@ -12,12 +12,13 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from engine import request_parse as rp
 from engine.api_common import Api, Out, sse, sse_error, tok
+from engine.events import Done, Failed, Tokens
 
 FINISH = {"stop": "stop", "abort": "abort"}
 
 
 def _finish(reason: dict | None) -> str:
-    return FINISH.get((reason or {}).get("type"), "length")
+    return FINISH.get(str((reason or {}).get("type")), "length")
 
 
 def _tokbytes(i: int) -> list[int]:
@@ -180,8 +181,8 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
 
         stream = bool(b.get("stream", False))
         if not stream:
-            if (e := await api.collect(request, outs, q)) is not None:
-                return e
+            if (failed := await api.collect(request, outs, q)) is not None:
+                return failed
             ch = [
                 choice(k, o, echo_of[k] + ("" if pre else o.text()), [] if pre else o.lps, True, len(echo_of[k]))
                 for k, o in enumerate(outs)
@@ -241,10 +242,10 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
             carried: dict[int, list] = {}  # logprobs of tokens whose text is held back (a possible stop string)
             async for k, ev in api.run(request, outs, q):
                 o = outs[k]
-                if ev[0] == "error":
+                if isinstance(ev, Failed):
                     yield sse_error(ev)
                     return
-                if ev[0] == "tokens" and (pre or o.ending):
+                if isinstance(ev, Tokens) and (pre or o.ending):
                     continue  # prefill streams no text; an ending token's text is final only with its reason
                 if k not in started:
                     started.add(k)
@@ -253,9 +254,9 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
                 lps = carried.pop(k, []) + lps
                 if d:
                     yield chat_chunk(k, {"content": d}, lps)
-                elif lps and ev[0] != "done":
+                elif lps and not isinstance(ev, Done):
                     carried[k] = lps  # as SGLang, logprobs travel with text: a last step without text drops them
-                if ev[0] == "done":
+                if isinstance(ev, Done):
                     ended.append(k)
             for k in ended:
                 reason = outs[k].reason or {}
@@ -267,11 +268,11 @@ def add_openai_routes(app: FastAPI, api: Api) -> None:
         async def events():
             async for k, ev in api.run(request, outs, q):
                 o = outs[k]
-                if ev[0] == "error":
+                if isinstance(ev, Failed):
                     yield sse_error(ev)
                     return
-                final = ev[0] == "done"
-                if pre or (ev[0] == "tokens" and o.ending):
+                final = isinstance(ev, Done)
+                if pre or (isinstance(ev, Tokens) and o.ending):
                     if not final:
                         continue  # prefill streams nothing; an ending token goes out with its finish reason
                 d, lps = ("", []) if pre else o.delta()

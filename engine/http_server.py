@@ -14,9 +14,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from engine import loads
 from engine import request_parse as rp
-from engine.api_common import Api, Out
+from engine.api_common import Api, EventQueue, Out, streaming_sink
 from engine.api_generate import add_generate_routes
 from engine.api_openai import add_openai_routes
+from engine.events import Failed
 from engine.req import Req
 from engine.tokenizer import ByteTokenizer
 
@@ -44,20 +45,20 @@ def build_app(state) -> FastAPI:
         if r := not_ready():
             return r
         loop = asyncio.get_running_loop()
-        q: asyncio.Queue = asyncio.Queue()
+        q: EventQueue = asyncio.Queue()
         # Like upstream: fake bootstrap (2.2.2.2, room 0), a local one-token run, never the transfer.
         req = Req(
             rid=f"HEALTH_CHECK_{uuid.uuid4().hex}",
             input_ids=tok.encode("health"),
             max_new_tokens=1,
-            sink=lambda ev: loop.call_soon_threadsafe(q.put_nowait, (0, ev)),
+            sink=streaming_sink(loop, q, 0),
             health=True,
             room=0,
             bootstrap_host="2.2.2.2",
         )
         async for _k, ev in api.run(request, [Out(req, False)], q):
-            if ev[0] == "error":
-                return rp.err(503, ev[2], "ServiceUnavailable")
+            if isinstance(ev, Failed):
+                return rp.err(503, ev.message, "ServiceUnavailable")
         return Response(status_code=200)
 
     @app.get("/server_info")

@@ -12,10 +12,21 @@ import sys
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from engine import __version__
-from engine.server_args import parse_args
+from engine.server_args import ServerArgs, parse_args
 from engine.tokenizer import DEFAULT_MODEL_DIR
+
+if TYPE_CHECKING:
+    from engine.disaggregation.bootstrap_server import BootstrapServer
+    from engine.disaggregation.decode_kv import DecodeKVManager
+    from engine.disaggregation.kv_pool import KVPool
+    from engine.disaggregation.prefill_kv import PrefillKVManager
+    from engine.metrics import Metrics
+    from engine.model import TinyLM
+    from engine.scheduler import Scheduler
+    from engine.scheduler_process import Pipe, SchedulerClient
 
 # The scheduler thread hands the GIL back at every torch op; under load the KV threads then held it for up to the
 # default 5 ms each time, which cost a batch of 32 a third of its decode throughput.
@@ -26,14 +37,26 @@ DEFAULT_MAX_TOTAL_TOKENS = 131072
 
 
 class EngineState:
-    def __init__(self, args):
+    """The scheduler process's server: what build() made of its flags."""
+
+    def __init__(self, args: ServerArgs, t0: float | None = None):
         self.args = args
         self.ready = False
-        self.t0 = time.time()
+        self.t0 = t0 or time.time()
         self.model_path = os.path.abspath(args.model_path) if args.model_path else str(DEFAULT_MODEL_DIR)
-        self.scheduler = None
-        self.metrics = None
+        self.scheduler: Scheduler | None = None
+        self.metrics: Metrics | None = None
         self.context_length = 32768
+        self.page_size = args.page_size or DEFAULT_PAGE_SIZE
+        self.startup: dict[str, float] = {}  # startup_time_seconds{phase}, as SGLang's phases
+        self.bootstrap: BootstrapServer | None = None  # prefill only
+        self.kv: PrefillKVManager | DecodeKVManager | None = None  # PD modes only
+
+    def running(self) -> Scheduler:
+        """The scheduler, once build() has made it."""
+        if self.scheduler is None:
+            raise RuntimeError("the engine is not built yet")
+        return self.scheduler
 
     def server_info(self) -> dict:
         info = {k: v for k, v in self.args.as_dict().items() if k not in ("drill", "drills")}
@@ -60,8 +83,8 @@ class EngineState:
         return info
 
 
-def build(args, t0: float | None = None):
-    """Construct model, metrics, KV plumbing and the scheduler for args' mode. Returns EngineState."""
+def build(args: ServerArgs, t0: float | None = None) -> EngineState:
+    """Construct model, metrics, KV plumbing and the scheduler for args' mode."""
     import torch
 
     from engine.metrics import Metrics
@@ -69,8 +92,7 @@ def build(args, t0: float | None = None):
     from engine.scheduler import Scheduler
 
     torch.set_num_threads(1)  # two workers and a router share two cores
-    st = EngineState(args)
-    st.t0 = t0 or st.t0
+    st = EngineState(args, t0)
     t_build = time.monotonic()
     model = (
         TinyLM.load(args.model_path)
@@ -80,88 +102,85 @@ def build(args, t0: float | None = None):
     if args.random_seed is not None:
         torch.manual_seed(args.random_seed)
     st.context_length = min(args.context_length or model.cfg.context_length, model.cfg.context_length)
-    st.startup = {"load_weight": time.monotonic() - t_build}  # startup_time_seconds{phase}, as SGLang's phases
-    st.metrics = Metrics(args.served_model_name, args.disaggregation_mode)
-    st.page_size = args.page_size or DEFAULT_PAGE_SIZE
+    st.startup["load_weight"] = time.monotonic() - t_build
+    st.metrics = metrics = Metrics(args.served_model_name, args.disaggregation_mode)
     mode = args.disaggregation_mode
     if mode == "null":
-        st.scheduler = Scheduler(model, args, st.metrics)
+        st.scheduler = Scheduler(model, args, metrics)
         return _started(st, model, None, t_build)
+    from engine.disaggregation import backends
     from engine.disaggregation.kv_pool import KVPool
+    from engine.disaggregation.prefill_kv import advertised_host
+    from engine.disaggregation.transfer_backend import BackendContext
 
     total = args.max_total_tokens or DEFAULT_MAX_TOTAL_TOKENS
     t_kv = time.monotonic()
     pool = KVPool(model.cfg.n_layers, model.cfg.kv_dim, st.page_size, total // st.page_size + 1)
     st.startup["kv_cache_allocation"] = time.monotonic() - t_kv
     agent = f"{mode}-{socket.gethostname()}-{args.port}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    if args.disaggregation_transfer_backend == "nixl":
-        from engine.disaggregation.nixl_backend import NixlBackend
-
-        backend = NixlBackend(agent, pool)
-    elif args.disaggregation_transfer_backend == "mooncake":
-        from engine.disaggregation.mooncake_backend import MooncakeBackend
-        from engine.disaggregation.prefill_kv import advertised_host
-
-        backend = MooncakeBackend(
-            pool,
-            args.host,
-            advertised_host(args.host),
-            args.disaggregation_ib_device,
-            registry=st.metrics.registry if mode == "prefill" else None,
+    kind = backends.kind(args.disaggregation_transfer_backend)
+    backend = kind.create(
+        BackendContext(
+            pool=pool,
+            agent_name=agent,
+            listen_host=args.host,
+            advertised_host=advertised_host(args.host),
+            ib_device=args.disaggregation_ib_device,
+            metrics_registry=metrics.registry if mode == "prefill" else None,
         )
-    else:
-        from engine.disaggregation.fake_backend import FakeBackend
-
-        backend = FakeBackend(agent, pool)
+    )
     if mode == "prefill":
         from engine.disaggregation.bootstrap_server import BootstrapServer
         from engine.disaggregation.prefill_kv import PrefillKVManager
         from engine.scheduler_prefill import PrefillScheduler
 
         st.bootstrap = BootstrapServer(args.host, args.disaggregation_bootstrap_port).start()
-        kv = PrefillKVManager(backend, pool, args.drills, st.metrics, args.host, args.disaggregation_bootstrap_port)
-        kv.register_with_bootstrap()
-        st.scheduler = PrefillScheduler(model, args, st.metrics, kv)
+        prefill_kv = PrefillKVManager(
+            backend, pool, args.drills, metrics, args.host, args.disaggregation_bootstrap_port
+        )
+        prefill_kv.register_with_bootstrap()
+        st.kv, st.scheduler = prefill_kv, PrefillScheduler(model, args, metrics, prefill_kv)
     else:
         from engine.disaggregation.decode_kv import DecodeKVManager
-        from engine.disaggregation.prefill_kv import advertised_host
         from engine.scheduler_decode import DecodeScheduler
 
-        kv = DecodeKVManager(backend, pool, st.metrics, identity=f"{advertised_host(args.host)}:{args.port}")
-        st.scheduler = DecodeScheduler(model, args, st.metrics, kv, fake=backend.name == "fake")
-    st.kv = kv
+        decode_kv = DecodeKVManager(backend, pool, metrics, identity=f"{advertised_host(args.host)}:{args.port}")
+        # a backend that moves nothing: the decode prefills the prompt itself
+        st.kv, st.scheduler = decode_kv, DecodeScheduler(model, args, metrics, decode_kv, fake=not kind.moves_kv)
     return _started(st, model, pool, t_build)
 
 
-def _started(st: EngineState, model, pool, t_build: float) -> EngineState:
-    st.scheduler.stats.emit_constants(model, pool, st.context_length)
+def _started(st: EngineState, model: TinyLM, pool: KVPool | None, t_build: float) -> EngineState:
+    st.running().stats.emit_constants(model, pool, st.context_length)
     st.startup["scheduler_e2e"] = time.monotonic() - t_build
     return st
 
 
-def _warmup_then_ready(st: EngineState, pipe) -> None:
+def _warmup_then_ready(st: EngineState, pipe: Pipe) -> None:
     """Run one local generation (so the first real request is not slow), then tell the HTTP process: ready."""
+    from engine.events import ends
     from engine.req import Req
 
     done = threading.Event()
-    st.scheduler.submit(
+    scheduler = st.running()
+    scheduler.submit(
         Req(
             rid="WARMUP",
             input_ids=list(b"warm up"),
             max_new_tokens=2,
             health=True,
             room=0,
-            sink=lambda ev: done.set() if ev[0] in ("done", "error") else None,
+            sink=lambda ev: done.set() if ends(ev) else None,
         )
     )
     done.wait(60)
     st.startup["tokenizer_e2e"] = time.time() - st.t0  # process start to ready
-    st.scheduler.stats.emit_startup(st.startup)
+    scheduler.stats.emit_startup(st.startup)
     pipe.send(("ready",))
     logging.getLogger("engine").info("The server is fired up and ready to roll!")
 
 
-def _scheduler_main(args, t0: float, pipe) -> None:
+def _scheduler_main(args: ServerArgs, t0: float, pipe: Pipe) -> None:
     """The scheduler process: build, report, warm up, then answer the HTTP process until it goes away."""
     from engine.scheduler_process import serve
 
@@ -173,7 +192,7 @@ def _scheduler_main(args, t0: float, pipe) -> None:
     except Exception:
         pipe.send(("fail", None))  # the traceback goes to the log, from fork()
         raise
-    st.scheduler.start()
+    st.running().start()
     pipe.send(("built", {"context_length": st.context_length, "model_path": st.model_path}))
     threading.Thread(target=_warmup_then_ready, args=(st, pipe), daemon=True).start()
     serve(pipe, st)
@@ -182,7 +201,7 @@ def _scheduler_main(args, t0: float, pipe) -> None:
 class HttpState:
     """What the HTTP process knows of its server; the rest it asks the scheduler process (`call`)."""
 
-    def __init__(self, args, t0: float, client, built: dict):
+    def __init__(self, args: ServerArgs, t0: float, client: SchedulerClient, built: dict):
         self.args, self.t0, self.scheduler = args, t0, client
         self.model_path, self.context_length = built["model_path"], built["context_length"]
         self.ready = False

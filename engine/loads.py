@@ -123,7 +123,7 @@ def to_dict(load: dict, include: set[str] | None) -> dict:
             return out
         include_all = False
     for key, name in SECTIONS:
-        if key in load and (include_all or name in include):
+        if key in load and (include_all or include is not None and name in include):
             out[key] = dict(load[key])
     return out
 

@@ -13,6 +13,8 @@ SGLang serves its metrics in prometheus_client's multiprocess mode, and the rend
 
 from __future__ import annotations
 
+from typing import TypeVar, Union
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 
@@ -22,6 +24,8 @@ _KINDS = {"gauge": Gauge, "counter": Counter, "histogram": Histogram}
 # Series SGLang 0.5.23's metrics collector creates when it starts (`.labels(...)` without a value), so they show at
 # rest: the scheduler's idle and CPU time counters, and the modes of prefill_effective_tokens_total.
 PRECREATED = ("scheduler_idle_seconds_total", "scheduler_process_cpu_seconds_total")
+Series = Union[Gauge, Counter, Histogram]  # a family, or one labelled series of it (the same class)
+_S = TypeVar("_S", Gauge, Counter, Histogram)
 
 
 class _AsMultiprocess:
@@ -51,9 +55,10 @@ class Metrics:
         self._sched = dict(model_name=model_name, engine_type=et, tp_rank="0", pp_rank="0", moe_ep_rank="0")
         self._tok = dict(model_name=model_name, engine_type=et)
         self.fams: dict[str, Fam] = {}
-        self._metric: dict[str, object] = {}
-        self._child: dict[tuple, object] = {}
+        self._metric: dict[str, Series] = {}
+        self._child: dict[tuple, Series] = {}
         self.last: dict[str, float] = {}  # the last value each histogram observed (/v1/loads reads a few)
+        self._gauge_value: dict[str, float] = {}  # the last value set() gave each gauge without extra labels
         for f in FAMILIES:
             if f.fed_in(mode):
                 self._declare(f)
@@ -74,7 +79,7 @@ class Metrics:
     def has(self, name: str) -> bool:
         return name in self.fams
 
-    def child(self, name: str, **extra: str):
+    def child(self, name: str, **extra: str) -> Series:
         """The series of `name` with these extra labels, created (as a first feed does) if it does not exist yet."""
         key = (name, *sorted(extra.items()))
         c = self._child.get(key)
@@ -83,25 +88,44 @@ class Metrics:
             c = self._child[key] = self._metric[name].labels(**(self._tok if f.tok else self._sched), **extra)
         return c
 
+    def _series(self, name: str, kind: type[_S], **extra: str) -> _S:
+        """child(), checked against the family's kind before a series is created."""
+        if not isinstance(self._metric[name], kind):
+            raise TypeError(f"sglang:{name} is a {self.fams[name].kind}, not a {kind.__name__.lower()}")
+        c = self.child(name, **extra)
+        if not isinstance(c, kind):  # labels() makes a series of its family's class
+            raise TypeError(f"sglang:{name}: a series of another kind than its family")
+        return c
+
+    def counter(self, name: str, **extra: str) -> Counter:
+        return self._series(name, Counter, **extra)
+
+    def histogram(self, name: str, **extra: str) -> Histogram:
+        return self._series(name, Histogram, **extra)
+
     def set(self, name: str, value: float, **extra: str) -> None:
         if name in self.fams:
-            self.child(name, **extra).set(value)
+            self._series(name, Gauge, **extra).set(value)
+            if not extra:
+                self._gauge_value[name] = value
 
     def inc(self, name: str, by: float = 1, **extra: str) -> None:
         name = name if name in self.fams else name + "_total"  # callers may name a counter without _total
         if name in self.fams and by >= 0:
-            self.child(name, **extra).inc(by)
+            if self.fams[name].kind == "gauge":
+                self._series(name, Gauge, **extra).inc(by)
+            else:
+                self._series(name, Counter, **extra).inc(by)
 
     def observe(self, name: str, value: float, **extra: str) -> None:
         if name in self.fams:
-            self.child(name, **extra).observe(value)
+            self.histogram(name, **extra).observe(value)
             self.last[name] = value
 
     def value(self, name: str, default: float = 0.0) -> float:
         """The current value of a gauge without extra labels (server_info reads these); `default` while the gauge
         has no series yet (reading creates none)."""
-        c = self._child.get((name,))
-        return c._value.get() if c is not None else default
+        return self._gauge_value.get(name, default)
 
     def render(self) -> bytes:
         return generate_latest(self._view)

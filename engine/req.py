@@ -5,10 +5,14 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+
+from engine.events import Done, Failed, LogprobEntry, Sink
 
 if TYPE_CHECKING:  # the HTTP process builds Reqs and never imports torch
     import torch
+
+    from engine.model import KVCache
 
 _ids = itertools.count()
 
@@ -18,9 +22,8 @@ class Req:
     rid: str
     input_ids: list[int]
     max_new_tokens: int
-    # thread-safe delivery of ("tokens", ids, logprob entries, reason|None) / ("done", reason) / ("error", code, msg);
-    # a tokens event that ends the request carries its reason, so a stream can send the last token with it
-    sink: Callable[[tuple], None]
+    # thread-safe delivery of the request's events (engine/events.py): Tokens..., then Done or Failed
+    sink: Sink
     temperature: float = 0.0  # greedy: the engine's own health and warm-up runs, as SGLang's;
     #                                          an HTTP request gets SGLang's default, 1.0 (request_parse)
     top_p: float = 1.0
@@ -28,7 +31,7 @@ class Req:
     stop_token_ids: list[int] = field(default_factory=list)
     return_logprob: bool = False
     top_logprobs_num: int = 0
-    first_logprob: tuple | None = None  # the first token's entry as prefill computed it (PD decode side)
+    first_logprob: LogprobEntry | None = None  # the first token's entry as prefill computed it (PD decode side)
     seed: int | None = None
     room: int | None = None
     bootstrap_host: str | None = None
@@ -37,7 +40,7 @@ class Req:
     stream: bool = False  # the client asked for a stream (metrics' is_streaming label)
     created: float = field(default_factory=time.monotonic)
     out_ids: list[int] = field(default_factory=list)
-    cache: object = None
+    cache: KVCache | None = None  # the dense prompt cache while it prefills
     prefill_pos: int = 0
     pages: list[int] = field(default_factory=list)
     t_queue: float = 0.0
@@ -55,12 +58,18 @@ class Req:
             self.gen.manual_seed(self.seed if self.seed is not None else next(_ids) * 7919 + 17)
         return self.gen
 
+    def transfer_room(self) -> int:
+        """The bootstrap room of a request on the transfer path (request_parse requires one in PD modes)."""
+        if self.room is None:
+            raise ValueError(f"request {self.rid} has no bootstrap room")
+        return self.room
+
     def finish(self, reason: dict) -> None:
         if not self.done:
             self.done = True
-            self.sink(("done", reason))
+            self.sink(Done(reason))
 
     def fail(self, code: int, msg: str) -> None:
         if not self.done:
             self.done = True
-            self.sink(("error", code, msg))
+            self.sink(Failed(code, msg))

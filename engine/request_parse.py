@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 
 from fastapi.responses import JSONResponse
 
@@ -47,7 +48,7 @@ def as_num(v, name, lo, hi):
 
 
 # field -> values that mean "off" (what a client or the router sends by default); anything else is refused
-_OFF = (None, False, 0, 0.0, "", [], {})
+_OFF: tuple[object, ...] = (None, False, 0, 0.0, "", [], {})
 UNSUPPORTED_OPENAI = {
     "tools": _OFF,
     "functions": _OFF,
@@ -152,16 +153,24 @@ def _derive_room(room: int, j: int) -> int:
     return (room + j * 0x9E3779B97F4A7C15) % (1 << 63)
 
 
-def _per_item(v, m: int, N: int, name: str):
-    """A scalar or a list of bootstrap values -> (list, per_item) where per_item says one per (prompt, choice)."""
+@dataclass(frozen=True)
+class _PerItem:
+    """A bootstrap field's values: one per (prompt, choice) when per_item, else one per prompt."""
+
+    values: list
+    per_item: bool
+
+
+def _per_item(v, m: int, N: int, name: str) -> _PerItem:
+    """A scalar or a list of bootstrap values, as one per prompt or one per (prompt, choice)."""
     if not isinstance(v, list):
         if m != 1:
             raise BadRequest(f"{name} must be a list of {m} for a batch of {m} prompts")
-        return [v], False
+        return _PerItem([v], False)
     if len(v) == N:
-        return v, True
+        return _PerItem(v, True)
     if len(v) == m:
-        return v, False
+        return _PerItem(v, False)
     raise BadRequest(f"{name} has {len(v)} entries for {m} prompt(s) x n")
 
 
@@ -180,14 +189,16 @@ def items(
     """One Req's keyword arguments (without sink) per (prompt i, choice j), in SGLang's order i * n + j."""
     m, N = len(prompts), len(prompts) * n
     max_new = 128 if max_new is None else max_new
-    rooms = hosts = ports = None
+    bootstrap: tuple[_PerItem, _PerItem, _PerItem] | None = None  # rooms, hosts, ports
     if mode != "null":
         if b.get("bootstrap_room") is None or b.get("bootstrap_host") is None:
             raise BadRequest("bootstrap_host and bootstrap_room are required in disaggregation mode")
-        rooms, rooms_per_item = _per_item(b["bootstrap_room"], m, N, "bootstrap_room")
-        hosts, hosts_per_item = _per_item(b["bootstrap_host"], m, N, "bootstrap_host")
-        ports, ports_per_item = _per_item(b.get("bootstrap_port"), m, N, "bootstrap_port")
-        for r in rooms:
+        bootstrap = (
+            _per_item(b["bootstrap_room"], m, N, "bootstrap_room"),
+            _per_item(b["bootstrap_host"], m, N, "bootstrap_host"),
+            _per_item(b.get("bootstrap_port"), m, N, "bootstrap_port"),
+        )
+        for r in bootstrap[0].values:
             as_int(r, "bootstrap_room", 0, allow_none=False)
     rid = b.get("rid")
     if rid is not None and not (
@@ -208,10 +219,11 @@ def items(
             if sk["seed"] is not None:
                 kw["seed"] = sk["seed"] + j  # choices of one seeded request differ, and stay reproducible
             kw["rid"] = rid[k] if isinstance(rid, list) else f"{rid}_{k}" if rid and N > 1 else rid or uuid.uuid4().hex
-            if rooms is not None:
-                room = rooms[k] if rooms_per_item else _derive_room(rooms[i], j)
-                host = hosts[k if hosts_per_item else i]
-                port = ports[k if ports_per_item else i]
+            if bootstrap is not None:
+                rooms, hosts, ports = bootstrap
+                room = rooms.values[k] if rooms.per_item else _derive_room(rooms.values[i], j)
+                host = hosts.values[k if hosts.per_item else i]
+                port = ports.values[k if ports.per_item else i]
                 # null means the server's own bootstrap port; a port no socket can have is refused before any work
                 port = default_port if port is None else as_int(port, "bootstrap_port", 1, hi=65535)
                 kw.update(room=room, bootstrap_host=host, bootstrap_port=port)

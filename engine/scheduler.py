@@ -12,14 +12,30 @@ import os
 import queue
 import threading
 import time
+
+from torch import Tensor
+
+from typing import NamedTuple
+
 from engine import sampling
-from engine.model import TinyLM
+from engine.events import Done, Event, LogprobEntry, Sink, Tokens
+from engine.model import DecodeSlots, KVCache, TinyLM
 from engine.req import Req
 from engine.scheduler_stats import SchedulerStats
 from engine.tokenizer import ByteTokenizer
 
 log = logging.getLogger("engine.scheduler")
 DECODE_LOG_INTERVAL = 40
+
+
+class PrefilledChunk(NamedTuple):
+    """One chunk of one prefill step: req's tokens start..end went into cache; logits once its prompt is done."""
+
+    req: Req
+    start: int
+    end: int
+    cache: KVCache
+    logits: Tensor | None
 
 
 def env_float(name: str, default: float) -> float:
@@ -29,25 +45,24 @@ def env_float(name: str, default: float) -> float:
         return default
 
 
-def _sent_in_chunks(sink, every: int, first_at_once: bool):
+def _sent_in_chunks(sink: Sink, every: int, first_at_once: bool) -> Sink:
     """What SGLang's scheduler sends its tokenizer: a streaming request's tokens every `every` (--stream-interval,
     the first at once), a non-streaming one's every SGLANG_FORCE_STREAM_INTERVAL (50), and whatever is left when
     it ends; token events in between are joined here instead of crossing to the HTTP loop one by one."""
     ids: list[int] = []
-    lps: list = []
+    lps: list[LogprobEntry | None] = []
     sent = [0]
 
-    def put(ev):
-        if ev[0] == "tokens":
-            ids.extend(ev[1])
-            lps.extend(ev[2] if len(ev) > 2 else [None] * len(ev[1]))
-            reason = ev[3] if len(ev) > 3 else None
-            if reason is None and len(ids) < every and not (first_at_once and sent[0] == 0):
+    def put(ev: Event) -> None:
+        if isinstance(ev, Tokens):
+            ids.extend(ev.ids)
+            lps.extend(ev.logprobs)
+            if ev.reason is None and len(ids) < every and not (first_at_once and sent[0] == 0):
                 return
-            ev = ("tokens", list(ids), list(lps), reason)
+            ev = Tokens(list(ids), list(lps), ev.reason)
             sent[0] += len(ids)
         elif ids:  # what is held crosses with the end, in the same output batch: it carries the finish reason
-            sink(("tokens", list(ids), list(lps), ev[1] if ev[0] == "done" else None))
+            sink(Tokens(list(ids), list(lps), ev.reason if isinstance(ev, Done) else None))
         ids.clear()
         lps.clear()
         sink(ev)
@@ -72,9 +87,16 @@ class Scheduler:
         self.stats = SchedulerStats(metrics, self.engine_type)
         self.stream_interval = max(1, getattr(args, "stream_interval", 1) or 1)
         self.force_stream_interval = max(1, int(env_float("SGLANG_FORCE_STREAM_INTERVAL", 50)))
-        self.slots = model.new_slots(self.max_running) if self.decodes else None
+        self.slots: DecodeSlots | None = model.new_slots(self.max_running) if self.decodes else None
         self.decode_steps = 0
         self.thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+
+    @property
+    def batch_slots(self) -> DecodeSlots:
+        """The running batch's KV; only a scheduler that decodes holds one."""
+        if self.slots is None:
+            raise RuntimeError(f"the {self.engine_type} scheduler holds no running batch")
+        return self.slots
 
     # -- API used by the HTTP layer (any thread) -----------------------------------------------
     def submit(self, req: Req) -> None:
@@ -151,16 +173,16 @@ class Scheduler:
 
     def _leave_batch(self, r: Req) -> None:
         i = self.running.index(r)
-        self.slots.leave(i)  # the last slot moves into i: so does the last request
+        self.batch_slots.leave(i)  # the last slot moves into i: so does the last request
         last = self.running.pop()
         if last is not r:
             self.running[i] = last
 
-    def join_batch(self, r: Req, kv, length: int) -> None:
+    def join_batch(self, r: Req, kv: Tensor, length: int) -> None:
         """Start decoding r: kv[layer, k/v, pos, d] ends at position length - 1 and holds at least its last window
         (or all of it when shorter); that window is copied into the next slot."""
         m = min(length, self.model.cfg.window)
-        self.slots.join(kv[:, :, kv.shape[2] - m :], length)
+        self.batch_slots.join(kv[:, :, kv.shape[2] - m :], length)
         self.running.append(r)
 
     def step(self) -> bool:
@@ -186,18 +208,21 @@ class Scheduler:
             budget -= n
         return out
 
-    def prefill_batch(self, chunks: list[tuple[Req, int, int]] | None = None) -> list[tuple[Req, int, int, object]]:
-        """Run one prefill step; returns (req, start, end, logits if the prompt is done else None) per chunk."""
+    def prefill_batch(self, chunks: list[tuple[Req, int, int]] | None = None) -> list[PrefilledChunk]:
+        """Run one prefill step, one PrefilledChunk per chunk (the cache is also the request's until its prompt is
+        done)."""
         chunks = self.schedule_prefill() if chunks is None else chunks
         if not chunks:
             return []
+        caches: list[KVCache] = []
         for r, _, _ in chunks:
             if r.cache is None:
                 r.cache = self.model.new_cache(len(r.input_ids))
+            caches.append(r.cache)
         for r, _, _ in chunks:
             self.stats.on_forward(r)
         t0 = time.monotonic()
-        logits = self.model.extend_batch([(r.input_ids[s:e], r.cache) for r, s, e in chunks])
+        logits = self.model.extend_batch([(r.input_ids[s:e], c) for (r, s, e), c in zip(chunks, caches)])
         self.stats.on_extend(sum(e - s for _, s, e in chunks), time.monotonic() - t0)
         # SGLang's per-batch log line (its field names), which tests and operators read
         log.info(
@@ -207,22 +232,22 @@ class Scheduler:
             len(self.running),
             len(self.waiting),
         )
-        out = []
-        for (r, s, e), lg in zip(chunks, logits):
+        out: list[PrefilledChunk] = []
+        for (r, s, e), c, lg in zip(chunks, caches, logits):
             r.prefill_pos = e
             last = e == len(r.input_ids)
             self.stats.on_chunk(r, last)
             if last:
                 self.waiting.remove(r)
-                self.on_prefill_done(r, lg)
-            out.append((r, s, e, lg if last else None))
+                self.on_prefill_done(r, c, lg)
+            out.append(PrefilledChunk(r, s, e, c, lg if last else None))
         return out
 
-    def on_prefill_done(self, r: Req, logits) -> None:
+    def on_prefill_done(self, r: Req, cache: KVCache, logits: Tensor) -> None:
         tok = self.model.sample(logits, r.temperature, r.top_p, r.generator())
         self.emit(r, tok, logits)
         if not r.done:
-            self.join_batch(r, r.cache.kv, len(r.input_ids))
+            self.join_batch(r, cache.kv, len(r.input_ids))
         r.cache = None  # the dense prompt cache is no longer needed: decode runs in the slot
 
     def decode_step(self) -> bool:
@@ -236,19 +261,19 @@ class Scheduler:
             log.info(
                 "Decode batch, #running-req: %d, #token: %d, gen throughput (token/s): %.2f, #queue-req: %d",
                 len(batch),
-                int(self.slots.pos[: len(batch)].sum()),
+                int(self.batch_slots.pos[: len(batch)].sum()),
                 self.stats.gen_throughput(time.monotonic()),
                 len(self.waiting),
             )
         t0 = time.monotonic()
-        logits = self.model.decode([r.out_ids[-1] for r in batch], self.slots)
+        logits = self.model.decode([r.out_ids[-1] for r in batch], self.batch_slots)
         self.stats.on_decode(batch, time.monotonic() - t0)
         toks = self.model.sample_batch(logits, batch)
         for i, r in enumerate(batch):  # a row of logits only for a request that reads its logprob
             self.emit(r, toks[i], logits[i] if r.return_logprob else None)
         return True
 
-    def emit(self, r: Req, tok: int, logits=None) -> None:
+    def emit(self, r: Req, tok: int, logits: Tensor | None = None) -> None:
         """Append a token, stream it, finish on length / stop token / stop string. `logits` is the raw row the
         token was sampled from (its logprob); without it, the entry prefill sent along with the first token."""
         if r.first_token_at is None:
@@ -261,15 +286,18 @@ class Scheduler:
                 else r.first_logprob
             )
         r.out_ids.append(tok)
-        reason = None  # SGLang's order: length, then stop token ids (matched is the id), then stop strings
+        reason: dict[str, object] | None = (
+            None  # SGLang's order: length, then stop token ids (matched is the id), then stop strings
+        )
         if len(r.out_ids) >= r.max_new_tokens:
             reason = {"type": "length", "length": len(r.out_ids)}
         elif tok in r.stop_token_ids:
             reason = {"type": "stop", "matched": tok}
         elif r.stop:
             text = self.tok.decode(r.out_ids[-64:])
-            reason = next(({"type": "stop", "matched": s} for s in r.stop if s and text.endswith(s)), None)
-        r.sink(("tokens", [tok], [lp], reason))
+            matched = next((s for s in r.stop if s and text.endswith(s)), None)
+            reason = {"type": "stop", "matched": matched} if matched else None
+        r.sink(Tokens([tok], [lp], reason))
         if reason:
             self.complete(r, reason)
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import time
 
+from torch import Tensor
+
 from engine import sampling
 from engine.disaggregation.kvpoll import KVPoll
 from engine.disaggregation.prefill_kv import Chunk
+from engine.model import KVCache
 from engine.req import Req
 from engine.scheduler import Scheduler, env_float
 
@@ -102,18 +105,19 @@ class PrefillScheduler(Scheduler):
             staged.append(src)
         if not chunks:
             return False
-        for (r, s, e, logits), src in zip(self.prefill_batch(chunks), staged):
+        for done, src in zip(self.prefill_batch(chunks), staged):
+            r, s, e = done.req, done.start, done.end
             if r.health:
                 continue
-            self.kv.pool.write_tokens(src, r.cache.kv[:, :, s:e])
-            last = logits is not None
+            self.kv.pool.write_tokens(src, done.cache.kv[:, :, s:e])
+            last = done.logits is not None
             first = r.out_ids[0] if last and r.out_ids else -1
             if last:
                 r.cache = None  # KV now lives in the staging pages until the transfer worker is done
-            self.kv.enqueue(Chunk(r.room, src, s // P, last, first, sampling.pack(r.first_logprob)))
+            self.kv.enqueue(Chunk(r.transfer_room(), src, s // P, last, first, sampling.pack(r.first_logprob)))
         return True
 
-    def on_prefill_done(self, r: Req, logits) -> None:
+    def on_prefill_done(self, r: Req, cache: KVCache, logits: Tensor) -> None:
         tok = self.model.sample(logits, r.temperature, r.top_p, r.generator())
         if r.health:
             self.emit(r, tok, logits)

@@ -13,7 +13,8 @@ Messages, HTTP process -> scheduler process:
 Scheduler process -> HTTP process:
   ("built", info) / ("fail", message)   once, when the build ends
   ("ready",)                            once, after the warm-up generation
-  ("ev", key, [events])    a request's events in order (a non-streaming one's all at once, at its end)
+  ("ev", key, [events])    a request's events (engine/events.py) in order (a non-streaming one's all at once, at
+                           its end)
 
 The scheduler process ignores SIGINT and SIGTERM: it ends when the HTTP process does (the pipe closes, and the
 kernel's parent-death signal backs that up), so a stop, a systemd stop or Ctrl-C ends the server as before and
@@ -35,6 +36,7 @@ import sys
 import threading
 
 from engine import loads
+from engine.events import Event, Sink, ends
 from engine.req import Req
 
 log = logging.getLogger("engine")
@@ -51,7 +53,7 @@ _LOCAL = {"sink", "gen", "cache"}
 WIRE_FIELDS = tuple(f.name for f in dataclasses.fields(Req) if f.name not in _LOCAL)
 
 
-class _Pipe:
+class Pipe:
     """One end of the pipe, with sends serialised (several threads send)."""
 
     def __init__(self, conn: mpc.Connection):
@@ -65,7 +67,7 @@ class _Pipe:
         return self.conn.recv()
 
 
-def fork(child_main) -> tuple[int, _Pipe]:
+def fork(child_main) -> tuple[int, Pipe]:
     """Fork the scheduler process; it runs child_main(pipe) and never returns. -> (its pid, this end)."""
     ours, theirs = socket.socketpair()
     parent = os.getpid()
@@ -75,7 +77,7 @@ def fork(child_main) -> tuple[int, _Pipe]:
         code = 1
         try:
             _become_child(parent)
-            child_main(_Pipe(mpc.Connection(theirs.detach())))
+            child_main(Pipe(mpc.Connection(theirs.detach())))
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
         except BaseException:
@@ -87,7 +89,7 @@ def fork(child_main) -> tuple[int, _Pipe]:
             sys.stderr.flush()
             os._exit(code)
     theirs.close()
-    return pid, _Pipe(mpc.Connection(ours.detach()))
+    return pid, Pipe(mpc.Connection(ours.detach()))
 
 
 def _become_child(parent: int) -> None:
@@ -102,7 +104,7 @@ def _become_child(parent: int) -> None:
 
 
 # -- the scheduler process ---------------------------------------------------------------------------------
-def serve(pipe: _Pipe, st) -> None:
+def serve(pipe: Pipe, st) -> None:
     """Answer the HTTP process until it goes away. st: the built EngineState (scheduler running)."""
     sched = st.scheduler
 
@@ -112,14 +114,14 @@ def serve(pipe: _Pipe, st) -> None:
         except OSError:  # the HTTP process is gone: so is every client
             os._exit(0)
 
-    def sink_for(key: int, stream: bool):
+    def sink_for(key: int, stream: bool) -> Sink:
         if stream:
             return lambda ev: send(("ev", key, [ev]))
-        held: list = []
+        held: list[Event] = []
 
-        def sink(ev):  # a non-streaming answer is read only at its end: cross once
+        def sink(ev: Event) -> None:  # a non-streaming answer is read only at its end: cross once
             held.append(ev)
-            if ev[0] in ("done", "error"):
+            if ends(ev):
                 send(("ev", key, held[:]))
                 held.clear()
 
@@ -149,9 +151,9 @@ def serve(pipe: _Pipe, st) -> None:
 class SchedulerClient:
     """The scheduler as the HTTP layer sees it (submit, abort), plus calls into the scheduler process."""
 
-    def __init__(self, pid: int, pipe: _Pipe):
+    def __init__(self, pid: int, pipe: Pipe):
         self.pid, self.pipe = pid, pipe
-        self.sinks: dict[int, object] = {}
+        self.sinks: dict[int, Sink] = {}
         self.calls: dict[int, concurrent.futures.Future] = {}
         self.keys = itertools.count()
         self.lock = threading.Lock()
@@ -214,9 +216,11 @@ class SchedulerClient:
             _, key, evs = msg
             with self.lock:
                 sink = self.sinks.get(key)
-                if evs[-1][0] in ("done", "error"):
+                if ends(evs[-1]):
                     self.sinks.pop(key, None)
-            for ev in evs if sink else ():
+            if sink is None:
+                return
+            for ev in evs:
                 try:
                     sink(ev)
                 except RuntimeError:  # the event loop has closed (shutdown): nobody waits for this answer

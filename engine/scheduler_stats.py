@@ -22,6 +22,11 @@ import os
 import time
 from collections import deque
 
+from prometheus_client import Counter, Histogram
+
+from engine.events import Done, Event, Sink, Tokens
+from engine.req import Req
+
 _WINDOW_S = 5.0
 GAUGE_INTERVAL_S = 0.02  # a busy loop refreshes its gauges at most this often (a scrape reads them in seconds)
 GB = float(1 << 30)
@@ -89,18 +94,18 @@ class SchedulerStats:
         self._gauges_at = 0.0
         # the per-token path observes this child directly (a labelled lookup per token costs a busy batch ~10%),
         # looked up at the first observation: a series exists from its first feed, never before
-        self._itl = None
+        self._itl: Histogram | None = None
         # forward execution time: SGLang counts it only with its device timer on (off by default)
         self.device_timer = env_bool("SGLANG_ENABLE_METRICS_DEVICE_TIMER")
         # per-step series, looked up once: the first decode creates the labelled ones (a series appears when first
         # fed); the process CPU counter is one SGLang creates at start-up (metrics.PRECREATED)
-        self._decode_children = None
+        self._decode_children: tuple[Counter | None, Counter | None] | None = None
         # what /v1/loads reports besides the gauges (SGLang's scheduler keeps the same totals)
         self.total_prefill_uncached_tokens = 0
         self.total_prefill_busy_us = 0
         self.decode_moments = [0.0] * 6  # steps, sum of batch sizes, of step us, of sizes^2, of size*us, generated
         self._cpu_child = (
-            metrics.child("scheduler_process_cpu_seconds_total")
+            metrics.counter("scheduler_process_cpu_seconds_total")
             if metrics.has("scheduler_process_cpu_seconds_total")
             else None
         )
@@ -124,7 +129,7 @@ class SchedulerStats:
         self._times[id(r)] = _T()
         sink = r.sink
 
-        def watched(ev, _sink=sink, _r=r):
+        def watched(ev: Event, _sink: Sink = sink, _r: Req = r) -> None:
             try:
                 self._on_output(_r, ev)
             finally:
@@ -132,13 +137,13 @@ class SchedulerStats:
 
         r.sink = watched
 
-    def _on_output(self, r, ev) -> None:
+    def _on_output(self, r: Req, ev: Event) -> None:
         now = time.monotonic()
         t = self._t(r)
-        if ev[0] == "tokens":
-            n = len(ev[1])
+        if isinstance(ev, Tokens):
+            n = len(ev.ids)
             self._tokens.append(now, n)
-            ends = ev[3] if len(ev) > 3 else None
+            ends = ev.reason
             if t.first is None:
                 # SGLang's first_token_time: the first output batch; for a non-streaming request the scheduler's
                 # prefill-finished time where it has one (a unified server; a decode worker prefills nothing)
@@ -148,14 +153,14 @@ class SchedulerStats:
                     self.m.observe("time_to_first_token_seconds", t.first - _created(r), is_streaming=_is_streaming(r))
             elif n and self.m.has("inter_token_latency_seconds"):
                 if self._itl is None:
-                    self._itl = self.m.child("inter_token_latency_seconds")
+                    self._itl = self.m.histogram("inter_token_latency_seconds")
                 for _ in range(n):
                     self._itl.observe((now - t.last) / n)
             t.last = now
             t.n_out += n
             t.final = ends is not None
             return
-        reason = ev[1].get("type") if ev[0] == "done" and isinstance(ev[1], dict) else "abort"
+        reason = ev.reason.get("type") if isinstance(ev, Done) else "abort"
         self._times.pop(id(r), None)
         finished = t.last if t.final else now  # the batch that carried the finish reason is the end
         s = _is_streaming(r)
@@ -235,10 +240,10 @@ class SchedulerStats:
         if c is None:
             m = self.m
             c = self._decode_children = (
-                m.child("forward_execution_seconds_total", category="decode")
+                m.counter("forward_execution_seconds_total", category="decode")
                 if self.device_timer and m.has("forward_execution_seconds_total")
                 else None,
-                m.child("realtime_tokens_total", mode="decode") if m.has("realtime_tokens_total") else None,
+                m.counter("realtime_tokens_total", mode="decode") if m.has("realtime_tokens_total") else None,
             )
         if c[0] is not None and seconds >= 0:
             c[0].inc(seconds)

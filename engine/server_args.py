@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import drills as drills_mod
-
-SUPPORTED_BACKENDS = ("mooncake", "nixl", "fake")
+from engine.disaggregation import backends
 
 
 def _positive_int(v: str) -> int:
@@ -50,10 +49,12 @@ def _own_options() -> list[tuple[tuple[str, ...], dict]]:
     a("--host", default="127.0.0.1")
     a("--port", type=int, default=30000)
     a("--disaggregation-mode", choices=["null", "prefill", "decode"], default="null")
+    # SGLang's other values (ascend, mori, mooncake_tcp) are not offered: argparse refuses them, exit 2
     a(
         "--disaggregation-transfer-backend",
-        choices=["mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp"],
-        default="mooncake",
+        choices=backends.names(),
+        default=backends.DEFAULT,
+        help="KV transfer backend: " + "; ".join(f"{k.name}: {k.summary}" for k in backends.BACKENDS.values()),
     )
     a("--disaggregation-bootstrap-port", type=int, default=8998)
     a("--disaggregation-ib-device", default=None)
@@ -180,11 +181,6 @@ def parse_args(argv: list[str] | None = None) -> ServerArgs:
     """Parse and validate; on bad input argparse prints usage + message and exits 2."""
     p = build_parser()
     ns = p.parse_args(argv)
-    if ns.disaggregation_mode != "null" and ns.disaggregation_transfer_backend not in SUPPORTED_BACKENDS:
-        p.error(
-            f"--disaggregation-transfer-backend {ns.disaggregation_transfer_backend} is not supported by the "
-            f"bundled engine (use one of: {', '.join(SUPPORTED_BACKENDS)})"
-        )
     if not 0 < ns.port < 65536 or not 0 < ns.disaggregation_bootstrap_port < 65536:
         p.error("ports must be in 1..65535")
     if ns.chunked_prefill_size is None:

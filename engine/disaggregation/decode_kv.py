@@ -12,12 +12,18 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import httpx
 
 from engine.disaggregation.kvpoll import KVPoll
 from engine.disaggregation.status import StatusTable
+
+if TYPE_CHECKING:
+    from engine.disaggregation.kv_pool import KVPool
+    from engine.disaggregation.transfer_backend import TransferBackend
+    from engine.metrics import Metrics
 
 
 def env_float(name: str, default: float) -> float:
@@ -49,6 +55,8 @@ def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0)
     tens of rooms a second the scheduler thread waited for. Connection errors raise httpx.TransportError, as
     httpx did, so the callers' handling is unchanged."""
     u = urlsplit(url)
+    if not u.hostname:
+        raise httpx.TransportError(f"{method} {url}: no host in the URL")
     data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
     try:
@@ -64,7 +72,7 @@ def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0)
 
 
 class DecodeKVManager:
-    def __init__(self, backend, pool, metrics, identity: str = ""):
+    def __init__(self, backend: TransferBackend, pool: KVPool, metrics: Metrics, identity: str = ""):
         self.backend, self.pool, self.metrics = backend, pool, metrics
         self.identity = identity  # this server's stable host:port, sent with /kv/peer (the agent name is per process)
         self.status = StatusTable(sticky=True)

@@ -79,4 +79,4 @@ def runs(src: list[int], dst: list[int]) -> list[tuple[int, int, int]]:
             out[-1][2] += 1
         else:
             out.append([s, d, 1])
-    return [tuple(r) for r in out]
+    return [(s, d, n) for s, d, n in out]

@@ -24,9 +24,11 @@ import time
 from dataclasses import dataclass
 
 import zmq
+from prometheus_client import CollectorRegistry, Counter
 
 from engine.disaggregation.kv_pool import KVPool, runs
 from engine.disaggregation.prefill_kv import WILDCARDS
+from engine.disaggregation.transfer_backend import BackendContext, TransferBackend
 
 log = logging.getLogger("engine.mooncake")
 
@@ -56,10 +58,20 @@ class _Probe:
     interval: float
 
 
-class MooncakeBackend:
-    name = "mooncake"
+def create(ctx: BackendContext) -> TransferBackend:
+    """Its own session id stands for the agent name (what peers key it by), as SGLang keys by it."""
+    return MooncakeBackend(ctx.pool, ctx.listen_host, ctx.advertised_host, ctx.ib_device, ctx.metrics_registry)
 
-    def __init__(self, pool: KVPool, listen_host: str, advertised: str, ib_device: str | None = None, registry=None):
+
+class MooncakeBackend:
+    def __init__(
+        self,
+        pool: KVPool,
+        listen_host: str,
+        advertised: str,
+        ib_device: str | None = None,
+        registry: CollectorRegistry | None = None,
+    ):
         """Start a TransferEngine and register the pool; bind the notification socket. registry (the prefill's
         metrics registry) makes this the sending side: it gets the failed-session probe and its counter.
         Raises OSError when the engine cannot start or the probe's env is invalid (launch_server: exit 1)."""
@@ -80,11 +92,11 @@ class MooncakeBackend:
         self.failed_sessions: set[str] = set()
         self.session_lock = threading.Lock()
         self._probes: dict[str, _Probe] = {}
-        self.recoveries = None
+        self.recoveries: Counter | None = None
         if registry is not None and _env_bool("SGLANG_ENABLE_FAILED_SESSION_PROBE", True):
             self._start_probe(registry)
         # notifications: one PULL socket here, one PUSH socket per peer (zmq sockets are not thread-safe)
-        self._ctx = zmq.Context.instance()
+        self._ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self._pull = self._ctx.socket(zmq.PULL)
         ipv6 = ":" in listen_host
         self._pull.setsockopt(zmq.IPV6, int(ipv6))
@@ -92,7 +104,7 @@ class MooncakeBackend:
         port = self._pull.bind_to_random_port(f"tcp://{bind}")
         self.notify_endpoint = f"tcp://{_zmq_addr(advertised)}:{port}"
         self._pull_lock = threading.Lock()
-        self._push: dict[str, zmq.Socket] = {}
+        self._push: dict[str, zmq.Socket[bytes]] = {}
         self._peer_endpoint: dict[str, str] = {}
         self._push_lock = threading.Lock()
         log.info("Mooncake session %s, notifications on %s", self.session_id, self.notify_endpoint)
@@ -173,7 +185,7 @@ class MooncakeBackend:
                 pass  # peer gone and its queue full: the room's failure reaches it some other way
 
     def poll_notifs(self) -> list[tuple[str, bytes]]:
-        out = []
+        out: list[tuple[str, bytes]] = []
         with self._pull_lock:
             while True:
                 try:
@@ -190,9 +202,7 @@ class MooncakeBackend:
         self.failed_sessions.discard(sid)
         self._probes.pop(sid, None)
 
-    def _start_probe(self, registry) -> None:
-        from prometheus_client import Counter
-
+    def _start_probe(self, registry: CollectorRegistry) -> None:
         self.probe_interval = _env_float("SGLANG_FAILED_SESSION_PROBE_INTERVAL_S", 30.0)
         self.probe_max_interval = _env_float("SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S", 300.0)
         self.idle_timeout = _env_float("SGLANG_FAILED_SESSION_IDLE_TIMEOUT_S", 600.0)
@@ -247,4 +257,5 @@ class MooncakeBackend:
                     p.next_probe_at = time.monotonic() + p.interval
             if recovered:
                 log.info("Session %s recovered via probe; un-blacklisted", sid)
-                self.recoveries.inc()
+                if self.recoveries is not None:  # (set whenever the probe runs)
+                    self.recoveries.inc()

@@ -11,11 +11,14 @@ import time
 from nixl_cu12._api import nixl_agent, nixl_agent_config
 
 from engine.disaggregation.kv_pool import KVPool, runs
+from engine.disaggregation.transfer_backend import BackendContext, TransferBackend
+
+
+def create(ctx: BackendContext) -> TransferBackend:
+    return NixlBackend(ctx.agent_name, ctx.pool)
 
 
 class NixlBackend:
-    name = "nixl"
-
     def __init__(self, agent_name: str, pool: KVPool):
         self.agent_name = agent_name
         self.pool = pool

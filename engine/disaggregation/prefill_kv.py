@@ -12,11 +12,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 import httpx
 
 from engine.disaggregation.kvpoll import KVPoll
 from engine.disaggregation.status import StatusTable
+
+if TYPE_CHECKING:
+    from engine.disaggregation.kv_pool import KVPool
+    from engine.disaggregation.transfer_backend import TransferBackend
+    from engine.drills import Drills
+    from engine.metrics import Metrics
 
 
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -98,7 +105,9 @@ class _CtlServer(ThreadingHTTPServer):
 
 
 class PrefillKVManager:
-    def __init__(self, backend, pool, drills, metrics, host: str, bootstrap_port: int):
+    def __init__(
+        self, backend: TransferBackend, pool: KVPool, drills: Drills, metrics: Metrics, host: str, bootstrap_port: int
+    ):
         self.backend, self.pool, self.drills, self.metrics = backend, pool, drills, metrics
         self.status = StatusTable(sticky=not drills.status_update_race)
         self.transfer_infos: dict[int, TransferInfo] = {}

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from engine.events import Done, Tokens
 from engine.metrics import Metrics
 from engine.model import ModelConfig, TinyLM
 from engine.req import Req
@@ -177,7 +178,7 @@ def test_a_prefill_step_holds_chunks_of_several_requests(model):
     assert [(r.rid, a, b) for r, a, b in s.schedule_prefill()] == [("r0", 0, 100), ("r1", 0, 300), ("r2", 0, 112)]
     assert [(r.rid, a, b) for r, a, b in s.schedule_prefill(page=64)][-1] == ("r2", 0, 64)
     done = s.prefill_batch()
-    assert [(r.rid, a, b, lg is not None) for r, a, b, lg in done] == [
+    assert [(c.req.rid, c.start, c.end, c.logits is not None) for c in done] == [
         ("r0", 0, 100, True),
         ("r1", 0, 300, True),
         ("r2", 0, 112, False),
@@ -202,9 +203,9 @@ def test_scheduler_batched_output_equals_reference(model):
     for r, n in zip(reqs, lens):
         assert r.done and r.out_ids == model.generate_greedy(r.input_ids, r.max_new_tokens, chunk=128), r.rid
     # a non-streaming request gets its tokens in one event just before its end; a streaming one every token
-    assert [(e[0], len(e[1]) if e[0] == "tokens" else None) for e in events["r1"]] == [("tokens", 13), ("done", None)]
-    assert events["r1"][0][1] == reqs[1].out_ids and events["r1"][0][3] == events["r1"][1][1]
-    assert [e[0] for e in events["r0"]] == ["tokens"] * 12 + ["done"]
+    assert [type(e) for e in events["r1"]] == [Tokens, Done] and len(events["r1"][0].ids) == 13
+    assert events["r1"][0].ids == reqs[1].out_ids and events["r1"][0].reason == events["r1"][1].reason
+    assert [type(e) for e in events["r0"]] == [Tokens] * 12 + [Done]
     assert s.slots.n == 0 and not s.running
 
 
@@ -243,8 +244,9 @@ def test_tokens_reach_the_http_side_in_sglangs_chunks(model):
     for _ in range(300):
         if not s.step():
             break
-    sizes = {k: [len(e[1]) for e in ev if e[0] == "tokens"] for k, ev in events.items()}
+    sizes = {k: [len(e.ids) for e in ev if isinstance(e, Tokens)] for k, ev in events.items()}
     assert sizes == {"quiet": [50, 50, 20], "loud": [1, 4, 4, 1]}
     for k, r in zip(("quiet", "loud"), reqs):
-        assert [t for e in events[k] if e[0] == "tokens" for t in e[1]] == r.out_ids
-        assert events[k][-1][0] == "done" and events[k][-2][3] == events[k][-1][1]  # the reason rides the last chunk
+        assert [t for e in events[k] if isinstance(e, Tokens) for t in e.ids] == r.out_ids
+        last, end = events[k][-2], events[k][-1]
+        assert isinstance(end, Done) and last.reason == end.reason  # the reason rides the last chunk

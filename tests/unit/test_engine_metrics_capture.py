@@ -104,3 +104,14 @@ def test_value_of_a_gauge_without_series_is_the_default_and_creates_none():
     assert "token_usage" not in m.render().decode()
     m.set("token_usage", 0.25)
     assert m.value("token_usage") == 0.25
+
+
+def test_a_feed_of_the_wrong_kind_is_refused_by_name():
+    m = Metrics("m", "decode")
+    with pytest.raises(TypeError, match="sglang:token_usage is a gauge, not a counter"):
+        m.counter("token_usage")
+    with pytest.raises(TypeError, match="not a gauge"):
+        m.set("num_transfer_failed_reqs_total", 1.0)
+    with pytest.raises(TypeError, match="is a histogram, not a counter"):
+        m.inc("time_to_first_token_seconds", is_streaming="false")
+    assert "time_to_first_token" not in m.render().decode()  # a refused feed creates no series

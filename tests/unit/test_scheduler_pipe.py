@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.events import Done, Tokens
 from engine.scheduler_process import SchedulerClient, WIRE_FIELDS
 
 
@@ -28,11 +29,11 @@ def test_events_reach_their_sink_in_order_and_the_sink_goes_with_the_last():
     c.submit(Req(rid="a", input_ids=[1, 2], max_new_tokens=2, sink=got.append, stream=True))
     ((kind, key, fields),) = c.pipe.msgs
     assert kind == "req" and set(fields) == set(WIRE_FIELDS) and "sink" not in fields
-    c._handle(("ev", key, [("tokens", [5], [None], None)]), None)
-    c._handle(("ev", key, [("tokens", [6], [None], {"type": "length"}), ("done", {"type": "length"})]), None)
-    assert [e[0] for e in got] == ["tokens", "tokens", "done"]
+    c._handle(("ev", key, [Tokens([5], [None])]), None)
+    c._handle(("ev", key, [Tokens([6], [None], {"type": "length"}), Done({"type": "length"})]), None)
+    assert got == [Tokens([5], [None]), Tokens([6], [None], {"type": "length"}), Done({"type": "length"})]
     assert c.sinks == {}
-    c._handle(("ev", key, [("done", {})]), None)  # late events of a finished request are dropped
+    c._handle(("ev", key, [Done({})]), None)  # late events of a finished request are dropped
     assert len(got) == 3
 
 
@@ -61,7 +62,7 @@ def test_a_sink_whose_loop_has_closed_does_not_stop_the_reader():
         raise RuntimeError("Event loop is closed")
 
     c.submit(Req(rid="a", input_ids=[1], max_new_tokens=1, sink=closed))
-    c._handle(("ev", c.pipe.msgs[0][1], [("done", {})]), None)
+    c._handle(("ev", c.pipe.msgs[0][1], [Done({})]), None)
     fut = c.call("num_active")
     c._handle(("reply", c.pipe.msgs[1][1], 0, None), None)
     assert fut.result(0) == 0
