@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Optional, Union, cast
 
 import msgspec
 from msgspec import Meta, field
 
 from pdctl.errors import InventoryError
 from pdctl.inventory_env import ENV_NAME, env_field
+from pdctl.inventory_base import Cadence, Interval, Port, SafeName, Seconds
+from pdctl.inventory_base import Strict as _Strict
+from pdctl.inventory_hosts import HOST_TYPES as HOST_TYPES  # the host models: importable from here as before
+from pdctl.inventory_hosts import AnyHost, LocalHost, host_hint, with_default_transport
+from pdctl.inventory_hosts import Host as Host
+from pdctl.inventory_hosts import SshHost as SshHost
 from pdctl.struct_errors import field_error, field_errors, validation_problems
 from pdctl.yamlfile import load_yaml
 
@@ -32,96 +38,6 @@ ArgValue = Union[bool, int, float, str, list[Union[int, float, str]]]
 # Ports of the seed deployment (and of the embedded default).
 DEFAULT_PORTS = {"prefill": 30000, "decode": 30002, "router": 30001}
 DEFAULT_BOOTSTRAP_PORT = 8998
-
-
-SAFE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$"  # used in file paths, lock dirs and systemd unit names
-
-
-Port = Annotated[int, Meta(ge=1, le=65535)]
-Seconds = Annotated[float, Meta(gt=0, le=7 * 86400)]  # a timeout, never infinite (.inf would wait for ever)
-SafeName = Annotated[str, Meta(pattern=SAFE_NAME)]
-
-
-def _le(limit: float) -> Any:
-    return Annotated[float, Meta(gt=0, le=limit)]
-
-
-class _Strict(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """An inventory model: keyword fields, an unknown field refused."""
-
-    def dump(self, *, exclude_defaults: bool = False) -> dict[str, Any]:
-        """The model as plain data (what YAML or JSON would hold); `exclude_defaults` leaves out fields at their
-        default, recursively."""
-        if not exclude_defaults:
-            return msgspec.to_builtins(self)
-        return _dump_set(self)
-
-
-def _dump_set(value: Any) -> Any:
-    if isinstance(value, msgspec.Struct):
-        out = {}
-        for f in msgspec.structs.fields(value):
-            v = getattr(value, f.name)
-            default = f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
-            if default is msgspec.NODEFAULT or v != default:
-                out[f.name] = _dump_set(v)
-        return out
-    if isinstance(value, dict):
-        return {k: _dump_set(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_dump_set(v) for v in value]
-    return value
-
-
-class Host(_Strict):
-    """A machine. `transport: local` runs commands here; `ssh` reaches `address` over one SSH connection."""
-
-    transport: Literal["local", "ssh"] = "local"
-    address: str = "127.0.0.1"
-    user: Optional[str] = None
-    port: Port = 22
-    key: Optional[str] = None  # private key file
-    known_hosts: Optional[str] = None  # default: ~/.ssh/known_hosts
-    accept_new_host_key: bool = False  # only an explicit yes trusts an unknown key
-    ssh_config: Optional[str] = None  # default: ~/.ssh/config when it exists; `none`: read none
-    proxy_jump: Optional[str] = None  # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
-    connect_timeout: Seconds = 10.0
-    command_timeout: Seconds = 60.0
-    http: Literal["direct", "tunnel"] = "direct"  # tunnel: reach role ports via the SSH connection
-    keep_connection: Annotated[float, Meta(ge=0, le=86400)] = 0.0  # ssh: idle seconds a keeper holds it; 0 off
-    internal_address: Optional[str] = None  # how other roles reach this host; default 127.0.0.1 (same host)
-    service_manager: Literal["systemd", "pidfile"] = "pidfile"
-    # the Restart= of the units pdctl renders; docs/inventory.md says what each choice costs (systemd only);
-    # a bool because YAML reads a bare `no` as false
-    systemd_restart: Union[Literal["on-failure", "always", "no"], bool] = "on-failure"
-    python: Optional[str] = None  # interpreter for engine/sglang; default: this one (local), python3 (ssh)
-    state_dir: Optional[str] = None  # pidfiles, logs, rendered launchers; default per transport
-    workdir: Optional[str] = None  # cwd of launched processes (bundled engine: a checkout with engine/)
-
-    def __post_init__(self) -> None:
-        from pdctl.host_address import address_problem, jump_problem
-
-        problems = [
-            (name, why)
-            for name, why in (
-                ("address", address_problem(self.address)),
-                ("internal_address", self.internal_address is not None and address_problem(self.internal_address)),
-                ("proxy_jump", self.proxy_jump is not None and jump_problem(self.proxy_jump)),
-            )
-            if why
-        ]
-        if problems:
-            raise field_errors(problems)
-        if self.systemd_restart is False:
-            self.systemd_restart = "no"
-        elif self.systemd_restart is True:
-            raise field_error("systemd_restart", "expected 'on-failure', 'always' or 'no'")
-        # the default is allowed anywhere: a dumped and re-read inventory carries it on every host
-        if self.systemd_restart != "on-failure" and self.service_manager != "systemd":
-            raise field_error(
-                "systemd_restart",
-                "only service_manager: systemd restarts a service on its own (the pidfile manager never does)",
-            )
 
 
 class RoleInstance(_Strict, kw_only=True):  # kw_only is per class in msgspec: `port` follows defaults
@@ -189,6 +105,10 @@ class FinalHealth(_Strict):
     probe: Probe = field(default_factory=Probe)
     expect: dict[RoleName, Expect] = field(default_factory=dict)
 
+    def expected(self, role: str) -> Expect | None:
+        """What final-health expects of `role` beyond what the role declares, if anything."""
+        return self.expect.get(cast(RoleName, role))  # a role name not in ROLES simply has no entry
+
 
 class SilencedRule(_Strict):
     """A lint rule the operator switched off, with the reason `pdctl lint` shows."""
@@ -227,14 +147,14 @@ class LintSettings(_Strict):
 class WatchSettings(_Strict):
     """`pdctl watch` cadences (seconds between rounds of each) and where its exporter listens (docs/watch.md)."""
 
-    health_every: _le(86400) = 5.0  # /health, router /readiness, the transfer counters
-    inflight_interval: _le(3600) = 1.0  # one read of every worker's PD gauges, continuously
-    inflight_window: _le(86400) = 20.0  # the sliding window the inflight verdict judges
-    e2e_every: _le(86400) = 30.0  # a chat completion through each router
-    pairs_every: _le(86400) = 30.0  # a canary for every prefill x decode pair
-    flags_every: _le(86400) = 60.0  # live flags/env and the restart lineage
+    health_every: Cadence = 5.0  # /health, router /readiness, the transfer counters
+    inflight_interval: Interval = 1.0  # one read of every worker's PD gauges, continuously
+    inflight_window: Cadence = 20.0  # the sliding window the inflight verdict judges
+    e2e_every: Cadence = 30.0  # a chat completion through each router
+    pairs_every: Cadence = 30.0  # a canary for every prefill x decode pair
+    flags_every: Cadence = 60.0  # live flags/env and the restart lineage
     listen: str = "127.0.0.1:9464"  # the exporter's HOST:PORT
-    heal_pin_after: _le(86400) = 60.0  # --heal: a pin seen this long is healed
+    heal_pin_after: Cadence = 60.0  # --heal: a pin seen this long is healed
     heal_pair_failures: Annotated[int, Meta(ge=1, le=1000)] = 3  # --heal: a pair failing this many canaries in a row
     heal_max_per_hour: Annotated[int, Meta(ge=1, le=60)] = 2  # --heal: then it alerts and stops acting
 
@@ -265,7 +185,7 @@ class Inventory(_Strict, kw_only=True, dict=True):  # dict: `source` is set afte
     model_path: Optional[str] = None  # sglang: required; bundled: optional engine checkpoint
     served_model_name: str = "pdctl-tiny"
     transfer_backend: str = "nixl"
-    hosts: dict[str, Host] = field(default_factory=lambda: {"local": Host()})
+    hosts: dict[str, AnyHost] = field(default_factory=lambda: {"local": LocalHost()})
     roles: Roles
     final_health: FinalHealth = field(default_factory=FinalHealth)
     lint: LintSettings = field(default_factory=LintSettings)
@@ -344,7 +264,7 @@ class Inventory(_Strict, kw_only=True, dict=True):  # dict: `source` is set afte
                         "host's address",
                     )
             host = self.hosts[inst.host]
-            if host.transport == "ssh" and host.http == "direct":
+            if not host.runs_here and host.http_route == "direct":
                 raise field_error(
                     f"roles.{role}.{i}.listen_host",
                     f"{inst.listen_host} cannot be probed directly on "
@@ -354,7 +274,7 @@ class Inventory(_Strict, kw_only=True, dict=True):  # dict: `source` is set afte
     # -- derived views ---------------------------------------------------------------------------------------
     def instances(self, role: str | None = None) -> list[tuple[str, int, RoleInstance]]:
         """(role, index, instance) for every instance, in the safe start order prefill -> decode -> router."""
-        out = []
+        out: list[tuple[str, int, RoleInstance]] = []
         for r in ROLES if role is None else (role,):
             out.extend((r, i, inst) for i, inst in enumerate(getattr(self.roles, r)))
         return out
@@ -397,12 +317,16 @@ def parse_inventory(data: Any, source: str) -> Inventory:
         )
     if not isinstance(data, dict):
         raise InventoryError(f"{source}: expected a mapping at the top level, got {type(data).__name__}")
+    if "hosts" in data:  # a host that names no transport is this machine (the tagged union needs the tag)
+        data = {**data, "hosts": with_default_transport(data["hosts"])}
     try:
         inv = msgspec.convert(data, Inventory, strict=False)  # lax as YAML is: "8" for 8, 1 for 1.0
     except msgspec.ValidationError as err:
         lines = validation_problems(err, data, Inventory)
-        raise InventoryError("\n  ".join([f"{source}: invalid inventory", *lines])) from None
-    inv.source = source
+        raise InventoryError(
+            "\n  ".join([f"{source}: invalid inventory", *lines]), hint=host_hint(data.get("hosts"))
+        ) from None
+    setattr(inv, "source", source)  # an instance attribute over the ClassVar default (dict=True), never a field
     return inv
 
 

@@ -74,7 +74,7 @@ def python_for(inv: Inventory, host_name: str) -> str:
     host = inv.hosts[host_name]
     if host.python:
         return host.python
-    return sys.executable if host.transport == "local" else "python3"
+    return sys.executable if host.runs_here else "python3"
 
 
 def recorded_python(spec: ServiceSpec | None) -> str | None:
@@ -99,11 +99,12 @@ def resolved_pythons(
         py = recorded_python(spec)
         if py:
             on_host.setdefault(getattr(inv.roles, role)[i].host, py)
-    out = {}
+    out: dict[tuple[str, int], tuple[str, str]] = {}
     for role, i, inst in inv.instances():
         mine = recorded_python(installed.get((role, i)))
-        if inv.hosts[inst.host].python:
-            out[(role, i)] = (inv.hosts[inst.host].python, "inventory")
+        declared = inv.hosts[inst.host].python
+        if declared:
+            out[(role, i)] = (declared, "inventory")
         elif mine:
             out[(role, i)] = (mine, "installed")
         elif inst.host in on_host:
@@ -149,7 +150,7 @@ def metrics_host(inv: Inventory, index: int) -> str:
     if inst.listen_host not in ("0.0.0.0", "::", ""):
         return inst.listen_host
     host = inv.hosts[inst.host]
-    return "127.0.0.1" if host.transport == "local" else (host.internal_address or host.address)
+    return "127.0.0.1" if host.runs_here else (host.internal_address or host.address)
 
 
 def metrics_port(inv: Inventory, index: int) -> int:
@@ -215,11 +216,11 @@ def service_spec(inv: Inventory, role: str, index: int, *, python: str | None = 
 def declared_flags(inv: Inventory, role: str, index: int) -> dict[str, ArgValue]:
     """What final-health expects to find on the live cmdline: pdctl's flags, the role's args, final_health.expect."""
     inst = getattr(inv.roles, role)[index]
-    expect = inv.final_health.expect.get(role)
+    expect = inv.final_health.expected(role)
     return {**base_flags(inv, role, index), **inst.args, **(expect.flags if expect else {})}
 
 
 def declared_env(inv: Inventory, role: str, index: int) -> dict[str, str]:
     inst = getattr(inv.roles, role)[index]
-    expect = inv.final_health.expect.get(role)
+    expect = inv.final_health.expected(role)
     return {**inst.env, **(expect.env if expect else {})}

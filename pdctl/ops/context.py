@@ -95,12 +95,7 @@ class Deployment:
         """Reach every host that runs a role, in parallel. Raises the first UnreachableError/HostKeyRefused, so a
         command about a host that cannot be asked fails fast naming it instead of reporting every check failed."""
 
-        def reach(name: str) -> None:
-            if self.inv.hosts[name].transport == "local":
-                return  # this machine always answers; a `true` would only cost a fork
-            self.transport(name).run("true", timeout=self.inv.hosts[name].connect_timeout + 5)
-
-        raise_first_unreachable(self.each_host(reach))
+        raise_first_unreachable(self.each_host(lambda name: self.transport(name).reach()))
 
     def close(self) -> None:
         self._pool.close()

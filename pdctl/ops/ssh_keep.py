@@ -6,13 +6,14 @@ close; nothing here starts one or connects to a host.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UsageError
 
 if TYPE_CHECKING:
     from pdctl.inventory import Inventory
+    from pdctl.inventory_hosts import SshHost
 
 ASK_TIMEOUT_S = 5.0
 END_WAIT_S = 8.0  # a closing keeper gets this long to exit (it gives running requests 5 s)
@@ -37,37 +38,46 @@ class KeptConnection:
 def ssh_hosts(inv: Inventory, names: list[str] | None) -> list[str]:
     """`names` (default: every SSH host of the inventory), checked: UsageError (exit 2) for a name the inventory
     does not have or a host that is not reached over SSH."""
+    from pdctl.inventory_hosts import SshHost
+
     if not names:
-        return [n for n, h in inv.hosts.items() if h.transport == "ssh"]
-    for n in names:
-        if n not in inv.hosts:
-            raise UsageError(f"unknown host {n!r} in {inv.source} (hosts: {', '.join(sorted(inv.hosts))})")
-        if inv.hosts[n].transport != "ssh":
-            raise UsageError(f"host {n!r} uses transport {inv.hosts[n].transport}: only SSH connections are kept")
-    return list(dict.fromkeys(names))
+        return [n for n, h in inv.hosts.items() if isinstance(h, SshHost)]
+    return [n for n in dict.fromkeys(names) if _ssh_host(inv, n)]
+
+
+def _ssh_host(inv: Inventory, name: str) -> SshHost:
+    """The inventory's SSH host `name`; UsageError for a name it does not have or a host of another transport."""
+    from pdctl.inventory_hosts import SshHost
+
+    if name not in inv.hosts:
+        raise UsageError(f"unknown host {name!r} in {inv.source} (hosts: {', '.join(sorted(inv.hosts))})")
+    host = inv.hosts[name]
+    if not isinstance(host, SshHost):
+        raise UsageError(f"host {name!r} uses transport {host.transport}: only SSH connections are kept")
+    return host
 
 
 def _ask(inv: Inventory, name: str, op: str) -> KeptConnection:
     from pdctl.transport.control import keep_seconds, kept_paths
     from pdctl.transport.kept import ask_keeper
 
-    host = inv.hosts[name]
+    host = _ssh_host(inv, name)
     paths = kept_paths(name, host)
-    base = dict(host=name, socket=paths.socket, keep=keep_seconds(host))
+    seen = KeptConnection(host=name, socket=paths.socket, keep=keep_seconds(host), state="none")
     try:
         info = ask_keeper(paths.socket, {"op": op}, ASK_TIMEOUT_S)
     except (TimeoutError, ConnectionError):
-        return KeptConnection(state="not answering", **base)
+        return replace(seen, state="not answering")
     if not isinstance(info, dict):
-        return KeptConnection(state="none", **base)
-    return KeptConnection(
+        return seen
+    return replace(
+        seen,
         state="kept",
         pid=info.get("pid"),
         target=info.get("target"),
         connected=bool(info.get("connected")),
         idle_for=info.get("idle_for"),
         expires_in=info.get("expires_in"),
-        **base,
     )
 
 
@@ -83,7 +93,7 @@ def close_kept(inv: Inventory, names: list[str] | None = None) -> list[KeptConne
     for n in ssh_hosts(inv, names):
         c = _ask(inv, n, "close")
         if c.state == "kept" and c.pid:
-            c = KeptConnection(**{**c.__dict__, "closed": _ended(c.pid, END_WAIT_S)})
+            c = replace(c, closed=_ended(c.pid, END_WAIT_S))
         out.append(c)
     return out
 

@@ -152,7 +152,7 @@ def router_url(dep: Deployment, target: str | None) -> str:
     for i, inst in routers:
         host = dep.inv.hosts[inst.host]
         names = {host.address, inst.listen_host}
-        if host.transport == "local" or host.address in ("127.0.0.1", "localhost"):
+        if host.runs_here or host.address in ("127.0.0.1", "localhost"):
             names |= {"127.0.0.1", "localhost"}
         if want.host.lower() in {n.lower() for n in names if n} and want.port == inst.port:
             return dep.base_url("router", i)
@@ -311,8 +311,8 @@ def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -
         if calib is not None and calib.ok:
             rep.window = calib.window(cfg.aim_lo_frac, cfg.aim_hi_frac)
         if cfg.target == "transfer-window":
-            if not calib.ok:
-                rep.notes.append("calibration failed: " + "; ".join(calib.failures[:3]))
+            if calib is None or rep.window is None:  # the transfer window is aimed at only once calibrated
+                rep.notes.append("calibration failed: " + "; ".join(calib.failures[:3] if calib else ["not run"]))
                 rep.verdict = StormVerdict(
                     False, "calibration failed: no request reached its first token", None, 0, 0, False, False
                 )
@@ -342,7 +342,10 @@ def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -
 
         sampler.start()
         with dep.progress.step(f"storm: {cfg.requests} requests, target {cfg.target}"):
-            if run_load(base, cfg, plan, lambda k: bodies[k], bound_s=bound, outcomes=rep.outcomes, on_done=on_done):
+            load_plan: list[tuple[float, float | None]] = list(plan)  # run_load's type allows a request never aborted
+            if run_load(
+                base, cfg, load_plan, lambda k: bodies[k], bound_s=bound, outcomes=rep.outcomes, on_done=on_done
+            ):
                 rep.notes.append(
                     f"load phase hit its bound of {bound:.0f}s; unfinished requests were closed (their outcomes say so)"
                 )

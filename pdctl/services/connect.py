@@ -15,10 +15,11 @@ REMOTE_STATE_DIR = "/var/lib/pdctl"
 
 
 def default_state_dir(host: Host) -> str:
-    """host.state_dir, else $XDG_STATE_HOME/pdctl (default ~/.local/state/pdctl) for local, /var/lib/pdctl for ssh."""
+    """host.state_dir, else $XDG_STATE_HOME/pdctl (default ~/.local/state/pdctl) on a host whose commands run here,
+    /var/lib/pdctl on a remote one."""
     if host.state_dir:
         return host.state_dir
-    if host.transport == "local":
+    if host.runs_here:
         base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
         return os.path.join(base, "pdctl")
     return REMOTE_STATE_DIR
@@ -30,7 +31,7 @@ def service_manager(host: Host, transport: Transport, *, state_dir: str | None =
     if host.service_manager == "systemd":
         from pdctl.services.systemd import SystemdManager
 
-        return SystemdManager(transport, restart=host.systemd_restart, command_timeout=host.command_timeout)
+        return SystemdManager(transport, restart=host.restart_policy, command_timeout=host.command_timeout)
     from pdctl.services.pidfile import PidfileManager
 
     return PidfileManager(transport, state_dir or default_state_dir(host), command_timeout=host.command_timeout)

@@ -133,8 +133,20 @@ class Transport(ABC):
         Nothing is sent to `host:port` here: whether something listens there shows on the first request.
         """
 
-    #: whether http_base_url gives a local tunnel port rather than the role's own address
-    http_tunnel: bool = False
+    def open(self) -> object:
+        """Connect now rather than at the first call that needs the host (`connect(eager=True)`): raises
+        UnreachableError / HostKeyRefused here. Nothing to do for a transport that runs commands on this machine."""
+        return None
+
+    def reach(self) -> None:
+        """Make sure the host answers a command, bounded by its connect timeout (+5 s): raises UnreachableError /
+        HostKeyRefused when it cannot be reached. Nothing to do on this machine (it always answers; a `true` would
+        only cost a fork)."""
+
+    @property
+    def http_tunnel(self) -> bool:
+        """Whether http_base_url gives a local tunnel port rather than the role's own address."""
+        return False
 
     def tunnel_failure(self, url: str, since: float = 0.0) -> str | None:
         """Why the host could not connect a tunnel URL from `http_base_url` to its target, as the host said it

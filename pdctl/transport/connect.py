@@ -1,9 +1,10 @@
-"""Pick a transport for an inventory host, and keep one per host for the length of a command."""
+"""Pick a transport for an inventory host (through the kinds registry), and keep one per host for the length of a
+command."""
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from pdctl.transport.base import Transport
 
@@ -12,27 +13,14 @@ if TYPE_CHECKING:
 
 
 def connect(name: str, host: Host, *, eager: bool = False) -> Transport:
-    """A Transport for the inventory host `name`.
+    """A Transport for the inventory host `name`, made by its kind (kinds.py).
 
-    SSH connects lazily on first use unless `eager` (then UnreachableError / HostKeyRefused are raised here). With
-    keep_connection (or $PDCTL_SSH_KEEP) > 0 the connection is a keeper's, kept between runs (kept.py); then
-    paramiko is not even imported here. UsageError when $PDCTL_SSH_KEEP is no number of seconds.
+    A remote kind connects lazily on first use unless `eager` (then UnreachableError / HostKeyRefused are raised
+    here). UsageError when $PDCTL_SSH_KEEP is no number of seconds (an SSH host).
     """
-    if host.transport == "local":
-        from pdctl.transport.local import LocalTransport
+    from pdctl.transport.kinds import transport_kind
 
-        return LocalTransport(name)
-    from pdctl.transport.control import keep_seconds
-
-    keep = keep_seconds(host)
-    if keep > 0:
-        from pdctl.transport.kept import KeptTransport
-
-        t: Transport = KeptTransport(name, host, keep)
-    else:
-        from pdctl.transport.ssh import SshTransport
-
-        t = SshTransport(name, host)
+    t = transport_kind(host).connect(name, host)
     if eager:
         t.open()
     return t
@@ -44,12 +32,15 @@ class TransportPool:
     Thread-safe: parallel checks on the same host share one connection.
     """
 
-    def __init__(self, hosts: dict[str, Host] | None = None):
+    def __init__(self, hosts: Mapping[str, Host] | None = None):
+        from pdctl.inventory_hosts import SshHost
+
         self.hosts = dict(hosts or {})
-        if any(h.transport == "ssh" for h in self.hosts.values()):  # a bad $PDCTL_SSH_KEEP stops us before any step
+        ssh_hosts = [h for h in self.hosts.values() if isinstance(h, SshHost)]
+        if ssh_hosts:  # a bad $PDCTL_SSH_KEEP stops us before any step
             from pdctl.transport.control import keep_seconds
 
-            for h in self.hosts.values():
+            for h in ssh_hosts:
                 keep_seconds(h)
         self._transports: dict[str, Transport] = {}
         self._lock = threading.Lock()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pdctl.errors import RefusedError, UsageError
 
 if TYPE_CHECKING:
-    from pdctl.inventory import Host
+    from pdctl.inventory_hosts import SshHost
 
 KEEP_ENV = "PDCTL_SSH_KEEP"
 MAX_KEEP_S = 86400.0
@@ -57,7 +57,7 @@ def parse_keep(text: str, source: str) -> float:
     return value
 
 
-def keep_seconds(host: Host) -> float:
+def keep_seconds(host: SshHost) -> float:
     """How long the host's SSH connection is kept idle between pdctl runs (0: not kept): $PDCTL_SSH_KEEP when set
     (UsageError when it is no number of seconds), else the host's keep_connection."""
     text = os.environ.get(KEEP_ENV, "").strip()
@@ -131,7 +131,7 @@ class KeptPaths:
     log: str
 
 
-def spec_digest(name: str, host: Host) -> str:
+def spec_digest(name: str, host: SshHost) -> str:
     """A hash of the inventory's host name and its connection fields (and pdctl's version and wire protocol). Pure."""
     from pdctl import __version__
     from pdctl.transport.wire import PROTOCOL
@@ -141,7 +141,7 @@ def spec_digest(name: str, host: Host) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def kept_paths(name: str, host: Host, directory: Path | None = None) -> KeptPaths:
+def kept_paths(name: str, host: SshHost, directory: Path | None = None) -> KeptPaths:
     """The files of `name`'s kept connection; UsageError when the socket's path is too long for a unix socket."""
     d = directory if directory is not None else control_dir()
     stem = str(d / spec_digest(name, host))

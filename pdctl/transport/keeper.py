@@ -23,13 +23,16 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdctl.transport.control import MAX_KEEP_S
 from pdctl.transport.peer import tcp_peer_uid, unix_peer_uid
 from pdctl.poll import poll_until
 from pdctl.transport.ssh import SshTransport
 from pdctl.transport.wire import b64, encode_error, recv_frame, send_frame, unb64
+
+if TYPE_CHECKING:
+    from pdctl.inventory_hosts import SshHost
 
 TICK_S = 0.5  # how often idleness and a stop are looked at
 REQUEST_READ_S = 30.0  # a client that connects and sends no request is dropped after this
@@ -42,7 +45,7 @@ def log(message: str) -> None:
 
 
 class Keeper:
-    def __init__(self, name: str, host, keep: float, socket_path: str):
+    def __init__(self, name: str, host: SshHost, keep: float, socket_path: str):
         self.name, self.keep, self.socket_path = name, keep, socket_path
         self.ssh = SshTransport(name, host)
         self.ssh.tunnels.allow = self._same_user_tcp
@@ -81,6 +84,12 @@ class Keeper:
         except OSError:
             pass
 
+    @property
+    def _listening(self) -> socket.socket:
+        if self.listener is None:
+            raise RuntimeError("the keeper serves only after listen()")
+        return self.listener
+
     def _same_user_tcp(self, conn: socket.socket) -> bool:
         uid = tcp_peer_uid(conn)
         if uid != self.uid:
@@ -91,7 +100,7 @@ class Keeper:
     def serve(self) -> None:
         while not self.stopping.is_set():
             try:
-                readable, _, _ = select.select([self.listener], [], [], TICK_S)
+                readable, _, _ = select.select([self._listening], [], [], TICK_S)
             except InterruptedError:
                 readable = []
             while readable and self._accept():
@@ -103,7 +112,7 @@ class Keeper:
 
     def _accept(self) -> bool:
         try:
-            conn, _ = self.listener.accept()
+            conn, _ = self._listening.accept()
         except (BlockingIOError, InterruptedError):
             return False
         conn.setblocking(True)
@@ -191,8 +200,6 @@ class Keeper:
 
     def info(self) -> dict[str, Any]:
         idle = self._idle_for()
-        client = self.ssh._client
-        tr = client.get_transport() if client is not None else None
         return {
             "name": self.name,
             "pid": os.getpid(),
@@ -203,7 +210,7 @@ class Keeper:
             "started": self.started,
             "requests": self.requests,
             "running": self._busy,
-            "connected": bool(tr is not None and tr.is_active()),
+            "connected": self.ssh.connected,
             "target": f"{self.ssh.target.user}@{self.ssh.where}",
         }
 
@@ -217,7 +224,7 @@ class Keeper:
         while self._accept():
             pass
         poll_until(self._open_conns, lambda n: n == 0, timeout=grace, interval=0.02, timeout_name="shutdown grace")
-        self.listener.close()
+        self._listening.close()
         with self._lock:
             running = self._conns
         if running:  # exit under them: their clients see the keeper gone ("unknown"), never a half answer
@@ -242,9 +249,12 @@ def main(argv: list[str]) -> None:
     if os.fork() > 0:  # the spawning pdctl reaps this one at once; the keeper is nobody's child
         os._exit(0)
     try:
-        from pdctl.inventory import Host
+        import msgspec
 
-        keeper = Keeper(spec["name"], Host(**spec["host"]), float(spec["keep"]), spec["socket"])
+        from pdctl.inventory_hosts import SshHost
+
+        host = msgspec.convert(spec["host"], SshHost)  # as kept.py dumped it (its `transport: ssh` tag included)
+        keeper = Keeper(spec["name"], host, float(spec["keep"]), spec["socket"])
         keeper.listen()
     except Exception as e:
         log(f"could not start: {type(e).__name__}: {e}")

@@ -31,7 +31,7 @@ from pdctl.transport.control import KeptPaths, kept_paths
 from pdctl.transport.wire import PeerClosed, b64, decode_error, recv_frame, send_frame, unb64
 
 if TYPE_CHECKING:
-    from pdctl.inventory import Host
+    from pdctl.inventory_hosts import SshHost
 
 START_MARGIN_S = 5.0  # a keeper gets connect_timeout plus this to start listening (interpreter, imports)
 
@@ -71,7 +71,7 @@ def _dial(socket_path: str, timeout: float) -> socket.socket | None:
 class KeptTransport(Transport):
     """Commands, files and HTTP on one SSH host through its keeper. Thread-safe: one unix connection a request."""
 
-    def __init__(self, name: str, host: Host, keep: float):
+    def __init__(self, name: str, host: SshHost, keep: float):
         self.name, self.host, self.keep = name, host, keep
         self._paths: KeptPaths | None = None  # found on first use: a control-directory problem is that call's error
         self._spawn_lock = threading.Lock()
@@ -233,7 +233,7 @@ class KeptTransport(Transport):
 
     @property
     def http_tunnel(self) -> bool:
-        return self.host.http != "direct"
+        return self.host.http_route == "tunnel"
 
     def tunnel_failure(self, url: str, since: float = 0.0) -> str | None:
         """As the keeper's forwarder saw it (CLOCK_MONOTONIC is one clock for every process on Linux)."""
@@ -243,6 +243,9 @@ class KeptTransport(Transport):
             return self._call("tunnel_failure", self._budget(0), url=url, since=since)
         except Exception:
             return None
+
+    def reach(self) -> None:
+        self.run("true", timeout=self.host.connect_timeout + 5)
 
     def close(self) -> None:
         """Nothing to release here: each request had its own unix connection. The keeper keeps the SSH connection."""

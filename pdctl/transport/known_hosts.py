@@ -12,7 +12,7 @@ import io
 import os
 
 from pdctl.errors import HostKeyRefused, UsageError
-from pdctl.transport.paramiko_import import allow_match_exec, import_paramiko
+from pdctl.transport.paramiko_import import import_paramiko, match_exec_problem, needs_match_exec
 from pdctl.safe_read import MAX_INPUT_BYTES, read_input_text
 from pdctl.shell import quote
 
@@ -27,13 +27,16 @@ def known_hosts_name(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-def load_known_hosts(client, path: str, who: str) -> None:
-    """Load the known_hosts file at `path` into the paramiko SSHClient's host keys; a missing file adds none.
+def load_known_hosts(client, path: str, who: str, name: str) -> None:
+    """Load the keys known_hosts at `path` records for `name` (known_hosts_name: `addr` or `[addr]:port`, plain or
+    hashed in the file) into the paramiko SSHClient's host keys; a missing file adds none.
 
     Changes only the client. `who` names the host in messages. The file is read safely (read_ssh_file: no FIFO,
     device or directory, at most MAX_KNOWN_HOSTS_BYTES, UTF-8); then each line as paramiko's HostKeys.load reads
-    it (blank, comment and unknown-type lines skipped, a name's first key of a type found first). Raises UsageError
-    (exit 2) naming the host and the file when it cannot be read or a line's key is not base64: no key could be checked.
+    it (blank, comment and unknown-type lines skipped, a name's first key of a type found first). Only `name`'s
+    entries are added, through HostKeys' public `add`: loading a fleet's whole file that way (or with HostKeys.load)
+    is quadratic in its lines. Raises UsageError (exit 2) naming the host and the file when it cannot be read or a
+    line's key is not base64: no key could be checked.
     """
     paramiko = import_paramiko()
     from paramiko.hostkeys import HostKeyEntry, InvalidHostKey
@@ -42,7 +45,6 @@ def load_known_hosts(client, path: str, who: str) -> None:
         return
     text = read_ssh_file(path, who, "known_hosts", limit=MAX_KNOWN_HOSTS_BYTES)
     keys = client.get_host_keys()
-    seen = {(h, e.key.asbytes()) for e in keys._entries for h in e.hostnames}
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -56,13 +58,21 @@ def load_known_hosts(client, path: str, who: str) -> None:
                 f"host {who}: cannot read known_hosts {path}: line {lineno}: {e.exc}",
                 hint=_FILE_HINT.format(field="known_hosts"),
             ) from None
-        if entry is None:
+        if entry is None or not any(_names(h, name) for h in entry.hostnames):
             continue
-        # as HostKeys.load: a name already holding this very key is dropped from the entry
-        entry.hostnames = [h for h in entry.hostnames if (h, entry.key.asbytes()) not in seen]
-        seen.update((h, entry.key.asbytes()) for h in entry.hostnames)
-        if entry.hostnames:
-            keys._entries.append(entry)  # HostKeys.add scans every entry: quadratic on a fleet's known_hosts
+        known = keys.lookup(name)
+        if known is None or entry.key.get_name() not in known:  # as HostKeys.lookup: a type's first key wins
+            keys.add(name, entry.key.get_name(), entry.key)
+
+
+def _names(recorded: str, name: str) -> bool:
+    """Whether a known_hosts host field `recorded` (plain, or hashed `|1|salt|hash`) names `name`."""
+    import hmac
+
+    if recorded.startswith("|1|"):
+        paramiko = import_paramiko()
+        return hmac.compare_digest(paramiko.HostKeys.hash_host(name, recorded), recorded)
+    return recorded == name
 
 
 # -- the other files an SSH host names: ssh_config and its private key ------------------------------------------
@@ -84,9 +94,14 @@ def read_ssh_file(path: str, who: str, what: str, *, limit: int = MAX_INPUT_BYTE
 def ssh_config_for(path: str, who: str, address: str) -> dict:
     """paramiko's ssh_config lookup of `address` in the file at `path` (read_ssh_file), `port` as an int when
     given. Raises UsageError (exit 2) naming the host and the file when it cannot be read or parsed."""
-    paramiko = import_paramiko()
     text = read_ssh_file(path, who, "ssh_config")
-    allow_match_exec(text)
+    paramiko = import_paramiko(with_invoke=needs_match_exec(text))
+    if problem := match_exec_problem(text):
+        raise UsageError(
+            f"host {who}: cannot read ssh_config {path}: {problem}",
+            hint="give this host `ssh_config: none` and its address, user and key in the inventory, or move the "
+            "`Match exec` to the ssh_config the first SSH host reads",
+        )
     try:
         cfg = paramiko.SSHConfig.from_text(text).lookup(address)
     except (paramiko.ssh_exception.ConfigParseError, ValueError, KeyError) as e:

@@ -31,12 +31,13 @@ from pdctl.transport.known_hosts import (
     HostKeyPolicy,
     changed_key_refused,
     check_key_file,
+    known_hosts_name,
     load_known_hosts,
     ssh_config_for,
 )
 
 if TYPE_CHECKING:
-    from pdctl.inventory import Host
+    from pdctl.inventory_hosts import SshHost
 
 _PID_MARK = "PDCTL-PID "
 
@@ -60,7 +61,7 @@ class SshTarget:
     proxy_command: str | None = None  # ssh_config ProxyCommand, tokens already expanded
 
 
-def resolve_target(host: Host, name: str = "") -> SshTarget:
+def resolve_target(host: SshHost, name: str = "") -> SshTarget:
     """Apply ssh_config (HostName, User, Port, IdentityFile, ProxyJump, ProxyCommand) to the inventory's host
     `name`. Explicit inventory values win: `user`, `key`, and `port` when it is not the default 22; `ssh_config:
     none` reads none (as `ssh -F none`). Raises UsageError naming the host and file when a declared ssh_config does
@@ -110,7 +111,7 @@ def parse_jump(spec: str) -> tuple[str | None, str, int | None, str | None]:
 class SshTransport(Transport):
     """Commands, files and HTTP on one SSH host. Connects on first use (or `open()`); thread-safe."""
 
-    def __init__(self, name: str, host: Host):
+    def __init__(self, name: str, host: SshHost):
         self.name = name
         self.host = host
         self.target = resolve_target(host, name)
@@ -151,7 +152,7 @@ class SshTransport(Transport):
             check_key_file(key, repr(self.name))
         client = paramiko.SSHClient()
         who = f"{self.name!r} ({self.where})"
-        load_known_hosts(client, tgt.known_hosts, who)
+        load_known_hosts(client, tgt.known_hosts, who, known_hosts_name(tgt.address, tgt.port))
         client.set_missing_host_key_policy(
             HostKeyPolicy(who, tgt.known_hosts, accept_new=self.host.accept_new_host_key, inventory_name=self.name)
         )
@@ -232,7 +233,7 @@ class SshTransport(Transport):
                 raise self._unreachable(f"ProxyCommand {tgt.proxy_command!r} failed: {e}") from None
         if not tgt.proxy_jump:
             return None
-        from pdctl.inventory import Host
+        from pdctl.inventory_hosts import SshHost
 
         try:
             user, addr, port, earlier = parse_jump(tgt.proxy_jump)
@@ -241,8 +242,7 @@ class SshTransport(Transport):
         h = self.host
         if self._jump is not None:  # reconnecting: the old hop goes with the old connection
             self._jump.close()
-        hop = Host(
-            transport="ssh",
+        hop = SshHost(
             address=addr,
             port=port or 22,
             user=user,
@@ -327,7 +327,7 @@ class SshTransport(Transport):
             stderr += f"\n[pdctl] command timed out after {timeout:g}s on {self.name}"
         return CommandResult(exit_code, out.decode(errors="replace"), stderr, timed_out)
 
-    def _kill_remote(self, err: bytes) -> None:
+    def _kill_remote(self, err: bytes | bytearray) -> None:
         """Kill the process group of a timed-out command (sshd makes the shell a session leader). Never raises."""
         first = bytes(err).split(b"\n", 1)[0].decode(errors="replace")
         if not first.startswith(_PID_MARK):
@@ -412,17 +412,27 @@ class SshTransport(Transport):
     # -- http ------------------------------------------------------------------------------------------------
     def http_base_url(self, port: int, *, host: str = "127.0.0.1") -> str:
         """direct: http://{address}:{port}; tunnel: a local forwarder to host:port through this connection."""
-        if self.host.http == "direct":
+        if self.host.http_route == "direct":
             addr = self.target.address if host in ("127.0.0.1", "localhost") else host
             return f"http://{addr}:{port}"
         return self.tunnels.url(host, port, lambda: self.open().get_transport())
 
     @property
     def http_tunnel(self) -> bool:
-        return self.host.http != "direct"
+        return self.host.http_route == "tunnel"
 
     def tunnel_failure(self, url: str, since: float = 0.0) -> str | None:
         return self.tunnels.failure(url, since)
+
+    def reach(self) -> None:
+        self.run("true", timeout=self.host.connect_timeout + 5)
+
+    @property
+    def connected(self) -> bool:
+        """Whether the SSH connection is up now (never connects)."""
+        client = self._client
+        tr = client.get_transport() if client is not None else None
+        return bool(tr is not None and tr.is_active())
 
     def close(self) -> None:
         with self._lock:

@@ -119,7 +119,7 @@ def test_unknown_key_with_accept_new_is_recorded_and_trusted(tmp_path, ecdsa):
     policy.missing_host_key(client, "[127.0.0.1]:2222", ecdsa)
     assert client.get_host_keys().lookup("[127.0.0.1]:2222")[ecdsa.get_name()] == ecdsa
     later = paramiko.SSHClient()  # the next connection finds it in the file
-    load_known_hosts(later, str(path), "'gpu-1'")
+    load_known_hosts(later, str(path), "'gpu-1'", "[127.0.0.1]:2222")
     assert later.get_host_keys().lookup("[127.0.0.1]:2222")[ecdsa.get_name()] == ecdsa
 
 
@@ -138,7 +138,7 @@ def test_changed_key_refusal_names_both_fingerprints_and_the_removal(tmp_path, r
 
 def test_load_known_hosts_missing_file_adds_nothing(tmp_path):
     client = paramiko.SSHClient()
-    load_known_hosts(client, str(tmp_path / "absent"), "'gpu-1'")
+    load_known_hosts(client, str(tmp_path / "absent"), "'gpu-1'", "10.0.0.5")
     assert len(client.get_host_keys()) == 0
 
 
@@ -153,7 +153,7 @@ def test_unreadable_known_hosts_is_exit_2_naming_host_and_file(tmp_path, content
     path = tmp_path / "known_hosts"
     path.write_bytes(content)
     with pytest.raises(UsageError) as e:
-        _bounded(load_known_hosts, paramiko.SSHClient(), str(path), "'gpu-1' (10.0.0.5:22)")
+        _bounded(load_known_hosts, paramiko.SSHClient(), str(path), "'gpu-1' (10.0.0.5:22)", "10.0.0.5")
     assert e.value.exit_code == 2
     assert e.value.message.startswith("host 'gpu-1' (10.0.0.5:22): ") and str(path) in e.value.message
     assert why in e.value.message and "\n" not in e.value.message
@@ -163,7 +163,7 @@ def test_unreadable_known_hosts_is_exit_2_naming_host_and_file(tmp_path, content
 def test_known_hosts_that_is_no_regular_file_is_refused_unopened(tmp_path, kind):
     path = _special(tmp_path, kind)
     with pytest.raises(UsageError) as e:
-        _bounded(load_known_hosts, paramiko.SSHClient(), str(path), "'gpu-1'")
+        _bounded(load_known_hosts, paramiko.SSHClient(), str(path), "'gpu-1'", "10.0.0.5")
     assert e.value.exit_code == 2
     assert e.value.message.startswith(f"host 'gpu-1': {path}: is a") and "not a regular file" in e.value.message
 
@@ -177,11 +177,26 @@ def test_known_hosts_read_from_text_keeps_every_entry_and_hashed_names(tmp_path)
         f"{hashed} {b.get_name()} {b.get_base64()}\nbroken-line\n"
         f"10.0.0.5 {a.get_name()} {a.get_base64()}\n"
     )  # a duplicate adds nothing
+
+    def loaded(name: str):
+        client = paramiko.SSHClient()
+        load_known_hosts(client, str(path), "'gpu-1'", name)
+        return client.get_host_keys()
+
+    assert loaded("10.0.0.5").check("10.0.0.5", a) and len(loaded("10.0.0.5").keys()) == 1
+    assert loaded("[10.0.0.6]:2222").check("[10.0.0.6]:2222", a)
+    assert loaded("10.0.0.7").check("10.0.0.7", b) and not loaded("10.0.0.7").check("10.0.0.7", a)
+    assert len(loaded("10.0.0.9")) == 0  # only the target's own entries are loaded
+
+
+def test_a_names_first_key_of_a_type_wins_and_other_types_are_kept(tmp_path):
+    first, second, other = paramiko.RSAKey.generate(1024), paramiko.RSAKey.generate(1024), paramiko.ECDSAKey.generate()
+    path = tmp_path / "known_hosts"
+    path.write_text("".join(f"10.0.0.5 {k.get_name()} {k.get_base64()}\n" for k in (first, second, other)))
     client = paramiko.SSHClient()
-    load_known_hosts(client, str(path), "'gpu-1'")
-    keys = client.get_host_keys()
-    assert keys.check("10.0.0.5", a) and keys.check("[10.0.0.6]:2222", a) and keys.check("10.0.0.7", b)
-    assert not keys.check("10.0.0.7", a) and len(keys.keys()) == 3
+    load_known_hosts(client, str(path), "'gpu-1'", "10.0.0.5")
+    found = client.get_host_keys().lookup("10.0.0.5")
+    assert found["ssh-rsa"] == first and found[other.get_name()] == other
 
 
 # -- the other SSH files of a host: ssh_config and the private key -------------------------------------------------

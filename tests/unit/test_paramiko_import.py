@@ -30,3 +30,25 @@ def test_a_plain_ssh_config_loads_paramiko_without_invoke(tmp_path):
 def test_match_exec_is_still_run(tmp_path):
     text = 'Match exec "false"\n  HostName 10.0.0.1\nMatch exec "true"\n  HostName 10.0.0.2\n'
     assert _lookup(tmp_path, text) == {"hostname": "10.0.0.2", "invoke": True}
+
+
+_LATE = """
+import sys
+from pdctl.errors import UsageError
+from pdctl.transport.known_hosts import ssh_config_for
+ssh_config_for(sys.argv[1], "'a'", "gpu-alias")  # loads paramiko without invoke
+try:
+    ssh_config_for(sys.argv[2], "'b'", "gpu-alias")
+except UsageError as e:
+    print(e.message)
+"""
+
+
+def test_match_exec_read_after_paramiko_loaded_without_invoke_is_refused_by_name(tmp_path):
+    """paramiko's own state is never patched: the file that needs invoke is named, not misread."""
+    plain, late = tmp_path / "plain", tmp_path / "late"
+    plain.write_text("Host gpu-alias\n  HostName 10.0.0.7\n")
+    late.write_text('Match exec "true"\n  HostName 10.0.0.2\n')
+    p = subprocess.run([sys.executable, "-c", _LATE, str(plain), str(late)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert f"host 'b': cannot read ssh_config {late}: it has a `Match exec` line" in p.stdout
