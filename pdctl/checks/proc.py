@@ -1,8 +1,9 @@
 """A live process as the kernel sees it: argv, environment and start time from /proc, in ONE remote command.
 
-Observe: `read_process(transport, pid)` runs one small POSIX shell command that prints base64 of
-/proc/PID/cmdline, /proc/PID/environ and /proc/PID/stat plus the boot time and clock tick. Judge: the pure parsers
-`parse_cmdline`, `parse_environ`, `parse_stat_starttime` and `parse_proc_dump`. Works on Linux hosts (coreutils or
+Observe: `proc_command(pid)` is one small POSIX shell command that prints base64 of /proc/PID/cmdline,
+/proc/PID/environ and /proc/PID/stat plus the boot time and clock tick; services/proc_read.read_process and
+services/observe.py run it over the transport. Parse: the pure `parse_cmdline`, `parse_environ`,
+`parse_stat_starttime` and `parse_proc_dump`. Works on Linux hosts (coreutils or
 busybox `base64`). The environ of another user's process needs root: then `env` is None, never guessed.
 """
 
@@ -136,12 +137,9 @@ def parse_proc_dump(pid: int, stdout: str) -> ProcessInfo | None:
 
 
 def read_process(transport, pid: int, *, timeout: float = 10.0) -> ProcessInfo | None:
-    """Read argv, env and start time of `pid` on the transport's host in one command.
-
-    Returns None when the pid does not exist (or vanished during the read). Changes nothing on the host. Raises
-    UnreachableError when the host cannot be reached or the read overruns `timeout` ("unknown: ... did not answer",
-    never "no process"), and ProcReadError when the command itself failed (e.g. no base64), with its stderr.
-    """
+    """Moved to pdctl.services.proc_read.read_process (beside the transport it asks). This copy stays only while
+    services/base.py, tests/engine/test_dash_flag_values.py and tests/e2e/test_services_pidfile.py import it from
+    here; delete it, and with it checks/' one import of transport/, once they import it from there."""
     from pdctl.transport.base import no_answer
 
     res = transport.run(proc_command(pid), timeout=timeout)

@@ -17,9 +17,9 @@ from pdctl.checks.proc import (
     parse_environ,
     parse_proc_dump,
     parse_stat_starttime,
-    read_process,
 )
 from pdctl.secrets import MASK
+from pdctl.services.proc_read import read_process
 
 FIX = Path(__file__).parent / "fixtures"
 CMDLINE = (FIX / "proc-decode-cmdline.bin").read_bytes()

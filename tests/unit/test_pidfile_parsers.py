@@ -104,8 +104,9 @@ def test_pidfile_status_on_a_hung_host_raises_unknown_with_the_hosts_command_tim
 
 
 def test_read_process_timeout_is_unknown_not_a_proc_read_error():
-    from pdctl.checks.proc import ProcReadError, read_process
+    from pdctl.checks.proc import ProcReadError
     from pdctl.errors import UnreachableError
+    from pdctl.services.proc_read import read_process
 
     with pytest.raises(UnreachableError, match="unknown: gpu-slow did not answer within 2 s") as ei:
         read_process(_Answers(_timed_out()), 4242, timeout=2)
