@@ -1,6 +1,6 @@
 """Reading an operator's YAML file (inventory, playbook): only a regular file of at most 1 MiB of UTF-8
 text is read, a duplicated key is refused, and every error names the file (and the line and column when it can);
-plus one plain wording of a validation problem for every such file."""
+plus how a value found in such a file is shown in a validation problem (`shown_input`, secrets never shown)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 from pdctl.errors import UsageError
 from pdctl.safe_read import MAX_INPUT_BYTES, read_input_text
 
-__all__ = ["MAX_INPUT_BYTES", "load_yaml", "plain_problem", "read_input_text", "shown_input"]
+__all__ = ["MAX_INPUT_BYTES", "load_yaml", "read_input_text", "shown_input"]
 
 #: a reference bomb ("billion laughs": aliases of aliases) is a few hundred bytes that expand to 10^9 nodes; an
 #: inventory or playbook uses an alias a handful of times (`<<: *defaults`)
@@ -123,23 +123,6 @@ def _unique_key_loader() -> type:
             return super().construct_mapping(node, deep=deep)
 
     return UniqueKeyLoader
-
-
-def plain_problem(
-    error: dict[str, Any], *, secret: Callable[[str], bool] | None = None, secrets: Iterable[str] = ()
-) -> tuple[str, str]:
-    """(what is wrong, " (got VALUE)" or "") for one entry of pydantic's `ValidationError.errors()`, in words an
-    operator reads: "required field is missing", "unknown field", or pydantic's message without its prefix.
-    The value is shown as `shown_input` shows it; `secrets` (declared secret values) are scrubbed from both parts."""
-    from pdctl.secrets import mask_text
-
-    kind = error["type"]
-    msg = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
-        kind, error["msg"].removeprefix("Value error, ")
-    )
-    scrub = {str(s) for s in secrets if s}
-    got_txt = "" if kind == "missing" else shown_input(error.get("input"), error.get("loc", ()), scrub, secret=secret)
-    return mask_text(msg, scrub), got_txt
 
 
 def shown_input(got: Any, loc: Iterable[Any], scrub: set[str], *, secret: Callable[[str], bool] | None = None) -> str:

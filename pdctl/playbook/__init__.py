@@ -1,6 +1,6 @@
 """Playbooks: on-call runbooks as YAML that `pdctl run` executes step by step, gated, audited.
 
-schema.py   the pydantic models and the YAML loader (errors name the file, the step and the field)
+schema.py   the msgspec Structs and the YAML loader (errors name the file, the step and the field)
 vars.py     `${...}` substitution from the inventory, the playbook's vars and `--var k=v`
 kinds/      the step kinds (verify, restart, deploy, storm, triage, inflight, wait, shell), one self-registering
             module each; a new kind is one new file there

@@ -4,7 +4,7 @@ the secret vars'), and masked copies of step args and outcomes. Pure; nothing he
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from pdctl.playbook.outcome import StepOutcome
 from pdctl.secrets import inventory_secrets
@@ -45,15 +45,20 @@ def run_secrets(inv, scope_vars: dict[str, Any], names: set[str]) -> frozenset[s
     return frozenset(values | {quote(v) for v in values})
 
 
-def mask_outcome(out: Optional[StepOutcome], secrets) -> Optional[StepOutcome]:
+def mask_outcome(out: StepOutcome, secrets: Iterable[str]) -> StepOutcome:
     """A copy of the outcome with its texts and data scrubbed of the run's secret values (the health report stays:
     its env and flags come masked from /proc)."""
     from pdctl.secrets import mask_nested, mask_text
 
-    if out is None:
-        return None
-    text = {
-        f: mask_text(getattr(out, f), secrets) if getattr(out, f) else getattr(out, f)
-        for f in ("summary", "error", "stdout", "stderr", "recommendation")
-    }
-    return dataclasses.replace(out, **text, data=mask_nested(out.data, secrets))
+    def masked(text: Optional[str]) -> Optional[str]:
+        return mask_text(text, secrets) if text else text
+
+    return dataclasses.replace(
+        out,
+        summary=mask_text(out.summary, secrets),
+        error=masked(out.error),
+        stdout=mask_text(out.stdout, secrets),
+        stderr=mask_text(out.stderr, secrets),
+        recommendation=masked(out.recommendation),
+        data=mask_nested(out.data, secrets),
+    )

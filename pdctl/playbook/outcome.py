@@ -4,13 +4,20 @@ step may use while it runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Optional
+from typing import TYPE_CHECKING, Any, Callable, Generic, Literal, Optional, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict
+import msgspec
 
 from pdctl.serialize import JSON_OFF
 
 ROLE = Literal["prefill", "decode", "router"]
+
+if TYPE_CHECKING:
+    #: YAML data as a playbook holds it: a step's args before its kind's type reads them, vars, a gate as written
+    Data = Union[None, bool, int, float, str, list["Data"], dict[str, "Data"]]
+else:
+    Data = Any  # msgspec reads no recursive alias; the type checker does
+RawArgs = dict[str, Data]
 
 
 @dataclass
@@ -44,29 +51,41 @@ class StepOutcome:
         return None if self.exit_status is None else self.stderr[-2000:]
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Args(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The base of a step kind's arguments: a msgspec Struct (the inventory's library); an unknown key is refused.
+    A constraint is `Annotated[float, Meta(gt=0)]`; a check across fields is `__post_init__` raising
+    `pdctl.struct_errors.field_error(FIELD, ...)` (or a ValueError, said of the args as a whole)."""
 
 
-ArgProblems = list[tuple[str, str]]  # (field, problem), e.g. ("args.window_s", "Input should be ...")
+ArgProblems = list[tuple[str, str]]  # (field, problem), e.g. ("args.window_s", "Expected float > 0 (got -1)")
+
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
-class StepKind:
-    """One action a step may name. Made by `pdctl.playbook.kinds.register`, one module per kind."""
+class StepKind(Generic[A]):
+    """One action a step may name. Made by `pdctl.playbook.kinds.register`, one module per kind. `args` is its
+    arguments' type: an `Args` Struct, or a dataclass (what `msgspec.convert` builds from a mapping)."""
 
     name: str
-    args: type[BaseModel]  # its arguments (unknown keys refused unless the model allows extra)
+    args: type[A]  # its arguments (an unknown key is refused: `steps.arg_names`)
     gate_keys: tuple[str, ...]  # the gates it understands (gates.GATE_SPECS)
     mutating: bool  # it changes the deployment
-    run: Callable[["RunContext", BaseModel], StepOutcome]
-    describe: Callable[[BaseModel], str]  # the command line the plan shows
+    run: Callable[["RunContext", A], StepOutcome]
+    describe: Callable[[A], str]  # the command line the plan shows
     summary: str = ""
-    validate: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None  # for open (extra=allow) args
-    also_check: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None  # beyond the model (wait: its until)
+    # its own check of the args, in its words, before they are converted (at load time `with_values` is False: the
+    # `${...}` are not yet substituted); with values, a problem found here spares the conversion (storm: its values
+    # against StormConfig; wait: the step its `until` polls)
+    check: Optional[Callable[[RawArgs, bool], ArgProblems]] = None
     quoted_args: tuple[str, ...] = ()  # string args whose `${...}` values are shell-quoted when substituted
     order: int = 100  # its place in listings ("choose from ..."); then by name
     verdicts: tuple[str, ...] = ()  # what its outcome's `verdict` can be: the names a `verdict` gate may use
+
+    def convert(self, args: RawArgs) -> A:
+        """The typed args from substituted ones (lax as YAML is: "8" for 8). Raises msgspec.ValidationError;
+        `steps.check_args` says the problems in words first."""
+        return msgspec.convert(args, self.args, strict=False)
 
 
 @dataclass

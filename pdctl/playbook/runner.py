@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from pydantic import BaseModel
+import msgspec
 
 from pdctl.checks.layers import in_order
 from pdctl.errors import ExitCode, PlaybookError
@@ -47,7 +47,7 @@ class PlannedStep:
     index: int  # 1-based position in the file
     spec: StepSpec = field(metadata=JSON_OFF)
     kind: StepKind = field(metadata=JSON_OFF)
-    args: BaseModel = field(metadata=JSON_OFF)
+    args: Any = field(metadata=JSON_OFF)  # the typed args of its kind (`kind.args`)
     shown_args: dict[str, Any] = field(metadata=json_key("args"))  # substituted, secrets masked: what the plan shows
     runs: bool  # `when` is true (or absent)
     skip_reason: Optional[str] = None
@@ -194,7 +194,8 @@ def plan(
     from pdctl.secrets import MASK
     from pdctl.shell import quote
 
-    unknown = unknown_cli_vars(cli_vars or {}, pb.vars, [json.dumps(s.model_dump(), default=str) for s in pb.steps])
+    texts = [json.dumps(msgspec.to_builtins(s), default=str) for s in pb.steps]
+    unknown = unknown_cli_vars(cli_vars or {}, pb.vars, texts)
     if unknown:
         known = ", ".join(sorted(pb.vars)) or "none"
         raise PlaybookError(
@@ -241,7 +242,7 @@ def plan(
                 i,
                 s,
                 kind,
-                kind.args.model_validate(args),
+                kind.convert(args),
                 mask_shown(args, secrets),
                 runs,
                 skip,
@@ -266,7 +267,11 @@ class Hooks:
     step_finished: Callable[[StepRun], None] = lambda run: None
 
 
-def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optional[str]) -> StepRun:
+def _execute(
+    ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optional[str], ended: list[StepRun]
+) -> StepRun:
+    """Run one step and judge its gate. When an exception ends the step (Ctrl-C, a bug), its StepRun is appended to
+    `ended` (for the run's record) and the exception goes on."""
     from pdctl.secrets import mask_nested, mask_text
 
     hooks.step_started(ps, handler_of)
@@ -275,7 +280,8 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
         out = run_kind(ps.kind, ctx, ps.args)
     except KeyboardInterrupt as e:
         by = getattr(e, "signal_name", None) or "Ctrl-C"
-        e.step_run = StepRun(
+        partial: Optional[StepOutcome] = getattr(e, "outcome", None)  # StepInterrupted: what the step gathered
+        sr = StepRun(
             ps.index,
             ps.spec.name,
             ps.spec.action,
@@ -284,15 +290,16 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
             f"interrupted ({by})",
             130,
             handler_of,
-            mask_outcome(getattr(e, "outcome", None), ctx.secrets),
+            mask_outcome(partial, ctx.secrets) if partial is not None else None,
             note=f"interrupted ({by})",
             gate_brief=f"interrupted ({by})",
         )
+        ended.append(sr)
         raise
     except Exception as e:  # a bug or an unmapped failure ends the run: the record names the step and the error
         err = mask_text(error_text(e), ctx.secrets)
-        try:
-            e.step_run = StepRun(
+        ended.append(
+            StepRun(
                 ps.index,
                 ps.spec.name,
                 ps.spec.action,
@@ -304,13 +311,12 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
                 note=f"error: {err}",
                 gate_brief="error",
             )
-        except AttributeError:  # an exception that takes no attribute: the run's record still has the error
-            pass
+        )
         raise
     # on what the step saw (its output already masked, so the gate's secret values are masked alike); then
     # scrubbed for the record
     passed, why = evaluate_gate(mask_nested(ps.gate, ctx.secrets), out)
-    out, why = mask_outcome(out, ctx.secrets), mask_text(why, ctx.secrets)  # a gate's words may quote a secret
+    shown, why = mask_outcome(out, ctx.secrets), mask_text(why, ctx.secrets)  # a gate's words may quote a secret
     sr = StepRun(
         ps.index,
         ps.spec.name,
@@ -318,10 +324,10 @@ def _execute(ps: PlannedStep, ctx: RunContext, hooks: Hooks, handler_of: Optiona
         "passed" if passed else "failed",
         time.monotonic() - t0,
         ("passed: " if passed else "failed: ") + why,
-        ExitCode.OK if passed else (out.exit_code or ExitCode.CHECK_FAILED),
+        ExitCode.OK if passed else (shown.exit_code or ExitCode.CHECK_FAILED),
         handler_of,
-        out,
-        gate_brief=_brief(ps.gate, out, passed, why),
+        shown,
+        gate_brief=_brief(ps.gate, shown, passed, why),
     )
     hooks.step_finished(sr)
     return sr
@@ -344,6 +350,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
     started = time.time()
     _audit_start(audit, result, started, audit_log, ctx.secrets)
     stopped: str | None = None  # the step whose failure stopped the run (not the first failure, with continue)
+    ended: list[StepRun] = []  # the step an exception ended, if one did
     try:
         for ps in p.sequence:
             if not ps.runs:
@@ -362,7 +369,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
                 result.steps.append(sr)
                 hooks.step_finished(sr)
                 continue
-            sr = _execute(ps, ctx, hooks, None)
+            sr = _execute(ps, ctx, hooks, None, ended)
             result.steps.append(sr)
             _collect(result, sr)
             if sr.status == "passed":
@@ -402,7 +409,7 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
                         f"because {h.skip_reason}"
                     )
                 else:
-                    hs = _execute(h, ctx, hooks, ps.spec.name)
+                    hs = _execute(h, ctx, hooks, ps.spec.name, ended)
                     result.steps.append(hs)
                     _collect(result, hs)
                     if hs.status == "passed":
@@ -417,12 +424,11 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
         result.interrupted = True
         result.interrupted_by = getattr(e, "signal_name", None) or "Ctrl-C"
         result.exit_code = ExitCode.INTERRUPTED
-        sr = getattr(e, "step_run", None)
-        if sr is not None:
-            result.steps.append(sr)
-            _collect(result, sr)
+        if ended:
+            result.steps.append(ended[-1])
+            _collect(result, ended[-1])
             try:
-                hooks.step_finished(sr)
+                hooks.step_finished(ended[-1])
             except KeyboardInterrupt:
                 pass
     except BaseException as e:  # anything else ends the run too (a bug, a lost pipe): recorded as it ended, not ok
@@ -430,10 +436,9 @@ def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResul
 
         result.error = mask_text(error_text(e), ctx.secrets)
         result.exit_code = error_exit_code(e)
-        sr = getattr(e, "step_run", None)
-        if isinstance(sr, StepRun):
-            result.steps.append(sr)
-            _fail(result, sr)
+        if ended:
+            result.steps.append(ended[-1])
+            _fail(result, ended[-1])
         raise
     finally:
         _audit(audit, result, started, audit_log, ctx.secrets)

@@ -1,8 +1,8 @@
-"""The playbook file: pydantic models and the YAML loader.
+"""The playbook file: msgspec Structs (the inventory's library) and the YAML loader.
 
 A playbook is `name`, `description`, `vars` (defaults) and `steps`, each step
 `{name, action, args, gate, on_failure, when, handler, description}`. Every error names the file, the step (1-based
-index and name) and the field, and raises PlaybookError (exit 2). Step kinds, their argument models and gate keys
+index and name) and the field, and raises PlaybookError (exit 2). Step kinds, their argument types and gate keys
 live in `pdctl.playbook.kinds` (one module each); this module checks a playbook against them without running anything.
 """
 
@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import msgspec
+from msgspec import Meta
 
 from pdctl.errors import PlaybookError
-from pdctl.yamlfile import load_yaml, plain_problem
+from pdctl.playbook.outcome import Data, RawArgs
+from pdctl.yamlfile import load_yaml
 
+_FORMAT_HINT = "see docs/playbooks/README.md for the playbook format"
 STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Strict(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
 
 
 class RunHandler(_Strict):
@@ -34,11 +37,14 @@ OnFailure = Union[Literal["stop", "continue"], RunHandler]
 
 
 class StepSpec(_Strict):
+    """One step as written. `args` and `gate` stay YAML data here: a step's args may hold `${...}` until the run's
+    vars are known, and their kind's type reads them then (`steps.check_args`); a gate is checked by `gates`."""
+
     name: str
     action: str
     description: str = ""
-    args: dict[str, Any] = Field(default_factory=dict)
-    gate: dict[str, Any] = Field(default_factory=dict)
+    args: RawArgs = msgspec.field(default_factory=dict)
+    gate: RawArgs = msgspec.field(default_factory=dict)
     on_failure: OnFailure = "stop"
     when: Optional[str] = None  # a var name (`apply`) or `not NAME`; the step is skipped when false
     handler: bool = False  # runs only when another step's on_failure names it
@@ -50,10 +56,10 @@ class StepSpec(_Strict):
 
 class Playbook(_Strict):
     name: str
+    steps: Annotated[list[StepSpec], Meta(min_length=1)]
     description: str = ""
-    vars: dict[str, Any] = Field(default_factory=dict)
-    steps: list[StepSpec] = Field(..., min_length=1)
-    source: str = Field("<memory>", exclude=True)
+    vars: dict[str, Data] = msgspec.field(default_factory=dict)
+    source: str = "<memory>"  # the file it was read from (set by parse_playbook; not a YAML key)
 
     def step(self, name: str) -> StepSpec:
         for s in self.steps:
@@ -80,19 +86,20 @@ def _raw_step_name(data: Any, i: int) -> str | None:
         return None
 
 
-def _format_pydantic(source: str, data: Any, err: ValidationError, secrets: frozenset[str]) -> list[str]:
+def _structure_problems(data: dict[str, Any], err: msgspec.ValidationError, secrets: frozenset[str]) -> list[str]:
+    """msgspec's problems with the playbook's shape, each pointing at its step and field."""
+    from pdctl.struct_errors import struct_problems
+
     lines = []
-    for e in err.errors():
-        loc = list(e["loc"])
-        msg, got_txt = plain_problem(e, secrets=secrets)
-        if len(loc) >= 2 and loc[0] == "steps" and isinstance(loc[1], int):
-            # on_failure's union reports one error per branch; name the field once, plainly.
-            field = ".".join(str(p) for p in loc[2:] if not str(p).startswith(("literal[", "RunHandler")))
-            if loc[2:3] == ["on_failure"]:
-                msg, field = "expected stop, continue or {run: STEP_NAME}", "on_failure"
-            line = f"  {where(loc[1] + 1, _raw_step_name(data, loc[1]), field or None)}: {msg}{got_txt}"
+    for p in struct_problems(err, data, Playbook, secrets=secrets):
+        names, msg = p.names, p.message
+        if len(names) >= 2 and names[0] == "steps" and names[1].isdigit():
+            i, field = int(names[1]), ".".join(names[2:])
+            if field == "on_failure":  # a union of words and a mapping: say both forms
+                msg = "expected stop, continue or {run: STEP_NAME}" + p.got
+            line = f"  {where(i + 1, _raw_step_name(data, i), field or None)}: {msg}"
         else:
-            line = f"  field '{'.'.join(str(p) for p in loc) or '(top level)'}': {msg}{got_txt}"
+            line = f"  field '{p.path or '(top level)'}': {msg}"
         if line not in lines:
             lines.append(line)
     return lines
@@ -155,19 +162,21 @@ def parse_playbook(data: Any, source: str, secrets: frozenset[str] = frozenset()
         raise PlaybookError(
             f"{source}: invalid playbook\n  expected a mapping at the top level, got {type(data).__name__}"
         )
+    if "source" in data:  # Playbook.source is where it was read from, never a key of the file
+        raise PlaybookError(f"{source}: invalid playbook\n  field 'source': unknown field", hint=_FORMAT_HINT)
     try:
-        pb = Playbook.model_validate(data)
-    except ValidationError as err:
+        pb = msgspec.convert(data, Playbook, strict=False)  # lax as YAML is: "8" for 8, 1 for 1.0
+    except msgspec.ValidationError as err:
         raise PlaybookError(
-            "\n".join([f"{source}: invalid playbook"] + _format_pydantic(source, data, err, secrets)),
-            hint="see docs/playbooks/README.md for the playbook format",
+            "\n".join([f"{source}: invalid playbook"] + _structure_problems(data, err, secrets)),
+            hint=_FORMAT_HINT,
         ) from None
     pb.source = source
     problems = [mask_text(line, secrets) for line in check_playbook(pb)]
     if problems:
         raise PlaybookError(
             "\n".join([f"{source}: invalid playbook"] + problems),
-            hint="see docs/playbooks/README.md for the playbook format",
+            hint=_FORMAT_HINT,
         )
     return pb
 

@@ -8,52 +8,56 @@ what was gathered), so the runner stops the run without running handlers or late
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
-from pydantic import BaseModel, ValidationError
+import msgspec
 
 from pdctl.errors import ExitCode, PdctlError
-from pdctl.playbook.outcome import ArgProblems, RunContext, StepKind, StepOutcome
-from pdctl.yamlfile import plain_problem
+from pdctl.playbook.outcome import ArgProblems, RawArgs, RunContext, StepKind, StepOutcome
+
+
+def arg_names(args_type: type) -> tuple[str, ...]:
+    """The argument names of a kind's args type (an `Args` Struct or a dataclass), in declared order."""
+    if issubclass(args_type, msgspec.Struct):
+        return tuple(f.encode_name for f in msgspec.structs.fields(args_type))
+    if dataclasses.is_dataclass(args_type):
+        return tuple(f.name for f in dataclasses.fields(args_type))
+    raise TypeError(f"{args_type.__name__}: a step kind's args are an Args Struct or a dataclass")
 
 
 def check_args(
-    kind: StepKind, args: dict[str, Any], *, with_values: bool, secrets: frozenset[str] = frozenset()
+    kind: StepKind[Any], args: RawArgs, *, with_values: bool, secrets: frozenset[str] = frozenset()
 ) -> ArgProblems:
-    """(field, problem) for the args. Without values (load time, `${...}` not yet substituted) only keys are
-    checked; with values the whole model is validated, each value shown scrubbed of `secrets` and never for a
-    secret-looking field (yamlfile.plain_problem). Then the kind's own `also_check`, if any."""
-    out: ArgProblems = []
-    model = kind.args
-    if model.model_config.get("extra") == "forbid":
-        for k in args:
-            if k not in model.model_fields:
-                out.append(
-                    (
-                        f"args.{k}",
-                        f"unknown argument of action {kind.name!r} "
-                        f"(its arguments: {', '.join(model.model_fields) or 'none'})",
-                    )
-                )
-    elif kind.validate is not None:  # its messages may quote a value: scrubbed as the model's problems are
-        from pdctl.secrets import mask_text
+    """(field, problem) for a step's args: unknown names, then the kind's own `check`. Without values (load time,
+    `${...}` not yet substituted) that is all; with values the args are then converted to the kind's type, each
+    problem said with the value found, scrubbed of `secrets` and never shown for a secret-looking field
+    (struct_errors)."""
+    from pdctl.secrets import mask_text
+    from pdctl.struct_errors import field_problems, struct_problems
 
-        return [(f, mask_text(m, secrets)) for f, m in kind.validate(args, with_values)]
-    if not out and with_values:
+    names = arg_names(kind.args)
+    out: ArgProblems = [
+        (f"args.{k}", f"unknown argument of action {kind.name!r} (its arguments: {', '.join(names) or 'none'})")
+        for k in args
+        if k not in names
+    ]
+    if with_values and out:
+        return out
+    if kind.check is not None:  # its messages may quote a value: scrubbed as the conversion's are
+        out += [(f, mask_text(m, secrets)) for f, m in kind.check(args, with_values)]
+    if out or not with_values:
+        return out
+    problems = field_problems(args, kind.args, secrets=secrets)  # every arg's own problem, not just the first
+    if not problems:
         try:
-            model.model_validate(args)
-        except ValidationError as err:
-            for e in err.errors():
-                loc = ".".join(str(p) for p in e["loc"])
-                msg, got_txt = plain_problem(e, secrets=secrets)  # a secret-named arg's value is never shown
-                out.append((f"args.{loc}" if loc else "args", msg + got_txt))
-    # at load time every problem is listed; with values the kind's own check needs args that validated
-    if kind.also_check is not None and not (with_values and out):
-        out += kind.also_check(args, with_values)
-    return out
+            kind.convert(args)
+        except msgspec.ValidationError as err:
+            problems = struct_problems(err, args, kind.args, secrets=secrets)
+    return [(".".join(("args", *p.names)), p.message) for p in problems]
 
 
-def run_kind(kind: StepKind, ctx: RunContext, args: BaseModel) -> StepOutcome:
+def run_kind(kind: StepKind[Any], ctx: RunContext, args: Any) -> StepOutcome:
     """Run one step's action. A PdctlError becomes a failed outcome carrying its exit code (message masked); nothing
     else is caught: KeyboardInterrupt (and StepInterrupted, a partial report after Ctrl-C) reaches the runner."""
     try:
@@ -62,7 +66,7 @@ def run_kind(kind: StepKind, ctx: RunContext, args: BaseModel) -> StepOutcome:
         return error_outcome(e, ctx.secrets)
 
 
-def error_outcome(e: PdctlError, secrets: set[str] = frozenset()) -> StepOutcome:
+def error_outcome(e: PdctlError, secrets: set[str] | frozenset[str] = frozenset()) -> StepOutcome:
     """A failed outcome from an error; its message and hint are masked (they may hold log tails with secrets)."""
     from pdctl.secrets import mask_text
 
@@ -120,10 +124,24 @@ def health_step_outcome(summary: str, health, data: dict[str, Any]) -> StepOutco
     )
 
 
-def describe_args(name: str, a: BaseModel) -> str:
-    """`NAME k=v ...` of the args given (unset defaults left out): the plan's line for a kind without its own."""
+def describe_args(name: str, a: Any) -> str:
+    """`NAME k=v ...` of the args that differ from their defaults: the plan's line for a kind without its own."""
     from pdctl.playbook.vars import show_value
 
-    d = a.model_dump(exclude_unset=True)
-    d.update(getattr(a, "model_extra", None) or {})
-    return (f"{name} " + " ".join(f"{k}={show_value(v)}" for k, v in d.items())).strip()
+    return (f"{name} " + " ".join(f"{k}={show_value(v)}" for k, v in changed_args(a).items())).strip()
+
+
+def changed_args(a: Any) -> dict[str, Any]:
+    """name -> value of each field of `a` (an `Args` Struct or a dataclass) that is not at its default."""
+    out = {}
+    if isinstance(a, msgspec.Struct):
+        for f in msgspec.structs.fields(a):
+            default = f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
+            if default is msgspec.NODEFAULT or getattr(a, f.name) != default:
+                out[f.encode_name] = getattr(a, f.name)
+        return out
+    for d in dataclasses.fields(a):
+        default = d.default_factory() if d.default_factory is not dataclasses.MISSING else d.default
+        if default is dataclasses.MISSING or getattr(a, d.name) != default:
+            out[d.name] = getattr(a, d.name)
+    return out

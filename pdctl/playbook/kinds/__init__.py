@@ -1,9 +1,10 @@
 """The step kinds a playbook can use, one module per kind, each registering itself (as mini-sglang's
 `kvcache/__init__.py` registers its cache managers).
 
-A kind is an argument model and a run function decorated with `register`:
+A kind is an argument type (an `Args` Struct: msgspec, as the inventory) and a run function decorated with
+`register`:
 
-    class PingArgs(_Args):
+    class PingArgs(Args):
         host: str
 
     @register("ping", args=PingArgs, gate_keys=("ok",), mutating=False, summary="one ICMP echo")
@@ -18,38 +19,35 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypeVar
 
-from pydantic import BaseModel
-
-from pdctl.playbook.outcome import ArgProblems, RunContext, StepKind, StepOutcome
+from pdctl.playbook.outcome import ArgProblems, RawArgs, RunContext, StepKind, StepOutcome
 from pdctl.playbook.steps import describe_args
 
 #: name -> StepKind, in listing order (`order`, then name)
-REGISTRY: dict[str, StepKind] = {}
+REGISTRY: dict[str, StepKind[Any]] = {}
 
-RunFn = Callable[[RunContext, Any], StepOutcome]
+A = TypeVar("A")
 
 
 def register(
     name: str,
     *,
-    args: type[BaseModel],
+    args: type[A],
     gate_keys: tuple[str, ...],
     mutating: bool,
     summary: str,
-    describe: Optional[Callable[[Any], str]] = None,
-    validate: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
-    also_check: Optional[Callable[[dict[str, Any], bool], ArgProblems]] = None,
+    describe: Optional[Callable[[A], str]] = None,
+    check: Optional[Callable[[RawArgs, bool], ArgProblems]] = None,
     quoted_args: tuple[str, ...] = (),
     order: int = 100,
     verdicts: tuple[str, ...] = (),
-) -> Callable[[RunFn], RunFn]:
+) -> Callable[[Callable[[RunContext, A], StepOutcome]], Callable[[RunContext, A], StepOutcome]]:
     """Decorate a kind's run function: adds StepKind `name` to REGISTRY and returns the function unchanged. The
     parameters are StepKind's fields (outcome.py); `describe` defaults to `NAME k=v ...` of the args given. Raises
     ValueError if a kind of another module has the name."""
 
-    def add(run: RunFn) -> RunFn:
+    def add(run: Callable[[RunContext, A], StepOutcome]) -> Callable[[RunContext, A], StepOutcome]:
         old = REGISTRY.get(name)
         if old is not None and old.run.__module__ != run.__module__:
             raise ValueError(f"step kind {name!r} registered twice ({old.run.__module__}, {run.__module__})")
@@ -61,8 +59,7 @@ def register(
             run,
             describe or (lambda a: describe_args(name, a)),
             summary,
-            validate,
-            also_check,
+            check,
             tuple(quoted_args),
             order,
             tuple(verdicts),

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.outcome import Args, RunContext, StepOutcome
 from pdctl.playbook.steps import health_step_outcome
 from pdctl.serialize import to_data
 
 
-class DeployArgs(_Args):
+class DeployArgs(Args):
     verify: bool = True
 
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated
+
+from msgspec import Meta
 
 from pdctl.checks.inflight import VERDICTS as INFLIGHT_VERDICTS
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.outcome import Args, RunContext, StepOutcome
 from pdctl.playbook.steps import error_outcome, stop_if_interrupted
 from pdctl.serialize import to_data
 
 
-class InflightArgs(_Args):
-    window_s: float = Field(30.0, gt=0, le=3600)
-    interval_s: float = Field(3.0, gt=0, le=600)
+class InflightArgs(Args):
+    window_s: Annotated[float, Meta(gt=0, le=3600)] = 30.0
+    interval_s: Annotated[float, Meta(gt=0, le=600)] = 3.0
 
 
 def describe(a: InflightArgs) -> str:

@@ -4,27 +4,24 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import model_validator
-
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import ROLE, RunContext, StepOutcome, _Args
+from pdctl.playbook.outcome import ROLE, Args, RunContext, StepOutcome
 from pdctl.playbook.steps import health_step_outcome
 from pdctl.serialize import to_data
+from pdctl.struct_errors import field_error
 
 
-class RestartArgs(_Args):
+class RestartArgs(Args):
     pair: bool = True
     roles: Optional[list[ROLE]] = None
     override_hazard: bool = False
     verify: bool = True
 
-    @model_validator(mode="after")
-    def _what(self) -> "RestartArgs":
+    def __post_init__(self) -> None:
         if self.roles and self.pair:
-            raise ValueError("give pair: true or roles: [...], not both (set pair: false with roles)")
+            raise field_error("roles", "give pair: true or roles: [...], not both (set pair: false with roles)")
         if not self.roles and not self.pair:
-            raise ValueError("nothing to restart: pair is false and no roles given")
-        return self
+            raise field_error("pair", "nothing to restart: pair is false and no roles given")
 
 
 def describe(a: RestartArgs) -> str:

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Annotated, Union
 
-from pydantic import Field
+import msgspec
+from msgspec import Meta
 
 from pdctl.errors import ExitCode, UsageError
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import ROLE, RunContext, StepOutcome, _Args
+from pdctl.playbook.outcome import ROLE, Args, RunContext, StepOutcome
 
 
-class ShellArgs(_Args):
+class ShellArgs(Args):
     role: ROLE
-    index: int = Field(0, ge=0)
     command: Union[str, list[str]]
-    timeout: float = Field(60.0, gt=0, le=3600)
-    env: dict[str, str] = Field(default_factory=dict)
+    index: Annotated[int, Meta(ge=0)] = 0
+    timeout: Annotated[float, Meta(gt=0, le=3600)] = 60.0
+    env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def shell_command(a: ShellArgs) -> str:

@@ -2,53 +2,51 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
 
-from pydantic import BaseModel, ConfigDict
-
-from pdctl.errors import ExitCode, UsageError
+from pdctl.errors import ExitCode
+from pdctl.ops.storm_plan import StormConfig
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome
-from pdctl.playbook.steps import stop_if_interrupted
+from pdctl.playbook.outcome import ArgProblems, Data, RawArgs, RunContext, StepOutcome
+from pdctl.playbook.steps import changed_args, stop_if_interrupted
 from pdctl.playbook.vars import show_value
 from pdctl.serialize import to_data
 
 
-class StormArgs(BaseModel):
-    """The fields of pdctl.ops.storm_plan.StormConfig (requests, prompt_tokens, abort_min_s, abort_max_s,
-    sample_every_s, watch_s, target, max_new_tokens, calib_requests, spacing_s, seed, ...) plus `router`; checked
-    against StormConfig by `validate`."""
+@dataclass
+class StormArgs(StormConfig):
+    """`pdctl storm`'s StormConfig (requests, prompt_tokens, abort_min_s, abort_max_s, sample_every_s, watch_s,
+    target, max_new_tokens, calib_requests, spacing_s, seed, ...) plus the router to storm through (default: the
+    inventory's first). Its own checks run as it is built; `check` says them in the step's arg names first."""
 
-    model_config = ConfigDict(extra="allow")
+    router: Optional[str] = None
+
+    def config(self) -> StormConfig:
+        """The storm's parameters without the router."""
+        return StormConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(StormConfig)})
 
 
-def validate(args: dict[str, Any], with_values: bool) -> ArgProblems:
-    """Check storm args against StormConfig (names always; values once substituted)."""
-    import dataclasses
-
-    from pdctl.ops.storm_plan import StormConfig
-
-    names = [f.name for f in dataclasses.fields(StormConfig)] + ["router"]
-    bad = [
-        (f"args.{k}", f"unknown argument of action 'storm' (its arguments: {', '.join(names)})")
-        for k in args
-        if k not in names
-    ]
-    if bad or not with_values:
-        return bad
+def check(args: RawArgs, with_values: bool) -> ArgProblems:
+    """Storm args' values (once substituted) against StormConfig, in the step's arg names (its own words are
+    `pdctl storm`'s options)."""
+    if not with_values:
+        return []
+    bad: ArgProblems = []
     router = args.get("router")
     if router is not None:  # its form here; whether it is the inventory's router, when the step runs
         from pdctl.checks.router_address import parse_router_address
 
         try:
-            parse_router_address(router)
+            parse_router_address(str(router))
         except ValueError as e:
             bad.append(("args.router", f"{router!r}: {e}"))
     bad += _type_problems(args, {f.name: str(f.type) for f in dataclasses.fields(StormConfig)})
     if bad:
         return bad
     try:
-        StormConfig(**{k: v for k, v in args.items() if k != "router"})
+        StormConfig(**{k: v for k, v in args.items() if k != "router"})  # type: ignore[arg-type]  # checked above
     except (ValueError, TypeError) as e:
         bad.append(_in_arg_names(str(e)))
     return bad
@@ -82,7 +80,7 @@ def _in_arg_names(message: str) -> tuple[str, str]:
 _KIND_WORDS = {"int": "a whole number", "float": "a number", "str": "a string"}
 
 
-def _type_problems(args: dict[str, Any], annotations: dict[str, str]) -> ArgProblems:
+def _type_problems(args: dict[str, Data], annotations: dict[str, str]) -> ArgProblems:
     """Each value against its StormConfig annotation ("int", "float | None", ...), so that a `--var x=abc` is
     named as a field with the wrong kind of value instead of surfacing as a comparison error."""
     bad = []
@@ -102,6 +100,15 @@ def _type_problems(args: dict[str, Any], annotations: dict[str, str]) -> ArgProb
     return bad
 
 
+#: what the plan always shows of a storm: its size and aim (the rest when not at their defaults)
+_SHOWN = ("requests", "prompt_tokens", "target", "sample_every_s", "watch_s")
+
+
+def describe(a: StormArgs) -> str:
+    shown = {k: getattr(a, k) for k in _SHOWN} | changed_args(a)
+    return "storm " + " ".join(f"{k}={show_value(v)}" for k, v in shown.items() if v is not None)
+
+
 #: the verdicts a gate can match ("interrupted" stops the run before any gate is judged)
 VERDICTS = ("drained", "not-drained", "pinned")
 
@@ -111,22 +118,17 @@ VERDICTS = ("drained", "not-drained", "pinned")
     args=StormArgs,
     gate_keys=("ok", "verdict"),
     mutating=True,
-    validate=validate,
+    describe=describe,
+    check=check,
     summary="abort storm with a drain verdict",
     order=40,
     verdicts=VERDICTS,
 )
 def run(ctx: RunContext, a: StormArgs) -> StepOutcome:
     from pdctl.ops.storm import storm
-    from pdctl.ops.storm_plan import StormConfig
 
-    kw = dict(a.model_extra or {})
-    router = kw.pop("router", None)
-    try:
-        cfg = StormConfig(**kw)
-    except (ValueError, TypeError) as e:
-        raise UsageError(f"storm: {e}") from None
-    rep = storm(ctx.dep, cfg, router=router)
+    cfg = a.config()
+    rep = storm(ctx.dep, cfg, router=a.router)
     v = rep.verdict
     if rep.partial:
         verdict = "interrupted"

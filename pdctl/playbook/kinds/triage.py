@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated, Optional
 
-from pydantic import Field
+from msgspec import Meta
 
 from pdctl.errors import ExitCode
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.outcome import Args, RunContext, StepOutcome
 from pdctl.playbook.steps import stop_if_interrupted
 from pdctl.serialize import to_data
 
 
-class TriageArgs(_Args):
-    window_s: Optional[float] = Field(None, gt=0, le=3600)  # inflight/decode-idle window (default: triage's)
-    interval_s: Optional[float] = Field(None, gt=0, le=600)
+class TriageArgs(Args):
+    window_s: Optional[Annotated[float, Meta(gt=0, le=3600)]] = None  # inflight/decode-idle window (default: triage's)
+    interval_s: Optional[Annotated[float, Meta(gt=0, le=600)]] = None
 
 
 def triage_headline(rep) -> str:
@@ -38,9 +38,14 @@ VERDICTS = ("clean", "warn", "action")
     verdicts=VERDICTS,
 )
 def run(ctx: RunContext, a: TriageArgs) -> StepOutcome:
+    from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
     from pdctl.ops.triage import triage
 
-    rep = triage(ctx.dep, **a.model_dump(exclude_none=True))
+    rep = triage(
+        ctx.dep,
+        window_s=TRIAGE_WINDOW_S if a.window_s is None else a.window_s,
+        interval_s=TRIAGE_INTERVAL_S if a.interval_s is None else a.interval_s,
+    )
     acting = [f for f in rep.findings if f.severity == "action"]
     if rep.partial:
         verdict = "interrupted"

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Optional
 
 from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES
 from pdctl.errors import ExitCode
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import RunContext, StepOutcome, _Args
+from pdctl.playbook.outcome import Args, RunContext, StepOutcome
 from pdctl.playbook.steps import health_outcome
 from pdctl.serialize import to_data
+from pdctl.struct_errors import field_error
 
-LayerName = Literal[LAYER_NAMES]  # pydantic's message lists them: "Input should be 'health', 'e2e', ... or ..."
 
-
-class VerifyArgs(_Args):
-    layers: Optional[list[LayerName]] = None
+class VerifyArgs(Args):
+    layers: Optional[list[str]] = None  # names of checks/layers.py (its one list), checked below
     since_baseline: bool = False  # transfer layer: fail only if failures grew since the recorded baseline
     record_baseline: bool = False  # record the current failure counters as the baseline first
+
+    def __post_init__(self) -> None:
+        for i, name in enumerate(self.layers or ()):
+            if name not in LAYER_NAMES:
+                raise field_error(f"layers.{i}", f"unknown layer {name!r} (choose from {', '.join(LAYER_NAMES)})")
 
 
 def describe(a: VerifyArgs) -> str:

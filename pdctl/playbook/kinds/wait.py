@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Optional
 
-from pydantic import Field, model_validator
+import msgspec
+from msgspec import Meta
 
 from pdctl.errors import ExitCode, PdctlError, UsageError
 from pdctl.playbook.gates import check_gate, evaluate_gate
 from pdctl.playbook.kinds import REGISTRY, register
-from pdctl.playbook.outcome import ArgProblems, RunContext, StepOutcome, _Args
+from pdctl.playbook.outcome import ArgProblems, Args, Data, RawArgs, RunContext, StepOutcome
 from pdctl.playbook.steps import check_args, error_outcome
 from pdctl.poll import poll_until
 from pdctl.serialize import to_data
@@ -17,42 +18,53 @@ from pdctl.serialize import to_data
 WAITABLE = ("verify", "inflight", "triage", "shell")  # what `until` may poll (no restart/deploy/storm)
 
 
-class UntilSpec(_Args):
+class UntilSpec(Args):
+    """The step `until` polls: its args and gate as a step's (checked by `check_until`)."""
+
     action: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    gate: dict[str, Any] = Field(default_factory=dict)
+    args: RawArgs = msgspec.field(default_factory=dict)
+    gate: RawArgs = msgspec.field(default_factory=dict)
 
 
-class WaitArgs(_Args):
-    seconds: Optional[float] = Field(None, gt=0, le=86400)
+class WaitArgs(Args):
+    seconds: Optional[Annotated[float, Meta(gt=0, le=86400)]] = None
     until: Optional[UntilSpec] = None
-    timeout: float = Field(300.0, gt=0, le=86400)
-    interval: float = Field(2.0, gt=0, le=600)
+    timeout: Annotated[float, Meta(gt=0, le=86400)] = 300.0
+    interval: Annotated[float, Meta(gt=0, le=600)] = 2.0
 
-    @model_validator(mode="after")
-    def _one(self) -> "WaitArgs":
+    def __post_init__(self) -> None:
         if (self.seconds is None) == (self.until is None):
             raise ValueError("give exactly one of seconds (a fixed wait) or until (a check to pass)")
-        return self
 
 
-def check_until(args: dict[str, Any], with_values: bool) -> ArgProblems:
+def check_until(args: RawArgs, with_values: bool) -> ArgProblems:
     """The step `until` polls: a waitable action, its args and its gate (at load time), its arg values (once
     substituted)."""
     until = args.get("until")
     if not isinstance(until, dict):
         return []
-    kind = REGISTRY.get(until.get("action", ""))
+    action = until.get("action")
+    kind = REGISTRY.get(action) if isinstance(action, str) else None
     if kind is None or kind.name not in WAITABLE:
-        return [("args.until.action", f"expected a check to poll ({', '.join(WAITABLE)}), got {until.get('action')!r}")]
-    problems = [(f"args.until.{f}", m) for f, m in check_args(kind, until.get("args") or {}, with_values=with_values)]
-    if not with_values:
-        problems += [(f"args.until.{f}", m) for f, m in check_gate(kind, until.get("gate") or {})]
+        return [("args.until.action", f"expected a check to poll ({', '.join(WAITABLE)}), got {action!r}")]
+    polled: Data = until.get("args") or {}
+    gate: Data = until.get("gate") or {}
+    problems: ArgProblems = []
+    if not isinstance(polled, dict):
+        problems.append(("args.until.args", f"expected a mapping, got {type(polled).__name__}"))
+    else:
+        problems += [(f"args.until.{f}", m) for f, m in check_args(kind, polled, with_values=with_values)]
+    if with_values:  # a gate is checked at load time, as a step's is
+        return problems
+    if not isinstance(gate, dict):
+        problems.append(("args.until.gate", f"expected a mapping, got {type(gate).__name__}"))
+    else:
+        problems += [(f"args.until.{f}", m) for f, m in check_gate(kind, gate)]
     return problems
 
 
 def describe(a: WaitArgs) -> str:
-    if a.seconds is not None:
+    if a.until is None:
         return f"wait {a.seconds:g}s"
     return f"wait until {a.until.action} passes (every {a.interval:g}s, at most {a.timeout:g}s)"
 
@@ -63,24 +75,31 @@ def describe(a: WaitArgs) -> str:
     gate_keys=("ok",),
     mutating=False,
     describe=describe,
-    also_check=check_until,
+    check=check_until,
     summary="a fixed duration, or until a read-only check passes (bounded)",
     order=70,
 )
 def run(ctx: RunContext, a: WaitArgs) -> StepOutcome:
     progress = ctx.dep.progress
-    if a.seconds is not None:
-        poll_until(
-            lambda: None,
-            lambda _: False,
-            timeout=a.seconds,
-            interval=0.5,
-            on_wait=lambda _, elapsed, limit: progress.waiting(f"{a.seconds:g}s to pass", elapsed, limit),
-        )
-        return StepOutcome(True, f"waited {a.seconds:g}s")
-    spec = a.until
+    if a.until is not None:
+        return wait_until(ctx, a.until, timeout=a.timeout, interval=a.interval)
+    seconds = a.seconds if a.seconds is not None else 0.0  # one of the two is given (WaitArgs.__post_init__)
+    poll_until(
+        lambda: None,
+        lambda _: False,
+        timeout=seconds,
+        interval=0.5,
+        on_wait=lambda _, elapsed, limit: progress.waiting(f"{seconds:g}s to pass", elapsed, limit),
+    )
+    return StepOutcome(True, f"waited {seconds:g}s")
+
+
+def wait_until(ctx: RunContext, spec: UntilSpec, *, timeout: float, interval: float) -> StepOutcome:
+    """Run the step `spec` every `interval` until its gate passes or `timeout` expires (a misuse, UsageError,
+    stops at once)."""
+    progress = ctx.dep.progress
     kind = REGISTRY[spec.action]
-    args = kind.args.model_validate(spec.args)
+    args = kind.convert(spec.args)
     tries = 0
 
     def attempt() -> tuple[StepOutcome, bool, str]:
@@ -97,8 +116,8 @@ def run(ctx: RunContext, a: WaitArgs) -> StepOutcome:
     w = poll_until(
         attempt,
         lambda t: t[1],
-        timeout=a.timeout,
-        interval=a.interval,
+        timeout=timeout,
+        interval=interval,
         timeout_name="timeout",
         on_wait=lambda t, elapsed, limit: progress.waiting(f"{spec.action} to pass", elapsed, limit, detail=t[2]),
     )
@@ -113,7 +132,7 @@ def run(ctx: RunContext, a: WaitArgs) -> StepOutcome:
         )
     return StepOutcome(
         False,
-        f"{spec.action} did not pass within the wait timeout of {a.timeout:g}s ({tries} tries); last: {why}",
+        f"{spec.action} did not pass within the wait timeout of {timeout:g}s ({tries} tries); last: {why}",
         exit_code=ExitCode.CHECK_FAILED,
         verdict=out.verdict,
         layers=out.layers,
