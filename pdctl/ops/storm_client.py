@@ -1,9 +1,10 @@
 """The storm's HTTP client: streaming requests through the router, each aborted by CLIENT DISCONNECT at its time.
 
-Raw asyncio streams rather than an HTTP library: closing a blocking socket from another thread does not send the FIN
-until the reader wakes, which would smear the abort time by seconds. Here the abort is `transport.abort()` on the
-event loop at the planned instant, so the router sees the disconnect then and cancels the request on both sides.
-Every request is bounded by its abort time (or by `timeout_s` when it is not aborted); connections are always closed.
+httpx's AsyncClient on one event loop: a request whose abort time comes is cancelled there, and the cancelled
+stream closes its connection at once (it is never returned to the pool), so the router sees the disconnect at the
+planned instant and cancels the request on both sides. Every request gets a connection of its own, as separate
+clients would. Every request is bounded by its abort time (or by `timeout_s` when it is not aborted); connections
+are always closed.
 """
 
 from __future__ import annotations
@@ -12,9 +13,14 @@ import asyncio
 import json
 import time
 from typing import Awaitable, Callable
-from urllib.parse import urlsplit
+
+import httpx
 
 from pdctl.checks.storm import RequestOutcome
+
+#: no keep-alive and no cap: each storm request is a client of its own, closed when it ends or is aborted
+STORM_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+STREAM_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 
 
 def generate_body(input_ids: list[int], max_new_tokens: int, path: str) -> bytes:
@@ -34,12 +40,27 @@ def generate_body(input_ids: list[int], max_new_tokens: int, path: str) -> bytes
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _request_bytes(host: str, port: int, path: str, body: bytes) -> bytes:
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-        f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
+async def _read_stream(
+    client: httpx.AsyncClient, url: str, body: bytes, out: RequestOutcome, t0: float, clock: Callable[[], float]
+) -> None:
+    """Send and read until the server ends the stream, an error event or a non-200 answer; fills `out`."""
+    async with client.stream("POST", url, content=body, headers=STREAM_HEADERS) as r:
+        out.status_code = r.status_code
+        if r.status_code != 200:
+            out.error, out.finished_s = f"HTTP {r.status_code}", clock() - t0
+            return
+        tail = b""  # enough of the stream to find the first "data:" line even when it arrives split
+        async for data in r.aiter_raw():
+            if out.first_token_s is None:
+                tail = (tail + data)[-4096:]
+                if b"data:" in tail and b"\n" in tail.split(b"data:", 1)[1]:
+                    event = tail.split(b"data:", 1)[1].split(b"\n", 1)[0]
+                    if b'"error"' in event:
+                        out.error = "stream error: " + event.decode("utf-8", "replace").strip()[:120]
+                        out.finished_s = clock() - t0
+                        return
+                    out.first_token_s = clock() - t0
+    out.finished_s = clock() - t0
 
 
 async def stream_once(
@@ -51,71 +72,33 @@ async def stream_once(
     timeout_s: float,
     out: RequestOutcome,
     clock: Callable[[], float] = time.monotonic,
+    client: httpx.AsyncClient | None = None,
 ) -> RequestOutcome:
     """Send one streaming request; close the connection at `abort_after_s` after the send (None: read to the end,
     at most `timeout_s`). Fills `out` (times relative to the send) and returns it. Never raises for HTTP or
-    network trouble (it lands in out.error); asyncio.CancelledError still propagates after closing."""
-    u = urlsplit(base_url)
-    host, port = u.hostname or "127.0.0.1", u.port or 80
+    network trouble (it lands in out.error); asyncio.CancelledError still propagates after closing. `client`: the
+    run's AsyncClient (one of its own when None)."""
     t0 = clock()
     limit = abort_after_s if abort_after_s is not None else timeout_s
-    writer = None
-    buf = b""
-    header_done = False
+    own = client is None
+    client = client or httpx.AsyncClient(limits=STORM_LIMITS, timeout=None)
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=max(0.05, limit))
-        writer.write(_request_bytes(host, port, path, body))
-        await writer.drain()
-        while True:
-            left = limit - (clock() - t0)
-            if left <= 0:
-                break
-            try:
-                data = await asyncio.wait_for(reader.read(65536), timeout=left)
-            except asyncio.TimeoutError:
-                break
-            if not data:
-                out.finished_s = clock() - t0
-                break
-            buf += data
-            if not header_done and b"\r\n\r\n" in buf:
-                header_done = True
-                status_line = buf.split(b"\r\n", 1)[0].decode("latin-1")
-                try:
-                    out.status_code = int(status_line.split()[1])
-                except (IndexError, ValueError):
-                    out.error = f"bad status line {status_line[:60]!r}"
-                    break
-                if out.status_code != 200:
-                    out.error = f"HTTP {out.status_code}"
-                    out.finished_s = clock() - t0
-                    break
-                buf = buf.split(b"\r\n\r\n", 1)[1]
-            if header_done and out.first_token_s is None and b"data:" in buf:
-                event = buf.split(b"data:", 1)[1].split(b"\n", 1)[0]
-                if b'"error"' in event:
-                    out.error = "stream error: " + event.decode("utf-8", "replace").strip()[:120]
-                    out.finished_s = clock() - t0
-                    break
-                out.first_token_s = clock() - t0
-            if header_done:
-                buf = buf[-256:]  # keep a tail for a split "data:" only
+        await asyncio.wait_for(_read_stream(client, base_url.rstrip("/") + path, body, out, t0, clock), limit)
+    except asyncio.TimeoutError:  # the abort time came (or the bound): the cancelled stream closed its connection
         if out.finished_s is None and out.error is None:
             if abort_after_s is not None:
                 out.aborted_s = clock() - t0
             else:
                 out.error = f"no end of stream within {timeout_s:g}s"
-    except asyncio.TimeoutError:
-        out.error = f"connect timed out after {limit:g}s"
-    except OSError as e:
+    except httpx.HTTPError as e:
         out.error = f"{type(e).__name__}: {e}"
     except asyncio.CancelledError:  # the load phase was stopped (its time bound, Ctrl-C): say so, then propagate
         if out.finished_s is None and out.aborted_s is None and out.error is None:
             out.error = f"cut after {clock() - t0:.2f}s: the load phase was stopped (time bound or Ctrl-C)"
         raise
     finally:
-        if writer is not None:
-            writer.transport.abort()  # the client disconnect: immediate, no graceful wait
+        if own:
+            await client.aclose()
     return out
 
 
@@ -138,7 +121,6 @@ async def run_requests(
     request is sent, so that what finished survives a cancellation of this coroutine (the storm's time bound,
     Ctrl-C); a request cut or never sent by the cancellation gets an `error` saying so. `send` replaces
     `stream_once` (same signature; for tests). Returns the outcomes list."""
-    send = send or stream_once
     start = clock()
     if outcomes is None:
         outcomes = []
@@ -156,9 +138,19 @@ async def run_requests(
             outcomes[k].error = "not sent: the load phase was stopped first (time bound or Ctrl-C)"
             raise
         outcomes[k].launch_at = clock() - start
-        await send(base_url, path, make_body(k), abort_after_s=abort, timeout_s=timeout_s, out=outcomes[k], clock=clock)
+        await (send or stream_once)(
+            base_url,
+            path,
+            make_body(k),
+            abort_after_s=abort,
+            timeout_s=timeout_s,
+            out=outcomes[k],
+            clock=clock,
+            client=client,
+        )
         if on_done:
             on_done(outcomes[k])
 
-    await asyncio.gather(*(one(k) for k in range(len(plan))))
+    async with httpx.AsyncClient(limits=STORM_LIMITS, timeout=None) as client:
+        await asyncio.gather(*(one(k) for k in range(len(plan))))
     return outcomes

@@ -28,7 +28,7 @@ INF = "sglang:num_prefill_inflight_queue_reqs"
 def fake_send(slow: set[int]):
     """A request: aborted by the client after its planned delay, except the `slow` ones, which never end."""
 
-    async def send(base, path, body, *, abort_after_s, timeout_s, out, clock):
+    async def send(base, path, body, *, abort_after_s, timeout_s, out, clock, client=None):
         t0 = clock()
         try:
             if out.index in slow:
@@ -164,7 +164,7 @@ def test_storm_cut_by_its_bound_reports_outcomes_hit_rate_and_audits(fakes, monk
 
 
 def test_ctrl_c_joins_the_sampler_judges_and_audits_interrupted(fakes, monkeypatch):
-    async def interrupted(base, path, body, *, abort_after_s, timeout_s, out, clock):
+    async def interrupted(base, path, body, *, abort_after_s, timeout_s, out, clock, client=None):
         await asyncio.sleep(0.15)  # let the sampler take a few points first
         if out.index == 0:
             raise KeyboardInterrupt
