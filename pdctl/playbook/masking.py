@@ -4,13 +4,16 @@ the secret vars'), and masked copies of step args and outcomes. Pure; nothing he
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
-from pdctl.playbook.outcome import StepOutcome
+from pdctl.playbook.outcome import Data, StepOutcome
 from pdctl.secrets import inventory_secrets
 
+if TYPE_CHECKING:
+    from pdctl.inventory import Inventory
 
-def mask_shown(value: Any, secrets: frozenset[str], key: str = "") -> Any:
+
+def mask_shown(value: Data, secrets: frozenset[str], key: str = "") -> Data:
     """Step args as the plan shows them: a secret-named key's value is MASK, every string scrubbed by value."""
     from pdctl.secrets import MASK, is_secret_name, mask_text
 
@@ -27,14 +30,14 @@ def mask_shown(value: Any, secrets: frozenset[str], key: str = "") -> Any:
     return value
 
 
-def secret_var_names(scope_vars: dict[str, Any], marked: set[str] | frozenset[str] = frozenset()) -> set[str]:
+def secret_var_names(scope_vars: Mapping[str, Data], marked: set[str] | frozenset[str] = frozenset()) -> set[str]:
     """The vars whose values are secret: a secret-looking name (`api_token`), or marked with --secret-var."""
     from pdctl.secrets import is_secret_name
 
     return {k for k in scope_vars if k in marked or is_secret_name(k)}
 
 
-def run_secrets(inv, scope_vars: dict[str, Any], names: set[str]) -> frozenset[str]:
+def run_secrets(inv: Inventory, scope_vars: Mapping[str, Data], names: set[str]) -> frozenset[str]:
     """The inventory's secret values and the secret vars' values, each also as shell-quoted (a `${...}` inside a
     shell command is substituted quoted, and a quoted value with a `'` in it no longer contains the raw text)."""
     from pdctl.shell import quote

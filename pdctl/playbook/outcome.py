@@ -13,6 +13,9 @@ from pdctl.serialize import JSON_OFF
 ROLE = Literal["prefill", "decode", "router"]
 
 if TYPE_CHECKING:
+    from pdctl.ops.context import Deployment
+    from pdctl.ops.verify import HealthReport
+
     #: YAML data as a playbook holds it: a step's args before its kind's type reads them, vars, a gate as written
     Data = Union[None, bool, int, float, str, list["Data"], dict[str, "Data"]]
 else:
@@ -35,10 +38,10 @@ class StepOutcome:
     error: Optional[str] = None  # the action raised: its message (the gate then fails)
     stdout: str = ""
     stderr: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Data] = field(default_factory=dict)  # what the op returned, as JSON data (to_data)
     # what a failed gate exits with (1 = a check failed; from an error otherwise); the step's record carries it
     exit_code: int = field(default=0, metadata=JSON_OFF)
-    health: Any = field(default=None, metadata=JSON_OFF)  # a HealthReport when the step ran final-health
+    health: Optional[HealthReport] = field(default=None, metadata=JSON_OFF)  # when the step ran final-health
     json_extra = (("stdout", "stdout_shown"), ("stderr", "stderr_shown"))
     json_omit_empty = True
 
@@ -69,7 +72,7 @@ class StepKind(Generic[A]):
 
     name: str
     args: type[A]  # its arguments (an unknown key is refused: `steps.arg_names`)
-    gate_keys: tuple[str, ...]  # the gates it understands (gates.GATE_SPECS)
+    gate_keys: tuple[str, ...]  # the gates it understands (fields of gates.Gate)
     mutating: bool  # it changes the deployment
     run: Callable[["RunContext", A], StepOutcome]
     describe: Callable[[A], str]  # the command line the plan shows
@@ -92,6 +95,6 @@ class StepKind(Generic[A]):
 class RunContext:
     """What a step can use: the open Deployment (one connection per host) and the run's flags."""
 
-    dep: Any
+    dep: Deployment
     apply: bool = False
     secrets: set[str] = field(default_factory=set)  # secret values of the inventory, scrubbed from error messages

@@ -3,21 +3,27 @@ mutating) and the final record of how it ended, every text in them scrubbed of t
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Iterable
 
+from pdctl.playbook.outcome import Data
 from pdctl.serialize import to_data
 
-# the Plan, RunResult and StepRun of pdctl.playbook.runner (not imported: runner imports this module)
+if TYPE_CHECKING:  # runner imports this module
+    from pdctl.playbook.runner import Plan, RunResult, StepRun
 
 
-def audit_args(p, secrets) -> dict[str, Any]:
+def audit_args(p: Plan, secrets: Iterable[str]) -> dict[str, Data]:
     """What a record says the run was given: the playbook file, its vars and --apply, secrets masked."""
     from pdctl.secrets import mask_nested
 
     return mask_nested({"playbook": p.playbook.source, "vars": p.vars, "apply": p.apply}, secrets)
 
 
-def audit_start(audit, result, started: float, path, secrets) -> None:
+def audit_start(
+    audit: ModuleType, result: RunResult, started: float, path: Path | None, secrets: Iterable[str]
+) -> None:
     """Before the first step: a "started" record when a step that will run (handlers included) is mutating, else
     only the check that the log can be written; UsageError naming the log otherwise (so nothing runs that cannot
     be recorded)."""
@@ -41,7 +47,7 @@ def audit_start(audit, result, started: float, path, secrets) -> None:
         raise UsageError(f"{e.message}: refusing to run {p.playbook.name} (nothing was done)", hint=e.hint) from None
 
 
-def recorded_step(step) -> dict[str, Any]:
+def recorded_step(step: StepRun) -> dict[str, Data]:
     """A step as the audit record keeps it: its outcome without `data` (the --json document has it)."""
     d = to_data(step)
     if "result" in d:
@@ -49,7 +55,7 @@ def recorded_step(step) -> dict[str, Any]:
     return d
 
 
-def audit_end(audit, result, started: float, path, secrets) -> None:
+def audit_end(audit: ModuleType, result: RunResult, started: float, path: Path | None, secrets: Iterable[str]) -> None:
     """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own)."""
     from pdctl.secrets import mask_nested, mask_text
 

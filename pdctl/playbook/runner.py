@@ -21,15 +21,16 @@ import copy
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 import msgspec
 
 from pdctl.checks.layers import in_order
 from pdctl.errors import ExitCode, PlaybookError
-from pdctl.playbook.gates import evaluate_gate
+from pdctl.playbook.gates import Gate, check_gate, evaluate_gate, parse_gate
 from pdctl.playbook.kinds import REGISTRY
-from pdctl.playbook.outcome import RunContext, StepKind, StepOutcome
+from pdctl.playbook.outcome import Data, RawArgs, RunContext, StepKind, StepOutcome
 from pdctl.playbook.run_audit import audit_end as _audit, audit_start as _audit_start
 from pdctl.playbook.run_errors import error_exit_code, error_text
 from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
@@ -38,6 +39,12 @@ from pdctl.playbook.steps import check_args, run_kind
 from pdctl.playbook.vars import VarError, build_scope, set_by, substitute, truthy, unknown_cli_vars
 from pdctl.secrets import inventory_secrets
 from pdctl.serialize import JSON_OFF, json_key
+
+if TYPE_CHECKING:
+    from pdctl.checks.result import CheckResult
+    from pdctl.inventory import Inventory
+    from pdctl.ops.context import Deployment
+    from pdctl.ops.verify import HealthReport
 
 
 @dataclass
@@ -48,11 +55,11 @@ class PlannedStep:
     spec: StepSpec = field(metadata=JSON_OFF)
     kind: StepKind = field(metadata=JSON_OFF)
     args: Any = field(metadata=JSON_OFF)  # the typed args of its kind (`kind.args`)
-    shown_args: dict[str, Any] = field(metadata=json_key("args"))  # substituted, secrets masked: what the plan shows
+    shown_args: RawArgs = field(metadata=json_key("args"))  # substituted, secrets masked: what the plan shows
     runs: bool  # `when` is true (or absent)
     skip_reason: Optional[str] = None
     secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)  # the run's, scrubbed
-    gate: dict[str, Any] = field(default_factory=dict, metadata=JSON_OFF)  # the spec's gate, `${...}` substituted
+    gate: Gate = field(default_factory=Gate, metadata=JSON_OFF)  # the spec's gate, `${...}` substituted
     json_extra = (
         ("name", "spec.name"),
         ("action", "spec.action"),
@@ -72,10 +79,10 @@ class PlannedStep:
         return mask_text(self.kind.describe(self.args), self.secrets)
 
     @property
-    def shown_gate(self) -> Any:
+    def shown_gate(self) -> Data:
         from pdctl.secrets import mask_nested
 
-        return mask_nested(self.gate, self.secrets) or "action ok"
+        return mask_nested(msgspec.to_builtins(self.gate), self.secrets) or "action ok"
 
 
 @dataclass
@@ -85,7 +92,7 @@ class Plan:
 
     playbook: Playbook = field(metadata=JSON_OFF)
     inventory: str
-    vars: dict[str, Any]
+    vars: dict[str, Data]
     apply: bool
     steps: list[PlannedStep]  # in file order, handlers included
     inventory_name: str = field(default="", metadata=JSON_OFF)  # the inventory's `name` (history -i matches it)
@@ -139,19 +146,19 @@ class RunResult:
     interrupted_by: str = field(default="Ctrl-C", metadata=JSON_OFF)  # or the signal: SIGTERM, SIGHUP
     recommendations: list[str] = field(default_factory=list)
     # the last final-health report a step produced; every one, in run order
-    health: Any = field(default=None, metadata=json_key("final_health"))
-    health_reports: list[Any] = field(default_factory=list, metadata=JSON_OFF)
+    health: Optional[HealthReport] = field(default=None, metadata=json_key("final_health"))
+    health_reports: list[HealthReport] = field(default_factory=list, metadata=JSON_OFF)
     run_id: str = field(default="", metadata=JSON_OFF)  # shared by the run's "started" record and its final one
     error: Optional[str] = field(default=None, metadata=JSON_OFF)  # the exception that ended the run, if one did
     json_extra = (("playbook", "plan.playbook.name"), "ok", ("result", "outcome_text"))
     json_mask = "plan.secrets"
 
-    def health_by_layer(self):
+    def health_by_layer(self) -> Optional[HealthReport]:
         """One HealthReport holding every layer any step checked, each from the last step that checked it, in
         layer order (health, e2e, transfer, flags, lineage, inflight). None when no step checked any."""
         if not self.health_reports:
             return None
-        layers: dict[str, Any] = {}
+        layers: dict[str, list[CheckResult]] = {}
         for rep in self.health_reports:
             layers.update(rep.layers)
         merged = copy.copy(self.health_reports[-1])
@@ -180,9 +187,9 @@ class RunResult:
 
 def plan(
     pb: Playbook,
-    inv,
+    inv: Inventory,
     *,
-    cli_vars: dict[str, Any] | None = None,
+    cli_vars: Mapping[str, Data] | None = None,
     apply: bool = False,
     secret_vars: set[str] | frozenset[str] = frozenset(),
 ) -> Plan:
@@ -191,7 +198,7 @@ def plan(
     the step and field for an unknown var or a bad argument value."""
     import json
 
-    from pdctl.secrets import MASK
+    from pdctl.secrets import MASK, mask_text
     from pdctl.shell import quote
 
     texts = [json.dumps(msgspec.to_builtins(s), default=str) for s in pb.steps]
@@ -205,24 +212,28 @@ def plan(
         scope = build_scope(inv, pb.vars, cli_vars or {}, apply)
     except VarError as e:
         raise PlaybookError(f"{pb.source}: field 'vars': {e}") from None
-    names = secret_var_names(scope["vars"], secret_vars)
-    secrets = run_secrets(inv, scope["vars"], names)
+    names = secret_var_names(scope.vars, secret_vars)
+    secrets = run_secrets(inv, scope.vars, names)
     planned, problems = [], []
     for i, s in enumerate(pb.steps, 1):
         kind = REGISTRY[s.action]
         try:
-            args = dict(s.args)
             # a `${...}` inside a shell string is quoted as it is substituted (a list is quoted when run)
-            quoted = {k: args.pop(k) for k in kind.quoted_args if isinstance(args.get(k), str)}
-            args = substitute(args, scope)
-            args.update({k: substitute(v, scope, quote=quote) for k, v in quoted.items()})
+            args: RawArgs = {
+                k: substitute(v, scope, quote=quote if k in kind.quoted_args and isinstance(v, str) else None)
+                for k, v in s.args.items()
+            }
         except VarError as e:
             problems.append(f"  {where(i, s.name, 'args')}: {e}")
             continue
         try:  # a gate is compared with what the step saw: its `${...}` filled in as the args' are
-            gate = substitute(dict(s.gate), scope)
+            raw_gate: RawArgs = {k: substitute(v, scope) for k, v in s.gate.items()}
         except VarError as e:
             problems.append(f"  {where(i, s.name, 'gate')}: {e}")
+            continue
+        bad = check_gate(kind, raw_gate)  # a `${...}` may fill in a value of the wrong kind
+        if bad:
+            problems += [f"  {where(i, s.name, f)}: {mask_text(m, secrets)}{set_by(s.gate, f)}" for f, m in bad]
             continue
         runs, skip = True, None
         if s.when:
@@ -243,16 +254,16 @@ def plan(
                 s,
                 kind,
                 kind.convert(args),
-                mask_shown(args, secrets),
+                {k: mask_shown(v, secrets, k) for k, v in args.items()},
                 runs,
                 skip,
                 secrets=secrets,
-                gate=gate,
+                gate=parse_gate(raw_gate),
             )
         )
     if problems:
         raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
-    shown_vars = {k: (MASK if k in names and v not in (None, "") else v) for k, v in scope["vars"].items()}
+    shown_vars = {k: (MASK if k in names and v not in (None, "") else v) for k, v in scope.vars.items()}
     return Plan(pb, inv.source, shown_vars, apply, planned, inventory_name=inv.name, secrets=secrets)
 
 
@@ -315,7 +326,7 @@ def _execute(
         raise
     # on what the step saw (its output already masked, so the gate's secret values are masked alike); then
     # scrubbed for the record
-    passed, why = evaluate_gate(mask_nested(ps.gate, ctx.secrets), out)
+    passed, why = evaluate_gate(parse_gate(mask_nested(msgspec.to_builtins(ps.gate), ctx.secrets)), out)
     shown, why = mask_outcome(out, ctx.secrets), mask_text(why, ctx.secrets)  # a gate's words may quote a secret
     sr = StepRun(
         ps.index,
@@ -337,7 +348,7 @@ def _execute(
 UNKNOWN_EXITS: dict[int, str] = {ExitCode.UNREACHABLE: "a host or worker did not answer", ExitCode.REFUSED: "refused"}
 
 
-def run(p: Plan, dep, *, hooks: Hooks | None = None, audit_log=None) -> RunResult:
+def run(p: Plan, dep: Deployment, *, hooks: Hooks | None = None, audit_log: Path | None = None) -> RunResult:
     """Execute the plan against an open Deployment. Never raises for a failed step (the result says). Ctrl-C stops
     the run where it is: the result is marked interrupted with exit code 130, no handler or later step runs.
     Appends one audit record; before the first step, a "started" record when a step that will run is mutating.
@@ -458,12 +469,12 @@ def _collect(result: RunResult, sr: StepRun) -> None:
         result.recommendations.append(f"{sr.name}: {out.data['hint']}")
 
 
-def _brief(gate: dict[str, Any], out: StepOutcome, passed: bool, why: str) -> str:
+def _brief(gate: Gate, out: StepOutcome, passed: bool, why: str) -> str:
     """The gate verdict without the action's summary (shown beside it): "ok" / "not ok" for the default gate,
     "error" when the action raised, else the gate's own words ("verdict pinned (want drained)")."""
     if out.error is not None:
         return "error"
-    if not gate:
+    if not gate.keys:
         return "ok" if passed else "not ok"
     return why
 

@@ -9,12 +9,15 @@ what was gathered), so the runner stops the run without running handlers or late
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import msgspec
 
 from pdctl.errors import ExitCode, PdctlError
-from pdctl.playbook.outcome import ArgProblems, RawArgs, RunContext, StepKind, StepOutcome
+from pdctl.playbook.outcome import ArgProblems, Data, RawArgs, RunContext, StepKind, StepOutcome
+
+if TYPE_CHECKING:
+    from pdctl.ops.verify import HealthReport
 
 
 def arg_names(args_type: type) -> tuple[str, ...]:
@@ -100,7 +103,7 @@ def stop_if_interrupted(partial: bool, outcome: StepOutcome, signal_name: str = 
     return outcome
 
 
-def health_outcome(report, prefix: str = "final-health") -> tuple[bool, dict[str, bool], str]:
+def health_outcome(report: HealthReport, prefix: str = "final-health") -> tuple[bool, dict[str, bool], str]:
     """(ok, layer -> no FAIL in it, one-line summary) of a final-health report."""
     layers = {name: not any(r.failed for r in rs) for name, rs in report.layers.items()}
     fails = report.failures()
@@ -111,7 +114,7 @@ def health_outcome(report, prefix: str = "final-health") -> tuple[bool, dict[str
     return False, layers, f"{prefix}: FAIL in {', '.join(dict.fromkeys(r.layer for r in fails))} ({first})"
 
 
-def health_step_outcome(summary: str, health, data: dict[str, Any]) -> StepOutcome:
+def health_step_outcome(summary: str, health: HealthReport, data: dict[str, Data]) -> StepOutcome:
     """The outcome of a step that ended with final-health (restart, deploy): `summary; final-health: ...`."""
     ok, layers, fh = health_outcome(health)
     return StepOutcome(

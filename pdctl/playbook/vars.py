@@ -10,7 +10,16 @@ a longer string the value is inserted as text, shell-quoted when the string is a
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping, Union
+
+from pdctl.playbook.outcome import Data
+
+if TYPE_CHECKING:
+    from pdctl.inventory import Inventory
+
+#: a `--var` value as `cli_scalar` reads it
+Scalar = Union[bool, int, float, str]
 
 _REF = re.compile(r"\$\$\{|\$\{([^{}]*)\}")
 
@@ -23,7 +32,7 @@ _INT = re.compile(r"[+-]?(?:0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)")
 
 
-def cli_scalar(text: str) -> Any:
+def cli_scalar(text: str) -> Scalar:
     """A `--var` value as the operator means it: `10` -> 10, `1e3`/`.5` -> float, `true`/`false` -> bool, anything
     else the text as given. Not YAML's reading, which turns `1:30` into 90, `0x10` into 16, `0777` into 511, `yes`
     and `on` into true, a date into a date, and `1e3` into text. Pure."""
@@ -37,13 +46,13 @@ def cli_scalar(text: str) -> Any:
     return text
 
 
-def parse_cli_vars(items: list[str] | None, option: str = "--var", *, secret: bool = False) -> dict[str, Any]:
+def parse_cli_vars(items: list[str] | None, option: str = "--var", *, secret: bool = False) -> dict[str, Scalar]:
     """`["k=v", ...]` -> {k: v}, each value read by `cli_scalar` (10 -> int, true -> bool, text -> str), except a
     secret's (`secret`: --secret-var, or a secret-looking name), which is the text exactly as given. Raises
     ValueError naming `option` and the var, never the value (it may be a secret)."""
     from pdctl.secrets import is_secret_name
 
-    out: dict[str, Any] = {}
+    out: dict[str, Scalar] = {}
     for item in items or []:
         if "=" not in item:
             raise ValueError(f"{option} {item!r}: expected NAME=VALUE")
@@ -57,7 +66,7 @@ def parse_cli_vars(items: list[str] | None, option: str = "--var", *, secret: bo
     return out
 
 
-def show_value(v: Any) -> str:
+def show_value(v: object) -> str:
     """A value as the operator wrote it: 6 not 6.0 (a float arg model turns 6 into 6.0), true/false not
     True/False, text as is."""
     if isinstance(v, bool):
@@ -67,20 +76,37 @@ def show_value(v: Any) -> str:
     return str(v)
 
 
-def build_scope(inv, playbook_vars: dict[str, Any], cli_vars: dict[str, Any], apply: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Scope:
+    """The names `${...}` can reach: `inventory.*` (and its `roles.*`, `hosts.*`), `apply`, and the run's vars as
+    `vars.NAME` or just `NAME` (an inventory name wins over a var of the same name)."""
+
+    inventory: dict[str, Data]  # the inventory as plain data (Inventory.dump())
+    vars: dict[str, Data]  # the playbook's vars, each overridden by a --var
+    apply: bool
+
+    def names(self) -> dict[str, Data]:
+        """The top level of every `${...}` path."""
+        inv = self.inventory
+        base = {"inventory": inv, "roles": inv["roles"], "hosts": inv["hosts"], "apply": self.apply}
+        return {**self.vars, **base, "vars": self.vars}
+
+
+def build_scope(inv: Inventory, playbook_vars: Mapping[str, Data], cli_vars: Mapping[str, Data], apply: bool) -> Scope:
     """The names `${...}` can reach. Playbook var defaults may themselves use inventory names."""
-    data = inv.dump()
-    base = {"inventory": data, "roles": data["roles"], "hosts": data["hosts"], "apply": apply}
-    resolved = {k: substitute(v, {**base, "vars": {}}) for k, v in playbook_vars.items()}
+    bare = Scope(inv.dump(), {}, apply)
+    resolved = {k: substitute(v, bare) for k, v in playbook_vars.items()}
     resolved.update(cli_vars)
-    return {**resolved, **base, "vars": resolved}
+    return Scope(bare.inventory, resolved, apply)
 
 
-def lookup(name: str, scope: dict[str, Any]) -> Any:
+def lookup(name: str, scope: Scope) -> Data:
+    """The value `${name}` stands for. Raises VarError naming what is there instead."""
     parts = [p for p in name.strip().split(".")]
     if not parts or not all(parts):
         raise VarError(f"${{{name}}}: empty name")
-    cur: Any = scope
+    top = scope.names()
+    cur: Data = top
     for i, p in enumerate(parts):
         if isinstance(cur, dict) and p in cur:
             cur = cur[p]
@@ -89,7 +115,7 @@ def lookup(name: str, scope: dict[str, Any]) -> Any:
         else:
             at = ".".join(parts[:i]) or "(top)"
             if i == 0:
-                known = sorted(k for k in scope if k != "vars")
+                known = sorted(k for k in top if k != "vars")
                 raise VarError(
                     f"${{{name}}}: unknown variable {p!r} (known: {', '.join(known)}; pass --var NAME=VALUE to set one)"
                 )
@@ -104,7 +130,7 @@ def lookup(name: str, scope: dict[str, Any]) -> Any:
     return cur
 
 
-def substitute(value: Any, scope: dict[str, Any], *, quote: Callable[[Any], str] | None = None) -> Any:
+def substitute(value: Data, scope: Scope, *, quote: Callable[[str], str] | None = None) -> Data:
     """`value` with every `${name}` replaced (recursively in lists and dicts). Raises VarError."""
     if isinstance(value, dict):
         return {k: substitute(v, scope, quote=quote) for k, v in value.items()}
@@ -126,7 +152,7 @@ def substitute(value: Any, scope: dict[str, Any], *, quote: Callable[[Any], str]
     return _REF.sub(one, value)
 
 
-def truthy(when: str, scope: dict[str, Any]) -> bool:
+def truthy(when: str, scope: Scope) -> bool:
     """`apply` / `not apply` / any var name, as a boolean (strings: true/yes/1/on)."""
     w = when.strip()
     neg = w.startswith("not ")
@@ -149,17 +175,18 @@ def referenced_vars(texts: list[str]) -> set[str]:
     return out
 
 
-def unknown_cli_vars(cli_vars: dict[str, Any], declared: dict[str, Any], texts: list[str]) -> list[str]:
+def unknown_cli_vars(cli_vars: Mapping[str, Data], declared: Mapping[str, Data], texts: list[str]) -> list[str]:
     """The --var names the playbook neither declares (`vars:`) nor uses (`${NAME}`): a misspelt name would
     otherwise be accepted and the default run (e.g. the seed's full 90 x 20k storm). Pure."""
     used = referenced_vars(texts)
     return sorted(k for k in cli_vars if k not in declared and k not in used)
 
 
-def set_by(raw_args: Any, field_path: str) -> str:
-    """ " (set by ${storm_requests})" when the step arg a problem names (`args.requests`) was one var in the
-    playbook: the operator set it with --var, and looks for that name. Pure."""
-    key = field_path[len("args.") :] if field_path.startswith("args.") else None
-    ref = raw_args.get(key) if key and isinstance(raw_args, dict) else None
+def set_by(raw: Mapping[str, Data], field_path: str) -> str:
+    """ " (set by ${storm_requests})" when the step arg or gate key a problem names (`args.requests`,
+    `gate.exit_code`) was one var in `raw` (the step's args or gate as written): the operator set it with --var,
+    and looks for that name. Pure."""
+    _, _, key = field_path.partition(".")
+    ref = raw.get(key) if key else None
     m = re.fullmatch(r"\$\{([^{}]+)\}", ref.strip()) if isinstance(ref, str) else None
     return f" (set by ${{{m.group(1)}}})" if m else ""

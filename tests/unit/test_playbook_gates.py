@@ -85,3 +85,54 @@ def test_shipped_playbooks_still_load():
 
     for name, path in shipped_playbooks().items():
         load_playbook(path)
+
+
+@pytest.mark.parametrize(
+    "gate, said",
+    [
+        ({"exit_code": "zero"}, "field 'gate.exit_code': expected an integer or a list of integers (got 'zero')"),
+        ({"exit_code": "0"}, "field 'gate.exit_code': expected an integer or a list of integers (got '0')"),
+        ({"exit_code": True}, "field 'gate.exit_code': expected an integer or a list of integers (got True)"),
+        ({"ok": "yes"}, "field 'gate.ok': expected true or false (got 'yes')"),
+        ({"exit_code": []}, "field 'gate.exit_code': expected an integer or a list of integers"),
+        ({"stdout_contains": ""}, "field 'gate.stdout_contains': expected a non-empty string"),
+        ({"exit_code": [0, "1"]}, "field 'gate.exit_code.1': Expected int, got str (got '1')"),
+    ],
+)
+def test_a_gate_value_of_the_wrong_kind_is_said_in_words(gate, said):
+    step = {"name": "s", "action": "shell", "args": {"role": "decode", "command": "true"}, "gate": gate}
+    with pytest.raises(PlaybookError) as ei:
+        parse_playbook({"name": "t", "steps": [step]}, "pb.yaml")
+    assert f"step 1 's', {said}" in ei.value.message, ei.value.message
+
+
+def test_a_gate_var_that_fills_in_a_bad_value_names_the_key_and_the_var():
+    from pdctl.inventory import embedded_default
+    from pdctl.playbook import runner
+
+    step = {
+        "name": "s",
+        "action": "shell",
+        "args": {"role": "decode", "command": "true"},
+        "gate": {"stdout_contains": "${needle}"},
+    }
+    pb = parse_playbook({"name": "t", "vars": {"needle": "x"}, "steps": [step]}, "pb.yaml")
+    assert runner.plan(pb, embedded_default()).steps[0].gate.stdout_contains == "x"
+    with pytest.raises(PlaybookError) as ei:
+        runner.plan(pb, embedded_default(), cli_vars={"needle": ""})
+    assert (
+        "step 1 's', field 'gate.stdout_contains': expected a non-empty string (set by ${needle})" in ei.value.message
+    )
+
+
+def test_a_gate_judges_its_keys_in_order_and_stops_at_the_first_that_fails():
+    from pdctl.playbook.gates import evaluate_gate, parse_gate
+    from pdctl.playbook.outcome import StepOutcome
+
+    out = StepOutcome(True, "done", verdict="drained", layers={"health": True, "e2e": False})
+    assert evaluate_gate(parse_gate({}), out) == (True, "action ok (done)")
+    assert evaluate_gate(parse_gate({"verdict": "drained", "ok": True}), out) == (True, "ok=true; verdict drained")
+    assert evaluate_gate(parse_gate({"layers_pass": ["health", "e2e", "flags"], "verdict": "pinned"}), out) == (
+        False,
+        "layers failed: e2e; not run: flags",
+    )

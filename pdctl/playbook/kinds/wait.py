@@ -8,7 +8,7 @@ import msgspec
 from msgspec import Meta
 
 from pdctl.errors import ExitCode, PdctlError, UsageError
-from pdctl.playbook.gates import check_gate, evaluate_gate
+from pdctl.playbook.gates import Gate, check_gate, evaluate_gate
 from pdctl.playbook.kinds import REGISTRY, register
 from pdctl.playbook.outcome import ArgProblems, Args, Data, RawArgs, RunContext, StepOutcome
 from pdctl.playbook.steps import check_args, error_outcome
@@ -19,11 +19,11 @@ WAITABLE = ("verify", "inflight", "triage", "shell")  # what `until` may poll (n
 
 
 class UntilSpec(Args):
-    """The step `until` polls: its args and gate as a step's (checked by `check_until`)."""
+    """The step `until` polls: its args and gate as a step's (checked by `check_until` first)."""
 
     action: str
     args: RawArgs = msgspec.field(default_factory=dict)
-    gate: RawArgs = msgspec.field(default_factory=dict)
+    gate: Gate = msgspec.field(default_factory=Gate)
 
 
 class WaitArgs(Args):
