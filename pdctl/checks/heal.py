@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from pdctl.checks.watch_records import CheckState, FailureCount, InflightSummary, PairState
+
 HOUR_S = 3600.0
 CASES = ("pinned", "pair-broken", "degraded-bootstrap")
 
@@ -54,6 +56,29 @@ class HealDecision:
     @property
     def act(self) -> bool:
         return self.case is not None and self.refused is None
+
+
+@dataclass(frozen=True)
+class MetricsSeen:
+    """The last inflight sample's raw numbers, per worker label."""
+
+    per_worker_gauges: dict[str, dict[str, float]]  # its PD gauges (tp_rank 0)
+    counters: dict[str, dict[str, float]]  # transfer_failed, bootstrap_failed, aborted, generation_tokens
+
+
+@dataclass(frozen=True)
+class HealEvidence:
+    """What a heal saw before it acted: the "evidence" of its audit record ("watch heal"), written with
+    pdctl.serialize.to_data (these keys, in this order, are what `pdctl history` and a postmortem read)."""
+
+    case: str
+    details: list[str]  # the decision's own evidence (which pairs failed how often)
+    failing_checks: list[CheckState]  # failing or unknown
+    inflight: InflightSummary
+    pairs: list[PairState]
+    failures_since_start: list[FailureCount]
+    metrics: MetricsSeen | None  # None: no inflight sample yet
+    log_tails: dict[str, str]  # worker label -> its last log lines, or why they could not be read
 
 
 def confirmed_case(view: HealView, policy: HealPolicy) -> tuple[str | None, str, list[str], list[tuple[int, int]]]:

@@ -15,10 +15,19 @@ NEXT_STATUS = "pdctl status (are the roles running?), then pdctl logs ROLE"
 
 
 class Status(str, Enum):
+    """A check's outcome. It compares, formats and serialises as its value ("pass"), as enum.StrEnum (3.11+) does."""
+
     PASS = "pass"
     WARN = "warn"  # observed something worth a look, not a failure (e.g. busy inflight)
     FAIL = "fail"
     SKIP = "skip"  # not applicable or not asked for
+    UNKNOWN = "unknown"  # could not be asked (a host that did not answer): never read as stopped or failed
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 @dataclass

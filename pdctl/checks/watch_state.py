@@ -11,15 +11,32 @@ process exposing it, never a failure, and the failures counted before it still c
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping, Sequence
 
 from pdctl.checks.inflight import BALANCE_WINDOW_S, InflightVerdict, Point, inflight_results, judge_points
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.watch_aborts import AbortLedger
 from pdctl.checks.watch_counters import CounterTrack
+from pdctl.checks.watch_records import (
+    CheckState,
+    FailureCount,
+    InflightSummary,
+    LineageHazard,
+    PairState,
+    RoundInfo,
+    WatchSnapshot,
+)
+from pdctl.checks.watch_events import (
+    LineageChanged,
+    Restarted,
+    RoundDone,
+    RoundSkipped,
+    TargetChanged,
+    TimelineEvent,
+)
 
-UNKNOWN = "unknown"
+UNKNOWN = Status.UNKNOWN  # the name the exporter and older callers import
 #: the failure counters of read_point's Point.counters, by the `kind` label of pdctl_kv_failures_since_start
 FAILURE_KINDS = {"transfer": "transfer_failed", "bootstrap": "bootstrap_failed"}
 #: requests aborted (by a client going away, or /abort_request): an abort in the transfer window counts as a
@@ -27,53 +44,6 @@ FAILURE_KINDS = {"transfer": "transfer_failed", "bootstrap": "bootstrap_failed"}
 ABORTED = "aborted"
 #: counters whose drop shows a restart (generation tokens move on every decode, so they show it best)
 RESTART_EVIDENCE = (*FAILURE_KINDS.values(), ABORTED, "generation_tokens")
-
-
-@dataclass
-class CheckState:
-    cadence: str
-    layer: str
-    target: str
-    check: str
-    status: str  # pass | warn | fail | unknown
-    observed: str = ""
-    expected: str = ""
-    detail: str = ""
-    since: float = 0.0  # unix time of the last status change
-    next_step: str = ""
-
-    def line(self, t: float, deployment: str) -> dict[str, Any]:
-        """Its timeline line (docs/watch.md)."""
-        return {
-            "t": t,
-            "deployment": deployment,
-            "cadence": self.cadence,
-            "layer": self.layer,
-            "target": self.target,
-            "check": self.check,
-            "status": self.status,
-            "observed": self.observed,
-            "expected": self.expected,
-        }
-
-
-@dataclass
-class PairState:
-    prefill: str  # labels
-    decode: str
-    status: str = UNKNOWN  # pass | fail | unknown
-    latency_s: float | None = None
-    consecutive_failures: int = 0
-
-
-@dataclass
-class RoundInfo:
-    last_complete: float | None = None  # unix time the last complete round ended
-    seconds: float | None = None  # how long it took
-    ok: bool | None = None  # no failed check in it
-    rounds: int = 0
-    skipped: int = 0  # ticks skipped while it ran
-    error: str | None = None  # why its last round raised (its checks are not known), None once one ends
 
 
 @dataclass
@@ -85,7 +55,7 @@ class WatchState:
     target_up: dict[str, bool] = field(default_factory=dict)
     target_why: dict[str, str] = field(default_factory=dict)  # an unknown target: why (which host, what it said)
     counters: dict[tuple[str, str], CounterTrack] = field(default_factory=dict)
-    points: deque = field(default_factory=deque)
+    points: deque[Point] = field(default_factory=deque)
     inflight: InflightVerdict | None = None
     pin_started: float | None = None  # unix time the current pin began (its evidence: no progress since)
     pairs: dict[tuple[str, str], PairState] = field(default_factory=dict)
@@ -99,12 +69,12 @@ class WatchState:
     # -- checks and targets ------------------------------------------------------------------------------------
     def apply_checks(
         self, cadence: str, results: Iterable[CheckResult], t: float, *, unknown: Mapping[str, str] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[TimelineEvent]:
         """One round of `cadence`: its results (each target's checks of this round replace those it had from this
         cadence), and the targets it could not ask (`unknown`: target -> why): their checks of this cadence turn
         unknown. Returns the timeline lines: a line per check whose status changed (and per new check), plus a
         {"event": "target"} line when a target turns unknown or recovers."""
-        lines: list[dict[str, Any]] = []
+        lines: list[TimelineEvent] = []
         seen: dict[str, set[tuple[str, str, str]]] = {}
         for r in results:
             if r.status is Status.SKIP:
@@ -112,7 +82,7 @@ class WatchState:
             key = (r.layer, r.target, r.name)
             seen.setdefault(r.target, set()).add(key)
             new = CheckState(
-                cadence, r.layer, r.target, r.name, r.status.value, r.observed, r.expected, r.detail, t, r.next_step
+                cadence, r.layer, r.target, r.name, r.status, r.observed, r.expected, r.detail, t, r.next_step
             )
             old = self.checks.get(key)
             if old is not None and old.status == new.status:
@@ -128,12 +98,12 @@ class WatchState:
         for target, why in (unknown or {}).items():
             lines += self._up(target, False, t, why)
             for c in self.checks.values():  # every check of the target: none of them was asked
-                if c.target == target and c.status != UNKNOWN:
-                    c.status, c.observed, c.detail, c.since = UNKNOWN, why, why, t
+                if c.target == target and c.status is not Status.UNKNOWN:
+                    c.turn_unknown(why, t)
                     lines.append(c.line(t, self.deployment))
         return lines
 
-    def _up(self, target: str, up: bool, t: float, why: str = "") -> list[dict[str, Any]]:
+    def _up(self, target: str, up: bool, t: float, why: str = "") -> list[TimelineEvent]:
         was = self.target_up.get(target)
         self.target_up[target] = up
         if up:
@@ -141,18 +111,14 @@ class WatchState:
         elif why:
             self.target_why[target] = why
         if was is None or was == up:
-            return [] if up or was is not None else [self._target_line(target, "unknown", t, why)]
-        return [self._target_line(target, "recovered" if up else "unknown", t, why)]
-
-    def _target_line(self, target: str, status: str, t: float, why: str) -> dict[str, Any]:
-        line = {"t": t, "deployment": self.deployment, "event": "target", "target": target, "status": status}
-        return line | ({"observed": why} if why else {})
+            return [] if up or was is not None else [TargetChanged(t, self.deployment, target, "unknown", why)]
+        return [TargetChanged(t, self.deployment, target, "recovered" if up else "unknown", why)]
 
     # -- counters and restarts ---------------------------------------------------------------------------------
-    def apply_counters(self, counters: Mapping[str, Mapping[str, float]], t: float) -> list[dict[str, Any]]:
+    def apply_counters(self, counters: Mapping[str, Mapping[str, float]], t: float) -> list[TimelineEvent]:
         """The raw counters of each target (read_point's Point.counters). A drop is a restart of that target's
         process: a {"event": "restart"} line, never a failure; the totals since start carry on."""
-        lines = []
+        lines: list[TimelineEvent] = []
         new_failures: dict[tuple[str, str], float] = {}
         new_aborts: dict[str, float] = {}
         for target, values in counters.items():
@@ -174,15 +140,7 @@ class WatchState:
             new_failures.update({(target, kind): grew[name] for kind, name in FAILURE_KINDS.items() if name in grew})
             new_aborts[target] = grew.get(ABORTED, 0.0)
             if reset:
-                lines.append(
-                    {
-                        "t": t,
-                        "deployment": self.deployment,
-                        "event": "restart",
-                        "target": target,
-                        "observed": f"counter reset: {', '.join(reset)}",
-                    }
-                )
+                lines.append(Restarted(t, self.deployment, target, f"counter reset: {', '.join(reset)}"))
         self.aborts.observe(t, new_failures, new_aborts)
         return lines
 
@@ -233,11 +191,11 @@ class WatchState:
             )
         return out
 
-    def transfer_unread(self, unread: Mapping[str, str], t: float) -> list[dict[str, Any]]:
+    def transfer_unread(self, unread: Mapping[str, str], t: float) -> list[TimelineEvent]:
         """The transfer checks of workers whose /metrics could not be read in this sample turn unknown (a stale
         count must not read pass, and a worker never read must not go unlisted); its host answered, so the target
         itself is not unknown."""
-        lines = []
+        lines: list[TimelineEvent] = []
         for target, why in sorted(unread.items()):
             observed = f"its /metrics could not be read: {why}"
             for kind in FAILURE_KINDS:
@@ -249,40 +207,32 @@ class WatchState:
                         "transfer",
                         target,
                         key[2],
-                        UNKNOWN,
+                        Status.UNKNOWN,
                         observed,
                         "0 not explained by aborts",
                         observed,
                         t,
                         "",
                     )
-                elif c.status != UNKNOWN:
-                    c.status, c.observed, c.detail, c.since = UNKNOWN, observed, observed, t
+                elif c.status is not Status.UNKNOWN:
+                    c.turn_unknown(observed, t)
                 else:
                     continue
                 lines.append(c.line(t, self.deployment))
         return lines
 
-    def apply_processes(self, seen: Mapping[str, tuple[int | None, float | None]], t: float) -> list[dict[str, Any]]:
+    def apply_processes(self, seen: Mapping[str, tuple[int | None, float | None]], t: float) -> list[TimelineEvent]:
         """label -> (pid, start time) of the running main processes: a changed pid is a restart line."""
-        lines = []
+        lines: list[TimelineEvent] = []
         for label, (pid, start) in seen.items():
             old = self.processes.get(label)
             if old is not None and old[0] is not None and pid is not None and old[0] != pid:
-                lines.append(
-                    {
-                        "t": t,
-                        "deployment": self.deployment,
-                        "event": "restart",
-                        "target": label,
-                        "observed": f"pid {old[0]} -> {pid}",
-                    }
-                )
+                lines.append(Restarted(t, self.deployment, label, f"pid {old[0]} -> {pid}"))
             self.processes[label] = (pid, start)
         return lines
 
     # -- inflight --------------------------------------------------------------------------------------------
-    def apply_point(self, point: Point, t: float) -> list[dict[str, Any]]:
+    def apply_point(self, point: Point, t: float) -> list[TimelineEvent]:
         """One inflight sample (`point.t` on the caller's monotonic clock, `t` unix time): slides the window,
         judges it, follows the pin, and folds the counters the sample carried in."""
         lines = self.apply_counters(point.counters, t)
@@ -293,11 +243,10 @@ class WatchState:
             self.points.popleft()  # one point at or before the window's start anchors it
         verdict, _notes = judge_points(list(self.points), self.inflight_window_s)
         self.inflight = verdict
-        pinned = verdict is not None and verdict.verdict == "pinned" and verdict.conclusive
-        if pinned and self.pin_started is None:
-            self.pin_started = t - verdict.no_progress_for_s  # the pin began when progress last stopped
-        elif not pinned:
+        if verdict is None or verdict.verdict != "pinned" or not verdict.conclusive:
             self.pin_started = None
+        elif self.pin_started is None:
+            self.pin_started = t - verdict.no_progress_for_s  # the pin began when progress last stopped
         return lines + self.apply_checks("inflight", inflight_results(verdict, list(self.points), partial=False), t)
 
     @property
@@ -312,51 +261,35 @@ class WatchState:
         return self.inflight is not None and self.inflight.verdict == "busy"
 
     # -- pairs and lineage -----------------------------------------------------------------------------------
-    def apply_pairs(self, results: Sequence[tuple[str, str, str, float | None]], t: float) -> list[dict[str, Any]]:
+    def apply_pairs(self, results: Sequence[tuple[str, str, str, float | None]], t: float) -> list[TimelineEvent]:
         """(prefill label, decode label, pass|fail|unknown, latency s or None) of each pair's last canary.
         Consecutive failures count fails in a row; an unknown canary neither breaks nor extends the run."""
         for p, d, status, latency in results:
             st = self.pairs.setdefault((p, d), PairState(p, d))
-            st.status = status
-            if status == UNKNOWN:
+            st.status = Status(status)
+            if st.status is Status.UNKNOWN:
                 continue
             st.latency_s = latency
-            st.consecutive_failures = st.consecutive_failures + 1 if status == "fail" else 0
+            st.consecutive_failures = st.consecutive_failures + 1 if st.status is Status.FAIL else 0
         return []
 
-    def apply_hazards(self, hazards: Mapping[tuple[str, str], str], t: float) -> list[dict[str, Any]]:
+    def apply_hazards(self, hazards: Mapping[tuple[str, str], str], t: float) -> list[TimelineEvent]:
         """The lineage judge's hazardous pairs now; a line for each that appears or clears."""
-        lines = []
+        lines: list[TimelineEvent] = []
         for key in sorted(set(hazards) | set(self.hazards)):
             now, was = hazards.get(key), self.hazards.get(key)
             if now != was:
-                lines.append(
-                    {
-                        "t": t,
-                        "deployment": self.deployment,
-                        "event": "lineage",
-                        "prefill": key[0],
-                        "decode": key[1],
-                        "hazard": now or was,
-                        "status": "hazard" if now else "cleared",
-                    }
-                )
+                hazard = now or was or ""  # one of the two is set: they differ
+                lines.append(LineageChanged(t, self.deployment, key[0], key[1], hazard, "hazard" if now else "cleared"))
         self.hazards = dict(hazards)
         return lines
 
     # -- rounds and the verdict ------------------------------------------------------------------------------
-    def round_done(self, cadence: str, t: float, seconds: float) -> dict[str, Any]:
+    def round_done(self, cadence: str, t: float, seconds: float) -> RoundDone:
         info = self.rounds.setdefault(cadence, RoundInfo())
-        info.last_complete, info.seconds, info.rounds, info.error = t, seconds, info.rounds + 1, None
-        info.ok = not any(c.status == "fail" for c in self.checks.values() if c.cadence == cadence)
-        return {
-            "t": t,
-            "deployment": self.deployment,
-            "event": "round",
-            "cadence": cadence,
-            "ok": info.ok,
-            "seconds": round(seconds, 3),
-        }
+        ok = not any(c.status is Status.FAIL for c in self.checks.values() if c.cadence == cadence)
+        info.last_complete, info.seconds, info.rounds, info.error, info.ok = t, seconds, info.rounds + 1, None, ok
+        return RoundDone(t, self.deployment, cadence, ok, round(seconds, 3))
 
     def round_failed(self, cadence: str, why: str) -> None:
         """A round that raised: the cadence reads unknown until one of its rounds ends."""
@@ -365,70 +298,66 @@ class WatchState:
     def round_errors(self) -> dict[str, str]:
         return {c: i.error for c, i in sorted(self.rounds.items()) if i.error is not None}
 
-    def round_skipped(self, cadence: str, t: float) -> dict[str, Any]:
+    def round_skipped(self, cadence: str, t: float) -> RoundSkipped:
         info = self.rounds.setdefault(cadence, RoundInfo())
         info.skipped += 1
-        return {
-            "t": t,
-            "deployment": self.deployment,
-            "event": "skip",
-            "cadence": cadence,
-            "observed": "its previous round still runs: this tick was skipped",
-        }
+        return RoundSkipped(t, self.deployment, cadence)
 
     def unknown_targets(self) -> list[str]:
         """Targets whose host did not answer in their last round (with or without checks seen before)."""
         return sorted(t for t, up in self.target_up.items() if not up)
 
-    def _statuses(self) -> set[str]:
+    def _statuses(self) -> set[Status]:
         nothing_seen = not self.checks and not any(i.rounds for i in self.rounds.values())  # nothing known yet
         return {c.status for c in self.checks.values()} | (
-            {UNKNOWN} if self.unknown_targets() or self.round_errors() or nothing_seen else set()
+            {Status.UNKNOWN} if self.unknown_targets() or self.round_errors() or nothing_seen else set()
         )
 
-    def verdict(self) -> str:
+    def verdict(self) -> Status:
         """fail when any check fails; else unknown when any check or target is unknown, a cadence's last round
         raised, or no round has ended yet (`watch --for 0.001`: nothing was looked at, never a pass); else warn
         when any warns; else pass."""
         statuses = self._statuses()
-        for s in ("fail", UNKNOWN, "warn"):
+        for s in (Status.FAIL, Status.UNKNOWN, Status.WARN):
             if s in statuses:
                 return s
-        return "pass"
+        return Status.PASS
 
     def exit_code(self) -> int:
         """final-health's: 3 something could not be asked (unknown), else 1 a check failed, else 0."""
         statuses = self._statuses()
-        return 3 if UNKNOWN in statuses else (1 if "fail" in statuses else 0)
+        return 3 if Status.UNKNOWN in statuses else (1 if Status.FAIL in statuses else 0)
 
     # -- the one document (--json) ---------------------------------------------------------------------------
-    def snapshot(self, now: float) -> dict[str, Any]:
-        """Everything the watch knows, as JSON-able data. Pure."""
-        from pdctl.serialize import to_data
+    def inflight_summary(self, now: float) -> InflightSummary:
+        return InflightSummary(
+            self.inflight.verdict if self.inflight else Status.UNKNOWN.value,
+            self.inflight.summary if self.inflight else "",
+            self.pinned,
+            self.pinned_seconds(now),
+        )
 
-        checks = sorted(self.checks.values(), key=lambda c: (c.status == "pass", c.layer, c.target, c.check))
-        return {
-            "deployment": self.deployment,
-            "verdict": self.verdict(),
-            "exit_code": self.exit_code(),
-            "started": self.started,
-            "checks": to_data(checks),
-            "targets_up": dict(self.target_up),
-            "unknown_targets": self.unknown_targets(),
-            "round_errors": self.round_errors(),
-            "unknown_why": {t: self.target_why[t] for t in self.unknown_targets() if t in self.target_why},
-            "inflight": {
-                "verdict": self.inflight.verdict if self.inflight else UNKNOWN,
-                "summary": self.inflight.summary if self.inflight else "",
-                "pinned": self.pinned,
-                "pinned_seconds": self.pinned_seconds(now),
-            },
-            "pairs": to_data(list(self.pairs.values())),
-            "failures_since_start": [
-                {"target": t, "kind": k, "count": n} for (t, k), n in sorted(self.failures_since_start().items())
-            ],
-            "lineage_hazards": [{"prefill": p, "decode": d, "hazard": h} for (p, d), h in sorted(self.hazards.items())],
-            "rounds": to_data(self.rounds),
-            "heals": dict(self.heals),
-            "heal_budget_exhausted": self.heal_budget_exhausted,
-        }
+    def failure_counts(self) -> list[FailureCount]:
+        return [FailureCount(t, k, n) for (t, k), n in sorted(self.failures_since_start().items())]
+
+    def snapshot(self, now: float) -> WatchSnapshot:
+        """Everything the watch knows at `now` (copies: the state goes on changing). Pure."""
+        checks = sorted(self.checks.values(), key=lambda c: (c.status is Status.PASS, c.layer, c.target, c.check))
+        return WatchSnapshot(
+            deployment=self.deployment,
+            verdict=self.verdict(),
+            exit_code=self.exit_code(),
+            started=self.started,
+            checks=[replace(c) for c in checks],
+            targets_up=dict(self.target_up),
+            unknown_targets=self.unknown_targets(),
+            round_errors=self.round_errors(),
+            unknown_why={t: self.target_why[t] for t in self.unknown_targets() if t in self.target_why},
+            inflight=self.inflight_summary(now),
+            pairs=[replace(p) for p in self.pairs.values()],
+            failures_since_start=self.failure_counts(),
+            lineage_hazards=[LineageHazard(p, d, h) for (p, d), h in sorted(self.hazards.items())],
+            rounds={c: replace(i) for c, i in self.rounds.items()},
+            heals=dict(self.heals),
+            heal_budget_exhausted=self.heal_budget_exhausted,
+        )

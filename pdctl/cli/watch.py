@@ -126,9 +126,11 @@ def watch(
     from pdctl import render
     from pdctl.errors import UsageError
     from pdctl.inventory import load_inventory
-    from pdctl.ops.watch import run_watch
+    from pdctl.checks.watch_events import TimelineSink
+    from pdctl.ops.watch import Hook, run_watch
     from pdctl.render.watch_screen import ChangeLines, LiveScreen, screen_text
     from pdctl.render.watch_timeline import TimelineWriter
+    from pdctl.serialize import to_data
     from pdctl.services.sdnotify import Notifier
 
     if for_s is not None and not (math.isfinite(for_s) and for_s > 0):
@@ -165,7 +167,8 @@ def watch(
     short = short_watch_warning(for_s, once, inv.watch.inflight_window, inv.watch.inflight_interval)
     if short:
         render.warning(short)
-    sinks, writer = [], TimelineWriter(timeline) if timeline else None
+    sinks: list[TimelineSink] = []
+    writer = TimelineWriter(timeline) if timeline else None
     if writer is not None:
         sinks.append(writer)
     live = not json_out and timeline != "-" and not once and sys.stdout.isatty()
@@ -173,7 +176,7 @@ def watch(
         sinks.append(ChangeLines())
     try:
         with open_deployment(inv, quiet=True) as dep:
-            hooks = []
+            hooks: list[Hook] = []
             if heal != "off":
                 from pdctl.ops.heal import Healer
 
@@ -191,8 +194,11 @@ def watch(
     finally:
         if writer is not None:
             writer.close()
+    state = result.state
+    if state is None:  # run_watch always gives its state; only a WatchResult made elsewhere has none
+        raise typer.Exit(result.exit_code())
     if json_out:
-        snapshot = result.state.snapshot(result.state.started + result.seconds)
+        snapshot = to_data(state.snapshot(state.started + result.seconds))
         snapshot.pop("exit_code")  # the state's verdict alone: the process's own (130 when interrupted) stands
         render.emit_json(
             {
@@ -206,7 +212,7 @@ def watch(
         )
     elif timeline != "-":
         if not live:  # the live view's last frame stays on the screen
-            render.console().print(screen_text(result.state, result.state.started + result.seconds))
+            render.console().print(screen_text(state, state.started + result.seconds))
         if result.stopped_by:
             render.console(stderr=True).print(f"watch stopped by {result.stopped_by} after {result.seconds:.0f}s")
     code = result.exit_code()

@@ -13,29 +13,52 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 from pdctl import audit
-from pdctl.checks.heal import HealDecision, HealPolicy, HealView, budget_exhausted, decide
+from pdctl.checks.heal import (
+    HealDecision,
+    HealEvidence,
+    HealPolicy,
+    HealView,
+    MetricsSeen,
+    budget_exhausted,
+    decide,
+)
+from pdctl.checks.result import Status
+from pdctl.checks.watch_events import HealEvent, HealOutcome
+from pdctl.checks.watch_records import WatchSnapshot
+from pdctl.checks.watch_state import WatchState
 from pdctl.errors import PdctlError, UsageError
 from pdctl.ops.context import Deployment
+from pdctl.serialize import to_data
+
+if TYPE_CHECKING:
+    from pdctl.ops.watch import Watch
 
 DECIDES_AFTER = ("inflight", "pairs", "flags")  # the rounds whose evidence can confirm a case
 LOG_LINES = 30
 
 
 class Healer:
-    def __init__(self, dep: Deployment, *, dry: bool, policy: HealPolicy | None = None, clock=time.time):
+    def __init__(
+        self,
+        dep: Deployment,
+        *,
+        dry: bool,
+        policy: HealPolicy | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         s = dep.inv.watch
         self.dep, self.dry, self.clock = dep, dry, clock
         self.policy = policy or HealPolicy(s.heal_pin_after, s.heal_pair_failures, s.heal_max_per_hour)
         self.heals_at: list[float] = []
         self.last_ok: bool | None = None
         self.running = False
-        self._said: tuple | None = None  # the last decision said, so a standing refusal is said once
+        self._said: tuple[str, str | None, bool] | None = None  # the last decision said: a refusal is said once
         self._busy = threading.Lock()
 
-    def __call__(self, watch, cadence: str) -> None:
+    def __call__(self, watch: Watch, cadence: str) -> None:
         # rounds of different cadences call this from their own threads: one decides (and heals) at a time, the
         # others pass (their evidence is read by the next round that finds the healer free)
         if cadence not in DECIDES_AFTER or not self._busy.acquire(blocking=False):
@@ -45,17 +68,13 @@ class Healer:
         finally:
             self._busy.release()
 
-    def _decide_and_act(self, watch) -> None:
+    def _decide_and_act(self, watch: Watch) -> None:
         now = self.clock()
         with watch.lock:
             view = view_of(watch.state, self.dep, now)
             snapshot = watch.state.snapshot(now)
             last = watch.state.points[-1] if watch.state.points else None
-            snapshot["metrics"] = (
-                {"per_worker_gauges": dict(last.per_worker), "counters": dict(last.counters)}
-                if last is not None
-                else None
-            )
+            metrics = MetricsSeen(dict(last.per_worker), dict(last.counters)) if last is not None else None
         d = decide(view, self.policy, heals_at=self.heals_at, now=now, last_heal_ok=self.last_ok, healing=self.running)
         with watch.lock:
             watch.state.heal_budget_exhausted = budget_exhausted(self.heals_at, now, self.policy)
@@ -66,27 +85,22 @@ class Healer:
             said = (d.case, d.refused, self.dry)
             if said != self._said:
                 self._said = said
-                outcome = "refused" if d.refused else "dry"
+                outcome: HealOutcome = "refused" if d.refused else "dry"
                 watch.record_heal(outcome)
-                watch.event(
-                    "heal",
-                    outcome=outcome,
-                    case=d.case,
-                    action=d.action,
-                    observed=d.reason,
-                    detail=d.refused or f"would run `pdctl {d.action}` (--heal=dry: nothing done)",
-                )
+                detail = d.refused or f"would run `pdctl {d.action}` (--heal=dry: nothing done)"
+                watch.emit(_heal_line(watch, outcome, d, d.reason, detail))
             return
-        self._heal(watch, d, snapshot)
+        self._heal(watch, d, snapshot, metrics)
 
-    def _heal(self, watch, d: HealDecision, snapshot: dict[str, Any]) -> None:
+    def _heal(self, watch: Watch, d: HealDecision, snapshot: WatchSnapshot, metrics: MetricsSeen | None) -> None:
         from pdctl.ops.restart import PAIR, restart
         from pdctl.ops.rolling import rolling_restart
 
         self.running = True
         self.heals_at.append(self.clock())
         self._said = None
-        watch.event("heal", outcome="started", case=d.case, action=d.action, observed=d.reason)
+        watch.emit(_heal_line(watch, "started", d, d.reason))
+        outcome: HealOutcome
         try:
             audit.append(
                 "watch heal",
@@ -94,14 +108,13 @@ class Healer:
                 args={"case": d.case, "action": d.action},
                 result=f"evidence recorded; running `pdctl {d.action}`",
                 started=time.time(),
-                extra={"reason": d.reason, "evidence": evidence(self.dep, d, snapshot)},
+                extra={"reason": d.reason, "evidence": to_data(evidence(self.dep, d, snapshot, metrics))},
             )
             if d.action == "restart --rolling":
-                result = rolling_restart(self.dep, broken_pairs=d.pairs)  # the broken pairs go first
-                ok, why = result.ok, result.stopped or ""
+                rolled = rolling_restart(self.dep, broken_pairs=d.pairs)  # the broken pairs go first
+                ok, why = rolled.ok, rolled.stopped or ""
             else:
-                result = restart(self.dep, roles=PAIR)
-                ok, why = result.ok, ""
+                ok, why = restart(self.dep, roles=PAIR).ok, ""
             self.last_ok = ok
             outcome = "done" if ok else "failed"
             detail = (
@@ -119,10 +132,15 @@ class Healer:
         for clock in watch.clocks.values():  # ... and they run now, not a period later
             clock.due_now()
         watch.record_heal(outcome)
-        watch.event("heal", outcome=outcome, case=d.case, action=d.action, observed=detail)
+        watch.emit(_heal_line(watch, outcome, d, detail))
 
 
-def forget_evidence(state) -> None:
+def _heal_line(watch: Watch, outcome: HealOutcome, d: HealDecision, observed: str, detail: str = "") -> HealEvent:
+    # a decision with a case always has its action (checks.heal.decide)
+    return HealEvent(watch.wall(), watch.state.deployment, outcome, d.case or "", d.action or "", observed, detail)
+
+
+def forget_evidence(state: WatchState) -> None:
     """After a heal: pair failure runs, the pin and the lineage hazards are seen again from fresh rounds."""
     for p in state.pairs.values():
         p.consecutive_failures = 0
@@ -130,7 +148,7 @@ def forget_evidence(state) -> None:
     state.hazards.clear()
 
 
-def view_of(state, dep: Deployment, now: float) -> HealView:
+def view_of(state: WatchState, dep: Deployment, now: float) -> HealView:
     """The watch state reduced to what `decide` reads (labels mapped to matrix indices)."""
     inv = dep.inv
     index = {inv.label(role, k): k for role, k, _ in inv.instances() if role != "router"}
@@ -148,9 +166,9 @@ def view_of(state, dep: Deployment, now: float) -> HealView:
     return HealView(pinned, pairs, hazards, state.unknown_targets(), len(inv.roles.prefill), len(inv.roles.decode))
 
 
-def evidence(dep: Deployment, d: HealDecision, snapshot: dict[str, Any]) -> dict[str, Any]:
+def evidence(dep: Deployment, d: HealDecision, snapshot: WatchSnapshot, metrics: MetricsSeen | None) -> HealEvidence:
     """What the heal saw, for its audit record: never raises (a log that cannot be read says why)."""
-    failing = [c for c in snapshot.get("checks", []) if c.get("status") in ("fail", "unknown")]
+    failing = [c for c in snapshot.checks if c.status in (Status.FAIL, Status.UNKNOWN)]
     logs: dict[str, str] = {}
     for role, k, inst in dep.inv.instances():
         if role == "router":
@@ -160,13 +178,13 @@ def evidence(dep: Deployment, d: HealDecision, snapshot: dict[str, Any]) -> dict
             logs[label] = dep.services(inst.host).log_tail(dep.inv.service_name(role, k), lines=LOG_LINES)
         except PdctlError as e:
             logs[label] = f"unreadable: {e.message.splitlines()[0]}"
-    return {
-        "case": d.case,
-        "details": d.evidence,
-        "failing_checks": failing,
-        "inflight": snapshot.get("inflight"),
-        "pairs": snapshot.get("pairs"),
-        "failures_since_start": snapshot.get("failures_since_start"),
-        "metrics": snapshot.get("metrics"),
-        "log_tails": logs,
-    }
+    return HealEvidence(
+        d.case or "",
+        d.evidence,
+        failing,
+        snapshot.inflight,
+        snapshot.pairs,
+        snapshot.failures_since_start,
+        metrics,
+        logs,
+    )

@@ -7,9 +7,9 @@ inflight_interval s; e2e and pairs every e2e_every / pairs_every s; flags and li
 cadence runs in its own thread, so a slow round of one (a hung canary) never delays another; a tick that comes
 while the same cadence's previous round still runs is skipped and said in the timeline ({"event": "skip"}).
 
-After each round: the new timeline lines go to every sink (`on_lines`), then every hook (`hooks`: the heal's
-seam) is called as hook(watch, cadence) in that round's thread; a hook's exception becomes an {"event": "error"}
-line and the watch goes on.
+After each round: the new timeline lines (typed, pdctl.checks.watch_events) go to every sink (`on_lines`), then every
+hook (`hooks`: the heal's seam) is called as hook(watch, cadence) in that round's thread; a hook's exception becomes
+an {"event": "error"} line and the watch goes on. A hook says its own lines with `watch.emit(event)`.
 
 Its own restart. Recovered from the deployment, never assumed: the processes and their start times (read every
 flags round), the co-restart lineage record (read from the prefill host every flags round), every check's status
@@ -24,10 +24,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from contextlib import AbstractContextManager
+from typing import Callable, Sequence
 
+from pdctl.checks.watch_events import RoundError, TimelineEvent, TimelineSink
 from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock
 from pdctl.checks.watch_state import WatchState
+from pdctl.inventory import WatchSettings
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.watch_rounds import ROUNDS, Seen
@@ -38,7 +41,7 @@ PING_SHARE = 0.25  # a watchdog ping at most every quarter of WatchdogSec (syste
 Hook = Callable[["Watch", str], None]
 
 
-def cadence_periods(settings) -> dict[str, float]:
+def cadence_periods(settings: WatchSettings) -> dict[str, float]:
     """cadence -> seconds between its rounds, from the inventory's WatchSettings."""
     return {
         "health": settings.health_every,
@@ -68,7 +71,7 @@ class WatchResult:
 @dataclass
 class Watch:
     dep: Deployment
-    on_lines: list[Callable[[list[dict[str, Any]]], None]] = field(default_factory=list)
+    on_lines: list[TimelineSink] = field(default_factory=list)
     hooks: list[Hook] = field(default_factory=list)
     clock: Callable[[], float] = time.monotonic
     wall: Callable[[], float] = time.time
@@ -125,7 +128,7 @@ class Watch:
                     elif act == SKIP:
                         with self.lock:
                             line = self.state.round_skipped(clock.name, self.wall())
-                        self._emit([line])
+                        self.emit(line)
                 with self.lock:
                     finished, first = self.finished, len(self.first_finished)
                 pulse.beat(self.clock(), finished, first == len(CADENCES))
@@ -153,6 +156,7 @@ class Watch:
 
     def _round(self, clock: CadenceClock) -> None:
         t0 = self.clock()
+        lines: list[TimelineEvent]
         try:
             seen = ROUNDS[clock.name](self.dep)
             with self.lock:
@@ -164,9 +168,10 @@ class Watch:
                 self.fatal = self.fatal or e
             self._stop.set()
         except Exception as e:  # a bug or an unmapped failure: said in the timeline, the watch goes on
-            lines = [self._error_line(clock.name, e)]
+            error = self._error_line(clock.name, e)
+            lines = [error]
             with self.lock:  # its checks are not known meanwhile: the verdict reads unknown (exit 3)
-                self.state.round_failed(clock.name, lines[0]["observed"])
+                self.state.round_failed(clock.name, error.observed)
         finally:
             clock.finished()
             with self.lock:
@@ -177,9 +182,9 @@ class Watch:
             try:
                 hook(self, clock.name)
             except Exception as e:
-                self._emit([self._error_line(clock.name, e, what="hook")])
+                self.emit(self._error_line(clock.name, e, what="hook"))
 
-    def apply(self, cadence: str, seen: Seen, t: float) -> list[dict[str, Any]]:
+    def apply(self, cadence: str, seen: Seen, t: float) -> list[TimelineEvent]:
         """Fold one round into the state (the caller holds the lock); the timeline lines it made."""
         st = self.state
         if cadence == "inflight":
@@ -197,38 +202,34 @@ class Watch:
         return lines + st.apply_checks(cadence, seen.checks, t, unknown=seen.unknown)
 
     # -- what the heal and the screen use ----------------------------------------------------------------------
-    def event(self, kind: str, **fields: Any) -> None:
-        """A line of the heal's own ({"event": "heal", ...}) to every sink, stamped with time and deployment."""
-        self._emit([{"t": self.wall(), "deployment": self.state.deployment, "event": kind, **fields}])
+    def emit(self, event: TimelineEvent) -> None:
+        """One line to every sink (a hook's own, e.g. the heal's HealEvent, stamped with `watch.wall()`)."""
+        self._emit([event])
 
     def record_heal(self, outcome: str) -> None:
         """Count a heal (outcome: done, failed, refused, dry) for pdctl_heals_total."""
         with self.lock:
             self.state.heals[outcome] = self.state.heals.get(outcome, 0) + 1
 
-    def _emit(self, lines: list[dict[str, Any]]) -> None:
+    def _emit(self, lines: list[TimelineEvent]) -> None:
         if not lines:
             return
         with self._emit_lock:
             for sink in self.on_lines:
                 sink(lines)
 
-    def _error_line(self, cadence: str, e: BaseException, what: str = "round") -> dict[str, Any]:
+    def _error_line(self, cadence: str, e: BaseException, what: str = "round") -> RoundError:
         text = (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]
-        return {
-            "t": self.wall(),
-            "deployment": self.state.deployment,
-            "event": "error",
-            "cadence": cadence,
-            "observed": f"{what} raised {type(e).__name__}: {text}",
-        }
+        return RoundError(self.wall(), self.state.deployment, cadence, f"{what} raised {type(e).__name__}: {text}")
 
 
 class _Pulse:
     """What the loop tells systemd: READY once, then WATCHDOG while the finished-round count moves."""
 
     def __init__(self, notifier: Notifier):
-        self.notifier, self.ready, self.pinged_at, self.pinged_count = notifier, False, None, 0
+        self.notifier, self.ready = notifier, False
+        self.pinged_at: float | None = None
+        self.pinged_count = 0
 
     def beat(self, now: float, finished: int, all_first_done: bool) -> None:
         n = self.notifier
@@ -246,13 +247,13 @@ class _Pulse:
 def run_watch(
     dep: Deployment,
     *,
-    on_lines=(),
-    hooks=(),
+    on_lines: Sequence[TimelineSink] = (),
+    hooks: Sequence[Hook] = (),
     for_s: float | None = None,
     once: bool = False,
     stop: threading.Event | None = None,
     serve: tuple[str, int] | None = None,
-    screen: Callable[[Watch], Any] | None = None,
+    screen: Callable[[Watch], AbstractContextManager[object]] | None = None,
     notifier: Notifier | None = None,
 ) -> WatchResult:
     """Build a Watch, serve its exporter on `serve` (host, port) and show `screen(watch)` (a context manager,

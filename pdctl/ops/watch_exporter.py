@@ -5,24 +5,41 @@ thread."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator, Protocol
 
-from pdctl.checks.watch_state import UNKNOWN
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
-Watch = Any  # pdctl.ops.watch.Watch, not imported: it imports this module
+from pdctl.checks.result import Status
+
+if TYPE_CHECKING:
+    from http.server import HTTPServer
+    from threading import RLock, Thread
+
+    from pdctl.checks.watch_state import WatchState
+    from pdctl.ops.context import Deployment
+
+
+class Watch(Protocol):
+    """What the exporter reads of pdctl.ops.watch.Watch (not imported: it imports this module)."""
+
+    dep: Deployment
+    state: WatchState
+    lock: RLock
+
+    def wall(self) -> float: ...
+
 
 HEAL_OUTCOMES = ("done", "failed", "refused", "dry")
 
 
-class WatchCollector:
+class WatchCollector(Collector):
     """A prometheus_client collector reading a Watch's state under its lock."""
 
     def __init__(self, watch: Watch):
         self.watch = watch
 
-    def collect(self) -> Iterator:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         from pdctl import __version__
 
         w = self.watch
@@ -46,13 +63,13 @@ class WatchCollector:
                 "pdctl_router_ready", "1 the router's /readiness is 200 with every declared worker healthy", ("target",)
             )
             for c in sorted(st.checks.values(), key=lambda c: (c.layer, c.target, c.check)):
-                if c.status == UNKNOWN:
+                if c.status is Status.UNKNOWN:
                     continue
                 labels = [dep, c.layer, c.target, c.check]
-                ok.add_metric(labels, 0 if c.status == "fail" else 1)
-                warn.add_metric(labels, 1 if c.status == "warn" else 0)
+                ok.add_metric(labels, 0 if c.status is Status.FAIL else 1)
+                warn.add_metric(labels, 1 if c.status is Status.WARN else 0)
                 if c.layer == "health" and c.check == "/readiness":
-                    ready.add_metric([dep, c.target], 1 if c.status == "pass" else 0)
+                    ready.add_metric([dep, c.target], 1 if c.status is Status.PASS else 0)
             yield from (info, ok, warn, ready)
 
             instances = {dep_label for dep_label in _instance_labels(w)}
@@ -83,9 +100,9 @@ class WatchCollector:
             )
             for (p, d), ps in sorted(st.pairs.items()):
                 consecutive.add_metric([dep, p, d], ps.consecutive_failures)
-                if ps.status == UNKNOWN:
+                if ps.status is Status.UNKNOWN:
                     continue
-                pair_ok.add_metric([dep, p, d], 1 if ps.status == "pass" else 0)
+                pair_ok.add_metric([dep, p, d], 1 if ps.status is Status.PASS else 0)
                 if ps.latency_s is not None:
                     latency.add_metric([dep, p, d], ps.latency_s)
             yield from (pair_ok, latency, consecutive)
@@ -136,7 +153,7 @@ def _instance_labels(w: Watch) -> list[str]:
 
 
 class Exporter:
-    def __init__(self, server, thread):
+    def __init__(self, server: HTTPServer, thread: Thread):
         self._server, self._thread = server, thread
         self.port = server.server_port
 

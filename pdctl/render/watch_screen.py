@@ -6,19 +6,42 @@ columns: long identifiers wrap to the next line, never cut."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from rich.text import Text
 
+from pdctl.checks.result import Status
+from pdctl.checks.watch_events import (
+    CheckChanged,
+    HealEvent,
+    LineageChanged,
+    Restarted,
+    RoundDone,
+    RoundError,
+    RoundSkipped,
+    TargetChanged,
+    TimelineEvent,
+)
 from pdctl.checks.watch_schedule import CADENCES
 
 if TYPE_CHECKING:
+    from threading import RLock
+
     from pdctl.checks.watch_state import WatchState
 
-Watch = Any  # pdctl.ops.watch.Watch: render does not import ops
 
-STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta"}
-_ORDER = {"fail": 0, "unknown": 1, "warn": 2}
+class Watch(Protocol):
+    """What the live view reads of pdctl.ops.watch.Watch (render does not import ops)."""
+
+    state: WatchState
+    lock: RLock
+
+    def wall(self) -> float: ...
+
+
+STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.UNKNOWN: "magenta"}
+_ORDER = {Status.FAIL: 0, Status.UNKNOWN: 1, Status.WARN: 2}
+_COUNTED = (Status.FAIL, Status.UNKNOWN, Status.WARN, Status.PASS)
 
 
 def _clock(t: float) -> str:
@@ -28,45 +51,49 @@ def _clock(t: float) -> str:
 def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None = None) -> Text:
     """The live view of `state` at unix time `now`. Pure (given the state)."""
     checks = list(state.checks.values())
-    counts = {s: sum(1 for c in checks if c.status == s) for s in ("fail", "unknown", "warn", "pass")}
-    with_checks = {c.target for c in checks if c.status == "unknown"}
+    counts = {s: sum(1 for c in checks if c.status is s) for s in _COUNTED}
+    with_checks = {c.target for c in checks if c.status is Status.UNKNOWN}
     silent = [t for t in state.unknown_targets() if t not in with_checks]  # unknown from their first round
     errors = state.round_errors()  # a cadence whose last round raised: its checks are not known
-    counts["unknown"] += len(silent) + len(errors)
+    counts[Status.UNKNOWN] += len(silent) + len(errors)
     verdict = state.verdict()
     out = Text()
     out.append(f"watch {state.deployment}: ", style="bold")
     out.append(verdict.upper(), style=STYLE.get(verdict, ""))
     out.append(
-        f"  {counts['fail']} failing, {counts['unknown']} unknown, {counts['warn']} warning, "
-        f"{counts['pass']} passing  ({_clock(now)})\n"
+        f"  {counts[Status.FAIL]} failing, {counts[Status.UNKNOWN]} unknown, {counts[Status.WARN]} warning, "
+        f"{counts[Status.PASS]} passing  ({_clock(now)})\n"
     )
     if state.pinned:
         out.append(f"inflight PINNED for {state.pinned_seconds(now):.0f}s\n", style="bold red")
     for c in sorted(
-        (c for c in checks if c.status != "pass"), key=lambda c: (_ORDER[c.status], c.layer, c.target, c.check)
+        (c for c in checks if c.status is not Status.PASS),
+        key=lambda c: (_ORDER.get(c.status, 3), c.layer, c.target, c.check),
     ):
-        out.append(f"{c.status:<7}", style=STYLE[c.status])
+        out.append(f"{c.status:<7}", style=STYLE.get(c.status, ""))
         out.append(f" {c.layer} {c.target} {c.check}\n")
         found = c.observed or c.detail
-        if c.status != "unknown" and c.expected:
+        if c.status is not Status.UNKNOWN and c.expected:
             out.append(f"        expected {c.expected}; found {found}\n", style="dim")
         elif found:
             out.append(f"        {found}\n", style="dim")
-        if c.status == "warn" and c.detail and c.detail != found:
+        if c.status is Status.WARN and c.detail and c.detail != found:
             out.append(f"        {c.detail}\n", style="dim")
     for target in silent:
-        out.append("unknown", style=STYLE["unknown"])
+        out.append("unknown", style=STYLE[Status.UNKNOWN])
         why = (state.target_why.get(target) or "its host did not answer").removeprefix("unknown: ")
         out.append(f" {target}: {why}\n")
     for cadence, why in errors.items():
-        out.append("unknown", style=STYLE["unknown"])
+        out.append("unknown", style=STYLE[Status.UNKNOWN])
         out.append(f" the {cadence} round: {why}\n")
-    failing_pairs = [p for p in state.pairs.values() if p.consecutive_failures > 1]
-    for p in failing_pairs:
-        out.append(f"pair {p.prefill} -> {p.decode}: {p.consecutive_failures} failed canaries in a row\n", style="red")
-    for (p, d), kind in sorted(state.hazards.items()):
-        out.append(f"lineage hazard {kind}: {p} -> {d}\n", style="yellow")
+    for pair in state.pairs.values():
+        if pair.consecutive_failures > 1:
+            out.append(
+                f"pair {pair.prefill} -> {pair.decode}: {pair.consecutive_failures} failed canaries in a row\n",
+                style="red",
+            )
+    for (prefill, decode), kind in sorted(state.hazards.items()):
+        out.append(f"lineage hazard {kind}: {prefill} -> {decode}\n", style="yellow")
     rounds = []
     for cadence in CADENCES:
         info = state.rounds.get(cadence)
@@ -79,29 +106,42 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
     return out
 
 
-def change_line(line: dict[str, Any]) -> Text | None:
+def change_line(event: TimelineEvent) -> Text | None:
     """One timeline line as a line for a log (None for round lines: only changes are said); what was expected
     and found goes on an indented second line. Pure."""
-    event = line.get("event")
-    if event == "round":
+    if isinstance(event, RoundDone):
         return None
-    stamp = _clock(line.get("t", time.time()))
-    if event is None:
-        status = line["status"]
+    stamp = _clock(event.t)
+    if isinstance(event, CheckChanged):
+        status = event.status
         out = Text(f"{stamp} ")
         out.append(status.upper(), style=STYLE.get(status, ""))
-        out.append(f" {line['layer']} {line['target']} {line['check']}")
-        if status in ("fail", "warn") and line.get("expected"):
-            out.append(f"\n         expected {line['expected']}; found {line.get('observed', '')}", style="dim")
-        elif status == "unknown":
-            out.append(f"\n         {line.get('observed', '')}", style="dim")
+        out.append(f" {event.layer} {event.target} {event.check}")
+        if status in (Status.FAIL, Status.WARN) and event.expected:
+            out.append(f"\n         expected {event.expected}; found {event.observed}", style="dim")
+        elif status is Status.UNKNOWN:
+            out.append(f"\n         {event.observed}", style="dim")
         return out
-    who = line.get("target") or line.get("cadence") or ""
-    rest = " ".join(str(line[k]) for k in ("status", "hazard", "prefill", "decode") if line.get(k))
-    out = Text(f"{stamp} {event} {who} {rest}".rstrip())
-    if line.get("observed"):
-        out.append(f"\n         {line['observed']}", style="dim")
+    who, words, observed = _said(event)
+    out = Text(f"{stamp} {event.EVENT} {who} {' '.join(w for w in words if w)}".rstrip())
+    if observed:
+        out.append(f"\n         {observed}", style="dim")
     return out
+
+
+def _said(event: TimelineEvent) -> tuple[str, tuple[str, ...], str]:
+    """(who, what, observed) of an event's change line: `HH:MM:SS <event> <who> <what>`, then what was observed."""
+    if isinstance(event, TargetChanged):
+        return event.target, (event.status,), event.observed
+    if isinstance(event, Restarted):
+        return event.target, (), event.observed
+    if isinstance(event, LineageChanged):
+        return "", (event.status, event.hazard, event.prefill, event.decode), ""
+    if isinstance(event, (RoundSkipped, RoundError)):
+        return event.cadence, (), event.observed
+    if isinstance(event, HealEvent):
+        return "", (), event.observed
+    return "", (), ""
 
 
 class ChangeLines:
@@ -111,25 +151,25 @@ class ChangeLines:
     def __init__(self) -> None:
         self._seen: set[tuple[str, str, str]] = set()
 
-    def __call__(self, lines: list[dict[str, Any]]) -> None:
+    def __call__(self, events: Sequence[TimelineEvent]) -> None:
         from pdctl import render
 
         c = render.console()
         new_pass: dict[str, int] = {}
-        for line in lines:
-            if line.get("event") is None:
-                key = (line["layer"], line["target"], line["check"])
+        for event in events:
+            if isinstance(event, CheckChanged):
+                key = (event.layer, event.target, event.check)
                 first = key not in self._seen
                 self._seen.add(key)
-                if first and line["status"] == "pass":
-                    new_pass[line["layer"]] = new_pass.get(line["layer"], 0) + 1
+                if first and event.status is Status.PASS:
+                    new_pass[event.layer] = new_pass.get(event.layer, 0) + 1
                     continue
-            text = change_line(line)
+            text = change_line(event)
             if text is not None:
                 c.print(text)
         for layer, n in new_pass.items():
-            out = Text(f"{_clock(lines[0].get('t', time.time()))} ")
-            out.append("PASS", style=STYLE["pass"])
+            out = Text(f"{_clock(events[0].t)} ")
+            out.append("PASS", style=STYLE[Status.PASS])
             out.append(f" {layer}: {n} check{'s' if n != 1 else ''}")
             c.print(out)
 
@@ -160,5 +200,5 @@ class LiveScreen:
         self._live.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._live.stop()

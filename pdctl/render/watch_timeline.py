@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Sequence, TextIO
+
+from pdctl.checks.watch_events import TimelineEvent
 
 
 class TimelineWriter:
@@ -25,11 +27,11 @@ class TimelineWriter:
                 hint="choose a writable file, or - for stdout",
             ) from None
 
-    def __call__(self, lines: list[dict[str, Any]]) -> None:
+    def __call__(self, events: Sequence[TimelineEvent]) -> None:
         from pdctl.secrets import mask_text
 
-        for line in lines:  # each text value masked, so the line stays valid JSON
-            masked = {k: mask_text(v) if isinstance(v, str) else v for k, v in line.items()}
+        for event in events:  # each text value masked, so the line stays valid JSON
+            masked = {k: mask_text(v) if isinstance(v, str) else v for k, v in event.to_line().items()}
             self._out.write(json.dumps(masked, default=str) + "\n")
         self._out.flush()
 

@@ -9,6 +9,7 @@ from pdctl.checks.inflight import Point
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.watch_counters import CounterTrack
 from pdctl.checks.watch_schedule import RUN, SKIP, CadenceClock
+from pdctl.checks.watch_events import CheckChanged, LineageChanged, Restarted, RoundError, RoundSkipped, TargetChanged
 from pdctl.checks.watch_state import WatchState
 
 DECODE = "decode[0]@local:30002"
@@ -40,8 +41,14 @@ def test_state_counters_say_restart_and_the_failures_do_not_jump():
     st.apply_counters({DECODE: {"transfer_failed": 2, "bootstrap_failed": 0, "generation_tokens": 900}}, 1)
     st.apply_counters({DECODE: {"transfer_failed": 3, "bootstrap_failed": 0, "generation_tokens": 950}}, 2)
     lines = st.apply_counters({DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": 10}}, 3)
-    assert [(x["event"], x["target"]) for x in lines] == [("restart", DECODE)]
-    assert "transfer_failed" in lines[0]["observed"] and "generation_tokens" in lines[0]["observed"]
+    assert [(type(x), x.target) for x in lines] == [(Restarted, DECODE)]
+    assert lines[0].to_line() == {
+        "t": 3,
+        "deployment": "d",
+        "event": "restart",
+        "target": DECODE,
+        "observed": "counter reset: transfer_failed, generation_tokens",
+    }
     assert st.failures_since_start() == {(DECODE, "transfer"): 1.0, (DECODE, "bootstrap"): 0.0}
     st.apply_counters({DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": 20}}, 40)
     checks = {c.name: c.status for c in st.transfer_checks()}  # no abort came within the window: failed
@@ -54,15 +61,43 @@ def test_state_counters_say_restart_and_the_failures_do_not_jump():
 def test_unknown_then_recovered():
     st = WatchState("d", started=0.0)
     first = st.apply_checks("health", [_health(Status.PASS)], 1)
-    assert [(x["target"], x["status"]) for x in first] == [(DECODE, "pass")]  # one line per check at start
+    assert [(x.target, x.status) for x in first] == [(DECODE, Status.PASS)]  # one line per check at start
+    assert first[0].to_line() == {
+        "t": 1,
+        "deployment": "d",
+        "cadence": "health",
+        "layer": "health",
+        "target": DECODE,
+        "check": "/health",
+        "status": "pass",
+        "observed": "HTTP 200",
+        "expected": "HTTP 200",
+    }
     assert st.apply_checks("health", [_health(Status.PASS)], 2) == []  # no change, no line
     lines = st.apply_checks("health", [], 3, unknown={DECODE: "unknown: host gpu2 did not answer"})
-    assert {(x.get("event"), x["status"]) for x in lines} == {("target", "unknown"), (None, "unknown")}
+    assert {(type(x), x.status) for x in lines} == {(TargetChanged, "unknown"), (CheckChanged, Status.UNKNOWN)}
+    target = next(x for x in lines if isinstance(x, TargetChanged))
+    assert target.to_line() == {
+        "t": 3,
+        "deployment": "d",
+        "event": "target",
+        "target": DECODE,
+        "status": "unknown",
+        "observed": "unknown: host gpu2 did not answer",
+    }
     assert st.target_up[DECODE] is False
-    assert st.checks[("health", DECODE, "/health")].status == "unknown"  # never fail
-    assert st.verdict() == "unknown" and st.exit_code() == 3
+    assert st.checks[("health", DECODE, "/health")].status is Status.UNKNOWN  # never fail
+    assert st.verdict() is Status.UNKNOWN and st.exit_code() == 3
     back = st.apply_checks("health", [_health(Status.PASS)], 4)
-    assert {(x.get("event"), x["status"]) for x in back} == {("target", "recovered"), (None, "pass")}
+    assert {(type(x), x.status) for x in back} == {(TargetChanged, "recovered"), (CheckChanged, Status.PASS)}
+    recovered = next(x for x in back if isinstance(x, TargetChanged))  # no why: no "observed" key
+    assert recovered.to_line() == {
+        "t": 4,
+        "deployment": "d",
+        "event": "target",
+        "target": DECODE,
+        "status": "recovered",
+    }
     assert st.target_up[DECODE] is True and st.exit_code() == 0
 
 
@@ -117,16 +152,27 @@ def test_consecutive_pair_failures_and_unknown_neither_breaks_nor_extends():
 def test_lineage_hazard_appears_and_clears_once_each():
     st = WatchState("d", started=0.0)
     appear = st.apply_hazards({(PREFILL, DECODE): "degraded-bootstrap"}, 1)
-    assert [(x["event"], x["status"], x["hazard"]) for x in appear] == [("lineage", "hazard", "degraded-bootstrap")]
+    assert [x.to_line() for x in appear] == [
+        {
+            "t": 1,
+            "deployment": "d",
+            "event": "lineage",
+            "prefill": PREFILL,
+            "decode": DECODE,
+            "hazard": "degraded-bootstrap",
+            "status": "hazard",
+        }
+    ]
     assert st.apply_hazards({(PREFILL, DECODE): "degraded-bootstrap"}, 2) == []
-    assert [x["status"] for x in st.apply_hazards({}, 3)] == ["cleared"]
+    cleared = st.apply_hazards({}, 3)
+    assert [(type(x), x.status, x.hazard) for x in cleared] == [(LineageChanged, "cleared", "degraded-bootstrap")]
 
 
 def test_a_process_restart_is_seen_by_its_pid():
     st = WatchState("d", started=0.0)
     assert st.apply_processes({DECODE: (100, 5.0)}, 1) == []
     lines = st.apply_processes({DECODE: (200, 9.0)}, 2)
-    assert lines[0]["event"] == "restart" and lines[0]["observed"] == "pid 100 -> 200"
+    assert isinstance(lines[0], Restarted) and lines[0].observed == "pid 100 -> 200"
 
 
 def test_slow_round_skips_its_tick_never_piles_up():
@@ -145,14 +191,28 @@ def test_slow_round_skips_its_tick_never_piles_up():
     assert c.tick(100) == RUN and c.next_due == 105  # far behind: from now, not a burst of catch-up rounds
     st = WatchState("d", started=0.0)
     line = st.round_skipped("e2e", 7)
-    assert line["event"] == "skip" and line["cadence"] == "e2e" and st.rounds["e2e"].skipped == 1
+    assert isinstance(line, RoundSkipped) and line.cadence == "e2e" and st.rounds["e2e"].skipped == 1
+    assert line.to_line() == {
+        "t": 7,
+        "deployment": "d",
+        "event": "skip",
+        "cadence": "e2e",
+        "observed": "its previous round still runs: this tick was skipped",
+    }
 
 
 def test_round_done_records_the_last_complete_round():
     st = WatchState("d", started=0.0)
     st.apply_checks("health", [_health(Status.FAIL)], 1)
     line = st.round_done("health", 2.0, 0.25)
-    assert line == {"t": 2.0, "deployment": "d", "event": "round", "cadence": "health", "ok": False, "seconds": 0.25}
+    assert line.to_line() == {
+        "t": 2.0,
+        "deployment": "d",
+        "event": "round",
+        "cadence": "health",
+        "ok": False,
+        "seconds": 0.25,
+    }
     assert st.rounds["health"].last_complete == 2.0
 
 
@@ -333,11 +393,11 @@ def test_a_round_that_raises_reads_unknown_and_once_still_ends(monkeypatch):
     assert result.seconds < 20 and calls["pairs"] == 1  # ended by --once, not by --for; not retried
     assert result.exit_code() == 3 and w.state.verdict() == "unknown"
     assert w.state.round_errors() == {"pairs": "round raised RuntimeError: a bug in the pairs round"}
-    assert any(line.get("event") == "error" and line["cadence"] == "pairs" for line in lines)
+    assert any(isinstance(line, RoundError) and line.cadence == "pairs" for line in lines)
     text = screen_text(w.state, w.state.started).plain
     assert text.startswith("watch d: UNKNOWN  0 failing, 1 unknown")
     assert "unknown the pairs round: round raised RuntimeError: a bug in the pairs round" in text
-    assert w.state.snapshot(w.state.started)["round_errors"] == {"pairs": w.state.round_errors()["pairs"]}
+    assert w.state.snapshot(w.state.started).round_errors == {"pairs": w.state.round_errors()["pairs"]}
     w.state.round_done("pairs", 1.0, 0.1)
     assert w.state.round_errors() == {} and w.state.verdict() == "pass"
 
