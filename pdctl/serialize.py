@@ -48,8 +48,8 @@ def to_data(obj: Any) -> Any:
     return str(obj)
 
 
-def _dataclass_data(obj: Any) -> dict[str, Any]:
-    out = {
+def _dataclass_data(obj: Any) -> dict[str, object]:
+    out: dict[str, object] = {
         f.metadata.get("json_key", f.name): to_data(getattr(obj, f.name))
         for f in dataclasses.fields(obj)
         if f.metadata.get("json", True)

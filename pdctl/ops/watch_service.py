@@ -21,10 +21,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pdctl import audit, state
+from pdctl.checks.result import CheckResult
 from pdctl.services.base import ServiceSpec
+
+if TYPE_CHECKING:
+    from pdctl.inventory import Inventory
 
 DEFAULT_WATCHDOG_S = 60.0  # above the longest round a dead host can cause (the 30 s e2e timeout)
 START_TIMEOUT_S = 120.0  # systemctl start waits for READY=1 (every cadence's first round)
@@ -124,7 +128,7 @@ class WatchService:
     detail: str = ""
     exporter_url: str = ""
     exporter_answers: bool | None = None
-    checks: list[Any] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
     stop_with: str = ""
     removed: list[str] = field(default_factory=list)
     json_extra = ("ok",)
@@ -297,12 +301,16 @@ def status(inv, inventory: Path | None) -> WatchService:
     return ws
 
 
-def brief(inv) -> dict[str, Any]:
+#: `pdctl status`'s "watch" entry: service, manager, state, pid, and detail / restarts when known (JSON scalars)
+WatchBrief = dict[str, str | int | None]
+
+
+def brief(inv: Inventory) -> WatchBrief:
     """One line's worth for `pdctl status`: is this deployment's watch service installed, running, as which pid.
     Never raises: a manager that did not answer is said as the state "unknown"."""
     kind, _ = manager_kind()
     name = service_name(inv.name)
-    out: dict[str, Any] = {"service": name, "manager": kind, "state": "unknown", "pid": None}
+    out: WatchBrief = {"service": name, "manager": kind, "state": "unknown", "pid": None}
     try:
         mgr = _manager(kind)
         if mgr.not_installed(name) is not None:

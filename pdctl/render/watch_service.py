@@ -3,6 +3,8 @@ its exporter, where its log goes and how to stop it."""
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from rich.text import Text
 
 from pdctl import render
@@ -78,7 +80,7 @@ def _inv(ws) -> str:
     return f" -i {argv[argv.index('-i') + 1]}" if "-i" in argv[:-1] else ""
 
 
-def watch_line(w: dict) -> str:
+def watch_line(w: Mapping[str, str | int | None]) -> str:
     """`pdctl status`'s line about the deployment's watch service. Pure."""
     if w["state"] == "running":
         restarts = f", restarted {w['restarts']}x" if w.get("restarts") else ""
