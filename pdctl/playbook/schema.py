@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import AbstractSet, Annotated, Any, Literal, Optional, Union
 
 import msgspec
 from msgspec import Meta
@@ -86,7 +86,7 @@ def _raw_step_name(data: Any, i: int) -> str | None:
         return None
 
 
-def _structure_problems(data: dict[str, Any], err: msgspec.ValidationError, secrets: frozenset[str]) -> list[str]:
+def _structure_problems(data: dict[str, Any], err: msgspec.ValidationError, secrets: AbstractSet[str]) -> list[str]:
     """msgspec's problems with the playbook's shape, each pointing at its step and field."""
     from pdctl.struct_errors import struct_problems
 
@@ -153,7 +153,7 @@ def check_playbook(pb: Playbook) -> list[str]:
     return problems
 
 
-def parse_playbook(data: Any, source: str, secrets: frozenset[str] = frozenset()) -> Playbook:
+def parse_playbook(data: Any, source: str, secrets: AbstractSet[str] = frozenset()) -> Playbook:
     """Validate a mapping as a playbook. Raises PlaybookError naming `source`, each bad step and field; a value in
     a message is masked when its field looks secret or it holds one of `secrets` (the inventory's declared ones)."""
     from pdctl.secrets import mask_text
@@ -181,7 +181,7 @@ def parse_playbook(data: Any, source: str, secrets: frozenset[str] = frozenset()
     return pb
 
 
-def load_playbook(path: str | Path, secrets: frozenset[str] = frozenset()) -> Playbook:
+def load_playbook(path: str | Path, secrets: AbstractSet[str] = frozenset()) -> Playbook:
     """Read, parse and check the playbook file at `path` (`secrets`: as parse_playbook). Raises PlaybookError."""
     return parse_playbook(load_yaml(path, PlaybookError, "playbook"), str(Path(path)), frozenset(secrets))
 
