@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Callable, Iterator, Optional
 
@@ -80,6 +81,15 @@ def stop_signals_interrupt() -> Iterator[None]:
 
 # -- conventions every command shares (help rendering, usage errors) ---------------------------------------------
 
+#: `pdctl verify final-health`: the command whose arguments were parsed last in this run, so an error's hint and a
+#: report's title name it (typer offers no public way to the current context; its click is private to it)
+_COMMAND_PATH: ContextVar[str | None] = ContextVar("pdctl_command_path", default=None)
+
+
+def command_path() -> str | None:
+    """The path of the command running now (`pdctl storm`), or None outside a command line."""
+    return _COMMAND_PATH.get()
+
 
 def _reflow(text: str | None) -> str | None:
     """Docstring paragraphs as one line each, so help wraps to the terminal instead of breaking where the source
@@ -110,14 +120,11 @@ class _Conventions:
         formatter.write(self.get_help(ctx))
 
     def parse_args(self, ctx, args):
-        from typer._click.exceptions import UsageError
-
-        try:
-            return super().parse_args(ctx, args)
-        except UsageError as e:  # the parser's own errors come without a context: the hint names this command
-            if e.ctx is None:
-                e.ctx, e.cmd = ctx, self
-            raise
+        _COMMAND_PATH.set(ctx.command_path)  # a usage error from here on names this command in its hint
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            typer.echo(ctx.get_help())  # `pdctl` or `pdctl verify` alone: the help, on stdout, exit 2, as click does
+            ctx.exit(ExitCode.USAGE)
+        return super().parse_args(ctx, args)
 
     def get_params(self, ctx):
         params = super().get_params(ctx)
@@ -147,19 +154,17 @@ class PdctlGroup(_Conventions, TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         import sys
 
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError
-
         argv = list(sys.argv[1:] if args is None else args)
+        started = _COMMAND_PATH.set(None)
         try:
             code = super().main(argv, prog_name or "pdctl", complete_var, standalone_mode=False, **extra)
-        except NoArgsIsHelpError as e:  # `pdctl` alone: the help, on stdout, exit 2, as click does
-            typer.echo(e.format_message())
-            code = e.exit_code
-        except UsageError as e:
-            path = e.ctx.command_path if e.ctx is not None else "pdctl"
-            code = report_error(e.exit_code, e.format_message(), f"run `{path} --help`", json_out="--json" in argv)
+        except typer.TyperException as e:  # click's errors (typer's public base of them): usage, exit 2
+            hint = f"run `{command_path() or 'pdctl'} --help`" if e.exit_code == ExitCode.USAGE else None
+            code = report_error(e.exit_code, e.format_message(), hint, json_out="--json" in argv)
         except typer.Abort:  # EOF at a prompt
             code = ExitCode.CHECK_FAILED
+        finally:
+            _COMMAND_PATH.reset(started)
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
@@ -170,12 +175,11 @@ def _usage_hint(e) -> str | None:
     """A bad option value found by pdctl gets the hint click's own usage errors get (an inventory or playbook
     error names its file and field instead)."""
     from pdctl.errors import InventoryError, PlaybookError, UsageError
-    from typer._click.globals import get_current_context
 
     if not isinstance(e, UsageError) or isinstance(e, (InventoryError, PlaybookError)):
         return None
-    ctx = get_current_context(silent=True)
-    return f"run `{ctx.command_path} --help`" if ctx is not None else None
+    path = command_path()
+    return f"run `{path} --help`" if path is not None else None
 
 
 def report_error(
@@ -325,10 +329,8 @@ def saved_report(path: Optional[Path]) -> Iterator[None]:
         return
     from pdctl import render
     from pdctl.render import report
-    from typer._click.globals import get_current_context
 
-    ctx = get_current_context(silent=True)
-    title = ctx.command_path if ctx is not None else "pdctl"
+    title = command_path() or "pdctl"
     render.start_report()
     ok = False
     try:

@@ -9,8 +9,10 @@ a placeholder or any other word."""
 from __future__ import annotations
 
 import inspect
+import re
 import shutil
 import textwrap
+from enum import Enum
 
 MIN_WIDTH = 40  # narrower than this, lines run past the edge rather than squeeze names
 MIN_HELP_WIDTH = 24  # a help column narrower than this goes under its option instead
@@ -114,51 +116,81 @@ def _param_notes(param, ctx) -> list[str]:
 
 
 def _default_text(param, ctx) -> str:
-    """The default as typer shows it (typer's own helpers: an enum's value, `(dynamic)`, nothing for an unset
-    flag), only where typer shows one (show_default, on by default in typer)."""
-    extract = getattr(param, "_extract_default_help_str", None)
-    if extract is None:
+    """The default as typer shows it (an enum's value, `(dynamic)`, nothing for an unset flag), only where typer
+    shows one (show_default, on by default in typer's options and arguments), from click's public
+    `get_default(ctx, call=False)`; typer's own helpers for it are private."""
+    show = getattr(param, "show_default", None)
+    if isinstance(show, str):
+        return f"({show})"
+    if not (show or ctx.show_default):
         return ""
-    value = extract(ctx=ctx)
-    show_is_str = isinstance(param.show_default, str)
-    if not (show_is_str or (value is not None and (param.show_default or ctx.show_default))):
-        return ""
-    return param._get_default_string(ctx=ctx, show_default_is_str=show_is_str, default_value=value)
+    resilient, ctx.resilient_parsing = ctx.resilient_parsing, True  # the default as declared: no type cast
+    try:
+        value = param.get_default(ctx, call=False)
+    finally:
+        ctx.resilient_parsing = resilient
+    return "" if value is None else _default_string(param, value)
+
+
+def _default_string(param, value) -> str:
+    if isinstance(value, (list, tuple)):
+        parts = [_default_string(param, v) for v in value]
+        return ", ".join(parts) if any(parts) else ""
+    if isinstance(value, Enum):
+        return str(value.value)
+    if inspect.isfunction(value):
+        return "(dynamic)"
+    if getattr(param, "is_bool_flag", False):  # --x/--no-x shows the name that is on; a lone flag shows nothing
+        if param.secondary_opts:
+            return (param.opts[0] if param.default and param.opts else param.secondary_opts[0]).lstrip("-/+")
+        if not value:
+            return ""
+    return "" if value is None else str(value)
 
 
 def _param_cells(param, ctx) -> list[str]:
     """[long options, short options (an argument's name), secondary long, secondary short, placeholder]."""
     is_argument = param.param_type_name == "argument"
-    name = getattr(param, "display_name_raw", param.name) if is_argument else None
+    name: str = param.name or ""  # an argument's own name, whatever typer version draws the usage line
     if is_argument and param.metavar is None and param.nargs != 1:
         name += "..."
-    long_, short = [], []
+    long_: list[str] = []
+    short: list[str] = []
     for opt in param.opts:
         (long_ if "--" in opt else short).append(name if is_argument and "--" not in opt else opt)
     sec_long = [o for o in param.secondary_opts if "--" in o]
     sec_short = [o for o in param.secondary_opts if "--" not in o]
-    placeholder = _placeholder(param)
+    placeholder = _placeholder(param, ctx)
     return [",".join(long_), ",".join(short), ",".join(sec_long), ",".join(sec_short), placeholder]
 
 
-def _placeholder(param) -> str:
-    """`<int>`, `<path>`, `<list[str]>`, `<int range> [x>=1]`: from the click type, not typer's display helpers
-    (they change between typer releases); a flag's metavar is "" (see cli.common)."""
+def _placeholder(param, ctx) -> str:
+    """`<int>`, `<path>`, `<list[str]>`, `<int range> [x>=1]`: the value's kind as the parameter's public
+    `get_help_record` shows it (typer 0.29 has no click type on a parameter), the range from its bounds; a
+    flag's metavar is "" (see cli.common)."""
     if param.metavar is not None:
         return param.metavar
     ptype = getattr(param, "type", None)
-    kind = getattr(ptype, "name", "") or "value"
+    record = param.get_help_record(ctx)
+    shown = _SHOWN_KIND.search(record[0]) if record else None
+    kind = shown.group(1) if shown else getattr(ptype, "name", "") or "value"
+    if kind.startswith("list[") and kind.endswith("]"):
+        kind = kind[5:-1]
     text = f"<list[{kind}]>" if getattr(param, "multiple", False) else f"<{kind}>"
-    low, high = getattr(ptype, "min", None), getattr(ptype, "max", None)
+    bounds = ptype if hasattr(ptype, "min") else param  # typer 0.29 keeps a range's bounds on the parameter
+    low, high = getattr(bounds, "min", None), getattr(bounds, "max", None)
     if low is None and high is None:
         return text
-    ge = ">" if getattr(ptype, "min_open", False) else ">="
-    le = "<" if getattr(ptype, "max_open", False) else "<="
+    ge = ">" if getattr(bounds, "min_open", False) else ">="
+    le = "<" if getattr(bounds, "max_open", False) else "<="
     if high is None:
         return f"{text} [x{ge}{low}]"
     if low is None:
         return f"{text} [x{le}{high}]"
     return f"{text} [{low}{'<' if ge == '>' else '<='}x{le}{high}]"
+
+
+_SHOWN_KIND = re.compile(r" <([^<>]+)>$")  # "-n, --lines <int range>" -> "int range"
 
 
 def _param_box(title: str, params: list, ctx, width: int) -> list[str]:

@@ -76,18 +76,22 @@ class LazyCommands(MutableMapping):
     def peek(self, name: str):
         """The command if built, else what its group's help shows of it, its module imported but nothing built: a
         command function's docstring, a sub-app's `typer.Typer(help=...)` (a sub-app without one is built: its
-        help comes from its callback)."""
+        help comes from its callback). What `typer.Typer(...)` was not given reads as typer's placeholder for
+        "not given": only a value of the field's own type counts."""
         if name in self._built:
             return self._built[name]
         import typer
-        from typer.models import DefaultPlaceholder
 
         source = resolve(self._refs[name])
         if not isinstance(source, typer.Typer):
             return CommandSummary(name, inspect.getdoc(source))
-        given = {k: getattr(source.info, k) for k in ("help", "short_help", "hidden", "deprecated")}
-        if isinstance(given["help"], DefaultPlaceholder):
+        info = source.info
+        if not isinstance(info.help, str):
             return self[name]
         return CommandSummary(
-            name, **{k: v.value if isinstance(v, DefaultPlaceholder) else v for k, v in given.items()}
+            name,
+            info.help,
+            info.short_help if isinstance(info.short_help, str) else None,
+            info.hidden is True,
+            info.deprecated is True,
         )

@@ -3,13 +3,15 @@ last guard against text that would drive the terminal."""
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import Iterable, Iterator, Optional
+
+from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 
 from pdctl.render.escape_controls import escape_controls
 
 
-def _printable_segments(buffer):
+def _printable_segments(buffer: Iterable[Segment]) -> Iterator[Segment]:
     """After layout: text that reached the console without a Text of pdctl's (a renderable of rich's own making)
     gets its control characters escaped too (render/escape_controls.py escapes every Text before layout); rich's
     control segments (the live screen's cursor moves) and styles pass untouched."""
@@ -32,5 +34,6 @@ class PdctlConsole(Console):
         self.quiet = True
         drop_rest_of_output()
 
-    def _render_buffer(self, buffer) -> str:
-        return super()._render_buffer(_printable_segments(buffer))
+    def render(self, renderable: RenderableType, options: Optional[ConsoleOptions] = None) -> Iterable[Segment]:
+        # rich's public hook every printed renderable passes through (nested ones too), after their layout
+        return _printable_segments(super().render(renderable, options))

@@ -98,3 +98,83 @@ def test_no_hand_written_exposition_parser():
     text = (ROOT / "pdctl/checks/metrics.py").read_text()
     assert "text_string_to_metric_families" in text
     assert "def _parse_labels" not in text and "def _parse_sample" not in text
+
+
+# -- the named libraries used as offered: no private API of typer, click or rich ---------------------------------
+
+LIBRARIES = ("typer", "click", "rich")
+#: known uses of a private API, each named for its owner to remove (then delete its line here)
+KNOWN_PRIVATE = {
+    # rich.text.strip_control_codes replaced so every Text escapes control characters before layout; rich's own
+    # signature is (text, _translate_table): the public way is pdctl's own Text factory at the render call sites
+    "pdctl/render/escape_controls.py: assigns rich.text.strip_control_codes",
+}
+
+
+def _private_uses(path: Path, root: Path = ROOT) -> list[str]:
+    """What a file takes from typer, click or rich that is not theirs to give: a private module or name
+    (`typer._click`, `typer.models`, `from rich.x import _y`), a library attribute replaced (`rich.text.f = ...`),
+    a private method of a library class overridden (`def _render_buffer` in a Console), `getattr(x, "_private")`."""
+    import importlib
+
+    rel = str(path.relative_to(root))
+    in_the_cli = rel.startswith(("pdctl/cli/", "pdctl/render/"))  # where typer's and rich's objects are handled
+    tree = ast.parse(path.read_text())
+    found, imported = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mod = node.module if isinstance(node, ast.ImportFrom) else None
+            for a in node.names:
+                full = f"{mod}.{a.name}" if mod else a.name
+                if full.split(".")[0] not in LIBRARIES:
+                    continue
+                if any(part.startswith("_") for part in full.split(".")) or full.startswith("typer.models"):
+                    found.append(f"{rel}: imports {full}")
+                imported[(a.asname or a.name).split(".")[0]] = full if mod else a.name.split(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                root = t
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(t, ast.Attribute) and isinstance(root, ast.Name) and root.id in LIBRARIES:
+                    found.append(f"{rel}: assigns {ast.unparse(t)}")
+        elif (
+            in_the_cli and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        ):
+            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and str(node.args[1].value)[:1] == "_":
+                if not str(node.args[1].value).startswith("__"):
+                    found.append(f"{rel}: getattr {node.args[1].value}")
+        elif isinstance(node, ast.ClassDef):
+            bases = []
+            for b in node.bases:
+                if isinstance(b, ast.Name) and b.id in imported and "." in imported[b.id]:
+                    mod, _, attr = imported[b.id].rpartition(".")
+                    bases.append(getattr(importlib.import_module(mod), attr))
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name.startswith("_") and not item.name.startswith("__"):
+                    if any(hasattr(b, item.name) for b in bases):
+                        found.append(f"{rel}: overrides {node.name}.{item.name}")
+    return found
+
+
+def test_no_private_api_of_typer_click_or_rich():
+    uses = [u for name, p in MODULES.items() if name.startswith("pdctl") for u in _private_uses(p)]
+    assert sorted(set(uses) - KNOWN_PRIVATE) == []
+
+
+def test_the_private_api_check_finds_each_kind(tmp_path):
+    sample = tmp_path / "pdctl" / "render" / "sample.py"  # read only by the check: never imported
+    sample.parent.mkdir(parents=True)
+    sample.write_text(
+        "import rich.text\n"
+        "from typer._click.globals import get_current_context\n"
+        "from rich.console import Console\n"
+        "rich.text.strip_control_codes = str\n"
+        "class C(Console):\n"
+        "    def _render_buffer(self, buffer):\n"
+        "        return getattr(buffer, '_private')\n"
+    )
+    uses = _private_uses(sample, root=tmp_path)
+    kinds = sorted(u.split(": ", 1)[1].split(" ")[0] for u in uses)
+    assert kinds == ["assigns", "getattr", "imports", "overrides"]
