@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Iterable
 from pdctl.playbook.outcome import Data
 from pdctl.serialize import to_data
 
-if TYPE_CHECKING:  # runner imports this module
-    from pdctl.playbook.runner import Plan, RunResult, StepRun
+if TYPE_CHECKING:
+    from pdctl.playbook.planning import Plan
+    from pdctl.playbook.run_result import RunResult, StepRun
 
 
 def audit_args(p: Plan, secrets: Iterable[str]) -> dict[str, Data]:

@@ -1,4 +1,4 @@
-"""Run a playbook: plan (substitute vars, validate args, evaluate `when`), then execute the steps in order.
+"""Run a playbook's plan (`planning.plan`: vars substituted, args checked, `when` evaluated): the steps in order.
 
 Each step's action gives a StepOutcome; its gate decides whether the run goes on. On a failed gate, the step's
 `on_failure` says what happens: `stop` (the default: later steps are not run), `continue` (the failure still sets
@@ -17,254 +17,28 @@ document and the audit record.
 
 from __future__ import annotations
 
-import copy
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import msgspec
 
-from pdctl.checks.layers import in_order
-from pdctl.errors import ExitCode, PlaybookError
-from pdctl.playbook.gates import Gate, check_gate, evaluate_gate, parse_gate
-from pdctl.playbook.kinds import REGISTRY
-from pdctl.playbook.outcome import Data, RawArgs, RunContext, StepKind, StepOutcome
+from pdctl.errors import ExitCode
+from pdctl.playbook.gates import Gate, evaluate_gate, parse_gate
+from pdctl.playbook.outcome import RunContext, StepOutcome
 from pdctl.playbook.run_audit import audit_end as _audit, audit_start as _audit_start
 from pdctl.playbook.run_errors import error_exit_code, error_text
-from pdctl.playbook.schema import Playbook, RunHandler, StepSpec, where
-from pdctl.playbook.masking import mask_outcome, mask_shown, run_secrets, secret_var_names
-from pdctl.playbook.steps import check_args, run_kind
-from pdctl.playbook.vars import VarError, build_scope, set_by, substitute, truthy, unknown_cli_vars
+from pdctl.playbook.schema import RunHandler
+from pdctl.playbook.masking import mask_outcome
+from pdctl.playbook.planning import Plan, PlannedStep, plan  # noqa: F401 -- plan: what `pdctl run` calls first
+from pdctl.playbook.run_result import RunResult, StepRun
+from pdctl.playbook.steps import run_kind
 from pdctl.secrets import inventory_secrets
-from pdctl.serialize import JSON_OFF, json_key
 
 if TYPE_CHECKING:
-    from pdctl.checks.result import CheckResult
-    from pdctl.inventory import Inventory
     from pdctl.ops.context import Deployment
-    from pdctl.ops.verify import HealthReport
-
-
-@dataclass
-class PlannedStep:
-    """As JSON data (the plan's view of the step): the spec's fields flattened, the command line, masked args."""
-
-    index: int  # 1-based position in the file
-    spec: StepSpec = field(metadata=JSON_OFF)
-    kind: StepKind = field(metadata=JSON_OFF)
-    args: Any = field(metadata=JSON_OFF)  # the typed args of its kind (`kind.args`)
-    shown_args: RawArgs = field(metadata=json_key("args"))  # substituted, secrets masked: what the plan shows
-    runs: bool  # `when` is true (or absent)
-    skip_reason: Optional[str] = None
-    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)  # the run's, scrubbed
-    gate: Gate = field(default_factory=Gate, metadata=JSON_OFF)  # the spec's gate, `${...}` substituted
-    json_extra = (
-        ("name", "spec.name"),
-        ("action", "spec.action"),
-        ("command", "describe"),
-        ("gate", "shown_gate"),
-        ("on_failure", "spec.on_failure_text"),
-        ("when", "spec.when"),
-        ("handler", "spec.handler"),
-        ("mutating", "kind.mutating"),
-    )
-    json_mask = "secrets"
-
-    @property
-    def describe(self) -> str:
-        from pdctl.secrets import mask_text
-
-        return mask_text(self.kind.describe(self.args), self.secrets)
-
-    @property
-    def shown_gate(self) -> Data:
-        from pdctl.secrets import mask_nested
-
-        return mask_nested(msgspec.to_builtins(self.gate), self.secrets) or "action ok"
-
-
-@dataclass
-class Plan:
-    """As JSON data, the `--dry-run --json` document: the playbook's name, description and source flattened in
-    (secrets scrubbed)."""
-
-    playbook: Playbook = field(metadata=JSON_OFF)
-    inventory: str
-    vars: dict[str, Data]
-    apply: bool
-    steps: list[PlannedStep]  # in file order, handlers included
-    inventory_name: str = field(default="", metadata=JSON_OFF)  # the inventory's `name` (history -i matches it)
-    secrets: frozenset[str] = field(default=frozenset(), repr=False, metadata=JSON_OFF)  # inventory + secret vars
-    json_extra = (("playbook", "playbook.name"), ("description", "playbook.description"), ("source", "playbook.source"))
-    json_mask = "secrets"
-
-    @property
-    def sequence(self) -> list[PlannedStep]:
-        return [s for s in self.steps if not s.spec.handler]
-
-    def handler(self, name: str) -> PlannedStep:
-        return next(s for s in self.steps if s.spec.name == name)
-
-
-@dataclass
-class StepRun:
-    index: int
-    name: str
-    action: str
-    status: str  # passed | failed | recovered | skipped | not run | interrupted
-    duration_s: float = 0.0
-    gate: str = ""  # the gate verdict in words (with the action's summary when no gate is set)
-    exit_code: int = 0
-    handler_of: Optional[str] = None
-    outcome: Optional[StepOutcome] = field(default=None, metadata=json_key("result"))
-    note: str = field(default="", metadata=JSON_OFF)
-    gate_brief: str = field(default="", metadata=JSON_OFF)  # the verdict alone, shown beside the summary ("ok")
-    # the step's record: duration rounded, `handler_of` only for a handler, the outcome as `result`
-    json_extra = (("duration_s", "duration_rounded"), "summary")
-    json_omit_empty = ("handler_of", "result")
-
-    @property
-    def summary(self) -> str:
-        return self.outcome.summary if self.outcome else self.note
-
-    @property
-    def duration_rounded(self) -> float:
-        return round(self.duration_s, 3)
-
-
-@dataclass
-class RunResult:
-    """As JSON data, the `pdctl run --json` document (secrets scrubbed)."""
-
-    plan: Plan
-    steps: list[StepRun] = field(default_factory=list)
-    exit_code: int = 0
-    failed_step: Optional[str] = None
-    interrupted: bool = field(default=False, metadata=JSON_OFF)
-    interrupted_by: str = field(default="Ctrl-C", metadata=JSON_OFF)  # or the signal: SIGTERM, SIGHUP
-    recommendations: list[str] = field(default_factory=list)
-    # the last final-health report a step produced; every one, in run order
-    health: Optional[HealthReport] = field(default=None, metadata=json_key("final_health"))
-    health_reports: list[HealthReport] = field(default_factory=list, metadata=JSON_OFF)
-    run_id: str = field(default="", metadata=JSON_OFF)  # shared by the run's "started" record and its final one
-    error: Optional[str] = field(default=None, metadata=JSON_OFF)  # the exception that ended the run, if one did
-    json_extra = (("playbook", "plan.playbook.name"), "ok", ("result", "outcome_text"))
-    json_mask = "plan.secrets"
-
-    def health_by_layer(self) -> Optional[HealthReport]:
-        """One HealthReport holding every layer any step checked, each from the last step that checked it, in
-        layer order (health, e2e, transfer, flags, lineage, inflight). None when no step checked any."""
-        if not self.health_reports:
-            return None
-        layers: dict[str, list[CheckResult]] = {}
-        for rep in self.health_reports:
-            layers.update(rep.layers)
-        merged = copy.copy(self.health_reports[-1])
-        merged.layers = {name: layers[name] for name in in_order(layers)}
-        return merged
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.interrupted and self.error is None
-
-    @property
-    def outcome_text(self) -> str:
-        if self.interrupted:
-            at = next((x for x in self.steps if x.status == "interrupted"), None)
-            return "interrupted" + (f" at step {at.index} '{at.name}'" if at else "") + f" ({self.interrupted_by})"
-        if self.ok:
-            return "ok"
-        if self.failed_step is None:  # ended by an error outside any step
-            return f"failed: {self.error}"
-        s = next(x for x in self.steps if x.name == self.failed_step and x.status == "failed")
-        return f"failed at step {s.index} '{s.name}': {s.gate.removeprefix('failed: ')}"
-
-
-# -- planning ---------------------------------------------------------------------------------------------------------
-
-
-def plan(
-    pb: Playbook,
-    inv: Inventory,
-    *,
-    cli_vars: Mapping[str, Data] | None = None,
-    apply: bool = False,
-    secret_vars: set[str] | frozenset[str] = frozenset(),
-) -> Plan:
-    """Substitute vars into every step, validate the args, evaluate `when`. Changes nothing, connects nowhere.
-    `secret_vars` names vars to treat as secret whatever their names (--secret-var). Raises PlaybookError naming
-    the step and field for an unknown var or a bad argument value."""
-    import json
-
-    from pdctl.secrets import MASK, mask_text
-    from pdctl.shell import quote
-
-    texts = [json.dumps(msgspec.to_builtins(s), default=str) for s in pb.steps]
-    unknown = unknown_cli_vars(cli_vars or {}, pb.vars, texts)
-    if unknown:
-        known = ", ".join(sorted(pb.vars)) or "none"
-        raise PlaybookError(
-            f"{pb.source}: --var {', '.join(unknown)}: not a variable of this playbook (its vars: {known})"
-        )
-    try:
-        scope = build_scope(inv, pb.vars, cli_vars or {}, apply)
-    except VarError as e:
-        raise PlaybookError(f"{pb.source}: field 'vars': {e}") from None
-    names = secret_var_names(scope.vars, secret_vars)
-    secrets = run_secrets(inv, scope.vars, names)
-    planned, problems = [], []
-    for i, s in enumerate(pb.steps, 1):
-        kind = REGISTRY[s.action]
-        try:
-            # a `${...}` inside a shell string is quoted as it is substituted (a list is quoted when run)
-            args: RawArgs = {
-                k: substitute(v, scope, quote=quote if k in kind.quoted_args and isinstance(v, str) else None)
-                for k, v in s.args.items()
-            }
-        except VarError as e:
-            problems.append(f"  {where(i, s.name, 'args')}: {e}")
-            continue
-        try:  # a gate is compared with what the step saw: its `${...}` filled in as the args' are
-            raw_gate: RawArgs = {k: substitute(v, scope) for k, v in s.gate.items()}
-        except VarError as e:
-            problems.append(f"  {where(i, s.name, 'gate')}: {e}")
-            continue
-        bad = check_gate(kind, raw_gate)  # a `${...}` may fill in a value of the wrong kind
-        if bad:
-            problems += [f"  {where(i, s.name, f)}: {mask_text(m, secrets)}{set_by(s.gate, f)}" for f, m in bad]
-            continue
-        runs, skip = True, None
-        if s.when:
-            try:
-                runs = truthy(s.when, scope)
-            except VarError as e:
-                problems.append(f"  {where(i, s.name, 'when')}: {e}")
-                continue
-            if not runs:
-                skip = f"when: {s.when} is false" + (" (pass --apply to run it)" if "apply" in s.when else "")
-        bad = check_args(kind, args, with_values=True, secrets=secrets)
-        if bad:
-            problems += [f"  {where(i, s.name, f)}: {m}{set_by(s.args, f)}" for f, m in bad]
-            continue
-        planned.append(
-            PlannedStep(
-                i,
-                s,
-                kind,
-                kind.convert(args),
-                {k: mask_shown(v, secrets, k) for k, v in args.items()},
-                runs,
-                skip,
-                secrets=secrets,
-                gate=parse_gate(raw_gate),
-            )
-        )
-    if problems:
-        raise PlaybookError("\n".join([f"{pb.source}: invalid playbook"] + problems))
-    shown_vars = {k: (MASK if k in names and v not in (None, "") else v) for k, v in scope.vars.items()}
-    return Plan(pb, inv.source, shown_vars, apply, planned, inventory_name=inv.name, secrets=secrets)
 
 
 # -- running ----------------------------------------------------------------------------------------------------
