@@ -154,3 +154,38 @@ def test_a_sequential_layer_that_cannot_ask_says_what_was_judged_before_it(monke
     with pytest.raises(UnreachableError) as e:
         verify.final_health(_dep(), layers=("health", "inflight"))
     assert e.value.warnings[-1] == "final-health stopped at the inflight layer; judged before it: health pass"
+
+
+ROOT = Path(__file__).resolve().parents[2]
+#: where layer names may be spelled together, and why
+SPELLED_ON_PURPOSE = {
+    "pdctl/checks/layers.py": "the one list",
+    "pdctl/checks/triage.py": "TriageObservations' typed fields by name, held equal to FINAL_HEALTH_LAYERS above",
+    # ops/watch.py's own cadence_periods: to go once it imports checks.watch_schedule.cadence_periods
+    "pdctl/ops/watch.py": "cadence -> WatchSettings field, duplicated from Layer.every",
+    "pdctl/ops/heal.py": "DECIDES_AFTER: heal's own choice of the cadences whose evidence confirms a case",
+}
+
+
+def test_the_cadences_heal_waits_for_are_cadences():
+    from pdctl.ops.heal import DECIDES_AFTER
+
+    assert set(DECIDES_AFTER) <= set(CADENCES)
+
+
+def test_no_second_list_of_layer_names():
+    """No tuple, list, set or dict keys under pdctl/ spell three or more layer names (CADENCES once did)."""
+    names = set(LAYER_NAMES)
+    found = []
+    for path in sorted((ROOT / "pdctl").rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel in SPELLED_ON_PURPOSE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            elts = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+            if not isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) or not elts:
+                continue
+            spelled = {e.value for e in elts if isinstance(e, ast.Constant) and e.value in names}
+            if len(spelled) >= 3:
+                found.append(f"{rel}:{node.lineno}")
+    assert found == []

@@ -6,7 +6,7 @@ triage reads it) and one module in this package that calls `register(LayerDef(..
   (`g.submit_layer`, or `g.shared` for a read another layer needs too) without waiting, and returns the judge,
   which final-health calls once every layer started, in layer order, and which returns the layer's CheckResults;
 - or `run(g)` (a sequential layer): called after the concurrent ones finished, in layer order (a window that our
-  own probes would disturb, canaries that would show in it);
+  own probes would disturb, canaries that would show in it); the pool is shut by then, it reads on its own;
 - `round(dep)`: for a layer that owns a watch cadence (its Layer names `every`): one watch round, per target, that
   never raises for an unhealthy or unreachable deployment and returns a Seen for checks.watch_state.
 A layer raises only when a host cannot be asked (UnreachableError/RefusedError): final-health then stops (exit 3/4).
