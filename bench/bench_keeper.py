@@ -250,6 +250,7 @@ class Variant:
     cpus: list[float] = field(default_factory=list)
     connections: list[int] = field(default_factory=list)
     codes: set[int] = field(default_factory=set)
+    host_requests: list[int] = field(default_factory=list)  # what the keeper served for each run (kept runs only)
 
 
 def accepted(log_path: str) -> int:
@@ -288,6 +289,18 @@ def keeper_pids(runtime_dir: str) -> list[int]:
     return pids
 
 
+def keeper_requests(runtime_dir: str) -> int:
+    """How many host requests (run, read_file, tunnel, ...) the keeper of our control directory has served; 0
+    when none runs."""
+    from pdctl.transport.kept import ask_keeper
+
+    total = 0
+    for sock in (Path(runtime_dir) / "pdctl-ssh").glob("*.sock"):
+        info = ask_keeper(str(sock), {"op": "info"}, 5.0)
+        total += int(info["requests"]) if isinstance(info, dict) else 0
+    return total
+
+
 def end_keepers(pdctl: list[str], inv_path: str, env: dict[str, str], runtime_dir: str) -> None:
     """`pdctl ssh --close`, then SIGKILL by pid any keeper of our control directory that is still there."""
     with contextlib.suppress(Exception):
@@ -318,15 +331,17 @@ def banner_ms(address: str, port: int, samples: int = 5) -> float:
 
 def table(variants: list[tuple[str, Variant]]) -> str:
     lines = [
-        "| command | variant | median wall | min | max | median client CPU | SSH connections per run | exit |",
-        "|---|---|---|---|---|---|---|---|",
+        "| command | variant | median wall | min | max | median client CPU | SSH connections per run | requests to "
+        "the keeper per run | exit |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for command, v in variants:
         conns = sorted(set(v.connections))
         lines.append(
             f"| {command} | {v.name} | {statistics.median(v.walls) * 1000:.0f} ms | {min(v.walls) * 1000:.0f} ms | "
             f"{max(v.walls) * 1000:.0f} ms | {statistics.median(v.cpus) * 1000:.0f} ms | "
-            f"{'/'.join(map(str, conns))} | {'/'.join(map(str, sorted(v.codes)))} |"
+            f"{'/'.join(map(str, conns))} | {'/'.join(map(str, sorted(set(v.host_requests)))) or '-'} | "
+            f"{'/'.join(map(str, sorted(v.codes)))} |"
         )
     return "\n".join(lines)
 
@@ -379,7 +394,7 @@ def ssh_true_argv(server: SshdServer) -> list[str]:
 
 def measure(s: Setup, runs: int) -> tuple[dict[str, dict[str, Variant]], Variant]:
     """`runs` rounds; each runs every command keeper off, keeper on cold then warm, and `ssh host true` once, in
-    an order rotated each round (so that no variant always comes first). One unmeasured round before."""
+    orders that alternate between rounds (so that no variant always comes first). One unmeasured round before."""
 
     def off(command: str, into: dict[str, Variant]) -> None:
         timed_run([*s.pdctl, *COMMANDS[command], "-i", s.inv_path], s.env_off, s.sshd_log, into["keeper off"])
@@ -387,8 +402,10 @@ def measure(s: Setup, runs: int) -> tuple[dict[str, dict[str, Variant]], Variant
     def on(command: str, into: dict[str, Variant]) -> None:
         end_keepers(s.pdctl, s.inv_path, s.env_on, s.runtime_dir)  # untimed: no kept connection for "cold"
         argv = [*s.pdctl, *COMMANDS[command], "-i", s.inv_path]
-        timed_run(argv, s.env_on, s.sshd_log, into["keeper on, cold"])
-        timed_run(argv, s.env_on, s.sshd_log, into["keeper on, warm"])
+        for variant in (into["keeper on, cold"], into["keeper on, warm"]):
+            before = keeper_requests(s.runtime_dir)
+            timed_run(argv, s.env_on, s.sshd_log, variant)
+            variant.host_requests.append(keeper_requests(s.runtime_dir) - before)
 
     def seed(into: Variant) -> None:
         timed_run(s.ssh_true, s.env_plain, s.sshd_log, into)
@@ -401,15 +418,21 @@ def measure(s: Setup, runs: int) -> tuple[dict[str, dict[str, Variant]], Variant
 
     rows = {c: {n: Variant(n) for n in VARIANTS} for c in COMMANDS}
     baseline = Variant("seed baseline: `ssh host true` (OpenSSH, a new connection)")
-    steps = [
-        *((lambda c=c: off(c, rows[c])) for c in COMMANDS),
-        *((lambda c=c: on(c, rows[c])) for c in COMMANDS),
-        lambda: seed(baseline),
-    ]
     for r in range(runs):
-        shift = r % len(steps)
-        for step in steps[shift:] + steps[:shift]:
-            step()
+        # a command's off and on runs back to back (paired: the machine's load is about the same for both), which
+        # first alternating; the commands' order and the baseline's place alternate too
+        commands = list(COMMANDS) if r % 2 == 0 else list(reversed(COMMANDS))
+        if r % 2 == 1:
+            seed(baseline)
+        for i, command in enumerate(commands):
+            if (r // 2 + i) % 2 == 0:
+                off(command, rows[command])
+                on(command, rows[command])
+            else:
+                on(command, rows[command])
+                off(command, rows[command])
+        if r % 2 == 0:
+            seed(baseline)
         print(f"round {r + 1}/{runs} done", file=sys.stderr)
     return rows, baseline
 
@@ -475,9 +498,10 @@ def bench(runs: int, delay_ms: float, method: str) -> None:
     how = "tc netem on both veth ends" if hop.netem else "bench/delay_relay.py in front of the sshd (no netem here)"
     header = (
         f"Hop: a veth pair into a network namespace, {delay_ms:g} ms added each way by {how}; connect to the "
-        f"sshd's banner {banner:.1f} ms (4 x {delay_ms:g} ms expected). {runs} rounds, interleaved (order rotated "
-        f"each round); load average {load_before[0]:.1f} before, {load_after[0]:.1f} after, {os.cpu_count()} "
-        f"cores. Wall is the whole command's; client CPU is its process and children's (a keeper's is in neither)."
+        f"sshd's banner {banner:.1f} ms (4 x {delay_ms:g} ms expected). {runs} rounds, each command's keeper-off "
+        f"and keeper-on runs back to back, which first alternating; load average {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after, {os.cpu_count()} cores. Wall is the whole command's; client CPU is its "
+        f"process and children's (a keeper's is in neither)."
     )
     print()
     print(report(rows, baseline, header))
