@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 from pdctl.checks.inflight import Point
 from pdctl.checks.result import CheckResult
-from pdctl.inventory_hosts import SshHost
 from pdctl.ops.context import Deployment
 
 #: (prefill label, decode label, pass|fail|unknown, latency s or None) of one pair's canary
@@ -38,9 +37,7 @@ def unreachable_hosts(dep: Deployment, roles: Collection[str] | None = None) -> 
     connect timeout (the kept connection makes it one round trip). A local host always answers."""
 
     def reach(name: str) -> None:
-        host = dep.inv.hosts[name]
-        if isinstance(host, SshHost):
-            dep.transport(name).run("true", timeout=host.connect_timeout + 5)
+        dep.transport(name).reach()
 
     return {r.label: why(r.error) for r in dep.each_host(reach, roles=roles) if r.error is not None}
 
