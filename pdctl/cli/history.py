@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Optional, get_args
 
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors
 
 # The shared -i/--inventory option (same names, same PDCTL_INVENTORY), with what it means here: a filter.
-_inv_info = copy.copy(InventoryOpt.__metadata__[0])
+_inv_info = copy.copy(get_args(InventoryOpt)[1])  # the typer.Option of the Annotated
 _inv_info.help = (
     "Only records of this inventory: an inventory file (matched by its path) or an inventory's "
     "name. Without it: the records of every inventory."
@@ -55,27 +55,27 @@ def history(
     """Show the audit log, one line per record; --json has the full records. Corrupt lines are shown as such.
 
     Result: ok, failed, refused, unreachable, usage or interrupted, then the detail's first sentence."""
-    from pdctl import audit, render, state
+    from pdctl import render, state
+    from pdctl.audit.records import fold_runs, line_json, parse_when, query, read_records
 
     log = state.audit_log_path()
     given = None if inventory is None else str(inventory)
-    when = {
-        "since": None if since is None else audit.parse_when(since, option="--since"),
-        "until": None if until is None else audit.parse_when(until, option="--until"),
-    }
-    if when["since"] is not None and when["until"] is not None and when["since"] > when["until"]:
+    after = None if since is None else parse_when(since, option="--since")
+    before = None if until is None else parse_when(until, option="--until")
+    if after is not None and before is not None and after > before:
         from pdctl.errors import UsageError
 
         raise UsageError(
             f"--since {since!r} is after --until {until!r}: no record can be in between",
             hint="a time ago counts back from now: --since 3h --until 2h is from 3 hours ago to 2 hours ago",
         )
-    records = audit.read_records(log)
-    if json_out:  # every raw line, started records included
-        lines = audit.query(records, action=action, result=result, inventory=given, limit=n, **when)
-        render.emit_json({"log": str(log), "records": [audit.line_json(x) for x in lines]})
-    else:  # -n counts what is shown: a finished run once, by its end
-        lines = audit.query(audit.fold_runs(records), action=action, result=result, inventory=given, limit=n, **when)
+    records = read_records(log)
+    if not json_out:  # -n counts what is shown: a finished run once, by its end (--json: every raw line)
+        records = fold_runs(records)
+    lines = query(records, action=action, result=result, inventory=given, since=after, until=before, limit=n)
+    if json_out:
+        render.emit_json({"log": str(log), "records": [line_json(x) for x in lines]})
+    else:
         given_filters = {"--action": action, "--result": result, "--since": since, "--until": until}
         filters = [f"{k} {v!r}" for k, v in given_filters.items() if v] + ([f"-i {given}"] if given is not None else [])
         render.history_lines(lines, filters=filters, log=str(log))

@@ -63,8 +63,8 @@ def fold_hard(text: str, cells: int) -> str:
 
 
 def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "") -> None:
-    """The audit log (pdctl.audit lines), one table row per line (the full result is in --json)."""
-    from pdctl.audit import CorruptLine, fold_runs, result_word
+    """The audit log (pdctl.audit.records lines), one table row per line (the full result is in --json)."""
+    from pdctl.audit.records import CorruptLine, fold_runs, result_word
 
     c = render.console()
     lines = fold_runs(lines)  # a run once, by its end; a start alone is a run that never finished
@@ -74,7 +74,7 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
         else:
             c.print(Text("no records yet" + (f" (log: {log})" if log else ""), style="dim"))
         return
-    rows = []
+    rows: list[tuple[str, str, str | Text, Text, str, str]] = []  # time, operator, action, result, seconds, inventory
     for r in lines:
         if isinstance(r, CorruptLine):
             rows.append(

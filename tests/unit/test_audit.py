@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-from pdctl import audit
-from pdctl.cli.common import Interrupted
-from pdctl.errors import LintRefused, StepFailed, UsageError
+from pdctl.audit import writer
+from pdctl.audit.records import fold_runs, read_records, result_word
+from pdctl.errors import Interrupted, LintRefused, StepFailed, UsageError
 
 
 def _writer(path, n, tag):
     for k in range(n):
-        audit.append(
+        writer.append(
             "test",
             inventory="inv",
             args={"k": k, "tag": tag, "pad": "x" * 5000},
@@ -42,7 +42,7 @@ def test_concurrent_writers_leave_one_valid_line_each(tmp_path):
 
 def test_env_is_masked(tmp_path):
     path = tmp_path / "a.jsonl"
-    audit.append(
+    writer.append(
         "deploy",
         inventory="i",
         result="ok",
@@ -52,7 +52,7 @@ def test_env_is_masked(tmp_path):
     )
     text = path.read_text()
     assert "hf_abc" not in text
-    rec = audit.read_records(path)[0]
+    rec = read_records(path)[0]
     assert rec["roles"][0]["env"]["PLAIN"] == "1"
 
 
@@ -67,23 +67,23 @@ def log(tmp_path, monkeypatch):
 
 
 def test_a_marked_run_records_started_before_acting_and_its_end_with_the_same_run_id(log):
-    with audit.audited("restart --pair", inventory="i", args={}, mark_start=True) as rec:
-        (started,) = audit.read_records(log)  # already there while the action runs
+    with writer.audited("restart --pair", inventory="i", args={}, mark_start=True) as rec:
+        (started,) = read_records(log)  # already there while the action runs
         assert started["result"] == "started" and started["run"] == rec.run
         rec.result = "ok"
-    _, end = audit.read_records(log)
+    _, end = read_records(log)
     assert end["result"] == "ok" and end["run"] == started["run"]
 
 
 def test_an_interrupt_names_its_signal_and_records_the_state_left(log):
     with pytest.raises(KeyboardInterrupt):
-        with audit.audited(
+        with writer.audited(
             "deploy", inventory="i", args={}, mark_start=True, states=lambda: {"prefill[0]": "running (pid 1)"}
         ):
             raise Interrupted("SIGTERM")
-    started, end = audit.read_records(log)
+    started, end = read_records(log)
     assert end["result"] == "interrupted by SIGTERM" and end["roles"] == {"prefill[0]": "running (pid 1)"}
-    assert audit.result_word(end) == ("interrupted", "by SIGTERM")
+    assert result_word(end) == ("interrupted", "by SIGTERM")
 
 
 @pytest.mark.parametrize(
@@ -99,10 +99,10 @@ def test_an_error_is_recorded_with_its_exit_code_which_decides_the_result_word(l
     """A StepFailed that got no answer from a host exits 3: its record says exit_code 3 and history reads it as
     unreachable, not failed (`pdctl down` stopped at an unreachable host); every error's word follows its code."""
     with pytest.raises(Exception):
-        with audit.audited("down", inventory="i", args={}, mark_start=True):
+        with writer.audited("down", inventory="i", args={}, mark_start=True):
             raise make()
-    _, end = audit.read_records(log)
-    assert end["exit_code"] == code and audit.result_word(end).word == word
+    _, end = read_records(log)
+    assert end["exit_code"] == code and result_word(end).word == word
 
 
 def _step_failed_unreachable():
@@ -112,12 +112,12 @@ def _step_failed_unreachable():
 
 
 def test_a_killed_run_is_a_started_record_alone_and_shows_unfinished(log):
-    with audit.audited("deploy", inventory="i", args={}, mark_start=True) as done:
+    with writer.audited("deploy", inventory="i", args={}, mark_start=True) as done:
         done.result = "ok"
-    audit.append("deploy", inventory="i", result="started", started=0, extra={"run": "killed"})  # kill -9 here
-    lines = audit.fold_runs(audit.read_records(log))
+    writer.append("deploy", inventory="i", result="started", started=0, extra={"run": "killed"})  # kill -9 here
+    lines = fold_runs(read_records(log))
     assert [(x["run"], x["result"]) for x in lines] == [(done.run, "ok"), ("killed", "started")]
-    assert audit.result_word(lines[1]).word == "unfinished"
+    assert result_word(lines[1]).word == "unfinished"
 
 
 def _refused_in_time(target, path):
@@ -126,7 +126,7 @@ def _refused_in_time(target, path):
 
     def go():
         try:
-            with audit.audited("restart --role router", inventory="i", args={}, mark_start=target):
+            with writer.audited("restart --role router", inventory="i", args={}, mark_start=target):
                 out["ran"] = True
         except UsageError as e:
             out["error"] = e
@@ -167,7 +167,21 @@ def test_an_audit_log_that_cannot_be_written_refuses_before_the_action_naming_it
 
 def test_the_end_record_failing_does_not_hide_the_actions_own_error(log):
     with pytest.raises(RuntimeError, match="boom"):
-        with audit.audited("deploy", inventory="i", args={}, mark_start=True):
+        with writer.audited("deploy", inventory="i", args={}, mark_start=True):
             log.unlink()
             log.mkdir()  # the log became unwritable while the action ran
             raise RuntimeError("boom")
+
+
+def test_the_writer_and_the_query_are_two_modules_and_audit_names_both():
+    """Appending a record needs none of the reading side; `from pdctl import audit` still offers both."""
+    import ast
+    from pathlib import Path
+
+    from pdctl import audit
+
+    tree = ast.parse(Path(writer.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "pdctl.audit.records" not in imported
+    assert audit.append is writer.append and audit.read_records is read_records
+    assert audit.result_word is result_word and audit.STARTED == writer.STARTED == "started"

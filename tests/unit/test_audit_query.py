@@ -10,8 +10,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from pdctl import audit
-from pdctl.audit import CorruptLine, InventoryFilter
+from pdctl.audit import records
+from pdctl.audit.records import CorruptLine, InventoryFilter
 from pdctl.errors import InventoryError, UsageError
 
 INVENTORY = {
@@ -60,28 +60,28 @@ def no_files(path):
     ],
 )
 def test_a_line_that_is_no_object_is_a_corrupt_line_with_its_reason(raw, reason):
-    line = audit.parse_line(raw + b"\n", 7)
+    line = records.parse_line(raw + b"\n", 7)
     assert isinstance(line, CorruptLine)
     assert (line.lineno, line.reason) == (7, reason)
     assert line.text == raw.decode(errors="replace")
 
 
 def test_blank_lines_are_skipped_and_records_are_dicts():
-    assert audit.parse_line(b"  \n", 1) is None
-    assert audit.parse_line(b'{"action": "deploy"}\n', 1) == {"action": "deploy"}
+    assert records.parse_line(b"  \n", 1) is None
+    assert records.parse_line(b'{"action": "deploy"}\n', 1) == {"action": "deploy"}
 
 
 def test_read_records_keeps_corrupt_lines_in_place_with_their_line_numbers(tmp_path):
     path = tmp_path / "audit.jsonl"
     path.write_bytes(b'{"action": "a"}\n\n[1,2]\n{"action": "b"}\n\xc3\x28\nnull\n')
-    lines = audit.read_records(path)
+    lines = records.read_records(path)
     assert lines[0] == {"action": "a"} and lines[2] == {"action": "b"}
     assert [(x.lineno, x.reason) for x in lines if isinstance(x, CorruptLine)] == [
         (3, "a JSON array, not an object"),
         (5, "not UTF-8 (byte 1)"),
         (6, "JSON null, not an object"),
     ]
-    assert audit.read_records(tmp_path / "missing.jsonl") == []
+    assert records.read_records(tmp_path / "missing.jsonl") == []
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
@@ -110,7 +110,7 @@ def test_history_over_an_audit_log_that_is_no_regular_file_is_exit_2_without_blo
         assert not t.is_alive(), "reading the audit log blocked"
         return box["value"]
 
-    e = bounded(lambda: audit.read_records(Path(log)))
+    e = bounded(lambda: records.read_records(Path(log)))
     assert isinstance(e, UsageError), e
     assert e.exit_code == 2 and e.message.startswith(f"{log}: is a")
     assert "not a regular file" in e.message and "PDCTL_AUDIT_LOG" in e.hint
@@ -127,14 +127,14 @@ def test_a_large_audit_log_is_streamed_without_a_size_cap(tmp_path):
     path = tmp_path / "audit.jsonl"
     line = json.dumps(rec("deploy", pad="x" * 1000)).encode() + b"\n"
     path.write_bytes(line * 3000)  # 3 MB: over the 1 MiB cap of inventory files
-    lines = audit.read_records(path)
+    lines = records.read_records(path)
     assert len(lines) == 3000 and lines[-1]["action"] == "deploy"
 
 
 def test_line_json_keeps_the_corrupt_key():
-    assert audit.line_json(CorruptLine(3, "[1,2]", "a JSON array, not an object")) == {"corrupt": "[1,2]"}
+    assert records.line_json(CorruptLine(3, "[1,2]", "a JSON array, not an object")) == {"corrupt": "[1,2]"}
     r = rec()
-    assert audit.line_json(r) is r
+    assert records.line_json(r) is r
 
 
 def test_history_shows_corrupt_lines_of_every_shape_and_never_crashes(tmp_path, monkeypatch):
@@ -177,31 +177,31 @@ LINES = [
 
 
 def test_action_matches_exactly_or_by_its_first_words():
-    got = audit.query(LINES, action="run", name_of=no_files)
+    got = records.query(LINES, action="run", name_of=no_files)
     assert [x.get("action") if isinstance(x, dict) else "corrupt" for x in got] == [
         "run final-health",
         "run co-restart",
         "corrupt",
     ]
-    got = audit.query(LINES, action="run final-health", name_of=no_files)
+    got = records.query(LINES, action="run final-health", name_of=no_files)
     assert [x.get("action") if isinstance(x, dict) else "corrupt" for x in got] == ["run final-health", "corrupt"]
-    assert audit.matches_action(rec("restart --pair"), "restart")
-    assert not audit.matches_action(rec("runaway"), "run")
-    assert not audit.matches_action({"result": "ok"}, "run")
+    assert records.matches_action(rec("restart --pair"), "restart")
+    assert not records.matches_action(rec("runaway"), "run")
+    assert not records.matches_action({"result": "ok"}, "run")
 
 
 def test_only_corrupt_lines_left_means_nothing_matched():
-    assert audit.query(LINES, action="bogus") == []
-    assert audit.query([CorruptLine(1, "x", "r")]) == [CorruptLine(1, "x", "r")]  # no filter: shown as they are
-    assert audit.query([]) == []
+    assert records.query(LINES, action="bogus") == []
+    assert records.query([CorruptLine(1, "x", "r")]) == [CorruptLine(1, "x", "r")]  # no filter: shown as they are
+    assert records.query([]) == []
 
 
 def test_limit_keeps_the_last_n():
-    assert audit.query(LINES, limit=2) == LINES[-2:]
-    assert audit.query(LINES, limit=100) == LINES
-    assert audit.query(LINES, action="run", limit=1) == [LINES[3]]
+    assert records.query(LINES, limit=2) == LINES[-2:]
+    assert records.query(LINES, limit=100) == LINES
+    assert records.query(LINES, action="run", limit=1) == [LINES[3]]
     with pytest.raises(UsageError):
-        audit.query(LINES, limit=0)
+        records.query(LINES, limit=0)
 
 
 # -- inventory -------------------------------------------------------------------------------------------------------
@@ -222,10 +222,10 @@ def test_inventory_by_name_from_the_record_or_through_name_of():
         return {"/srv/b.yaml": "prod", "<embedded default>": "local"}.get(path)
 
     lines = lines + [rec(inventory="/srv/b.yaml")]
-    got = audit.query(lines, inventory=InventoryFilter(name="prod"), name_of=name_of)
+    got = records.query(lines, inventory=InventoryFilter(name="prod"), name_of=name_of)
     assert [x["inventory"] for x in got] == ["/srv/a.yaml", "/srv/b.yaml", "prod", "/srv/b.yaml"]
     assert sorted(calls) == ["/srv/b.yaml", "/srv/c.yaml", "<embedded default>"]  # each file once per query
-    got = audit.query(lines, inventory=InventoryFilter(name="local"), name_of=name_of)
+    got = records.query(lines, inventory=InventoryFilter(name="local"), name_of=name_of)
     assert [x["inventory"] for x in got] == ["<embedded default>"]
 
 
@@ -238,14 +238,14 @@ def test_inventory_name_of_goes_through_the_inventory_loader(tmp_path):
     invalid.write_text("name: prod\nroles: 3\n")
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"\xff\xfe\x00")
-    assert audit.inventory_name_of(str(good)) == "prod"
-    assert audit.inventory_name_of(str(unnamed)) == "local"
-    assert audit.inventory_name_of(str(invalid)) is None
-    assert audit.inventory_name_of(str(binary)) is None
-    assert audit.inventory_name_of(str(tmp_path / "gone.yaml")) is None
-    assert audit.inventory_name_of(str(tmp_path)) is None
-    assert audit.inventory_name_of("<embedded default>") == "local"
-    assert audit.inventory_name_of("<other>") is None and audit.inventory_name_of("") is None
+    assert records.inventory_name_of(str(good)) == "prod"
+    assert records.inventory_name_of(str(unnamed)) == "local"
+    assert records.inventory_name_of(str(invalid)) is None
+    assert records.inventory_name_of(str(binary)) is None
+    assert records.inventory_name_of(str(tmp_path / "gone.yaml")) is None
+    assert records.inventory_name_of(str(tmp_path)) is None
+    assert records.inventory_name_of("<embedded default>") == "local"
+    assert records.inventory_name_of("<other>") is None and records.inventory_name_of("") is None
 
 
 def test_inventory_by_a_real_file_and_by_its_name(tmp_path, monkeypatch):
@@ -263,13 +263,13 @@ def test_inventory_by_a_real_file_and_by_its_name(tmp_path, monkeypatch):
         CorruptLine(6, "42", "a JSON number, not an object"),
     ]
     for given in (str(inv), "prod.yaml", "./prod.yaml"):
-        got = audit.query(lines, inventory=given)
+        got = records.query(lines, inventory=given)
         assert got == lines[:2] + [lines[5]], given  # the file by its path (as recorded or resolved)
     # by name: the name in the file each record names (elsewhere/prod.yaml cannot be read from here)
-    assert audit.query(lines, inventory="prod") == lines[:2] + [lines[5]]
-    assert audit.query(lines, inventory="staging") == [lines[3], lines[5]]
-    assert audit.query(lines, inventory="local") == [lines[4], lines[5]]
-    assert audit.query(lines, inventory="nobody") == []
+    assert records.query(lines, inventory="prod") == lines[:2] + [lines[5]]
+    assert records.query(lines, inventory="staging") == [lines[3], lines[5]]
+    assert records.query(lines, inventory="local") == [lines[4], lines[5]]
+    assert records.query(lines, inventory="nobody") == []
 
 
 def test_inventory_resolve_a_file_a_removed_file_or_a_name(tmp_path, monkeypatch):
@@ -280,7 +280,7 @@ def test_inventory_resolve_a_file_a_removed_file_or_a_name(tmp_path, monkeypatch
     assert InventoryFilter.resolve("old/inventory") == InventoryFilter(source="old/inventory")
     assert InventoryFilter.resolve("prod") == InventoryFilter(name="prod")
     gone = [rec(inventory=str(tmp_path / "gone.yml")), rec()]
-    assert audit.query(gone, inventory="gone.yml") == gone[:1]
+    assert records.query(gone, inventory="gone.yml") == gone[:1]
 
 
 @pytest.mark.parametrize(
@@ -296,7 +296,7 @@ def test_an_inventory_file_that_does_not_load_is_a_usage_error_naming_it(tmp_pat
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(content)
     with pytest.raises(InventoryError) as e:
-        audit.query([rec()], inventory=str(bad))
+        records.query([rec()], inventory=str(bad))
     assert e.value.message.startswith(f"{bad}: ") and words in e.value.message, e.value.message
 
 
@@ -332,36 +332,36 @@ def _times(lines):
 
 
 def test_result_matches_the_result_in_a_word():
-    assert _times(audit.query(TIMED, result="refused")) == ["2025-01-01T10:00:00+0000", "corrupt"]
-    assert _times(audit.query(TIMED, result="Failed")) == ["corrupt", "2025-01-01T12:00:00+0200"]
-    assert _times(audit.query(TIMED, result="unfinished")) == ["corrupt", "yesterday"]
-    assert audit.query(TIMED, result="interrupted") == []  # only corrupt lines left: nothing matched
+    assert _times(records.query(TIMED, result="refused")) == ["2025-01-01T10:00:00+0000", "corrupt"]
+    assert _times(records.query(TIMED, result="Failed")) == ["corrupt", "2025-01-01T12:00:00+0200"]
+    assert _times(records.query(TIMED, result="unfinished")) == ["corrupt", "yesterday"]
+    assert records.query(TIMED, result="interrupted") == []  # only corrupt lines left: nothing matched
     with pytest.raises(UsageError) as e:
-        audit.query(TIMED, result="bogus")
+        records.query(TIMED, result="bogus")
     assert "--result 'bogus'" in e.value.message and "unreachable" in e.value.hint
 
 
 def test_since_and_until_keep_the_range_both_ends_included_across_offsets():
-    since = audit.parse_when("2025-01-01T10:00:00+00:00")
-    got = audit.query(TIMED, since=since)  # 12:00+02:00 is 10:00 UTC: in; an undated record cannot be ruled out
+    since = records.parse_when("2025-01-01T10:00:00+00:00")
+    got = records.query(TIMED, since=since)  # 12:00+02:00 is 10:00 UTC: in; an undated record cannot be ruled out
     assert _times(got) == ["2025-01-01T10:00:00+0000", "corrupt", "2025-01-01T12:00:00+0200", "yesterday"]
-    until = audit.parse_when("2025-01-01T09:30:00+00:00")
-    assert _times(audit.query(TIMED, until=until, result="ok")) == ["2025-01-01T09:00:00+0000", "corrupt"]
-    assert audit.query(TIMED, since=since, until=until, action="deploy", result="ok") == []
+    until = records.parse_when("2025-01-01T09:30:00+00:00")
+    assert _times(records.query(TIMED, until=until, result="ok")) == ["2025-01-01T09:00:00+0000", "corrupt"]
+    assert records.query(TIMED, since=since, until=until, action="deploy", result="ok") == []
 
 
 def test_when_is_an_iso_time_or_a_time_ago():
     from datetime import datetime, timezone
 
     now = datetime(2025, 1, 2, 12, 0, tzinfo=timezone.utc).timestamp()
-    assert audit.parse_when("30m", now=now) == datetime(2025, 1, 2, 11, 30, tzinfo=timezone.utc)
-    assert audit.parse_when("2h", now=now) == datetime(2025, 1, 2, 10, 0, tzinfo=timezone.utc)
-    assert audit.parse_when("1d", now=now) == datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
-    assert audit.parse_when("2025-01-01T10:00+02:00") == datetime(2025, 1, 1, 8, 0, tzinfo=timezone.utc)
-    assert audit.parse_when("2025-01-01").tzinfo is not None  # local time, made comparable
+    assert records.parse_when("30m", now=now) == datetime(2025, 1, 2, 11, 30, tzinfo=timezone.utc)
+    assert records.parse_when("2h", now=now) == datetime(2025, 1, 2, 10, 0, tzinfo=timezone.utc)
+    assert records.parse_when("1d", now=now) == datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
+    assert records.parse_when("2025-01-01T10:00+02:00") == datetime(2025, 1, 1, 8, 0, tzinfo=timezone.utc)
+    assert records.parse_when("2025-01-01").tzinfo is not None  # local time, made comparable
     for bad in ("soon", "30x", "-1h", "2025-13-01"):
         with pytest.raises(UsageError) as e:
-            audit.parse_when(bad, option="--until")
+            records.parse_when(bad, option="--until")
         assert e.value.message.startswith(f"--until {bad!r}")
 
 
@@ -371,7 +371,7 @@ def test_history_filters_by_result_and_since_from_the_cli(tmp_path, monkeypatch)
     monkeypatch.delenv("PDCTL_AUDIT_LOG", raising=False)
     path = tmp_path / "state" / "pdctl" / "audit.jsonl"
     path.parent.mkdir(parents=True)
-    recent = audit.parse_when("10m").strftime("%Y-%m-%dT%H:%M:%S%z")
+    recent = records.parse_when("10m").strftime("%Y-%m-%dT%H:%M:%S%z")
     lines = [at("2025-01-01T09:00:00+0000"), at(recent, "failed: x", "restart --pair"), at(recent)]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     from pdctl.cli.app import app

@@ -1,203 +1,24 @@
-"""The audit log: one JSON line per mutating action or playbook run, appended under an exclusive file lock, and
-the queries `pdctl history` answers (read; filter by action, result, inventory and time; the last N). A result in
-a word is pdctl.audit_result.
-
-Records never carry secrets: callers pass env through `pdctl.secrets.mask_env` first, and `append` masks again any
-mapping under a key named "env" as a last line of defence.
-"""
+"""The audit log's reading side, what `pdctl history` asks: the log's lines as records (a line that is not a JSON
+object is a CorruptLine, never a crash), a record's result in a word (ok, failed, refused, unreachable, usage,
+interrupted, unfinished, taken over: what history shows and `--result` matches, the exit code recorded with an
+error deciding it), and the queries by action, result, inventory and time. Pure but for reading the log and, for
+the inventory filter, the inventory files records name."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
-import stat
 import time
-import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Union
 
-from pdctl import state
-from pdctl.audit_result import RESULT_WORDS, STARTED, result_word  # noqa: F401 (callers use audit.*)
-from pdctl.errors import ExitCode, InventoryError, PdctlError, UsageError
+from pdctl.audit.writer import STARTED
+from pdctl.errors import EXIT_KINDS, InventoryError, UsageError, exit_kind
 
-
-def _mask_nested(obj: Any) -> Any:
-    from pdctl.secrets import mask_env, mask_text
-
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            if k == "env" and isinstance(v, dict):
-                out[k] = mask_env({str(a): str(b) for a, b in v.items()})
-            else:
-                out[k] = _mask_nested(v)
-        return out
-    if isinstance(obj, list):
-        return [_mask_nested(v) for v in obj]
-    if isinstance(obj, str):
-        return mask_text(obj)  # SECRET=value or --api-key value inside an error message or a log tail
-    return obj
-
-
-def _open_for_append(p: Path) -> int:
-    """An fd open for appending to the log at `p`, or UsageError naming it. O_NONBLOCK so a FIFO in its place
-    cannot hang us even if one replaces the file between the check and the open."""
-    try:
-        mode = os.stat(p).st_mode
-    except OSError:
-        mode = None  # missing (created below) or unreadable (the open says why)
-    if mode is not None and not stat.S_ISREG(mode):
-        raise UsageError(f"audit log {p}: not a regular file ({_kind(mode)})", hint=_UNWRITABLE_HINT)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-    except OSError as e:
-        raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})", hint=_UNWRITABLE_HINT) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(
-                f"audit log {p}: not a regular file ({_kind(os.fstat(fd).st_mode)})", hint=_UNWRITABLE_HINT
-            )
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _kind(mode: int) -> str:
-    return (
-        "a directory"
-        if stat.S_ISDIR(mode)
-        else "a FIFO"
-        if stat.S_ISFIFO(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "not a file"
-    )
-
-
-_UNWRITABLE_HINT = "every mutating action is recorded first: fix that path, or point PDCTL_AUDIT_LOG at a writable file"
-
-
-def check_writable(path: Path | None = None) -> Path:
-    """Raise UsageError (exit 2) naming the log unless it can be appended to; creates it (empty) if missing."""
-    p = path or state.audit_log_path()
-    os.close(_open_for_append(p))
-    return p
-
-
-def append(
-    action: str,
-    *,
-    inventory: str,
-    args: dict[str, Any] | None = None,
-    result: str,
-    started: float,
-    extra: dict[str, Any] | None = None,
-    path: Path | None = None,
-) -> dict[str, Any]:
-    """Append one record and return it. Safe with concurrent writers (flock + a single write of one line).
-    Raises UsageError naming the log when it cannot be written (missing directory made, FIFO or directory refused)."""
-    now = time.time()
-    record = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
-        "operator": state.operator(),
-        # a path as an absolute one: `history -i` from another directory must find (and not mistake) it
-        "inventory": inventory if not inventory or inventory.startswith("<") else os.path.abspath(inventory),
-        "action": action,
-        "args": _mask_nested(args or {}),
-        "result": result,
-        "duration_s": round(now - started, 3),
-    }
-    if extra:
-        record.update(_mask_nested(extra))
-    record["result"] = _mask_nested(record["result"])
-    line = (json.dumps(record, sort_keys=False, default=str) + "\n").encode()
-    p = path or state.audit_log_path()
-    fd = _open_for_append(p)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, line)
-    except OSError as e:  # e.g. a full disk
-        raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})", hint=_UNWRITABLE_HINT) from None
-    finally:
-        os.close(fd)  # closing drops the flock
-    return record
-
-
-class Audited:
-    """What an audited action fills in while it runs: its result line and extra fields for the record. `run`
-    is the id shared by the action's "started" record and its final one."""
-
-    def __init__(self) -> None:
-        self.result = "error"
-        self.extra: dict[str, Any] = {}
-        self.run = uuid.uuid4().hex[:12]
-
-
-@contextmanager
-def audited(
-    action: str,
-    *,
-    inventory: str,
-    args: dict[str, Any],
-    mark_start: bool = False,
-    states: Callable[[], Any] | None = None,
-) -> Iterator[Audited]:
-    """Append one final record for `action` however it ends: the result the action set, the error that stopped
-    it (refusals included), or "interrupted by SIGTERM" (the signal named when the interrupt carries one).
-
-    Before the action runs, the log is checked writable (UsageError naming it otherwise, so nothing is done
-    that cannot be recorded); with `mark_start` a "started" record with the same `run` id is appended first,
-    so a run killed outright (kill -9) leaves a record with no end. On an interrupt, `states()` (best effort)
-    goes into the record as "roles": what state the action left them in."""
-    started = time.time()
-    rec = Audited()
-    try:
-        if mark_start:
-            append(action, inventory=inventory, args=args, result=STARTED, started=started, extra={"run": rec.run})
-        else:
-            check_writable()
-    except UsageError as e:
-        raise UsageError(f"{e.message}: refusing to {action} (nothing was done)", hint=e.hint) from None
-    failed = True
-    try:
-        yield rec
-        failed = False
-    except KeyboardInterrupt as e:
-        sig = getattr(e, "signal_name", None)
-        rec.result = f"interrupted by {sig}" if sig else "interrupted"
-        rec.extra["exit_code"] = ExitCode.INTERRUPTED
-        if states is not None:
-            try:
-                rec.extra["roles"] = states()
-            except Exception as err:  # the host may be what hung: the interrupt is still recorded
-                rec.extra["roles"] = f"unknown: {getattr(err, 'message', None) or err}"
-        raise
-    except Exception as e:
-        msg = getattr(e, "message", None) or str(e) or "no message"
-        rec.result = f"{type(e).__name__}: {msg.splitlines()[0]}"
-        # the CLI's exit code for it, which decides the result word (a StepFailed that got no answer is exit 3)
-        rec.extra["exit_code"] = e.exit_code if isinstance(e, PdctlError) else ExitCode.CHECK_FAILED
-        raise
-    finally:
-        rec.extra["run"] = rec.run
-        try:
-            append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
-        except UsageError:
-            if not failed:  # else the action's own error is the one to report
-                raise
-
-
-# -- reading --------------------------------------------------------------------------------------------------------
+# -- the log's lines ---------------------------------------------------------------------------------------------------
 
 Record = dict[str, Any]
 
@@ -269,7 +90,86 @@ def line_json(line: AuditLine) -> dict[str, Any]:
     return {"corrupt": line.text} if isinstance(line, CorruptLine) else line
 
 
-# -- querying -------------------------------------------------------------------------------------------------------
+# -- a record's result in a word ---------------------------------------------------------------------------------------
+
+
+RESULT_WORDS = (
+    "ok",
+    "failed",
+    "refused",
+    "unreachable",
+    "usage",
+    "interrupted",
+    "unfinished",
+    "taken over",
+    "unrecorded",
+)
+
+
+class ResultWord(NamedTuple):
+    word: str  # one of RESULT_WORDS
+    detail: str  # the rest of the result, without the word repeated ("" when nothing is left)
+
+
+_CLASS_WORD = {
+    "RefusedError": "refused",
+    "LockHeld": "refused",
+    "HazardRefused": "refused",
+    "HostKeyRefused": "refused",
+    "UnreachableError": "unreachable",
+    "UsageError": "usage",
+    "InventoryError": "usage",
+    "PlaybookError": "usage",
+    "KeyboardInterrupt": "interrupted",
+}
+_CLASS_PREFIX = re.compile(r"^([A-Z][A-Za-z0-9_]*): ?(.*)$", re.S)
+
+
+def result_word(record: dict[str, Any]) -> ResultWord:
+    """(word, detail) for an audit record's result, whatever the action wrote ("ok", "passed", "HazardRefused:
+    refused: ...", "failed at step 2 ...", "final-health failed"); the record's `exit_code` decides the word when
+    the text alone does not, and over an error's class (a StepFailed of exit 3 is unreachable). Pure."""
+    res = str(record.get("result", "")).strip()
+    code = record.get("exit_code")
+    low = res.lower()
+    if low in ("ok", "passed", "pass"):
+        return ResultWord("ok", "")
+    if not res and not isinstance(code, int):  # a record that says nothing of how it ended: never "failed"
+        return ResultWord("unrecorded", "the record holds no result")
+    if low == STARTED:  # its end is not in the log (fold_runs drops the started records of finished runs)
+        return ResultWord("unfinished", "started, no end recorded: killed, or still running")
+    if low.startswith("taken over"):  # a "lock takeover" record
+        return ResultWord("taken over", res[len("taken over") :].lstrip(" :"))
+    if low.startswith("interrupted"):
+        return ResultWord("interrupted", res[len("interrupted") :].lstrip(" :"))
+    m = _CLASS_PREFIX.match(res)
+    if m:  # "ErrorClass: message", as `audited` writes an exception
+        cls, rest = m.group(1), m.group(2)
+        # the exit code recorded with the error decides (StepFailed: unreachable when a host did not answer)
+        word = EXIT_KINDS.get(code) if isinstance(code, int) else None
+        word = (
+            word
+            or _CLASS_WORD.get(cls)
+            or (
+                "refused"
+                if cls.endswith("Refused")
+                else "unreachable"
+                if ("Unreachable" in cls or "Timeout" in cls or "Connection" in cls)
+                else "failed"
+            )
+        )
+        if rest.lower().startswith(word + ":"):
+            rest = rest[len(word) + 1 :]
+        return ResultWord(word, rest.strip())
+    word = exit_kind(code) if isinstance(code, int) and code else "failed"
+    if low.startswith("failed"):
+        return ResultWord(word, res[len("failed") :].lstrip(" :"))
+    if low == "error":
+        return ResultWord(word, "")
+    return ResultWord(word, res)
+
+
+# -- querying ----------------------------------------------------------------------------------------------------------
 
 
 def matches_action(record: Record, action: str) -> bool:
