@@ -1,6 +1,7 @@
 """The house rules, checked on the source tree: files stay small, every judge lives in checks/, imports have no
-circles, pdctl and the bundled engine never import each other, one list of layer names, one exposition parser, one
-serialiser of results."""
+circles, pdctl and the bundled engine never import each other, no package imports against the arrows (checks/ never
+imports ops/ or transport/, render/ never imports ops/, ...), one list of layer names, one exposition parser, one
+serialiser of results, no private API of typer, click or rich."""
 
 from __future__ import annotations
 
@@ -178,3 +179,68 @@ def test_the_private_api_check_finds_each_kind(tmp_path):
     uses = _private_uses(sample, root=tmp_path)
     kinds = sorted(u.split(": ", 1)[1].split(" ")[0] for u in uses)
     assert kinds == ["assigns", "getattr", "imports", "overrides"]
+
+
+# -- package arrows: an arrow never runs back up (docs/architecture.md, "Allowed arrows") -------------------------
+
+#: package of pdctl -> the packages of pdctl it never imports, at top level or inside a function
+NEVER_IMPORTS = {
+    "checks": {"ops", "transport", "services", "playbook", "cli", "render"},  # every judge pure, fed typed observations
+    "render": {"ops", "transport", "services", "cli"},  # types and wording only: it calls no op
+    "transport": {"ops", "services", "checks", "playbook", "cli", "render"},  # how to reach a host, nothing above
+    "services": {"ops", "playbook", "cli", "render"},
+    "ops": {"playbook", "cli", "render"},  # ops never prints and never knows who called
+    "playbook": {"cli", "render"},
+}
+#: edges that break a rule today, each named for its owner to remove (then delete its line here and the rule holds)
+KNOWN_EDGES = {
+    # checks/proc.py reads /proc through a Transport (a check's gather in checks/): being moved by another helper
+    ("pdctl.checks.proc", "pdctl.transport.base"),
+    # the KeptConnection type (a dataclass of ops/ssh_keep) that render prints: the type belongs below ops
+    ("pdctl.render.ssh", "pdctl.ops.ssh_keep"),
+    # the DEFAULT_PYTHON_NOTE wording of ops/render_plan that render prints: wording belongs in render or the type
+    ("pdctl.render.units", "pdctl.ops.render_plan"),
+}
+
+
+def _package(module: str) -> str:
+    """`pdctl.checks.proc` -> "checks"; `pdctl.errors` -> "errors" (a top-level module is its own package)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "pdctl" and len(parts) > 1 else parts[0]
+
+
+def _backward_edges(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a pdctl module that a package rule forbids, and every import of the CLI from the library
+    (only `pdctl.__main__` starts it)."""
+    out = []
+    for m, deps in graph.items():
+        if not m.startswith("pdctl."):
+            continue
+        for d in sorted(deps):
+            src, dst = _package(m), _package(d)
+            if src == dst or not d.startswith("pdctl."):
+                continue
+            if dst in NEVER_IMPORTS.get(src, ()) or (dst == "cli" and src != "__main__"):
+                out.append(f"{m} -> {d}")
+    return out
+
+
+def test_no_package_imports_against_the_arrows():
+    graph = {m: _imports(p) - {m} for m, p in MODULES.items()}
+    known = {f"{a} -> {b}" for a, b in KNOWN_EDGES}
+    assert sorted(set(_backward_edges(graph)) - known) == []
+
+
+def test_the_package_rules_find_an_arrow_back_up():
+    graph = {
+        "pdctl.checks.health": {"pdctl.ops.verify", "pdctl.errors"},
+        "pdctl.render.status": {"pdctl.checks.result", "pdctl.ops.lifecycle"},
+        "pdctl.transport.ssh": {"pdctl.cli.common"},
+        "pdctl.ops.verify": {"pdctl.checks.health", "pdctl.transport.base"},
+        "pdctl.__main__": {"pdctl.cli.app"},
+    }
+    assert _backward_edges(graph) == [
+        "pdctl.checks.health -> pdctl.ops.verify",
+        "pdctl.render.status -> pdctl.ops.lifecycle",
+        "pdctl.transport.ssh -> pdctl.cli.common",
+    ]
