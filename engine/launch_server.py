@@ -39,13 +39,13 @@ DEFAULT_MAX_TOTAL_TOKENS = 131072
 class EngineState:
     """The scheduler process's server: what build() made of its flags."""
 
-    def __init__(self, args: ServerArgs, t0: float | None = None):
+    def __init__(self, args: ServerArgs, metrics: Metrics, t0: float | None = None):
         self.args = args
         self.ready = False
         self.t0 = t0 or time.time()
         self.model_path = os.path.abspath(args.model_path) if args.model_path else str(DEFAULT_MODEL_DIR)
         self.scheduler: Scheduler | None = None
-        self.metrics: Metrics | None = None
+        self.metrics = metrics
         self.context_length = 32768
         self.page_size = args.page_size or DEFAULT_PAGE_SIZE
         self.startup: dict[str, float] = {}  # startup_time_seconds{phase}, as SGLang's phases
@@ -72,10 +72,8 @@ class EngineState:
                     {
                         "disaggregation_mode": self.args.disaggregation_mode,
                         "num_active_reqs": self.scheduler.num_active() if self.scheduler else 0,
-                        "last_gen_throughput": self.metrics.value("gen_throughput") if self.metrics else 0.0,
-                        "memory_usage": {
-                            "kv_pool_used_fraction": self.metrics.value("token_usage") if self.metrics else 0.0
-                        },
+                        "last_gen_throughput": self.metrics.value("gen_throughput"),
+                        "memory_usage": {"kv_pool_used_fraction": self.metrics.value("token_usage")},
                     }
                 ],
             }
@@ -92,7 +90,8 @@ def build(args: ServerArgs, t0: float | None = None) -> EngineState:
     from engine.scheduler import Scheduler
 
     torch.set_num_threads(1)  # two workers and a router share two cores
-    st = EngineState(args, t0)
+    st = EngineState(args, Metrics(args.served_model_name, args.disaggregation_mode), t0)
+    metrics = st.metrics
     t_build = time.monotonic()
     model = (
         TinyLM.load(args.model_path)
@@ -103,7 +102,6 @@ def build(args: ServerArgs, t0: float | None = None) -> EngineState:
         torch.manual_seed(args.random_seed)
     st.context_length = min(args.context_length or model.cfg.context_length, model.cfg.context_length)
     st.startup["load_weight"] = time.monotonic() - t_build
-    st.metrics = metrics = Metrics(args.served_model_name, args.disaggregation_mode)
     mode = args.disaggregation_mode
     if mode == "null":
         st.scheduler = Scheduler(model, args, metrics)
@@ -145,8 +143,7 @@ def build(args: ServerArgs, t0: float | None = None) -> EngineState:
         from engine.scheduler_decode import DecodeScheduler
 
         decode_kv = DecodeKVManager(backend, pool, metrics, identity=f"{advertised_host(args.host)}:{args.port}")
-        # a backend that moves nothing: the decode prefills the prompt itself
-        st.kv, st.scheduler = decode_kv, DecodeScheduler(model, args, metrics, decode_kv, fake=not kind.moves_kv)
+        st.kv, st.scheduler = decode_kv, DecodeScheduler(model, args, metrics, decode_kv, moves_kv=kind.moves_kv)
     return _started(st, model, pool, t_build)
 
 

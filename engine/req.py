@@ -59,10 +59,17 @@ class Req:
         return self.gen
 
     def transfer_room(self) -> int:
-        """The bootstrap room of a request on the transfer path (request_parse requires one in PD modes)."""
+        """The bootstrap room of a request on the transfer path (request_parse requires one in PD modes and the
+        PD schedulers refuse a request without it, Scheduler.refused_without_bootstrap)."""
         if self.room is None:
             raise ValueError(f"request {self.rid} has no bootstrap room")
         return self.room
+
+    def bootstrap_addr(self) -> tuple[str, int]:
+        """The prefill's bootstrap server a request on the transfer path names (as transfer_room)."""
+        if self.bootstrap_host is None or self.bootstrap_port is None:
+            raise ValueError(f"request {self.rid} has no bootstrap host and port")
+        return self.bootstrap_host, self.bootstrap_port
 
     def finish(self, reason: dict) -> None:
         if not self.done:

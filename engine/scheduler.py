@@ -164,6 +164,15 @@ class Scheduler:
     def on_abort(self, r: Req) -> None:
         self._drop(r)
 
+    def refused_without_bootstrap(self, r: Req) -> bool:
+        """A PD scheduler's guard at admission: a request for the transfer path without its bootstrap room, host
+        and port fails at once (request_parse already answers 400 before one gets here)."""
+        if r.room is not None and r.bootstrap_host is not None and r.bootstrap_port is not None:
+            return False
+        self._drop(r)
+        r.fail(400, "bootstrap_host, bootstrap_port and bootstrap_room are required in disaggregation mode")
+        return True
+
     def _drop(self, r: Req) -> None:
         if r in self.waiting:
             self.waiting.remove(r)

@@ -6,34 +6,40 @@ from __future__ import annotations
 
 import time
 
+from typing import TYPE_CHECKING
+
 from engine import sampling
 from engine.disaggregation.kvpoll import KVPoll
 from engine.req import Req
 from engine.scheduler import Scheduler, env_float
 
+if TYPE_CHECKING:
+    from engine.disaggregation.decode_kv import DecodeKVManager
+
 
 class DecodeScheduler(Scheduler):
     engine_type = "decode"
 
-    def __init__(self, model, args, metrics, kv, fake: bool):
+    def __init__(self, model, args, metrics, kv: DecodeKVManager, moves_kv: bool):
         super().__init__(model, args, metrics)
-        self.kv, self.fake = kv, fake
+        self.kv = kv
+        self.moves_kv = moves_kv  # False (the fake backend): nothing arrives, the decode prefills the prompt itself
         self.prealloc: list[Req] = []
         self.transfer: list[Req] = []
         self.waiting_since: dict[str, float] = {}
         self.waiting_timeout = env_float("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300)
 
     def admit(self, r: Req) -> None:
-        if r.health or self.fake:
+        if r.health or not self.moves_kv:
             self.stats.on_waiting(r)
             self.waiting.append(r)  # local prefill: never the transfer path
-        else:
+        elif not self.refused_without_bootstrap(r):
             self.stats.on_prealloc(r)
             self.prealloc.append(r)
 
     def on_abort(self, r: Req) -> None:
         if r in self.prealloc or r in self.transfer:
-            self.kv.abort_room(r.room)
+            self.kv.abort_room(r.transfer_room())
             self._forget(r, quarantine=True)
         self._drop(r)
 
@@ -51,6 +57,7 @@ class DecodeScheduler(Scheduler):
         now = time.monotonic()
         self.kv.poll()
         for r in list(self.prealloc):
+            room = r.transfer_room()
             if not r.pages:
                 if len(self.running) + len(self.transfer) >= self.max_running:
                     break
@@ -59,8 +66,8 @@ class DecodeScheduler(Scheduler):
                     break  # KV pool full: wait for running requests to finish
                 r.pages = pages
                 self.stats.on_alloc(r)
-                self.kv.start_room(r.room, r.bootstrap_host, r.bootstrap_port, pages)
-            st = self.kv.status.get(r.room)
+                self.kv.start_room(room, *r.bootstrap_addr(), pages)
+            st = self.kv.status.get(room)
             if st in (KVPoll.WaitingForInput, KVPoll.Success):
                 self.prealloc.remove(r)
                 self.transfer.append(r)
@@ -71,10 +78,11 @@ class DecodeScheduler(Scheduler):
                 self._drop(r)
                 r.fail(500, "KV bootstrap failed (prefill unreachable or aborted)")
         for r in list(self.transfer):
-            st = self.kv.status.get(r.room)
+            room = r.transfer_room()
+            st = self.kv.status.get(room)
             if st == KVPoll.Success:
-                first = self.kv.first_token.get(r.room, -1)
-                r.first_logprob = sampling.unpack(self.kv.first_logprob.get(r.room, ""))
+                first = self.kv.first_token.get(room, -1)
+                r.first_logprob = sampling.unpack(self.kv.first_logprob.get(room, ""))
                 n = len(r.input_ids)
                 tail = self._read_window(r.pages, n)
                 self._forget(r, quarantine=False)
@@ -88,7 +96,7 @@ class DecodeScheduler(Scheduler):
                 self.metrics.inc("num_transfer_failed_reqs")
                 r.fail(500, "KV transfer failed")
             elif now - self.waiting_since[r.rid] > self.waiting_timeout:
-                self.kv.abort_room(r.room)
+                self.kv.abort_room(room)
                 self._forget(r, quarantine=True)
                 self._drop(r)
                 self.metrics.inc("num_transfer_failed_reqs")

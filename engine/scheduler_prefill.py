@@ -14,7 +14,7 @@ from torch import Tensor
 
 from engine import sampling
 from engine.disaggregation.kvpoll import KVPoll
-from engine.disaggregation.prefill_kv import Chunk
+from engine.disaggregation.prefill_kv import Chunk, PrefillKVManager
 from engine.model import KVCache
 from engine.req import Req
 from engine.scheduler import Scheduler, env_float
@@ -26,7 +26,7 @@ class PrefillScheduler(Scheduler):
     engine_type = "prefill"
     decodes = False
 
-    def __init__(self, model, args, metrics, kv):
+    def __init__(self, model, args, metrics, kv: PrefillKVManager):
         super().__init__(model, args, metrics)
         self.kv = kv
         P = kv.pool.page_size
@@ -42,7 +42,9 @@ class PrefillScheduler(Scheduler):
             self.stats.on_waiting(r)
             self.waiting.insert(0, r)
             return
-        self.kv.status.update(r.room, KVPoll.Bootstrapping)
+        if self.refused_without_bootstrap(r):
+            return
+        self.kv.status.update(r.transfer_room(), KVPoll.Bootstrapping)
         self.bootstrap.append(r)
 
     def on_abort(self, r: Req) -> None:
@@ -65,22 +67,23 @@ class PrefillScheduler(Scheduler):
     def step(self) -> bool:
         now = time.monotonic()
         for r in list(self.bootstrap):
-            st = self.kv.status.get(r.room)
-            if self.kv.has_dest(r.room) and st != KVPoll.Failed:
+            room = r.transfer_room()
+            st = self.kv.status.get(room)
+            if self.kv.has_dest(room) and st != KVPoll.Failed:
                 self.bootstrap.remove(r)
                 self.stats.on_waiting(r)
                 self.waiting.append(r)
                 self.metrics.observe("kv_transfer_bootstrap_ms", (now - r.created) * 1000)
-            elif self.kv.was_aborted(r.room) or st == KVPoll.Failed:
+            elif self.kv.was_aborted(room) or st == KVPoll.Failed:
                 self.bootstrap.remove(r)
                 self._drop(r)
-                self.kv.clear(r.room)
+                self.kv.clear(room)
                 r.fail(500, "KV transfer aborted by decode before prefill started")
             elif now - r.created > self.bootstrap_timeout:
                 self.bootstrap.remove(r)
                 self._drop(r)
-                self.kv.status.update(r.room, KVPoll.Failed)
-                self.kv.clear(r.room)
+                self.kv.status.update(room, KVPoll.Failed)
+                self.kv.clear(room)
                 self.metrics.inc("num_bootstrap_failed_reqs")
                 r.fail(
                     500, f"bootstrap timeout after {self.bootstrap_timeout:g}s (decode never sent its KV destination)"
@@ -133,7 +136,8 @@ class PrefillScheduler(Scheduler):
     def _poll_inflight(self, now: float) -> None:
         pin_ok = self.kv.drills.status_update_race
         for r in list(self.inflight):
-            st = self.kv.status.get(r.room)
+            room = r.transfer_room()
+            st = self.kv.status.get(room)
             if st == KVPoll.Success:
                 self._leave_inflight(r)
                 self.stats.on_transfer_done(r)
@@ -143,7 +147,7 @@ class PrefillScheduler(Scheduler):
                 self.metrics.inc("num_transfer_failed_reqs")
                 r.fail(500, "KV transfer failed")
             elif not pin_ok and now - self.inflight_since[r.rid] > self.inflight_timeout:
-                self.kv.fail_room(r.room)
+                self.kv.fail_room(room)
                 self._leave_inflight(r)
                 self.metrics.inc("num_transfer_failed_reqs")
                 r.fail(500, f"KV transfer timed out in the inflight queue after {self.inflight_timeout:g}s")
@@ -152,4 +156,4 @@ class PrefillScheduler(Scheduler):
         self.inflight.remove(r)
         self.inflight_since.pop(r.rid, None)
         self.by_rid.pop(r.rid, None)
-        self.kv.clear(r.room)
+        self.kv.clear(r.transfer_room())

@@ -34,10 +34,14 @@ import signal
 import socket
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from engine import loads
 from engine.events import Event, Sink, ends
 from engine.req import Req
+
+if TYPE_CHECKING:
+    from engine.launch_server import EngineState
 
 log = logging.getLogger("engine")
 PR_SET_PDEATHSIG = 1
@@ -104,9 +108,9 @@ def _become_child(parent: int) -> None:
 
 
 # -- the scheduler process ---------------------------------------------------------------------------------
-def serve(pipe: Pipe, st) -> None:
+def serve(pipe: Pipe, st: EngineState) -> None:
     """Answer the HTTP process until it goes away. st: the built EngineState (scheduler running)."""
-    sched = st.scheduler
+    sched = st.running()
 
     def send(msg) -> None:
         try:

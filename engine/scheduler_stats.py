@@ -55,9 +55,15 @@ class _T:
         "final",
     )
 
-    def __init__(self):
-        self.wait = self.fwd = self.last_chunk = self.prefill_done = None
-        self.prealloc = self.transfer = self.first = self.last = None
+    def __init__(self) -> None:
+        self.wait: float | None = None
+        self.fwd: float | None = None
+        self.last_chunk: float | None = None
+        self.prefill_done: float | None = None
+        self.prealloc: float | None = None
+        self.transfer: float | None = None
+        self.first: float | None = None
+        self.last: float | None = None  # set with first, at every output batch
         self.n_out = self.chunks = 0
         self.final = False  # the last output batch carried the finish reason: the end arrives with it
 
@@ -154,15 +160,17 @@ class SchedulerStats:
             elif n and self.m.has("inter_token_latency_seconds"):
                 if self._itl is None:
                     self._itl = self.m.histogram("inter_token_latency_seconds")
+                gap = now - (t.last if t.last is not None else now)
                 for _ in range(n):
-                    self._itl.observe((now - t.last) / n)
+                    self._itl.observe(gap / n)
             t.last = now
             t.n_out += n
             t.final = ends is not None
             return
         reason = ev.reason.get("type") if isinstance(ev, Done) else "abort"
         self._times.pop(id(r), None)
-        finished = t.last if t.final else now  # the batch that carried the finish reason is the end
+        # the batch that carried the finish reason is the end
+        finished = t.last if t.final and t.last is not None else now
         s = _is_streaming(r)
         # A prefill worker hands its one sampled token to the decode: it reports no completion tokens itself.
         prompt, gen = len(r.input_ids), (0 if self.mode == "prefill" else len(r.out_ids))
@@ -289,7 +297,9 @@ class SchedulerStats:
         """Decode: the KV of `r` arrived; it joins the running batch at once (the prebuilt first token)."""
         self.on_waiting(r)
         self.on_forward(r)
-        self._stage("fake_output", time.monotonic() - self._t(r).fwd)
+        now = time.monotonic()
+        fwd = self._t(r).fwd  # None for a request seen after its end (its record is a throwaway)
+        self._stage("fake_output", now - (fwd if fwd is not None else now))
 
     # -- constants and gauges -------------------------------------------------------------------
     def emit_constants(self, model, pool, context_len: int) -> None:

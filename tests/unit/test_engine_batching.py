@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.events import Done, Tokens
+from engine.events import Done, Failed, Tokens
 from engine.metrics import Metrics
 from engine.model import ModelConfig, TinyLM
 from engine.req import Req
@@ -250,3 +250,18 @@ def test_tokens_reach_the_http_side_in_sglangs_chunks(model):
         assert [t for e in events[k] if isinstance(e, Tokens) for t in e.ids] == r.out_ids
         last, end = events[k][-2], events[k][-1]
         assert isinstance(end, Done) and last.reason == end.reason  # the reason rides the last chunk
+
+
+def test_a_pd_request_without_its_bootstrap_fails_at_admission_and_the_others_go_on(model):
+    """The PD schedulers' guard (request_parse answers 400 first): such a request fails alone, never the step."""
+    from engine.scheduler_decode import DecodeScheduler
+
+    args = types.SimpleNamespace(chunked_prefill_size=512, max_running_requests=8)
+    s = DecodeScheduler(
+        model, args, Metrics("tiny", "decode"), kv=None, moves_kv=True
+    )  # (no KV manager: refused before it is used)
+    events: list = []
+    s.submit(Req(rid="lost", input_ids=prompt(5), max_new_tokens=2, sink=events.append, room=7))
+    s._drain_inbox()
+    assert [type(e) for e in events] == [Failed] and events[0].code == 400 and "bootstrap_host" in events[0].message
+    assert not s.prealloc and not s.by_rid
