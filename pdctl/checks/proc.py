@@ -135,19 +135,3 @@ def parse_proc_dump(pid: int, stdout: str) -> ProcessInfo | None:
         notes=notes,
     )
 
-
-def read_process(transport, pid: int, *, timeout: float = 10.0) -> ProcessInfo | None:
-    """Moved to pdctl.services.proc_read.read_process (beside the transport it asks). This copy stays only while
-    services/base.py, tests/engine/test_dash_flag_values.py and tests/e2e/test_services_pidfile.py import it from
-    here; delete it, and with it checks/' one import of transport/, once they import it from there."""
-    from pdctl.transport.base import no_answer
-
-    res = transport.run(proc_command(pid), timeout=timeout)
-    if res.timed_out:
-        raise no_answer(getattr(transport, "name", "?"), timeout, f"reading /proc/{int(pid)}")
-    if not res.ok:
-        raise ProcReadError(
-            f"reading /proc/{pid} on {getattr(transport, 'name', '?')} failed "
-            f"(exit {res.exit_code}): {res.stderr.strip()[:300]}"
-        )
-    return parse_proc_dump(pid, res.stdout)

@@ -103,7 +103,7 @@ class ServiceManager(ABC):
         """Each service's status and its live main process (argv, env, start time; None when not running), for
         every name. The managers read all of them in one remote command; this fallback asks one by one.
         Raises like `status` (UnreachableError when the host did not answer: unknown, never stopped)."""
-        from pdctl.checks.proc import read_process
+        from pdctl.services.proc_read import read_process
 
         out = {}
         for name in names:

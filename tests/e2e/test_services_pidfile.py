@@ -197,7 +197,7 @@ def test_purge_removes_spec_pidfile_and_log_of_a_stopped_service_only(manager, t
 
 
 def test_observe_reads_every_service_and_process_in_one_command(manager, tmp_path):
-    from pdctl.checks.proc import read_process
+    from pdctl.services.proc_read import read_process
 
     for name in ("obs-a", "obs-b", "obs-stale"):
         manager.install(

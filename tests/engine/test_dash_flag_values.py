@@ -15,7 +15,7 @@ import yaml
 
 from pdctl import launch
 from pdctl.checks.flags import judge_flags
-from pdctl.checks.proc import read_process
+from pdctl.services.proc_read import read_process
 from pdctl.checks.result import Status
 from pdctl.inventory import load_inventory
 from pdctl.transport.local import LocalTransport
