@@ -20,12 +20,6 @@ from pdctl.services.pidfile import PidfileManager
 from pdctl.services.systemd import SystemdManager, render_unit
 from pdctl.transport.base import Transport
 
-#: said with every offline rendering whose interpreter was not declared
-DEFAULT_PYTHON_NOTE = (
-    "not declared (hosts.{host}.python): a first deploy records this one; a later deploy keeps "
-    "the one installed on the host"
-)
-
 
 @dataclass
 class RenderedRole:

@@ -6,10 +6,11 @@ close; nothing here starts one or connects to a host.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pdctl.errors import UsageError
+from pdctl.transport.control import KeptConnection, keep_seconds, kept_paths
 
 if TYPE_CHECKING:
     from pdctl.inventory import Inventory
@@ -17,22 +18,6 @@ if TYPE_CHECKING:
 
 ASK_TIMEOUT_S = 5.0
 END_WAIT_S = 8.0  # a closing keeper gets this long to exit (it gives running requests 5 s)
-
-
-@dataclass(frozen=True)
-class KeptConnection:
-    """One SSH host's kept connection as its keeper tells it; `state` is kept, none or not answering."""
-
-    host: str
-    socket: str
-    keep: float  # the keep setting now ($PDCTL_SSH_KEEP, else keep_connection); 0: off
-    state: str
-    pid: int | None = None
-    target: str | None = None  # user@address:port the keeper connects to
-    connected: bool = False  # whether its SSH connection is up now
-    idle_for: float | None = None
-    expires_in: float | None = None
-    closed: bool = False  # --close ended it
 
 
 def ssh_hosts(inv: Inventory, names: list[str] | None) -> list[str]:
@@ -58,7 +43,6 @@ def _ssh_host(inv: Inventory, name: str) -> SshHost:
 
 
 def _ask(inv: Inventory, name: str, op: str) -> KeptConnection:
-    from pdctl.transport.control import keep_seconds, kept_paths
     from pdctl.transport.kept import ask_keeper
 
     host = _ssh_host(inv, name)

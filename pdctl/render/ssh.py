@@ -11,7 +11,7 @@ from pdctl import render
 from pdctl.render.layout import Col, grid
 
 if TYPE_CHECKING:
-    from pdctl.ops.ssh_keep import KeptConnection
+    from pdctl.transport.control import KeptConnection
 
 KEPT_COLS = (
     Col("host", ident=True, head=True),

@@ -5,7 +5,11 @@ from __future__ import annotations
 from rich.cells import cell_len
 from rich.text import Text
 
-from pdctl.ops.render_plan import DEFAULT_PYTHON_NOTE
+#: said with every offline rendering whose interpreter was not declared
+DEFAULT_PYTHON_NOTE = (
+    "not declared (hosts.{host}.python): a first deploy records this one; a later deploy keeps "
+    "the one installed on the host"
+)
 
 
 def render_plan(plan) -> None:

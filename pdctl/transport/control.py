@@ -152,3 +152,19 @@ def kept_paths(name: str, host: SshHost, directory: Path | None = None) -> KeptP
             hint="set XDG_RUNTIME_DIR to a shorter directory, or keep_connection: 0",
         )
     return KeptPaths(stem + ".sock", stem + ".lock", stem + ".log")
+
+
+@dataclass(frozen=True)
+class KeptConnection:
+    """One SSH host's kept connection as its keeper tells it; `state` is kept, none or not answering."""
+
+    host: str
+    socket: str
+    keep: float  # the keep setting now ($PDCTL_SSH_KEEP, else keep_connection); 0: off
+    state: str
+    pid: int | None = None
+    target: str | None = None  # user@address:port the keeper connects to
+    connected: bool = False  # whether its SSH connection is up now
+    idle_for: float | None = None
+    expires_in: float | None = None
+    closed: bool = False  # --close ended it

@@ -53,7 +53,7 @@ def test_render_seed_example_headers_fit_and_nothing_is_cut(width):
 def test_render_default_python_note_is_wrapped_prose(width):
     """The embedded default declares no interpreter: the note saying so is prose, wrapped under the python line
     (the interpreter's path stays whole on its line), not one ~170-column line."""
-    from pdctl.ops.render_plan import DEFAULT_PYTHON_NOTE
+    from pdctl.render.units import DEFAULT_PYTHON_NOTE
 
     r = CliRunner().invoke(app, ["render"])
     assert r.exit_code == 0, r.output
@@ -258,7 +258,7 @@ def test_watch_live_screen(width, capsys):
 
 
 def test_ssh_kept_connections(width, capsys):
-    from pdctl.ops.ssh_keep import KeptConnection
+    from pdctl.transport.control import KeptConnection
     from pdctl.render.ssh import kept_table
 
     d = "/home/operator-on-call/.local/state/pdctl/ssh"
