@@ -55,7 +55,9 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
                 ["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow"
             )
     unreachable = [r["error_exit_code"] for r in rows if r.get("error_exit_code")]
-    first_per_host = {}  # one line per host that could not be asked; each role's reason is in its row
+    first_per_host: dict[
+        str, tuple[str, str | None]
+    ] = {}  # one line per host that could not be asked; each role's reason is in its row
     for r in rows:
         if r.get("error"):
             first_per_host.setdefault(r["host"], (r["error"], r["hint"]))

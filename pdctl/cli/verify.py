@@ -77,12 +77,12 @@ def final_health(
     except ValueError as e:
         raise UsageError(f"--layer: {e}") from None
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
-        report = final_health_with_baseline(dep, since_baseline=since_baseline, record=record_baseline, layers=layers)
+        health = final_health_with_baseline(dep, since_baseline=since_baseline, record=record_baseline, layers=layers)
     if json_out:
-        render.emit_json(to_data(report))
+        render.emit_json(to_data(health))
     else:
-        render.health_report(report, verbose=verbose)
-    if not report.ok:
+        render.health_report(health, verbose=verbose)
+    if not health.ok:
         raise typer.Exit(ExitCode.CHECK_FAILED)
 
 

@@ -186,7 +186,7 @@ def test_the_private_api_check_finds_each_kind(tmp_path):
 #: package of pdctl -> the packages of pdctl it never imports, at top level or inside a function
 NEVER_IMPORTS = {
     "checks": {"ops", "transport", "services", "playbook", "cli", "render"},  # every judge pure, fed typed observations
-    "render": {"ops", "transport", "services", "cli"},  # types and wording only: it calls no op
+    "render": {"ops", "services", "cli"},  # types and wording only: it calls no op (transport's types it may name)
     "transport": {"ops", "services", "checks", "playbook", "cli", "render"},  # how to reach a host, nothing above
     "services": {"ops", "playbook", "cli", "render"},
     "ops": {"playbook", "cli", "render"},  # ops never prints and never knows who called
@@ -196,10 +196,6 @@ NEVER_IMPORTS = {
 KNOWN_EDGES = {
     # checks/proc.py reads /proc through a Transport (a check's gather in checks/): being moved by another helper
     ("pdctl.checks.proc", "pdctl.transport.base"),
-    # the KeptConnection type (a dataclass of ops/ssh_keep) that render prints: the type belongs below ops
-    ("pdctl.render.ssh", "pdctl.ops.ssh_keep"),
-    # the DEFAULT_PYTHON_NOTE wording of ops/render_plan that render prints: wording belongs in render or the type
-    ("pdctl.render.units", "pdctl.ops.render_plan"),
 }
 
 
