@@ -14,71 +14,19 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from engine import __version__
 from engine.server_args import ServerArgs, parse_args
-from engine.tokenizer import DEFAULT_MODEL_DIR
+from engine.engine_state import EngineState
 
 if TYPE_CHECKING:
-    from engine.disaggregation.bootstrap_server import BootstrapServer
-    from engine.disaggregation.decode_kv import DecodeKVManager
     from engine.disaggregation.kv_pool import KVPool
-    from engine.disaggregation.prefill_kv import PrefillKVManager
-    from engine.metrics import Metrics
     from engine.model import TinyLM
-    from engine.scheduler import Scheduler
     from engine.scheduler_process import Pipe, SchedulerClient
 
 # The scheduler thread hands the GIL back at every torch op; under load the KV threads then held it for up to the
 # default 5 ms each time, which cost a batch of 32 a third of its decode throughput.
 sys.setswitchinterval(0.0005)
 
-DEFAULT_PAGE_SIZE = 64
 DEFAULT_MAX_TOTAL_TOKENS = 131072
-
-
-class EngineState:
-    """The scheduler process's server: what build() made of its flags."""
-
-    def __init__(self, args: ServerArgs, metrics: Metrics, t0: float | None = None):
-        self.args = args
-        self.ready = False
-        self.t0 = t0 or time.time()
-        self.model_path = os.path.abspath(args.model_path) if args.model_path else str(DEFAULT_MODEL_DIR)
-        self.scheduler: Scheduler | None = None
-        self.metrics = metrics
-        self.context_length = 32768
-        self.page_size = args.page_size or DEFAULT_PAGE_SIZE
-        self.startup: dict[str, float] = {}  # startup_time_seconds{phase}, as SGLang's phases
-        self.bootstrap: BootstrapServer | None = None  # prefill only
-        self.kv: PrefillKVManager | DecodeKVManager | None = None  # PD modes only
-
-    def running(self) -> Scheduler:
-        """The scheduler, once build() has made it."""
-        if self.scheduler is None:
-            raise RuntimeError("the engine is not built yet")
-        return self.scheduler
-
-    def server_info(self) -> dict:
-        info = {k: v for k, v in self.args.as_dict().items() if k not in ("drill", "drills")}
-        info.update(
-            {
-                "model_path": self.model_path,
-                "version": __version__,
-                "engine": "pdctl-bundled-cpu",
-                "drills": self.args.drills.names(),
-                "page_size_effective": self.page_size,
-                "context_length": self.context_length,
-                "internal_states": [
-                    {
-                        "disaggregation_mode": self.args.disaggregation_mode,
-                        "num_active_reqs": self.scheduler.num_active() if self.scheduler else 0,
-                        "last_gen_throughput": self.metrics.value("gen_throughput"),
-                        "memory_usage": {"kv_pool_used_fraction": self.metrics.value("token_usage")},
-                    }
-                ],
-            }
-        )
-        return info
 
 
 def build(args: ServerArgs, t0: float | None = None) -> EngineState:

@@ -32,7 +32,7 @@ def _seqlen(r) -> int:
 
 
 def snapshot(st) -> dict:
-    """The load snapshot of this server (st: launch_server.EngineState), every section SGLang fills: the core
+    """The load snapshot of this server (st: engine_state.EngineState), every section SGLang fills: the core
     fields in SGLang's order, then `memory`, `disaggregation` and `queues`."""
     s, mode = st.scheduler, st.args.disaggregation_mode
     stats = s.stats

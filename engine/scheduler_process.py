@@ -41,7 +41,7 @@ from engine.events import Event, Sink, ends
 from engine.req import Req
 
 if TYPE_CHECKING:
-    from engine.launch_server import EngineState
+    from engine.engine_state import EngineState
 
 log = logging.getLogger("engine")
 PR_SET_PDEATHSIG = 1

@@ -30,6 +30,10 @@ class Status(str, Enum):
         return format(str(self.value), spec)
 
 
+#: every status, the worst first: how a group of checks is summed up and ordered on screen
+WORST_FIRST: tuple[Status, ...] = (Status.FAIL, Status.UNKNOWN, Status.WARN, Status.SKIP, Status.PASS)
+
+
 @dataclass
 class CheckResult:
     layer: str  # a final-health layer's name (pdctl.checks.layers), or a command's own

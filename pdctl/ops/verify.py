@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from pdctl.checks.baseline import BaselineRecord
 from pdctl.checks.layers import DEFAULT_LAYERS
-from pdctl.checks.result import CheckResult
+from pdctl.checks.result import CheckResult, Status
 from pdctl.errors import PdctlError
 from pdctl.ops.baseline import baseline_warning, load_baseline, record_baseline
 from pdctl.ops.context import Deployment
@@ -47,7 +47,12 @@ class HealthReport:
 
     @property
     def ok(self) -> bool:
-        return not self.failures()
+        """Every check passed or warned: none failed and none could not be asked."""
+        return not self.failures() and not self.unknown()
+
+    def unknown(self) -> list[CheckResult]:
+        """Every check whose target could not be asked (a host that did not answer): never a pass."""
+        return [r for rs in self.layers.values() for r in rs if r.status is Status.UNKNOWN]
 
     def failures(self) -> list[CheckResult]:
         """Every failed check of every layer, then a baseline that was asked for and not recorded."""

@@ -23,7 +23,7 @@ def layer_summary(layer: str, results: list[CheckResult], pad: int = 0) -> str:
 def layer_counts(results: list[CheckResult]) -> str:
     """'13/15 pass, 2 fail'. Pure."""
     n = Counter(r.status for r in results)
-    extra = "".join(f", {n[s]} {s.value}" for s in (Status.FAIL, Status.WARN, Status.SKIP) if n[s])
+    extra = "".join(f", {n[s]} {s.value}" for s in (Status.FAIL, Status.UNKNOWN, Status.WARN, Status.SKIP) if n[s])
     counts = f"{n[Status.PASS]}/{len(results)}"
     return f"{counts:>5} pass{extra}"
 
@@ -32,14 +32,19 @@ def health_report(report, *, verbose: bool = False) -> None:
     from pdctl.checks.layers import layer_title
 
     c = render.console()
-    failures = report.failures()
+    failures, unknown = report.failures(), report.unknown()
     if report.ok:
         c.print(Text("final-health: PASS", style="bold green"))
-    else:
+    elif failures:
         layers = ", ".join(dict.fromkeys(r.layer for r in failures))
         c.print(Text(f"final-health: FAIL ({len(failures)} check(s) failed in: {layers})", style="bold red"))
+    else:
+        layers = ", ".join(dict.fromkeys(r.layer for r in unknown))
+        c.print(
+            Text(f"final-health: UNKNOWN ({len(unknown)} check(s) could not be asked in: {layers})", style="magenta")
+        )
     warned = [r for rs in report.layers.values() for r in rs if r.status is Status.WARN]
-    for heading, rs in (("failed checks", failures), ("warnings", warned)):
+    for heading, rs in (("failed checks", failures), ("could not be asked", unknown), ("warnings", warned)):
         if rs:
             from pdctl.render.tables import check_groups, group_block  # rich's tables: only a failure needs them
 

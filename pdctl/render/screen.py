@@ -14,7 +14,13 @@ from pdctl import render
 from pdctl.checks.result import Status
 from pdctl.render.pdctl_console import PdctlConsole
 
-STATUS_STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim"}
+STATUS_STYLE = {
+    Status.PASS: "green",
+    Status.WARN: "yellow",
+    Status.FAIL: "bold red",
+    Status.SKIP: "dim",
+    Status.UNKNOWN: "magenta",
+}
 
 
 def console(stderr: bool = False) -> Console:

@@ -10,7 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.result import WORST_FIRST, CheckResult, Status
 from pdctl.render.layout import Col, block, fits, grid, pack, stacked
 from pdctl.render.screen import STATUS_STYLE
 
@@ -44,7 +44,7 @@ def check_block(r: CheckResult, width: int = 10**6) -> list[RenderableType]:
 
 
 INSTANCE_COLS = (Col("target", ident=True, head=True), Col("status", ident=True, head=True), Col("checks"))
-_WORST = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)
+_WORST = WORST_FIRST
 
 
 def check_item(r: CheckResult) -> Text:

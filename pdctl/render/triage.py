@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pdctl import render
-from pdctl.checks.result import Status
+from pdctl.checks.result import WORST_FIRST, Status
 from pdctl.render.inflight import style_of
 from pdctl.render.layout import Col, grid, wrap_keeping_commands
 from pdctl.render.screen import STATUS_STYLE
@@ -18,7 +18,7 @@ OBS_COLS = (
     Col("status", ident=True, head=True),
     Col("observed"),
 )
-_WORST = (Status.FAIL, Status.WARN, Status.SKIP, Status.PASS)
+_WORST = WORST_FIRST
 
 
 def _finding_lines(f, width: int) -> Table:
