@@ -66,7 +66,9 @@ def final_health(
         typer.Option("--verbose", "-v", help="Show every check's row, passing ones too (default: one line per layer)."),
     ] = False,
 ) -> None:
-    """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage."""
+    """The seed's closing check: health, an end-to-end probe, transfer failures, live flags/env, restart lineage.
+
+    Exit 0 every check passed or warned, 1 a check failed, 3 none failed but one could not be asked (unknown)."""
     from pdctl import render
     from pdctl.checks.layers import parse_layer_names
     from pdctl.errors import UsageError
@@ -82,8 +84,10 @@ def final_health(
         render.emit_json(to_data(health))
     else:
         render.health_report(health, verbose=verbose)
-    if not health.ok:
+    if health.failures():
         raise typer.Exit(ExitCode.CHECK_FAILED)
+    if health.unknown():  # nothing failed, but something could not be asked: not a pass
+        raise typer.Exit(ExitCode.UNREACHABLE)
 
 
 @app.command("pairs", cls=PdctlCommand)
