@@ -267,7 +267,7 @@ def _secret_inventory(tmp_path):
 
 
 def test_cli_run_masks_the_inventorys_secrets_in_a_malformed_playbook(tmp_path, monkeypatch):
-    # `command:` written outside `args:` is an unknown field whose value pydantic would echo
+    # `command:` written outside `args:` is an unknown field whose value the message shows (scrubbed)
     p = _write(
         tmp_path,
         {

@@ -104,7 +104,7 @@ def test_ordinary_aliases_and_merges_still_load(tmp_path):
 
 
 def test_shared_structure_under_the_cap_loads_and_validates_fast(tmp_path):
-    # 4 levels of width 17: 17**4 = 83521 leaves, under MAX_ALIAS_NODES; pydantic then walks the shared lists
+    # 4 levels of width 17: 17**4 = 83521 leaves, under MAX_ALIAS_NODES; msgspec then walks the shared lists
     p = tmp_path / "pb.yaml"
     p.write_text(
         "name: t\nvars:\n"
