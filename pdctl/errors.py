@@ -124,11 +124,21 @@ class LintRefused(UsageError):
 
 class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised in the main thread like Ctrl-C so the same clean-up runs (the lock is released,
-    the audit record says "interrupted by SIGTERM"). `signal_name` names the signal."""
+    the audit record says "interrupted by SIGTERM"). `signal_name` names the signal ("" for Ctrl-C). An op stopped
+    part-way adds what the operator must be told: each role's state then, and notes (workers left out of a router)."""
 
-    def __init__(self, signal_name: str):
-        super().__init__(f"interrupted by {signal_name}")  # what a progress step shows as the failure
+    def __init__(
+        self, signal_name: str = "", *, role_states: dict[str, str] | None = None, notes: list[str] | None = None
+    ):
+        super().__init__(f"interrupted by {signal_name}" if signal_name else "")  # a progress step's failure text
         self.signal_name = signal_name
+        self.role_states = role_states
+        self.notes = notes or []
+
+
+def as_interrupted(e: KeyboardInterrupt) -> Interrupted:
+    """`e` as an Interrupted, to add what an op left (a plain Ctrl-C becomes one that names no signal)."""
+    return e if isinstance(e, Interrupted) else Interrupted()
 
 
 def interrupt_again(signal_name: str = "") -> KeyboardInterrupt:

@@ -257,10 +257,10 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
         raise typer.Exit(code) from None
     except KeyboardInterrupt as e:
         message = f"interrupted by {getattr(e, 'signal_name', None) or 'SIGINT (Ctrl-C)'}"
-        states = getattr(e, "role_states", None)  # read for the audit record by deploy and restart
-        if isinstance(states, dict) and states:
+        states = e.role_states if isinstance(e, Interrupted) else None  # read for the audit record too
+        if states:
             message += "\nstate of each role now:" + "".join(f"\n  {k}: {v}" for k, v in states.items())
-        for note in getattr(e, "interrupted_notes", None) or []:  # what the action left that the operator must know
+        for note in e.notes if isinstance(e, Interrupted) else []:  # what the action left that the operator must know
             message += f"\n{note}"
         report_error(
             INTERRUPTED_EXIT,

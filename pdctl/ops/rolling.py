@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pdctl import audit
 from pdctl.checks.rolling import UnitState, drained, form_units, refusal
-from pdctl.errors import HazardRefused, PdctlError, StepFailed, carry_warnings
+from pdctl.errors import HazardRefused, PdctlError, StepFailed, as_interrupted, carry_warnings
 from pdctl.ops import router_workers as rw
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, restart_one, role_states, run_step
@@ -118,13 +118,17 @@ def rolling_restart(
                 except KeyboardInterrupt as e:  # the record and the screen say which workers stay out
                     rec.extra["units"] = to_data(result.units)
                     out = [w for s in result.units for w in (s.out or [])]
-                    if out:
-                        e.interrupted_notes = [
-                            f"still out of the routers: {', '.join(out)} (restarted, not put "
-                            "back); `pdctl restart --rolling` again restarts them first and puts "
-                            "them back"
-                        ]
-                    raise
+                    if not out:
+                        raise
+                    stopped = as_interrupted(e)
+                    stopped.notes.append(
+                        f"still out of the routers: {', '.join(out)} (restarted, not put "
+                        "back); `pdctl restart --rolling` again restarts them first and puts "
+                        "them back"
+                    )
+                    if stopped is e:
+                        raise
+                    raise stopped from None
                 # every pair has been canaried since either of its workers last restarted: the new clean lineage
                 save_lineage_record(dep)
             rec.extra.update(units=to_data(result.units), steps=to_data(result.steps), warnings=result.warnings)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-from pdctl.errors import PdctlError, StepFailed, UnreachableError
+from pdctl.errors import PdctlError, StepFailed, UnreachableError, as_interrupted
 from pdctl.ops.context import Deployment
 from pdctl.ops.readiness import wait_ready
 
@@ -61,9 +61,13 @@ class StatesAtInterrupt:
         try:
             yield
         except KeyboardInterrupt as e:
-            if self.seen is not None:
-                e.role_states = self.seen  # type: ignore[attr-defined]
-            raise
+            if self.seen is None:
+                raise
+            stopped = as_interrupted(e)
+            stopped.role_states = self.seen
+            if stopped is e:
+                raise
+            raise stopped from None
 
 
 def _fail(dep: Deployment, step: str, err: Exception, done: list[StepRecord]) -> StepFailed:

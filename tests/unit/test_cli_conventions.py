@@ -225,9 +225,9 @@ def test_an_interrupt_says_what_the_action_left_out(capsys):
     from pdctl.cli.common import _run_mapped
 
     def interrupted_rolling():
-        e = KeyboardInterrupt()
-        e.interrupted_notes = ["still out of the routers: prefill[1]@local:41001 (restarted, not put back)"]
-        raise e
+        from pdctl.errors import Interrupted
+
+        raise Interrupted(notes=["still out of the routers: prefill[1]@local:41001 (restarted, not put back)"])
 
     with pytest.raises(typer.Exit) as ex:
         _run_mapped(interrupted_rolling, (), {}, False)
