@@ -6,7 +6,7 @@ Dataclasses serialise field by field (recursively). What a class declares instea
   (a method found there is called without arguments). A key a field already has is replaced where it stands;
 - `json_omit_empty`: these keys (True: every key) are left out when None, "" or {};
 - `json_mask`: the attribute path of the secret values scrubbed from the whole document (pdctl.secrets.mask_nested).
-Enums give their value, pydantic and msgspec models their JSON dump, exceptions their first message line.
+Enums give their value, msgspec models their JSON dump, exceptions their first message line.
 Anything else unknown becomes its str(), so a JSON document is always produced.
 """
 
@@ -37,8 +37,6 @@ def to_data(obj: Any) -> Any:
         return {str(to_data(k)): to_data(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [to_data(v) for v in obj]
-    if hasattr(obj, "model_dump"):  # pydantic, without importing it here
-        return obj.model_dump(mode="json")
     if hasattr(obj, "__struct_fields__"):  # msgspec (the inventory's models)
         import msgspec
 
