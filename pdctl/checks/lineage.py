@@ -4,8 +4,8 @@ and start times.
 The incident: prefill ran 17 h while decode was restarted several times against it; NIXL piled up stale peers and
 transfers failed silently until a clean co-restart prefill -> decode -> router. Every decode pairs with every
 prefill, so each (prefill, decode) pair is judged on its own (`pair_hazards`):
-- with a record of the last co-restart (label -> {"role","pid","start"}, written by pdctl after deploy or
-  restart --pair), FAIL (observed: which process changed):
+- with a record of the last co-restart (checks/lineage_record.py: each process's role, pid and start then, written
+  by pdctl after deploy or restart --pair), FAIL (observed: which process changed):
   - the decode changed since the record while that prefill is unchanged = "degraded-bootstrap": the decode came
     back as a new process under a prefill that had already paired with its old one (the prefill keeps stale
     peer state: the hazard the engine's drill models);
@@ -36,11 +36,12 @@ Pure: give `now` to make it deterministic.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Iterator, Mapping
 
-from pdctl.engines import HazardKnowledge
+from pdctl.checks.lineage_record import LineageRecord
 from pdctl.checks.result import NEXT_PAIR_RESTART, CheckResult, Status
+from pdctl.engines import HazardKnowledge
 from pdctl.serialize import JSON_OFF, to_data
 
 LAYER = "lineage"
@@ -86,9 +87,30 @@ class PairHazard:
         return Status.FAIL if self.basis == RECORD else Status.WARN
 
 
-def make_lineage_record(starts: Mapping[str, tuple[str, int, float | None]]) -> dict[str, dict[str, Any]]:
-    """The record to store after a clean co-restart: label -> {"role", "pid", "start"}."""
-    return {label: {"role": role, "pid": pid, "start": start} for label, (role, pid, start) in starts.items()}
+#: label -> (role, pid, start epoch or None) of the live main processes: what this judge is given
+Starts = Mapping[str, tuple[str, int, float | None]]
+
+
+def make_lineage_record(starts: Starts) -> LineageRecord:
+    """The record to store after a clean co-restart (LineageRecord.of)."""
+    return LineageRecord.of(starts)
+
+
+@dataclass(frozen=True)
+class LineageData:
+    """A lineage row's `data` (its --json): what was observed of the process, then what was judged of it; a value
+    not judged is left out."""
+
+    pid: int
+    start: float | None
+    record: bool  # a co-restart record was read
+    after_prefill_s: dict[str, float] | None = None  # prefill label -> decode/router start - its start
+    record_stale: bool | None = None  # True: both sides changed since the record (start times judged the pair)
+    hazard: str | None = None  # the first hazardous pair's kind
+    prefill: str | None = None  # and its prefill
+    confidence: str | None = None  # "known" | "possible" (pdctl.engines)
+    pairs: list[PairHazard] | None = None  # every hazardous pair
+    json_omit_empty = ("after_prefill_s", "record_stale", "hazard", "prefill", "confidence", "pairs")
 
 
 def _human(seconds: float) -> str:
@@ -109,25 +131,13 @@ def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
 
-def _record_entries(record: Mapping[str, Any] | None) -> dict[str, tuple[str | None, int | None, float | None]] | None:
-    if record is None:
-        return None
-    roles = record.get("roles", record) if isinstance(record, Mapping) else {}
-    out = {}
-    for label, v in roles.items():
-        if isinstance(v, Mapping):
-            out[label] = (v.get("role"), v.get("pid"), v.get("start"))
-        elif isinstance(v, (list, tuple)) and len(v) == 3:
-            out[label] = (v[0], v[1], v[2])
-    return out
-
-
-def _changed(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None) -> bool | None:
+def _changed(label: str, starts: Starts, rec: LineageRecord | None) -> bool | None:
     """True/False against the record; None when it cannot be told (same pid, no start time)."""
     _role, pid, start = starts[label]
-    if rec is None or label not in rec:
+    old = rec.get(label) if rec is not None else None
+    if old is None:
         return True
-    _r, rpid, rstart = rec[label]
+    rpid, rstart = old.pid, old.start
     if pid != rpid:
         return True
     if start is None or rstart is None:
@@ -136,7 +146,7 @@ def _changed(label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] |
 
 
 def _pair(
-    p: str, d: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float
+    p: str, d: str, starts: Starts, rec: LineageRecord | None, window_s: float
 ) -> tuple[str | None, str, float | None]:
     """(hazard kind or None, basis, decode start - prefill start) of one pair, by the rules of the docstring."""
     pstart, dstart = starts[p][2], starts[d][2]
@@ -158,7 +168,13 @@ def _pair(
     return None, START_TIMES, delta
 
 
-def _judged_pairs(starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float):
+#: (prefill, decode, hazard kind or None, basis, decode start - prefill start)
+JudgedPair = tuple[str, str, str | None, str, float | None]
+#: one decode's verdict with one prefill: (prefill, hazard kind or None, basis, decode start - prefill start)
+WithPrefill = tuple[str, str | None, str, float | None]
+
+
+def _judged_pairs(starts: Starts, rec: LineageRecord | None, window_s: float) -> Iterator[JudgedPair]:
     """(prefill, decode, kind or None, basis, delta) for every pair whose decode has a start time; decodes, then
     prefills, in the order of `starts`."""
     prefills = [label for label, v in starts.items() if v[0] == "prefill"]
@@ -169,21 +185,19 @@ def _judged_pairs(starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, 
             yield (p, d, *_pair(p, d, starts, rec, window_s))
 
 
-def pair_hazards(
-    starts: Mapping[str, tuple[str, int, float | None]], record: Mapping[str, Any] | None, window_s: float = 900.0
-) -> list[PairHazard]:
+def pair_hazards(starts: Starts, record: LineageRecord | None, window_s: float = 900.0) -> list[PairHazard]:
     """Every hazardous (prefill, decode) pair of `starts` (label -> (role, pid, start)) against the co-restart
     `record` (or None), by the rules of this module's docstring: decode by decode, prefill by prefill. Pure."""
     return [
         PairHazard(p, d, kind, basis, delta)
-        for p, d, kind, basis, delta in _judged_pairs(starts, _record_entries(record), window_s)
+        for p, d, kind, basis, delta in _judged_pairs(starts, record, window_s)
         if kind
     ]
 
 
 def judge_lineage(
-    starts: Mapping[str, tuple[str, int, float | None]],
-    record: Mapping[str, Any] | None,
+    starts: Starts,
+    record: LineageRecord | None,
     window_s: float = 900.0,
     *,
     now: float | None = None,
@@ -194,9 +208,9 @@ def judge_lineage(
     the deployment's engine and transfer backend (pdctl.engines); a hazard only possible there is a warning that
     says so, never a failure (default: known, as the seed's)."""
     now = time.time() if now is None else now
-    rec = _record_entries(record)
+    rec = record
     prefills = {label: v for label, v in starts.items() if v[0] == "prefill"}
-    judged: dict[str, list[tuple]] = {}
+    judged: dict[str, list[WithPrefill]] = {}
     for p, d, kind, basis, delta in _judged_pairs(starts, rec, window_s):
         judged.setdefault(d, []).append((p, kind, basis, delta))
 
@@ -229,7 +243,7 @@ def judge_lineage(
     for label, (role, pid, start) in starts.items():
         if role == "prefill":
             continue
-        data: dict[str, Any] = {"pid": pid, "start": start, "record": rec is not None}
+        seen = LineageData(pid, start, rec is not None)
         if start is None:
             results.append(
                 CheckResult(
@@ -239,13 +253,13 @@ def judge_lineage(
                     Status.SKIP,
                     observed=f"pid {pid}, start unknown",
                     detail="cannot judge without a start time",
-                    data=data,
+                    data=to_data(seen),
                 )
             )
         elif role == "decode":
-            results.append(_decode_result(label, starts, rec, judged.get(label, []), window_s, now, data, known))
+            results.append(_decode_result(label, starts, rec, judged.get(label, []), window_s, now, seen, known))
         else:
-            results.append(_router_result(label, starts, rec, window_s, data))
+            results.append(_router_result(label, starts, rec, window_s, seen))
     return results
 
 
@@ -255,20 +269,20 @@ def _names(labels: list[str]) -> str:
 
 def _decode_result(
     label: str,
-    starts: Mapping[str, tuple],
-    rec: Mapping[str, tuple] | None,
-    pairs: list[tuple],
+    starts: Starts,
+    rec: LineageRecord | None,
+    pairs: list[WithPrefill],
     window_s: float,
     now: float,
-    data: dict[str, Any],
+    seen: LineageData,
     known: HazardKnowledge | None = None,
 ) -> CheckResult:
     _role, pid, start = starts[label]
+    assert start is not None  # judge_lineage skips a process without a start time
     by_time = {p: delta for p, _k, basis, delta in pairs if basis == START_TIMES and delta is not None}
-    if by_time:
-        data["after_prefill_s"] = by_time
-    if rec is not None and any(basis == START_TIMES for _p, _k, basis, _d in pairs):
-        data["record_stale"] = True  # for those pairs: both sides changed since the record
+    # record_stale: for those pairs both sides changed since the record
+    stale_record = rec is not None and any(basis == START_TIMES for _p, _k, basis, _d in pairs)
+    seen = replace(seen, after_prefill_s=by_time or None, record_stale=stale_record or None)
     stale = " (no co-restart record)" if rec is None else " (the co-restart record does not match these processes)"
     bad = [PairHazard(p, label, kind, basis, delta) for p, kind, basis, delta in pairs if kind]
     if not bad:
@@ -281,7 +295,7 @@ def _decode_result(
                 observed=f"unchanged since the last co-restart (pid {pid})",
                 expected="co-restarted with its prefill",
                 detail="observed: same pid and start time as recorded",
-                data=data,
+                data=to_data(seen),
             )
         return CheckResult(
             LAYER,
@@ -291,7 +305,7 @@ def _decode_result(
             observed=f"pid {pid} started {_when(start)}",
             expected=f"started within {_human(window_s)} of its prefill",
             detail=f"observed: start order consistent with a co-restart{stale}",
-            data=data,
+            data=to_data(seen),
         )
     observed, said = [], []
 
@@ -299,14 +313,14 @@ def _decode_result(
         return [h for h in bad if h.hazard == kind and h.basis == basis]
 
     def up(p: str) -> str:
-        return f"up {_human(now - starts[p][2])}" if starts[p][2] else "start unknown"
+        return f"up {_human(now - pstart)}" if (pstart := starts[p][2]) else "start unknown"
 
     # start times judge a pair without a record, or one whose two sides both changed since it
     by = " (no co-restart record)" if rec is None else " (both changed since the co-restart record)"
     if hz := group(DEGRADED, RECORD):
         observed.append(f"restarted alone under {_names([h.prefill for h in hz])}")
         old = rec.get(label) if rec else None
-        was = f"pid {old[1]} started {_when(old[2])}" if old and old[2] else "not in the record"
+        was = f"pid {old.pid} started {_when(old.start)}" if old and old.start else "not in the record"
         said.append(
             f"observed: decode changed since the last co-restart (now pid {pid} started {_when(start)}; "
             f"recorded: {was}) while "
@@ -358,13 +372,15 @@ def _decode_result(
         expected=expected,
         detail="; ".join(said + [ACTION]),
         next_step=NEXT_PAIR_RESTART,
-        data={
-            **data,
-            "hazard": bad[0].hazard,
-            "prefill": bad[0].prefill,
-            "confidence": "known" if known is None or known.known else "possible",
-            "pairs": to_data(bad),
-        },
+        data=to_data(
+            replace(
+                seen,
+                hazard=bad[0].hazard,
+                prefill=bad[0].prefill,
+                confidence="known" if known is None or known.known else "possible",
+                pairs=bad,
+            )
+        ),
     )
 
 
@@ -373,10 +389,11 @@ def _severity(status: Status) -> int:
 
 
 def _router_result(
-    label: str, starts: Mapping[str, tuple], rec: Mapping[str, tuple] | None, window_s: float, data: dict[str, Any]
+    label: str, starts: Starts, rec: LineageRecord | None, window_s: float, seen: LineageData
 ) -> CheckResult:
     """A router holds no KV bootstrap state: restarted alone or not, never the hazard (lone_restart_hazard)."""
     role, pid, start = starts[label]
+    assert start is not None  # judge_lineage skips a process without a start time
     prefills = [p for p, v in starts.items() if v[0] == "prefill"]
     if rec is not None:
         me = _changed(label, starts, rec)
@@ -389,7 +406,7 @@ def _router_result(
                 observed=f"unchanged since the last co-restart (pid {pid})",
                 expected="co-restarted with its prefill",
                 detail="observed: same pid and start time as recorded",
-                data=data,
+                data=to_data(seen),
             )
         if (
             me
@@ -405,13 +422,12 @@ def _router_result(
                 expected="co-restarted with its prefill, unless it holds no KV state",
                 detail=f"observed: {role} restarted since the last co-restart; it holds no KV "
                 "bootstrap state, so this is not the degraded-bootstrap hazard",
-                data=data,
+                data=to_data(seen),
             )
-        data["record_stale"] = True
+        seen = replace(seen, record_stale=True)
     stale = " (the co-restart record does not match these processes)" if rec is not None else " (no co-restart record)"
-    by_time = {p: float(start) - float(starts[p][2]) for p in prefills if starts[p][2] is not None}
-    if by_time:
-        data["after_prefill_s"] = by_time
+    by_time = {p: float(start) - float(pstart) for p in prefills if (pstart := starts[p][2]) is not None}
+    seen = replace(seen, after_prefill_s=by_time or None)
     return CheckResult(
         LAYER,
         label,
@@ -420,5 +436,5 @@ def _router_result(
         observed=f"pid {pid} started {_when(start)}",
         expected=f"started within {_human(window_s)} of its prefill",
         detail=f"observed: start order consistent with a co-restart{stale}",
-        data=data,
+        data=to_data(seen),
     )

@@ -5,20 +5,16 @@ pairs layer."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
 
 from pdctl import state
+from pdctl.checks.lineage_record import LineageRecord
 from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
 from pdctl.ops.processes import LiveProcess, live_processes
 
 #: label -> (role, pid, start epoch) of a live main process: what checks.lineage judges
 Starts = dict[str, tuple[str, int, float | None]]
-#: the stored record, as checks.lineage.make_lineage_record made it: label -> {"role", "pid", "start"}
-LineageRecord = dict[str, dict[str, Any]]
-
 LINEAGE_WINDOW_S = 900.0  # without a co-restart record: decode/router started this long after prefill = hazard
 
 
@@ -43,10 +39,8 @@ def save_lineage_record(dep: Deployment, procs: Mapping[str, LiveProcess] | None
     """Remember the pids and start times of a clean co-start, for the lineage layer of later checks: written on
     the prefill host (shared by all operators) and locally. Raises UnreachableError/RefusedError when a host
     cannot be asked (its processes would be missing from the record)."""
-    from pdctl.checks.lineage import make_lineage_record
-
-    record = make_lineage_record(lineage_snapshot(procs if procs is not None else live_processes(dep)))
-    text = json.dumps(record, indent=1)
+    record = LineageRecord.of(lineage_snapshot(procs if procs is not None else live_processes(dep)))
+    text = record.dump()
     host, path = host_lineage_path(dep)
     dep.transport(host).put_file(path, text)
     state.lineage_path(dep.inv.name).write_text(text)
@@ -55,15 +49,15 @@ def save_lineage_record(dep: Deployment, procs: Mapping[str, LiveProcess] | None
 
 def load_lineage_record(dep: Deployment) -> LineageRecord | None:
     """The last co-restart's record: the copy on the prefill host (every operator's co-restarts write it), else
-    this operator's local copy."""
+    this operator's local copy. A copy that cannot be read, or is not a record, is skipped."""
     host, path = host_lineage_path(dep)
     for raw in (lambda: dep.transport(host).read_file(path), lambda: state.lineage_path(dep.inv.name).read_bytes()):
         try:
-            data = raw()
-            if data:
-                return json.loads(data)
-        except (OSError, ValueError, PdctlError):
+            record = LineageRecord.parse(raw())
+        except (OSError, PdctlError):
             continue
+        if record is not None:
+            return record
     return None
 
 

@@ -103,12 +103,11 @@ def test_all_restarted_outside_pdctl_falls_back_to_start_order():
     assert res[D].status is Status.PASS and res[D].data["record_stale"]
 
 
-def test_unknown_start_is_skip_and_wrapped_record_accepted():
+def test_unknown_start_is_skip():
     starts = {P: ("prefill", 1, None), D: ("decode", 2, None)}
-    assert {r.status for r in judge_lineage(starts, None, 900, now=NOW)} == {Status.SKIP}
-    starts = co_started(NOW - H)
-    res = judge_lineage(starts, {"time": NOW - H, "roles": make_lineage_record(starts)}, 900, now=NOW)
-    assert all(r.status is Status.PASS for r in res)
+    res = judge_lineage(starts, None, 900, now=NOW)
+    assert {r.status for r in res} == {Status.SKIP}
+    assert by_label(res)[D].data == {"pid": 2, "start": None, "record": False}
 
 
 @pytest.mark.parametrize(

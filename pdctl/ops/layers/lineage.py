@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pdctl.checks.lineage_record import LineageRecord
 from pdctl.checks.result import CheckResult
 from pdctl.checks.systemd_restarts import UnitRestarts
 from pdctl.engines import engine_kind
 from pdctl.ops.context import Deployment
 from pdctl.ops.layers.base import Gathering, Judge, LayerDef, register
-from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, LineageRecord, lineage_snapshot, load_lineage_record
+from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, lineage_snapshot, load_lineage_record
 from pdctl.ops.processes import LiveProcess, live_processes
 
 
