@@ -27,6 +27,7 @@ from pdctl.errors import UnreachableError, UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.inflight import read_point
 from pdctl.ops.storm_client import generate_body, run_requests
+from pdctl.ops.storm_figures import SeriesRow, StormSummary, series_rows, storm_summary
 from pdctl.ops.storm_calibrate import calibrate
 from pdctl.ops.storm_plan import Calibration, StormConfig, aimed_schedule, prompt_ids, random_schedule, storm_bound_s
 from pdctl.serialize import JSON_OFF, json_key, to_data
@@ -51,7 +52,7 @@ class StormReport:
     notes: list[str] = field(default_factory=list)
     t0: float = field(default=0.0, metadata=JSON_OFF)  # monotonic clock at the storm start
     interrupted_by: str = field(default="", metadata=JSON_OFF)  # the signal that stopped it ("": Ctrl-C or none)
-    json_extra = ("ok", ("weak_pass", "weak_reason"), "series")
+    json_extra = ("ok", ("weak_pass", "weak_reason"), ("series", "series_rows"))
 
     @property
     def ok(self) -> bool:
@@ -109,27 +110,13 @@ class StormReport:
             "inflight queue and decode transfer queue)" + extra
         )
 
-    def series(self) -> list[dict[str, Any]]:
+    def series_rows(self) -> list[SeriesRow]:
         """Rows of the time series: t (since load start), phase, inflight total, transfer_failed total."""
-        rows = []
-        for p in self.points:
-            phase = "load" if self.load_stopped_at is None or p.t < self.load_stopped_at else "watch"
-            if p.t < self.load_started_at:
-                phase = "before"
-            rows.append(
-                {
-                    "t": round(p.t - self.load_started_at, 2),
-                    "phase": phase,
-                    "since_stop": round(p.t - self.load_stopped_at, 2)
-                    if self.load_stopped_at is not None and phase == "watch"
-                    else None,
-                    "inflight": None if not p.complete else p.inflight,
-                    "prefill_inflight": p.gauges.get("sglang:num_prefill_inflight_queue_reqs"),
-                    "transfer_failed": p.counter_total("transfer_failed") if p.complete else None,
-                    "generation_tokens": p.generation_tokens,
-                }
-            )
-        return rows
+        return series_rows(self)
+
+    def series(self) -> list[dict[str, Any]]:
+        """series_rows as JSON data: the renderer's view until render/storm.py reads the rows' attributes."""
+        return [to_data(r) for r in self.series_rows()]
 
 
 def router_url(dep: Deployment, target: str | None) -> str:
@@ -235,7 +222,7 @@ def storm(dep: Deployment, cfg: StormConfig, *, router: str | None = None) -> St
         try:
             _run_storm(dep, cfg, base, rep)
         finally:
-            rec.extra["summary"] = summary(rep)  # what was gathered, also when stopped
+            rec.extra["summary"] = to_data(summary(rep))  # what was gathered, also when stopped
         rec.result = audit_result(rep)
         if rep.exit_code():  # as an error's record: history words a caught Ctrl-C as the CLI's exit did (130)
             rec.extra["exit_code"] = rep.exit_code()
@@ -273,25 +260,9 @@ def audit_result(rep: StormReport) -> str:
     return "failed: " + (reason if len(reason) <= 300 else reason[:297] + "...")
 
 
-def summary(rep: StormReport) -> dict[str, Any]:
+def summary(rep: StormReport) -> StormSummary:
     """The storm's figures for the audit record (no time series, no per-request rows). Pure."""
-    good = [p for p in list(rep.points) if p.complete]
-    tf = (good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")) if good else None
-    return {
-        "partial": rep.partial,
-        "verdict": to_data(rep.verdict),
-        "requests": len(rep.outcomes),
-        "sent": sum(1 for o in rep.outcomes if not (o.error or "").startswith("not sent")),
-        "hits": to_data(rep.hits),
-        "window_s": list(rep.window) if rep.window else None,
-        "spacing_s": rep.spacing_s,
-        "load_s": None if rep.load_stopped_at is None else round(rep.load_stopped_at - rep.load_started_at, 2),
-        "samples": len(rep.points),
-        "peak_inflight": max((p.inflight for p in good), default=None),
-        "transfer_failed_delta": tf,
-        "holders": rep.holders,
-        "notes": rep.notes,
-    }
+    return storm_summary(rep)
 
 
 def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -> None:
