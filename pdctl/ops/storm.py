@@ -27,7 +27,7 @@ from pdctl.errors import UnreachableError, UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.inflight import read_point
 from pdctl.ops.storm_client import generate_body, run_requests
-from pdctl.ops.storm_figures import SeriesRow, StormSummary, series_rows, storm_summary
+from pdctl.ops.storm_figures import SeriesRow, StormSummary, series_rows
 from pdctl.ops.storm_calibrate import calibrate
 from pdctl.ops.storm_plan import Calibration, StormConfig, aimed_schedule, prompt_ids, random_schedule, storm_bound_s
 from pdctl.serialize import JSON_OFF, json_key, to_data
@@ -112,7 +112,7 @@ class StormReport:
 
     def series_rows(self) -> list[SeriesRow]:
         """Rows of the time series: t (since load start), phase, inflight total, transfer_failed total."""
-        return series_rows(self)
+        return series_rows(self.points, self.load_started_at, self.load_stopped_at)
 
     def series(self) -> list[dict[str, Any]]:
         """series_rows as JSON data: the renderer's view until render/storm.py reads the rows' attributes."""
@@ -262,7 +262,23 @@ def audit_result(rep: StormReport) -> str:
 
 def summary(rep: StormReport) -> StormSummary:
     """The storm's figures for the audit record (no time series, no per-request rows). Pure."""
-    return storm_summary(rep)
+    good = [p for p in list(rep.points) if p.complete]
+    tf = (good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")) if good else None
+    return StormSummary(
+        partial=rep.partial,
+        verdict=rep.verdict,
+        requests=len(rep.outcomes),
+        sent=sum(1 for o in rep.outcomes if not (o.error or "").startswith("not sent")),
+        hits=rep.hits,
+        window_s=rep.window or None,
+        spacing_s=rep.spacing_s,
+        load_s=None if rep.load_stopped_at is None else round(rep.load_stopped_at - rep.load_started_at, 2),
+        samples=len(rep.points),
+        peak_inflight=max((p.inflight for p in good), default=None),
+        transfer_failed_delta=tf,
+        holders=rep.holders,
+        notes=rep.notes,
+    )
 
 
 def _run_storm(dep: Deployment, cfg: StormConfig, base: str, rep: StormReport) -> None:

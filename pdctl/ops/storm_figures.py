@@ -5,12 +5,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
+from pdctl.checks.inflight import Point
 from pdctl.checks.storm import HitReport, StormVerdict
-
-if TYPE_CHECKING:
-    from pdctl.ops.storm import StormReport
 
 PREFILL_INFLIGHT = "sglang:num_prefill_inflight_queue_reqs"
 
@@ -28,19 +26,19 @@ class SeriesRow:
     generation_tokens: float | None  # decode side total
 
 
-def series_rows(rep: StormReport) -> list[SeriesRow]:
-    """The report's samples as rows, in order."""
+def series_rows(points: Sequence[Point], load_started_at: float, load_stopped_at: float | None) -> list[SeriesRow]:
+    """The samples as rows, in order, on the load's clock (`load_stopped_at` None: the load did not stop)."""
     rows = []
-    for p in rep.points:
-        phase = "load" if rep.load_stopped_at is None or p.t < rep.load_stopped_at else "watch"
-        if p.t < rep.load_started_at:
+    for p in points:
+        phase = "load" if load_stopped_at is None or p.t < load_stopped_at else "watch"
+        if p.t < load_started_at:
             phase = "before"
         rows.append(
             SeriesRow(
-                t=round(p.t - rep.load_started_at, 2),
+                t=round(p.t - load_started_at, 2),
                 phase=phase,
-                since_stop=round(p.t - rep.load_stopped_at, 2)
-                if rep.load_stopped_at is not None and phase == "watch"
+                since_stop=round(p.t - load_stopped_at, 2)
+                if load_stopped_at is not None and phase == "watch"
                 else None,
                 inflight=None if not p.complete else p.inflight,
                 prefill_inflight=p.gauges.get(PREFILL_INFLIGHT),
@@ -68,23 +66,3 @@ class StormSummary:
     transfer_failed_delta: float | None  # last minus first complete sample
     holders: dict[str, dict[str, float]]
     notes: list[str]
-
-
-def storm_summary(rep: StormReport) -> StormSummary:
-    good = [p for p in list(rep.points) if p.complete]
-    tf = (good[-1].counter_total("transfer_failed") - good[0].counter_total("transfer_failed")) if good else None
-    return StormSummary(
-        partial=rep.partial,
-        verdict=rep.verdict,
-        requests=len(rep.outcomes),
-        sent=sum(1 for o in rep.outcomes if not (o.error or "").startswith("not sent")),
-        hits=rep.hits,
-        window_s=rep.window or None,
-        spacing_s=rep.spacing_s,
-        load_s=None if rep.load_stopped_at is None else round(rep.load_stopped_at - rep.load_started_at, 2),
-        samples=len(rep.points),
-        peak_inflight=max((p.inflight for p in good), default=None),
-        transfer_failed_delta=tf,
-        holders=rep.holders,
-        notes=rep.notes,
-    )
