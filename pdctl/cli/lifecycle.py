@@ -21,13 +21,14 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
     from pdctl.ops.lifecycle import status as run
     from pdctl.ops.lifecycle import status_hazards
     from pdctl.ops.watch_service import brief
+    from pdctl.serialize import to_data
 
     with open_deployment(inventory, quiet=True) as dep:
         rows = run(dep)
         # one read of the lock; not from a host that just failed to answer (one more connect timeout for nothing)
         lock = (
             LockState(None, None)
-            if any(r.get("error") and r["host"] == dep.inv.roles.prefill[0].host for r in rows)
+            if any(r.state == "unknown" and r.host == dep.inv.roles.prefill[0].host for r in rows)
             else lock_state(dep)
         )
         hazards = status_hazards(dep, rows, lock.abandoned)
@@ -35,7 +36,13 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
         watch = brief(dep.inv)
     if json_out:
         render.emit_json(
-            {"inventory": dep.inv.name, "roles": rows, "hazards": hazards, "watch": watch, "lock_held_by": held}
+            {
+                "inventory": dep.inv.name,
+                "roles": to_data(rows),
+                "hazards": hazards,
+                "watch": watch,
+                "lock_held_by": held,
+            }
         )
     else:
         render.status_table(rows)
@@ -44,28 +51,27 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
             render.wrapped(f"deployment lock held by {held}: a change is under way", style="yellow")
         for h in hazards:
             render.warning(h)
-        if any(r.get("error_exit_code") == ExitCode.USAGE for r in rows):  # a retry cannot help: the inventory's files
+        if any(r.error_exit_code == ExitCode.USAGE for r in rows):  # a retry cannot help: the inventory's files
             render.lines(["next: fix what the error below names, then `pdctl status` again"], style="yellow")
-        elif any(r["state"] == "unknown" for r in rows):  # deploy would act on a host we know nothing about
+        elif any(r.state == "unknown" for r in rows):  # deploy would act on a host we know nothing about
             render.lines(
                 ["next: nothing is known of the unknown roles; retry `pdctl status` before acting"], style="yellow"
             )
-        elif any(r["state"] == "stopped" for r in rows):
+        elif any(r.state == "stopped" for r in rows):
             render.lines(
                 ["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow"
             )
-    unreachable = [r["error_exit_code"] for r in rows if r.get("error_exit_code")]
-    first_per_host: dict[
-        str, tuple[str, str | None]
-    ] = {}  # one line per host that could not be asked; each role's reason is in its row
+    unreachable = [r.error_exit_code for r in rows if r.error_exit_code]
+    # one line per host that could not be asked; each role's reason is in its row
+    first_per_host: dict[str, tuple[str, str | None]] = {}
     for r in rows:
-        if r.get("error"):
-            first_per_host.setdefault(r["host"], (r["error"], r["hint"]))
+        if r.error is not None:
+            first_per_host.setdefault(r.host, (r.error, r.hint))
     for message, hint in first_per_host.values():
         render.error(message, hint)
     if unreachable:
         raise typer.Exit(max(unreachable))
-    if not all(r["active"] for r in rows):
+    if not all(r.active for r in rows):
         raise typer.Exit(ExitCode.CHECK_FAILED)
 
 

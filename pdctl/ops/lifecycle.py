@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pdctl import audit
+from pdctl.checks.role_status import RoleStatus
 from pdctl.errors import CheckFailed, PdctlError, UsageError
 from pdctl.engines import engine_kind
 from pdctl.ops.context import Deployment, deployment_lock
@@ -16,45 +17,41 @@ if TYPE_CHECKING:
     from pdctl.lock import Abandoned
 
 
-def status(dep: Deployment) -> list[dict[str, Any]]:
-    """One row per role instance: service, active, pid, uptime, URL, restarts (systemd's NRestarts; None for
-    pidfile services). A host that could not be asked (did not answer
-    in time, refused, unreachable) gives an "unknown" row with the reason and the error's exit code, not a raise,
-    and never "stopped": nothing is known about its services."""
+def status(dep: Deployment) -> list[RoleStatus]:
+    """One row per role instance: service, active, pid, uptime, restarts (systemd's NRestarts; None for pidfile
+    services). A host that could not be asked (did not answer in time, refused, unreachable) gives an "unknown" row
+    with the reason and the error's exit code, not a raise, and never "stopped": nothing is known about its services."""
 
-    def one(role: str, i: int) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "label": dep.inv.label(role, i),
-            "role": role,
-            "index": i,
-            "host": dep.instance(role, i).host,
-            "service": dep.inv.service_name(role, i),
-        }
+    def one(role: str, i: int) -> RoleStatus:
+        label, host, service = dep.inv.label(role, i), dep.instance(role, i).host, dep.inv.service_name(role, i)
         try:
             st = dep.status(role, i)
         except PdctlError as e:
-            return {
-                **row,
-                "active": False,
-                "state": "unknown",
-                "pid": None,
-                "uptime_s": None,
-                "detail": e.message.splitlines()[0],
-                "error_exit_code": e.exit_code,
-                "error": e.message,
-                "hint": e.hint,
-            }
-        up = round(time.time() - st.started_at, 1) if st.active and st.started_at else None
-        return {
-            **row,
-            "active": st.active,
-            "state": "running" if st.active else "stopped",
-            "pid": st.main_pid,
-            "started_at": st.started_at if st.active else None,
-            "uptime_s": up,
-            "detail": st.detail,
-            "restarts": st.restarts,
-        }
+            return RoleStatus(
+                label,
+                role,
+                i,
+                host,
+                service,
+                active=False,
+                detail=e.message.splitlines()[0],
+                error_exit_code=e.exit_code,
+                error=e.message,
+                hint=e.hint,
+            )
+        return RoleStatus(
+            label,
+            role,
+            i,
+            host,
+            service,
+            active=st.active,
+            pid=st.main_pid,
+            started_at=st.started_at if st.active else None,
+            uptime_s=round(time.time() - st.started_at, 1) if st.active and st.started_at else None,
+            detail=st.detail,
+            restarts=st.restarts,
+        )
 
     rows = []
     for r in dep.each_instance(one):
@@ -63,7 +60,7 @@ def status(dep: Deployment) -> list[dict[str, Any]]:
     return rows
 
 
-def status_hazards(dep: Deployment, rows: list[dict[str, Any]], abandoned: "Abandoned | None" = None) -> list[str]:
+def status_hazards(dep: Deployment, rows: list[RoleStatus], abandoned: Abandoned | None = None) -> list[str]:
     """What `status` must say besides each role's state: an abandoned deployment lock (`abandoned`, read by the
     caller with the holder: a killed pdctl may have left the deployment half done) and the restart-lineage hazards
     of the running processes (e.g. decode restarted alone: prefill new, decode old; or restarted by systemd under a
@@ -73,18 +70,19 @@ def status_hazards(dep: Deployment, rows: list[dict[str, Any]], abandoned: "Aban
     from pdctl.ops.verify import LINEAGE_WINDOW_S, load_lineage_record
 
     out = [abandoned.describe()] if abandoned is not None else []
-    if any(r["state"] == "unknown" for r in rows):
+    if any(r.state == "unknown" for r in rows):
         return out  # lineage from part of the deployment would judge the rest wrongly
-    starts = {r["label"]: (r["role"], r["pid"], r.get("started_at")) for r in rows if r["active"]}
+    # as the lineage layer's snapshot: a service with no main pid has no process to judge
+    starts = {r.label: (r.role, r.pid, r.started_at) for r in rows if r.active and r.pid is not None}
     if not starts:
         return out
     from pdctl.checks.systemd_restarts import UnitRestarts, judge_systemd_restarts
     from pdctl.services.systemd import unit_name
 
     units = {
-        r["label"]: UnitRestarts(r["role"], unit_name(r["service"]), r["restarts"], r["pid"], r.get("started_at"))
+        r.label: UnitRestarts(r.role, unit_name(r.service), r.restarts, r.pid, r.started_at)
         for r in rows
-        if r["active"] and r.get("restarts") is not None
+        if r.active and r.restarts is not None
     }
     for c in judge_lineage(
         starts,

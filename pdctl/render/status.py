@@ -3,11 +3,10 @@ instance, state, pid and uptime on one line and its service and detail indented 
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 
 from pdctl import render
+from pdctl.checks.role_status import RoleStatus
 from pdctl.checks.triage import short_label
 from pdctl.render.layout import Col, grid
 
@@ -22,34 +21,29 @@ STATUS_COLS = (
 )
 
 
-def _state(r: dict[str, Any]) -> str:
-    if r.get("error"):
-        return "unknown"  # not "stopped": the host could not be asked
-    return "running" if r["active"] else "stopped"
+STATE_STYLES = {"unknown": "yellow", "running": "green", "stopped": "red"}
 
 
-def status_rows(rows: list[dict[str, Any]]) -> list[tuple]:
+def status_rows(rows: list[RoleStatus]) -> list[tuple[str, str, Text, str, str, str]]:
     out = []
     for r in rows:
-        state = _state(r)
-        style = {"unknown": "yellow", "running": "green", "stopped": "red"}[state]
-        up = f"{r['uptime_s']:.0f}s" if r.get("uptime_s") is not None else ""
-        detail = r.get("detail") or ""
-        if detail == state:  # the pidfile manager's "running" says nothing the state column does not
+        up = f"{r.uptime_s:.0f}s" if r.uptime_s is not None else ""
+        detail = r.detail
+        if detail == r.state:  # the pidfile manager's "running" says nothing the state column does not
             detail = ""
-        if r.get("restarts"):  # restarts systemd made on its own: the lineage layer says whether they matter
-            detail += f"{', ' if detail else ''}NRestarts={r['restarts']}"
-        out.append((r["label"], r["service"], Text(state, style=style), str(r["pid"] or ""), up, detail))
+        if r.restarts:  # restarts systemd made on its own: the lineage layer says whether they matter
+            detail += f"{', ' if detail else ''}NRestarts={r.restarts}"
+        out.append((r.label, r.service, Text(r.state, style=STATE_STYLES[r.state]), str(r.pid or ""), up, detail))
     return out
 
 
-def status_headline(rows: list[dict[str, Any]]) -> Text:
+def status_headline(rows: list[RoleStatus]) -> Text:
     """'status: 10 of 10 running', 'status: 9 of 10 running; stopped: decode[2]', 'status: 3 of 3 unknown:
     prefill[0], ...' (short labels, whole; "running" only when something runs). Pure."""
-    states = [_state(r) for r in rows]
+    states = [r.state for r in rows]
     parts = [f"{states.count('running')} of {len(rows)} running"] if "running" in states else []
     for word in ("stopped", "unknown"):
-        names = [short_label(r["label"]) for r, s in zip(rows, states) if s == word]
+        names = [short_label(r.label) for r, s in zip(rows, states) if s == word]
         if names:
             parts.append(
                 f"{word}: {', '.join(names)}" if parts else f"{len(names)} of {len(rows)} {word}: {', '.join(names)}"
@@ -60,7 +54,7 @@ def status_headline(rows: list[dict[str, Any]]) -> Text:
     return Text(head, style=style)
 
 
-def status_table(rows: list[dict[str, Any]]) -> None:
+def status_table(rows: list[RoleStatus]) -> None:
     c = render.console()
     c.print(status_headline(rows))
     c.print(grid("roles", STATUS_COLS, status_rows(rows), c.width, narrow="stacked"))

@@ -5,6 +5,7 @@ typer's CliRunner where it needs no deployment."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 from pdctl import render
 from pdctl.checks.inflight import judge_inflight, judge_points
 from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.role_status import RoleStatus
 from pdctl.checks.storm import HitReport, judge_watch
 from pdctl.checks.triage import Finding, Observation
 from pdctl.ops.inflight import InflightReport, Point
@@ -148,33 +150,31 @@ def test_verify_final_health_cli_verbose_option(width, monkeypatch, tmp_path):
     assert long.exit_code == 1 and "--flag-number-0" in long.stdout
 
 
-def status_rows(long_detail: bool):
+def status_rows(long_detail: bool) -> list[RoleStatus]:
     return [
-        {
-            "label": PREFILL,
-            "service": "pdctl-prefill-0.service",
-            "active": True,
-            "pid": 412345,
-            "uptime_s": 86400.0,
-            "detail": "",
-        },
-        {
-            "label": DECODE,
-            "service": "pdctl-decode-0.service",
-            "active": False,
-            "pid": None,
-            "uptime_s": None,
-            "detail": "exited 1 at 2025-01-01T00:00:00 (see pdctl logs decode)" if long_detail else "",
-        },
-        {
-            "label": ROUTER,
-            "service": "pdctl-router-0.service",
-            "active": None,
-            "pid": None,
-            "uptime_s": None,
-            "error": "unreachable",
-            "detail": "ssh gpu-host-1.example.internal:22: timed out",
-        },
+        RoleStatus(
+            PREFILL, "prefill", 0, "gpu-host-1", "pdctl-prefill-0.service", active=True, pid=412345, uptime_s=86400.0
+        ),
+        RoleStatus(
+            DECODE,
+            "decode",
+            0,
+            "gpu-host-1",
+            "pdctl-decode-0.service",
+            active=False,
+            detail="exited 1 at 2025-01-01T00:00:00 (see pdctl logs decode)" if long_detail else "",
+        ),
+        RoleStatus(
+            ROUTER,
+            "router",
+            0,
+            "gpu-host-1",
+            "pdctl-router-0.service",
+            active=False,
+            detail="ssh gpu-host-1.example.internal:22: timed out",
+            error_exit_code=3,
+            error="unreachable",
+        ),
     ]
 
 
@@ -403,17 +403,23 @@ def test_status_measures_cjk_host_names_in_terminal_cells(width, capsys, detail)
     """A CJK character takes two cells: a label counted in characters got a column too narrow, and lost its port."""
     from rich.cells import cell_len
 
-    rows = status_rows(detail == "long")
-    for r in rows:
-        r["label"] = r["label"].split("@")[0] + "@日本語ホスト:" + r["label"].rsplit(":", 1)[1]
-        if detail == "none":  # every row short: the table layout, not the stacked one
-            r.update(detail="", error=None, service=r["service"].removesuffix(".service"))
+    rows = [
+        dataclasses.replace(r, label=r.label.split("@")[0] + "@日本語ホスト:" + r.label.rsplit(":", 1)[1])
+        for r in status_rows(detail == "long")
+    ]
+    if detail == "none":  # every row short: the table layout, not the stacked one
+        rows = [
+            dataclasses.replace(
+                r, detail="", error=None, error_exit_code=None, service=r.service.removesuffix(".service")
+            )
+            for r in rows
+        ]
     render.status_table(rows)
     lines = screen(capsys)
     assert all(cell_len(x.rstrip()) <= width for x in lines), [x for x in lines if cell_len(x.rstrip()) > width]
     assert "…" not in "\n".join(lines)
     for r in rows:
-        assert any(r["label"] in x for x in lines), (r["label"], "\n".join(lines))
+        assert any(r.label in x for x in lines), (r.label, "\n".join(lines))
 
 
 def test_status_lock_line_keeps_the_holders_command_whole(width, capsys):

@@ -11,6 +11,7 @@ import pytest
 from pdctl import render
 from pdctl.checks.metrics import parse_metrics
 from pdctl.checks.result import Status
+from pdctl.checks.role_status import RoleStatus
 from pdctl.checks.storm import HitReport, judge_watch
 from pdctl.checks.transfer import judge_transfer
 from pdctl.ops.inflight import Point
@@ -234,16 +235,20 @@ def test_instance_rows_status_is_the_worst():
 
 
 def test_status_headline_says_running_only_when_something_runs(width, capsys):
-    rows = status_4x4(stopped=False)
-    for r in rows:
-        r.update(
+    rows = [
+        RoleStatus(
+            r.label,
+            r.role,
+            r.index,
+            r.host,
+            r.service,
             active=False,
-            pid=None,
-            uptime_s=None,
-            state="unknown",
-            error="unreachable",
             detail="ssh gpu-host-1.example.internal:22: timed out",
+            error_exit_code=3,
+            error="unreachable",
         )
+        for r in status_4x4(stopped=False)
+    ]
     render.status_table(rows)
     lines = screen(capsys)
     assert lines[0].startswith("status: 10 of 10 unknown: prefill[0], prefill[1]")

@@ -7,6 +7,7 @@ from pdctl.checks.flags import judge_flags
 from pdctl.checks.health import judge_readiness
 from pdctl.checks.metrics import parse_metrics
 from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.role_status import RoleStatus
 from pdctl.checks.transfer import judge_transfer
 from pdctl.checks.triage import ServiceState, TriageObservations, judge_triage, observation_rows
 from pdctl.ops.triage import TriageReport
@@ -176,7 +177,7 @@ def triage_4x4(*, stopped: bool = True) -> TriageReport:
     return TriageReport("prod-4x4.yaml", observation_rows(obs), judge_triage(obs), obs)
 
 
-def status_4x4(*, stopped: bool = True) -> list[dict]:
+def status_4x4(*, stopped: bool = True) -> list[RoleStatus]:
     """`pdctl status` rows (ops.lifecycle.status's shape) of the 4x4+2 under systemd."""
     rows = []
     for k, lab in enumerate(LABELS):
@@ -184,19 +185,19 @@ def status_4x4(*, stopped: bool = True) -> list[dict]:
         i = int(lab.split("[")[1].split("]")[0])
         down = stopped and lab == BROKEN
         rows.append(
-            {
-                "label": lab,
-                "role": role,
-                "index": i,
-                "host": HOSTS[i],
-                "service": f"pdctl-prod-{role}-{i}.service",
-                "active": not down,
-                "state": "stopped" if down else "running",
-                "pid": None if down else 412000 + k,
-                "uptime_s": None if down else 186400.0 + k,
-                "restarts": 0,
-                "detail": "failed (Result: exit-code) since 2026-12-01 10:00:00" if down else "active (running)",
-            }
+            RoleStatus(
+                lab,
+                role,
+                i,
+                HOSTS[i],
+                f"pdctl-prod-{role}-{i}.service",
+                active=not down,
+                pid=None if down else 412000 + k,
+                started_at=None if down else 1_764_000_000.0 - k,
+                uptime_s=None if down else 186400.0 + k,
+                detail="failed (Result: exit-code) since 2026-12-01 10:00:00" if down else "active (running)",
+                restarts=0,
+            )
         )
     return rows
 
