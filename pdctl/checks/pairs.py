@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pdctl.checks.e2e import judge_completion_content
 from pdctl.checks.result import NEXT_PAIR_RESTART, NEXT_TRIAGE, CheckResult, Status
@@ -42,11 +42,33 @@ def canary_rid(room: int) -> str:
     return f"pdctl-pair-{room}"
 
 
+class SamplingParams(TypedDict):
+    max_new_tokens: int
+    temperature: float
+
+
+class _GenerateFields(TypedDict):
+    text: str
+    sampling_params: SamplingParams
+    stream: bool
+    rid: str
+    bootstrap_host: str
+    bootstrap_port: int
+    bootstrap_room: int
+
+
+class CanaryBody(_GenerateFields, total=False):
+    """SGLang's /generate request with the PD bootstrap fields, as the router sends it to both workers of a pair;
+    `model` only when the inventory names one."""
+
+    model: str
+
+
 def canary_body(
     *, prompt: str, max_tokens: int, bootstrap_host: str, bootstrap_port: int, room: int, model: str | None = None
-) -> dict[str, Any]:
+) -> CanaryBody:
     """The /generate body sent, unchanged, to the prefill and the decode of one pair. Pure."""
-    body: dict[str, Any] = {
+    body: CanaryBody = {
         "text": prompt,
         "sampling_params": {"max_new_tokens": max_tokens, "temperature": 0},
         "stream": False,

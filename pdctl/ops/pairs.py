@@ -23,6 +23,7 @@ from pdctl.checks.pairs import (
     LegAnswer,
     MatrixVerdict,
     PairResult,
+    CanaryBody,
     canary_body,
     canary_rid,
     fresh_room,
@@ -78,7 +79,7 @@ class PairsReport:
         return 0 if self.ok else (3 if self.verdict.unknown else 1)
 
 
-def _leg(url: str, body: dict[str, Any], timeout: float) -> LegAnswer:
+def _leg(url: str, body: CanaryBody, timeout: float) -> LegAnswer:
     """POST the canary to one worker and read its whole answer, within `timeout`. Never raises. On a timeout the
     client closes the connection (httpx never pools a connection a request failed on)."""
     from httpx import ConnectTimeout
