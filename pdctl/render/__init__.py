@@ -6,8 +6,6 @@ export) captures everything printed."""
 
 from __future__ import annotations
 
-import pdctl.render.escape_controls  # noqa: F401  (every Text escapes control characters: before any printer runs)
-
 # name -> the module that defines it; imported on first use, so a command pays only for the printers it calls
 _HOME = {
     "STATUS_STYLE": "screen",

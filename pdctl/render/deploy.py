@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from rich.text import Text
-
 from pdctl import render
+from pdctl.render.escape_controls import Text
 from pdctl.render.tables import steps_table
 from pdctl.render.terminal_safe import printable as p
 
 
 def deploy_plan(plan) -> None:
-    from pdctl.secrets import mask_argv, mask_env, secret_values
     from pdctl.render.terminal_safe import env_line, shell_line
+    from pdctl.secrets import mask_argv, mask_env, secret_values
 
     c = render.console()
     for r in plan.roles:

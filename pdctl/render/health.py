@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rich.text import Text
-
 from pdctl import render
 from pdctl.checks.result import CheckResult, Status
+from pdctl.render.escape_controls import Text
 
 
 def layer_summary(layer: str, results: list[CheckResult], pad: int = 0) -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
-from rich.text import Text
 
 from pdctl import render
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, block, plain_table
 from pdctl.render.terminal_safe import printable
 

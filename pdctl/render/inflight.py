@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
-
 from pdctl import render
 from pdctl.render.charts import vertical_chart
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, grid
 from pdctl.render.tables import check_block
 

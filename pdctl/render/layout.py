@@ -9,13 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence, Union
 
+import rich.text
 from rich import box
 from rich.cells import cell_len  # terminal cells, not characters: a CJK character takes two
 from rich.console import Group, RenderableType
 from rich.table import Table
-from rich.text import Text
 
-Cell = Union[str, Text, list]  # a list: items of one cell (each a str or Text)
+from pdctl.render.escape_controls import Text
+
+Cell = Union[str, rich.text.Text, list]  # a list: items of one cell (each a str or Text)
 WRAP_MIN = 10  # the narrowest a wrapping column may get before the table gives way to blocks
 WORD_MAX = 40  # a wrapping column is at least as wide as its longest word up to this (URLs, metric names)
 
@@ -32,13 +34,13 @@ class Col:
 def plain(cell: Cell) -> str:
     if isinstance(cell, list):
         return "; ".join(plain(c) for c in cell)
-    return cell.plain if isinstance(cell, Text) else str(cell)
+    return cell.plain if isinstance(cell, rich.text.Text) else str(cell)
 
 
 def as_text(cell: Cell) -> Text:
     if isinstance(cell, list):
         return Text("; ").join(as_text(c) for c in cell)
-    return cell.copy() if isinstance(cell, Text) else Text(str(cell))
+    return Text.of(cell) if isinstance(cell, rich.text.Text) else Text(str(cell))
 
 
 def _longest_word(s: str) -> int:

@@ -3,9 +3,8 @@ write instead, the rule's doc), silenced ones with the inventory's reason, then 
 
 from __future__ import annotations
 
-from rich.text import Text
-
 from pdctl import render
+from pdctl.render.escape_controls import Text
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "note": "cyan"}
 

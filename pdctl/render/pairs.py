@@ -3,10 +3,9 @@ failed pair with what was expected and what was found, then which instance each 
 
 from __future__ import annotations
 
-from rich.text import Text
-
 from pdctl import render
 from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Cell, Col, block, grid, pack
 
 _CELL_STYLE = {PASS: "green", FAIL: "bold red", UNKNOWN: "yellow"}

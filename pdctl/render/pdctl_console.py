@@ -3,18 +3,23 @@ last guard against text that would drive the terminal."""
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import HighlighterType, JustifyMethod, OverflowMethod
 
 from pdctl.render.escape_controls import escape_controls
 
 
 def _printable_segments(buffer: Iterable[Segment]) -> Iterator[Segment]:
-    """After layout: text that reached the console without a Text of pdctl's (a renderable of rich's own making)
-    gets its control characters escaped too (render/escape_controls.py escapes every Text before layout); rich's
-    control segments (the live screen's cursor moves) and styles pass untouched."""
+    """After layout, the last line of defence: text that reached the console without pdctl's escaping (a renderable
+    of rich's own making: a panel title, a progress column) gets its control characters escaped too; rich's control
+    segments (the live screen's cursor moves) and styles pass untouched."""
     for seg in buffer:
         text = seg.text
         if seg.control or text.isprintable() or not text:
@@ -26,7 +31,9 @@ def _printable_segments(buffer: Iterable[Segment]) -> Iterator[Segment]:
 class PdctlConsole(Console):
     """rich's console, except when the reader of its output goes away (`pdctl ... | head`): the rest is dropped and
     the command goes on to its verdict (pdctl/broken_pipe.py), where rich would exit 1, pdctl's "a check failed".
-    And no text it prints can carry a terminal control sequence."""
+    And no text it prints can carry a terminal control sequence: a str it is handed (`print("...")`, a table cell, a
+    rule's title) is escaped before layout, like pdctl's Text (render/escape_controls.py), and every segment once
+    more after layout."""
 
     def on_broken_pipe(self) -> None:
         from pdctl.broken_pipe import drop_rest_of_output
@@ -37,3 +44,28 @@ class PdctlConsole(Console):
     def render(self, renderable: RenderableType, options: Optional[ConsoleOptions] = None) -> Iterable[Segment]:
         # rich's public hook every printed renderable passes through (nested ones too), after their layout
         return _printable_segments(super().render(renderable, options))
+
+    def render_str(
+        self,
+        text: str,
+        *,
+        style: Union[str, Style] = "",
+        justify: Optional[JustifyMethod] = None,
+        overflow: Optional[OverflowMethod] = None,
+        emoji: Optional[bool] = None,
+        markup: Optional[bool] = None,
+        highlight: Optional[bool] = None,
+        highlighter: Optional[HighlighterType] = None,
+    ) -> Text:
+        # rich's public hook for every str it is handed: escaped before its markup is read and before layout, so
+        # widths count the escapes (an escape ends in a letter or digit: never a `\` that would escape a `[`)
+        return super().render_str(
+            escape_controls(text),
+            style=style,
+            justify=justify,
+            overflow=overflow,
+            emoji=emoji,
+            markup=markup,
+            highlight=highlight,
+            highlighter=highlighter,
+        )

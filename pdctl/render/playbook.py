@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
-
 from pdctl import render
 from pdctl.playbook.vars import show_value
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, grid
 from pdctl.render.progress import clear_live
 

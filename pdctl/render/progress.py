@@ -15,9 +15,8 @@ import threading
 import time
 from typing import Callable, TextIO
 
-from rich.text import Text
-
 from pdctl.progress import Event
+from pdctl.render.escape_controls import Text
 from pdctl.render.pdctl_console import PdctlConsole
 
 PLAIN_EVERY_S = 5.0  # piped: at most one waiting line this often (a log, not a screen)

@@ -8,7 +8,8 @@ import io
 from pathlib import Path
 
 from rich.console import Console
-from rich.text import Text
+
+from pdctl.render.escape_controls import Text
 
 REPORT_SUFFIXES = (".svg", ".html")
 

@@ -4,9 +4,8 @@ steps themselves (30 for a 2x2) are in `--json`; the screen keeps one row per un
 
 from __future__ import annotations
 
-from rich.text import Text
-
 from pdctl import render
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, grid
 
 

@@ -8,10 +8,10 @@ import sys
 from typing import Any, Iterable
 
 from rich.console import Console
-from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.result import Status
+from pdctl.render.escape_controls import Text
 from pdctl.render.pdctl_console import PdctlConsole
 
 STATUS_STYLE = {

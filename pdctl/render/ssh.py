@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from pdctl import render
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, grid
 
 if TYPE_CHECKING:

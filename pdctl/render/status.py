@@ -3,11 +3,10 @@ instance, state, pid and uptime on one line and its service and detail indented 
 
 from __future__ import annotations
 
-from rich.text import Text
-
 from pdctl import render
 from pdctl.checks.role_status import RoleStatus
 from pdctl.checks.triage import short_label
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, grid
 
 # the head columns make a stacked row's first line: an instance's label and state are never apart

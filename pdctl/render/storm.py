@@ -3,10 +3,9 @@ row each, the others counted), the hit rate and the verdict."""
 
 from __future__ import annotations
 
-from rich.text import Text
-
 from pdctl import render
 from pdctl.checks.inflight import fmt_s, short_gauges
+from pdctl.render.escape_controls import Text
 from pdctl.render.inflight import num, print_chart, style_of
 from pdctl.render.layout import Col, grid
 

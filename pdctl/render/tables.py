@@ -8,9 +8,9 @@ from typing import Iterable
 from rich.console import RenderableType
 from rich.padding import Padding
 from rich.table import Table
-from rich.text import Text
 
 from pdctl.checks.result import WORST_FIRST, CheckResult, Status
+from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, block, fits, grid, pack, stacked
 from pdctl.render.screen import STATUS_STYLE
 

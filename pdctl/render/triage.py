@@ -4,10 +4,10 @@ then the observations that did not pass as one row per kind and instance, and th
 from __future__ import annotations
 
 from rich.table import Table
-from rich.text import Text
 
 from pdctl import render
 from pdctl.checks.result import WORST_FIRST, Status
+from pdctl.render.escape_controls import Text
 from pdctl.render.inflight import style_of
 from pdctl.render.layout import Col, grid, wrap_keeping_commands
 from pdctl.render.screen import STATUS_STYLE

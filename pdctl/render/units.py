@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rich.cells import cell_len
-from rich.text import Text
+
+from pdctl.render.escape_controls import Text
 
 #: said with every offline rendering whose interpreter was not declared
 DEFAULT_PYTHON_NOTE = (
@@ -16,7 +17,8 @@ def render_plan(plan) -> None:
     """Print a `RenderPlan`; long lines (commands, unit lines) stay whole so they can be copied or grepped."""
     from pdctl import render
     from pdctl.render.layout import wrap_keeping_commands
-    from pdctl.render.terminal_safe import env_line, printable as p, shell_line
+    from pdctl.render.terminal_safe import env_line, shell_line
+    from pdctl.render.terminal_safe import printable as p
 
     c = render.console()
     c.print(Text("rendered offline: no host was contacted", style="bold"))

@@ -8,8 +8,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Protocol, Sequence
 
-from rich.text import Text
-
 from pdctl.checks.result import Status
 from pdctl.checks.watch_events import (
     CheckChanged,
@@ -23,6 +21,7 @@ from pdctl.checks.watch_events import (
     TimelineEvent,
 )
 from pdctl.checks.watch_schedule import CADENCES
+from pdctl.render.escape_controls import Text
 
 if TYPE_CHECKING:
     from threading import RLock

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from rich.text import Text
-
 from pdctl import render
+from pdctl.render.escape_controls import Text
 
 
 def _fields(ws) -> list[tuple[str, str]]:

@@ -105,11 +105,7 @@ def test_no_hand_written_exposition_parser():
 
 LIBRARIES = ("typer", "click", "rich")
 #: known uses of a private API, each named for its owner to remove (then delete its line here)
-KNOWN_PRIVATE = {
-    # rich.text.strip_control_codes replaced so every Text escapes control characters before layout; rich's own
-    # signature is (text, _translate_table): the public way is pdctl's own Text factory at the render call sites
-    "pdctl/render/escape_controls.py: assigns rich.text.strip_control_codes",
-}
+KNOWN_PRIVATE: set[str] = set()
 
 
 def _private_uses(path: Path, root: Path = ROOT) -> list[str]:
