@@ -114,10 +114,6 @@ class StormReport:
         """Rows of the time series: t (since load start), phase, inflight total, transfer_failed total."""
         return series_rows(self.points, self.load_started_at, self.load_stopped_at)
 
-    def series(self) -> list[dict[str, Any]]:
-        """series_rows as JSON data: the renderer's view until render/storm.py reads the rows' attributes."""
-        return [to_data(r) for r in self.series_rows()]
-
 
 def router_url(dep: Deployment, target: str | None) -> str:
     """The base URL of the inventory's router to send the storm to. `target` (optional, "host:port" or a URL) must

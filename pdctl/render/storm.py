@@ -73,25 +73,25 @@ def storm_report(rep) -> None:
                 f"launch spacing {rep.spacing_s:g}s"
             )
         )
-    rows = rep.series()
+    series = rep.series_rows()
     cells = [
         (
-            f"{r['t']:.1f}",
-            r["phase"] + (f" +{fmt_s(r['since_stop'])}" if r["since_stop"] is not None else ""),
-            num(r["inflight"]),
-            num(r["prefill_inflight"]),
-            num(r["transfer_failed"]),
-            num(r["generation_tokens"]),
+            f"{r.t:.1f}",
+            r.phase + (f" +{fmt_s(r.since_stop)}" if r.since_stop is not None else ""),
+            num(r.inflight),
+            num(r.prefill_inflight),
+            num(r.transfer_failed),
+            num(r.generation_tokens),
         )
-        for r in rows
+        for r in series
     ]
     c.print(grid("inflight / transfer_failed", SERIES_COLS, cells, c.width, narrow="inline"))
     over = rep.overcount_note()
     if over:
         c.print(Text(f"  * {over}", style="dim"))
-    times = [r["t"] for r in rows]
-    print_chart(c, [r["inflight"] for r in rows], times, "inflight per sample")
-    print_chart(c, [r["transfer_failed"] for r in rows], times, "transfer_failed per sample")
+    times = [r.t for r in series]
+    print_chart(c, [r.inflight for r in series], times, "inflight per sample")
+    print_chart(c, [r.transfer_failed for r in series], times, "transfer_failed per sample")
     rows, quiet = instance_rows(rep)
     if rows:
         c.print(
