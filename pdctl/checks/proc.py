@@ -134,4 +134,3 @@ def parse_proc_dump(pid: int, stdout: str) -> ProcessInfo | None:
         start_ticks=start_ticks,
         notes=notes,
     )
-

@@ -109,7 +109,8 @@ def test_stop_strings_and_stop_token_ids_are_trimmed(client):
         model="tiny", prompt="hello", max_tokens=12, stop=s, temperature=0, extra_body={"no_stop_trim": True}
     )
     assert c.choices[0].text == cut + s
-    # a two-character stop streamed: a tail that may begin the stop is held back, so the deltas add up to the trimmed text
+    # a two-character stop streamed: a tail that may begin the stop is held back, so the deltas add up to the
+    # trimmed text
     chat_ref = greedy(CHAT_PROMPT, 12)[0]
     stop2 = chat_ref[4:6]
     chunks = list(
