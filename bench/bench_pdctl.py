@@ -220,7 +220,7 @@ def main() -> None:
                 "user": sshd.user,
                 "key": sshd.key_path,
                 "known_hosts": sshd.known_hosts,
-                "ssh_config": str(tmp / "none"),
+                "ssh_config": "none",
                 "http": "tunnel",
                 "python": sys.executable,
                 "state_dir": remote_state,

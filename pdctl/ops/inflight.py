@@ -36,6 +36,7 @@ from pdctl.checks.metric_names import (
     GEN_THROUGHPUT,
     GENERATION_TOKENS,
     INFLIGHT_GAUGES,
+    METRICS_ON_WITNESSES,
     NUM_ABORTED_REQUESTS,
     TRANSFER_FAILED,
 )
@@ -49,6 +50,22 @@ from pdctl.serialize import JSON_OFF, json_key
 
 #: (role, label, the worker's metrics or the exception that stopped their read)
 WorkerRead = tuple[str, str, MetricSet | Exception]
+
+#: every family a point is made of (read_point): only these are parsed of each worker's /metrics, which a sample
+#: reads several times a second (the watch's inflight round: most of its CPU went to parsing the rest)
+POINT_FAMILIES = frozenset(
+    {
+        *INFLIGHT_GAUGES,
+        *PREFILL_ROOM_GAUGES,
+        *DECODE_ROOM_GAUGES,
+        TRANSFER_FAILED,
+        BOOTSTRAP_FAILED,
+        NUM_ABORTED_REQUESTS,
+        GENERATION_TOKENS,
+        GEN_THROUGHPUT,
+        *METRICS_ON_WITNESSES,
+    }
+)
 
 
 def _counter(m: MetricSet, name: str) -> float:
@@ -66,7 +83,7 @@ def _read_all(dep: Deployment) -> list[WorkerRead]:
         url, started = None, time.monotonic()
         try:
             url = dep.base_url(role, i)
-            return fetch_metrics(url, timeout=timeout)
+            return fetch_metrics(url, timeout=timeout, families=POINT_FAMILIES)
         except UnreachableError as e:  # named by the role and its address on the host, not a tunnel's port
             return _named(e, url, started) if url is not None else e
         except Exception as e:  # PdctlError or a transport failure: recorded per worker
