@@ -14,6 +14,7 @@ from pdctl.engines import engine_kind
 from pdctl.errors import InventoryError
 from pdctl.inventory import ArgValue, Inventory
 from pdctl.services.base import ServiceSpec
+from pdctl.role_ref import RoleRef
 
 
 def server_modules() -> set[str]:
@@ -86,9 +87,7 @@ def recorded_python(spec: ServiceSpec | None) -> str | None:
     return spec.argv[0]
 
 
-def resolved_pythons(
-    inv: Inventory, installed: Mapping[tuple[str, int], ServiceSpec | None]
-) -> dict[tuple[str, int], tuple[str, str]]:
+def resolved_pythons(inv: Inventory, installed: Mapping[RoleRef, ServiceSpec | None]) -> dict[RoleRef, tuple[str, str]]:
     """(interpreter, where it comes from) per (role, index), given each role's installed spec (None: none).
 
     "inventory": hosts.<name>.python is declared (the way to change it); "installed": kept from the role's installed
@@ -99,18 +98,18 @@ def resolved_pythons(
         py = recorded_python(spec)
         if py:
             on_host.setdefault(getattr(inv.roles, role)[i].host, py)
-    out: dict[tuple[str, int], tuple[str, str]] = {}
+    out: dict[RoleRef, tuple[str, str]] = {}
     for role, i, inst in inv.instances():
-        mine = recorded_python(installed.get((role, i)))
+        mine = recorded_python(installed.get(RoleRef(role, i)))
         declared = inv.hosts[inst.host].python
         if declared:
-            out[(role, i)] = (declared, "inventory")
+            out[RoleRef(role, i)] = (declared, "inventory")
         elif mine:
-            out[(role, i)] = (mine, "installed")
+            out[RoleRef(role, i)] = (mine, "installed")
         elif inst.host in on_host:
-            out[(role, i)] = (on_host[inst.host], "host")
+            out[RoleRef(role, i)] = (on_host[inst.host], "host")
         else:
-            out[(role, i)] = (python_for(inv, inst.host), "default")
+            out[RoleRef(role, i)] = (python_for(inv, inst.host), "default")
     return out
 
 

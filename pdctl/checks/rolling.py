@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from pdctl.serialize import JSON_OFF
+from pdctl.role_ref import RoleRef
 
-Worker = tuple[str, int]  # ("prefill" | "decode", index)
+Worker = RoleRef  # a prefill or a decode
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Unit:
         return f"unit {self.index + 1}"
 
     def members(self) -> list[Worker]:
-        return [("prefill", i) for i in self.prefills] + [("decode", j) for j in self.decodes]
+        return [RoleRef("prefill", i) for i in self.prefills] + [RoleRef("decode", j) for j in self.decodes]
 
 
 def form_units(n_prefill: int, n_decode: int, first: Iterable[Worker] = ()) -> list[Unit]:
@@ -48,8 +49,8 @@ def form_units(n_prefill: int, n_decode: int, first: Iterable[Worker] = ()) -> l
     `first`: workers to restart first (not serving now, or in a pair known broken): such decodes go in the first
     half (as many as fit), such prefills roll first in every unit. Otherwise index order."""
     first = set(first)
-    prefills = tuple(sorted(range(n_prefill), key=lambda i: (("prefill", i) not in first, i)))
-    decodes = sorted(range(n_decode), key=lambda j: (("decode", j) not in first, j))
+    prefills = tuple(sorted(range(n_prefill), key=lambda i: (RoleRef("prefill", i) not in first, i)))
+    decodes = sorted(range(n_decode), key=lambda j: (RoleRef("decode", j) not in first, j))
     half = (n_decode + 1) // 2
     groups = [tuple(sorted(decodes[:half])), tuple(sorted(decodes[half:]))]
     return [Unit(k, g, prefills) for k, g in enumerate(g for g in groups if g)]
@@ -79,8 +80,8 @@ def refusal(units: Sequence[Unit], serving: Mapping[str, Iterable[Worker]]) -> s
                         f"taking prefill[{i}] out would leave {router} with no prefill "
                         f"(it routes to {_serving(prefills_now, 'prefill')}); a rolling restart needs two"
                     )
-                fresh.add(("prefill", i))
-            fresh |= {("decode", j) for j in unit.decodes}
+                fresh.add(RoleRef("prefill", i))
+            fresh |= {RoleRef("decode", j) for j in unit.decodes}
     return None
 
 

@@ -12,6 +12,7 @@ from pdctl.ops.fanout import Labelled, fan_out, raise_first_unreachable
 from pdctl.progress import Progress
 from pdctl.services.base import ServiceManager, ServiceStatus
 from pdctl.transport.base import Transport
+from pdctl.role_ref import RoleRef
 
 if TYPE_CHECKING:  # the inventory models stay off the `pdctl --help` path
     from pdctl.inventory import Inventory, RoleInstance
@@ -78,11 +79,13 @@ class Deployment:
     # -- fan-out (one policy for a host that cannot be asked: pdctl.ops.fanout) -------------------------------
     def each_instance(
         self, fn: Callable[[str, int], T], *, roles: Iterable[str] | None = None
-    ) -> list[Labelled[tuple[str, int], T]]:
+    ) -> list[Labelled[RoleRef, T]]:
         """`fn(role, index)` for every role instance (of `roles`, default all), in parallel with a bound; labelled
         results in inventory order. An unreachable host is that item's `error`, never a raise from here."""
         wanted = None if roles is None else set(roles)
-        items = [(self.inv.label(r, i), (r, i)) for r, i, _ in self.inv.instances() if wanted is None or r in wanted]
+        items = [
+            (self.inv.label(r, i), RoleRef(r, i)) for r, i, _ in self.inv.instances() if wanted is None or r in wanted
+        ]
         return fan_out(items, lambda key: fn(*key))
 
     def each_host(self, fn: Callable[[str], T], *, roles: Iterable[str] | None = None) -> list[Labelled[str, T]]:

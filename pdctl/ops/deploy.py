@@ -14,9 +14,10 @@ from pdctl.errors import StepFailed, carry_warnings
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
+from pdctl.role_ref import RoleRef
 from pdctl.secrets import mask_argv, mask_env, secret_values
-from pdctl.services.base import spec_changes
 from pdctl.serialize import json_key, to_data
+from pdctl.services.base import ServiceSpec, spec_changes
 
 
 @dataclass
@@ -75,27 +76,28 @@ class DeployResult:
 
 def plan_deploy(dep: Deployment) -> DeployPlan:
     """Observe what is installed and running; decide what deploy would do. Changes nothing."""
-    installed, unreadable = {}, {}
+    installed: dict[RoleRef, ServiceSpec | None] = {}
+    unreadable: dict[RoleRef, str] = {}
     for role, i, inst in dep.inv.instances():
         try:
-            installed[(role, i)] = dep.services(inst.host).installed_spec(dep.inv.service_name(role, i))
+            installed[RoleRef(role, i)] = dep.services(inst.host).installed_spec(dep.inv.service_name(role, i))
         except StepFailed as e:
-            installed[(role, i)] = None
-            unreadable[(role, i)] = f"installed definition unreadable ({e.message.splitlines()[0]}); rewritten"
+            installed[RoleRef(role, i)] = None
+            unreadable[RoleRef(role, i)] = f"installed definition unreadable ({e.message.splitlines()[0]}); rewritten"
     # the interpreter is the deployment's (declared or recorded on the host), never the one running pdctl
     pythons = launch.resolved_pythons(dep.inv, installed)
     roles = []
     for role, i, inst in dep.inv.instances():
-        python, source = pythons[(role, i)]
+        python, source = pythons[RoleRef(role, i)]
         spec = launch.service_spec(dep.inv, role, i, python=python)
         mgr = dep.services(inst.host)
         changed = not mgr.is_current(spec)
         changes = []
         if changed:
             changes = (
-                [unreadable[(role, i)]]
-                if (role, i) in unreadable
-                else spec_changes(installed[(role, i)], spec) or ["service definition differs"]
+                [unreadable[RoleRef(role, i)]]
+                if RoleRef(role, i) in unreadable
+                else spec_changes(installed[RoleRef(role, i)], spec) or ["service definition differs"]
             )
         roles.append(
             RolePlan(
@@ -173,7 +175,8 @@ def _lint_gate(dep: Deployment, result: DeployResult, rec, skip: bool) -> None:
     from pdctl.ops.lint import gate
 
     specs = {
-        (r.role, r.index): launch.service_spec(dep.inv, r.role, r.index, python=r.python) for r in result.plan.roles
+        RoleRef(r.role, r.index): launch.service_spec(dep.inv, r.role, r.index, python=r.python)
+        for r in result.plan.roles
     }
     report = gate(dep, specs, skip=skip, action="deploy")
     if skip:

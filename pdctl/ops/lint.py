@@ -20,6 +20,7 @@ from pdctl.ops.fanout import fan_out, raise_first_unreachable
 from pdctl.services.base import ServiceSpec
 from pdctl.shell import quote, python_oneliner
 from pdctl.transport.base import no_answer
+from pdctl.role_ref import RoleRef
 
 
 def module_kinds() -> dict[str, str]:
@@ -56,22 +57,25 @@ def _answer(dep: Deployment, role: str, index: int, spec: ServiceSpec) -> RoleAn
     )
 
 
-def rendered_specs(dep: Deployment, role: str | None = None) -> dict[tuple[str, int], ServiceSpec]:
+def rendered_specs(dep: Deployment, role: str | None = None) -> dict[RoleRef, ServiceSpec]:
     """What deploy would write for every role (or those `role` names), with the interpreter deploy would use
     (read from the installed specs, as deploy does)."""
     from pdctl.ops.render_plan import _select
 
-    installed = {}
+    installed: dict[RoleRef, ServiceSpec | None] = {}
     for r, i, inst in dep.inv.instances():
         try:
-            installed[(r, i)] = dep.services(inst.host).installed_spec(dep.inv.service_name(r, i))
+            installed[RoleRef(r, i)] = dep.services(inst.host).installed_spec(dep.inv.service_name(r, i))
         except StepFailed:
-            installed[(r, i)] = None
+            installed[RoleRef(r, i)] = None
     pythons = launch.resolved_pythons(dep.inv, installed)
-    return {(r, i): launch.service_spec(dep.inv, r, i, python=pythons[(r, i)][0]) for r, i in _select(dep.inv, role)}
+    return {
+        RoleRef(r, i): launch.service_spec(dep.inv, r, i, python=pythons[RoleRef(r, i)][0])
+        for r, i in _select(dep.inv, role)
+    }
 
 
-def installed_specs(dep: Deployment, roles: tuple[str, ...]) -> dict[tuple[str, int], ServiceSpec]:
+def installed_specs(dep: Deployment, roles: tuple[str, ...]) -> dict[RoleRef, ServiceSpec]:
     """What a restart would start: each role's installed spec (the rendered one where none can be read)."""
     out = {}
     rendered = None
@@ -84,8 +88,8 @@ def installed_specs(dep: Deployment, roles: tuple[str, ...]) -> dict[tuple[str, 
             spec = None
         if spec is None:
             rendered = rendered if rendered is not None else rendered_specs(dep)
-            spec = rendered[(r, i)]
-        out[(r, i)] = spec
+            spec = rendered[RoleRef(r, i)]
+        out[RoleRef(r, i)] = spec
     return out
 
 
@@ -135,7 +139,7 @@ def _ask_host(dep: Deployment, host: str, answers: list[RoleAnswer], workdir: st
             a.registry = (reply.get("registries") or {}).get(a.kind)
 
 
-def lint_specs(dep: Deployment, specs: Mapping[tuple[str, int], ServiceSpec]) -> LintReport:
+def lint_specs(dep: Deployment, specs: Mapping[RoleRef, ServiceSpec]) -> LintReport:
     """Ask every host about its roles' `specs` (in parallel, one probe run per host and interpreter) and judge.
     Raises UnreachableError (exit 3) for a host that does not answer: unknown, not a verdict."""
     answers = [_answer(dep, r, i, spec) for (r, i), spec in specs.items()]
@@ -166,7 +170,7 @@ def lint(dep: Deployment, role: str | None = None) -> LintReport:
     return lint_specs(dep, rendered_specs(dep, role))
 
 
-def gate(dep: Deployment, specs: Mapping[tuple[str, int], ServiceSpec], *, skip: bool, action: str) -> LintReport:
+def gate(dep: Deployment, specs: Mapping[RoleRef, ServiceSpec], *, skip: bool, action: str) -> LintReport:
     """Before deploy/restart stops anything: refuse (LintRefused, exit 2) when a role's command line would not
     parse on its host. `skip` (--skip-lint) asks nothing; the caller audits that it was skipped."""
     if skip:

@@ -36,6 +36,7 @@ from pdctl.checks.pairs import (
 from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 from pdctl.engines import engine_kind
 from pdctl.ops.context import Deployment
+from pdctl.role_ref import RoleRef
 
 MIN_SLOT_S = 0.5  # a canary gets at least this long, whatever the budget: less cannot move any KV
 
@@ -114,7 +115,7 @@ def _abort(url: str, label: str, rid: str, timeout: float) -> str:
     return f"aborted {rid} on {label} (HTTP {r.status_code})"
 
 
-def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str], slot: float) -> PairResult:
+def run_canary(dep: Deployment, i: int, j: int, bases: dict[RoleRef, str], slot: float) -> PairResult:
     """One pair's canary: the same body to prefill i and decode j at once, judged."""
     p_inst, d_inst = dep.instance("prefill", i), dep.instance("decode", j)
     p = dep.inv.final_health.probe
@@ -131,7 +132,7 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
     got: dict[str, LegAnswer] = {}
     legs = {
         role: threading.Thread(
-            target=lambda role=role, k=k: got.setdefault(role, _leg(bases[(role, k)], body, slot)),
+            target=lambda role=role, k=k: got.setdefault(role, _leg(bases[RoleRef(role, k)], body, slot)),
             name=f"canary-{role}-prefill{i}-decode{j}",
             daemon=True,
         )
@@ -147,7 +148,10 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
         # its 300 s waiting timeout); abort it now rather than hold the matrix for the whole slot
         aborted.append(
             _abort(
-                bases[("decode", j)], dep.inv.label("decode", j), canary_rid(room), dep.inv.final_health.health_timeout
+                bases[RoleRef("decode", j)],
+                dep.inv.label("decode", j),
+                canary_rid(room),
+                dep.inv.final_health.health_timeout,
             )
             + " (the prefill had failed)"
         )
@@ -161,7 +165,7 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[tuple[str, int], str
             ["closed both connections"]
             + aborted
             + [
-                _abort(bases[(role, k)], dep.inv.label(role, k), rid, health)
+                _abort(bases[RoleRef(role, k)], dep.inv.label(role, k), rid, health)
                 for role, k in (("prefill", i), ("decode", j))
             ]
         )

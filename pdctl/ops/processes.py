@@ -13,6 +13,7 @@ from pdctl.errors import PdctlError, RefusedError, UnreachableError, UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.fanout import Labelled, raise_first_unreachable
 from pdctl.services.base import ServiceStatus
+from pdctl.role_ref import RoleRef
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class LiveProcess:
         return self.service.active
 
 
-_Key = tuple[str, int]
+_Key = RoleRef
 _HostSeen = dict[_Key, LiveProcess]
 
 
@@ -37,7 +38,9 @@ def _observe_host(dep: Deployment, host: str) -> _HostSeen:
     """(role, index) -> LiveProcess of the roles on `host`, in one remote command. Raises UnreachableError /
     RefusedError when the host cannot be asked (fan_out keeps it as the host's error), UsageError when it never
     can be (a key file missing)."""
-    names = {dep.inv.service_name(role, i): (role, i) for role, i, inst in dep.inv.instances() if inst.host == host}
+    names = {
+        dep.inv.service_name(role, i): RoleRef(role, i) for role, i, inst in dep.inv.instances() if inst.host == host
+    }
     try:
         seen = dep.services(host).observe(list(names))
     except (UnreachableError, RefusedError, UsageError):
@@ -53,7 +56,11 @@ def _observe_host(dep: Deployment, host: str) -> _HostSeen:
 
 def _by_label(dep: Deployment, results: Sequence[Labelled[str, _HostSeen]]) -> dict[str, LiveProcess]:
     found = {key: value for r in results if r.reached and r.value is not None for key, value in r.value.items()}
-    return {dep.inv.label(role, i): found[(role, i)] for role, i, _ in dep.inv.instances() if (role, i) in found}
+    return {
+        dep.inv.label(role, i): found[RoleRef(role, i)]
+        for role, i, _ in dep.inv.instances()
+        if RoleRef(role, i) in found
+    }
 
 
 def live_processes(dep: Deployment) -> dict[str, LiveProcess]:

@@ -19,6 +19,7 @@ from pdctl.services.base import ServiceSpec
 from pdctl.services.pidfile import PidfileManager
 from pdctl.services.systemd import SystemdManager, render_unit
 from pdctl.transport.base import Transport
+from pdctl.role_ref import RoleRef
 
 
 @dataclass
@@ -51,12 +52,12 @@ class RenderPlan:
         return not any(r.problem for r in self.roles)
 
 
-def _select(inv: Inventory, role: str | None) -> list[tuple[str, int]]:
+def _select(inv: Inventory, role: str | None) -> list[RoleRef]:
     """Every (role, index), or those `role` names: a role name (`decode`) or one instance (`decode[0]`)."""
-    every = [(r, i) for r, i, _ in inv.instances()]
+    every = [RoleRef(r, i) for r, i, _ in inv.instances()]
     if role is None:
         return every
-    picked = [(r, i) for r, i in every if role in (r, f"{r}[{i}]", inv.label(r, i))]
+    picked = [RoleRef(r, i) for r, i in every if role in (r, f"{r}[{i}]", inv.label(r, i))]
     if not picked:
         names = ", ".join([*ROLES, *(f"{r}[{i}]" for r, i in every)])
         raise UsageError(f"--role {role}: no such role in {inv.source}", hint=f"one of: {names}")
@@ -106,4 +107,4 @@ def render_plan(inv: Inventory, role: str | None = None) -> RenderPlan:
     """Render every role (or those `role` names) as deploy would write it, from the inventory alone. Contacts no
     host. Raises UsageError for a `role` the inventory does not have."""
     pythons = launch.resolved_pythons(inv, {})  # nothing installed is known offline
-    return RenderPlan(inv.source, [_rendered(inv, r, i, *pythons[(r, i)]) for r, i in _select(inv, role)])
+    return RenderPlan(inv.source, [_rendered(inv, r, i, *pythons[RoleRef(r, i)]) for r, i in _select(inv, role)])

@@ -20,6 +20,7 @@ from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, restart_one, role_states, run_step
 from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
 from pdctl.serialize import JSON_OFF, json_key, to_data
+from pdctl.role_ref import RoleRef
 
 DRAIN_TIMEOUT_S = 60.0
 ROLES = ("prefill", "decode")
@@ -148,7 +149,7 @@ def rolling_restart(
 
 def restart_first(
     dep: Deployment, serving, canaried: Sequence[tuple[int, int]] = (), canaried_why: str = "failed their pair canaries"
-) -> tuple[list[tuple[str, int]], str | None, str | None]:
+) -> tuple[list[RoleRef], str | None, str | None]:
     """The workers to restart first: those some router does not route to now (out of its list, or unhealthy
     there: a worker an earlier, stopped run left out, or a dead one), those of the pairs the restart lineage calls
     broken, and those of the pairs `canaried` says failed their canaries (the watch's heal passes them: a pair
@@ -157,16 +158,18 @@ def restart_first(
     from pdctl.ops.lineage_record import pair_lineage
 
     label = dep.inv.label
-    declared = [(role, k) for role, k, _ in dep.inv.instances() if role in ROLES]
+    declared = [RoleRef(role, k) for role, k, _ in dep.inv.instances() if role in ROLES]
     idle = [w for w in declared if any(w not in set(ws) for ws in serving.values())]
     marks, unread = pair_lineage(dep)
-    index = {label(role, k): (role, k) for role, k in declared}
+    index = {label(*w): w for w in declared}
     pairs = sorted(
         ((index[p], index[d], kind) for (p, d), kind in marks.items() if p in index and d in index),
         key=lambda t: (t[0][1], t[1][1]),
     )
     failed = [
-        (("prefill", i), ("decode", j)) for i, j in canaried if ("prefill", i) in declared and ("decode", j) in declared
+        (RoleRef("prefill", i), RoleRef("decode", j))
+        for i, j in canaried
+        if RoleRef("prefill", i) in declared and RoleRef("decode", j) in declared
     ]
     first = list(dict.fromkeys(idle + [w for p, d, _k in pairs for w in (p, d)] + [w for pd in failed for w in pd]))
     why = []
@@ -197,8 +200,8 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
     state and which workers stay out, and re-raises the StepFailed."""
     unit, label, n_d = state.unit, dep.inv.label, len(dep.inv.roles.decode)
     serving = [j for j in range(n_d) if j not in unit.decodes]
-    out: list[tuple[str, int]] = []
-    restarted: set[tuple[str, int]] = set()
+    out: list[RoleRef] = []
+    restarted: set[RoleRef] = set()
     state.state = "running"
 
     prefix = f"{unit.name}: "
@@ -210,23 +213,23 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
     try:
         for j in unit.decodes:
             step(f"{label('decode', j)} out of the routers", lambda j=j: rw.take_out(dep, "decode", j))
-            out.append(("decode", j))
+            out.append(RoleRef("decode", j))
         for j in unit.decodes:
             step(f"{label('decode', j)} drained", lambda j=j: _wait_drained(dep, "decode", j, bases, drain_timeout))
         for i in unit.prefills:
             step(f"{label('prefill', i)} out of the routers", lambda i=i: rw.take_out(dep, "prefill", i))
-            out.append(("prefill", i))
+            out.append(RoleRef("prefill", i))
             step(f"{label('prefill', i)} drained", lambda i=i: _wait_drained(dep, "prefill", i, bases, drain_timeout))
-            restarted.add(("prefill", i))
+            restarted.add(RoleRef("prefill", i))
             restart_one(dep, "prefill", i, done, total=total, prefix=prefix)
             step(
                 f"canary {label('prefill', i)} with the serving decodes",
                 lambda i=i: _canaries(dep, [(i, j) for j in serving], bases),
             )
             step(f"{label('prefill', i)} back in the routers", lambda i=i: rw.put_back(dep, "prefill", i))
-            out.remove(("prefill", i))
+            out.remove(RoleRef("prefill", i))
         for j in unit.decodes:
-            restarted.add(("decode", j))
+            restarted.add(RoleRef("decode", j))
             restart_one(dep, "decode", j, done, total=total, prefix=prefix)
         step(
             "canary every prefill with " + ", ".join(label("decode", j) for j in unit.decodes),
@@ -234,7 +237,7 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
         )
         for j in unit.decodes:
             step(f"{label('decode', j)} back in the routers", lambda j=j: rw.put_back(dep, "decode", j))
-            out.remove(("decode", j))
+            out.remove(RoleRef("decode", j))
     except (StepFailed, KeyboardInterrupt) as e:  # Ctrl-C too: what was never restarted goes back in
         if isinstance(e, StepFailed):
             state.state, state.detail = f"failed at: {_failed_step(e)}", e.message.splitlines()[0]

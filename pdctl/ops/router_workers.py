@@ -18,6 +18,7 @@ from pdctl.errors import StepFailed, UnreachableError
 from pdctl.launch import worker_url
 from pdctl.ops.context import Deployment
 from pdctl.poll import poll_until
+from pdctl.role_ref import RoleRef
 
 API_TIMEOUT_S = 5.0
 CONFIRM_TIMEOUT_S = 30.0  # the router applies a change within seconds; past this it is not applying it
@@ -62,14 +63,14 @@ def url_of(dep: Deployment, r: int, role: str, i: int) -> str:
     return worker_url(dep.inv, role, i, dep.instance("router", r).host)
 
 
-def serving(dep: Deployment) -> dict[str, list[tuple[str, int]]]:
+def serving(dep: Deployment) -> dict[str, list[RoleRef]]:
     """router label -> the declared workers its list holds now and does not call unhealthy (the ones it routes
     to)."""
     out = {}
     for r in range(len(dep.inv.roles.router)):
         listed_now = workers(dep, r)
         out[dep.inv.label("router", r)] = [
-            (role, i)
+            RoleRef(role, i)
             for role, i, _ in dep.inv.instances()
             if role != "router"
             and (entry := listed(listed_now, url_of(dep, r, role, i))) is not None

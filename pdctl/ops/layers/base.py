@@ -24,6 +24,7 @@ from pdctl.checks.result import CheckResult
 from pdctl.ops.context import Deployment
 from pdctl.ops.fanout import DaemonPool, Labelled, raise_first_unreachable
 from pdctl.ops.layers.seen import Seen
+from pdctl.role_ref import RoleRef
 
 T = TypeVar("T")
 #: label -> counter name -> value: the transfer counters recorded by `--record-baseline` (ops/baseline.py)
@@ -89,7 +90,7 @@ def register(definition: LayerDef) -> LayerDef:
     return definition
 
 
-def labelled(results: list[Labelled[tuple[str, int], list[CheckResult]]]) -> list[CheckResult]:
+def labelled(results: list[Labelled[RoleRef, list[CheckResult]]]) -> list[CheckResult]:
     """The checks of every instance, each targeted at its instance's label, in inventory order. A host that could
     not be asked stops final-health (exit 3/4): its probes say nothing about the deployment."""
     raise_first_unreachable(results)

@@ -16,12 +16,13 @@ from pdctl.ops.layers.lineage import lineage_layer
 from pdctl.ops.layers.seen import Seen, targets_on, why
 from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, lineage_snapshot, load_lineage_record
 from pdctl.ops.processes import LiveProcess, live_processes, live_processes_reached
+from pdctl.role_ref import RoleRef
 
 #: (role, index) -> the worker's /server_info document (None: it did not answer)
-ServerInfos = dict[tuple[str, int], dict[str, Any] | None]
+ServerInfos = dict[RoleRef, dict[str, Any] | None]
 
 
-def server_infos(dep: Deployment, only: set[tuple[str, int]] | None = None) -> ServerInfos:
+def server_infos(dep: Deployment, only: set[RoleRef] | None = None) -> ServerInfos:
     """Each worker's /server_info (of `only` when given; None where it does not answer), asked in parallel.
     final-health asks every worker while /proc is still being read, so the flags layer does not wait for these
     round trips after it; the watch asks the live ones it found."""
@@ -47,7 +48,7 @@ def _versions(procs: Mapping[str, LiveProcess], infos: ServerInfos) -> list[Chec
     from pdctl.checks.flags import judge_version
 
     rows = [
-        judge_version(label, infos.get((p.role, p.index)))
+        judge_version(label, infos.get(RoleRef(p.role, p.index)))
         for label, p in procs.items()
         if p.role != "router" and p.process
     ]
@@ -129,7 +130,7 @@ def flags_round(dep: Deployment) -> Seen:
     if not procs:
         return seen
     record = load_lineage_record(dep)
-    live = {(p.role, p.index) for p in procs.values() if p.role != "router" and p.process}
+    live = {RoleRef(p.role, p.index) for p in procs.values() if p.role != "router" and p.process}
     seen.checks = flags_layer(dep, procs, server_infos(dep, only=live)) + lineage_layer(dep, procs, record)
     starts = lineage_snapshot(procs)
     seen.processes = {label: (pid, start) for label, (_role, pid, start) in starts.items()}
