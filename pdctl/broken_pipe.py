@@ -7,8 +7,6 @@ own."""
 
 from __future__ import annotations
 
-READER_GONE_EXIT = 141
-
 
 def stdout_reader_gone() -> bool:
     """True when standard output is a pipe or socket whose reading end is closed."""

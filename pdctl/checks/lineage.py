@@ -91,11 +91,6 @@ class PairHazard:
 Starts = Mapping[str, tuple[str, int, float | None]]
 
 
-def make_lineage_record(starts: Starts) -> LineageRecord:
-    """The record to store after a clean co-restart (LineageRecord.of)."""
-    return LineageRecord.of(starts)
-
-
 @dataclass(frozen=True)
 class LineageData:
     """A lineage row's `data` (its --json): what was observed of the process, then what was judged of it; a value

@@ -17,10 +17,11 @@ import msgspec
 
 class RecordedProcess(msgspec.Struct, frozen=True):
     """One process as it was at the co-restart. Keys the record does not know are ignored (a newer pdctl may add
-    some); `start` is None when its start time could not be read."""
+    some); `start` is None when its start time could not be read, `pid` None in a record an older pdctl wrote for
+    an active service without a main pid (read as changed, never as the whole record unreadable)."""
 
     role: str
-    pid: int
+    pid: int | None
     start: float | None = None
 
 

@@ -4,7 +4,7 @@ A router can hold a worker out of rotation while `/readiness` says ready: smg 1.
 failed requests (the seed's degraded bootstrap) and shows it only in `smg_worker_cb_state` (0 closed, 1 open,
 2 half-open) and in `GET /workers`' `status` (ready / not_ready / draining / pending); sglang-router 0.3.2 shows only
 `is_healthy`. Each worker the router does not route to is a failed check naming the worker. Pure judges; the gather
-is pdctl.ops.verify.health_probes.
+is pdctl.ops.layers.health.health_probes.
 """
 
 from __future__ import annotations

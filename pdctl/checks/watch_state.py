@@ -36,7 +36,6 @@ from pdctl.checks.watch_events import (
     TimelineEvent,
 )
 
-UNKNOWN = Status.UNKNOWN  # the name the exporter and older callers import
 #: the failure counters of read_point's Point.counters, by the `kind` label of pdctl_kv_failures_since_start
 FAILURE_KINDS = {"transfer": "transfer_failed", "bootstrap": "bootstrap_failed"}
 #: requests aborted (by a client going away, or /abort_request): an abort in the transfer window counts as a
@@ -324,9 +323,10 @@ class WatchState:
         return Status.PASS
 
     def exit_code(self) -> int:
-        """final-health's: 3 something could not be asked (unknown), else 1 a check failed, else 0."""
+        """final-health's: 1 a check failed, else 3 something could not be asked (unknown), else 0 (as the verdict:
+        a failure seen outranks what could not be looked at)."""
         statuses = self._statuses()
-        return 3 if Status.UNKNOWN in statuses else (1 if Status.FAIL in statuses else 0)
+        return 1 if Status.FAIL in statuses else (3 if Status.UNKNOWN in statuses else 0)
 
     # -- the one document (--json) ---------------------------------------------------------------------------
     def inflight_summary(self, now: float) -> InflightSummary:

@@ -13,7 +13,8 @@ from pdctl import audit, launch
 from pdctl.errors import StepFailed, carry_warnings
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
-from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
+from pdctl.ops.lineage_record import save_lineage_record
+from pdctl.ops.verify import HealthReport, final_health
 from pdctl.role_ref import RoleRef
 from pdctl.secrets import mask_argv, mask_env, secret_values
 from pdctl.serialize import json_key, to_data

@@ -67,7 +67,7 @@ def status_hazards(dep: Deployment, rows: list[RoleStatus], abandoned: Abandoned
     running prefill). Reads only; a host that cannot be asked adds nothing here (its rows say unknown)."""
     from pdctl.checks.lineage import judge_lineage
     from pdctl.checks.result import Status
-    from pdctl.ops.verify import LINEAGE_WINDOW_S, load_lineage_record
+    from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, load_lineage_record
 
     out = [abandoned.describe()] if abandoned is not None else []
     if any(r.state == "unknown" for r in rows):

@@ -14,7 +14,8 @@ from pdctl import audit
 from pdctl.errors import HazardRefused, carry_warnings
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, ordered_restart, role_states
-from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
+from pdctl.ops.lineage_record import save_lineage_record
+from pdctl.ops.verify import HealthReport, final_health
 from pdctl.serialize import json_key, to_data
 
 PAIR = ("prefill", "decode", "router")

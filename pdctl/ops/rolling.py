@@ -18,7 +18,8 @@ from pdctl.errors import HazardRefused, PdctlError, StepFailed, as_interrupted, 
 from pdctl.ops import router_workers as rw
 from pdctl.ops.context import Deployment, deployment_lock
 from pdctl.ops.sequence import StatesAtInterrupt, StepRecord, restart_one, role_states, run_step
-from pdctl.ops.verify import HealthReport, final_health, save_lineage_record
+from pdctl.ops.lineage_record import save_lineage_record
+from pdctl.ops.verify import HealthReport, final_health
 from pdctl.serialize import JSON_OFF, json_key, to_data
 from pdctl.role_ref import RoleRef
 

@@ -2,7 +2,8 @@
 
 httpx's AsyncClient on one event loop: a request whose abort time comes is cancelled there, and the cancelled
 stream closes its connection at once (it is never returned to the pool), so the router sees the disconnect at the
-planned instant and cancels the request on both sides. Every request gets a connection of its own, as separate
+planned instant and cancels the request on both sides; proxies from the environment are ignored (the router is
+sent to straight, as every probe is). Every request gets a connection of its own, as separate
 clients would. Every request is bounded by its abort time (or by `timeout_s` when it is not aborted); connections
 are always closed.
 """
@@ -81,7 +82,7 @@ async def stream_once(
     t0 = clock()
     limit = abort_after_s if abort_after_s is not None else timeout_s
     own = client is None
-    client = client or httpx.AsyncClient(limits=STORM_LIMITS, timeout=None)
+    client = client or httpx.AsyncClient(limits=STORM_LIMITS, timeout=None, trust_env=False)
     try:
         await asyncio.wait_for(_read_stream(client, base_url.rstrip("/") + path, body, out, t0, clock), limit)
     except asyncio.TimeoutError:  # the abort time came (or the bound): the cancelled stream closed its connection
@@ -151,6 +152,6 @@ async def run_requests(
         if on_done:
             on_done(outcomes[k])
 
-    async with httpx.AsyncClient(limits=STORM_LIMITS, timeout=None) as client:
+    async with httpx.AsyncClient(limits=STORM_LIMITS, timeout=None, trust_env=False) as client:
         await asyncio.gather(*(one(k) for k in range(len(plan))))
     return outcomes

@@ -23,17 +23,6 @@ from pdctl.ops.context import Deployment
 from pdctl.ops.layers import LAYER_DEFS
 from pdctl.ops.layers.base import Gathering, Judge, TransferBaseline
 
-# names callers import from here (deploy, restart, rolling, lifecycle, checks.router_state's docs)
-from pdctl.ops.layers.flags import server_infos  # noqa: F401
-from pdctl.ops.layers.health import health_probes  # noqa: F401
-from pdctl.ops.lineage_record import (  # noqa: F401
-    LINEAGE_WINDOW_S,
-    host_lineage_path,
-    lineage_snapshot,
-    load_lineage_record,
-    save_lineage_record,
-)
-from pdctl.ops.processes import LiveProcess, live_processes, live_processes_reached  # noqa: F401
 from pdctl.progress import Event
 
 

@@ -28,9 +28,8 @@ from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
 from pdctl.checks.watch_events import RoundError, TimelineEvent, TimelineSink
-from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock
+from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock, cadence_periods
 from pdctl.checks.watch_state import WatchState
-from pdctl.inventory import WatchSettings
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.watch_rounds import ROUNDS, Seen
@@ -39,17 +38,6 @@ from pdctl.services.sdnotify import READY, STOPPING, WATCHDOG, Notifier
 TICK_S = 0.5  # the longest the loop sleeps: how soon it sees a stop, the end of --for, or --once done
 PING_SHARE = 0.25  # a watchdog ping at most every quarter of WatchdogSec (systemd advises under half)
 Hook = Callable[["Watch", str], None]
-
-
-def cadence_periods(settings: WatchSettings) -> dict[str, float]:
-    """cadence -> seconds between its rounds, from the inventory's WatchSettings."""
-    return {
-        "health": settings.health_every,
-        "inflight": settings.inflight_interval,
-        "e2e": settings.e2e_every,
-        "pairs": settings.pairs_every,
-        "flags": settings.flags_every,
-    }
 
 
 @dataclass

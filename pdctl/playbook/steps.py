@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import msgspec
 
+from pdctl.checks.result import Status
 from pdctl.errors import ExitCode, PdctlError
 from pdctl.playbook.outcome import ArgProblems, Data, RawArgs, RunContext, StepKind, StepOutcome
 
@@ -104,14 +105,27 @@ def stop_if_interrupted(partial: bool, outcome: StepOutcome, signal_name: str = 
 
 
 def health_outcome(report: HealthReport, prefix: str = "final-health") -> tuple[bool, dict[str, bool], str]:
-    """(ok, layer -> no FAIL in it, one-line summary) of a final-health report."""
-    layers = {name: not any(r.failed for r in rs) for name, rs in report.layers.items()}
+    """(ok, layer -> every check in it passed or warned, one-line summary) of a final-health report. A check that
+    could not be asked (UNKNOWN) is no pass: its layer does not pass, and with nothing failed the summary says
+    UNKNOWN naming it."""
+    layers = {name: not any(r.failed or r.status is Status.UNKNOWN for r in rs) for name, rs in report.layers.items()}
     fails = report.failures()
     if report.ok:
         return True, layers, f"{prefix}: PASS ({', '.join(layers)})"
+    if not fails:
+        unknown = report.unknown()
+        first = "; ".join(f"{r.target} {r.name}: {r.observed or r.detail}" for r in unknown[:3])
+        return False, layers, f"{prefix}: UNKNOWN in {', '.join(dict.fromkeys(r.layer for r in unknown))} ({first})"
     first = "; ".join(f"{r.target} {r.name}: {r.observed or r.detail}" for r in fails[:3])
     # from the failures, not the layers: a baseline that was not recorded fails with every layer passing
     return False, layers, f"{prefix}: FAIL in {', '.join(dict.fromkeys(r.layer for r in fails))} ({first})"
+
+
+def health_exit_code(report: HealthReport) -> ExitCode:
+    """What `pdctl verify final-health` would exit with: 1 a check failed, 3 none failed but one could not be asked."""
+    if report.failures():
+        return ExitCode.CHECK_FAILED
+    return ExitCode.UNREACHABLE if report.unknown() else ExitCode.OK
 
 
 def health_step_outcome(summary: str, health: HealthReport, data: dict[str, Data]) -> StepOutcome:
@@ -120,7 +134,7 @@ def health_step_outcome(summary: str, health: HealthReport, data: dict[str, Data
     return StepOutcome(
         ok,
         f"{summary}; {fh}",
-        exit_code=ExitCode.OK if ok else ExitCode.CHECK_FAILED,
+        exit_code=health_exit_code(health),
         layers=layers,
         health=health,
         data=data,

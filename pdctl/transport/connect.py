@@ -26,6 +26,28 @@ def connect(name: str, host: Host, *, eager: bool = False) -> Transport:
     return t
 
 
+def _prepare_match_exec(ssh_hosts: list) -> None:
+    """paramiko is imported once per process, with invoke only when an ssh_config needs it (`Match exec`): so
+    before any host connects (in parallel, in any order), any SSH host's ssh_config that has such a line has
+    paramiko imported with invoke. An unreadable file is left to the host's own connect to report."""
+    import os
+
+    from pdctl.transport.paramiko_import import import_paramiko, needs_match_exec
+
+    for h in ssh_hosts:
+        if h.ssh_config == "none":
+            continue
+        path = os.path.expanduser(h.ssh_config or "~/.ssh/config")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        if needs_match_exec(text):
+            import_paramiko(with_invoke=True)
+            return
+
+
 class TransportPool:
     """One transport per host name, created on first `get`, closed together by `close()` (or the with-block).
 
@@ -42,6 +64,7 @@ class TransportPool:
 
             for h in ssh_hosts:
                 keep_seconds(h)
+            _prepare_match_exec(ssh_hosts)
         self._transports: dict[str, Transport] = {}
         self._lock = threading.Lock()
 

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from pdctl.checks.lineage import judge_lineage, lone_restart_hazard, make_lineage_record, pair_hazards
+from pdctl.checks.lineage import judge_lineage, lone_restart_hazard, pair_hazards
+from pdctl.checks.lineage_record import LineageRecord
 from pdctl.checks.result import Status
 from pdctl.errors import HazardRefused
 from pdctl.inventory import embedded_default
@@ -25,7 +26,7 @@ def by_label(res):
 
 def test_clean_co_restart_with_record_passes_and_reports_prefill_uptime():
     starts = co_started(NOW - 17 * H)
-    res = by_label(judge_lineage(starts, make_lineage_record(starts), 900, now=NOW))
+    res = by_label(judge_lineage(starts, LineageRecord.of(starts), 900, now=NOW))
     assert all(r.status is Status.PASS and r.layer == "lineage" for r in res.values())
     assert res[P].observed.startswith("up 17h 0m (pid 100")
     assert res[P].data["uptime_s"] == 17 * H
@@ -33,7 +34,7 @@ def test_clean_co_restart_with_record_passes_and_reports_prefill_uptime():
 
 def test_seed_decode_restarted_alone_against_long_running_prefill_is_fail():
     starts = co_started(NOW - 17 * H)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[D] = ("decode", 4242, NOW - 600)  # the A/B restarts of the seed
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     d = res[D]
@@ -47,7 +48,7 @@ def test_router_restarted_alone_passes_it_holds_no_kv_bootstrap_state():
     # what `restart --role router` leaves: the record of the last co-restart, prefill and decode unchanged, the
     # router a new pid started long after them (the issue: restart allowed it, then its final-health failed it)
     starts = co_started(NOW - 2 * H)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[R] = ("router", 301, NOW - 60)
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     assert {r.status for r in res.values()} == {Status.PASS}
@@ -60,21 +61,21 @@ def test_router_restarted_alone_passes_it_holds_no_kv_bootstrap_state():
 
 def test_decode_with_new_pid_same_start_counts_as_restarted():
     starts = co_started(NOW - 2 * H)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[D] = ("decode", 201, starts[D][2])  # pid differs: a restart, whatever the start time says
     assert by_label(judge_lineage(starts, record, 900, now=NOW))[D].status is Status.FAIL
 
 
 def test_start_time_jitter_within_tolerance_is_same_process():
     starts = co_started(NOW - H)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[D] = ("decode", 200, starts[D][2] + 0.6)
     assert by_label(judge_lineage(starts, record, 900, now=NOW))[D].status is Status.PASS
 
 
 def test_prefill_restarted_alone_flags_decode():
     starts = co_started(NOW - 5 * H)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[P] = ("prefill", 999, NOW - 60)
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     assert res[D].status is Status.FAIL and res[D].data["hazard"] == "prefill-restarted-alone"
@@ -97,7 +98,7 @@ def test_without_record_window_rule():
 
 def test_all_restarted_outside_pdctl_falls_back_to_start_order():
     old = co_started(NOW - 17 * H)
-    record = make_lineage_record(old)
+    record = LineageRecord.of(old)
     starts = {P: ("prefill", 1, NOW - H), D: ("decode", 2, NOW - H + 90), R: ("router", 3, NOW - H + 200)}
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     assert res[D].status is Status.PASS and res[D].data["record_stale"]
@@ -138,7 +139,7 @@ def test_restart_and_lineage_hold_one_rule():
     assert hazard_of(dep, ("router",)) is None
     assert restart(dep, roles=("router",), dry_run=True).warnings == []
     starts = co_started(NOW - 2 * H)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[R] = ("router", 301, NOW - 30)
     assert all(r.status is Status.PASS for r in judge_lineage(starts, record, 900, now=NOW))
     # restart refuses a decode alone, and lineage flags what an overridden one leaves
@@ -174,7 +175,7 @@ def pairs_of(result):
 
 def test_2x2_decode_restarted_under_two_long_running_prefills_names_both_pairs():
     starts = xpyd(NOW - 17 * H)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[D1] = ("decode", 4242, NOW - 600)
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     d = res[D1]
@@ -198,7 +199,7 @@ def test_3x2_both_restarted_prefill_first_within_window_is_a_clean_pair():
     # prefill[2] then decode[0] restarted 90 s apart (the co-restart order): that pair is clean; decode[0] still
     # came back under prefill[0] and prefill[1], and prefill[2] restarted under decode[1]
     starts = xpyd(NOW - 17 * H, 3)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[P2] = ("prefill", 900, NOW - 600)
     starts[D0] = ("decode", 901, NOW - 510)
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
@@ -214,7 +215,7 @@ def test_3x2_both_restarted_prefill_after_decode_is_never_degraded_bootstrap():
     # the pair is not the degraded-bootstrap kind; but decode[0] ran on under the old prefill[2], the other kind
     # (what `pdctl restart --role prefill` refuses while a decode runs on), inferred from start times: WARN
     starts = xpyd(NOW - 17 * H, 3)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[D0] = ("decode", 901, NOW - 600)
     starts[P2] = ("prefill", 900, NOW - 300)
     hz = {(h.prefill, h.decode): h for h in pair_hazards(starts, record, 900)}
@@ -233,7 +234,7 @@ def test_3x2_both_restarted_prefill_after_decode_is_never_degraded_bootstrap():
 
 def test_both_restarted_prefill_long_before_decode_is_degraded_bootstrap_from_start_times():
     starts = xpyd(NOW - 17 * H, 1)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[P0] = ("prefill", 900, NOW - 3 * H)
     starts[D0] = ("decode", 901, NOW - H)  # 2 h after the new prefill: not a co-restart
     hz = pair_hazards(starts, record, 900)
@@ -245,7 +246,7 @@ def test_both_restarted_prefill_long_before_decode_is_degraded_bootstrap_from_st
 
 def test_prefill_restarted_alone_is_a_hazard_on_its_pairs_with_every_running_decode():
     starts = xpyd(NOW - 5 * H, 3)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[P1] = ("prefill", 999, NOW - 60)
     res = by_label(judge_lineage(starts, record, 900, now=NOW))
     for d in (D0, D1):
@@ -281,7 +282,7 @@ def test_xpyd_texts_fit_80_columns_with_every_label_whole(monkeypatch, capsys):
     from pdctl.ops.verify import HealthReport
 
     starts = xpyd(NOW - 17 * H, 3)
-    record = make_lineage_record(starts)
+    record = LineageRecord.of(starts)
     starts[D0] = ("decode", 4242, NOW - 600)
     monkeypatch.setenv("COLUMNS", "80")
     render.health_report(HealthReport("x", {"lineage": judge_lineage(starts, record, 900, now=NOW)}))

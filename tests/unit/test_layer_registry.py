@@ -161,8 +161,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SPELLED_ON_PURPOSE = {
     "pdctl/checks/layers.py": "the one list",
     "pdctl/checks/triage.py": "TriageObservations' typed fields by name, held equal to FINAL_HEALTH_LAYERS above",
-    # ops/watch.py's own cadence_periods: to go once it imports checks.watch_schedule.cadence_periods
-    "pdctl/ops/watch.py": "cadence -> WatchSettings field, duplicated from Layer.every",
     "pdctl/ops/heal.py": "DECIDES_AFTER: heal's own choice of the cadences whose evidence confirms a case",
 }
 

@@ -56,6 +56,17 @@ def test_an_integer_start_and_an_unknown_key_are_read():
     assert rec is not None and rec.get(D) == RecordedProcess("decode", 2, 7.0)
 
 
+def test_a_null_pid_an_older_pdctl_wrote_spoils_only_its_own_entry():
+    """An older pdctl recorded an active service without a main pid as `"pid": null`: the rest of the record is
+    still read (the pairs keep their record evidence) and that entry counts as changed."""
+    stored = json.loads(STORED_BEFORE)
+    stored[R]["pid"] = None
+    rec = LineageRecord.parse(json.dumps(stored))
+    assert rec is not None and rec.get(R) == RecordedProcess("router", None, None)
+    res = {r.target: r for r in judge_lineage(STARTS, rec, 900, now=NOW)}
+    assert res[D].status is Status.PASS and res[D].observed.startswith("unchanged since the last co-restart")
+
+
 @pytest.mark.parametrize(
     "stored",
     [

@@ -52,3 +52,30 @@ def test_match_exec_read_after_paramiko_loaded_without_invoke_is_refused_by_name
     p = subprocess.run([sys.executable, "-c", _LATE, str(plain), str(late)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert f"host 'b': cannot read ssh_config {late}: it has a `Match exec` line" in p.stdout
+
+
+_POOL = """
+import json, sys
+from pdctl.inventory_hosts import SshHost
+from pdctl.transport.connect import TransportPool
+from pdctl.transport.known_hosts import ssh_config_for
+from pdctl.transport.paramiko_import import import_paramiko
+hosts = {
+    "a": SshHost(address="10.0.0.1", ssh_config="none"),
+    "b": SshHost(address="gpu-alias", ssh_config=sys.argv[1]),
+}
+with TransportPool(hosts):
+    import_paramiko()  # what host a's connect does first, reading no ssh_config: it must not hold invoke off now
+    cfg = ssh_config_for(sys.argv[1], "'b'", "gpu-alias")
+print(json.dumps({"hostname": cfg.get("hostname"), "invoke": "invoke" in sys.modules}))
+"""
+
+
+def test_a_pool_with_a_match_exec_config_anywhere_loads_paramiko_with_invoke_first(tmp_path):
+    """Hosts connect in parallel, in any order: a host that reads no ssh_config may load paramiko before the host
+    whose ssh_config has `Match exec` is read. The pool looks at every SSH host's ssh_config before any connects."""
+    late = tmp_path / "late"
+    late.write_text('Match exec "true"\n  HostName 10.0.0.2\n')
+    p = subprocess.run([sys.executable, "-c", _POOL, str(late)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {"hostname": "10.0.0.2", "invoke": True}

@@ -42,7 +42,12 @@ def test_nested_renderables_are_escaped_too():
 
 
 def test_control_segments_and_plain_text_pass_untouched():
+    """The guard escapes text, never rich's own control segments (the live screen's cursor moves) nor plain text."""
+    from pdctl.render.pdctl_console import _printable_segments
+
+    plain, control = Segment("plain text"), Segment("\x1b[2K", None, [(1,)])
+    assert list(_printable_segments([plain, control])) == [plain, control]
     c, out = _console()
-    c.print(_RawSegments(Segment("plain text"), Segment("\x1b[2K", None, [(1,)])))  # a control segment
+    c.print(_RawSegments(plain))
     c.control(Control.move_to_column(0))
     assert out.getvalue().startswith("plain text")

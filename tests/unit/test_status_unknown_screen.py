@@ -34,3 +34,17 @@ def test_verbose_final_health_lists_an_unknown_check(monkeypatch, capsys):
     assert not report.ok
     assert out.splitlines()[0] == "final-health: UNKNOWN (1 check(s) could not be asked in: health)"
     assert "could not be asked" in out.splitlines()[1] and DECODE in out and "no answer from gpu2" in out
+
+
+def test_a_playbook_step_reads_unknown_as_no_pass_with_exit_3():
+    from pdctl.playbook.steps import health_exit_code, health_outcome
+
+    unknown = CheckResult("health", DECODE, "/health", Status.UNKNOWN, observed="no answer from gpu2 within 5s")
+    passed = CheckResult("e2e", "router[0]@gpu1:30001", "chat completion", Status.PASS)
+    report = HealthReport("prod.yaml", {"health": [unknown], "e2e": [passed]})
+    ok, layers, summary = health_outcome(report)
+    assert not ok and layers == {"health": False, "e2e": True}
+    assert summary == f"final-health: UNKNOWN in health ({DECODE} /health: no answer from gpu2 within 5s)"
+    assert health_exit_code(report) == 3
+    failed = CheckResult("e2e", "router[0]@gpu1:30001", "chat completion", Status.FAIL, observed="HTTP 503")
+    assert health_exit_code(HealthReport("prod.yaml", {"health": [unknown], "e2e": [failed]})) == 1

@@ -444,3 +444,13 @@ def test_a_worker_whose_metrics_cannot_be_read_has_unknown_transfer_checks_not_s
     st.apply_counters({d1: zero}, 4)
     st.apply_checks("inflight", st.transfer_checks({d2: "connection refused"}), 4)
     assert {c.status for c in st.checks.values() if c.target == d1} == {"pass"}
+
+
+def test_a_failure_outranks_an_unknown_in_the_exit_code_as_in_final_health():
+    """A dead decode on a host that answers fails its /health while its metrics cannot be read (unknown): the watch
+    exits 1 as final-health does, not 3."""
+    st = WatchState("d", started=0.0)
+    prefill = "prefill[0]@gpu1:30000"
+    st.apply_checks("health", [_health(Status.FAIL)], 1)
+    st.apply_checks("health", [_health(Status.PASS, prefill)], 1, unknown={prefill: "unknown: metrics unreadable"})
+    assert st.verdict() is Status.FAIL and st.exit_code() == 1

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Optional
 
 from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES
-from pdctl.errors import ExitCode
 from pdctl.playbook.kinds import register
 from pdctl.playbook.outcome import Args, RunContext, StepOutcome
-from pdctl.playbook.steps import health_outcome
+from pdctl.playbook.steps import health_exit_code, health_outcome
 from pdctl.serialize import to_data
 from pdctl.struct_errors import field_error
 
@@ -54,7 +53,7 @@ def run(ctx: RunContext, a: VerifyArgs) -> StepOutcome:
     return StepOutcome(
         ok,
         summary,
-        exit_code=ExitCode.OK if ok else ExitCode.CHECK_FAILED,
+        exit_code=health_exit_code(report),
         layers=per_layer,
         health=report,
         data={"final_health": to_data(report)},
