@@ -29,20 +29,24 @@ def connect(name: str, host: Host, *, eager: bool = False) -> Transport:
 def _prepare_match_exec(ssh_hosts: list) -> None:
     """paramiko is imported once per process, with invoke only when an ssh_config needs it (`Match exec`): so
     before any host connects (in parallel, in any order), any SSH host's ssh_config that has such a line has
-    paramiko imported with invoke. An unreadable file is left to the host's own connect to report."""
+    paramiko imported with invoke. A file that is missing or no text file (a FIFO, a device: refused unopened by
+    safe_read) is left to the host's own connect to report."""
     import os
 
-    from pdctl.transport.paramiko_import import import_paramiko, needs_match_exec
+    from pdctl.errors import UsageError
+    from pdctl.safe_read import read_input_text
 
     for h in ssh_hosts:
         if h.ssh_config == "none":
             continue
-        path = os.path.expanduser(h.ssh_config or "~/.ssh/config")
         try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except OSError:
+            text = read_input_text(os.path.expanduser(h.ssh_config or "~/.ssh/config"), UsageError, "ssh_config")
+        except UsageError:
             continue
+        if "exec" not in text.lower():  # no `Match exec`: nothing of paramiko's is loaded here (a kept run needs none)
+            continue
+        from pdctl.transport.paramiko_import import import_paramiko, needs_match_exec
+
         if needs_match_exec(text):
             import_paramiko(with_invoke=True)
             return

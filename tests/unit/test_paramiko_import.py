@@ -79,3 +79,23 @@ def test_a_pool_with_a_match_exec_config_anywhere_loads_paramiko_with_invoke_fir
     p = subprocess.run([sys.executable, "-c", _POOL, str(late)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout) == {"hostname": "10.0.0.2", "invoke": True}
+
+
+def test_the_pools_look_at_ssh_configs_never_opens_a_fifo_or_reads_a_device(tmp_path):
+    """A FIFO nobody writes to would block an open() forever and /dev/zero never ends: the pool's look is the safe
+    read every SSH file gets, and a file it refuses is left to the host's own connect to name (exit 2 there)."""
+    import os
+
+    fifo = tmp_path / "ssh_config-pipe"
+    os.mkfifo(fifo)
+    code = (
+        "import sys\n"
+        "from pdctl.inventory_hosts import SshHost\n"
+        "from pdctl.transport.connect import TransportPool\n"
+        "hosts = {'a': SshHost(address='10.0.0.1', ssh_config=sys.argv[1]), "
+        "'b': SshHost(address='10.0.0.2', ssh_config='/dev/zero')}\n"
+        "with TransportPool(hosts):\n"
+        "    print('made')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code, str(fifo)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and p.stdout.strip() == "made", p.stderr
