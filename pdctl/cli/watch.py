@@ -116,8 +116,8 @@ def watch(
     set of connections, serves the verdicts as Prometheus metrics on --listen, and shows what is not passing.
     A host that does not answer makes its targets unknown; the rest stay watched.
 
-    Exit (with --once or --for): 0 all pass, 1 a check fails, 3 a target is unknown; 130 stopped by Ctrl-C or
-    SIGTERM.
+    Exit (with --once or --for): 0 all pass, 1 a check fails, else 3 a target is unknown; 130 stopped by Ctrl-C
+    or SIGTERM.
 
     As a service (docs/watch.md): --install, --status, --uninstall."""
     import math
