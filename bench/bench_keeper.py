@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.e2e.helpers import write_inventory  # noqa: E402
+from tests.fixtures.keepers import keeper_pids  # noqa: E402
 from tests.fixtures.net import wait_port  # noqa: E402
 from tests.fixtures.sshd import SSHD, SshdServer, running_sshd  # noqa: E402
 
@@ -271,22 +272,6 @@ def timed_run(argv: list[str], env: dict[str, str], log_path: str, into: Variant
     into.cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     into.connections.append(accepted(log_path) - before_conn)
     into.codes.add(p.returncode)
-
-
-def keeper_pids(runtime_dir: str) -> list[int]:
-    """Live keepers serving this script's control directory (their argv names a socket in it): only ours."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            state = (proc / "stat").read_text().rpartition(")")[2].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and b"pdctl.transport.keeper" in argv and any(runtime_dir.encode() in a for a in argv):
-            pids.append(int(proc.name))
-    return pids
 
 
 def keeper_requests(runtime_dir: str) -> int:

@@ -122,6 +122,20 @@ def _human(seconds: float) -> str:
     return f"{s}s"
 
 
+def _unchanged(label: str, pid: int, seen: LineageData) -> CheckResult:
+    """PASS: the process is the one the last co-restart recorded."""
+    return CheckResult(
+        LAYER,
+        label,
+        "restart lineage",
+        Status.PASS,
+        observed=f"unchanged since the last co-restart (pid {pid})",
+        expected="co-restarted with its prefill",
+        detail="observed: same pid and start time as recorded",
+        data=to_data(seen),
+    )
+
+
 def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
 
@@ -282,16 +296,7 @@ def _decode_result(
     bad = [PairHazard(p, label, kind, basis, delta) for p, kind, basis, delta in pairs if kind]
     if not bad:
         if rec is not None and _changed(label, starts, rec) is False:
-            return CheckResult(
-                LAYER,
-                label,
-                "restart lineage",
-                Status.PASS,
-                observed=f"unchanged since the last co-restart (pid {pid})",
-                expected="co-restarted with its prefill",
-                detail="observed: same pid and start time as recorded",
-                data=to_data(seen),
-            )
+            return _unchanged(label, pid, seen)
         return CheckResult(
             LAYER,
             label,
@@ -393,16 +398,7 @@ def _router_result(
     if rec is not None:
         me = _changed(label, starts, rec)
         if me is False:
-            return CheckResult(
-                LAYER,
-                label,
-                "restart lineage",
-                Status.PASS,
-                observed=f"unchanged since the last co-restart (pid {pid})",
-                expected="co-restarted with its prefill",
-                detail="observed: same pid and start time as recorded",
-                data=to_data(seen),
-            )
+            return _unchanged(label, pid, seen)
         if (
             me
             and any(_changed(p, starts, rec) is False for p in prefills)

@@ -16,6 +16,7 @@ import pytest
 from engine import __version__
 from tests.engine.stack import ROOT, metric, wait_for
 from tests.fixtures.net import free_port
+from tests.unit.test_engine_loads import CORE as CORE_KEYS
 
 pytestmark = pytest.mark.engine
 
@@ -107,26 +108,7 @@ def test_metrics_only_with_enable_metrics(tmp_path):
 
 
 SMG_POLL = "/v1/loads?include=core,disagg,queues,memory"
-CORE = {
-    "timestamp",
-    "dp_rank",
-    "num_running_reqs",
-    "num_waiting_reqs",
-    "num_waiting_uncached_tokens",
-    "num_used_tokens",
-    "num_total_tokens",
-    "num_active_tokens",
-    "num_prealloc_ready_tokens",
-    "max_total_num_tokens",
-    "max_running_requests",
-    "token_usage",
-    "gen_throughput",
-    "cache_hit_rate",
-    "utilization",
-    "total_prefill_uncached_tokens",
-    "total_prefill_busy_us",
-    "decode_moments",
-}
+CORE = set(CORE_KEYS)  # SGLang 0.5.23's core section of a load, in its order there
 
 
 def _loads(url: str, query: str = SMG_POLL) -> dict:
