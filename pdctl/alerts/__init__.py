@@ -1,5 +1,6 @@
-"""The alert rules shipped with pdctl (docs/alerts.md): a Prometheus rule file for pdctl watch's exporter and for
-SGLang's own metrics, installed as package data so every install carries it."""
+"""The alerting shipped with pdctl, installed as package data so every install carries it: a Prometheus rule file
+for pdctl watch's exporter and for SGLang's own metrics (docs/alerts.md), and the Alertmanager configuration that
+routes and inhibits those alerts (docs/alert-routing.md)."""
 
 from __future__ import annotations
 
@@ -7,3 +8,7 @@ from pathlib import Path
 
 #: the rule file to load into Prometheus (`rule_files:`); tests/unit/test_alert_rules.py runs promtool on it
 RULES_FILE = Path(__file__).with_name("pdctl.rules.yml")
+
+#: the Alertmanager configuration (`--config.file`, its webhook URLs replaced); tests/unit/test_alertmanager_config.py
+#: runs amtool on it
+ALERTMANAGER_FILE = Path(__file__).with_name("alertmanager.yml")
