@@ -24,26 +24,45 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ] || ! command -v 
   fi
 fi
 
-# Debian's prometheus: promtool for the alert-rule tests, the server for tests/fixtures/prometheus.py (each test
-# starts its own on a free loopback port). The package's own service must not run: a policy-rc.d (unless one is
-# there already) stops its postinst starting it, and it is disabled so no boot starts it either;
-# --no-install-recommends keeps prometheus-node-exporter (another service, on 9100) out.
+# Debian's prometheus and prometheus-alertmanager: promtool and amtool for the alerting tests, the servers for
+# tests/fixtures/prometheus.py and tests/fixtures/alertmanager.py (each test starts its own on free loopback ports).
+# The packages' own services must not run: a policy-rc.d (unless one is there already) stops their postinst starting
+# them, and they are disabled so no boot starts them either; --no-install-recommends keeps
+# prometheus-node-exporter (another service, on 9100) out.
+# install_quiet_service PACKAGE SERVICE: install PACKAGE with SERVICE neither started nor enabled
+install_quiet_service() {
+  export DEBIAN_FRONTEND=noninteractive
+  local own_policy= rc=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
+  fi
+  { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$1" >/dev/null; } || rc=$?
+  if [ -n "$own_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  [ "$rc" = 0 ] || exit "$rc"
+  if [ -d /run/systemd/system ]; then systemctl stop "$2" >/dev/null 2>&1 || true; fi
+  # without systemd as PID 1 systemctl disables offline (the wants link and the SysV rc links); where it cannot
+  # (no systemctl, a refusing container) the link the postinst made would still start the service at boot
+  systemctl disable "$2" >/dev/null 2>&1 || true
+  rm -f "/etc/systemd/system/multi-user.target.wants/$2"
+  if ! command -v systemctl >/dev/null 2>&1 && command -v update-rc.d >/dev/null 2>&1; then
+    update-rc.d "${2%.service}" disable >/dev/null 2>&1 || true
+  fi
+}
+
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    own_policy=
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
-    fi
-    rc=0
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || rc=$?
-    if [ -n "$own_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
-    [ "$rc" = 0 ] || exit "$rc"
-    if [ -d /run/systemd/system ]; then systemctl stop prometheus.service >/dev/null 2>&1 || true; fi
-    systemctl disable prometheus.service >/dev/null 2>&1 || true
+    install_quiet_service prometheus prometheus.service
   else
     echo "install.sh: not root: install Debian's prometheus package (promtool and the server) yourself for the" \
          "alert-rule tests" >&2
+  fi
+fi
+if ! command -v amtool >/dev/null 2>&1 || ! command -v prometheus-alertmanager >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    install_quiet_service prometheus-alertmanager prometheus-alertmanager.service
+  else
+    echo "install.sh: not root: install Debian's prometheus-alertmanager package (amtool and the server) yourself" \
+         "for the alert-routing tests" >&2
   fi
 fi
 
