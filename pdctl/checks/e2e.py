@@ -9,6 +9,7 @@ repetition is judged only for an engine whose kind says it shows failures that w
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -54,6 +55,9 @@ def judge_completion_content(
     return True, "non-empty, not a single repeated token"
 
 
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
 def probe_chat(
     router_base_url: str,
     model: str | None = None,
@@ -84,10 +88,12 @@ def probe_chat(
         "max_tokens": max_tokens,
     }
     tgt = target or router_base_url
+    # pdctl's own canary, recognisable in the router's and the engines' logs (the pair canaries carry their rid)
+    data["request_id"] = request_id = f"pdctl-e2e-{secrets.token_hex(6)}"
     c = client()
     t0 = time.monotonic()  # the request alone: the client is made before the clock starts
     try:
-        r = c.post(url, json=body, timeout=timeout)
+        r = c.post(url, json=body, timeout=timeout, headers={REQUEST_ID_HEADER: request_id})
     except Exception as e:
         data["latency_ms"] = request_ms(None, t0)
         cause = describe_error(e, timeout, router_base_url, since=t0)

@@ -114,12 +114,14 @@ class InflightVerdict:
                 "; observed: no change in any gauge or in generation tokens; inferred: a room is stuck in the "
                 "prefill inflight/transfer queue (the seed's wedge). Collect logs, then `pdctl restart --pair`"
             )
+        # a window not yet sampled end to end has not shown a pin: never say "pinned" before it has
+        observed = self.verdict if self.conclusive or self.verdict != "pinned" else "no progress yet (inconclusive)"
         return CheckResult(
             LAYER,
             target,
             "inflight",
             status,
-            observed=self.verdict,
+            observed=observed,
             expected="drained, or busy with progress",
             detail=detail,
             data=to_data(self),
@@ -372,12 +374,13 @@ def judge_points(
         notes.append(f"{len(points) - len(good)} sample(s) skipped: a worker's /metrics could not be read")
     if not good:
         return None, notes
-    return judge_inflight(
+    verdict = judge_inflight(
         [(p.t, p.gauges, p.generation_tokens) for p in good],
         window_s,
         balances=[(p.t, p.balance) for p in good],
         balance_window_s=balance_window_s,
-    ), notes
+    )
+    return verdict, notes
 
 
 def balance_suspects_pin(points: Sequence[Point], balance_window_s: float = BALANCE_WINDOW_S) -> bool:

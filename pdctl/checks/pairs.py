@@ -108,6 +108,7 @@ class PairResult:
     content: str = ""
     aborted: list[str] = field(default_factory=list)  # what was done about a canary that outlived its budget
     lineage_hazard: str | None = None  # checks.lineage's kind when one side was restarted alone; the canary judges
+    generated_tokens: int = 0  # what the decode generated for it (its meta_info), 0 when not said
 
     @property
     def ok(self) -> bool:
@@ -211,6 +212,7 @@ def judge_pair(
     )
     res.content = (text or "")[:80] if isinstance(text, str) else ""
     res.kv_transfer_ms = _transfer_ms(p.body, d.body)
+    res.generated_tokens = tokens if isinstance(tokens, int) else 0
     res.status = PASS if ok else FAIL
     res.found = f"HTTP 200 from both, {tokens if tokens is not None else '?'} tokens: {reason}"
     return res

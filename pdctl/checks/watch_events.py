@@ -121,6 +121,26 @@ class RoundError(TimelineEvent):
     observed: str  # "<what> raised <type>: <first line>"
 
 
+@dataclass(frozen=True)
+class CanaryAsked(TimelineEvent):
+    """A pair canary round run at once, not at its period: a worker counted KV failures (they stand or not by
+    what it finds), the router's canary failed, or a failing pair is confirmed."""
+
+    EVENT = "canary"
+
+    why: str
+
+
+@dataclass(frozen=True)
+class Redeclared(TimelineEvent):
+    """The inventory the watch judges against changed: followed (what changed), or not (why)."""
+
+    EVENT = "declared"
+
+    followed: bool
+    observed: str
+
+
 HealOutcome = Literal["started", "done", "failed", "refused", "dry"]
 
 

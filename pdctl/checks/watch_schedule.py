@@ -55,6 +55,10 @@ class CadenceClock:
         """Make the next tick due at the next look (after a heal, its evidence is to be read afresh)."""
         self.next_due = 0.0
 
+    def due_in(self, seconds: float, now: float) -> None:
+        """Make the next tick due `seconds` from `now` when that is sooner than its period (a confirmation)."""
+        self.next_due = min(self.next_due, now + seconds)
+
     def wait_s(self, now: float) -> float:
         """Seconds until this cadence's next tick (0 when due)."""
         return max(0.0, self.next_due - now)

@@ -1,11 +1,12 @@
-"""What `pdctl watch` knows across rounds: each check's last status, each target's reachability, the failure
-counters since the watch started, the inflight window and its pin, the pair canaries, the lineage hazards and the
-rounds. Pure: ops/watch.py feeds it observations with the time they were made; every method returns the timeline
-lines the change made (checks.watch_state never reads a clock, a host or a file).
+"""What `pdctl watch` knows across rounds: each check's last status, each target's reachability, the failures
+counted on each worker and what the canaries made of them, the inflight window and its pin, the pair canaries, the
+lineage hazards and the rounds. Pure: ops/watch.py feeds it observations with the time they were made; every
+method returns the timeline lines the change made (checks.watch_state never reads a clock, a host or a file).
 
 Statuses: pass | warn | fail | unknown. A target whose host could not be asked is unknown (never fail): its checks
 turn unknown, and come back with what the next answer says ("recovered"). A counter that drops is a restart of the
-process exposing it, never a failure, and the failures counted before it still count (checks.watch_counters).
+process exposing it, never a failure (checks.watch_counters). A rise of a worker's failure counters is only suspect
+until a canary through its pairs decides (checks.watch_failures).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Iterable, Mapping, Sequence
 
 from pdctl.checks.inflight import BALANCE_WINDOW_S, InflightVerdict, Point, inflight_results, judge_points
 from pdctl.checks.result import CheckResult, Status
-from pdctl.checks.watch_aborts import AbortLedger
 from pdctl.checks.watch_counters import CounterTrack
+from pdctl.checks.watch_failures import FailureLedger
 from pdctl.checks.watch_records import (
     CheckState,
     FailureCount,
@@ -38,11 +39,20 @@ from pdctl.checks.watch_events import (
 
 #: the failure counters of read_point's Point.counters, by the `kind` label of pdctl_kv_failures_since_start
 FAILURE_KINDS = {"transfer": "transfer_failed", "bootstrap": "bootstrap_failed"}
-#: requests aborted (by a client going away, or /abort_request): an abort in the transfer window counts as a
-#: transfer failure on the worker that saw it (the bundled engine does, as SGLang marks the room Failed)
+#: requests aborted (a client going away, or /abort_request): read as restart evidence only; an abort never
+#: explains a failure (a client timing out on a broken pair aborts too): a canary decides (checks.watch_failures)
 ABORTED = "aborted"
 #: counters whose drop shows a restart (generation tokens move on every decode, so they show it best)
 RESTART_EVIDENCE = (*FAILURE_KINDS.values(), ABORTED, "generation_tokens")
+
+
+#: failed canaries in a row that make a pair broken (the PdctlPairBroken rule's threshold and the heal's default)
+PAIR_BROKEN_AFTER = 3
+
+
+def transfer_check_name(kind: str) -> str:
+    """The transfer layer's check of one failure kind ('transfer failures', 'bootstrap failures')."""
+    return f"{kind} failures"
 
 
 @dataclass
@@ -63,7 +73,8 @@ class WatchState:
     rounds: dict[str, RoundInfo] = field(default_factory=dict)
     heals: dict[str, int] = field(default_factory=dict)  # outcome -> count (the heal's seam)
     heal_budget_exhausted: bool = False
-    aborts: AbortLedger = field(default_factory=AbortLedger)  # which failures client aborts explain
+    failures: FailureLedger = field(default_factory=FailureLedger)  # which failures a canary let stand
+    canary_tokens: int = 0  # tokens the decodes generated for the watch's own canaries (pdctl_canary_...)
 
     # -- checks and targets ------------------------------------------------------------------------------------
     def apply_checks(
@@ -116,10 +127,10 @@ class WatchState:
     # -- counters and restarts ---------------------------------------------------------------------------------
     def apply_counters(self, counters: Mapping[str, Mapping[str, float]], t: float) -> list[TimelineEvent]:
         """The raw counters of each target (read_point's Point.counters). A drop is a restart of that target's
-        process: a {"event": "restart"} line, never a failure; the totals since start carry on."""
+        process: a {"event": "restart"} line, never a failure, and what the old process failed no longer stands;
+        the raw totals since the watch started carry on."""
         lines: list[TimelineEvent] = []
         new_failures: dict[tuple[str, str], float] = {}
-        new_aborts: dict[str, float] = {}
         for target, values in counters.items():
             before = {
                 name: self.counters[(target, name)].total
@@ -137,10 +148,10 @@ class WatchState:
                 if (target, name) in self.counters
             }
             new_failures.update({(target, kind): grew[name] for kind, name in FAILURE_KINDS.items() if name in grew})
-            new_aborts[target] = grew.get(ABORTED, 0.0)
             if reset:
+                self.failures.forget(target)
                 lines.append(Restarted(t, self.deployment, target, f"counter reset: {', '.join(reset)}"))
-        self.aborts.observe(t, new_failures, new_aborts)
+        self.failures.observe(t, new_failures)
         return lines
 
     def failures_since_start(self) -> dict[tuple[str, str], float]:
@@ -153,39 +164,37 @@ class WatchState:
         }
 
     def unexplained_failures(self) -> dict[tuple[str, str], float]:
-        """(target, kind) -> failures since start that no client abort counted near them explains
-        (pdctl.checks.watch_aborts: matched in time, the same worker's aborts first, then the other role's); a
-        failure counts here once its window has passed unmatched, so this only grows."""
-        return dict(self.aborts.unexplained)
+        """(target, kind) -> failures that stand: a canary through the worker's pairs failed after them, or none
+        decided in time (checks.watch_failures); only the worker's current process's, within the window."""
+        return self.failures.unexplained()
 
     def transfer_checks(self, unread: Mapping[str, str] | None = None) -> list[CheckResult]:
-        """The "transfer" layer from the counters: each worker's failures since the watch started that aborts
-        do not explain, 0 to pass. Workers in `unread` (label -> why: not read in this sample) are left out: their
-        counters are not known now (transfer_unread)."""
+        """The "transfer" layer from the counters: each worker's failures that stand, 0 to pass; those awaiting a
+        canary do not fail it yet. Workers in `unread` (label -> why: not read in this sample) are left out:
+        their counters are not known now (transfer_unread)."""
         out = []
-        raw = self.failures_since_start()
         for (target, kind), left in sorted(self.unexplained_failures().items()):
             if target in (unread or {}):
                 continue
-            total, waiting = raw.get((target, kind), 0.0), self.aborts.pending_count((target, kind))
-            name = f"{kind} failures since the watch started"
+            waiting = self.failures.pending_count((target, kind))
+            explained = self.failures.explained.get((target, kind), 0.0)
+            why = [f"{left:g} a canary did not explain"] if left else []
+            why += [f"{explained:g} explained: a canary through its pairs passed after them"] if explained else []
+            why += [f"{waiting:g} awaiting a canary"] if waiting else []
             status = Status.PASS if left == 0 else Status.FAIL
-            why = [f"{total - left - waiting:g} explained by aborts"] if total - left - waiting else []
-            why += (
-                [f"{waiting:g} counted in the last {self.aborts.window_s:g}s, an abort may yet explain"]
-                if waiting
-                else []
-            )
-            observed = f"{total:g}" + (f" ({'; '.join(why)})" if why else "")
             out.append(
                 CheckResult(
                     "transfer",
                     target,
-                    name,
+                    transfer_check_name(kind),
                     status,
-                    observed=observed,
-                    expected="0 not explained by aborts",
-                    next_step="" if left == 0 else "pdctl triage",
+                    observed="; ".join(why) or "0",
+                    expected="0 that a canary does not explain",
+                    detail=(
+                        f"counted since its process started, for {self.failures.window_s:g}s at most; "
+                        "each rise sends a canary through its pairs"
+                    ),
+                    next_step="" if left == 0 else "pdctl verify pairs; pdctl triage",
                 )
             )
         return out
@@ -198,7 +207,7 @@ class WatchState:
         for target, why in sorted(unread.items()):
             observed = f"its /metrics could not be read: {why}"
             for kind in FAILURE_KINDS:
-                key = ("transfer", target, f"{kind} failures since the watch started")
+                key = ("transfer", target, transfer_check_name(kind))
                 c = self.checks.get(key)
                 if c is None:
                     c = self.checks[key] = CheckState(
@@ -208,7 +217,7 @@ class WatchState:
                         key[2],
                         Status.UNKNOWN,
                         observed,
-                        "0 not explained by aborts",
+                        "0 that a canary does not explain",
                         observed,
                         t,
                         "",
@@ -226,6 +235,7 @@ class WatchState:
         for label, (pid, start) in seen.items():
             old = self.processes.get(label)
             if old is not None and old[0] is not None and pid is not None and old[0] != pid:
+                self.failures.forget(label)
                 lines.append(Restarted(t, self.deployment, label, f"pid {old[0]} -> {pid}"))
             self.processes[label] = (pid, start)
         return lines
@@ -241,12 +251,32 @@ class WatchState:
         while len(self.points) > 1 and self.points[1].t <= point.t - keep:
             self.points.popleft()  # one point at or before the window's start anchors it
         verdict, _notes = judge_points(list(self.points), self.inflight_window_s)
+        why_not = self.failing_not_pinned() if verdict is not None and verdict.verdict == "pinned" else ""
+        if verdict is not None and why_not:
+            verdict = replace(verdict, verdict="busy", pinned_by="", notes=[*verdict.notes, why_not])
         self.inflight = verdict
         if verdict is None or verdict.verdict != "pinned" or not verdict.conclusive:
             self.pin_started = None
         elif self.pin_started is None:
             self.pin_started = t - verdict.no_progress_for_s  # the pin began when progress last stopped
         return lines + self.apply_checks("inflight", inflight_results(verdict, list(self.points), partial=False), t)
+
+    def failing_not_pinned(self) -> str:
+        """Why rooms that make no progress now are failing ones, not a pin ("" when nothing says so): a pair canary
+        fails (a broken pair's rooms wait, then fail: PdctlPairBroken is that page), or KV failures were counted
+        that no passing canary explained (failed rooms, retried: the degraded bootstrap). A pinned room never
+        fails, it waits for ever; and the abort storm that makes a pin counts failures a passing canary explains."""
+        failing = sorted(f"{p.prefill} -> {p.decode}" for p in self.pairs.values() if p.status is Status.FAIL)
+        if failing:
+            return f"not a pin: the canary of {', '.join(failing)} fails (its rooms wait, then fail)"
+        waiting = sum(self.failures.pending_count(k) for k in self.failures.pending)
+        standing = sum(self.unexplained_failures().values())
+        if waiting or standing:
+            return (
+                f"not a pin: {waiting + standing:g} KV failure(s) counted that no passing canary explained "
+                "(rooms fail and are retried)"
+            )
+        return ""
 
     @property
     def pinned(self) -> bool:
@@ -260,17 +290,48 @@ class WatchState:
         return self.inflight is not None and self.inflight.verdict == "busy"
 
     # -- pairs and lineage -----------------------------------------------------------------------------------
-    def apply_pairs(self, results: Sequence[tuple[str, str, str, float | None]], t: float) -> list[TimelineEvent]:
-        """(prefill label, decode label, pass|fail|unknown, latency s or None) of each pair's last canary.
-        Consecutive failures count fails in a row; an unknown canary neither breaks nor extends the run."""
+    def apply_pairs(
+        self, results: Sequence[tuple[str, str, str, float | None]], t: float, *, started: float | None = None
+    ) -> list[TimelineEvent]:
+        """(prefill label, decode label, pass|fail|unknown, latency s or None) of each pair's canary in a round that
+        started at `started` (unix time; default `t`). Consecutive failures count fails in a row; an unknown canary
+        neither breaks nor extends the run, and a canary through a worker whose /health fails is unknown: the
+        worker's own alert (PdctlTargetDown) says it, not its pairs. The round then decides the failures
+        its workers counted before it started (checks.watch_failures)."""
+        worker: dict[str, list[Status]] = {}
         for p, d, status, latency in results:
             st = self.pairs.setdefault((p, d), PairState(p, d))
             st.status = Status(status)
+            if st.status is Status.FAIL and (self.health_fails(p) or self.health_fails(d)):
+                st.status = Status.UNKNOWN
+            worker.setdefault(p, []).append(st.status)
+            worker.setdefault(d, []).append(st.status)
             if st.status is Status.UNKNOWN:
                 continue
             st.latency_s = latency
             st.consecutive_failures = st.consecutive_failures + 1 if st.status is Status.FAIL else 0
+        verdicts = {
+            w: Status.FAIL
+            if Status.FAIL in got
+            else (Status.PASS if all(s is Status.PASS for s in got) else Status.UNKNOWN)
+            for w, got in worker.items()
+        }
+        self.failures.decide(t if started is None else started, verdicts)
         return []
+
+    def health_fails(self, target: str) -> bool:
+        """The target's last GET /health failed (refused, timed out, an error status)."""
+        health = self.checks.get(("health", target, "/health"))
+        return health is not None and health.status is Status.FAIL
+
+    def serving(self, target: str) -> bool:
+        """False when the target's host did not answer, or its last GET /health failed (not serving requests)."""
+        return self.target_up.get(target) is not False and not self.health_fails(target)
+
+    def unconfirmed_failures(self, confirm_after: int = PAIR_BROKEN_AFTER) -> list[PairState]:
+        """Pairs whose last canary failed, fewer than `confirm_after` times in a row: the watch canaries them again
+        soon rather than a full period later (that many in a row is the page, PdctlPairBroken)."""
+        return [p for p in self.pairs.values() if p.status is Status.FAIL and p.consecutive_failures < confirm_after]
 
     def apply_hazards(self, hazards: Mapping[tuple[str, str], str], t: float) -> list[TimelineEvent]:
         """The lineage judge's hazardous pairs now; a line for each that appears or clears."""
@@ -282,6 +343,22 @@ class WatchState:
                 lines.append(LineageChanged(t, self.deployment, key[0], key[1], hazard, "hazard" if now else "cleared"))
         self.hazards = dict(hazards)
         return lines
+
+    def keep_declared(self, labels: set[str], pair_names: set[str]) -> None:
+        """After the inventory changed: forget what was seen of instances (and pairs) no longer declared."""
+
+        def declared(target: str) -> bool:
+            return target in labels or target in pair_names or ("@" not in target and " -> " not in target)
+
+        self.checks = {k: c for k, c in self.checks.items() if declared(c.target)}
+        for book in (self.target_up, self.target_why, self.processes):
+            for target in [t for t in book if not declared(t)]:
+                del book[target]
+        self.pairs = {k: p for k, p in self.pairs.items() if k[0] in labels and k[1] in labels}
+        self.hazards = {k: h for k, h in self.hazards.items() if k[0] in labels and k[1] in labels}
+        self.counters = {k: c for k, c in self.counters.items() if k[0] in labels}
+        for target in {k[0] for k in self.failures.pending} - labels:
+            self.failures.drop(target)
 
     # -- rounds and the verdict ------------------------------------------------------------------------------
     def round_done(self, cadence: str, t: float, seconds: float) -> RoundDone:

@@ -64,6 +64,7 @@ class Healer:
         if cadence not in DECIDES_AFTER or not self._busy.acquire(blocking=False):
             return
         try:
+            self.dep = watch.dep  # the watch follows a changed inventory (ops.watch_follow): so does its heal
             self._decide_and_act(watch)
         finally:
             self._busy.release()
@@ -141,9 +142,11 @@ def _heal_line(watch: Watch, outcome: HealOutcome, d: HealDecision, observed: st
 
 
 def forget_evidence(state: WatchState) -> None:
-    """After a heal: pair failure runs, the pin and the lineage hazards are seen again from fresh rounds."""
+    """After a heal: pair failure runs, the failures counted, the pin and the lineage hazards are seen again from
+    fresh rounds (the deployment restarted: what its processes counted is not about what runs now)."""
     for p in state.pairs.values():
         p.consecutive_failures = 0
+    state.failures.forget()
     state.pin_started = None
     state.hazards.clear()
 

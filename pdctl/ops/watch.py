@@ -7,6 +7,13 @@ inflight_interval s; e2e and pairs every e2e_every / pairs_every s; flags and li
 cadence runs in its own thread, so a slow round of one (a hung canary) never delays another; a tick that comes
 while the same cadence's previous round still runs is skipped and said in the timeline ({"event": "skip"}).
 
+Counters raise suspicion, a canary decides: a worker's KV failure counter that rises, or a failed router canary,
+makes the pairs round run at once ({"event": "canary"}); a pair whose canary failed is canaried again CONFIRM_S
+later until it passes or is confirmed broken, and the flags round (the lineage a heal needs) runs at once.
+
+It follows what is declared: each flags round first looks at the inventory file (pdctl.ops.watch_follow); a changed
+one is judged against from that round on ({"event": "declared"}), its cadences and window included.
+
 After each round: the new timeline lines (typed, pdctl.checks.watch_events) go to every sink (`on_lines`), then every
 hook (`hooks`: the heal's seam) is called as hook(watch, cadence) in that round's thread; a hook's exception becomes
 an {"event": "error"} line and the watch goes on. A hook says its own lines with `watch.emit(event)`.
@@ -24,18 +31,22 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import Callable, Sequence
 
-from pdctl.checks.watch_events import RoundError, TimelineEvent, TimelineSink
+from pdctl.checks.pairs import pair_name
+from pdctl.checks.result import Status
+from pdctl.checks.watch_events import CanaryAsked, Redeclared, RoundError, TimelineEvent, TimelineSink
 from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock, cadence_periods
 from pdctl.checks.watch_state import WatchState
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
+from pdctl.ops.watch_follow import InventoryFollower
 from pdctl.ops.watch_rounds import ROUNDS, Seen
 from pdctl.services.sdnotify import READY, STOPPING, WATCHDOG, Notifier
 
 TICK_S = 0.5  # the longest the loop sleeps: how soon it sees a stop, the end of --for, or --once done
+CONFIRM_S = 5.0  # a failed pair canary is sent again this soon: three in a row are a page, not three periods
 PING_SHARE = 0.25  # a watchdog ping at most every quarter of WatchdogSec (systemd advises under half)
 Hook = Callable[["Watch", str], None]
 
@@ -73,6 +84,10 @@ class Watch:
         self.finished = 0  # rounds finished (done or raised): what the watchdog pings follow
         self.first_finished: set[str] = set()
         self.fatal: UsageError | None = None  # a round's configuration error (a key file missing): ends the watch
+        self.started_at: dict[str, float] = {}  # cadence -> unix time its last round started
+        self.follower = InventoryFollower.of(self.dep.inv)
+        self._opened = ExitStack()  # the deployments opened for a changed inventory, closed when the watch ends
+        self._asked_for: float | None = None  # the newest suspect failure a canary round was asked for
         self._stop = threading.Event()
 
     # -- the loop ----------------------------------------------------------------------------------------------
@@ -127,6 +142,7 @@ class Watch:
         finally:
             pulse.notifier.notify(STOPPING)
             pool.shutdown(wait=False, cancel_futures=True)
+            self._opened.close()
         result.seconds = self.clock() - started
         if self.fatal is not None and not result.stopped_by:
             raise self.fatal
@@ -145,11 +161,16 @@ class Watch:
     def _round(self, clock: CadenceClock) -> None:
         t0 = self.clock()
         lines: list[TimelineEvent]
+        with self.lock:
+            started = self.started_at[clock.name] = self.wall()
         try:
+            if clock.name == "flags":
+                self._emit(self.follow_declared())
             seen = ROUNDS[clock.name](self.dep)
             with self.lock:
-                lines = self.apply(clock.name, seen, self.wall())
+                lines = self.apply(clock.name, seen, self.wall(), started=started)
                 lines.append(self.state.round_done(clock.name, self.wall(), self.clock() - t0))
+                lines += self.follow_up(clock.name, seen)
         except UsageError as e:  # no later round can do better: the watch ends with it (exit 2), said first here
             lines = [self._error_line(clock.name, e)]
             with self.lock:
@@ -172,9 +193,11 @@ class Watch:
             except Exception as e:
                 self.emit(self._error_line(clock.name, e, what="hook"))
 
-    def apply(self, cadence: str, seen: Seen, t: float) -> list[TimelineEvent]:
-        """Fold one round into the state (the caller holds the lock); the timeline lines it made."""
+    def apply(self, cadence: str, seen: Seen, t: float, *, started: float | None = None) -> list[TimelineEvent]:
+        """Fold one round (started at `started`, unix time) into the state (the caller holds the lock); the
+        timeline lines it made."""
         st = self.state
+        st.canary_tokens += seen.canary_tokens
         if cadence == "inflight":
             if seen.point is None:  # a host did not answer: no sample, the check unknown
                 return st.apply_checks("inflight", [], t, unknown=seen.unknown)
@@ -184,10 +207,52 @@ class Watch:
             return lines + st.apply_checks("inflight", st.transfer_checks(unread), t) + st.transfer_unread(unread, t)
         lines = st.apply_processes(seen.processes, t) if seen.processes else []
         if seen.pairs:
-            st.apply_pairs(seen.pairs, t)
+            st.apply_pairs(seen.pairs, t, started=started)
         if seen.hazards is not None:
             lines += st.apply_hazards(seen.hazards, t)
         return lines + st.apply_checks(cadence, seen.checks, t, unknown=seen.unknown)
+
+    def follow_up(self, cadence: str, seen: Seen) -> list[TimelineEvent]:
+        """After a round (the caller holds the lock): the canary rounds its findings ask for, and their lines."""
+        st, pairs = self.state, self.clocks["pairs"]
+        if cadence == "pairs":
+            if st.unconfirmed_failures():
+                pairs.due_in(CONFIRM_S, self.clock())
+                self.clocks["flags"].due_now()  # the lineage a heal of this pair needs, read now
+            return []
+        why = ""
+        if cadence == "inflight":
+            newest = st.failures.newest_pending()
+            last = self.started_at.get("pairs")
+            if newest is not None and (last is None or newest > last) and newest != self._asked_for:
+                self._asked_for = newest
+                why = "KV failures counted on " + ", ".join(st.failures.suspects())
+        elif cadence == "e2e" and any(c.status is Status.FAIL for c in seen.checks):
+            why = "the router's canary failed"
+        if not why or pairs.running:
+            return []
+        pairs.due_now()
+        return [CanaryAsked(self.wall(), st.deployment, why)]
+
+    def follow_declared(self) -> list[TimelineEvent]:
+        """Judge against the inventory file as it is now, when it changed (pdctl.ops.watch_follow)."""
+        got = self.follower.look()
+        if got is None:
+            return []
+        if isinstance(got, str):
+            return [Redeclared(self.wall(), self.state.deployment, False, got)]
+        dep = self._opened.enter_context(Deployment(got.inv, self.dep.progress))
+        inv = got.inv
+        labels = {inv.label(role, i) for role, i, _ in inv.instances()}
+        pairs = {pair_name(i, j) for i in range(len(inv.roles.prefill)) for j in range(len(inv.roles.decode))}
+        with self.lock:
+            self.dep = dep
+            for name, every in cadence_periods(inv.watch).items():
+                self.clocks[name].every = every
+            self.state.inflight_window_s = inv.watch.inflight_window
+            self.state.keep_declared(labels, pairs)
+        what = ", ".join(got.changed) or "formatting only"
+        return [Redeclared(self.wall(), self.state.deployment, True, f"{inv.source} changed ({what}): judged from now")]
 
     # -- what the heal and the screen use ----------------------------------------------------------------------
     def emit(self, event: TimelineEvent) -> None:

@@ -74,10 +74,18 @@ class WatchCollector(Collector):
 
             instances = {dep_label for dep_label in _instance_labels(w)}
             up = gauge("pdctl_target_up", "1 the target's host answered in its last round, 0 unknown", ("target",))
+            serving = gauge(
+                "pdctl_target_serving",
+                "1 the target answers GET /health with 200, 0 it does not (refused, timed out, an error status); "
+                "0 too while its host does not answer",
+                ("target",),
+            )
             for target, is_up in sorted(st.target_up.items()):
                 if target in instances:
                     up.add_metric([dep, target], 1 if is_up else 0)
-            yield up
+                    if not is_up or ("health", target, "/health") in st.checks:
+                        serving.add_metric([dep, target], 1 if st.serving(target) else 0)
+            yield from (up, serving)
 
             pinned = gauge("pdctl_inflight_pinned", "1 while the inflight verdict is pinned", ())
             pinned.add_metric([dep], 1 if st.pinned else 0)
@@ -115,14 +123,19 @@ class WatchCollector(Collector):
             for (target, kind), total in sorted(st.failures_since_start().items()):
                 kv.add_metric([dep, target, kind], total)
             real = gauge(
-                "pdctl_kv_failures_unexplained_since_start",
-                "those failures no client abort counted "
-                f"within {st.aborts.window_s:g} s of them explains (the worker's own, else one of the "
-                "other role)",
+                "pdctl_kv_failures_unexplained",
+                "the worker's failures that stand: a canary through its pairs failed after them (or none decided); "
+                f"its current process's only, for {st.failures.window_s:g} s at most, 0 again after a heal",
+                ("target", "kind"),
+            )
+            awaiting = gauge(
+                "pdctl_kv_failures_awaiting_canary",
+                "the worker's failures counted but not yet decided by a canary through its pairs",
                 ("target", "kind"),
             )
             for (target, kind), left in sorted(st.unexplained_failures().items()):
                 real.add_metric([dep, target, kind], left)
+                awaiting.add_metric([dep, target, kind], st.failures.pending_count((target, kind)))
             hazard = gauge(
                 "pdctl_lineage_hazard",
                 "1 for each pair the lineage judge calls hazardous",
@@ -130,7 +143,7 @@ class WatchCollector(Collector):
             )
             for (p, d), kind in sorted(st.hazards.items()):
                 hazard.add_metric([dep, p, d, kind], 1)
-            yield from (kv, real, hazard)
+            yield from (kv, real, awaiting, hazard)
 
             last = gauge(
                 "pdctl_round_last_timestamp_seconds",
@@ -145,7 +158,14 @@ class WatchCollector(Collector):
                 heals.add_metric([dep, outcome], st.heals.get(outcome, 0))
             exhausted = gauge("pdctl_heal_budget_exhausted", "1 once the heal budget per hour is spent", ())
             exhausted.add_metric([dep], 1 if st.heal_budget_exhausted else 0)
-            yield from (last, heals, exhausted)
+            tokens = CounterMetricFamily(
+                "pdctl_canary_generated_tokens",
+                "tokens the decodes generated for the watch's own canaries (pair and router canaries): what a rule "
+                "on sglang:generation_tokens_total takes off to see the traffic's own progress",
+                labels=("deployment",),
+            )
+            tokens.add_metric([dep], st.canary_tokens)
+            yield from (last, heals, exhausted, tokens)
 
 
 def _instance_labels(w: Watch) -> list[str]:

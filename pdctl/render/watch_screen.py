@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 from pdctl.checks.result import Status
 from pdctl.checks.watch_events import (
+    CanaryAsked,
     CheckChanged,
     HealEvent,
     LineageChanged,
+    Redeclared,
     Restarted,
     RoundDone,
     RoundError,
@@ -140,6 +142,10 @@ def _said(event: TimelineEvent) -> tuple[str, tuple[str, ...], str]:
         return event.cadence, (), event.observed
     if isinstance(event, HealEvent):
         return "", (), event.observed
+    if isinstance(event, CanaryAsked):
+        return "pairs", (), event.why
+    if isinstance(event, Redeclared):
+        return "", ("followed" if event.followed else "not followed",), event.observed
     return "", (), ""
 
 

@@ -50,12 +50,14 @@ def test_state_counters_say_restart_and_the_failures_do_not_jump():
         "observed": "counter reset: transfer_failed, generation_tokens",
     }
     assert st.failures_since_start() == {(DECODE, "transfer"): 1.0, (DECODE, "bootstrap"): 0.0}
-    st.apply_counters({DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": 20}}, 40)
-    checks = {c.name: c.status for c in st.transfer_checks()}  # no abort came within the window: failed
-    assert checks == {
-        "transfer failures since the watch started": Status.FAIL,
-        "bootstrap failures since the watch started": Status.PASS,
-    }
+    st.apply_counters({DECODE: {"transfer_failed": 0, "bootstrap_failed": 0, "generation_tokens": 20}}, 400)
+    # what the old process failed does not stand against the new one, even once no canary decided it
+    checks = {c.name: c.status for c in st.transfer_checks()}
+    assert checks == {"transfer failures": Status.PASS, "bootstrap failures": Status.PASS}
+    st.apply_counters({DECODE: {"transfer_failed": 1, "bootstrap_failed": 0, "generation_tokens": 30}}, 401)
+    st.apply_counters({DECODE: {"transfer_failed": 1, "bootstrap_failed": 0, "generation_tokens": 40}}, 600)
+    checks = {c.name: c.status for c in st.transfer_checks()}  # the new process's failure: no canary decided it
+    assert checks == {"transfer failures": Status.FAIL, "bootstrap failures": Status.PASS}
 
 
 def test_unknown_then_recovered():
@@ -276,87 +278,78 @@ def test_listen_refuses_a_non_loopback_address_without_listen_any():
         exporter_address("nope", False)
 
 
-def test_failures_explained_by_the_workers_own_aborts_do_not_fail_the_transfer_check():
+P0, D0 = "prefill[0]@a:30000", "decode[0]@b:30002"
+ZERO = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
+
+
+def _checks(st: WatchState) -> dict[tuple[str, str], CheckResult]:
+    return {(c.target, c.name): c for c in st.transfer_checks()}
+
+
+def test_failures_stand_or_not_by_the_canary_that_follows_them():
+    """Counters raise suspicion, a canary decides: an abort storm's failures are explained by a canary that passes
+    after them; a broken pair's by nothing, aborts around them or not (its clients time out and abort too)."""
     st = WatchState("d", started=0.0)
-    p, d = "prefill[0]@a:30000", "decode[0]@b:30002"
-    zero = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
-    st.apply_counters({p: zero, d: zero}, 1)
-    # a random abort storm: prefill counts 3 transfer failures and 5 aborts; decode 4 failures and no abort: the
-    # prefill's 2 aborts to spare explain 2 of the decode's (an abort at one worker fails the room at the other)
-    storm = {
-        p: {"transfer_failed": 3, "bootstrap_failed": 0, "aborted": 5},
-        d: {"transfer_failed": 4, "bootstrap_failed": 1, "aborted": 0},
-    }
+    st.apply_counters({P0: ZERO, D0: ZERO}, 1)
+    storm = {P0: {**ZERO, "transfer_failed": 3, "aborted": 5}, D0: {**ZERO, "transfer_failed": 1, "aborted": 6}}
     st.apply_counters(storm, 2)
-    checks = {(c.target, c.name): c for c in st.transfer_checks()}
-    assert all(c.status.value == "pass" for c in checks.values())  # within the window: not judged yet
-    assert "an abort may yet explain" in checks[(d, "transfer failures since the watch started")].observed
-    st.apply_counters(storm, 40)  # the window has passed
-    left = st.unexplained_failures()
-    assert left[(p, "transfer")] == 0 and left[(d, "transfer")] == 2 and left[(d, "bootstrap")] == 1
-    checks = {(c.target, c.name): c for c in st.transfer_checks()}
-    explained = checks[(p, "transfer failures since the watch started")]
-    assert explained.status.value == "pass" and explained.observed == "3 (3 explained by aborts)"
-    assert checks[(d, "transfer failures since the watch started")].status.value == "fail"
-    assert st.failures_since_start()[(p, "transfer")] == 3  # the raw count is still exported as it is
+    assert st.failures.suspects() == [D0, P0] and st.failures.newest_pending() == 2
+    assert all(c.status is Status.PASS for c in _checks(st).values())  # suspect, not failed
+    assert _checks(st)[(P0, "transfer failures")].observed == "3 awaiting a canary"
+    st.apply_pairs([(P0, D0, "pass", 0.05)], 5, started=3)
+    got = _checks(st)[(P0, "transfer failures")]
+    assert got.status is Status.PASS
+    assert got.observed == "3 explained: a canary through its pairs passed after them"
+    assert st.unexplained_failures() == {k: 0 for k in st.unexplained_failures()}
+    # the seed's degraded bootstrap: failures, with the clients' aborts around them, and the canary fails
+    broken = {P0: {**ZERO, "transfer_failed": 9, "aborted": 12}, D0: {**ZERO, "transfer_failed": 1, "aborted": 6}}
+    st.apply_counters(broken, 10)
+    st.apply_pairs([(P0, D0, "fail", None)], 12, started=10)
+    assert st.unexplained_failures()[(P0, "transfer")] == 6
+    got = _checks(st)[(P0, "transfer failures")]
+    assert got.status is Status.FAIL and got.observed.startswith("6 a canary did not explain")
+    assert st.pairs[(P0, D0)].consecutive_failures == 1 and st.unconfirmed_failures()
 
 
-def test_a_failure_whose_abort_its_peer_counted_a_sample_later_is_explained():
-    """The CI flake: a client's abort reached the decode first; the decode told the prefill, whose room failed and
-    left before the prefill's own abort came (so the prefill never counted one). The decode's abort, even a
-    sample after the failure, explains it; an abort is spent once, its own worker's failures first."""
+def test_a_canary_decides_only_the_failures_counted_before_it_started():
     st = WatchState("d", started=0.0)
-    p0, p1, d = "prefill[0]@a:30000", "prefill[1]@a:30010", "decode[0]@b:30002"
-    zero = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
-    st.apply_counters({p0: zero, p1: zero, d: zero}, 0)
-    st.apply_counters({p0: {**zero, "transfer_failed": 1}, p1: zero, d: zero}, 5)
-    st.apply_counters({p0: {**zero, "transfer_failed": 1}, p1: zero, d: {**zero, "aborted": 1}}, 10)
-    st.apply_counters({p0: {**zero, "transfer_failed": 1}, p1: zero, d: {**zero, "aborted": 1}}, 60)
-    assert st.unexplained_failures()[(p0, "transfer")] == 0
-    assert all(c.status.value == "pass" for c in st.transfer_checks())
-    # a failure on each prefill and on the decode, one decode abort: the decode's own failure takes it
-    st.apply_counters(
-        {
-            p0: {**zero, "transfer_failed": 2},
-            p1: {**zero, "transfer_failed": 1},
-            d: {**zero, "aborted": 2, "transfer_failed": 1},
-        },
-        65,
-    )
-    st.apply_counters(
-        {
-            p0: {**zero, "transfer_failed": 2},
-            p1: {**zero, "transfer_failed": 1},
-            d: {**zero, "aborted": 2, "transfer_failed": 1},
-        },
-        120,
-    )
-    left = st.unexplained_failures()
-    assert left[(d, "transfer")] == 0 and left[(p0, "transfer")] == 1 and left[(p1, "transfer")] == 1
-    # aborts of the same role explain nothing across workers
-    st2 = WatchState("d", started=0.0)
-    st2.apply_counters({p0: zero, p1: zero}, 0)
-    st2.apply_counters({p0: {**zero, "transfer_failed": 1}, p1: {**zero, "aborted": 3}}, 5)
-    st2.apply_counters({p0: {**zero, "transfer_failed": 1}, p1: {**zero, "aborted": 3}}, 60)
-    assert st2.unexplained_failures()[(p0, "transfer")] == 1
+    st.apply_counters({P0: ZERO, D0: ZERO}, 0)
+    st.apply_counters({P0: {**ZERO, "transfer_failed": 1}, D0: ZERO}, 5)
+    st.apply_counters({P0: {**ZERO, "transfer_failed": 2}, D0: ZERO}, 9)
+    st.apply_pairs([(P0, D0, "fail", None)], 10, started=7)  # began between the two
+    assert st.unexplained_failures()[(P0, "transfer")] == 1 and st.failures.pending_count((P0, "transfer")) == 1
+    st.apply_pairs([(P0, D0, "unknown", None)], 20, started=15)  # an unknown canary decides nothing
+    assert st.failures.pending_count((P0, "transfer")) == 1
+    st.apply_pairs([(P0, D0, "pass", 0.1)], 30, started=25)
+    assert st.failures.pending_count((P0, "transfer")) == 0 and st.failures.explained[(P0, "transfer")] == 1
 
 
-def test_aborts_long_before_a_failure_explain_nothing_and_the_count_only_grows():
-    """A decode's routine stream cancels (never near a KV transfer) must not hide the seed's failure later: a
-    prefill that fails silently to a restarted decode. The unexplained count never falls (the alert reads it
-    with increase())."""
+def test_no_canary_in_time_lets_failures_stand_and_the_window_ends_them():
     st = WatchState("d", started=0.0)
-    p, d = "prefill[0]@a:30000", "decode[0]@b:30002"
-    zero = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
-    st.apply_counters({p: zero, d: zero}, 0)
-    st.apply_counters({p: zero, d: {**zero, "aborted": 50}}, 10)
-    st.apply_counters({p: zero, d: {**zero, "aborted": 0}}, 600)  # the decode restarted
-    seen = []
-    for i, t in enumerate((605, 610, 700, 800, 900)):
-        st.apply_counters({p: {**zero, "transfer_failed": min(5, 2 + i)}, d: zero}, t)
-        seen.append(st.unexplained_failures()[(p, "transfer")])
-    assert seen == sorted(seen) and seen[-1] == 5
-    assert any(c.status.value == "fail" for c in st.transfer_checks())
+    st.apply_counters({P0: ZERO}, 0)
+    st.apply_counters({P0: {**ZERO, "bootstrap_failed": 2}}, 1)
+    st.apply_counters({P0: {**ZERO, "bootstrap_failed": 2}}, 1 + st.failures.decide_within_s + 1)
+    assert st.unexplained_failures()[(P0, "bootstrap")] == 2
+    st.apply_counters({P0: {**ZERO, "bootstrap_failed": 2}}, 1 + st.failures.window_s + 1)
+    assert st.unexplained_failures()[(P0, "bootstrap")] == 0  # seen long enough: the alert resolves
+    assert st.failures_since_start()[(P0, "bootstrap")] == 2  # the raw count is still exported as it is
+
+
+def test_a_canary_through_a_worker_that_is_not_serving_is_unknown_and_a_heal_forgets_the_failures():
+    from pdctl.ops.heal import forget_evidence
+
+    st = WatchState("d", started=0.0)
+    st.apply_checks("health", [CheckResult("health", D0, "/health", Status.FAIL, observed="refused")], 1)
+    st.apply_pairs([(P0, D0, "fail", None)], 2)
+    assert st.pairs[(P0, D0)].status is Status.UNKNOWN and st.pairs[(P0, D0)].consecutive_failures == 0
+    assert not st.serving(D0) and st.serving(P0)
+    st.apply_checks("health", [CheckResult("health", D0, "/health", Status.PASS)], 3)
+    st.apply_counters({P0: ZERO}, 3)
+    st.apply_counters({P0: {**ZERO, "transfer_failed": 4}}, 4)
+    st.apply_pairs([(P0, D0, "fail", None)], 6, started=5)
+    assert st.unexplained_failures()[(P0, "transfer")] == 4 and st.pairs[(P0, D0)].consecutive_failures == 1
+    forget_evidence(st)
+    assert st.unexplained_failures()[(P0, "transfer")] == 0 and st.pairs[(P0, D0)].consecutive_failures == 0
 
 
 def test_a_round_that_raises_reads_unknown_and_once_still_ends(monkeypatch):
@@ -386,7 +379,7 @@ def test_a_round_that_raises_reads_unknown_and_once_still_ends(monkeypatch):
         pairs_every=0.05,
         flags_every=0.05,
     )
-    dep = SimpleNamespace(inv=SimpleNamespace(name="d", watch=settings))
+    dep = SimpleNamespace(inv=SimpleNamespace(name="d", watch=settings, source="<embedded default>"))
     lines = []
     w = watch_op.Watch(dep, on_lines=[lines.extend])
     result = w.run(once=True, for_s=20)

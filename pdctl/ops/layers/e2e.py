@@ -36,8 +36,18 @@ def _start(g: Gathering) -> Judge:
 
 
 def e2e_round(dep: Deployment) -> Seen:
-    """The watch's e2e round: the same probe through each router, per target."""
-    return per_instance(dep, lambda role, i: e2e_probe(dep, role, i), roles=("router",))
+    """The watch's e2e round: the same probe through each router, per target (the tokens its canaries made
+    counted apart, pdctl_canary_generated_tokens_total)."""
+    seen = per_instance(dep, lambda role, i: e2e_probe(dep, role, i), roles=("router",))
+    seen.canary_tokens = sum(canary_tokens(c) for c in seen.checks)
+    return seen
+
+
+def canary_tokens(result: CheckResult) -> int:
+    """The completion tokens a chat canary's answer says were generated (0 when it did not say). Pure."""
+    usage = result.data.get("usage") if isinstance(result.data, dict) else None
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) else 0
 
 
 register(LayerDef("e2e", start=_start, round=e2e_round))

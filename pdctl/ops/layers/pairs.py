@@ -34,7 +34,7 @@ def pairs_round(dep: Deployment) -> Seen:
     except PdctlError as e:
         reason = f"unknown: {why(e)}"
         return Seen(unknown={name: reason for name in names.values()}, pairs=[(p, d, UNKNOWN, None) for p, d in names])
-    seen = Seen()
+    seen = Seen(canary_tokens=sum(r.generated_tokens for r in rep.pairs))
     for r in rep.pairs:
         p, d = rep.prefills[r.prefill], rep.decodes[r.decode]
         ms = r.kv_transfer_ms if r.kv_transfer_ms is not None else r.decode_ms

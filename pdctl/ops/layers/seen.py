@@ -25,6 +25,7 @@ class Seen:
     pairs: list[PairSeen] = field(default_factory=list)
     hazards: dict[tuple[str, str], str] | None = None  # lineage: (prefill, decode) -> kind
     processes: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)  # label -> (pid, start)
+    canary_tokens: int = 0  # tokens the decodes generated for this round's own canaries (told apart from traffic)
 
 
 def why(e: BaseException) -> str:
