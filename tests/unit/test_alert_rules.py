@@ -1,5 +1,6 @@
 """The shipped alert rules (pdctl/alerts/pdctl.rules.yml) under Prometheus's own tools: `promtool check rules`, and
-`promtool test rules` on series that reproduce each alert's condition and its non-firing twin (tests/alerts/cases.py).
+`promtool test rules` on series that reproduce each alert's condition and its non-firing twin, and on the incidents of
+issue 27 as whole deployments, each asserting exactly which alerts fire and with which severity (tests/alerts/cases.py).
 promtool comes with Debian's prometheus package (scripts/install.sh); without it these tests skip, which
 PDCTL_REQUIRE_ALL=1 turns into a failure."""
 
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from pdctl.alerts import RULES_FILE
-from tests.alerts.cases import CASES
+from tests.alerts.cases import CASES, SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
 ALERTS_DOC = ROOT / "docs" / "alerts.md"
@@ -60,41 +61,76 @@ def render(template: str, labels: dict, value) -> str:
             return _humanize_duration(value)
         if expr == '$value | printf "%.0f"':
             return f"{value:.0f}"
+        if expr == "$value | humanizePercentage":
+            return f"{value * 100:.4g}%"  # Prometheus's humanize of v*100, for 1 <= v*100 < 1000
         raise AssertionError(f"template form not handled by the test: {expr!r}")
 
     return re.sub(r"\{\{(.*?)\}\}", one, template)
+
+
+def expected_alerts(rule: dict, expected: list[dict]) -> list[dict]:
+    exp = []
+    for e in expected:
+        value = e.get("value")
+        labels = {k: str(v) for k, v in e.items() if k != "value"}
+        exp.append(
+            {
+                "exp_labels": {**labels, **rule["labels"]},
+                "exp_annotations": {k: render(v, labels, value) for k, v in rule["annotations"].items()},
+            }
+        )
+    return exp
 
 
 def promtool_tests(cases) -> dict:
     by_alert = rules()
     tests = []
     for name, alert, series, at, expected in cases:
-        rule = by_alert[alert]
-        exp = []
-        for e in expected:
-            value = e.get("value")
-            labels = {k: str(v) for k, v in e.items() if k != "value"}
-            exp.append(
-                {
-                    "exp_labels": {**labels, **rule["labels"]},
-                    "exp_annotations": {k: render(v, labels, value) for k, v in rule["annotations"].items()},
-                }
-            )
         tests.append(
             {
                 "name": name,
                 "interval": "5s",
                 "input_series": [{"series": s, "values": v} for s, v in series.items()],
-                "alert_rule_test": [{"eval_time": at, "alertname": alert, "exp_alerts": exp}],
+                "alert_rule_test": [
+                    {"eval_time": at, "alertname": alert, "exp_alerts": expected_alerts(by_alert[alert], expected)}
+                ],
             }
         )
     return {"rule_files": [str(RULES_FILE)], "evaluation_interval": "5s", "tests": tests}
 
 
-def run_promtool_tests(tmp_path: Path, cases) -> subprocess.CompletedProcess:
+def scenario_tests(scenarios) -> dict:
+    """At each checkpoint every rule of the file is asked: the alerts a scenario names with their severity (checked
+    against the rule's), every other rule with no alert."""
+    by_alert = rules()
+    tests = []
+    for name, series, checkpoints in scenarios:
+        asked = []
+        for at, firing in checkpoints:
+            assert set(firing) <= set(by_alert), f"{name} at {at}: no such rule: {set(firing) - set(by_alert)}"
+            for alert, rule in by_alert.items():
+                severity, expected = firing.get(alert, (rule["labels"]["severity"], []))
+                assert severity == rule["labels"]["severity"], f"{name} at {at}: {alert} is {rule['labels']}"
+                asked.append({"eval_time": at, "alertname": alert, "exp_alerts": expected_alerts(rule, expected)})
+        tests.append(
+            {
+                "name": name,
+                "interval": "5s",
+                "input_series": [{"series": s, "values": v} for s, v in series.items()],
+                "alert_rule_test": asked,
+            }
+        )
+    return {"rule_files": [str(RULES_FILE)], "evaluation_interval": "5s", "tests": tests}
+
+
+def run_promtool(tmp_path: Path, doc: dict) -> subprocess.CompletedProcess:
     f = tmp_path / "pdctl.rules.test.yml"
-    f.write_text(json.dumps(promtool_tests(cases), indent=1))  # JSON is YAML: no quoting surprises
-    return subprocess.run([promtool(), "test", "rules", str(f)], capture_output=True, text=True, timeout=120)
+    f.write_text(json.dumps(doc, indent=1))  # JSON is YAML: no quoting surprises
+    return subprocess.run([promtool(), "test", "rules", str(f)], capture_output=True, text=True, timeout=300)
+
+
+def run_promtool_tests(tmp_path: Path, cases) -> subprocess.CompletedProcess:
+    return run_promtool(tmp_path, promtool_tests(cases))
 
 
 def test_promtool_check_rules_accepts_the_shipped_file():
@@ -107,6 +143,36 @@ def test_every_condition_and_its_twin_under_promtool_test_rules(tmp_path):
     out = run_promtool_tests(tmp_path, CASES)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout
+
+
+def test_every_incident_fires_exactly_its_alerts_with_their_severities(tmp_path):
+    out = run_promtool(tmp_path, scenario_tests(SCENARIOS))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_the_incidents_page_as_issue_27_says():
+    """What each incident pages (critical) at its checkpoints; after each fix nothing fires."""
+
+    def criticals(name: str) -> list[set[str]]:
+        checkpoints = next(c for n, _, c in SCENARIOS if n.startswith(name))
+        return [{a for a, (sev, _) in firing.items() if sev == "critical"} for _, firing in checkpoints]
+
+    def last(name: str) -> dict:
+        return next(c for n, _, c in SCENARIOS if n.startswith(name))[-1][1]
+
+    soak = next(c for n, _, c in SCENARIOS if n.startswith("healthy soak"))
+    assert all(firing == {} for _, firing in soak)
+    # the degraded bootstrap: one page, PdctlPairBroken, until the fix
+    assert criticals("degraded bootstrap")[:2] == [{"PdctlPairBroken"}] * 2
+    assert all(pages <= {"PdctlInflightPinned", "SGLangPrefillInflightStalled"} for pages in criticals("a pin"))
+    assert criticals("a pin under load") == [{"PdctlInflightPinned"}] * 2
+    assert all("PdctlTargetDown" in pages for pages in criticals("a killed decode")[:3])
+    assert "PdctlRouterNotReady" in next(c for n, _, c in SCENARIOS if n.startswith("a killed decode"))[2][1]
+    assert all(pages == {"PdctlTargetDown"} for pages in criticals("a hung host")[:2])
+    assert not any(criticals("a re-deploy"))
+    for name in ("degraded bootstrap", "a killed decode", "a hung host", "a re-deploy"):
+        assert last(name) == {}, name
 
 
 def test_promtool_fails_a_twin_that_is_expected_to_fire(tmp_path):
