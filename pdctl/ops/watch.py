@@ -7,9 +7,10 @@ inflight_interval s; e2e and pairs every e2e_every / pairs_every s; flags and li
 cadence runs in its own thread, so a slow round of one (a hung canary) never delays another; a tick that comes
 while the same cadence's previous round still runs is skipped and said in the timeline ({"event": "skip"}).
 
-Counters raise suspicion, a canary decides: a worker's KV failure counter that rises, or a failed router canary,
-makes the pairs round run at once ({"event": "canary"}); a pair whose canary failed is canaried again CONFIRM_S
-later until it passes or is confirmed broken, and the flags round (the lineage a heal needs) runs at once.
+Counters raise suspicion, a canary decides: a worker's KV failure counter that rises, a router breaker that opens,
+or a failed router canary makes the pairs round run at once ({"event": "canary"}); a pair whose canary failed is
+canaried again CONFIRM_S later until it passes or is confirmed broken, and the flags round (the lineage a heal
+needs) runs at once.
 
 It follows what is declared: each flags round first looks at the inventory file (pdctl.ops.watch_follow); a changed
 one is judged against from that round on ({"event": "declared"}), its cadences and window included.
@@ -35,7 +36,7 @@ from contextlib import AbstractContextManager, ExitStack
 from typing import Callable, Sequence
 
 from pdctl.checks.pairs import pair_name
-from pdctl.checks.result import Status
+from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.watch_events import CanaryAsked, Redeclared, RoundError, TimelineEvent, TimelineSink
 from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock, cadence_periods
 from pdctl.checks.watch_state import WatchState
@@ -88,6 +89,7 @@ class Watch:
         self.follower = InventoryFollower.of(self.dep.inv)
         self._opened = ExitStack()  # the deployments opened for a changed inventory, closed when the watch ends
         self._asked_for: float | None = None  # the newest suspect failure a canary round was asked for
+        self._open_breakers: set[str] = set()  # the router breakers seen open in the last health round
         self._stop = threading.Event()
 
     # -- the loop ----------------------------------------------------------------------------------------------
@@ -229,6 +231,11 @@ class Watch:
                 why = "KV failures counted on " + ", ".join(st.failures.suspects())
         elif cadence == "e2e" and any(c.status is Status.FAIL for c in seen.checks):
             why = "the router's canary failed"
+        elif cadence == "health":
+            opened = {f"{c.target}: {c.name}" for c in seen.checks if is_open_breaker(c)}
+            new, self._open_breakers = opened - self._open_breakers, opened
+            if new:
+                why = "a router breaker opened (" + "; ".join(sorted(new)) + ")"
         if not why or pairs.running:
             return []
         pairs.due_now()
@@ -274,6 +281,11 @@ class Watch:
     def _error_line(self, cadence: str, e: BaseException, what: str = "round") -> RoundError:
         text = (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]
         return RoundError(self.wall(), self.state.deployment, cadence, f"{what} raised {type(e).__name__}: {text}")
+
+
+def is_open_breaker(c: CheckResult) -> bool:
+    """A router's breaker check (pdctl.checks.router_state) that reads open."""
+    return c.layer == "health" and c.name.startswith("breaker ") and c.status is Status.FAIL
 
 
 class _Pulse:
