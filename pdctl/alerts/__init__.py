@@ -12,3 +12,7 @@ RULES_FILE = Path(__file__).with_name("pdctl.rules.yml")
 #: the Alertmanager configuration (`--config.file`, its webhook URLs replaced); tests/unit/test_alertmanager_config.py
 #: runs amtool on it
 ALERTMANAGER_FILE = Path(__file__).with_name("alertmanager.yml")
+
+#: the Grafana dashboard (import it, or provision it: its Prometheus is the `datasource` variable, its deployment the
+#: `deployment` variable); tests/alerts/test_dashboard.py evaluates every panel's query in a real Prometheus
+DASHBOARD_FILE = Path(__file__).with_name("pdctl.dashboard.json")
