@@ -132,6 +132,17 @@ class CanaryAsked(TimelineEvent):
 
 
 @dataclass(frozen=True)
+class ChangeUnderWay(TimelineEvent):
+    """A pdctl operation took the deployment lock (a deploy, restart or heal: its restarts are planned), or let
+    it go."""
+
+    EVENT = "change"
+
+    status: Literal["started", "ended"]
+    observed: str  # who holds it and for what (started), who held it (ended)
+
+
+@dataclass(frozen=True)
 class Redeclared(TimelineEvent):
     """The inventory the watch judges against changed: followed (what changed), or not (why)."""
 

@@ -29,6 +29,7 @@ from pdctl.checks.watch_records import (
     WatchSnapshot,
 )
 from pdctl.checks.watch_events import (
+    ChangeUnderWay,
     LineageChanged,
     Restarted,
     RoundDone,
@@ -75,6 +76,7 @@ class WatchState:
     heal_budget_exhausted: bool = False
     failures: FailureLedger = field(default_factory=FailureLedger)  # which failures a canary let stand
     canary_tokens: int = 0  # tokens the decodes generated for the watch's own canaries (pdctl_canary_...)
+    change: str = ""  # who holds the deployment lock now ("" none): a deploy, restart or heal under way
 
     # -- checks and targets ------------------------------------------------------------------------------------
     def apply_checks(
@@ -359,6 +361,13 @@ class WatchState:
         self.counters = {k: c for k, c in self.counters.items() if k[0] in labels}
         for target in {k[0] for k in self.failures.pending} - labels:
             self.failures.drop(target)
+
+    def apply_change(self, holder: str, t: float) -> list[TimelineEvent]:
+        """Who holds the deployment lock now ("" nobody): a line when a change starts or ends."""
+        was, self.change = self.change, holder
+        if bool(was) == bool(holder):
+            return []
+        return [ChangeUnderWay(t, self.deployment, "started" if holder else "ended", holder or was)]
 
     # -- rounds and the verdict ------------------------------------------------------------------------------
     def round_done(self, cadence: str, t: float, seconds: float) -> RoundDone:

@@ -208,6 +208,8 @@ class Watch:
             unread = seen.point.errors
             return lines + st.apply_checks("inflight", st.transfer_checks(unread), t) + st.transfer_unread(unread, t)
         lines = st.apply_processes(seen.processes, t) if seen.processes else []
+        if seen.change is not None:
+            lines += st.apply_change(seen.change, t)
         if seen.pairs:
             st.apply_pairs(seen.pairs, t, started=started)
         if seen.hazards is not None:

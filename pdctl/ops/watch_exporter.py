@@ -165,7 +165,13 @@ class WatchCollector(Collector):
                 labels=("deployment",),
             )
             tokens.add_metric([dep], st.canary_tokens)
-            yield from (last, heals, exhausted, tokens)
+            change = gauge(
+                "pdctl_change_in_progress",
+                "1 while a pdctl deploy, restart or heal holds the deployment lock: its restarts are planned",
+                (),
+            )
+            change.add_metric([dep], 1 if st.change else 0)
+            yield from (last, heals, exhausted, tokens, change)
 
 
 def _instance_labels(w: Watch) -> list[str]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 from pdctl.checks.result import Status
 from pdctl.checks.watch_events import (
     CanaryAsked,
+    ChangeUnderWay,
     CheckChanged,
     HealEvent,
     LineageChanged,
@@ -144,6 +145,8 @@ def _said(event: TimelineEvent) -> tuple[str, tuple[str, ...], str]:
         return "", (), event.observed
     if isinstance(event, CanaryAsked):
         return "pairs", (), event.why
+    if isinstance(event, ChangeUnderWay):
+        return "", (event.status,), event.observed
     if isinstance(event, Redeclared):
         return "", ("followed" if event.followed else "not followed",), event.observed
     return "", (), ""

@@ -156,3 +156,23 @@ def test_the_heal_evidence_holds_failing_and_unknown_checks_and_the_last_sample(
     }
     assert doc["log_tails"] == {PREFILL: "last 30 lines of sglang-prefill-0", DECODE: "unreadable: ssh b: timed out"}
     assert doc["case"] == "pair-broken" and doc["details"] == ["prefill[0] -> decode[0]: 3 in a row"]
+
+
+def test_a_change_under_way_is_said_when_it_starts_and_ends_and_exported():
+    from pdctl.checks.watch_events import ChangeUnderWay
+
+    st = WatchState("d", started=0.0)
+    assert st.apply_change("", 1) == []  # nothing held: nothing to say
+    started = st.apply_change("alice (restart --pair, pid 7 on h1, for 0s)", 2)
+    assert started == [ChangeUnderWay(2, "d", "started", "alice (restart --pair, pid 7 on h1, for 0s)")]
+    assert st.apply_change("alice (restart --pair, pid 7 on h1, for 5s)", 3) == []  # the same change goes on
+    ended = st.apply_change("", 4)
+    assert [e.to_line() for e in ended] == [
+        {
+            "t": 4,
+            "deployment": "d",
+            "event": "change",
+            "status": "ended",
+            "observed": "alice (restart --pair, pid 7 on h1, for 5s)",
+        }
+    ]

@@ -35,8 +35,13 @@ def _start(g: Gathering) -> Judge:
 
 
 def health_round(dep: Deployment) -> Seen:
-    """The watch's health round: the same probes, per target."""
-    return per_instance(dep, lambda role, i: health_probes(dep, role, i))
+    """The watch's health round: the same probes, per target; and who holds the deployment lock (a deploy or
+    restart under way: its own restarts are no outage to page on)."""
+    from pdctl.ops.context import lock_holder
+
+    seen = per_instance(dep, lambda role, i: health_probes(dep, role, i))
+    seen.change = lock_holder(dep) or ""
+    return seen
 
 
 register(LayerDef("health", start=_start, round=health_round))

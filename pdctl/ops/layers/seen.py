@@ -26,6 +26,7 @@ class Seen:
     hazards: dict[tuple[str, str], str] | None = None  # lineage: (prefill, decode) -> kind
     processes: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)  # label -> (pid, start)
     canary_tokens: int = 0  # tokens the decodes generated for this round's own canaries (told apart from traffic)
+    change: str | None = None  # health round: who holds the deployment lock, described ("" free; None not read)
 
 
 def why(e: BaseException) -> str:
