@@ -1,14 +1,10 @@
-"""promtool unit-test cases for pdctl/alerts/pdctl.rules.yml.
+"""promtool unit-test cases for pdctl/alerts/pdctl.rules.yml, and the series builders they share with the
+whole-incident scenarios (tests/alerts/scenarios.py).
 
 CASES: each alert's condition and its non-firing twin. A case is (name, alert, input series {series: values}, eval
 time, expected alerts); an expected alert is its labels (alertname and severity added from the rule) plus `value`
 when an annotation prints $value. The test turns these into a promtool test file; the annotations each alert must
-carry are rendered from the rule's own templates.
-
-SCENARIOS: the incidents of issue 27 as whole deployments (the watch's exporter, SGLang's prefill and decode, the
-router, Prometheus's `up`), each a timeline built by `scene` below, with checkpoints: (eval time, {alert: (severity,
-[expected alerts])}). At a checkpoint EXACTLY the alerts named fire: every other rule of the file is expected
-silent, so a scenario says which alerts page, which open a ticket, and that nothing else does."""
+carry are rendered from the rule's own templates."""
 
 from __future__ import annotations
 
@@ -50,6 +46,9 @@ E2E = "sglang:e2e_request_latency_seconds"
 RESP = "smg_http_responses_total"
 CHAT = "/v1/chat/completions"
 WATCH_UP = 'up{job="pdctl-watch",instance="127.0.0.1:9464"}'
+CHANGE = f"pdctl_change_in_progress{{{D}}}"  # 1 while a pdctl deploy/restart/heal holds the deployment lock
+CANARY_TOK = f"pdctl_canary_generated_tokens_total{{{D}}}"
+SV_D = f'pdctl_target_serving{{{D},target="decode[0]@hb:30002"}}'
 
 # ---- series builders -------------------------------------------------------------------------------------------
 STEP = 5  # s: the input series interval of every case
@@ -139,6 +138,8 @@ def rt(status: str, path: str | None = CHAT, error_code: str = "", inst: str = "
 
 ROUTER = {"deployment": "d", "job": "router", "instance": "hc:29000"}
 READY_200 = rt("200", "/readiness")
+# 1 request/s; every one fails 105-155 s (a 1P1D's workers restarting), then all succeed
+FIX_BURST = {rt("200"): "100+5x20 200x10 200+5x30", rt("503", error_code="no_available_workers"): "_x20 0+5x10 50x30"}
 
 
 def usage(inst: str, et: str, rank: str) -> str:
@@ -154,6 +155,22 @@ CASES = [
     ("pin fires", "PdctlInflightPinned", {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x30"}, "40s", [{"deployment": "d"}]),
     ("pin still pending before for:", "PdctlInflightPinned", {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x30"}, "30s", []),
     ("one pinned sample is a flap", "PdctlInflightPinned", {f"pdctl_inflight_pinned{{{D}}}": "0x4 1 0x30"}, "60s", []),
+    # keep_firing_for 1m: pinned 25-75 s, firing from 35 s; the verdict clears at 80 s (the co-restart), the page
+    # stays to 135 s (its inhibition holds while the windows of what it explains drain) and resolves at 140 s
+    (
+        "after the pin clears the page stays a minute",
+        "PdctlInflightPinned",
+        {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x10 0x30"},
+        "135s",
+        [{"deployment": "d"}],
+    ),
+    (
+        "a minute after the pin cleared: resolved",
+        "PdctlInflightPinned",
+        {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x10 0x30"},
+        "140s",
+        [],
+    ),
     (
         "busy is not pinned",
         "PdctlInflightPinned",
@@ -330,6 +347,21 @@ CASES = [
         "90s",
         [],
     ),
+    # keep_firing_for 1m: broken 90-115 s, a canary passes at 120 s; the page stays to 175 s with its last value
+    (
+        "after the passing canary the page stays a minute",
+        "PdctlPairBroken",
+        {f"pdctl_pair_failures_consecutive{{{D},{P}}}": "0x5 1x5 2x5 3x5 0x20"},
+        "175s",
+        [{**PAIR, "value": 3}],
+    ),
+    (
+        "a minute after the passing canary: resolved",
+        "PdctlPairBroken",
+        {f"pdctl_pair_failures_consecutive{{{D},{P}}}": "0x5 1x5 2x5 3x5 0x20"},
+        "180s",
+        [],
+    ),
     (
         "a decode restarted under a long-running prefill",
         "PdctlLineageHazard",
@@ -359,6 +391,13 @@ CASES = [
         [],
     ),
     (
+        "router not ready while a pdctl deploy/restart/heal holds the lock: planned",
+        "PdctlRouterNotReady",
+        {f'pdctl_router_ready{{{D},target="router[0]@hc:30001"}}': "0x20", CHANGE: "1x20"},
+        "60s",
+        [],
+    ),
+    (
         "a target whose /health has not answered 200 for a minute",
         "PdctlTargetDown",
         {f'pdctl_target_serving{{{D},target="decode[0]@hb:30002"}}': "1x4 0x20"},
@@ -370,6 +409,59 @@ CASES = [
         "PdctlTargetDown",
         {f'pdctl_target_serving{{{D},target="decode[0]@hb:30002"}}': "1x4 0x3 1x20"},
         "80s",
+        [],
+    ),
+    # planned changes page nobody: the same minute-long outage while a pdctl deploy/restart/heal holds the lock
+    (
+        "a target down a minute while a pdctl change holds the lock: held",
+        "PdctlTargetDown",
+        {SV_D: "1x4 0x20", CHANGE: "0x4 1x20"},
+        "80s",
+        [],
+    ),
+    (
+        "the same outage with no change in progress (pdctl_change_in_progress 0) fires",
+        "PdctlTargetDown",
+        {SV_D: "1x4 0x20", CHANGE: "0x24"},
+        "80s",
+        [{"deployment": "d", "target": "decode[0]@hb:30002"}],
+    ),
+    (
+        "a change in another deployment does not hold it",
+        "PdctlTargetDown",
+        {SV_D: "1x4 0x20", 'pdctl_change_in_progress{deployment="other"}': "1x24"},
+        "80s",
+        [{"deployment": "d", "target": "decode[0]@hb:30002"}],
+    ),
+    # the lock released at 100 s with the target still down: `for:` counts from there
+    (
+        "still down when the change ends: pending for its 30 s",
+        "PdctlTargetDown",
+        {SV_D: "1x4 0x40", CHANGE: "0x4 1x14 0x20"},
+        "125s",
+        [],
+    ),
+    (
+        "still down 30 s after the change ends: fires",
+        "PdctlTargetDown",
+        {SV_D: "1x4 0x40", CHANGE: "0x4 1x14 0x20"},
+        "130s",
+        [{"deployment": "d", "target": "decode[0]@hb:30002"}],
+    ),
+    # keep_firing_for 1m: down 25-105 s (firing from 55 s), serving again at 110 s; the page stays to 165 s, so that
+    # its inhibition of RouterErrorRatioHigh holds while the router's 5xx window drains
+    (
+        "back up: the page stays a minute",
+        "PdctlTargetDown",
+        {SV_D: "1x4 0x16 1x30"},
+        "165s",
+        [{"deployment": "d", "target": "decode[0]@hb:30002"}],
+    ),
+    (
+        "back up a minute ago: resolved",
+        "PdctlTargetDown",
+        {SV_D: "1x4 0x16 1x30"},
+        "170s",
         [],
     ),
     (
@@ -469,6 +561,20 @@ CASES = [
         [],
     ),
     (
+        "a decode's /metrics down 2 minutes while a pdctl change of its deployment holds the lock: held",
+        "ScrapeTargetDown",
+        {'up{job="sglang",instance="hb:30002",deployment="d"}': "1x10 0x30", WATCH_UP: "1x40", CHANGE: "0x10 1x30"},
+        "150s",
+        [],
+    ),
+    (
+        "a target without the deployment label matches no lock: it still alerts",
+        "ScrapeTargetDown",
+        {'up{job="sglang",instance="hb:30002"}': "1x10 0x30", WATCH_UP: "1x40", CHANGE: "0x10 1x30"},
+        "150s",
+        [{"job": "sglang", "instance": "hb:30002"}],
+    ),
+    (
         "inflight held, decode flat: the seed's wedge",
         "SGLangPrefillInflightStalled",
         {pf(INFLIGHT, "ha:30000"): "1x40", tok(GEN, "hb:30002"): "100x40"},
@@ -509,6 +615,62 @@ CASES = [
         {pf(INFLIGHT, "ha:30000"): "0x40", tok(GEN, "hb:30002"): "100x40"},
         "180s",
         [],
+    ),
+    # pdctl watch's canaries keep decode generating: their tokens (pdctl_canary_generated_tokens_total) are no progress
+    (
+        "decode's only progress is the watch's canaries (0.5 token/s each): the wedge",
+        "SGLangPrefillInflightStalled",
+        {pf(INFLIGHT, "ha:30000"): "1x40", tok(GEN, "hb:30002"): "1000+2.5x40", CANARY_TOK: "400+2.5x40"},
+        "180s",
+        [{"deployment": "d", "job": "sglang", "instance": "ha:30000", "model_name": "tiny", "value": 1}],
+    ),
+    (
+        "the canaries' 16 tokens every 30 s land in the two counters 5 s apart: still the wedge",
+        "SGLangPrefillInflightStalled",
+        {
+            pf(INFLIGHT, "ha:30000"): "1x40",
+            **build(
+                200,
+                {
+                    tok(GEN, "hb:30002"): counter(200, lambda t: 16 / STEP if t % 30 == 0 else 0, start=1000),
+                    CANARY_TOK: counter(200, lambda t: 16 / STEP if t % 30 == 5 else 0, start=400),
+                },
+            ),
+        },
+        "180s",
+        [{"deployment": "d", "job": "sglang", "instance": "ha:30000", "model_name": "tiny", "value": 1}],
+    ),
+    (
+        "real traffic on top of the canaries (10 tokens/s more): progress",
+        "SGLangPrefillInflightStalled",
+        {pf(INFLIGHT, "ha:30000"): "1x40", tok(GEN, "hb:30002"): "1000+52.5x40", CANARY_TOK: "400+2.5x40"},
+        "180s",
+        [],
+    ),
+    (
+        "no pdctl watch (no canary series): decode's own 0.5 token/s is progress",
+        "SGLangPrefillInflightStalled",
+        {pf(INFLIGHT, "ha:30000"): "1x40", tok(GEN, "hb:30002"): "1000+2.5x40"},
+        "180s",
+        [],
+    ),
+    (
+        "another deployment's canaries are not taken off this one's decode",
+        "SGLangPrefillInflightStalled",
+        {
+            pf(INFLIGHT, "ha:30000"): "1x40",
+            tok(GEN, "hb:30002"): "1000+2.5x40",
+            'pdctl_canary_generated_tokens_total{deployment="other"}': "400+2.5x40",
+        },
+        "180s",
+        [],
+    ),
+    (
+        "no pdctl watch, decode trickling 0.1 token/s (12 tokens in 2 m): under the threshold, no progress",
+        "SGLangPrefillInflightStalled",
+        {pf(INFLIGHT, "ha:30000"): "1x40", tok(GEN, "hb:30002"): "1000+0.5x40"},
+        "180s",
+        [{"deployment": "d", "job": "sglang", "instance": "ha:30000", "model_name": "tiny", "value": 1}],
     ),
     (
         "10% of chat completions fail at 1 request/s (smg: path labelled; the watch's /readiness polls left out)",
@@ -557,11 +719,60 @@ CASES = [
         [],
     ),
     (
-        "errors stopped 2 minutes ago: resolved",
+        "10% fail at 0.3 request/s (18 in the minute): under the minimum rate",
+        "RouterErrorRatioHigh",
+        {rt("200"): "0+1.35x60", rt("500", error_code="prefill_internal_error"): "0+0.15x60"},
+        "180s",
+        [],
+    ),
+    (
+        "10% fail at 0.5 request/s: over the minimum rate",
+        "RouterErrorRatioHigh",
+        {rt("200"): "0+2.25x60", rt("500", error_code="prefill_internal_error"): "0+0.25x60"},
+        "180s",
+        [{**ROUTER, "value": 0.1}],
+    ),
+    (
+        "errors stopped at 180 s: out of the 1-minute window at 245 s, resolved",
         "RouterErrorRatioHigh",
         {rt("200"): "0+4x36 144+5x30", rt("503", error_code="no_available_workers"): "0+1x36 36x30"},
-        "310s",
+        "245s",
         [],
+    ),
+    (
+        "20% fail while a pdctl deploy/restart/heal holds the lock: held",
+        "RouterErrorRatioHigh",
+        {rt("200"): "0+4x60", rt("503", error_code="no_available_workers"): "0+1x60", CHANGE: "1x60"},
+        "180s",
+        [],
+    ),
+    (
+        "20% fail with a lock in another deployment: fires",
+        "RouterErrorRatioHigh",
+        {
+            rt("200"): "0+4x60",
+            rt("503", error_code="no_available_workers"): "0+1x60",
+            'pdctl_change_in_progress{deployment="other"}': "1x60",
+        },
+        "180s",
+        [{**ROUTER, "value": 0.2}],
+    ),
+    # a fix under load: every request fails 105-155 s while the lock is held (105-165 s), then all succeed; what is
+    # left of the burst in the 1-minute window once the lock is released (the ratio over 5% to about 210 s) lasts
+    # under `for: 1m`; without the lock the same burst has been firing since 165 s
+    (
+        "a fix's error burst drains from the window before it could fire once the lock is released",
+        "RouterErrorRatioHigh",
+        {**FIX_BURST, CHANGE: "0x20 1x12 0x28"},
+        "205s",
+        [],
+    ),
+    (
+        "the same burst with no lock (restarts by hand) fires",
+        "RouterErrorRatioHigh",
+        {**FIX_BURST, CHANGE: "0x60"},
+        "205s",
+        [{**ROUTER, "value": 0.1}],
     ),
     (
         "p90 latency 10x its level of the hour before, for 11 minutes",
@@ -625,465 +836,5 @@ CASES = [
         {usage("hb:30002", "decode", "0"): "0.5x10 0.97x48 0.6x40"},
         "420s",
         [],
-    ),
-]
-
-
-# ---- incident scenarios -------------------------------------------------------------------------------------------
-# One deployment "d", 1P1D behind a router, as pdctl watch, SGLang and smg expose it; the router's metrics port is
-# scraped as job "router", SGLang's as job "sglang", both with the `deployment` target label.
-PRE, DEC, RTR = "prefill[0]@ha:30000", "decode[0]@hb:30002", "router[0]@hc:30001"
-PRE_I, DEC_I, RTR_I = "ha:30000", "hb:30002", "hc:29000"
-CADENCE_EVERY = {"health": 5, "inflight": 1, "e2e": 30, "pairs": 30, "flags": 60}
-
-
-def check(layer: str, target: str, name: str) -> str:
-    return f'pdctl_check_ok{{{D},layer="{layer}",target="{target}",check="{name}"}}'
-
-
-# the watch's series by short name
-W = {
-    "tu_p": f'pdctl_target_up{{{D},target="{PRE}"}}',
-    "tu_d": f'pdctl_target_up{{{D},target="{DEC}"}}',
-    "tu_r": f'pdctl_target_up{{{D},target="{RTR}"}}',
-    "sv_p": f'pdctl_target_serving{{{D},target="{PRE}"}}',
-    "sv_d": f'pdctl_target_serving{{{D},target="{DEC}"}}',
-    "sv_r": f'pdctl_target_serving{{{D},target="{RTR}"}}',
-    "health_p": check("health", PRE, "/health"),
-    "health_d": check("health", DEC, "/health"),
-    "health_r": check("health", RTR, "/health"),
-    "ready_check": check("health", RTR, "/readiness"),
-    "e2e_check": check("e2e", RTR, "chat completion"),
-    "xfer_check_p": check("transfer", PRE, XFER),
-    "xfer_check_d": check("transfer", DEC, XFER),
-    "inflight_check": check("inflight", "prefill+decode", "inflight"),
-    "flags_p": check("flags", PRE, "--mem-fraction-static"),
-    "flags_d": check("flags", DEC, "--mem-fraction-static"),
-    "router_ready": f'pdctl_router_ready{{{D},target="{RTR}"}}',
-    "pinned": f"pdctl_inflight_pinned{{{D}}}",
-    "busy": f"pdctl_inflight_busy{{{D}}}",
-    "pair_ok": f"pdctl_pair_ok{{{D},{P}}}",
-    "pair_fails": f"pdctl_pair_failures_consecutive{{{D},{P}}}",
-    "kv_p": KV_P0,
-    "kv_d": f'pdctl_kv_failures_unexplained{{{D},target="{DEC}",kind="transfer"}}',
-    "kvraw_p": f'pdctl_kv_failures_since_start{{{D},target="{PRE}",kind="transfer"}}',
-    "hazard": f'pdctl_lineage_hazard{{{D},{P},hazard="degraded-bootstrap"}}',
-    "hazard_alone": f'pdctl_lineage_hazard{{{D},{P},hazard="prefill-restarted-alone"}}',
-    "heals_failed": f'pdctl_heals_total{{{D},outcome="failed"}}',
-    "heals_done": f'pdctl_heals_total{{{D},outcome="done"}}',
-    "budget": f"pdctl_heal_budget_exhausted{{{D}}}",
-    **{f"round_{c}": f'pdctl_round_last_timestamp_seconds{{{D},cadence="{c}"}}' for c in CADENCE_EVERY},
-}
-# SGLang's prefill, SGLang's decode, the router: series by short name, each scraped from one target
-SP = {
-    "inflight_p": pf(INFLIGHT, PRE_I),
-    "bootq_p": pf("sglang:num_prefill_bootstrap_queue_reqs", PRE_I),
-    "usage_p": pf(USAGE, PRE_I),
-    "xfer_p": pf(XFER, PRE_I),
-    "abort_p": tok(ABORTED, PRE_I, et="prefill"),
-}
-SD = {
-    "gen_d": tok(GEN, DEC_I),
-    "usage_d": pf(USAGE, DEC_I, et="decode"),
-    "abort_d": tok(ABORTED, DEC_I),
-}
-SR = {
-    "ok": rt("200"),
-    "e503": rt("503", error_code="no_available_workers"),
-    "ready_ok": READY_200,
-    "ready_503": rt("503", "/readiness"),
-}
-UP = {
-    "up_watch": WATCH_UP,
-    "up_p": f'up{{job="sglang",instance="{PRE_I}",{D}}}',
-    "up_d": f'up{{job="sglang",instance="{DEC_I}",{D}}}',
-    "up_r": f'up{{job="router",instance="{RTR_I}",{D}}}',
-}
-
-
-def scene(end: int, load: Fn, *, e2e_mix=None, e2e_resets=(), **over: Fn) -> dict[str, str]:
-    """The input series of deployment "d" from t=0 to `end`: healthy under `load` requests/s (a function of t),
-    with the series named in `over` replaced. A target whose up is 0 has none of its series then (stale)."""
-    one = const(1)
-    fns: dict[str, Fn] = {
-        **{k: one for k in UP},
-        **{
-            k: one
-            for k in ("tu_p", "tu_d", "tu_r", "sv_p", "sv_d", "sv_r", "health_p", "health_d", "health_r", "ready_check")
-        },
-        **{k: one for k in ("e2e_check", "xfer_check_p", "xfer_check_d", "inflight_check", "flags_p", "flags_d")},
-        "router_ready": one,
-        "pinned": const(0),
-        "busy": lambda t: 1 if load(t) > 0 else 0,
-        "pair_ok": one,
-        "pair_fails": const(0),
-        **{k: const(0) for k in ("kv_p", "kv_d", "kvraw_p", "heals_failed", "heals_done", "budget")},
-        "hazard": const(None),
-        "hazard_alone": const(None),
-        **{f"round_{c}": (lambda t, e=every: t - t % e) for c, every in CADENCE_EVERY.items()},
-        "inflight_p": lambda t: 1 if load(t) > 0 and t % 10 == 0 else 0,  # rooms pass through it under load
-        "bootq_p": const(0),
-        "usage_p": const(0.05),
-        "xfer_p": const(None),
-        "abort_p": const(None),
-        "gen_d": counter(end, lambda t: 20 * load(t), start=1000),
-        "usage_d": lambda t: 0.3 + 0.2 * load(t),
-        "abort_d": const(None),
-        "ok": counter(end, load, start=100),
-        "e503": const(None),
-        "ready_ok": counter(end, const(0.2), start=20),  # pdctl watch's /readiness polls, every 5 s
-        "ready_503": const(None),
-    }
-    unknown = set(over) - set(fns)
-    assert not unknown, f"no such series: {unknown}"
-    fns.update(over)
-    gates: dict[str, Fn | None] = {}
-    names: dict[str, str] = {}
-    for group, gate in ((UP, None), (W, "up_watch"), (SP, "up_p"), (SD, "up_d"), (SR, "up_r")):
-        for k, series in group.items():
-            names[series], gates[series] = fns[k], (fns[gate] if gate else None)
-    mix = e2e_mix or (lambda t: [(1.0, 0.7)])
-    for series, fn in e2e(end, load, mix, inst=DEC_I, resets=e2e_resets).items():
-        names[series], gates[series] = fn, fns["up_d"]
-    return build(end, names, gates)
-
-
-def steps_since(t0: int, every: int, start: int = 1) -> Callable[[int], int]:
-    """start, start+1, ... every `every` s from t0 (consecutive failed canaries)."""
-    return lambda t: start + (t - t0) // every
-
-
-def tgt(target: str) -> dict:
-    return {"deployment": "d", "target": target}
-
-
-def up_alert(job: str, inst: str) -> dict:
-    return {"job": job, "instance": inst, "deployment": "d"}
-
-
-def chk(layer: str, target: str, name: str) -> dict:
-    return {"deployment": "d", "layer": layer, "target": target, "check": name}
-
-
-ONE = const(1.0)
-
-# ---- healthy soak: steady load, client aborts every minute, a few client timeouts --------------------------------
-# Every minute 3 clients abort mid-request on each worker, and the prefill counts 2 of those as transfer failures
-# (an abort in the transfer window fails the room); pdctl's raw count rises, its unexplained count stays 0. 3% of the
-# requests are slow (6 s: clients that time out). Nothing may fire.
-ABORTS = lambda t: 3 / STEP if t >= 100 and t % 60 == 40 else 0  # noqa: E731
-SOAK = scene(
-    1800,
-    ONE,
-    e2e_mix=lambda t: [(0.97, 0.7), (0.03, 6.0)],
-    xfer_p=counter(1800, lambda t: 2 / 3 * ABORTS(t), lazy=True),
-    abort_p=counter(1800, ABORTS, lazy=True),
-    abort_d=counter(1800, ABORTS, lazy=True),
-    kvraw_p=counter(1800, lambda t: 2 / 3 * ABORTS(t)),
-    usage_d=lambda t: 0.4 + 0.2 * ((t // 60) % 2),
-)
-
-
-# ---- degraded bootstrap, then the fix ------------------------------------------------------------------------------
-# Times as pdctl watch runs them: health every 5 s, pairs every 30 s (on the minute and half-minute) and a failed
-# canary sent again 5 s later until it passes or has failed 3 times in a row (then every 30 s); the flags round at
-# once after a failed canary; a canary through a worker whose /health fails is unknown (pdctl_pair_ok absent, the run
-# of failures neither broken nor extended). A restarting role's port refuses, then its /health answers 503 while it
-# loads: it is not serving (pdctl_target_serving 0) while its host answers (pdctl_target_up 1).
-#
-# t=305: the decode is restarted alone under the long-running prefill (not serving for 20 s). From 325 every
-# transfer fails silently: the router still answers 200 (a failed transfer can return 200 with one token
-# repeated). The canary at 330 fails, again at 335 and 340 (broken); the failures stand (pdctl_kv_failures_unexplained)
-# and the lineage hazard is read at 335. t=600: `pdctl restart --pair`: prefill (600-620), decode (620-640), router
-# (640-650); canaries through a restarting worker are unknown (the run of failures stays); the router not ready
-# 600-655 and answering 503 to every request until its restart. The canary passes at 660: the fix is over; 2
-# minutes later nothing fires.
-def broken_from(t0: int) -> Callable[[int], int]:
-    """pdctl_pair_failures_consecutive of a pair failing from t0: 1, 2, 3 five seconds apart, then +1 per period."""
-    return lambda t: 0 if t < t0 else 1 + (t - t0) // 5 if t < t0 + 10 else 3 + (t - t0 - 10) // 30
-
-
-DEGRADED = scene(
-    840,
-    ONE,
-    e2e_resets=(325, 640),
-    up_d=lambda t: 0 if 305 <= t < 325 or 620 <= t < 640 else 1,
-    sv_d=lambda t: 0 if 305 <= t < 325 or 620 <= t < 640 else 1,
-    health_d=lambda t: 0 if 305 <= t < 325 or 620 <= t < 640 else 1,
-    up_p=during(600, 620, 0),
-    sv_p=during(600, 620, 0),
-    health_p=during(600, 620, 0),
-    up_r=during(640, 650, 0),
-    sv_r=during(640, 650, 0),
-    health_r=during(640, 650, 0),
-    router_ready=during(600, 655, 0),
-    ready_check=during(600, 655, 0),
-    gen_d=counter(840, lambda t: 0 if 305 <= t < 325 or 620 <= t < 640 else 20, start=1000, resets=(325, 640)),
-    xfer_p=counter(840, lambda t: 1 if 325 <= t < 600 else 0, lazy=True, resets=(620,)),
-    kvraw_p=counter(840, lambda t: 1 if 325 <= t < 600 else 0),
-    kv_p=lambda t: t - 325 if 330 <= t < 600 else 0,
-    xfer_check_p=during(330, 620, 0),
-    e2e_check=during(330, 660, 0),
-    hazard=lambda t: 1 if 335 <= t < 660 else None,
-    pair_ok=lambda t: 0 if 330 <= t < 600 else None if 600 <= t < 660 else 1,
-    pair_fails=lambda t: broken_from(330)(min(t, 599)) if t < 660 else 0,
-    ok=counter(840, lambda t: 0 if 600 <= t < 655 else 1, start=100, resets=(650,)),
-    e503=counter(840, lambda t: 1 if 600 <= t < 640 else 0, lazy=True, resets=(650,)),
-    ready_ok=counter(840, lambda t: 0 if 600 <= t < 655 else 0.2, start=20, resets=(650,)),
-    ready_503=counter(840, lambda t: 0.2 if 600 <= t < 640 else 0, lazy=True, resets=(650,)),
-)
-
-# ---- a pin, idle and under load ------------------------------------------------------------------------------------
-# t=100: a room sticks in the prefill's inflight queue; the watch's verdict turns pinned at 125. Idle, decode makes
-# no progress at all and SGLang's own stall rule agrees after its 2 minutes (both critical: Alertmanager lets
-# PdctlInflightPinned inhibit it); under load decode keeps generating and only the watch sees the pin.
-PIN_IDLE = scene(
-    300,
-    const(0),
-    inflight_p=during(100, 10**6, 1, 0),
-    pinned=during(125, 10**6, 1, 0),
-    inflight_check=during(125, 10**6, 0),
-)
-PIN_LOAD = scene(
-    300,
-    ONE,
-    inflight_p=lambda t: (1 + t % 10 // 5) if t >= 100 else (1 if t % 10 == 0 else 0),
-    pinned=during(125, 10**6, 1, 0),
-    inflight_check=during(125, 10**6, 0),
-)
-
-# ---- a killed decode, then restarted -------------------------------------------------------------------------------
-# t=100: the decode is killed under load: its port refuses (not serving, /health failing; its host answers), its
-# /metrics too; the router answers 503 to every request; the canaries through it are unknown (its /health fails); the
-# router marks the decode unhealthy after its own health checks (275). t=420: `pdctl restart --pair` (prefill
-# 420-440, decode 440-470, router 470-480); the canary passes at 480; 2 minutes later nothing fires.
-KILLED = scene(
-    600,
-    ONE,
-    e2e_resets=(470,),
-    up_d=during(100, 470, 0),
-    sv_d=during(100, 470, 0),
-    health_d=during(100, 470, 0),
-    gen_d=counter(600, lambda t: 0 if 100 <= t < 470 else 20, start=1000, resets=(470,)),
-    up_p=during(420, 440, 0),
-    sv_p=during(420, 440, 0),
-    health_p=during(420, 440, 0),
-    bootq_p=lambda t: min(t - 100, 60) if 100 <= t < 420 else 0,  # rooms wait for the dead decode's handshake
-    up_r=during(470, 480, 0),
-    sv_r=during(470, 480, 0),
-    health_r=during(470, 480, 0),
-    router_ready=during(275, 480, 0),
-    ready_check=during(275, 480, 0),
-    e2e_check=during(120, 480, 0),
-    pair_ok=during(120, 480, None),
-    ok=counter(600, lambda t: 0 if 100 <= t < 480 else 1, start=100, resets=(480,)),
-    e503=counter(600, lambda t: 1 if 100 <= t < 470 else 0, lazy=True, resets=(480,)),
-    ready_ok=counter(600, lambda t: 0 if 275 <= t < 480 else 0.2, start=20, resets=(480,)),
-    ready_503=counter(600, lambda t: 0.2 if 275 <= t < 470 else 0, lazy=True, resets=(480,)),
-)
-
-# ---- a hung host (the decode SIGSTOPped), then resumed -------------------------------------------------------------
-# t=100: the decode stops answering: Prometheus's scrapes time out (up 0), the watch's reads time out (its target
-# unknown from 110: not up, not serving, its checks and its pairs unknown), the router's requests hang (no answers at
-# all: RouterErrorRatioHigh's minimum rate keeps it quiet), the e2e probe times out (fails from 150), the router marks
-# the decode unhealthy at 280. t=300: SIGCONT; the router ready again at 340; 2 minutes later nothing fires.
-HUNG = scene(
-    460,
-    ONE,
-    up_d=during(100, 300, 0),
-    tu_d=during(110, 300, 0),
-    sv_d=during(110, 300, 0),
-    health_d=during(110, 300, None),
-    gen_d=counter(460, lambda t: 0 if 100 <= t < 300 else 20, start=1000),
-    bootq_p=lambda t: min(t - 100, 60) if 100 <= t < 300 else 0,
-    pair_ok=during(120, 300, None),
-    e2e_check=during(150, 330, 0),
-    router_ready=during(280, 340, 0),
-    ready_check=during(280, 340, 0),
-    ok=counter(460, lambda t: 0 if 100 <= t < 300 else 2 if 300 <= t < 400 else 1, start=100),
-    ready_ok=counter(460, lambda t: 0 if 280 <= t < 340 else 0.2, start=20),
-    ready_503=counter(460, lambda t: 0.2 if 280 <= t < 340 else 0, lazy=True),
-)
-
-# ---- a re-deploy with changed flags (clients paused: a 1P1D has no second unit to serve them) ----------------------
-# t=90: the inventory gets a new --mem-fraction-static; t=100: `pdctl deploy`: prefill (100-120), decode (120-140),
-# router (140-150), each not serving for its 20 s or 10 s. The flags round at 120 judges the new inventory: the old
-# decode fails it until the round at 180; the lineage passes through prefill-restarted-alone for a minute; the canary
-# at 120 goes through the restarting decode (unknown) and the one at 150 passes. A trickle of client requests
-# (0.05/s) gets 503s meanwhile: under RouterErrorRatioHigh's minimum rate. Only the router's readiness (down 50 s)
-# opens a ticket.
-TRICKLE = const(0.05)
-REDEPLOY = scene(
-    420,
-    TRICKLE,
-    e2e_resets=(140,),
-    up_p=during(100, 120, 0),
-    sv_p=during(100, 120, 0),
-    health_p=during(100, 120, 0),
-    up_d=during(120, 140, 0),
-    sv_d=during(120, 140, 0),
-    health_d=during(120, 140, 0),
-    up_r=during(140, 150, 0),
-    sv_r=during(140, 150, 0),
-    health_r=during(140, 150, 0),
-    router_ready=during(100, 150, 0),
-    ready_check=during(100, 150, 0),
-    flags_d=during(120, 180, 0),
-    hazard_alone=lambda t: 1 if 120 <= t < 180 else None,
-    pair_ok=during(120, 150, None),
-    e2e_check=during(120, 150, 0),
-    gen_d=counter(420, lambda t: 0 if 100 <= t < 140 else 1, start=1000, resets=(140,)),
-    ok=counter(420, lambda t: 0 if 100 <= t < 150 else 0.05, start=100, resets=(150,)),
-    e503=counter(420, lambda t: 0.05 if 100 <= t < 140 else 0, lazy=True, resets=(150,)),
-    ready_ok=counter(420, lambda t: 0 if 100 <= t < 150 else 0.2, start=20, resets=(150,)),
-    ready_503=counter(420, lambda t: 0.2 if 100 <= t < 140 else 0, lazy=True, resets=(150,)),
-)
-
-NOTHING: dict = {}
-# (name, {series: values}, [(eval time, {alertname: (severity, [expected alerts])})])
-SCENARIOS = [
-    (
-        "healthy soak: steady load, client aborts, client timeouts",
-        SOAK,
-        [("600s", NOTHING), ("1200s", NOTHING), ("1800s", NOTHING)],
-    ),
-    (
-        "degraded bootstrap, then restart --pair",
-        DEGRADED,
-        [
-            (
-                "420s",
-                {
-                    "PdctlPairBroken": ("critical", [{**PAIR, "value": 5}]),
-                    "PdctlPairCanaryFailing": ("warning", [PAIR]),
-                    "PdctlKvFailuresRising": ("warning", [{**tgt(PRE), "kind": "transfer", "value": 95}]),
-                    "SGLangTransferFailuresRising": ("warning", [sg(PRE_I, "prefill", value=95)]),
-                },
-            ),
-            (
-                "590s",
-                {
-                    "PdctlPairBroken": ("critical", [{**PAIR, "value": 11}]),
-                    "PdctlPairCanaryFailing": ("warning", [PAIR]),
-                    "PdctlKvFailuresRising": ("warning", [{**tgt(PRE), "kind": "transfer", "value": 265}]),
-                    "SGLangTransferFailuresRising": ("warning", [sg(PRE_I, "prefill", value=265)]),
-                    "PdctlLineageHazard": ("warning", [{**PAIR, "hazard": "degraded-bootstrap"}]),
-                    "PdctlCheckFailing": (
-                        "warning",
-                        [chk("e2e", RTR, "chat completion"), chk("transfer", PRE, XFER)],
-                    ),
-                },
-            ),
-            # during the fix (the router restarted at 640 has no 5xx series left): still the one page until a canary
-            # passes
-            (
-                "650s",
-                {
-                    "PdctlPairBroken": ("critical", [{**PAIR, "value": 11}]),
-                    "PdctlLineageHazard": ("warning", [{**PAIR, "hazard": "degraded-bootstrap"}]),
-                    "PdctlCheckFailing": ("warning", [chk("e2e", RTR, "chat completion")]),
-                    "PdctlRouterNotReady": ("warning", [tgt(RTR)]),
-                },
-            ),
-            ("780s", NOTHING),
-            ("840s", NOTHING),
-        ],
-    ),
-    (
-        "a pin on an idle deployment",
-        PIN_IDLE,
-        [
-            ("150s", {"PdctlInflightPinned": ("critical", [{"deployment": "d"}])}),
-            (
-                "300s",
-                {
-                    "PdctlInflightPinned": ("critical", [{"deployment": "d"}]),
-                    "SGLangPrefillInflightStalled": (
-                        "critical",
-                        [{"deployment": "d", "job": "sglang", "instance": PRE_I, "model_name": "tiny", "value": 1}],
-                    ),
-                    "PdctlCheckFailing": ("warning", [chk("inflight", "prefill+decode", "inflight")]),
-                },
-            ),
-        ],
-    ),
-    (
-        "a pin under load",
-        PIN_LOAD,
-        [
-            ("150s", {"PdctlInflightPinned": ("critical", [{"deployment": "d"}])}),
-            (
-                "300s",
-                {
-                    "PdctlInflightPinned": ("critical", [{"deployment": "d"}]),
-                    "PdctlCheckFailing": ("warning", [chk("inflight", "prefill+decode", "inflight")]),
-                },
-            ),
-        ],
-    ),
-    (
-        "a killed decode, then restart --pair",
-        KILLED,
-        [
-            ("150s", {"PdctlTargetDown": ("critical", [tgt(DEC)])}),
-            (
-                "200s",
-                {
-                    "PdctlTargetDown": ("critical", [tgt(DEC)]),
-                    "RouterErrorRatioHigh": ("critical", [{**ROUTER, "value": 0.8333}]),
-                    "ScrapeTargetDown": ("warning", [up_alert("sglang", DEC_I)]),
-                },
-            ),
-            (
-                "400s",
-                {
-                    "PdctlTargetDown": ("critical", [tgt(DEC)]),
-                    "RouterErrorRatioHigh": ("critical", [{**ROUTER, "value": 1}]),
-                    "ScrapeTargetDown": ("warning", [up_alert("sglang", DEC_I)]),
-                    "PdctlRouterNotReady": ("warning", [tgt(RTR)]),
-                    "PdctlCheckFailing": (
-                        "warning",
-                        [
-                            chk("e2e", RTR, "chat completion"),
-                            chk("health", DEC, "/health"),
-                            chk("health", RTR, "/readiness"),
-                        ],
-                    ),
-                },
-            ),
-            ("600s", NOTHING),
-        ],
-    ),
-    (
-        "a hung host (the decode SIGSTOPped), then SIGCONT",
-        HUNG,
-        [
-            (
-                "200s",
-                {
-                    "PdctlTargetDown": ("critical", [tgt(DEC)]),
-                    "ScrapeTargetDown": ("warning", [up_alert("sglang", DEC_I)]),
-                },
-            ),
-            (
-                "290s",
-                {
-                    "PdctlTargetDown": ("critical", [tgt(DEC)]),
-                    "ScrapeTargetDown": ("warning", [up_alert("sglang", DEC_I)]),
-                    "PdctlCheckFailing": ("warning", [chk("e2e", RTR, "chat completion")]),
-                },
-            ),
-            ("460s", NOTHING),
-        ],
-    ),
-    (
-        "a re-deploy with changed flags",
-        REDEPLOY,
-        [
-            ("110s", NOTHING),
-            ("145s", {"PdctlRouterNotReady": ("warning", [tgt(RTR)])}),
-            ("240s", NOTHING),
-            ("420s", NOTHING),
-        ],
     ),
 ]
