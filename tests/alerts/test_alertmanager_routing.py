@@ -20,15 +20,19 @@ canary)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 import pytest
+import yaml
 
+from pdctl.alerts import RULES_FILE
 from tests.fixtures.alertmanager import Alertmanager, Notification, WebhookReceiver, alertmanager_binary
 from tests.fixtures.net import free_port
 from tests.fixtures.prometheus import Prometheus, prometheus_binary
@@ -387,6 +391,7 @@ class Stack:
     am: Alertmanager
     hook: WebhookReceiver
     replays: dict[str, Replay]
+    ramps: dict[str, "Ramp"] = field(default_factory=dict)
 
 
 def _of(dep: str, receiver: str | None = None) -> Callable[[Notification], bool]:
@@ -402,6 +407,34 @@ def _set_and_scraped(stack: Stack, r: Replay, failures: int) -> None:
         r.pair_failures = failures
     expr = f'pdctl_pair_failures_consecutive{{deployment="{r.name}"}}'
     stack.prom.wait(lambda: stack.prom.value(expr) == failures, 15, f"{expr} == {failures} scraped")
+
+
+class Ramp(threading.Thread):
+    """A killed decode's pair in the real order: its PdctlTargetDown (30 s) reaches Alertmanager before the pair's
+    second and third failed canaries. Runs beside the tests, so that both killed deployments ramp while the other
+    incidents' clocks run; `result()` waits for it and raises what it raised."""
+
+    def __init__(self, s: Stack, r: Replay):
+        super().__init__(name=f"ramp-{r.name}", daemon=True)
+        self.s, self.r, self.error = s, r, None
+
+    def run(self) -> None:
+        try:
+            self.s.prom.wait(
+                lambda: self.s.am.alerts(deployment=self.r.name, alertname="PdctlTargetDown"),
+                90,
+                f"{self.r.name}: PdctlTargetDown in Alertmanager",
+            )
+            for n in (2, 3):
+                _set_and_scraped(self.s, self.r, n)
+        except BaseException as e:  # handed to the test
+            self.error = e
+
+    def result(self, timeout: float = 120) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), f"{self.r.name}: the ramp did not end within {timeout:g}s"
+        if self.error is not None:
+            raise self.error
 
 
 @pytest.fixture(scope="module")
@@ -430,7 +463,16 @@ def stack():
         killed_decode(replays[HOST_GONE], host_gone=True)
         for n in (2, 3):  # the degraded pair's canaries keep failing
             _set_and_scraped(s, replays[DEGRADED], n)
+        s.ramps = {dep: Ramp(s, replays[dep]) for dep in (KILLED, HOST_GONE)}
+        for ramp in s.ramps.values():
+            ramp.start()
         yield s
+
+
+def _wall(rfc3339: str) -> float:
+    """Alertmanager's timestamps (nanoseconds, Z) as unix time."""
+    head, _, frac = rfc3339.rstrip("Z").partition(".")
+    return datetime.fromisoformat(head).replace(tzinfo=timezone.utc).timestamp() + float(f"0.{frac or 0}")
 
 
 def _settle_and_judge(s: Stack, dep: str, timeout: float = 200) -> Notification:
@@ -449,8 +491,8 @@ def _settle_and_judge(s: Stack, dep: str, timeout: float = 200) -> Notification:
         return all(frozenset(a["labels"].items()) in am for a in _firing(s.prom, dep))
 
     s.prom.wait(held, 30, f"{dep}: Alertmanager holding every alert Prometheus fires")
-    held_at = time.monotonic()
     am_alerts = s.am.alerts(deployment=dep)
+    last_fired = max(_wall(a["startsAt"]) for a in am_alerts)  # Prometheus sends an alert as it starts firing
     criticals = {a["fingerprint"] for a in am_alerts if a["labels"]["severity"] == "critical"}
     for a in am_alerts:
         name = a["labels"]["alertname"]
@@ -460,7 +502,7 @@ def _settle_and_judge(s: Stack, dep: str, timeout: float = 200) -> Notification:
             assert a["status"]["state"] == "suppressed", f"{dep}: {name} not inhibited: {a['status']}"
             assert set(a["status"]["inhibitedBy"]) <= criticals, a
     # no notification is expected from here: polled until both flushes that could make one have passed
-    while time.monotonic() < held_at + SETTLED_S:
+    while time.time() < last_fired + SETTLED_S:
         time.sleep(0.25)
     got = s.hook.received(_of(dep))
     assert [n.receiver for n in got] == ["pager"], "\n".join(n.brief() for n in got)
@@ -488,16 +530,20 @@ def test_pin_pages_once_inflight_pinned(stack):
 @pytest.mark.parametrize("dep", [KILLED, HOST_GONE])
 def test_killed_decode_pages_once_target_down_naming_the_decode(stack, dep):
     r = stack.replays[dep]
-    # the real order: the decode's TargetDown (30 s) is in Alertmanager before its pair's third failed canary
-    stack.prom.wait(
-        lambda: stack.am.alerts(deployment=dep, alertname="PdctlTargetDown"), 90, "PdctlTargetDown in Alertmanager"
-    )
-    for n in (2, 3):
-        _set_and_scraped(stack, r, n)
+    stack.ramps[dep].result()
     page = _settle_and_judge(stack, dep)
     alert = page.alerts[0]
     assert alert["labels"]["target"] == r.D
     assert r.D in alert["annotations"]["summary"]
+
+
+def _keep_firing_s(alert: str) -> float:
+    """The rule's keep_firing_for in seconds (a page may be held firing after the fix, so that its inhibition lasts
+    while its symptoms drain)."""
+    doc = yaml.safe_load(RULES_FILE.read_text())
+    rule = next(r for g in doc["groups"] for r in g["rules"] if r.get("alert") == alert)
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+    return sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(ms|s|m|h|d)", str(rule.get("keep_firing_for", "0s"))))
 
 
 def test_after_the_co_restart_every_page_resolves_and_nothing_new_fires(stack):
@@ -508,7 +554,7 @@ def test_after_the_co_restart_every_page_resolves_and_nothing_new_fires(stack):
     for dep in DEPLOYMENTS:
         resolved = stack.hook.wait(
             lambda n: _of(dep, "pager")(n) and PAGE[dep] in n.alertnames("resolved"),
-            60,
+            60 + _keep_firing_s(PAGE[dep]),
             f"{dep}: the page resolved after the co-restart",
         )
         last = max(last, resolved[0].t)
