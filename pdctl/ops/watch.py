@@ -48,6 +48,7 @@ from pdctl.services.sdnotify import READY, STOPPING, WATCHDOG, Notifier
 
 TICK_S = 0.5  # the longest the loop sleeps: how soon it sees a stop, the end of --for, or --once done
 CONFIRM_S = 5.0  # a failed pair canary is sent again this soon: three in a row are a page, not three periods
+ASKED_LINE_EVERY_S = 60.0  # a canary asked again for the same reason is said at most this often
 PING_SHARE = 0.25  # a watchdog ping at most every quarter of WatchdogSec (systemd advises under half)
 Hook = Callable[["Watch", str], None]
 
@@ -90,6 +91,8 @@ class Watch:
         self._opened = ExitStack()  # the deployments opened for a changed inventory, closed when the watch ends
         self._asked_for: float | None = None  # the newest suspect failure a canary round was asked for
         self._open_breakers: set[str] = set()  # the router breakers seen open in the last health round
+        self._pairs_began: float | None = None  # clock reading when the last pairs round began
+        self._said_asked: dict[str, float] = {}  # a canary's reason -> clock reading its line was last written
         self._stop = threading.Event()
 
     # -- the loop ----------------------------------------------------------------------------------------------
@@ -165,6 +168,8 @@ class Watch:
         lines: list[TimelineEvent]
         with self.lock:
             started = self.started_at[clock.name] = self.wall()
+            if clock.name == "pairs":
+                self._pairs_began = t0
         try:
             if clock.name == "flags":
                 self._emit(self.follow_declared())
@@ -240,7 +245,14 @@ class Watch:
                 why = "a router breaker opened (" + "; ".join(sorted(new)) + ")"
         if not why or pairs.running:
             return []
-        pairs.due_now()
+        # at once, but never closer than CONFIRM_S after the last pairs round began: failures that keep coming
+        # (a broken pair under load) must not turn the canary into a storm of its own
+        last_began = self._pairs_began
+        pairs.due_in(0.0 if last_began is None else max(0.0, last_began + CONFIRM_S - self.clock()), self.clock())
+        said = self._said_asked.get(why.split(" (", 1)[0])
+        if said is not None and self.clock() - said < ASKED_LINE_EVERY_S:
+            return []  # said recently: the timeline is for changes, not for every poke
+        self._said_asked[why.split(" (", 1)[0]] = self.clock()
         return [CanaryAsked(self.wall(), st.deployment, why)]
 
     def follow_declared(self) -> list[TimelineEvent]:
