@@ -176,7 +176,9 @@ class Replay:
         # SGLang's and the router's
         self.prefill_inflight = 0
         self.transfer_failed: Counter | None = None  # SGLang creates the series at the first failure
-        self.generated = Counter()
+        self.generated = Counter()  # tokens decode generated for traffic
+        # the watch's canaries (~16 tokens every 30 s) counted by the watch, and by the decode's current process
+        self.canary_tokens, self.decode_canary = Counter(16 / 30), Counter(16 / 30)
         self.answers: dict[tuple[str, str], Counter] = {}  # (status_code, error_code) -> chat completions answered
         self.readiness = Counter(0.2)  # the watch's /readiness polls, every 5 s
 
@@ -193,6 +195,10 @@ class Replay:
         """Healthy traffic: every chat completion answered 200, decode generating."""
         self.answers = {("200", ""): Counter(rps)}
         self.generated.set_rate(20 * rps)
+
+    def canaries(self, tokens_per_s: float) -> None:
+        self.canary_tokens.set_rate(tokens_per_s)
+        self.decode_canary.set_rate(tokens_per_s)
 
     def checks(self) -> list[tuple[str, str, str]]:
         P, D, R = self.P, self.D, self.R
@@ -255,6 +261,8 @@ class Replay:
                         [({**d, "outcome": o}, 0) for o in ("done", "dry", "failed", "refused")],
                     ),
                     "pdctl_heal_budget_exhausted": ("gauge", [(d, 0)]),
+                    "pdctl_canary_generated_tokens_total": ("counter", [(d, round(self.canary_tokens.value()))]),
+                    "pdctl_change_in_progress": ("gauge", [(d, 0)]),
                 }
             )
 
@@ -279,7 +287,7 @@ class Replay:
                     ),
                     "sglang:generation_tokens_total": (
                         "counter",
-                        [(tok, round(self.generated.value()) if role == "decode" else 0)],
+                        [(tok, round(self.generated.value() + self.decode_canary.value()) if role == "decode" else 0)],
                     ),
                 }
             )
@@ -306,13 +314,15 @@ def degraded_bootstrap(r: Replay) -> None:
         r.kv_since_start[(r.P, "transfer")] = r.kv_unexplained[(r.P, "transfer")] = 3
         r.failing = {("transfer", r.P, XFER), ("e2e", r.R, "chat completion")}
         r.pair_ok, r.pair_failures = 0, 1
+        r.canaries(0)  # they fail: no tokens
         r.answers[("500", "prefill_internal_error")] = Counter(0.8)
         r.answers[("200", "")].set_rate(0.2)
         r.generated.set_rate(4)
 
 
 def pinned(r: Replay) -> None:
-    """A room stays in the prefill's inflight queue; no traffic, so decode makes no progress at all."""
+    """A room stays in the prefill's inflight queue; no traffic: decode generates only the watch's canaries'
+    tokens (its pairs pass)."""
     with r.lock:
         r.prefill_inflight = 1
         r.pinned_since = time.time() - 25  # the watch's verdict comes ~20-25 s after the pin
@@ -337,6 +347,7 @@ def killed_decode(r: Replay, *, host_gone: bool = False) -> None:
         r.answers = {("200", ""): Counter(0, r.answers[("200", "")].value())}
         r.answers[("503", "no_healthy_worker_pair")] = Counter(1.0)
         r.generated.set_rate(0)
+        r.canaries(0)
 
 
 def co_restarted(r: Replay) -> None:
@@ -350,7 +361,8 @@ def co_restarted(r: Replay) -> None:
         r.pair_ok, r.pair_failures = 1, 0
         r.kv_unexplained = {}
         r.transfer_failed = None
-        r.generated = Counter()
+        r.generated, r.decode_canary = Counter(), Counter()
+        r.canaries(16 / 30)  # the watch's own count goes on
         r.readiness = Counter(0.2)
         r.serve(1.0)
 
