@@ -14,9 +14,9 @@ one Prometheus and Alertmanager started once for the module, so that their `for:
 In each: exactly one firing page, no ticket while it fires, every other alert of the incident held by Alertmanager as
 inhibited; after the fix (a co-restart) the page resolves and nothing else fires.
 
-The replay compresses the watch's canary rounds (30 s apart in a real watch) to one scrape each where the order of
-events allows it; the order itself is the real one (a killed decode's TargetDown fires before its pair's third failed
-canary)."""
+The replay compresses the degraded pair's failed canaries (the watch canaries a failed pair again 5 s later) to
+one scrape each. Each inhibit rule on its own, source and target posted straight to a real Alertmanager:
+tests/unit/test_alertmanager_config.py."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import re
 import threading
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -60,8 +60,6 @@ SYMPTOMS = {
     },
     PIN: {"SGLangPrefillInflightStalled", "PdctlCheckFailing"},
     KILLED: {
-        "PdctlPairBroken",
-        "PdctlPairCanaryFailing",
         "PdctlRouterNotReady",
         "PdctlCheckFailing",
         "ScrapeTargetDown",
@@ -169,7 +167,8 @@ class Replay:
         self.failing: set[tuple[str, str, str]] = set()  # (layer, target, check)
         self.router_ready = 1
         self.pinned_since: float | None = None
-        self.pair_ok, self.pair_failures = 1, 0
+        self.pair_ok: int | None = 1  # None: the last canary was unknown (its series absent)
+        self.pair_failures = 0
         self.kv_since_start: dict[tuple[str, str], int] = {}
         self.kv_unexplained: dict[tuple[str, str], int] = {}
         self.hazard: str | None = None
@@ -236,7 +235,7 @@ class Replay:
                         [(d, 0 if self.pinned_since is None else now - self.pinned_since)],
                     ),
                     "pdctl_inflight_busy": ("gauge", [(d, 0)]),
-                    "pdctl_pair_ok": ("gauge", [(pair, self.pair_ok)]),
+                    "pdctl_pair_ok": ("gauge", [] if self.pair_ok is None else [(pair, self.pair_ok)]),
                     "pdctl_pair_latency_seconds": ("gauge", [(pair, 0.04)] if self.pair_ok else []),
                     "pdctl_pair_failures_consecutive": ("gauge", [(pair, self.pair_failures)]),
                     "pdctl_kv_failures_since_start": (
@@ -332,7 +331,9 @@ def pinned(r: Replay) -> None:
 def killed_decode(r: Replay, *, host_gone: bool = False) -> None:
     """The decode's process is killed (its host still answers the watch: pdctl_target_up 1, pdctl_target_serving 0,
     its /health failing), or its host is gone too (pdctl_target_up 0, every check of it unknown); either way its
-    /metrics refuses, the router has no pair to route to, and its pair's canaries start failing."""
+    /metrics refuses and the router has no pair to route to. Its pair's canaries are unknown, not failed (the watch
+    calls a canary through a worker whose /health fails unknown; through a host gone it gets no answer): the
+    pair's run of failures stays as it was, and the worker's own alert says it."""
     r.decode.stop()
     with r.lock:
         if host_gone:
@@ -343,7 +344,7 @@ def killed_decode(r: Replay, *, host_gone: bool = False) -> None:
             r.failing = {("health", r.D, "/health")}
         r.router_ready = 0
         r.failing |= {("health", r.R, "/readiness"), ("e2e", r.R, "chat completion")}
-        r.pair_ok, r.pair_failures = 0, 1
+        r.pair_ok = None
         r.answers = {("200", ""): Counter(0, r.answers[("200", "")].value())}
         r.answers[("503", "no_healthy_worker_pair")] = Counter(1.0)
         r.generated.set_rate(0)
@@ -403,7 +404,6 @@ class Stack:
     am: Alertmanager
     hook: WebhookReceiver
     replays: dict[str, Replay]
-    ramps: dict[str, "Ramp"] = field(default_factory=dict)
 
 
 def _of(dep: str, receiver: str | None = None) -> Callable[[Notification], bool]:
@@ -419,34 +419,6 @@ def _set_and_scraped(stack: Stack, r: Replay, failures: int) -> None:
         r.pair_failures = failures
     expr = f'pdctl_pair_failures_consecutive{{deployment="{r.name}"}}'
     stack.prom.wait(lambda: stack.prom.value(expr) == failures, 15, f"{expr} == {failures} scraped")
-
-
-class Ramp(threading.Thread):
-    """A killed decode's pair in the real order: its PdctlTargetDown (30 s) reaches Alertmanager before the pair's
-    second and third failed canaries. Runs beside the tests, so that both killed deployments ramp while the other
-    incidents' clocks run; `result()` waits for it and raises what it raised."""
-
-    def __init__(self, s: Stack, r: Replay):
-        super().__init__(name=f"ramp-{r.name}", daemon=True)
-        self.s, self.r, self.error = s, r, None
-
-    def run(self) -> None:
-        try:
-            self.s.prom.wait(
-                lambda: self.s.am.alerts(deployment=self.r.name, alertname="PdctlTargetDown"),
-                90,
-                f"{self.r.name}: PdctlTargetDown in Alertmanager",
-            )
-            for n in (2, 3):
-                _set_and_scraped(self.s, self.r, n)
-        except BaseException as e:  # handed to the test
-            self.error = e
-
-    def result(self, timeout: float = 120) -> None:
-        self.join(timeout)
-        assert not self.is_alive(), f"{self.r.name}: the ramp did not end within {timeout:g}s"
-        if self.error is not None:
-            raise self.error
 
 
 @pytest.fixture(scope="module")
@@ -475,9 +447,6 @@ def stack():
         killed_decode(replays[HOST_GONE], host_gone=True)
         for n in (2, 3):  # the degraded pair's canaries keep failing
             _set_and_scraped(s, replays[DEGRADED], n)
-        s.ramps = {dep: Ramp(s, replays[dep]) for dep in (KILLED, HOST_GONE)}
-        for ramp in s.ramps.values():
-            ramp.start()
         yield s
 
 
@@ -542,7 +511,6 @@ def test_pin_pages_once_inflight_pinned(stack):
 @pytest.mark.parametrize("dep", [KILLED, HOST_GONE])
 def test_killed_decode_pages_once_target_down_naming_the_decode(stack, dep):
     r = stack.replays[dep]
-    stack.ramps[dep].result()
     page = _settle_and_judge(stack, dep)
     alert = page.alerts[0]
     assert alert["labels"]["target"] == r.D

@@ -3,18 +3,23 @@ check-config`, `amtool config routes test` for where each severity goes, and its
 shipped alert rules, so that a renamed alert cannot leave an inhibition matching nothing. amtool comes with Debian's
 prometheus-alertmanager package (scripts/install.sh); without it the amtool tests skip, which PDCTL_REQUIRE_ALL=1
 turns into a failure. The incidents themselves, through a real Prometheus and Alertmanager:
-tests/alerts/test_alertmanager_routing.py."""
+tests/alerts/test_alertmanager_routing.py; each inhibit rule on its own, its source and target posted straight to a
+real Alertmanager: below."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
+import time
+from datetime import datetime, timedelta, timezone
 
+import httpx
 import pytest
 import yaml
 
 from pdctl.alerts import ALERTMANAGER_FILE, RULES_FILE
+from tests.fixtures.alertmanager import Alertmanager, WebhookReceiver, alertmanager_binary
 
 MATCHER = re.compile(r'^\s*(\w+)\s*(=~|!~|!=|=)\s*"(.*)"\s*$')
 
@@ -150,3 +155,54 @@ def test_the_config_ships_as_package_data():
     cfg = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert re.search(r'^pdctl = \[.*"alerts/\*\.yml".*\]$', cfg, re.M)
     assert ALERTMANAGER_FILE.is_file() and ALERTMANAGER_FILE.parent == RULES_FILE.parent
+
+
+# (source, target) of each inhibit rule, in the file's order; the source regex's names one by one
+INHIBITIONS = [
+    ("PdctlTargetDown", "PdctlCheckFailing"),  # any critical mutes every warning
+    ("PdctlInflightPinned", "SGLangPrefillInflightStalled"),
+    ("PdctlTargetDown", "RouterErrorRatioHigh"),
+    ("PdctlPairBroken", "RouterErrorRatioHigh"),
+    ("PdctlInflightPinned", "RouterErrorRatioHigh"),
+    ("PdctlTargetDown", "PdctlPairBroken"),
+]
+
+
+def test_each_inhibition_in_a_real_alertmanager():
+    # each pair in a deployment of its own, and its target alone in another (where nothing may mute it)
+    alertmanager_binary()
+    severity = {name: r["labels"]["severity"] for name, r in rules().items()}
+    now = datetime.now(timezone.utc)
+    expected: dict[str, list[str]] = {}
+    alerts = []
+    for i, (source, target) in enumerate(INHIBITIONS):
+        expected[f"muted-{i}"], expected[f"alone-{i}"] = [source], [target]
+        for dep, names in ((f"muted-{i}", (source, target)), (f"alone-{i}", (target,))):
+            for name in names:
+                labels = {"alertname": name, "severity": severity[name], "deployment": dep}
+                alerts.append(
+                    {
+                        "labels": labels,
+                        "startsAt": now.isoformat(),
+                        "endsAt": (now + timedelta(minutes=5)).isoformat(),
+                    }
+                )
+    with WebhookReceiver() as hook, Alertmanager(hook, group_wait="1s", group_interval="2s") as am:
+        httpx.post(f"{am.url}/api/v2/alerts", json=alerts, timeout=10).raise_for_status()
+        posted = time.monotonic()
+
+        def notified() -> dict[str, list[str]]:
+            got: dict[str, list[str]] = {}
+            for n in hook.received():
+                got.setdefault(n.body["groupLabels"]["deployment"], []).extend(n.alertnames("firing"))
+            return got
+
+        hook.wait(lambda _: set(notified()) >= set(expected), 30, "a notification for every deployment")
+        while time.monotonic() < posted + 1 + 2 + 2:  # group_wait, a group_interval: any later flush has come
+            time.sleep(0.2)
+        assert {dep: sorted(names) for dep, names in notified().items()} == expected
+        for i, (source, target) in enumerate(INHIBITIONS):
+            (muted,) = am.alerts(deployment=f"muted-{i}", alertname=target)
+            assert muted["status"]["state"] == "suppressed", (source, target, muted["status"])
+            (alone,) = am.alerts(deployment=f"alone-{i}", alertname=target)
+            assert alone["status"]["state"] == "active", (target, alone["status"])
