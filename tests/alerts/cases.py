@@ -155,20 +155,20 @@ CASES = [
     ("pin fires", "PdctlInflightPinned", {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x30"}, "40s", [{"deployment": "d"}]),
     ("pin still pending before for:", "PdctlInflightPinned", {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x30"}, "30s", []),
     ("one pinned sample is a flap", "PdctlInflightPinned", {f"pdctl_inflight_pinned{{{D}}}": "0x4 1 0x30"}, "60s", []),
-    # keep_firing_for 1m: pinned 25-75 s, firing from 35 s; the verdict clears at 80 s (the co-restart), the page
-    # stays to 135 s (its inhibition holds while the windows of what it explains drain) and resolves at 140 s
+    # keep_firing_for 90s: pinned 25-75 s, firing from 35 s; the verdict clears at 80 s (the co-restart), the page
+    # stays to 165 s (its inhibition holds while the windows of what it explains drain) and resolves at 170 s
     (
-        "after the pin clears the page stays a minute",
+        "after the pin clears the page stays 90 s",
         "PdctlInflightPinned",
         {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x10 0x30"},
-        "135s",
+        "165s",
         [{"deployment": "d"}],
     ),
     (
-        "a minute after the pin cleared: resolved",
+        "90 s after the pin cleared: resolved",
         "PdctlInflightPinned",
         {f"pdctl_inflight_pinned{{{D}}}": "0x4 1x10 0x30"},
-        "140s",
+        "170s",
         [],
     ),
     (
@@ -347,19 +347,19 @@ CASES = [
         "90s",
         [],
     ),
-    # keep_firing_for 1m: broken 90-115 s, a canary passes at 120 s; the page stays to 175 s with its last value
+    # keep_firing_for 90s: broken 90-115 s, a canary passes at 120 s; the page stays to 205 s with its last value
     (
-        "after the passing canary the page stays a minute",
+        "after the passing canary the page stays 90 s",
         "PdctlPairBroken",
-        {f"pdctl_pair_failures_consecutive{{{D},{P}}}": "0x5 1x5 2x5 3x5 0x20"},
-        "175s",
+        {f"pdctl_pair_failures_consecutive{{{D},{P}}}": "0x5 1x5 2x5 3x5 0x30"},
+        "205s",
         [{**PAIR, "value": 3}],
     ),
     (
-        "a minute after the passing canary: resolved",
+        "90 s after the passing canary: resolved",
         "PdctlPairBroken",
-        {f"pdctl_pair_failures_consecutive{{{D},{P}}}": "0x5 1x5 2x5 3x5 0x20"},
-        "180s",
+        {f"pdctl_pair_failures_consecutive{{{D},{P}}}": "0x5 1x5 2x5 3x5 0x30"},
+        "210s",
         [],
     ),
     (
@@ -448,20 +448,21 @@ CASES = [
         "130s",
         [{"deployment": "d", "target": "decode[0]@hb:30002"}],
     ),
-    # keep_firing_for 1m: down 25-105 s (firing from 55 s), serving again at 110 s; the page stays to 165 s, so that
-    # its inhibition of RouterErrorRatioHigh holds while the router's 5xx window drains
+    # keep_firing_for 90s: down 25-105 s (firing from 55 s), serving again at 110 s; the page stays to 195 s, so that
+    # its inhibition of RouterErrorRatioHigh holds while the router's 5xx drain from its 1-minute window, with 30 s
+    # to spare
     (
-        "back up: the page stays a minute",
+        "back up: the page stays 90 s",
         "PdctlTargetDown",
         {SV_D: "1x4 0x16 1x30"},
-        "165s",
+        "195s",
         [{"deployment": "d", "target": "decode[0]@hb:30002"}],
     ),
     (
-        "back up a minute ago: resolved",
+        "back up 90 s ago: resolved",
         "PdctlTargetDown",
         {SV_D: "1x4 0x16 1x30"},
-        "170s",
+        "200s",
         [],
     ),
     (

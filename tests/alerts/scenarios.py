@@ -229,8 +229,8 @@ SOAK = scene(
 # (pdctl_change_in_progress 1) from 600 to 660: prefill (600-620), decode (620-640), router (640-650); canaries
 # through a restarting worker are unknown (the run of failures stays); the router not ready 600-655 and answering
 # 503 to every request until its restart. The canary passes at 660: the fix is over. PdctlPairBroken keeps firing
-# until 720 (keep_firing_for: its inhibition holds while the router's 5xx window drains); 2 minutes after the fix
-# nothing fires.
+# until 750 (keep_firing_for 90 s: its inhibition holds while the router's 5xx window drains, with 30 s to spare);
+# 2 minutes after the fix nothing fires.
 def broken_from(t0: int) -> Callable[[int], int]:
     """pdctl_pair_failures_consecutive of a pair failing from t0: 1, 2, 3 five seconds apart, then +1 per period."""
     return lambda t: 0 if t < t0 else 1 + (t - t0) // 5 if t < t0 + 10 else 3 + (t - t0 - 10) // 30
@@ -294,8 +294,9 @@ PIN_LOAD = scene(
 # /metrics too; the router answers 503 to every request; the canaries through it are unknown (its /health fails); the
 # router marks the decode unhealthy after its own health checks (275). t=420: `pdctl restart --pair`, holding the
 # lock from 420 to 480 (prefill 420-440, decode 440-470, router 470-480): the router's 5xx, its readiness and the
-# decode's /metrics hold their fire from 420; PdctlTargetDown, firing since 130, keeps firing a minute (to 480). The
-# canary passes at 480: the fix is over, nothing fires from then on.
+# decode's /metrics hold their fire from 420; PdctlTargetDown, firing since 130, is held by the lock from 420 too and
+# keeps firing 90 s from then (keep_firing_for), to 510. The canary passes at 480: the fix is over; PdctlTargetDown
+# resolves 30 s later and nothing fires from then on.
 KILLED = scene(
     600,
     ONE,
@@ -328,7 +329,7 @@ KILLED = scene(
 # unknown from 110: not up, not serving, its checks and its pairs unknown), the router's requests hang (no answers at
 # all: RouterErrorRatioHigh's minimum rate keeps it quiet), the e2e probe times out (fails from 150), the router marks
 # the decode unhealthy at 280. t=300: SIGCONT (no pdctl command: no lock); the router ready again at 340;
-# PdctlTargetDown keeps firing to 360 (keep_firing_for); 2 minutes after SIGCONT nothing fires.
+# PdctlTargetDown keeps firing to 390 (keep_firing_for 90 s); 2 minutes after SIGCONT nothing fires.
 HUNG = scene(
     460,
     ONE,
@@ -473,10 +474,11 @@ SCENARIOS = [
                     "PdctlCheckFailing": ("warning", [chk("e2e", RTR, "chat completion")]),
                 },
             ),
-            # the fix is over at 660: PdctlPairBroken keeps firing a minute (its inhibition holds while the 503s of
-            # the fix drain from the router's window, pending for less than its `for:`), then resolves
-            ("715s", {"PdctlPairBroken": ("critical", [{**PAIR, "value": 11}])}),
-            ("720s", NOTHING),
+            # the fix is over at 660: PdctlPairBroken keeps firing 90 s (its inhibition holds while the 503s of the
+            # fix drain from the router's window, pending for less than its `for:`, and 30 s more), then resolves
+            ("720s", {"PdctlPairBroken": ("critical", [{**PAIR, "value": 11}])}),
+            ("745s", {"PdctlPairBroken": ("critical", [{**PAIR, "value": 11}])}),
+            ("750s", NOTHING),
             ("780s", NOTHING),
             ("840s", NOTHING),
         ],
@@ -569,7 +571,11 @@ SCENARIOS = [
                     ),
                 },
             ),
-            ("480s", NOTHING),
+            # the fix is over at 480 (the canary passes): the page, its condition gone since the lock was taken at
+            # 420, keeps firing to 505 (keep_firing_for 90 s), then resolves
+            ("480s", {"PdctlTargetDown": ("critical", [tgt(DEC)])}),
+            ("505s", {"PdctlTargetDown": ("critical", [tgt(DEC)])}),
+            ("510s", NOTHING),
             ("600s", NOTHING),
         ],
     ),
@@ -592,9 +598,9 @@ SCENARIOS = [
                     "PdctlCheckFailing": ("warning", [chk("e2e", RTR, "chat completion")]),
                 },
             ),
-            # resumed at 300: the page keeps firing a minute (keep_firing_for), then resolves
-            ("355s", {"PdctlTargetDown": ("critical", [tgt(DEC)])}),
-            ("360s", NOTHING),
+            # resumed at 300: the page keeps firing 90 s (keep_firing_for), then resolves
+            ("385s", {"PdctlTargetDown": ("critical", [tgt(DEC)])}),
+            ("390s", NOTHING),
             ("420s", NOTHING),
             ("460s", NOTHING),
         ],
@@ -628,24 +634,26 @@ SCENARIOS = [
                     "PdctlRouterNotReady": ("warning", [tgt(RTR)]),
                 },
             ),
-            # the restarts are over at 185: each TargetDown keeps firing a minute after its worker is back, longer
-            # than the router's 5xx window takes to drain (inhibited under it until it resolves at 230)
+            # the restarts are over at 185: each TargetDown keeps firing 90 s after its worker is back (the prefill's
+            # to 225, the decode's to 260), longer than the router's 5xx window takes to drain: RouterErrorRatioHigh
+            # is inhibited under them until it resolves at 230, 30 s before the decode's page stops holding
             (
                 "200s",
                 {
-                    "PdctlTargetDown": ("critical", [tgt(DEC)]),
+                    "PdctlTargetDown": ("critical", [tgt(PRE), tgt(DEC)]),
                     "RouterErrorRatioHigh": ("critical", [{**ROUTER, "value": 0.6842}]),
                 },
             ),
             (
                 "225s",
                 {
-                    "PdctlTargetDown": ("critical", [tgt(DEC)]),
+                    "PdctlTargetDown": ("critical", [tgt(PRE), tgt(DEC)]),
                     "RouterErrorRatioHigh": ("critical", [{**ROUTER, "value": 0.1579}]),
                 },
             ),
             ("230s", {"PdctlTargetDown": ("critical", [tgt(DEC)])}),
-            ("235s", NOTHING),
+            ("260s", {"PdctlTargetDown": ("critical", [tgt(DEC)])}),
+            ("265s", NOTHING),
             ("310s", NOTHING),
         ],
     ),
