@@ -21,8 +21,8 @@ router with the `deployment` label docs/alert-routing.md asks for. Each scenario
 
 Per scenario: seconds from the fault to the first page (a `pager` notification that fires), the pages during the
 incident (the target: exactly one), false pages (any page where none is expected, or a page for another alert than
-the scenario's), and seconds from the fix to no alert of the deployment pending or firing in Prometheus (and to
-the resolved notification). Prints a markdown table; writes every raw figure as JSON (--out).
+the scenario's), and seconds from the fix's end (the co-restart's, the SIGCONT, the heal's `done`) to no alert of
+the deployment pending or firing in Prometheus. Prints a markdown table; writes every raw figure as JSON (--out).
 
 Usage: python bench/bench_alerts.py [--only soak,degraded,...] [--soak-min 30] [--out FILE]
 """
@@ -114,10 +114,17 @@ class Scene:
 
     def resolved_after(self, t_fix: float, limit: float = 600) -> dict:
         """From the fix (monotonic) to no alert of the deployment pending or firing, and to the resolved page."""
-        _, t_clear = poll(lambda: not self.active(), limit, 1)
+        seen: set[str] = set()
+
+        def none_active() -> bool:
+            active = self.active()
+            seen.update(f"{a['labels']['alertname']} ({a['state']})" for a in active)
+            return not active
+
+        _, t_clear = poll(none_active, limit, 1)
         clear_s = round(t_clear - (time.time() - (time.monotonic() - t_fix)), 1) if t_clear else None
         left = [a["labels"]["alertname"] for a in self.active()] if t_clear is None else []
-        return {"resolved_s": clear_s, "still_active": left}
+        return {"resolved_s": clear_s, "still_active": left, "active_after_the_fix": sorted(seen)}
 
     def close(self) -> None:
         for stop in (self.stack.close, self.am.stop, self.hook.stop):
@@ -165,11 +172,11 @@ def decode_pid(s: Stack) -> int:
 
 
 def fix_pair(sc: Scene) -> float:
-    t = time.monotonic()
+    """`pdctl restart --pair`; the instant (monotonic) it ended: the fix's end, from which "resolved" is timed."""
     r = sc.stack.cli("restart", "--pair", "--json", timeout=400)
     if r.code:
         print(f"[{sc.name}] restart --pair: {r.code} {r.output[-600:]}", flush=True)
-    return t
+    return time.monotonic()
 
 
 # -- the scenarios ------------------------------------------------------------------------------------------------
