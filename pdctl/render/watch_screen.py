@@ -125,7 +125,7 @@ def change_line(event: TimelineEvent) -> Text | None:
             out.append(f"\n         {event.observed}", style="dim")
         return out
     who, words, observed = _said(event)
-    out = Text(f"{stamp} {event.EVENT} {who} {' '.join(w for w in words if w)}".rstrip())
+    out = Text(" ".join(x for x in (stamp, event.EVENT or "", who, *words) if x))
     if observed:
         out.append(f"\n         {observed}", style="dim")
     return out
