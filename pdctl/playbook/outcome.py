@@ -81,7 +81,10 @@ class StepKind(Generic[A]):
     # `${...}` are not yet substituted); with values, a problem found here spares the conversion (storm: its values
     # against StormConfig; wait: the step its `until` polls)
     check: Optional[Callable[[RawArgs, bool], ArgProblems]] = None
-    quoted_args: tuple[str, ...] = ()  # string args whose `${...}` values are shell-quoted when substituted
+    # how its args take their `${...}` values, fill(raw_args, vars.Scope) (`steps.fill_args`; typed Any here: vars
+    # imports this module); None: each substituted as data, a whole `${x}` keeping its type. A kind whose arg is
+    # shell text passes the values as environment variables (`shell_refs`)
+    fill: Optional[Callable[[RawArgs, Any], RawArgs]] = None
     order: int = 100  # its place in listings ("choose from ..."); then by name
     verdicts: tuple[str, ...] = ()  # what its outcome's `verdict` can be: the names a `verdict` gate may use
 

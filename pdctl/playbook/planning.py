@@ -16,7 +16,7 @@ from pdctl.playbook.kinds import REGISTRY
 from pdctl.playbook.masking import mask_shown, run_secrets, secret_var_names
 from pdctl.playbook.outcome import Data, RawArgs, StepKind
 from pdctl.playbook.schema import Playbook, StepSpec, where
-from pdctl.playbook.steps import check_args
+from pdctl.playbook.steps import check_args, fill_args
 from pdctl.playbook.vars import VarError, build_scope, set_by, substitute, truthy, unknown_cli_vars
 from pdctl.serialize import JSON_OFF, json_key
 
@@ -97,7 +97,6 @@ def plan(
     `secret_vars` names vars to treat as secret whatever their names (--secret-var). Raises PlaybookError naming
     the step and field for an unknown var or a bad argument value."""
     from pdctl.secrets import MASK, mask_text
-    from pdctl.shell import quote
 
     texts = [json.dumps(msgspec.to_builtins(s), default=str) for s in pb.steps]
     unknown = unknown_cli_vars(cli_vars or {}, pb.vars, texts)
@@ -115,12 +114,8 @@ def plan(
     planned, problems = [], []
     for i, s in enumerate(pb.steps, 1):
         kind = REGISTRY[s.action]
-        try:
-            # a `${...}` inside a shell string is quoted as it is substituted (a list is quoted when run)
-            args: RawArgs = {
-                k: substitute(v, scope, quote=quote if k in kind.quoted_args and isinstance(v, str) else None)
-                for k, v in s.args.items()
-            }
+        try:  # a shell command's `${...}` become environment variables (shell_refs): values reach it as data
+            args: RawArgs = fill_args(kind, s.args, scope)
         except VarError as e:
             problems.append(f"  {where(i, s.name, 'args')}: {e}")
             continue

@@ -19,6 +19,7 @@ from pdctl.playbook.outcome import ArgProblems, Data, RawArgs, RunContext, StepK
 
 if TYPE_CHECKING:
     from pdctl.ops.verify import HealthReport
+    from pdctl.playbook.vars import Scope
 
 
 def arg_names(args_type: type) -> tuple[str, ...]:
@@ -28,6 +29,16 @@ def arg_names(args_type: type) -> tuple[str, ...]:
     if dataclasses.is_dataclass(args_type):
         return tuple(f.name for f in dataclasses.fields(args_type))
     raise TypeError(f"{args_type.__name__}: a step kind's args are an Args Struct or a dataclass")
+
+
+def fill_args(kind: StepKind[Any], args: RawArgs, scope: Scope) -> RawArgs:
+    """A step's args with their `${...}` filled in, the way its kind takes them (`StepKind.fill`; by default each
+    value substituted as data). Pure; raises VarError for an unknown name or a value that cannot be passed."""
+    from pdctl.playbook.vars import substitute
+
+    if kind.fill is not None:
+        return kind.fill(args, scope)
+    return {k: substitute(v, scope) for k, v in args.items()}
 
 
 def check_args(

@@ -3,15 +3,15 @@
 Names: `inventory.FIELD` (any inventory field: `inventory.name`, `inventory.served_model_name`), `roles.ROLE.I.FIELD`
 (`roles.decode.0.port`), `hosts.NAME.FIELD`, `vars.NAME` or just `NAME` (playbook vars overridden by --var), and
 `apply` (true with --apply). A string that is exactly one `${x}` keeps the value's type (a port stays an int); inside
-a longer string the value is inserted as text, shell-quoted when the string is a shell command. `$${` is a literal
-`${`. Pure functions; unknown names raise VarError.
+a longer string the value is inserted as text (a shell command's text is not filled in here: `shell_refs` passes its
+values as environment variables). `$${` is a literal `${`. Pure functions; unknown names raise VarError.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Union
+from typing import TYPE_CHECKING, Mapping, Union
 
 from pdctl.playbook.outcome import Data
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 #: a `--var` value as `cli_scalar` reads it
 Scalar = Union[bool, int, float, str]
 
-_REF = re.compile(r"\$\$\{|\$\{([^{}]*)\}")
+REF = re.compile(r"\$\$\{|\$\{([^{}]*)\}")
 
 
 class VarError(ValueError):
@@ -130,26 +130,27 @@ def lookup(name: str, scope: Scope) -> Data:
     return cur
 
 
-def substitute(value: Data, scope: Scope, *, quote: Callable[[str], str] | None = None) -> Data:
+def as_text(v: Data) -> str:
+    """A value inserted into a longer string: true/false for a bool, else str()."""
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def substitute(value: Data, scope: Scope) -> Data:
     """`value` with every `${name}` replaced (recursively in lists and dicts). Raises VarError."""
     if isinstance(value, dict):
-        return {k: substitute(v, scope, quote=quote) for k, v in value.items()}
+        return {k: substitute(v, scope) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute(v, scope, quote=quote) for v in value]
+        return [substitute(v, scope) for v in value]
     if not isinstance(value, str) or "$" not in value:
         return value
-    whole = _REF.fullmatch(value)
-    if whole and whole.group(1) is not None and quote is None:
+    whole = REF.fullmatch(value)
+    if whole and whole.group(1) is not None:
         return lookup(whole.group(1), scope)
 
     def one(m: re.Match) -> str:
-        if m.group(1) is None:
-            return "${"
-        v = lookup(m.group(1), scope)
-        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        return quote(text) if quote else text
+        return "${" if m.group(1) is None else as_text(lookup(m.group(1), scope))
 
-    return _REF.sub(one, value)
+    return REF.sub(one, value)
 
 
 def truthy(when: str, scope: Scope) -> bool:
@@ -167,7 +168,7 @@ def referenced_vars(texts: list[str]) -> set[str]:
     come out as their first part, which is no var name). Pure."""
     out = set()
     for text in texts:
-        for m in _REF.finditer(text):
+        for m in REF.finditer(text):
             if m.group(1) is None:
                 continue
             parts = m.group(1).strip().split(".")

@@ -140,9 +140,13 @@ def test_substitution_from_inventory_vars_and_cli():
     assert substitute("n=${n} ${inventory.name}", scope) == "n=7 local"  # --var wins over the default
     assert substitute("$${literal}", scope) == "${literal}"
     assert substitute("${apply}", scope) is False
-    from pdctl.shell import quote
+    from pdctl.playbook.kinds.shell import fill  # a shell command's values are passed as environment variables
 
-    assert substitute("echo ${who}", scope, quote=quote) == "echo 'ops team'"
+    assert fill({"role": "decode", "command": "echo ${who}"}, scope) == {
+        "role": "decode",
+        "command": 'echo "${PDCTL_VAR_who}"',
+        "env": {"PDCTL_VAR_who": "ops team"},
+    }
     with pytest.raises(VarError, match="has no 'portt'"):
         substitute("${roles.decode.0.portt}", scope)
     with pytest.raises(VarError, match="0..0"):

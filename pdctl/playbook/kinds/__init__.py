@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from pdctl.playbook.outcome import ArgProblems, RawArgs, RunContext, StepKind, StepOutcome
 from pdctl.playbook.steps import describe_args
+from pdctl.playbook.vars import Scope
 
 #: name -> StepKind, in listing order (`order`, then name)
 REGISTRY: dict[str, StepKind[Any]] = {}
@@ -39,7 +40,7 @@ def register(
     summary: str,
     describe: Optional[Callable[[A], str]] = None,
     check: Optional[Callable[[RawArgs, bool], ArgProblems]] = None,
-    quoted_args: tuple[str, ...] = (),
+    fill: Optional[Callable[[RawArgs, Scope], RawArgs]] = None,
     order: int = 100,
     verdicts: tuple[str, ...] = (),
 ) -> Callable[[Callable[[RunContext, A], StepOutcome]], Callable[[RunContext, A], StepOutcome]]:
@@ -60,7 +61,7 @@ def register(
             describe or (lambda a: describe_args(name, a)),
             summary,
             check,
-            tuple(quoted_args),
+            fill,
             order,
             tuple(verdicts),
         )

@@ -9,7 +9,8 @@ from msgspec import Meta
 
 from pdctl.errors import ExitCode, UsageError
 from pdctl.playbook.kinds import register
-from pdctl.playbook.outcome import ROLE, Args, RunContext, StepOutcome
+from pdctl.playbook.outcome import ROLE, ArgProblems, Args, RawArgs, RunContext, StepOutcome
+from pdctl.playbook.vars import Scope
 
 
 class ShellArgs(Args):
@@ -20,9 +21,38 @@ class ShellArgs(Args):
     env: dict[str, str] = msgspec.field(default_factory=dict)
 
 
+def fill(raw: RawArgs, scope: Scope) -> RawArgs:
+    """The args with their `${...}` filled in. A string `command` is shell text: each `${...}` in it becomes a
+    reference to an environment variable bound in `env` (`shell_refs`), so its value is data in any quotes. An argv
+    list's elements and `env`'s values are substituted as they are: each is quoted whole when the command is built.
+    Raises VarError."""
+    from pdctl.playbook.shell_refs import bind_refs
+    from pdctl.playbook.vars import as_text, lookup, substitute
+
+    out = {k: v if k == "command" and isinstance(v, str) else substitute(v, scope) for k, v in raw.items()}
+    command = raw.get("command")
+    if isinstance(command, str):
+        env = out.get("env", {})
+        taken = set(env) if isinstance(env, dict) else set()
+        out["command"], bound = bind_refs(command, lambda name: as_text(lookup(name, scope)), taken)
+        if bound and isinstance(env, dict):  # an `env` of another type is refused when the args are converted
+            out["env"] = {**env, **bound}
+    return out
+
+
+def check(raw: RawArgs, with_values: bool) -> ArgProblems:
+    """At load time: a `${...}` of a string `command` standing where its value cannot be passed as data."""
+    from pdctl.playbook.shell_refs import refused_refs
+
+    command = raw.get("command")
+    if with_values or not isinstance(command, str):
+        return []  # once filled in, the command holds only the references written for it
+    return [("args.command", p) for p in refused_refs(command)]
+
+
 def shell_command(a: ShellArgs) -> str:
     """The command line sent to the host: a list is quoted element by element; env names checked, values quoted.
-    (`${...}` values inside a string command were quoted when substituted.)"""
+    (`${...}` inside a string command were made references to variables of `env` when filled in.)"""
     from pdctl.shell import env_assignments, quote_argv
 
     cmd = quote_argv(a.command) if isinstance(a.command, list) else a.command
@@ -41,7 +71,8 @@ def describe(a: ShellArgs) -> str:
     gate_keys=("ok", "exit_code", "stdout_contains"),
     mutating=True,
     describe=describe,
-    quoted_args=("command",),
+    fill=fill,
+    check=check,
     summary="a command on a role's host, output captured",
     order=80,
 )

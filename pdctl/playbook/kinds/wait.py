@@ -11,7 +11,8 @@ from pdctl.errors import ExitCode, PdctlError, UsageError
 from pdctl.playbook.gates import Gate, check_gate, evaluate_gate
 from pdctl.playbook.kinds import REGISTRY, register
 from pdctl.playbook.outcome import ArgProblems, Args, Data, RawArgs, RunContext, StepOutcome
-from pdctl.playbook.steps import check_args, error_outcome
+from pdctl.playbook.steps import check_args, error_outcome, fill_args
+from pdctl.playbook.vars import Scope
 from pdctl.poll import poll_until
 from pdctl.serialize import to_data
 
@@ -63,6 +64,28 @@ def check_until(args: RawArgs, with_values: bool) -> ArgProblems:
     return problems
 
 
+def fill_until(raw: RawArgs, scope: Scope) -> RawArgs:
+    """The args with their `${...}` filled in; the args of the step `until` polls the way its own kind takes them
+    (a shell command's values as environment variables). Raises VarError."""
+    from pdctl.playbook.vars import substitute
+
+    out: RawArgs = {}
+    for k, v in raw.items():
+        if k != "until" or not isinstance(v, dict):
+            out[k] = substitute(v, scope)
+            continue
+        action = substitute(v.get("action"), scope)
+        kind = REGISTRY.get(action) if isinstance(action, str) else None
+        polled = v.get("args")
+        filled: RawArgs = {uk: substitute(uv, scope) for uk, uv in v.items() if uk != "args"}
+        if isinstance(polled, dict) and kind is not None:
+            filled["args"] = fill_args(kind, polled, scope)
+        elif "args" in v:  # no kind to read them (refused when the playbook was loaded): left as written
+            filled["args"] = polled
+        out[k] = filled
+    return out
+
+
 def describe(a: WaitArgs) -> str:
     if a.until is None:
         return f"wait {a.seconds:g}s"
@@ -76,6 +99,7 @@ def describe(a: WaitArgs) -> str:
     mutating=False,
     describe=describe,
     check=check_until,
+    fill=fill_until,
     summary="a fixed duration, or until a read-only check passes (bounded)",
     order=70,
 )
