@@ -3,7 +3,8 @@ pdctl/probes/lint_probe.py) -> typed findings. Pure; the probe's reply is parsed
 
 The host's parser is the authority: its verdict (argparse's own message) decides whether the line would start.
 Every `--flag` is also matched against the option strings that parser knows, as argparse matches prefixes, so one
-run reports every unknown or ambiguous flag (argparse stops at the first) and the abbreviations it accepts silently.
+run reports every unknown or ambiguous flag (argparse stops at the first) and the abbreviations it accepts silently;
+two flags that write one setting are pdctl.checks.lint_spellings'.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Mapping, Sequence
 
 from pdctl.checks.flags import flag_names
 from pdctl.checks.lint_rules import Finding
+from pdctl.checks.lint_spellings import judge_spellings
 from pdctl.secrets import MASK, is_secret_name
 
 MARK = "PDCTL-LINT-REPLY "
@@ -102,6 +104,7 @@ def judge_command(label: str, kind: str, argv: Sequence[str], item: Mapping[str,
                     data={"suggestions": near},
                 )
             )
+    out += judge_spellings(label, who, version, item)
     verdict = item.get("verdict") or {}
     if not verdict.get("ok", False):
         f = _refusal(label, who, version, str(verdict.get("error") or ""), out)
@@ -184,6 +187,24 @@ def value_problem(type_name: str, value: str) -> str | None:
     return None
 
 
+_ENGINE_PREFIXES = ("SGLANG_", "SGL_")
+
+
+def _engine_name(name: str) -> bool:
+    """An env name meant for SGLang: its prefix in any letter case (`sglang_...` is one, which SGLang ignores)."""
+    return name.upper().startswith(_ENGINE_PREFIXES)
+
+
+def _case_fix(name: str, known: Sequence[str]) -> str | None:
+    """The name SGLang reads that `name` spells in other letter case (the legacy SGL_ prefix as its SGLANG_ name),
+    or None when it differs otherwise or not at all."""
+    upper = {k.upper(): k for k in known}
+    right = upper.get(name.upper())
+    if right is None and name != name.upper() and name.upper().startswith("SGL_"):
+        right = upper.get("SGLANG_" + name.upper()[len("SGL_") :])
+    return right if right is not None and right != name else None
+
+
 def judge_env(
     label: str,
     kind: str,
@@ -193,10 +214,12 @@ def judge_env(
     version: str = "",
 ) -> list[Finding]:
     """Findings about a worker's SGLANG_* env names and values against the host's registry (`registry`: the
-    probe's {fields, deprecated, direct_reads}). Names the inventory declares site-specific are a note each."""
+    probe's {fields, deprecated, direct_reads}). Names the inventory declares site-specific are a note each; a
+    name in another letter case than the one SGLang reads (`sglang_disaggregation_waiting_timeout`) is ignored by
+    SGLang and said with the right spelling."""
     out: list[Finding] = []
     who = f"{_product(kind)} {version}".strip()
-    checked = [n for n in env if n.startswith(("SGLANG_", "SGL_")) or n in site_env]
+    checked = [n for n in env if _engine_name(n) or n in site_env]
     if not checked:
         return out
     if not registry or "unavailable" in registry:
@@ -214,6 +237,7 @@ def judge_env(
     deprecated = registry.get("deprecated") or {}
     direct = set(registry.get("direct_reads") or [])
     aliases = {v["alias"]: k for k, v in fields.items() if v.get("alias")}
+    known = [*fields, *aliases, *deprecated, *direct, *site_env]
     for name in checked:
         value = env[name]
         shown = MASK if is_secret_name(name) and value else value
@@ -226,6 +250,21 @@ def judge_env(
                     f"not read by {who}: declared site-specific ({site_env[name]})",
                     version=version,
                     data={"reason": site_env[name]},
+                )
+            )
+            continue
+        right = None if name in known else _case_fix(name, known)
+        if right is not None:
+            out.append(
+                Finding(
+                    "env-case",
+                    label,
+                    name,
+                    f"{who} reads {right}, not {name}: environment names are case-sensitive, so it is ignored "
+                    "and the setting keeps its default",
+                    fix=f"write {right}",
+                    version=version,
+                    data={"spelling": right},
                 )
             )
             continue
@@ -285,7 +324,7 @@ def judge_env(
                     )
                 )
         elif target not in direct:
-            near = closest(target, [*fields, *direct])
+            near = closest(target.upper(), [*fields, *direct])
             out.append(
                 Finding(
                     "env-unknown",

@@ -49,6 +49,13 @@ _RULES = [
         "cannot match it and a later version adding a flag makes it ambiguous",
     ),
     Rule(
+        "flag-conflict",
+        "error",
+        "several flags write one setting with different values (aliases such as --tp-size and "
+        "--tensor-parallel-size, or --x and --no-x): the parser keeps the last and drops the others silently",
+    ),
+    Rule("flag-repeated", "warning", "several flags write one setting with the same value: one is enough"),
+    Rule(
         "lint-unavailable",
         "error",
         "the host's interpreter could not run the installed parser or registry, so nothing was checked there",
@@ -57,6 +64,12 @@ _RULES = [
         "env-unknown",
         "error",
         "an SGLANG_* name that neither the installed registry nor the package's own reads know: it is silently ignored",
+    ),
+    Rule(
+        "env-case",
+        "error",
+        "an env name that differs from one SGLang reads only in letter case: environment names are "
+        "case-sensitive, so it is silently ignored",
     ),
     Rule("env-value", "error", "the value does not parse as the registry's type: SGLang warns and uses the default"),
     Rule("env-deprecated", "warning", "a deprecated name: read today through a fallback that a release will drop"),

@@ -5,8 +5,11 @@ Request: sys.argv[1] is JSON {"items": [{"key", "kind": "sglang"|"bundled"|"sgla
 "env": {...}, "env_names": [...]}], "site_env": [names the inventory declares site-specific]}. Reply: one line
 `PDCTL-LINT-REPLY {json}` on stdout, whatever the packages print meanwhile.
 Per item: the version, whether the parser could be asked, its verdict (argparse's own message on a refusal),
-the option strings it knows and the parsed values; per kind, the env registry (names, types, defaults, deprecated
-names) and, when a declared name is not in it, the SGLANG_* names the package source reads directly.
+the option strings it knows, the parsed values, and what each declared flag writes (`writes`: the option it
+resolves to, the setting it writes and the value, as that parser converts it: two spellings of one setting, like
+SGLang's --tp-size and --tensor-parallel-size, are told from the parser's own aliases); per kind, the env registry
+(names, types, defaults, deprecated names) and, when a declared name is not in it, the SGLANG_* names the package
+source reads directly.
 """
 
 import argparse
@@ -38,6 +41,65 @@ def _jsonable(v):
 
 def _options(parser):
     return sorted(s for s in parser._option_string_actions if s.startswith("--"))
+
+
+# actions whose last occurrence wins (append/count actions accumulate: repeating them is no conflict)
+_OVERWRITE = tuple(
+    a
+    for a in (argparse._StoreAction, argparse._StoreConstAction, getattr(argparse, "BooleanOptionalAction", None))
+    if a
+)
+
+
+def _written(action, option, values):
+    """The value one occurrence of `option` (with the tokens after it) writes to the action's setting."""
+    if isinstance(action, getattr(argparse, "BooleanOptionalAction", ())):
+        return not option.startswith("--no-")
+    if action.nargs == 0 or (action.nargs == "?" and not values):
+        return _jsonable(action.const)
+
+    def convert(token):
+        try:
+            return _jsonable(action.type(token)) if callable(action.type) else token
+        except Exception:  # the verdict says why the value is refused
+            return token
+
+    converted = [convert(v) for v in values]
+    return converted[0] if action.nargs in (None, "?") and len(converted) == 1 else converted
+
+
+def _writes(parser, argv):
+    """For each `--flag` in argv that names one overwriting action (exactly, or by the unique prefix argparse
+    accepts): the flag as written, the option it resolves to, the setting (dest) it writes, every spelling of that
+    action and the value written. pdctl.checks.lint_spellings finds a setting written twice."""
+    strings = parser._option_string_actions
+    out, i = [], 0
+    while i < len(argv):
+        tok = argv[i]
+        i += 1
+        if tok == "--":
+            break
+        if not tok.startswith("--") or len(tok) <= 2:
+            continue
+        name, eq, inline = tok.partition("=")
+        values = [inline] if eq else []
+        while not eq and i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+        hits = [name] if name in strings else [s for s in strings if s.startswith(name)]
+        if len(hits) != 1 or not isinstance(strings[hits[0]], _OVERWRITE):
+            continue  # unknown or ambiguous: the option analysis and the verdict say it
+        action = strings[hits[0]]
+        out.append(
+            {
+                "flag": name,
+                "option": hits[0],
+                "dest": action.dest,
+                "spellings": [s for s in action.option_strings if s.startswith("--")],
+                "value": _written(action, hits[0], values),
+            }
+        )
+    return out
 
 
 def _values(ns):
@@ -109,7 +171,8 @@ def _sglang_registry(names, site_env=()):
         k: {"replacement": d.replacement, "note": d.note} for k, d in getattr(mod, "_DEPRECATED_ENVS", {}).items()
     }
     direct = None
-    wanted = {n for n in names if n.startswith(("SGLANG_", "SGL_"))}
+    # upper-cased: `sglang_host_ip` is judged against SGLANG_HOST_IP, which may be one of the direct reads
+    wanted = {n.upper() for n in names if n.upper().startswith(("SGLANG_", "SGL_"))}
     if wanted - set(fields) - set(deprecated) - set(site_env):  # the package source is read only when needed
         direct = set()
         for d, _dirs, files in os.walk(root):
@@ -139,7 +202,7 @@ def _ask_sglang(argv, env):
     parser = argparse.ArgumentParser(prog="sglang serve")
     ServerArgs.add_cli_args(parser)
     verdict, parsed = _parse(prepare_server_args, argv, env)
-    return _version("sglang", lambda: __import__("sglang").__version__), verdict, parsed, _options(parser)
+    return _version("sglang", lambda: __import__("sglang").__version__), verdict, parsed, parser
 
 
 def _ask_bundled(argv, env):
@@ -148,7 +211,7 @@ def _ask_bundled(argv, env):
 
     verdict, parsed = _parse(lambda a: server_args.parse_args(a).ns, argv, env)
     parsed.pop("drills", None)
-    return engine.__version__, verdict, parsed, _options(server_args.build_parser())
+    return engine.__version__, verdict, parsed, server_args.build_parser()
 
 
 def _router_asker(package, dist):
@@ -162,7 +225,7 @@ def _router_asker(package, dist):
         parser = argparse.ArgumentParser()
         RouterArgs.add_cli_args(parser, use_router_prefix=False)
         verdict, parsed = _parse(parse_router_args, argv, env)
-        return (_version(dist, lambda: "unknown"), verdict, parsed, _options(parser))
+        return (_version(dist, lambda: "unknown"), verdict, parsed, parser)
 
     return ask
 
@@ -206,8 +269,9 @@ def main(request):
     for item in request["items"]:
         out = {"key": item["key"], "kind": item["kind"]}
         try:
-            version, verdict, parsed, options = ASK[item["kind"]](item["argv"], item.get("env", {}))
-            out.update(available=True, version=version, verdict=verdict, parsed=parsed, options=options)
+            version, verdict, parsed, parser = ASK[item["kind"]](item["argv"], item.get("env", {}))
+            out.update(available=True, version=version, verdict=verdict, parsed=parsed, options=_options(parser))
+            out["writes"] = _writes(parser, item["argv"])
         except Exception as e:  # the parser could not be asked: not installed, or not the real package
             out.update(available=False, unavailable=_unavailable(e))
         reply["items"].append(out)
