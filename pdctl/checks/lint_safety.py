@@ -91,7 +91,7 @@ def judge_worker_safety(
                 label,
                 "--enable-metrics",
                 "the worker runs without --enable-metrics",
-                fix="add --enable-metrics (pdctl renders it unless args sets it false)",
+                fix="pdctl deploy (it always renders --enable-metrics; the inventory cannot turn it off)",
                 version=version,
             )
         )
