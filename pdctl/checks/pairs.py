@@ -101,7 +101,7 @@ class PairResult:
     status: str  # pass | fail | unknown
     expected: str
     found: str
-    room: int
+    room: int | None  # the canary's bootstrap_room; None when none was sent (a host did not answer)
     kv_transfer_ms: float | None = None  # only when the engine reported one (meta_info); None otherwise
     prefill_ms: float | None = None
     decode_ms: float | None = None
@@ -218,6 +218,12 @@ def judge_pair(
     return res
 
 
+def judge_unasked(prefill: int, decode: int, why: str) -> PairResult:
+    """A pair no canary was sent through because a host of its two workers did not answer (`why` says which and
+    what it said): unknown, nothing is known about it. Pure."""
+    return PairResult(prefill, decode, pair_name(prefill, decode), UNKNOWN, EXPECTED, why, room=None)
+
+
 @dataclass
 class MatrixVerdict:
     ok: bool  # every pair passed
@@ -230,15 +236,17 @@ class MatrixVerdict:
 
 
 def judge_matrix(results: list[PairResult], n_prefill: int, n_decode: int) -> MatrixVerdict:
-    """Every pair of the n_prefill x n_decode matrix passed? Pure. A pair with no result counts as failed."""
+    """Every pair of the n_prefill x n_decode matrix passed? Pure. A pair with no result counts as failed; a pair
+    unknown (its host did not answer) is neither, and never hides one that failed."""
     by = {(r.prefill, r.decode): r for r in results}
     order = [(i, j) for i in range(n_prefill) for j in range(n_decode)]
     missing = [pair_name(i, j) for i, j in order if (i, j) not in by]
     failed = [by[k].name for k in order if k in by and by[k].status == FAIL] + missing
     unknown = [by[k].name for k in order if k in by and by[k].status == UNKNOWN]
     total, passed = len(order), sum(1 for k in order if k in by and by[k].ok)
-    if failed:
+    if failed:  # a failure seen outranks what could not be looked at: both are said
         summary = f"{len(failed)} of {total} pair(s) failed: {', '.join(failed)}"
+        summary += f"; {len(unknown)} unknown" if unknown else ""
     elif unknown:
         summary = f"{len(unknown)} of {total} pair(s) unknown: {', '.join(unknown)}"
     else:

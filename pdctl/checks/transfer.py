@@ -4,7 +4,10 @@ The seed's one-liner grepped `sglang:num_transfer_failed_reqs_total{...tp_rank="
 counter's series at its first increment, so on a server that never failed a transfer the family is absent: that is
 0 failures when the server's metrics are on (one of METRICS_ON_WITNESSES is there), and a FAIL with the
 `--enable-metrics` hint when no SGLang metric is there at all. Every tp_rank is reported, not only rank 0.
-Pure: `counters_of(metrics)` (a baseline snapshot) and `judge_transfer(label, metrics, baseline)`.
+A worker whose host answered but whose /metrics could not be read (refused, hung, an error status) fails: its
+failures cannot be seen, and its server is not answering; only a host that does not answer is unknown (the caller
+says which). Final-health and the watch judge that with the same `judge_unread`, so they agree.
+Pure: `counters_of(metrics)` (a baseline snapshot), `judge_transfer(label, metrics, baseline)`, `judge_unread`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pdctl.checks.metric_names import (
     metrics_on,
 )
 from pdctl.checks.metrics import MetricSet, Sample
-from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
+from pdctl.checks.result import NEXT_STATUS, NEXT_TRIAGE, CheckResult, Status
 
 LAYER = "transfer"
 _WHAT = {TRANSFER_FAILED: "KV transfers failed", BOOTSTRAP_FAILED: "bootstrap handshakes failed"}
@@ -117,6 +120,27 @@ def _judge_counter(label: str, metrics: MetricSet, name: str, baseline: Mapping[
         detail=f"{_fmt(total)} {what}{since} ({ranks}); {_ACTION}",
         data=data,
         next_step=NEXT_TRIAGE,
+    )
+
+
+#: the check a worker gets when its /metrics could not be read (final-health's name for it)
+UNREAD_CHECK = "/metrics"
+
+
+def judge_unread(label: str, why: str, hint: str | None = None) -> CheckResult:
+    """The transfer check of a worker whose host answered and whose /metrics could not be read (`why`: the read's
+    first line, e.g. "cannot read /metrics of decode[0]@a:30002: connection refused"). A FAIL: a dead or hung server
+    on a live host is a finding, not a host that did not answer. Pure."""
+    return CheckResult(
+        LAYER,
+        label,
+        UNREAD_CHECK,
+        Status.FAIL,
+        observed=why,
+        expected="its failure counters readable",
+        detail="could not read metrics" + (f"; {hint}" if hint else ""),
+        data={"reason": "unread"},
+        next_step=NEXT_STATUS,
     )
 
 

@@ -30,11 +30,13 @@ from pdctl.checks.pairs import (
     heal_step,
     judge_matrix,
     judge_pair,
+    judge_unasked,
     leg_timed_out,
     pair_check,
 )
 from pdctl.checks.result import NEXT_TRIAGE, CheckResult, Status
 from pdctl.engines import engine_kind
+from pdctl.errors import PdctlError
 from pdctl.ops.context import Deployment
 from pdctl.role_ref import RoleRef
 
@@ -75,9 +77,9 @@ class PairsReport:
 
     @property
     def exit_code(self) -> int:
-        """0 every pair passed; 3 a pair is unknown (a host did not answer: the matrix is incomplete); 1 a pair
-        failed."""
-        return 0 if self.ok else (3 if self.verdict.unknown else 1)
+        """0 every pair passed; 1 a pair failed (whatever else could not be asked: a failure seen outranks it, as in
+        final-health); 3 no pair failed and one is unknown (a host did not answer: the matrix is incomplete)."""
+        return 0 if self.ok else (1 if self.verdict.failed else 3)
 
 
 def _leg(url: str, body: CanaryBody, timeout: float) -> LegAnswer:
@@ -180,34 +182,95 @@ def run_canary(dep: Deployment, i: int, j: int, bases: dict[RoleRef, str], slot:
     )
 
 
-def verify_pairs(dep: Deployment, budget: float | None = None, *, lineage: bool = True) -> PairsReport:
-    """Canary every prefill x decode pair within `budget` seconds (default: final_health.probe.timeout); with
-    `lineage`, then mark each pair's restart-lineage hazard (a marking: the verdict is the canaries'). Never
-    raises for a broken pair; raises UnreachableError/HostKeyRefused when a host cannot be asked at all."""
-    from pdctl.ops.fanout import fan_out, raise_first_unreachable
+@dataclass
+class _Reach:
+    """Which prefills and decodes can be asked: the base URL of each that can, why each other cannot, and the first
+    error met (the one to raise when no pair can be asked at all)."""
 
-    dep.connect_all()
+    bases: dict[RoleRef, str]
+    unasked: dict[RoleRef, str]
+    first: PdctlError | None
+
+
+def _reach(dep: Deployment, down: dict[str, str]) -> _Reach:
+    """Ask every host of the prefills and decodes not in `down` (host -> why: already known not to answer), then
+    each of their workers' base URL (over a tunnel this connects). A host that does not answer makes its workers
+    unasked, never the others; a refused host key raises (HostKeyRefused: the operator's decision, exit 4)."""
+    from pdctl.errors import RefusedError, UnreachableError
+
+    roles = ("prefill", "decode")
+    down = dict(down)
+    first: PdctlError | None = None
+    for host in dep.each_host(lambda h: None if h in down else dep.transport(h).reach(), roles=roles):
+        if isinstance(host.error, RefusedError):
+            raise host.error
+        if host.error is not None:
+            down[host.key] = host.error.message.splitlines()[0]
+            first = first or host.error
+    unasked: dict[RoleRef, str] = {}
+    for role, k, inst in dep.inv.instances():
+        if role in roles and inst.host in down:
+            unasked[RoleRef(role, k)] = f"{role}: host {inst.host} did not answer: {down[inst.host]}"
+            first = first or UnreachableError(unasked[RoleRef(role, k)], target=inst.host)
+    # base URLs before any canary: a worker whose tunnel cannot be made is said, not canaried
+    resolved = dep.each_instance(
+        lambda role, k: None if RoleRef(role, k) in unasked else dep.base_url(role, k), roles=roles
+    )
+    for r in resolved:
+        if isinstance(r.error, RefusedError):
+            raise r.error
+        if r.error is not None:
+            unasked[r.key] = f"{r.key.role}: {r.error.message.splitlines()[0]}"
+            first = first or r.error
+    bases = {r.key: r.value for r in resolved if r.value is not None and r.key not in unasked}
+    return _Reach(bases, unasked, first)
+
+
+def verify_pairs(
+    dep: Deployment, budget: float | None = None, *, lineage: bool = True, down: dict[str, str] | None = None
+) -> PairsReport:
+    """Canary every prefill x decode pair whose two hosts answer, within `budget` seconds (default:
+    final_health.probe.timeout); a pair on a host that does not answer (or in `down`: host -> why, known already)
+    is unknown, and the others are still canaried and judged. With `lineage`, then mark each pair's restart-lineage
+    hazard (a marking: the verdict is the canaries'). Never raises for a broken pair, nor for a host that does not
+    answer while a pair can still be asked; raises UnreachableError when none can (every prefill's or every
+    decode's host is silent), HostKeyRefused when a host's key is refused."""
+    from pdctl.ops.fanout import fan_out
+
     inv = dep.inv
     budget = float(budget if budget is not None else inv.final_health.probe.timeout)
     n_p, n_d = len(inv.roles.prefill), len(inv.roles.decode)
-    # base URLs first: over a tunnel this connects, and an unreachable host is said before any canary is sent
-    resolved = dep.each_instance(lambda role, k: dep.base_url(role, k), roles=("prefill", "decode"))
-    raise_first_unreachable(resolved)
-    bases = {r.key: r.value for r in resolved if r.value is not None}
+    reach = _reach(dep, down or {})
+    bases, unasked = reach.bases, reach.unasked
+    silent = {
+        role for role, n in (("prefill", n_p), ("decode", n_d)) if all(RoleRef(role, k) in unasked for k in range(n))
+    }
+    if reach.first is not None and silent:  # no pair can be asked: fail naming the host, as every command does
+        raise reach.first
     slot = max(MIN_SLOT_S, budget / n_p)
     started = time.monotonic()
 
+    def pair(i: int, j: int) -> PairResult:
+        sides = [unasked[ref] for ref in (RoleRef("prefill", i), RoleRef("decode", j)) if ref in unasked]
+        return judge_unasked(i, j, "; ".join(sides)) if sides else run_canary(dep, i, j, bases, slot)
+
     def column(j: int) -> list[PairResult]:
-        return [run_canary(dep, i, j, bases, slot) for i in range(n_p)]
+        return [pair(i, j) for i in range(n_p)]
 
     columns = fan_out([(inv.label("decode", j), j) for j in range(n_d)], column, bound=max(1, n_d))
-    raise_first_unreachable(columns)
-    results = [r for col in columns for r in (col.value or [])]
+    results: list[PairResult] = []
+    for col in columns:  # a column whose host could not be asked mid-way: its pairs unknown, the others stand
+        lost = "" if col.error is None else col.error.message.splitlines()[0]
+        results += col.value if col.value is not None else [judge_unasked(i, col.key, lost) for i in range(n_p)]
     results.sort(key=lambda r: (r.prefill, r.decode))
     notes = [f"each canary had {slot:g}s of the {budget:g}s budget; one past it is closed and aborted"]
     if not any(r.kv_transfer_ms is not None for r in results):
         notes.append("no KV transfer time reported: cells show the decode's answer time")
-    if lineage:
+    if unasked:
+        notes.append(f"{len(unasked)} worker(s) not asked (a host did not answer): their pairs are unknown")
+    if lineage and unasked:  # its read asks every worker's host: one that did not answer would be waited for again
+        notes.append("restart lineage not read: a host did not answer")
+    elif lineage:
         from pdctl.ops.lineage_record import pair_lineage
 
         marks, unread = pair_lineage(dep)

@@ -59,20 +59,22 @@ def pairs_report(rep) -> None:
     label = "pass: KV transfer ms" if any(r.kv_transfer_ms is not None for r in rep.pairs) else "pass: decode answer ms"
     c.print(Text(f"pairs (rows prefill, columns decode; {label})", style="italic"))
     c.print(grid("", cols, rows, c.width))
-    bad = [r for r in rep.pairs if r.status != PASS]
-    if bad:
-        c.print(Text("failed pairs" if any(r.status == FAIL for r in bad) else "unknown pairs", style="bold"))
-        pcols = (
-            Col("status", ident=True, head=True),
-            Col("pair", ident=True, head=True),
-            Col("expected"),
-            Col("found"),
-            Col("room"),
-            Col("timeout"),
-        )
+    pcols = (
+        Col("status", ident=True, head=True),
+        Col("pair", ident=True, head=True),
+        Col("expected"),
+        Col("found"),
+        Col("room"),
+        Col("timeout"),
+    )
+    for status, title in ((FAIL, "failed pairs"), (UNKNOWN, "unknown pairs")):  # failures first: they are findings
+        bad = [r for r in rep.pairs if r.status == status]
+        if bad:
+            c.print(Text(title, style="bold"))
         for r in bad:
+            room = "" if r.room is None else str(r.room)  # no room: no canary was sent
             for shown in block(
-                pcols, (cell(r), r.name, r.expected, r.found, str(r.room), "; ".join(r.aborted)), width=c.width
+                pcols, (cell(r), r.name, r.expected, r.found, room, "; ".join(r.aborted)), width=c.width
             ):
                 c.print(shown)
     marked = [r for r in rep.pairs if r.lineage_hazard]
