@@ -123,19 +123,28 @@ _CLASS_WORD = {
     "KeyboardInterrupt": "interrupted",
 }
 _CLASS_PREFIX = re.compile(r"^([A-Z][A-Za-z0-9_]*): ?(.*)$", re.S)
+# a "watch heal" record of a pdctl before heals recorded their end: written before acting, so it holds no outcome
+_HEAL_BEFORE_ENDS = re.compile(r"^evidence recorded; running `pdctl ([^`]+)`$")
 
 
 def result_word(record: dict[str, Any]) -> ResultWord:
     """(word, detail) for an audit record's result, whatever the action wrote ("ok", "passed", "HazardRefused:
     refused: ...", "failed at step 2 ...", "final-health failed"); the record's `exit_code` decides the word when
-    the text alone does not, and over an error's class (a StepFailed of exit 3 is unreachable). Pure."""
+    the text alone does not, and over an error's class (a StepFailed of exit 3 is unreachable); an exit code of 0 is
+    ok. A text it does not know, with no exit code, is "failed" (an action that ends normally writes "ok"), but a
+    record that says nothing of how its action ended is "unrecorded", never "failed". Pure."""
     res = str(record.get("result", "")).strip()
     code = record.get("exit_code")
+    if isinstance(code, bool):  # JSON true/false is no exit code
+        code = None
     low = res.lower()
     if low in ("ok", "passed", "pass"):
         return ResultWord("ok", "")
     if not res and not isinstance(code, int):  # a record that says nothing of how it ended: never "failed"
         return ResultWord("unrecorded", "the record holds no result")
+    old_heal = _HEAL_BEFORE_ENDS.match(res) if not isinstance(code, int) else None
+    if old_heal:  # its outcome is in the record of the action it ran, written next
+        return ResultWord("unrecorded", f"{res}: its outcome is in that `{old_heal.group(1)}` record, next")
     if low == STARTED:  # its end is not in the log (fold_runs drops the started records of finished runs)
         return ResultWord("unfinished", "started, no end recorded: killed, or still running")
     if low.startswith("taken over"):  # a "lock takeover" record
@@ -161,7 +170,7 @@ def result_word(record: dict[str, Any]) -> ResultWord:
         if rest.lower().startswith(word + ":"):
             rest = rest[len(word) + 1 :]
         return ResultWord(word, rest.strip())
-    word = exit_kind(code) if isinstance(code, int) and code else "failed"
+    word = ("ok" if code == 0 else exit_kind(code)) if isinstance(code, int) else "failed"
     if low.startswith("failed"):
         return ResultWord(word, res[len("failed") :].lstrip(" :"))
     if low == "error":

@@ -9,19 +9,23 @@ The known cases, and only these:
                       passing, is alerted, not healed).
 The action: on xPyD (two or more prefills and decodes) the rolling co-restart, which keeps the service up; a pin,
 whose room never drains (the rolling restart waits for drains), and a 1P1D deployment get `restart --pair`.
-The guards, in order: any target unknown (a host that did not answer: never act on what cannot be seen), the
-previous heal's final-health red, the budget (at most `max_per_hour` heals in the last hour; then the watch says
-so and stops acting until the hour has passed), and a heal already running.
+The guards, in order: any target unknown (a host that did not answer: never act on what cannot be seen), a heal
+already running, the audit log unreadable (the heals cannot be counted), the last heal's final-health ran red (a
+human must look; a refusal or a heal stopped before its final-health is no red), the budget (at most
+`max_per_hour` heals in the last hour, counted from the audit log across watches; then the watch says so and stops
+acting until the hour has passed), and the deployment lock held by another operator (waited for, not spent).
+What the log says of past heals is pdctl.checks.heal_ledger's.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from pdctl.checks.heal_ledger import HOUR_S, HealLedger
 from pdctl.checks.watch_records import CheckState, FailureCount, InflightSummary, PairState
 
-HOUR_S = 3600.0
 CASES = ("pinned", "pair-broken", "degraded-bootstrap")
 
 
@@ -49,7 +53,8 @@ class HealDecision:
     case: str | None  # one of CASES, or None: nothing to heal
     action: str | None = None  # "restart --rolling" | "restart --pair"
     reason: str = ""  # what was seen, for the timeline and the audit record
-    refused: str | None = None  # a guard that stops it now
+    refused: str | None = None  # a guard that stops it now, in words
+    guard: str | None = None  # which guard, stably named: a refusal is said again only when this changes
     evidence: list[str] = field(default_factory=list)
     pairs: list[tuple[int, int]] = field(default_factory=list)  # (prefill, decode) the canaries call broken
 
@@ -119,30 +124,51 @@ def decide(
     view: HealView,
     policy: HealPolicy,
     *,
-    heals_at: Iterable[float],
+    ledger: HealLedger,
     now: float,
-    last_heal_ok: bool | None,
     healing: bool = False,
+    lock_holder: str | None = None,
+    lock_unread: str | None = None,
 ) -> HealDecision:
-    """The decision for this round. `heals_at`: times of the heals done (or tried) so far; `last_heal_ok`: the
-    previous heal's final-health verdict (None: no heal yet)."""
+    """The decision for this round. `ledger`: the heals so far, as the audit log tells them (checks.heal_ledger);
+    `lock_holder`: who holds the deployment lock, described (None: free, or not read yet); `lock_unread`: why the
+    lock could not be read (its host did not answer: unknown, never acted on)."""
     case, reason, evidence, pairs = confirmed_case(view, policy)
     if case is None:
         return HealDecision(None)
     d = HealDecision(case, smallest_action(case, view), reason, evidence=evidence, pairs=pairs)
-    recent = [t for t in heals_at if now - t < HOUR_S]
+    recent = [t for t in ledger.heals_at if now - t < HOUR_S]
     if view.unknown:
+        d.guard = "unknown: " + ", ".join(view.unknown)
         d.refused = f"not acting: {', '.join(view.unknown)} did not answer (unknown is never acted on)"
     elif healing:
-        d.refused = "not acting: the previous heal is still running"
-    elif last_heal_ok is False:
-        d.refused = "not acting: the previous heal's final-health is red (a human must look)"
+        d.guard, d.refused = "healing", "not acting: the previous heal is still running"
+    elif ledger.unreadable:
+        d.guard = "ledger"
+        d.refused = f"not acting: the heals so far cannot be counted: {ledger.unreadable}"
+    elif ledger.red is not None:
+        d.guard = "red"
+        d.refused = (
+            f"not acting: the previous heal's final-health is red{_when(ledger.red.at)} (a human must look; "
+            "a `pdctl restart --pair`, `restart --rolling` or `deploy` that ends ok re-arms healing)"
+        )
     elif len(recent) >= policy.max_per_hour:
+        d.guard = "budget"
         d.refused = (
             f"not acting: heal budget spent ({len(recent)} in the last hour, at most "
             f"{policy.max_per_hour}); next allowed in {HOUR_S - (now - min(recent)):.0f}s"
         )
+    elif lock_holder is not None:
+        d.guard = "lock"
+        d.refused = f"not acting: the deployment lock is held by {lock_holder} (waiting for it to end)"
+    elif lock_unread is not None:
+        d.guard = "lock unread"
+        d.refused = f"not acting: the deployment lock could not be read ({lock_unread})"
     return d
+
+
+def _when(at: float | None) -> str:
+    return "" if at is None else time.strftime(" (the heal of %Y-%m-%d %H:%M:%S)", time.localtime(at))
 
 
 def budget_exhausted(heals_at: Iterable[float], now: float, policy: HealPolicy) -> bool:
