@@ -1,9 +1,9 @@
-"""The console class every printer writes through: rich's, with pdctl's answer to a reader that goes away, and a
-last guard against text that would drive the terminal."""
+"""The console class every printer writes through: rich's, with pdctl's answer to a reader that goes away, a last
+guard against text that would drive the terminal, and a dumb terminal's real width with ASCII line drawing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Optional, Union
 
 from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
@@ -14,18 +14,24 @@ if TYPE_CHECKING:
     from rich.console import HighlighterType, JustifyMethod, OverflowMethod
 
 from pdctl.render.escape_controls import escape_controls
+from pdctl.render.line_art import ascii_line_art, terminal_size
 
 
-def _printable_segments(buffer: Iterable[Segment]) -> Iterator[Segment]:
+def _printable_segments(buffer: Iterable[Segment], ascii_art: bool = False) -> Iterator[Segment]:
     """After layout, the last line of defence: text that reached the console without pdctl's escaping (a renderable
     of rich's own making: a panel title, a progress column) gets its control characters escaped too; rich's control
-    segments (the live screen's cursor moves) and styles pass untouched."""
+    segments (the live screen's cursor moves) and styles pass untouched. `ascii_art`: line drawing becomes ASCII
+    of the same width (a dumb terminal)."""
     for seg in buffer:
         text = seg.text
-        if seg.control or text.isprintable() or not text:
+        if seg.control or not text:
             yield seg
-        else:
-            yield Segment(escape_controls(text), seg.style, seg.control)
+            continue
+        if ascii_art and not text.isascii():
+            text = ascii_line_art(text)
+        if not text.isprintable():
+            text = escape_controls(text)
+        yield seg if text is seg.text else Segment(text, seg.style, seg.control)
 
 
 class PdctlConsole(Console):
@@ -33,7 +39,21 @@ class PdctlConsole(Console):
     the command goes on to its verdict (pdctl/broken_pipe.py), where rich would exit 1, pdctl's "a check failed".
     And no text it prints can carry a terminal control sequence: a str it is handed (`print("...")`, a table cell, a
     rule's title) is escaped before layout, like pdctl's Text (render/escape_controls.py), and every segment once
-    more after layout."""
+    more after layout.
+
+    On a dumb terminal (TERM=dumb or unknown) rich lays out for 80x25 whatever the terminal's size, even a width it
+    is given: this console lays out for the real size (the width asked for, $COLUMNS, else the terminal's) and
+    draws lines, boxes and bars in ASCII."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ascii_art = self.is_dumb_terminal
+        if self.ascii_art:
+            try:
+                fd: int | None = self.file.fileno()
+            except (AttributeError, ValueError, OSError):  # a stream without a descriptor
+                fd = None
+            self.size = terminal_size(fd, kwargs.get("width"), kwargs.get("height"))
 
     def on_broken_pipe(self) -> None:
         from pdctl.broken_pipe import drop_rest_of_output
@@ -43,7 +63,7 @@ class PdctlConsole(Console):
 
     def render(self, renderable: RenderableType, options: Optional[ConsoleOptions] = None) -> Iterable[Segment]:
         # rich's public hook every printed renderable passes through (nested ones too), after their layout
-        return _printable_segments(super().render(renderable, options))
+        return _printable_segments(super().render(renderable, options), self.ascii_art)
 
     def render_str(
         self,
