@@ -1,6 +1,7 @@
 """What may name a host: a host name or an IP address (`address`, `internal_address`), and an SSH jump chain
 (`proxy_jump`, as `ssh -J`: [user@]host[:port][,next-hop...]). Pure: the inventory refuses anything else when it is
-loaded, so a typo is exit 2 naming the field, not a resolver or connect error (exit 3) at the first command.
+loaded, so a typo is exit 2 naming the field, not a resolver or connect error (exit 3) at the first command. And
+which resolved addresses are loopback (`not_loopback`): judged on addresses, never on how a name is spelled.
 """
 
 from __future__ import annotations
@@ -70,3 +71,19 @@ def jump_problem(spec: str) -> str | None:
         except ValueError as e:
             return str(e)
     return None
+
+
+def not_loopback(addresses: list[str]) -> list[str]:
+    """The addresses (IP literals, as a resolver gives them) that are not loopback: not in 127.0.0.0/8, not ::1, not
+    an IPv4-mapped 127.x. A text that is no IP address counts as not loopback. Pure: the resolving is the caller's."""
+    out = []
+    for text in addresses:
+        try:
+            ip = ipaddress.ip_address(text)
+        except ValueError:
+            out.append(text)
+            continue
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+        if not (ip.is_loopback or (mapped is not None and mapped.is_loopback)):
+            out.append(text)
+    return out

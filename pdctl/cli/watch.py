@@ -2,32 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from contextlib import contextmanager
+from typing import Annotated, Iterator, Optional
 
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
 
-LOOPBACK = ("localhost", "::1")
 
-
-def exporter_address(listen: str, listen_any: bool) -> tuple[str, int]:
-    """--listen as (host, port). Raises UsageError naming --listen for a bad HOST:PORT, and for an address other
-    than loopback without --listen-any (the exporter tells anyone who asks the deployment's state, unauthenticated)."""
+def exporter_address(listen: str, listen_any: bool, *, said: str | None = None, resolve=None) -> tuple[str, int]:
+    """--listen (or watch.listen, `said` naming it) as the (address, port) to serve on: the address the name resolves
+    to (pdctl.ops.watch_exporter.exporter_bind). Raises UsageError naming --listen or the field for a bad HOST:PORT,
+    a name that does not resolve, and an address other than loopback without --listen-any."""
     from pdctl.errors import UsageError
     from pdctl.inventory import parse_listen
+    from pdctl.ops.watch_exporter import bind_addresses, exporter_bind
 
+    said = said or f"--listen {listen}"
     try:
         host, port = parse_listen(listen)
     except ValueError as e:
         raise UsageError(f"--{e}") from None
-    if not (host in LOOPBACK or host.startswith("127.")) and not listen_any:
-        raise UsageError(
-            f"--listen {listen}: not a loopback address; the exporter has no authentication",
-            hint="pass --listen-any to serve it there anyway (behind a firewall), or listen on "
-            "127.0.0.1 and let a local Prometheus scrape it",
-        )
-    return host, port
+    return exporter_bind(host, port, listen_any=listen_any, said=said, resolve=resolve or bind_addresses), port
 
 
 @handle_errors
@@ -139,7 +135,8 @@ def watch(
         raise UsageError(f"--heal {heal!r}: choose off, dry or on")
     inv = load_inventory(inventory)
     if not (uninstall or status):  # what the watch (or the service's) would serve, checked before anything
-        serve = exporter_address(listen or inv.watch.listen, listen_any)
+        said = f"--listen {listen}" if listen else f"watch.listen {inv.watch.listen} (in {inv.source})"
+        serve = exporter_address(listen or inv.watch.listen, listen_any, said=said)
     if install or uninstall or status:
         if install + uninstall + status > 1:
             raise UsageError("choose one of --install, --uninstall, --status")
@@ -164,18 +161,18 @@ def watch(
         raise UsageError("--json and --timeline - both want stdout", hint="write the timeline to a file")
     from pdctl.checks.watch_schedule import short_watch_warning
 
+    sinks: list[TimelineSink] = []
+    writer = TimelineWriter(timeline) if timeline else None  # refused (a link, a device) before anything is said
+    if writer is not None:
+        sinks.append(writer)
     short = short_watch_warning(for_s, once, inv.watch.inflight_window, inv.watch.inflight_interval)
     if short:
         render.warning(short)
-    sinks: list[TimelineSink] = []
-    writer = TimelineWriter(timeline) if timeline else None
-    if writer is not None:
-        sinks.append(writer)
     live = not json_out and timeline != "-" and not once and sys.stdout.isatty()
     if not json_out and timeline != "-" and not once and not live:
         sinks.append(ChangeLines())
     try:
-        with open_deployment(inv, quiet=True) as dep:
+        with open_deployment(inv, quiet=True) as dep, _hangup_reopens(writer):
             hooks: list[Hook] = []
             if heal != "off":
                 from pdctl.ops.heal import Healer
@@ -191,15 +188,32 @@ def watch(
                 screen=LiveScreen if live else None,
                 notifier=Notifier.from_env(unset=True),
             )
+    except KeyboardInterrupt as e:  # before its first round (connecting, binding): the watch had changed nothing
+        from pdctl.cli.common import report_error
+        from pdctl.errors import ExitCode
+
+        why = getattr(e, "signal_name", None) or "SIGINT (Ctrl-C)"
+        code = report_error(
+            ExitCode.INTERRUPTED, f"watch stopped by {why} before its first round", None, json_out=json_out
+        )
+        raise typer.Exit(code) from None
     finally:
         if writer is not None:
             writer.close()
     state = result.state
     if state is None:  # run_watch always gives its state; only a WatchResult made elsewhere has none
         raise typer.Exit(result.exit_code())
+    failed_outputs = [
+        f"{h.name}: {h.failures} batch(es) of lines could not be written at once"
+        + (f", {h.dropped_lines} line(s) dropped" if h.dropped_lines else "")
+        + (f"; still failing: {h.why}" if not h.ok else "")
+        for h in (result.outputs.outputs.values() if result.outputs else ())
+        if h.failures
+    ]
     if json_out:
         snapshot = to_data(state.snapshot(state.started + result.seconds))
         snapshot.pop("exit_code")  # the state's verdict alone: the process's own (130 when interrupted) stands
+        warnings = ([short] if short else []) + failed_outputs
         render.emit_json(
             {
                 "ok": result.ok,
@@ -207,17 +221,54 @@ def watch(
                 "seconds": round(result.seconds, 1),
                 "stopped_by": result.stopped_by,
                 **snapshot,
-                **({"warnings": [short]} if short else {}),
+                **({"warnings": warnings} if warnings else {}),
             }
         )
+    elif result.reader_gone:
+        pass  # `| head -1`: its reader has what it wanted; the exit status is still the verdict
     elif timeline != "-":
         if not live:  # the live view's last frame stays on the screen
             render.console().print(screen_text(state, state.started + result.seconds))
         if result.stopped_by:
             render.console(stderr=True).print(f"watch stopped by {result.stopped_by} after {result.seconds:.0f}s")
+    if not json_out:
+        for said in failed_outputs:
+            render.warning(said)
     code = result.exit_code()
     if code:
         raise typer.Exit(code)
+
+
+@contextmanager
+def _hangup_reopens(writer) -> Iterator[None]:
+    """While inside, SIGHUP reopens the --timeline file (logrotate's signal) instead of stopping the watch, when
+    the watch has a timeline file and no controlling terminal (a service, setsid): with one, a SIGHUP may be the
+    terminal hanging up, and stops it as before. A SIGHUP the process was started ignoring (nohup) stays ignored."""
+    import os
+    import signal
+    import threading
+
+    def has_terminal() -> bool:
+        try:
+            os.close(os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY))
+            return True
+        except OSError:
+            return False
+
+    if (
+        writer is None
+        or writer.target == "-"
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        or has_terminal()
+    ):
+        yield
+        return
+    previous = signal.signal(signal.SIGHUP, lambda _signum, _frame: writer.reopen())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def _service(

@@ -19,6 +19,11 @@ After each round: the new timeline lines (typed, pdctl.checks.watch_events) go t
 hook (`hooks`: the heal's seam) is called as hook(watch, cadence) in that round's thread; a hook's exception becomes
 an {"event": "error"} line and the watch goes on. A hook says its own lines with `watch.emit(event)`.
 
+Its outputs are fallible (pdctl.ops.watch_outputs): a sink that raises fails alone; its failure (and later its
+recovery) is an {"event": "output"} line to the other sinks and in the exporter's pdctl_output_ok; the rounds, the
+exporter and the hooks go on. A sink whose reader went away for good (ReaderGone: stdout's, `| head -1`) ends the
+watch as a run-out --for would, with its verdict.
+
 Its own restart. Recovered from the deployment, never assumed: the processes and their start times (read every
 flags round), the co-restart lineage record (read from the prefill host every flags round), every check's status
 (the first round of each cadence), a pin's start (the inflight judge's evidence: no progress for so long, once a
@@ -38,11 +43,13 @@ from typing import Callable, Sequence
 from pdctl.checks.pairs import pair_name
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.watch_events import CanaryAsked, Redeclared, RoundError, TimelineEvent, TimelineSink
+from pdctl.checks.watch_outputs import OutputLedger
 from pdctl.checks.watch_schedule import CADENCES, RUN, SKIP, CadenceClock, cadence_periods
 from pdctl.checks.watch_state import WatchState
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.watch_follow import InventoryFollower
+from pdctl.ops.watch_outputs import Outputs
 from pdctl.ops.watch_rounds import ROUNDS, Seen
 from pdctl.services.sdnotify import READY, STOPPING, WATCHDOG, Notifier
 
@@ -59,6 +66,8 @@ class WatchResult:
     seconds: float
     stopped_by: str = ""  # "" (ran out: --for or --once), "SIGINT (Ctrl-C)", "SIGTERM", ...
     state: WatchState | None = None
+    reader_gone: bool = False  # ended because stdout's reader went away (not an interrupt: the verdict stands)
+    outputs: OutputLedger | None = None  # how its outputs fared
     json_extra = ("ok",)
 
     @property
@@ -81,7 +90,6 @@ class Watch:
         s = self.dep.inv.watch
         self.state = WatchState(self.dep.inv.name, self.wall(), inflight_window_s=s.inflight_window)
         self.lock = threading.RLock()  # state changes, and the exporter's reads of it
-        self._emit_lock = threading.Lock()  # sinks see whole batches, in order
         self.clocks = {name: CadenceClock(name, every) for name, every in cadence_periods(s).items()}
         self.finished = 0  # rounds finished (done or raised): what the watchdog pings follow
         self.first_finished: set[str] = set()
@@ -94,6 +102,10 @@ class Watch:
         self._pairs_began: float | None = None  # clock reading when the last pairs round began
         self._said_asked: dict[str, float] = {}  # a canary's reason -> clock reading its line was last written
         self._stop = threading.Event()
+        # its sinks, each fallible: a failure is an output line; a reader gone for good stops the watch
+        self.outputs = Outputs(
+            self.on_lines, self.state.deployment, self.lock, self.wall, on_reader_gone=self._stop_set
+        )
 
     # -- the loop ----------------------------------------------------------------------------------------------
     def run(
@@ -117,7 +129,7 @@ class Watch:
 
         stop = self._stop = stop or self._stop
         started = self.clock()
-        result = WatchResult(self.dep.inv.name, 0.0, state=self.state)
+        result = WatchResult(self.dep.inv.name, 0.0, state=self.state, outputs=self.outputs.ledger)
         pool = DaemonPool(len(CADENCES))
         pulse = _Pulse(notifier or Notifier())
         try:
@@ -145,6 +157,7 @@ class Watch:
         except KeyboardInterrupt as e:
             result.stopped_by = getattr(e, "signal_name", None) or "SIGINT (Ctrl-C)"
         finally:
+            result.reader_gone = self.outputs.reader_gone
             pulse.notifier.notify(STOPPING)
             pool.shutdown(wait=False, cancel_futures=True)
             self._opened.close()
@@ -193,12 +206,14 @@ class Watch:
             with self.lock:
                 self.finished += 1
                 self.first_finished.add(clock.name)
-        self._emit(lines)
-        for hook in list(self.hooks):
-            try:
-                hook(self, clock.name)
-            except Exception as e:
-                self.emit(self._error_line(clock.name, e, what="hook"))
+        try:
+            self._emit(lines)  # never raises for a sink's failure (said as an output line): the hooks run anyway
+        finally:
+            for hook in list(self.hooks):
+                try:
+                    hook(self, clock.name)
+                except Exception as e:
+                    self.emit(self._error_line(clock.name, e, what="hook"))
 
     def apply(self, cadence: str, seen: Seen, t: float, *, started: float | None = None) -> list[TimelineEvent]:
         """Fold one round (started at `started`, unix time) into the state (the caller holds the lock); the
@@ -286,11 +301,10 @@ class Watch:
             self.state.heals[outcome] = self.state.heals.get(outcome, 0) + 1
 
     def _emit(self, lines: list[TimelineEvent]) -> None:
-        if not lines:
-            return
-        with self._emit_lock:
-            for sink in self.on_lines:
-                sink(lines)
+        self.outputs.emit(lines)  # raises nothing a sink raised (pdctl.ops.watch_outputs)
+
+    def _stop_set(self) -> None:
+        self._stop.set()  # the Event run() waits on (it may be the caller's, set at run())
 
     def _error_line(self, cadence: str, e: BaseException, what: str = "round") -> RoundError:
         text = (getattr(e, "message", None) or str(e) or type(e).__name__).splitlines()[0]

@@ -1,11 +1,16 @@
 """`pdctl watch`'s Prometheus exporter: the watch's state as the metrics of the exporter contract (docs/watch.md),
 built at each scrape from the state (so a target that turned unknown has its check series gone, never 0), in its
 own CollectorRegistry (no process/platform collectors), served by prometheus_client's HTTP server on a daemon
-thread."""
+thread.
+
+Where it listens is checked on what the name resolves to, not on how it is spelled: every address `--listen` (or
+`watch.listen`) resolves to must be loopback unless --listen-any (`127.evil.example` may resolve to 0.0.0.0), and
+the exporter binds the address that was checked, so no second lookup can answer otherwise."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Protocol
+import socket
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -18,6 +23,7 @@ if TYPE_CHECKING:
 
     from pdctl.checks.watch_state import WatchState
     from pdctl.ops.context import Deployment
+    from pdctl.ops.watch_outputs import Outputs
 
 
 class Watch(Protocol):
@@ -26,6 +32,7 @@ class Watch(Protocol):
     dep: Deployment
     state: WatchState
     lock: RLock
+    outputs: Outputs
 
     def wall(self) -> float: ...
 
@@ -173,6 +180,22 @@ class WatchCollector(Collector):
             change.add_metric([dep], 1 if st.change else 0)
             yield from (last, heals, exhausted, tokens, change)
 
+            out_ok = gauge(
+                "pdctl_output_ok",
+                "1 the watch's output (its --timeline, its change lines) took its last batch, 0 it fails (full disk, "
+                "a FIFO nobody reads); the watch goes on meanwhile",
+                ("output",),
+            )
+            dropped = CounterMetricFamily(
+                "pdctl_output_dropped_lines",
+                "timeline lines the output lost: not written and no room left to keep them for later",
+                labels=("deployment", "output"),
+            )
+            for name, h in sorted(w.outputs.ledger.outputs.items()):
+                out_ok.add_metric([dep, name], 1 if h.ok else 0)
+                dropped.add_metric([dep, name], h.dropped_lines)
+            yield from (out_ok, dropped)
+
 
 def _instance_labels(w: Watch) -> list[str]:
     return [w.dep.inv.label(role, i) for role, i, _ in w.dep.inv.instances()]
@@ -190,9 +213,49 @@ class Exporter:
         self._thread.join(timeout=2)
 
 
+#: host, port -> every address the exporter could bind for them, in getaddrinfo's order
+Resolver = Callable[[str, int], list[str]]
+
+
+def bind_addresses(host: str, port: int) -> list[str]:
+    """What prometheus_client's server would bind for `host` (getaddrinfo, passive, stream), every answer in order.
+    Raises OSError (socket.gaierror) when the name does not resolve."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    return list(dict.fromkeys(str(sockaddr[0]) for *_, sockaddr in infos))
+
+
+def exporter_bind(host: str, port: int, *, listen_any: bool, said: str, resolve: Resolver = bind_addresses) -> str:
+    """The address to serve the exporter on for `host`: the first it resolves to (as prometheus_client would
+    choose), after every one was found loopback, unless `listen_any`. `said` names where the address came from
+    and how it was written ("--listen NAME:PORT", "watch.listen NAME:PORT in FILE"). Raises UsageError naming it
+    when the name does not resolve, or resolves to an address other than loopback (0.0.0.0 included) without
+    --listen-any: the exporter tells anyone who asks the deployment's state, unauthenticated."""
+    from pdctl.errors import UsageError
+    from pdctl.host_address import not_loopback
+
+    try:
+        addresses = resolve(host, port)
+    except OSError as e:
+        raise UsageError(
+            f"{said}: {host!r} does not resolve ({e.strerror or e})", hint="give an IP address, e.g. 127.0.0.1:9464"
+        ) from None
+    if not addresses:
+        raise UsageError(f"{said}: {host!r} resolves to no address", hint="give an IP address, e.g. 127.0.0.1:9464")
+    others = not_loopback(addresses)
+    if others and not listen_any:
+        resolved = "" if others == [host] else f"{host} resolves to {', '.join(others)}, "
+        raise UsageError(
+            f"{said}: {resolved}not a loopback address; the exporter has no authentication",
+            hint="pass --listen-any to serve it there anyway (behind a firewall), or listen on "
+            "127.0.0.1 and let a local Prometheus scrape it",
+        )
+    return addresses[0]
+
+
 def serve_exporter(watch: Watch, host: str, port: int) -> Exporter:
-    """Serve /metrics for `watch` on host:port (port 0: any free one, see Exporter.port). Raises UsageError
-    naming the address when it cannot be bound."""
+    """Serve /metrics for `watch` on host:port (port 0: any free one, see Exporter.port); `host` as exporter_bind
+    gave it (an address, so no second lookup decides where it listens). Raises UsageError naming the address when
+    it cannot be bound."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     from pdctl.errors import UsageError
@@ -202,8 +265,9 @@ def serve_exporter(watch: Watch, host: str, port: int) -> Exporter:
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as e:
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         raise UsageError(
-            f"--listen {host}:{port}: cannot serve the exporter there: {e.strerror or e}",
+            f"--listen {where}: cannot serve the exporter there: {e.strerror or e}",
             hint="choose a free port on an address of this machine",
         ) from None
     return Exporter(server, thread)

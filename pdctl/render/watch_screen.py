@@ -1,7 +1,8 @@
 """`pdctl watch`'s screen. In a terminal: a live view redrawn every second, verdict first, one row per check that
 is not passing (with what was expected and found), counts of the rest, and when each cadence last completed a
-round. Not a terminal (a pipe, a log): one line per status change instead, as they happen. Both read well at 80
-columns: long identifiers wrap to the next line, never cut."""
+round. Not a terminal (a pipe, a log): one line per status change instead, as they happen; when that pipe's reader
+goes away (`pdctl watch | head`), the watch ends (ReaderGone). Both read well at 80 columns: long identifiers wrap
+to the next line, never cut."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pdctl.checks.watch_events import (
     TargetChanged,
     TimelineEvent,
 )
+from pdctl.checks.watch_outputs import OutputChanged, ReaderGone
 from pdctl.checks.watch_schedule import CADENCES
 from pdctl.render.escape_controls import Text
 
@@ -149,12 +151,17 @@ def _said(event: TimelineEvent) -> tuple[str, tuple[str, ...], str]:
         return "", (event.status,), event.observed
     if isinstance(event, Redeclared):
         return "", ("followed" if event.followed else "not followed",), event.observed
+    if isinstance(event, OutputChanged):
+        return event.output, (event.status,), event.observed
     return "", (), ""
 
 
 class ChangeLines:
     """A timeline sink that prints each change as a line (stdout not a terminal). A check seen for the first
-    time passing is not a change: those are counted, one line per layer ("PASS flags: 20 checks")."""
+    time passing is not a change: those are counted, one line per layer ("PASS flags: 20 checks"). Raises
+    ReaderGone once stdout's reader went away (pdctl's console then drops what is printed)."""
+
+    name = "change lines"
 
     def __init__(self) -> None:
         self._seen: set[tuple[str, str, str]] = set()
@@ -180,6 +187,8 @@ class ChangeLines:
             out.append("PASS", style=STYLE[Status.PASS])
             out.append(f" {layer}: {n} check{'s' if n != 1 else ''}")
             c.print(out)
+        if c.quiet:  # set by pdctl's console when a write found the reader gone: nothing printed reaches anyone
+            raise ReaderGone()
 
 
 class LiveScreen:
