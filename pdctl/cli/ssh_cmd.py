@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors
+from pdctl.errors import ExitCode
 
 
 @handle_errors
@@ -18,15 +19,22 @@ def ssh(
         ),
     ] = None,
     close: Annotated[
-        bool, typer.Option("--close", help="End these hosts' kept connections and say which ended.")
+        bool,
+        typer.Option(
+            "--close",
+            help="End these hosts' kept connections and say which ended (a keeper that does not answer is ended "
+            "by the pid pdctl recorded: SIGTERM, then SIGKILL).",
+        ),
     ] = False,
     inventory: InventoryOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List the SSH connections kept between pdctl runs: host, keeper pid, idle time, time to expiry, socket.
 
-    A host's connection is kept when its keep_connection (or $PDCTL_SSH_KEEP, which wins) is above 0 seconds; it
-    ends after that many idle seconds, or with --close. Exit 2 for a host name the inventory does not have."""
+    A host's connection is kept when its keep_connection (or $PDCTL_SSH_KEEP, which wins: 0, or 5 to 86400) is
+    above 0 seconds; it ends after that many idle seconds, or with --close. A keeper that does not answer is shown
+    "not answering" and bypassed by runs (they connect directly). Exit 1 when --close could not end a keeper, 2
+    for a host name the inventory does not have or a bad $PDCTL_SSH_KEEP."""
     from pdctl import render
     from pdctl.inventory import load_inventory
     from pdctl.ops.ssh_keep import close_kept, kept_connections
@@ -44,3 +52,5 @@ def ssh(
         closed_lines(rows)
     else:
         kept_table(rows, directory)
+    if close and any(r.problem for r in rows):  # a keeper still runs: --close did not do what it says
+        raise typer.Exit(ExitCode.CHECK_FAILED)

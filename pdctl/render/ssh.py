@@ -73,14 +73,26 @@ def kept_table(rows: list[KeptConnection], directory: str) -> None:
         )
 
 
+_ENDED_BY = {
+    "close request": "",
+    "SIGTERM": ", which did not answer: ended by SIGTERM",
+    "SIGKILL": ": killed (SIGKILL), SIGTERM did not end it",
+    "already gone": ", which had already ended",
+}
+
+
+def closed_line(row: KeptConnection) -> Text:
+    """What --close did for one host: ended (and how), not ended (and why), or nothing to end. Pure."""
+    who = f"keeper pid {row.pid}" if row.pid else f"the keeper at {row.socket}"
+    if row.closed:
+        return Text(f"closed {row.host} ({who}{_ENDED_BY.get(row.ended_by or '', '')})", style="green")
+    if row.problem:
+        silent = " does not answer and" if row.state == "not answering" else ""
+        return Text(f"{row.host}: {who}{silent} was NOT ended: {row.problem}", style="red")
+    return Text(f"{row.host}: no kept connection", style="dim")
+
+
 def closed_lines(rows: list[KeptConnection]) -> None:
     c = render.console()
     for r in rows:
-        if r.closed:
-            c.print(Text(f"closed {r.host} (keeper pid {r.pid})", style="green"))
-        elif r.state == "kept":
-            c.print(Text(f"{r.host}: asked keeper pid {r.pid} to close; it is still running", style="yellow"))
-        elif r.state == "not answering":
-            c.print(Text(f"{r.host}: the keeper at {r.socket} does not answer", style="yellow"))
-        else:
-            c.print(Text(f"{r.host}: no kept connection", style="dim"))
+        c.print(closed_line(r))

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from pdctl.inventory_hosts import SshHost
 
 KEEP_ENV = "PDCTL_SSH_KEEP"
+# A keeper kept for less ends between the requests of one run: a tunnel URL it handed out dies before it is used,
+# and every request pays a new keeper and SSH handshake (PDCTL_SSH_KEEP=0.001 failed healthy final-health runs).
+MIN_KEEP_S = 5.0
 MAX_KEEP_S = 86400.0
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with its NUL
 # what decides the connection: a keeper made for other values must not answer for these
@@ -43,16 +46,17 @@ CONNECTION_FIELDS = (
 
 
 def parse_keep(text: str, source: str) -> float:
-    """Seconds of idle time a kept connection lives, from `text`; UsageError naming `source` when it is no
-    number from 0 to MAX_KEEP_S. Pure."""
+    """Seconds of idle time a kept connection lives, from `text`; UsageError naming `source` when it is neither 0
+    (off) nor a number from MIN_KEEP_S to MAX_KEEP_S. Pure."""
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0 <= value <= MAX_KEEP_S:  # also refuses nan
+    if not (value == 0 or MIN_KEEP_S <= value <= MAX_KEEP_S):  # also refuses nan and inf
         raise UsageError(
-            f"{source}={text!r}: expected seconds from 0 (off) to {MAX_KEEP_S:g}",
-            hint=f"e.g. {source}=600 keeps each SSH connection for 10 idle minutes",
+            f"{source}={text!r}: expected 0 (off) or seconds from {MIN_KEEP_S:g} to {MAX_KEEP_S:g}",
+            hint=f"a shorter keep ends the connection between the requests of one run; e.g. {source}=600 keeps "
+            "each SSH connection for 10 idle minutes",
         )
     return value
 
@@ -124,11 +128,13 @@ def check_private(path: Path) -> None:
 
 @dataclass(frozen=True)
 class KeptPaths:
-    """A host spec's files in the control directory: its socket, the spawn lock beside it, the keeper's log."""
+    """A host spec's files in the control directory: its socket, the spawn lock beside it, the keeper's log, and
+    the keeper's pid as the pdctl that started it recorded it (keeper_pid.py)."""
 
     socket: str
     lock: str
     log: str
+    record: str
 
 
 def spec_digest(name: str, host: SshHost) -> str:
@@ -151,12 +157,13 @@ def kept_paths(name: str, host: SshHost, directory: Path | None = None) -> KeptP
             f"({len(stem + '.sock')} > {SOCKET_PATH_MAX} bytes)",
             hint="set XDG_RUNTIME_DIR to a shorter directory, or keep_connection: 0",
         )
-    return KeptPaths(stem + ".sock", stem + ".lock", stem + ".log")
+    return KeptPaths(stem + ".sock", stem + ".lock", stem + ".log", stem + ".pid")
 
 
 @dataclass(frozen=True)
 class KeptConnection:
-    """One SSH host's kept connection as its keeper tells it; `state` is kept, none or not answering."""
+    """One SSH host's kept connection as its keeper tells it; `state` is kept, none or not answering (then the pid
+    and the expiry are pdctl's record of it: a keeper that does not answer says nothing)."""
 
     host: str
     socket: str
@@ -167,4 +174,6 @@ class KeptConnection:
     connected: bool = False  # whether its SSH connection is up now
     idle_for: float | None = None
     expires_in: float | None = None
-    closed: bool = False  # --close ended it
+    closed: bool = False  # --close ended it (its process is gone)
+    ended_by: str | None = None  # how --close ended it: "close request", "SIGTERM" or "SIGKILL"
+    problem: str | None = None  # why --close could not end it (it still runs, or it could not be told apart)

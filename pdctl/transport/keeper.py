@@ -14,7 +14,6 @@ answered, then the SSH connection and its forwarders are closed.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import select
@@ -28,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 from pdctl.transport.control import MAX_KEEP_S
 from pdctl.transport.peer import tcp_peer_uid, unix_peer_uid
 from pdctl.poll import poll_until
+from pdctl.transport.host_ops import HOST_OPS, host_op
 from pdctl.transport.ssh import SshTransport
-from pdctl.transport.wire import b64, encode_error, recv_frame, send_frame, unb64
+from pdctl.transport.wire import encode_error, recv_frame, send_frame
 
 if TYPE_CHECKING:
     from pdctl.inventory_hosts import SshHost
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 TICK_S = 0.5  # how often idleness and a stop are looked at
 REQUEST_READ_S = 30.0  # a client that connects and sends no request is dropped after this
 CLOSE_GRACE_S = 5.0  # on `close`, requests still running get this long, then the keeper exits under them
-HOST_OPS = ("open", "run", "read_file", "put_file", "http_base_url", "tunnel_failure")
 
 
 def log(message: str) -> None:
@@ -173,22 +172,9 @@ class Keeper:
         """One request's answer (JSON-ready); raises what the SshTransport raised."""
         if "keep" in req:  # the newest pdctl's keep_connection wins
             self.keep = min(max(float(req["keep"]), 0.0), MAX_KEEP_S)
-        op, ssh = req.get("op"), self.ssh
-        if op == "run":
-            return dataclasses.asdict(ssh.run(str(req["command"]), timeout=float(req["timeout"]), env=req.get("env")))
-        if op == "open":
-            ssh.open()
-            return None
-        if op == "read_file":
-            data = ssh.read_file(str(req["path"]), timeout=float(req["timeout"]))
-            return None if data is None else b64(data)
-        if op == "put_file":
-            ssh.put_file(str(req["path"]), unb64(req["content"]), mode=int(req["mode"]))
-            return None
-        if op == "http_base_url":
-            return ssh.http_base_url(int(req["port"]), host=str(req["host"]))
-        if op == "tunnel_failure":
-            return ssh.tunnel_failure(str(req["url"]), float(req.get("since", 0.0)))
+        op = req.get("op")
+        if op in HOST_OPS:
+            return host_op(self.ssh, req)
         if op == "info":
             return self.info()
         if op == "close":

@@ -10,6 +10,11 @@ Starting a keeper is race-safe: under an flock beside the socket, the first pdct
 waits (bounded) until it listens; the others then connect to it. A keeper that ends (expiry, kill -9) before
 greeting a request is replaced and the request sent to the new one; one that ends after taking a request leaves
 it "unknown" (UnreachableError, exit 3), never answered wrongly.
+
+A keeper greets at once; one that does not within GREET_S (SIGSTOPped, wedged) is bypassed: the rest of the run
+connects directly, so the host is judged on its own answer, never made "unknown" by pdctl's own helper. When it has
+also gone its keep seconds without greeting anyone (keeper_pid.py's record says when it last did), it has outlived
+its idle limit and cannot end itself: the run ends it by its recorded pid and starts another.
 """
 
 from __future__ import annotations
@@ -28,37 +33,54 @@ from typing import TYPE_CHECKING, Any
 from pdctl.errors import RefusedError, UnreachableError
 from pdctl.transport.base import CommandResult, Transport, no_answer
 from pdctl.transport.control import KeptPaths, kept_paths
+from pdctl.transport.host_ops import host_op
+from pdctl.transport.keeper_pid import end_keeper, mark_seen, read_record, write_record
 from pdctl.transport.wire import PeerClosed, b64, decode_error, recv_frame, send_frame, unb64
 
 if TYPE_CHECKING:
     from pdctl.inventory_hosts import SshHost
 
 START_MARGIN_S = 5.0  # a keeper gets connect_timeout plus this to start listening (interpreter, imports)
+# A keeper's accept loop wakes on the connection and greets from a new thread at once: one that has not greeted
+# within this is stopped or wedged, and is bypassed (the host's own connect_timeout bounds it when shorter).
+GREET_S = 3.0
+# An expired keeper that does not greet gets this long to act on SIGTERM (with SIGCONT), then SIGKILL that long.
+EXPIRED_END_S = 1.0
 
 
-def ask_keeper(socket_path: str, request: dict[str, Any], timeout: float) -> Any:
+class KeeperSilent(Exception):
+    """A keeper listens at the socket but did not greet within its deadline (stopped, wedged)."""
+
+
+def ask_keeper(socket_path: str, request: dict[str, Any], timeout: float, greet: float = GREET_S) -> Any:
     """The value a running keeper answers to `request`, or None when no keeper listens at `socket_path` (never
-    starts one). For `pdctl ssh`: info and close. Raises RefusedError when the keeper refuses this user."""
-    conn = _dial(socket_path, timeout)
+    starts one). For `pdctl ssh`: info and close. Raises RefusedError when the keeper refuses this user,
+    KeeperSilent when it does not greet within `greet` s, TimeoutError when it does not answer within `timeout` s."""
+    conn = _dial(socket_path, greet)
     if conn is None:
         return None
     with conn:
+        conn.settimeout(timeout)
         send_frame(conn, request)
         reply = recv_frame(conn)
     return reply.get("value") if reply.get("ok") else None
 
 
-def _dial(socket_path: str, timeout: float) -> socket.socket | None:
+def _dial(socket_path: str, greet: float) -> socket.socket | None:
     """A unix connection to the keeper at `socket_path` that it greeted, or None when none listens there (no
-    socket, a stale one, or a keeper that ended before greeting)."""
+    socket, a stale one, or a keeper that ended before greeting). KeeperSilent when the connection (a full
+    backlog) or the greeting takes more than `greet` s."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(timeout)
+    conn.settimeout(greet)
     try:
         conn.connect(socket_path)
         hello = recv_frame(conn)
     except (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, PeerClosed):
         conn.close()
         return None
+    except TimeoutError:
+        conn.close()
+        raise KeeperSilent(f"the SSH keeper at {socket_path} did not greet within {greet:g} s") from None
     except BaseException:
         conn.close()
         raise
@@ -75,6 +97,9 @@ class KeptTransport(Transport):
         self.name, self.host, self.keep = name, host, keep
         self._paths: KeptPaths | None = None  # found on first use: a control-directory problem is that call's error
         self._spawn_lock = threading.Lock()
+        self._bypass_lock = threading.Lock()
+        self._direct: Transport | None = None  # this run's own connection, once the keeper did not greet
+        self._ended = 0  # silent keepers this transport ended (expired)
 
     @property
     def paths(self) -> KeptPaths:
@@ -89,7 +114,9 @@ class KeptTransport(Transport):
         return seconds + 4 * self.host.connect_timeout + 10
 
     def _call(self, op: str, budget: float, **args: Any) -> Any:
-        conn = self._connection()
+        conn = self._keeper_or_direct()
+        if isinstance(conn, Transport):  # the keeper is bypassed: the same request, asked of the host directly
+            return host_op(conn, {"op": op, **args})
         with conn:
             try:
                 conn.settimeout(budget)
@@ -105,9 +132,56 @@ class KeptTransport(Transport):
                     target=self.name,
                     hint="nothing was concluded about the host; the next pdctl run starts a new keeper",
                 ) from None
+        mark_seen(self.paths.record)
         if not reply.get("ok"):
             raise decode_error(reply.get("error") or {}, self.name)
         return reply.get("value")
+
+    def _keeper_or_direct(self) -> socket.socket | Transport:
+        """A greeted connection to the keeper, or this run's direct connection once a keeper did not greet. An
+        expired silent keeper is ended (by its recorded pid) and replaced first."""
+        if self._direct is not None:
+            return self._direct
+        ended = self._ended
+        try:
+            return self._connection()
+        except KeeperSilent as silent:
+            why = str(silent)
+        with self._bypass_lock:
+            if self._direct is None:
+                # another thread may have ended that keeper while this one waited: its successor is tried first
+                if self._ended != ended or self._end_expired():
+                    try:
+                        return self._connection()
+                    except KeeperSilent as again:
+                        why = str(again)
+                from pdctl.transport.ssh import SshTransport
+
+                self._note(f"{why}: this run (pid {os.getpid()}) connects to the host directly")
+                self._direct = SshTransport(self.name, self.host)
+            return self._direct
+
+    def _end_expired(self) -> bool:
+        """End the keeper of this host when pdctl recorded it and no client got a word from it for `keep`
+        seconds (its idle limit, which a stopped keeper cannot apply itself); whether it is gone."""
+        record = read_record(self.paths.record)
+        if record is None or time.time() - record.seen < self.keep:
+            return False
+        ending = end_keeper(record, term_wait=EXPIRED_END_S, kill_wait=EXPIRED_END_S)
+        self._ended += ending.ended
+        self._note(
+            f"the SSH keeper pid {record.pid} gave no word for {time.time() - record.seen:.0f} s (keep "
+            f"{self.keep:g} s): " + (f"ended ({ending.how})" if ending.ended else f"not ended: {ending.why}")
+        )
+        return ending.ended
+
+    def _note(self, line: str) -> None:
+        """A line in the keeper's log (beside its socket), where an operator looks when kept runs slow down."""
+        try:
+            with open(self.paths.log, "a", encoding="utf-8") as f:
+                f.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} pdctl[{os.getpid()}] {line}\n")
+        except OSError:
+            pass
 
     def _connection(self) -> socket.socket:
         conn = self._dial()
@@ -127,17 +201,19 @@ class KeptTransport(Transport):
         return conn
 
     def _dial(self) -> socket.socket | None:
-        path, greet = self.paths.socket, self.host.connect_timeout
+        """A greeted connection to the keeper, None when none listens; KeeperSilent when it does not greet."""
+        path, greet = self.paths.socket, min(self.host.connect_timeout, GREET_S)
         try:
-            return _dial(path, greet)
-        except TimeoutError:
-            raise no_answer(self.name, greet, f"the SSH keeper at {path} did not greet") from None
+            conn = _dial(path, greet)
         except OSError as e:
             raise UnreachableError(
                 f"unknown: {self.name}: cannot reach the SSH keeper at {path}: {e}",
                 target=self.name,
                 hint="remove that socket file, or keep_connection: 0",
             ) from None
+        if conn is not None:
+            mark_seen(self.paths.record)
+        return conn
 
     def _flock(self):
         """The spawn lock beside the socket, waited for at most as long as a keeper takes to start."""
@@ -209,6 +285,10 @@ class KeptTransport(Transport):
                 target=self.name,
                 hint=f"its log: {paths.log}",
             )
+        try:  # its pid, for `pdctl ssh --close` and the expiry of a keeper that stops answering
+            write_record(paths.record, int(line.split()[1]), paths.socket)
+        except (OSError, ValueError, IndexError) as e:
+            self._note(f"could not record the keeper's pid: {e}")
 
     # -- the Transport interface ----------------------------------------------------------------------------
     def open(self) -> None:
@@ -248,7 +328,11 @@ class KeptTransport(Transport):
         self.run("true", timeout=self.host.connect_timeout + 5)
 
     def close(self) -> None:
-        """Nothing to release here: each request had its own unix connection. The keeper keeps the SSH connection."""
+        """Each request had its own unix connection; the keeper keeps the SSH connection. Only a direct connection
+        this run made (the keeper did not greet) is closed."""
+        direct, self._direct = self._direct, None
+        if direct is not None:
+            direct.close()
 
     def __repr__(self) -> str:
         return f"KeptTransport({self.name!r}, keep={self.keep:g}s)"
