@@ -210,9 +210,16 @@ def refused_refs(text: str) -> list[str]:
     ]
 
 
+def _same_name(ref: str) -> str:
+    """`${vars.x}` is `${x}`: one variable for both."""
+    ref = ref.strip()
+    return ref[5:] if ref.startswith("vars.") else ref
+
+
 def env_name(ref: str) -> str:
-    """The environment variable that carries `${ref}`: PDCTL_VAR_ and the name's letters, digits and underscores."""
-    return PREFIX + re.sub(r"[^A-Za-z0-9_]", "_", ref.strip())
+    """The environment variable that carries `${ref}`: PDCTL_VAR_ and the name's letters, digits and underscores
+    (`${vars.x}` as `${x}`)."""
+    return PREFIX + re.sub(r"[^A-Za-z0-9_]", "_", _same_name(ref))
 
 
 def bind_refs(
@@ -229,14 +236,14 @@ def bind_refs(
     by_ref: dict[str, str] = {}
     out, at = [], 0
     for r in find_refs(text):
-        name = by_ref.get(r.name.strip())
+        name = by_ref.get(_same_name(r.name))
         if name is None:
             base = name = env_name(r.name)
             k = 1
             while name in env or name in taken:
                 k += 1
                 name = f"{base}_{k}"
-            by_ref[r.name.strip()] = name
+            by_ref[_same_name(r.name)] = name
             env[name] = value(r.name)
         out += [text[at : r.start].replace("$${", "${"), _REFERENCE[r.where].format(name)]
         at = r.end

@@ -73,9 +73,8 @@ def test_a_context_that_would_evaluate_or_not_expand_the_value_is_refused(comman
 
 
 def test_names_are_prefixed_shared_by_one_ref_and_kept_apart_from_the_steps_env():
-    text, env = bind_refs(
-        'echo ${inventory.name} "${msg}" ${msg} $${HOME}', {"inventory.name": "x", "msg": "y"}.get, {"PDCTL_VAR_msg"}
-    )
+    values = {"inventory.name": "x", "msg": "y", "vars.msg": "y"}
+    text, env = bind_refs('echo ${inventory.name} "${msg}" ${vars.msg} $${HOME}', values.get, {"PDCTL_VAR_msg"})
     assert env == {"PDCTL_VAR_inventory_name": "x", "PDCTL_VAR_msg_2": "y"}
     assert text == 'echo "${PDCTL_VAR_inventory_name}" "${PDCTL_VAR_msg_2}" "${PDCTL_VAR_msg_2}" ${HOME}'
 

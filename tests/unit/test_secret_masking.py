@@ -59,7 +59,7 @@ def test_mask_argv_by_value_and_ordinary_flags_untouched():
 
 INV_SECRET = "hf_inventory_secret_42"
 VAR_SECRET = "sk-live-var-123456"
-MARKED = "it's hunter2 marked"  # has a quote: substituted shell-quoted, no longer the raw text
+MARKED = "it's hunter2 marked"  # has a quote: shell-quoted in the step's env assignment, no longer the raw text
 
 
 @pytest.fixture
@@ -133,14 +133,16 @@ def test_dry_run_plan_and_json_hold_no_secret(env):
     r = _run(env, "--dry-run")
     assert r.exit_code == 0, r.output
     _no_secret(r.output)
-    assert f"api_token={MASK}" in r.output and f"pw={MASK}" in r.output and f"echo token {MASK}" in r.output
+    assert f"api_token={MASK}" in r.output and f"pw={MASK}" in r.output
+    assert f"env PDCTL_VAR_api_token={MASK} sh -c 'echo token \"${{PDCTL_VAR_api_token}}\"'" in r.output
     assert f"stdout_contains: {MASK} and more" in r.output
     doc = json.loads(_run(env, "--dry-run", "--json").stdout)
     _no_secret(json.dumps(doc))
     assert doc["vars"] == {"api_token": MASK, "pw": MASK}
     assert (
         doc["steps"][2]["gate"] == {"stdout_contains": f"{MASK} and more"}
-        and doc["steps"][0]["command"] == f"shell on decode[0]: echo token {MASK}"
+        and doc["steps"][0]["command"]
+        == f"shell on decode[0]: env PDCTL_VAR_api_token={MASK} sh -c 'echo token \"${{PDCTL_VAR_api_token}}\"'"
     )
 
 
@@ -148,7 +150,7 @@ def test_run_step_lines_summary_json_and_audit_hold_no_secret(env):
     r = _run(env)
     assert r.exit_code == 1, r.output  # step 3's gate failed (on_failure: continue)
     _no_secret(r.stdout + r.stderr)
-    assert f"==> step 1/4 var: shell on decode[0]: echo token {MASK}" in r.stderr
+    assert f"==> step 1/4 var: shell on decode[0]: env PDCTL_VAR_api_token={MASK} sh -c" in r.stderr
     assert f"==> step 3/4 literal: shell on decode[0]: echo {MASK}" in r.stderr
     assert f"stdout lacks '{MASK} and more'" in r.stdout and "PASS" not in r.stdout.splitlines()[-1]
     res = _run(env, "--json")

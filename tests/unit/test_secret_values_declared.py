@@ -131,7 +131,9 @@ def test_run_masks_octal_hex_and_short_secret_vars_everywhere(env):
     assert dry.exit_code == 0, dry.output
     plan = json.loads(dry.stdout)
     assert plan["vars"] == {"v": MASK, "w": MASK, "x": MASK, "y": MASK}
-    assert plan["steps"][0]["command"].startswith(f"shell on decode[0]: echo {MASK} {MASK} {MASK} {MASK} abcdef")
+    assert plan["steps"][0]["command"].startswith(
+        f"shell on decode[0]: env PDCTL_VAR_v={MASK} PDCTL_VAR_w={MASK} PDCTL_VAR_x={MASK} PDCTL_VAR_y={MASK} sh -c"
+    )
     r = CliRunner().invoke(app, [*args, "--json"])
     assert r.exit_code == 0, r.output  # the step saw 0777 and 0x1F as given, not 511 and 31
     doc = json.loads(r.stdout)
