@@ -73,8 +73,28 @@ class Host(Strict, tag_field="transport", metaclass=_HostMeta):
         checks = [
             ("address", address_problem(self.address)),
             ("internal_address", self.internal_address is not None and address_problem(self.internal_address)),
+            ("workdir", self.workdir is not None and self._workdir_problem(self.workdir)),
         ]
         return [(name, why) for name, why in checks if why]
+
+    def _workdir_problem(self, path: str) -> str | None:
+        """Why `path` cannot be the roles' working directory here: a control character (never meant, and a newline
+        would end the systemd unit's line), or a relative path for systemd."""
+        import unicodedata
+
+        odd = [ch for ch in path if unicodedata.category(ch) in ("Cc", "Zl", "Zp")]
+        if odd:
+            what = "a newline" if "\n" in odd else f"the control character {odd[0]!r}"
+            return (
+                f"contains {what} ({path!r}): no working directory is meant so (a YAML block scalar leaves a newline "
+                "at the end), and a systemd unit's WorkingDirectory= is one line"
+            )
+        if self.service_manager == "systemd" and not path.startswith("/"):
+            return (
+                f"must be an absolute path with service_manager: systemd, got {path!r} "
+                "(a unit's WorkingDirectory= takes no relative one)"
+            )
+        return None
 
     def __post_init__(self) -> None:
         problems = self._problems()

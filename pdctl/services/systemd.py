@@ -140,8 +140,11 @@ def render_unit(
     else:
         lines.append("Type=simple")
     if spec.workdir:
-        if "\n" in spec.workdir or not spec.workdir.startswith("/"):
-            raise ValueError(f"WorkingDirectory must be an absolute path, got {spec.workdir!r}")
+        # the inventory refuses both for a host's workdir; a spec from elsewhere (the watch's cwd) may still hold them
+        if any(ch in spec.workdir for ch in "\n\r"):
+            raise ValueError(f"workdir {spec.workdir!r} contains a newline: a unit's WorkingDirectory= is one line")
+        if not spec.workdir.startswith("/"):
+            raise ValueError(f"workdir {spec.workdir!r} is not an absolute path, which WorkingDirectory= needs")
         lines.append(f"WorkingDirectory={_escape_common(spec.workdir)}")
     lines += [systemd_environment_line(k, v) for k, v in spec.env.items()]
     lines += [
