@@ -9,7 +9,9 @@ is the uid behind every connection to a forwarder it keeps (/proc/net/tcp): both
 
 It ends after `keep` seconds with no request, no request running and no forwarded connection open, on a `close`
 request (`pdctl ssh --close`) or SIGTERM: its socket is unlinked first, connections already queued are still
-answered, then the SSH connection and its forwarders are closed.
+answered, then the SSH connection and its forwarders are closed. A keeper that is stopped (SIGSTOP) or wedged can
+do none of this: clients bypass it, and pdctl ends it by the pid it recorded at the start (keeper_pid.py), with
+SIGCONT beside the SIGTERM so that the handler below runs.
 """
 
 from __future__ import annotations

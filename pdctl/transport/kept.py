@@ -81,6 +81,9 @@ def _dial(socket_path: str, greet: float) -> socket.socket | None:
     except TimeoutError:
         conn.close()
         raise KeeperSilent(f"the SSH keeper at {socket_path} did not greet within {greet:g} s") from None
+    except BlockingIOError:  # EAGAIN: the keeper accepts nothing, and its queue filled with connections it never took
+        conn.close()
+        raise KeeperSilent(f"the SSH keeper at {socket_path} accepts no connection (its queue is full)") from None
     except BaseException:
         conn.close()
         raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,6 +40,22 @@ def _release(pid: int | None) -> None:
             os.kill(pid, sig)
         except ProcessLookupError:
             return
+
+
+def _fill_backlog(path: Path) -> list[socket.socket]:
+    """Connect to the stopped keeper until its listen queue is full (each bypassed run leaves a connection in it,
+    closed or not, until the keeper accepts): the connections, for the caller to close."""
+    conns = []
+    for _ in range(1024):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(1)
+        try:
+            c.connect(str(path))
+        except BlockingIOError:
+            c.close()
+            return conns
+        conns.append(c)
+    raise AssertionError("the keeper's listen queue never filled")
 
 
 def _inventory(vsshd, tmp_path) -> Path:
@@ -73,6 +90,11 @@ def test_a_stopped_keeper_is_bypassed_and_ssh_close_ends_it(vsshd, control, tmp_
             code, states, out = _status(inv, tmp_path, control)
             assert (code, states) == (1, {"stopped"}), out
         assert accepted(vsshd) - before == 2  # each run connected on its own
+        queued = _fill_backlog(next(control.dir.glob("*.sock")))  # runs' connections it never accepted
+        code, states, out = _status(inv, tmp_path, control)
+        assert (code, states) == (1, {"stopped"}), out
+        for c in queued:
+            c.close()
         assert _stopped_state(pid) and "connects to the host directly" in next(control.dir.glob("*.log")).read_text()
 
         listed = pdctl(["ssh", "-i", str(inv), "--json"], state=tmp_path, env=control.env)
