@@ -2,7 +2,8 @@
 degraded-bootstrap drill armed on the prefill: a decode-only restart breaks the pair; the watch confirms it (K
 failed canaries), records its evidence in the audit log, heals it with one co-restart, and the pair passes again.
 With a budget of one heal an hour, the same break made again is not healed: the watch says the budget is spent,
-and its exporter says so. `--heal=dry` says what it would do and does nothing."""
+and its exporter says so; so does a watch started after it (the budget is read from the audit log). `--heal=dry`
+says what it would do and does nothing."""
 
 from __future__ import annotations
 
@@ -141,12 +142,17 @@ def test_heals_a_broken_pair_once_then_the_budget_stops_it(dep, tmp_path):
 
         records = [r for r in read_records(dep["state"] / "pdctl" / "audit.jsonl") if isinstance(r, dict)]
         heal = [r for r in records if r["action"] == "watch heal"]
-        assert len(heal) == 1, heal
-        ev = heal[0]["evidence"]
+        assert [r["result"] for r in heal] == ["started", "ok"] and heal[0]["run"] == heal[1]["run"], heal
+        assert (heal[1]["outcome"], heal[1]["final_health"], heal[1]["exit_code"]) == ("done", "passed", 0)
+        ev = heal[0]["evidence"]  # recorded before acting
         assert ev["case"] == done[0]["case"] and ev["failing_checks"] and ev["pairs"]
         assert any(label.startswith("prefill[0]") for label in ev["log_tails"]) and ev["metrics"]
         after = records[records.index(heal[0]) :]
-        assert [r["action"] for r in after if r["result"] != "started"][:2] == ["watch heal", "restart --pair"]
+        assert [r["action"] for r in after if r["result"] != "started"][:2] == ["restart --pair", "watch heal"]
+        # history reads the heal right (issue 28, W4): ok, never listed as failed
+        history = ["history", "--json", "--action", "watch heal", "--result"]
+        assert pdctl([*history, "failed"], state=dep["state"]).json()["records"] == []
+        assert [r["outcome"] for r in pdctl([*history, "ok"], state=dep["state"]).json()["records"]] == ["done"]
 
         _break_the_pair(dep)  # the same break again, within the hour: the budget of one is spent
         refused = _until(
@@ -157,5 +163,20 @@ def test_heals_a_broken_pair_once_then_the_budget_stops_it(dep, tmp_path):
         assert "at most 1" in refused[0]["detail"]
         assert set(_series(_scrape(port), "pdctl_heal_budget_exhausted").values()) == {1.0}
         assert len(_heals(tl, "done")) == 1
+    finally:
+        _stop(proc)
+
+    # a watch started after that one counts its heal (issue 28, W3): the pair still broken, the budget still spent
+    tl2, port2 = tmp_path / "heal-again.jsonl", free_port()
+    proc = _watch(dep, tl2, port2, "on")
+    try:
+        refused = _until(
+            "the next watch's heal refused for its budget",
+            lambda: [x for x in _heals(tl2, "refused") if "budget spent" in x.get("detail", "")],
+            150,
+        )
+        assert "(1 in the last hour, at most 1)" in refused[0]["detail"]
+        assert set(_series(_scrape(port2), "pdctl_heal_budget_exhausted").values()) == {1.0}
+        assert not _heals(tl2, "started") and not _heals(tl2, "done")
     finally:
         _stop(proc)
