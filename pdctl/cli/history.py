@@ -35,7 +35,7 @@ def history(
         typer.Option(
             "--result",
             help="Only records with this result: ok, failed, refused, unreachable, usage, interrupted, "
-            "unfinished or 'taken over'.",
+            "unfinished, 'taken over' or unrecorded (the record does not say how it ended).",
         ),
     ] = None,
     since: Annotated[
@@ -54,7 +54,8 @@ def history(
 ) -> None:
     """Show the audit log, one line per record; --json has the full records. Corrupt lines are shown as such.
 
-    Result: ok, failed, refused, unreachable, usage or interrupted, then the detail's first sentence."""
+    Result: ok, failed, refused, unreachable, usage, interrupted, unfinished, taken over or unrecorded, then the
+    detail's first sentence."""
     from pdctl import render, state
     from pdctl.audit.records import fold_runs, line_json, parse_when, query, read_records
 
