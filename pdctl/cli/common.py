@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -113,8 +115,12 @@ class _Conventions:
 
     def get_help(self, ctx) -> str:
         from pdctl.cli.help_format import render_help
+        from pdctl.render.line_art import ascii_line_art, is_dumb_term
 
-        return render_help(self, ctx)  # its final newline plus echo's: a blank line closes the screen, as before
+        text = render_help(self, ctx)  # its final newline plus echo's: a blank line closes the screen, as before
+        if sys.stdout.isatty() and is_dumb_term(os.environ.get("TERM")):  # as the console: ASCII boxes, same width
+            text = ascii_line_art(text)
+        return text
 
     def format_help(self, ctx, formatter) -> None:
         formatter.write(self.get_help(ctx))

@@ -107,3 +107,28 @@ def test_pdctl_status_on_a_dumb_40_column_pty(tmp_path):
     lines = text.replace("\r\n", "\n").splitlines()
     assert lines[0].startswith("status:") and max(len(line) for line in lines) <= 40, text
     assert text.isascii() and "\x1b" not in text
+
+
+@pytest.mark.parametrize("term, ascii_boxes", [("dumb", True), ("xterm", False)])
+def test_help_on_a_40_column_pty_keeps_its_width_and_a_dumb_one_gets_ascii_boxes(term, ascii_boxes, tmp_path):
+    """--help is drawn without rich (cli/help_format.py): on a dumb pty its boxes are ASCII of the same width too;
+    a capable terminal keeps the rounded boxes."""
+    master, slave = _pty(40)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update(TERM=term, XDG_STATE_HOME=str(tmp_path))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "pdctl", "verify", "--help"],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    text = _read_all(master)
+    os.close(master)
+    assert p.wait(timeout=60) == 0, text
+    lines = text.replace("\r\n", "\n").splitlines()
+    assert max(len(line) for line in lines) <= 40, text
+    assert "Commands" in text
+    assert text.isascii() is ascii_boxes and ("+- Commands" in text) is ascii_boxes, text
