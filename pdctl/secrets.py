@@ -1,9 +1,15 @@
-"""Masking of secret-looking values: env vars, argv flags and free text (log tails, command lines).
+"""Masking of secret-looking values: env vars, argv flags, URLs and free text (log tails, command lines).
 
 A name is secret-looking when it contains (case-insensitive, as a substring) TOKEN, KEY, SECRET, PASSWORD, PASSWD,
 CREDENTIAL or AUTH: HF_TOKEN, AWS_SECRET_ACCESS_KEY, API_KEY, --api-key, GITHUB_AUTH. Two count-words are exempt so
 that ordinary SGLang settings stay readable: TOKENS (plural: --max-total-tokens, SGLANG_MAX_TOKENS) and TOKENIZER
-(--tokenizer-path). Pure functions; nothing here prints, logs or raises on odd input.
+(--tokenizer-path).
+
+A URL's userinfo is a secret whatever name carries it (HTTPS_PROXY, REDIS_URL, a database URL, a flag's value, a
+log line): `scheme://user:password@host` shows as `scheme://user:***@host` (the user stays, to say which account),
+and a userinfo without a password, `scheme://token@host`, as `scheme://***@host` (it is often a token; pip's
+convention). A URL's password is also a declared secret (`secret_values`), so it is scrubbed where it appears alone.
+Pure functions; nothing here prints, logs or raises on odd input.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ _FLAG_VALUE = re.compile(
     r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?=(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+))"
 )
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `scheme://USERINFO@`: the userinfo runs to the last `@` before the host (a raw `@` in a password is common), and
+# stops at a space, a quote or the start of a path, query or fragment
+_URL_USERINFO = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s/?#'\"]+)@")
 
 
 def is_secret_name(name: str) -> bool:
@@ -36,13 +45,41 @@ def is_secret_name(name: str) -> bool:
 
 
 def mask_value(value: str | None, name: str | None = None) -> str | None:
-    """MASK for a secret value (or for any value when `name` is None); the value itself when `name` is not
-    secret-looking. None and "" pass through, so 'unset' and 'empty' stay visible without revealing anything."""
+    """MASK for a secret value (or for any value when `name` is None); the value with its URLs' userinfo masked when
+    `name` is not secret-looking. None and "" pass through, so 'unset' and 'empty' stay visible without revealing
+    anything."""
     if value is None or value == "":
         return value
     if name is not None and not is_secret_name(name):
-        return value
+        return mask_urls(value)
     return MASK
+
+
+def mask_urls(text: str) -> str:
+    """`text` with the userinfo of every URL in it masked: `http://u:pw@h` -> `http://u:***@h`, `https://tok@h` ->
+    `https://***@h`. An empty password (`u:@h`) is kept."""
+
+    def sub(m: re.Match) -> str:
+        user, colon, password = m.group("info").partition(":")
+        if not colon:
+            return f"{m.group('scheme')}{MASK}@"
+        return f"{m.group('scheme')}{user}:{MASK if password else ''}@"
+
+    return _URL_USERINFO.sub(sub, text) if "://" in text else text
+
+
+def url_secrets(text: str) -> set[str]:
+    """The passwords of the URLs in `text` (`scheme://user:PASSWORD@`), as written and percent-decoded, each of
+    MIN_SCRUB_LEN characters or more (a shorter one is masked in its URL, not scrubbed from all text: it would
+    mask every such word). A userinfo without a password is not collected: `ssh://root@h` would then mask `root`."""
+    from urllib.parse import unquote
+
+    out: set[str] = set()
+    for m in _URL_USERINFO.finditer(text) if "://" in text else ():
+        _, colon, password = m.group("info").partition(":")
+        if colon and password != MASK:
+            out.update(p for p in (password, unquote(password)) if len(p) >= MIN_SCRUB_LEN)
+    return out
 
 
 def mask_env(env: Mapping[str, str] | None, secrets: Iterable[str] = ()) -> dict[str, str]:
@@ -55,7 +92,7 @@ def mask_env(env: Mapping[str, str] | None, secrets: Iterable[str] = ()) -> dict
     for k, v in env.items():
         val = str(mask_value(str(v), k)) if v is not None else v
         name = mask_text(str(k), known) if known else k
-        if known and val and val != MASK:
+        if val and val != MASK:  # any value: a URL's password (HTTPS_PROXY), a declared secret inside it
             val = mask_text(val, known)
         shown, n = name, 1
         while shown in out:  # two names that differ only by a secret stay two entries
@@ -95,12 +132,17 @@ def _flag_value_spans(args: list[str]) -> list[tuple[int, int]]:
 
 
 def secret_values(env: Mapping[str, str] | None, argv: Iterable[str] = ()) -> set[str]:
-    """The secret values held in an env mapping and in argv flags, to scrub from free text with `mask_text`."""
+    """The secret values held in an env mapping and in argv flags (a URL's password in any value too), to scrub
+    from free text with `mask_text`."""
     out: set[str] = set()
     for k, v in (env or {}).items():
         if v and is_secret_name(k):
             out.add(str(v))
+        elif v:
+            out |= url_secrets(str(v))
     args = [str(a) for a in argv]
+    for a in args:
+        out |= url_secrets(a)
     for first, end in _flag_value_spans(args):
         out.update(a for a in args[first:end] if a)
     out.update(a.partition("=")[2] for a in args if _secret_assignment(a))
@@ -109,21 +151,23 @@ def secret_values(env: Mapping[str, str] | None, argv: Iterable[str] = ()) -> se
 
 def secret_arg_values(args: Mapping[str, Any] | None) -> set[str]:
     """The values of secret-looking flags in a declared args mapping (`{"--api-key": "x"}`; a list: every element),
-    whatever they look like, to scrub with `mask_text`. A boolean flag holds none."""
+    whatever they look like, and the URL passwords in any flag's value, to scrub with `mask_text`. A boolean flag
+    holds none."""
     out: set[str] = set()
     for flag, value in (args or {}).items():
-        if not is_secret_name(str(flag)) or isinstance(value, bool) or value is None:
+        if isinstance(value, bool) or value is None:
             continue
         for v in value if isinstance(value, (list, tuple)) else [value]:
-            if not isinstance(v, bool) and str(v):
-                out.add(str(v))
+            if isinstance(v, bool) or not str(v):
+                continue
+            out |= {str(v)} if is_secret_name(str(flag)) else url_secrets(str(v))
     return out
 
 
 def mask_argv(argv: Iterable[str], secrets: Iterable[str] = ()) -> list[str]:
     """argv with the values of secret-looking flags masked: `--api-key X` -> `--api-key ***` (every element of a
     list value too, and a value starting with "-"), `--api-key=X` -> `--api-key=***`, `HF_TOKEN=x` (an `env` prefix)
-    -> `HF_TOKEN=***`; and every token holding one of `secrets`."""
+    -> `HF_TOKEN=***`; every token holding one of `secrets`; and every URL's userinfo (`mask_urls`)."""
     args = [str(a) for a in argv]
     known = [str(s) for s in secrets if s]
     masked = {k for first, end in _flag_value_spans(args) for k in range(first, end)}
@@ -134,7 +178,7 @@ def mask_argv(argv: Iterable[str], secrets: Iterable[str] = ()) -> list[str]:
         elif _secret_assignment(a):
             out.append(f"{a.partition('=')[0]}={MASK}")
         else:
-            out.append(mask_text(a, known) if known else a)
+            out.append(mask_text(a, known) if known else mask_urls(a))
     return out
 
 
@@ -152,7 +196,8 @@ def mask_nested(obj: Any, secrets: Iterable[str] = ()) -> Any:
 
 def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
     """`text` with every known secret value replaced by MASK, and also any `SECRET_NAME=value` assignment and
-    `--secret-flag value` / `--secret-flag=value` found in it (log tails, shell command lines, error messages).
+    `--secret-flag value` / `--secret-flag=value` found in it (log tails, shell command lines, error messages), and
+    every URL's userinfo (`mask_urls`).
 
     `secrets` are declared values, masked whatever their length: one of MIN_SCRUB_LEN characters or more wherever it
     appears, a shorter one where it stands as a whole token (not inside a word: secret `abc` masks `key abc` and
@@ -172,7 +217,7 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
             return f"{m.group('name')}={MASK}"
         return m.group(0)
 
-    return _mask_flag_values(_ENV_ASSIGN.sub(env_sub, text))
+    return mask_urls(_mask_flag_values(_ENV_ASSIGN.sub(env_sub, text)))
 
 
 def _mask_flag_values(text: str) -> str:

@@ -8,6 +8,8 @@ Dataclasses serialise field by field (recursively). What a class declares instea
 - `json_mask`: the attribute path of the secret values scrubbed from the whole document (pdctl.secrets.mask_nested).
 Enums give their value, msgspec models their JSON dump, exceptions their first message line.
 Anything else unknown becomes its str(), so a JSON document is always produced.
+Every string has its URLs' userinfo masked (`pdctl.secrets.mask_urls`: `http://u:***@h`): a password inside a URL
+has no secret-looking name to be masked by, and no JSON document, audit record or report carries one.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import dataclasses
 from enum import Enum
 from operator import attrgetter
 from typing import Any
+
+from pdctl.secrets import mask_urls
 
 JSON_OFF = {"json": False}  # dataclasses.field(metadata=JSON_OFF): not part of the JSON document
 
@@ -27,6 +31,8 @@ def json_key(key: str) -> dict[str, str]:
 
 def to_data(obj: Any) -> Any:
     """`obj` as JSON-able data (dicts, lists, str, numbers, bools, None). Pure; never raises for an odd value."""
+    if isinstance(obj, str) and not isinstance(obj, Enum):
+        return mask_urls(obj)
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj.value if isinstance(obj, Enum) else obj
     if isinstance(obj, Enum):
@@ -40,10 +46,10 @@ def to_data(obj: Any) -> Any:
     if hasattr(obj, "__struct_fields__"):  # msgspec (the inventory's models)
         import msgspec
 
-        return msgspec.to_builtins(obj)
+        return to_data(msgspec.to_builtins(obj))
     if isinstance(obj, BaseException):
-        return (str(obj).splitlines() or [type(obj).__name__])[0]
-    return str(obj)
+        return mask_urls((str(obj).splitlines() or [type(obj).__name__])[0])
+    return mask_urls(str(obj))
 
 
 def _dataclass_data(obj: Any) -> dict[str, object]:

@@ -3,7 +3,8 @@ file lock (`append`), and `audited`, the block that appends an action's final re
 the error that stopped it with the exit code the CLI gives that error, or the interrupt).
 
 Records never carry secrets: callers pass env through `pdctl.secrets.mask_env` first, and `append` masks again any
-mapping under a key named "env" as a last line of defence.
+mapping under a key named "env", and every string with `mask_text` (secret assignments and flags, and the userinfo
+of every URL: `http://user:***@host`), as a last line of defence.
 """
 
 from __future__ import annotations

@@ -1,0 +1,164 @@
+"""A password inside a URL is masked whatever name carries it (issue 28, S2): `RT_URL: http://user:pw@host` in a role's
+env showed whole in render, deploy --dry-run, final-health --json, the watch, the audit log and history. The masking
+lives in pdctl.secrets (mask_urls, and URL passwords as declared secrets) and pdctl.serialize (every JSON string);
+checked here on the functions and end to end through the CLI with the bundled local inventory."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from pdctl.cli.app import app
+from pdctl.inventory import embedded_default, parse_inventory
+from pdctl.secrets import MASK, inventory_secrets, mask_argv, mask_env, mask_text, mask_urls, secret_values
+from pdctl.serialize import to_data
+from tests.fixtures.net import free_port
+
+PASSWORD = "hunter2pass"
+URL = f"http://user:{PASSWORD}@127.0.0.1:9/x"
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (URL, f"http://user:{MASK}@127.0.0.1:9/x"),  # the reproduction: the user stays, the password goes
+        ("https://ghp_tok3nvalue@github.com/o/r.git", f"https://{MASK}@github.com/o/r.git"),  # a lone userinfo: a token
+        ("redis://:s3cr3t@cache:6379/0", f"redis://:{MASK}@cache:6379/0"),
+        ("postgresql://app:p@ss@db/x?sslmode=require", f"postgresql://app:{MASK}@db/x?sslmode=require"),  # raw @
+        (
+            f"proxy is '{URL}', see \"http://a:b@c\"",
+            f"proxy is 'http://user:{MASK}@127.0.0.1:9/x', see \"http://a:{MASK}@c\"",
+        ),
+        ("http://127.0.0.1:30000/health?x=a@b", "http://127.0.0.1:30000/health?x=a@b"),  # no userinfo: unchanged
+        ("http://user:@h/", "http://user:@h/"),  # an empty password shows as empty
+        ("mail me at ops@example.com", "mail me at ops@example.com"),  # not a URL
+    ],
+)
+def test_mask_urls_masks_the_userinfo_of_every_url(text, shown):
+    assert mask_urls(text) == shown
+    assert mask_urls(shown) == shown  # masking twice changes nothing
+    assert mask_text(text) == shown  # free text: log tails, command lines, error messages
+
+
+def test_any_env_value_and_any_flag_value_holding_a_url_is_masked():
+    env = {"RT_URL": URL, "HTTPS_PROXY": "http://proxyuser:pr0xypw@proxy:3128", "PLAIN": "x", "HF_TOKEN": "hf_abc"}
+    assert mask_env(env) == {
+        "RT_URL": f"http://user:{MASK}@127.0.0.1:9/x",
+        "HTTPS_PROXY": f"http://proxyuser:{MASK}@proxy:3128",
+        "PLAIN": "x",
+        "HF_TOKEN": MASK,
+    }
+    argv = ["python3", "-m", "x", "--redis-url", "redis://:s3cr3t@cache:6379", f"--model-path={URL}"]
+    assert mask_argv(argv) == argv[:4] + [
+        f"redis://:{MASK}@cache:6379",
+        f"--model-path=http://user:{MASK}@127.0.0.1:9/x",
+    ]
+
+
+def test_a_url_password_is_a_declared_secret_scrubbed_where_it_appears_alone():
+    """A log line or error that quotes the password without its URL, or percent-decoded, is scrubbed too."""
+    data = embedded_default().dump()
+    data["roles"]["decode"][0]["env"]["DB_URL"] = "postgres://app:p%40ss-word@db/x"
+    data["roles"]["router"][0]["args"]["--redis-url"] = URL
+    data["roles"]["prefill"][0]["env"]["GIT_URL"] = "ssh://root@gpu1/repo"  # a user alone is not collected
+    secrets = inventory_secrets(parse_inventory(data, "t.yaml"))
+    assert {PASSWORD, "p%40ss-word", "p@ss-word"} <= secrets and "root" not in secrets
+    log = f"auth failed: password {PASSWORD} rejected; tried p@ss-word for /root/.cache"
+    assert mask_text(log, secrets) == f"auth failed: password {MASK} rejected; tried {MASK} for /root/.cache"
+    assert secret_values({"X": "http://u:ab@h"}) == set()  # too short to scrub from all text: masked in its URL
+
+
+def test_every_json_document_masks_url_passwords():
+    @dataclasses.dataclass
+    class Observed:
+        env: dict[str, str]
+        note: str
+
+    doc = to_data(Observed({"RT_URL": URL}, f"connect to {URL} failed"))
+    assert PASSWORD not in json.dumps(doc) and doc["env"]["RT_URL"] == f"http://user:{MASK}@127.0.0.1:9/x"
+    data = embedded_default().dump()
+    data["roles"]["decode"][0]["env"]["RT_URL"] = URL
+    assert PASSWORD not in json.dumps(to_data(parse_inventory(data, "t.yaml")))  # a msgspec model too
+
+
+# ---- end to end, with the bundled local inventory: the reproduction's outputs
+
+
+@pytest.fixture
+def inv(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
+    monkeypatch.setenv("COLUMNS", "200")
+    data = embedded_default().dump()
+    data["hosts"]["local"]["state_dir"] = str(tmp_path / "remote-state")
+    for role, instances in data["roles"].items():  # nothing of another test's deployment is read
+        instances[0]["port"] = free_port()
+        if role == "prefill":
+            instances[0]["bootstrap_port"] = free_port()
+    data["roles"]["decode"][0]["env"]["RT_URL"] = URL
+    data["roles"]["prefill"][0]["env"]["HTTPS_PROXY"] = "http://tok3n-only-value@proxy:3128"  # the variant
+    path = tmp_path / "inv.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _leaks(text: str) -> bool:
+    return PASSWORD in text or "tok3n-only-value" in text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["render"], ["render", "--json"], ["deploy", "--dry-run"], ["deploy", "--dry-run", "--json"]],
+)
+def test_render_and_deploy_dry_run_mask_the_url_password(inv, command):
+    r = CliRunner().invoke(app, [*command, "-i", str(inv)])
+    assert r.exit_code == 0, r.output
+    assert not _leaks(r.output) and f"user:{MASK}@127.0.0.1" in r.output
+    assert f"http://{MASK}@proxy:3128" in r.output
+
+
+def test_live_env_in_final_health_and_watch_json_is_masked(inv, tmp_path):
+    """A real process with the URL in its environment, found by the pidfile pdctl would have written: final-health
+    reads /proc/PID/environ and judges it (the live password differs from the declared one: a drift naming both)."""
+    from pdctl.services.pidfile import parse_proc_stat_starttime
+
+    live = URL.replace(PASSWORD, "hunter2live")
+    proc = subprocess.Popen(["sleep", "60"], env={"RT_URL": live, "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    try:
+        ticks = parse_proc_stat_starttime(Path(f"/proc/{proc.pid}/stat").read_text())
+        state = tmp_path / "remote-state"
+        state.mkdir()
+        (state / "pdctl-local-decode-0.pid").write_text(json.dumps({"pid": proc.pid, "start_ticks": ticks}) + "\n")
+        fh = CliRunner().invoke(app, ["verify", "final-health", "-i", str(inv), "--json"])
+        doc = json.loads(fh.stdout)
+        env_check = [c for c in doc["layers"]["flags"] if c["name"] == "env:RT_URL"]
+        assert env_check and env_check[0]["status"] == "fail", fh.stdout  # judged on the real values
+        assert env_check[0]["observed"] == f"http://user:{MASK}@127.0.0.1:9/x"
+        watch = CliRunner().invoke(app, ["watch", "-i", str(inv), "--once", "--json"])
+        for out in (fh.stdout, watch.stdout):
+            assert not _leaks(out) and "hunter2live" not in out
+        assert "env:RT_URL" in watch.stdout
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_playbook_run_its_audit_record_and_history_mask_a_url(inv, tmp_path):
+    """A shell step that prints a URL from its env: the step's output, the --json document, the audit log and
+    `history --json` show it masked."""
+    pb = tmp_path / "pb.yaml"
+    step = {"role": "decode", "command": 'echo "proxy: $P"; echo "$P" >&2; exit 3', "env": {"P": URL}}
+    pb.write_text(yaml.safe_dump({"name": "u", "steps": [{"name": "s", "action": "shell", "args": step}]}))
+    r = CliRunner().invoke(app, ["run", str(pb), "-i", str(inv), "--json"])
+    assert r.exit_code == 1, r.output
+    assert json.loads(r.stdout)["steps"][0]["result"]["stdout"] == f"proxy: http://user:{MASK}@127.0.0.1:9/x\n"
+    history = CliRunner().invoke(app, ["history", "--json"])
+    assert history.exit_code == 0 and "run u" in history.stdout
+    for out in (r.output, (tmp_path / "audit.jsonl").read_text(), history.stdout):
+        assert not _leaks(out)
