@@ -97,6 +97,7 @@ def inv(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("COLUMNS", "200")
     data = embedded_default().dump()
     data["hosts"]["local"]["state_dir"] = str(tmp_path / "remote-state")
+    data["watch"]["listen"] = f"127.0.0.1:{free_port()}"  # the watch's exporter
     for role, instances in data["roles"].items():  # nothing of another test's deployment is read
         instances[0]["port"] = free_port()
         if role == "prefill":
