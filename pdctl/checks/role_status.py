@@ -1,19 +1,25 @@
 """One row of `pdctl status`: a role instance's service as observed, or why its host could not be asked.
 
 Built by ops.lifecycle.status, read by render.status, the CLI and the restart-lineage judges. A row whose host could
-not be asked is "unknown", never "stopped": nothing is known about its services."""
+not be asked is "unknown", never "stopped": nothing is known about its services. A running prefill or decode also
+says whether the routers route to it (`routing`, pdctl.checks.router_membership): running is not serving."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
+
+from pdctl.checks.router_membership import Membership
+from pdctl.errors import ExitCode
+from pdctl.role_ref import RoleRef
 
 RoleState = Literal["running", "stopped", "unknown"]
 
 # the keys a --json row of each kind never has (both kinds share one class, so each leaves out the other's keys)
 _REACHED_ONLY = ("started_at", "restarts")
 _UNKNOWN_ONLY = ("error_exit_code", "error", "hint")
+_ROUTED_ONLY = ("routing",)  # only a running prefill or decode whose routers were read has it
 
 
 @dataclass(frozen=True)
@@ -36,10 +42,13 @@ class RoleStatus:
     error_exit_code: int | None = None  # why the host could not be asked: the error's exit code, message and hint
     error: str | None = None
     hint: str | None = None
+    routing: Membership | None = None  # a running prefill or decode: whether every router routes to it
 
     def __post_init__(self) -> None:
         if self.error is not None and (self.active or self.started_at is not None or self.restarts is not None):
             raise ValueError(f"{self.label}: a host that could not be asked has no service facts")
+        if self.routing is not None and (not self.active or self.role == "router"):
+            raise ValueError(f"{self.label}: only a running prefill or decode is routed to")
         state: RoleState = "unknown" if self.error is not None else ("running" if self.active else "stopped")
         object.__setattr__(self, "state", state)  # frozen: the one assignment, at construction
 
@@ -47,4 +56,56 @@ class RoleStatus:
     def json_omit_empty(self) -> tuple[str, ...]:
         """serialize.to_data's per-row omission: the other kind's keys (always None in this row) are left out, so
         each kind keeps its own --json shape."""
-        return _REACHED_ONLY if self.state == "unknown" else _UNKNOWN_ONLY
+        return (_REACHED_ONLY if self.state == "unknown" else _UNKNOWN_ONLY) + _ROUTED_ONLY
+
+    @property
+    def routed(self) -> bool | None:
+        """False when a router does not route to this running worker (or its list could not be read on a live
+        host), None when that is unknown or was not asked, True otherwise."""
+        return None if self.routing is None else self.routing.routed
+
+
+def status_exit_code(rows: Sequence[RoleStatus]) -> int:
+    """`pdctl status`'s exit code: the worst error of a host that could not be asked (3 unreachable, 4 refused, 2
+    a key file missing), else 1 when a role is not running or a running worker is not routed to by every router,
+    else 3 when only a router's list could not be asked, else 0. Pure."""
+    errors = [r.error_exit_code for r in rows if r.error_exit_code]
+    if errors:
+        return max(errors)
+    if any(not r.active or r.routed is False for r in rows):
+        return ExitCode.CHECK_FAILED
+    if any(r.routing is not None and r.routed is None for r in rows):
+        return ExitCode.UNREACHABLE
+    return ExitCode.OK
+
+
+def serving_by_router(rows: Sequence[RoleStatus]) -> dict[str, list[RoleRef]] | None:
+    """Router label -> the workers it routes to now, from the rows' membership (as pdctl.ops.router_workers.serving
+    reads it for the rolling restart), for the co-restart advice; None when no router's list was read. Pure."""
+    workers = [r for r in rows if r.role != "router"]
+    if not any(r.routing is not None for r in workers):
+        return None
+    routers = [r.label for r in rows if r.role == "router" and r.active]  # a stopped one's list was not read
+    return {
+        router: [
+            RoleRef(r.role, r.index)
+            for r in workers
+            if r.routing is not None
+            and all(m.router != router for m in r.routing.missing)
+            and all(u.router != router for u in r.routing.unread)
+        ]
+        for router in routers
+    }
+
+
+def co_restart_advice(rows: Sequence[RoleStatus]) -> tuple[str, str | None] | None:
+    """The co-restart that puts back the running workers a router does not route to, as `restart --rolling`'s own
+    messages advise it (pdctl.checks.rolling.least_disruptive_co_restart): (command, why the rolling one is
+    refused or None); None when every read router routes to every running worker. Pure."""
+    from pdctl.checks.rolling import least_disruptive_co_restart
+
+    serving = serving_by_router(rows)
+    if serving is None or not any(r.routed is False for r in rows):
+        return None
+    n = {role: sum(1 for r in rows if r.role == role) for role in ("prefill", "decode")}
+    return least_disruptive_co_restart(n["prefill"], n["decode"], serving)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from pdctl.checks.rolling_progress import Progress, still_out
 from pdctl.serialize import JSON_OFF
 from pdctl.role_ref import RoleRef
 
@@ -85,6 +86,23 @@ def refusal(units: Sequence[Unit], serving: Mapping[str, Iterable[Worker]]) -> s
     return None
 
 
+ROLLING_COMMAND, PAIR_COMMAND = "pdctl restart --rolling", "pdctl restart --pair"
+
+
+def least_disruptive_co_restart(
+    n_prefill: int, n_decode: int, serving: Mapping[str, Iterable[Worker]]
+) -> tuple[str, str | None]:
+    """The co-restart to advise now, so every screen advises the same one: `pdctl restart --rolling` (the service
+    stays up; the workers some router does not route to go first) unless `refusal` refuses it with what the
+    routers hold now (`serving`, as for `refusal`), then `pdctl restart --pair` (the service is down meanwhile)
+    and why. Returns (command, why the rolling one is refused or None). Pure."""
+    declared = [RoleRef("prefill", i) for i in range(n_prefill)] + [RoleRef("decode", j) for j in range(n_decode)]
+    held = {router: set(ws) for router, ws in serving.items()}
+    idle = [w for w in declared if any(w not in ws for ws in held.values())]
+    why = refusal(form_units(n_prefill, n_decode, idle), held)
+    return (ROLLING_COMMAND, None) if why is None else (PAIR_COMMAND, why)
+
+
 def _serving(indices: list[int], role: str) -> str:
     if not indices:
         return f"no healthy {role}"
@@ -125,19 +143,35 @@ def drained(gauges: Mapping[str, float]) -> bool:
 
 @dataclass
 class UnitState:
-    """What one unit went through: `state` is "not started", "done", or "failed at <step>"; `out` lists the
-    members still out of the routers when the restart stopped (the operator must know what is not serving)."""
+    """What one unit went through: `state` is "not started", "running", "done", "interrupted" or "failed at
+    <step>"; `workers` each member's Progress (pdctl.checks.rolling_progress); `out` the labels of the members
+    still out of the routers when the restart stopped (the operator must know what is not serving)."""
 
     unit: Unit = field(metadata=JSON_OFF)  # shown as its name and members' labels
     state: str = "not started"
     detail: str = ""
     out: list[str] | None = field(default=None, metadata=JSON_OFF)
+    workers: dict[RoleRef, Progress] = field(default_factory=dict, metadata=JSON_OFF)
     json_extra = (
         ("unit", "unit.name"),
         ("decodes", "decode_labels"),
         ("prefills", "prefill_labels"),
         ("out_of_routers", "out_of_routers"),
+        ("workers", "worker_progress"),
     )
+
+    def __post_init__(self) -> None:
+        for w in self.unit.members():
+            self.workers.setdefault(w, Progress.UNTOUCHED)
+
+    @property
+    def worker_progress(self) -> dict[str, str]:
+        """`{"prefill[0]": "back", "decode[0]": "restarting", ...}` for --json and the audit record."""
+        return {w.short: p.value for w, p in self.workers.items()}
+
+    def still_out(self) -> list[RoleRef]:
+        """The members this unit leaves out of the routers."""
+        return still_out([self.workers])
 
     @property
     def decode_labels(self) -> list[str]:

@@ -141,3 +141,25 @@ def judge_retries_exhausted(router: str, metrics: MetricSet) -> list[CheckResult
             data={"per_worker_type": per_type},
         )
     ]
+
+
+def judge_unanswered_api(
+    router: str, request: str, cause: str, running: bool | None, service: str = ""
+) -> tuple[Status, str, str | None]:
+    """The verdict on a router that did not answer a worker-API request (`cause`: "connection refused", "timed out
+    after 5s", ...), by what its host says of its service: `running` None when the host could not be asked either
+    (UNKNOWN: nothing is known), else FAIL: a router on a live host that does not answer is dead or hung, a finding
+    like any stopped role. `service`: the service manager's detail. Returns (status, message, hint). Pure."""
+    if running is None:
+        return Status.UNKNOWN, f"unknown: {router}: {request}: {cause}; its host could not be asked: {service}", None
+    if not running:
+        return (
+            Status.FAIL,
+            f"{router} is not running ({service or 'its service is stopped'}): {request}: {cause}",
+            "start it: `pdctl deploy` starts what is not running (a router holds no KV state)",
+        )
+    return (
+        Status.FAIL,
+        f"{router} runs but does not answer its worker API: {request}: {cause}",
+        "read `pdctl logs router`; `pdctl restart --role router` restarts it (a router holds no KV state)",
+    )

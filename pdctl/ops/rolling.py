@@ -3,8 +3,10 @@ units are formed and why), each instance taken out of every router through its w
 drained, restarted, canaried straight against the decodes still serving, and put back; confirmed each time by
 reading the routers' worker lists again.
 
-Stops at the first step that fails and says each unit's state and which workers are out of the routers: a worker
-that was restarted and failed stays out (it is not to take traffic); one never touched goes back in.
+Stops at the first step that fails (or at an interrupt) and says what it left each worker as (restarted and back,
+restarted and still out, restart begun and not finished, taken out and put back, untouched) and which are out of
+the routers: a worker restarted and not canaried stays out (it is not to take traffic); one never restarted, or
+restarted and canaried, goes back in.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pdctl import audit
-from pdctl.checks.rolling import UnitState, drained, form_units, refusal
+from pdctl.checks.rolling import ROLLING_COMMAND, UnitState, drained, form_units, refusal
+from pdctl.checks.rolling_progress import SAFE_TO_PUT_BACK, Progress, left_lines, still_out
 from pdctl.errors import HazardRefused, PdctlError, StepFailed, as_interrupted, carry_warnings
 from pdctl.ops import router_workers as rw
 from pdctl.ops.context import Deployment, deployment_lock
@@ -37,6 +40,7 @@ class RollingResult:
     warnings: list[str] = field(default_factory=list)
     stopped: str | None = None  # why the restart stopped before the last unit, with the states
     order: str | None = None  # why the units are not in index order (pairs known broken first)
+    left: list[str] = field(default_factory=list)  # a stopped run: what each worker was left as, and what next
     stopped_exit: int = field(default=1, metadata=JSON_OFF)
     roles: tuple[str, ...] = field(default=ROLES, metadata=JSON_OFF)  # what it restarts (the lint gate reads this)
     rolling = True  # says which restart this document is
@@ -74,14 +78,15 @@ def rolling_restart(
     pairs_why: str = "failed their pair canaries",
 ) -> RollingResult:
     """Restart every prefill and decode without taking the service down. Raises HazardRefused (a router would be
-    left without a prefill or a decode), LockHeld, LintRefused, UnreachableError (a router's worker list cannot be
-    read before anything is done). A step that fails later does not raise: the result says where it stopped.
+    left without a prefill or a decode), LockHeld, LintRefused, StepFailed (a router on a live host does not answer
+    its worker API) or UnreachableError (nor does its host) before anything is done. A step that fails later does
+    not raise: the result says where it stopped and what it left each worker as.
     `broken_pairs`: (prefill, decode) indices known broken (the watch's heal: by their canaries; --first-pair: by
     the operator), said in the order line with `pairs_why`: their workers go first."""
     from pdctl.ops.fanout import raise_first_unreachable
     from pdctl.ops.restart import lint_gate
 
-    now = rw.serving(dep)  # raises UnreachableError when a router's list cannot be read: nothing done yet
+    now = rw.serving(dep)  # raises when a router's list cannot be read: nothing done yet
     first, order, unread = restart_first(dep, now, broken_pairs, pairs_why)
     units = form_units(len(dep.inv.roles.prefill), len(dep.inv.roles.decode), first)
     result = RollingResult(dry_run, [], [UnitState(u) for u in units], order=order)
@@ -116,24 +121,23 @@ def rolling_restart(
                     _run_unit(dep, state, result.steps, bases, drain_timeout)
                 except StepFailed as e:
                     result.stopped, result.stopped_exit = e.message, e.exit_code
+                    result.left = left_by(dep, result.units)
                     break
-                except KeyboardInterrupt as e:  # the record and the screen say which workers stay out
+                except KeyboardInterrupt as e:  # the record and the screen say what each worker was left as
+                    result.left = left_by(dep, result.units)
                     rec.extra["units"] = to_data(result.units)
-                    out = [w for s in result.units for w in (s.out or [])]
-                    if not out:
+                    if not result.left:
                         raise
                     stopped = as_interrupted(e)
-                    stopped.notes.append(
-                        f"still out of the routers: {', '.join(out)} (restarted, not put "
-                        "back); `pdctl restart --rolling` again restarts them first and puts "
-                        "them back"
-                    )
+                    stopped.notes += result.left
                     if stopped is e:
                         raise
                     raise stopped from None
                 # every pair has been canaried since either of its workers last restarted: the new clean lineage
                 save_lineage_record(dep)
-            rec.extra.update(units=to_data(result.units), steps=to_data(result.steps), warnings=result.warnings)
+            rec.extra.update(
+                units=to_data(result.units), steps=to_data(result.steps), warnings=result.warnings, left=result.left
+            )
             if result.stopped is None:
                 if verify:
                     result.health = final_health(dep)
@@ -146,6 +150,25 @@ def rolling_restart(
         if result.exit_code:  # decides the record's result word: a unit whose host did not answer is unreachable
             rec.extra["exit_code"] = result.exit_code
     return result
+
+
+def left_by(dep: Deployment, units: list[UnitState]) -> list[str]:
+    """What a stopped run left (pdctl.checks.rolling_progress.left_lines) and the next step: [] when it had not
+    touched any worker yet."""
+    progress = [u.workers for u in units]
+    if all(p is Progress.UNTOUCHED for u in progress for p in u.values()):
+        return []
+    lines = ["the rolling restart left each worker as follows:"]
+    lines += [f"  {line}" for line in left_lines(progress, dep.inv.label)]
+    out = still_out(progress)
+    if out:
+        lines.append(
+            f"still out of the routers: {', '.join(dep.inv.label(*w) for w in out)}; `{ROLLING_COMMAND}` again "
+            "restarts them first and puts them back (the service stays up)"
+        )
+    else:
+        lines.append(f"nothing is out of the routers; `{ROLLING_COMMAND}` again finishes the co-restart")
+    return lines
 
 
 def restart_first(
@@ -197,12 +220,12 @@ def _refuse(dep: Deployment, result: RollingResult, serving) -> None:
 
 
 def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, drain_timeout: float) -> None:
-    """One unit (pdctl.checks.rolling); on a failed step, puts back what was never restarted, records the unit's
-    state and which workers stay out, and re-raises the StepFailed."""
+    """One unit (pdctl.checks.rolling), each member's Progress moved before the action it names can begin
+    (pdctl.checks.rolling_progress). On a failed step or an interrupt, puts back what is safe to put back (never
+    restarted, or restarted and canaried), records the unit's state and which members stay out, and re-raises."""
     unit, label, n_d = state.unit, dep.inv.label, len(dep.inv.roles.decode)
     serving = [j for j in range(n_d) if j not in unit.decodes]
-    out: list[RoleRef] = []
-    restarted: set[RoleRef] = set()
+    seen = state.workers
     state.state = "running"
 
     prefix = f"{unit.name}: "
@@ -211,43 +234,50 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
     def step(what: str, action) -> None:
         run_step(dep, prefix + what, action, done, total=total)
 
+    decodes = [RoleRef("decode", j) for j in unit.decodes]
     try:
-        for j in unit.decodes:
-            step(f"{label('decode', j)} out of the routers", lambda j=j: rw.take_out(dep, "decode", j))
-            out.append(RoleRef("decode", j))
-        for j in unit.decodes:
-            step(f"{label('decode', j)} drained", lambda j=j: _wait_drained(dep, "decode", j, bases, drain_timeout))
+        for d in decodes:
+            seen[d] = Progress.OUT  # before the DELETE: an interrupt inside the step may land after it was sent
+            step(f"{label(*d)} out of the routers", lambda d=d: rw.take_out(dep, *d))
+        for d in decodes:
+            step(f"{label(*d)} drained", lambda d=d: _wait_drained(dep, d.role, d.number, bases, drain_timeout))
         for i in unit.prefills:
-            step(f"{label('prefill', i)} out of the routers", lambda i=i: rw.take_out(dep, "prefill", i))
-            out.append(RoleRef("prefill", i))
-            step(f"{label('prefill', i)} drained", lambda i=i: _wait_drained(dep, "prefill", i, bases, drain_timeout))
-            restarted.add(RoleRef("prefill", i))
-            restart_one(dep, "prefill", i, done, total=total, prefix=prefix)
+            p = RoleRef("prefill", i)
+            seen[p] = Progress.OUT
+            step(f"{label(*p)} out of the routers", lambda p=p: rw.take_out(dep, *p))
+            step(f"{label(*p)} drained", lambda p=p: _wait_drained(dep, p.role, p.number, bases, drain_timeout))
+            seen[p] = Progress.RESTARTING  # before the stop: it may be stopped when an interrupt lands
+            restart_one(dep, *p, done, total=total, prefix=prefix)
+            seen[p] = Progress.RESTARTED
             step(
-                f"canary {label('prefill', i)} with the serving decodes",
+                f"canary {label(*p)} with the serving decodes",
                 lambda i=i: _canaries(dep, [(i, j) for j in serving], bases),
             )
-            step(f"{label('prefill', i)} back in the routers", lambda i=i: rw.put_back(dep, "prefill", i))
-            out.remove(RoleRef("prefill", i))
-        for j in unit.decodes:
-            restarted.add(RoleRef("decode", j))
-            restart_one(dep, "decode", j, done, total=total, prefix=prefix)
+            seen[p] = Progress.CANARIED
+            step(f"{label(*p)} back in the routers", lambda p=p: rw.put_back(dep, *p))
+            seen[p] = Progress.BACK
+        for d in decodes:
+            seen[d] = Progress.RESTARTING
+            restart_one(dep, *d, done, total=total, prefix=prefix)
+            seen[d] = Progress.RESTARTED
         step(
-            "canary every prefill with " + ", ".join(label("decode", j) for j in unit.decodes),
+            "canary every prefill with " + ", ".join(label(*d) for d in decodes),
             lambda: _canaries(dep, [(i, j) for j in unit.decodes for i in unit.prefills], bases),
         )
-        for j in unit.decodes:
-            step(f"{label('decode', j)} back in the routers", lambda j=j: rw.put_back(dep, "decode", j))
-            out.remove(RoleRef("decode", j))
-    except (StepFailed, KeyboardInterrupt) as e:  # Ctrl-C too: what was never restarted goes back in
+        for d in decodes:
+            seen[d] = Progress.CANARIED
+        for d in decodes:
+            step(f"{label(*d)} back in the routers", lambda d=d: rw.put_back(dep, *d))
+            seen[d] = Progress.BACK
+    except (StepFailed, KeyboardInterrupt) as e:  # Ctrl-C too: what is safe to serve goes back in
         if isinstance(e, StepFailed):
             state.state, state.detail = f"failed at: {_failed_step(e)}", e.message.splitlines()[0]
         else:
             state.state, state.detail = "interrupted", f"interrupted during: {done[-1].step if done else 'start'}"
-        back, kept = _restore_untouched(dep, out, restarted)
-        state.out = [label(role, k) for role, k in kept]
-        if back:
-            state.detail += "; put back (never restarted): " + ", ".join(label(role, k) for role, k in back)
+        refused = _put_back_safe(dep, seen)
+        state.out = [label(*w) for w in state.still_out()]
+        if refused:
+            state.detail += "; could not put back: " + "; ".join(f"{label(*w)}: {why}" for w, why in refused)
         raise
     state.state, state.out = "done", []
 
@@ -263,20 +293,22 @@ def _failed_step(e: StepFailed) -> str:
     return first.split("'")[1] if first.startswith("stopped at step '") and first.count("'") >= 2 else first
 
 
-def _restore_untouched(dep: Deployment, out, restarted) -> tuple[list, list]:
-    """Put back the workers taken out but never restarted (they are the old, serving processes); what was
-    restarted stays out. Returns (put back, still out)."""
-    back, kept = [], []
-    for role, k in out:
-        if (role, k) in restarted:
-            kept.append((role, k))
+def _put_back_safe(dep: Deployment, seen: dict[RoleRef, Progress]) -> list[tuple[RoleRef, str]]:
+    """Put back each worker of a stopped unit that may serve (pdctl.checks.rolling_progress.SAFE_TO_PUT_BACK: the
+    old process, never restarted, or a restarted one whose canary passed); one restarted and not canaried, or
+    whose restart did not finish, stays out. Moves their Progress; returns those that could not be put back, with
+    why."""
+    refused = []
+    for w, p in list(seen.items()):
+        if p not in SAFE_TO_PUT_BACK:
             continue
         try:
-            rw.put_back(dep, role, k)
-            back.append((role, k))
-        except PdctlError:
-            kept.append((role, k))
-    return back, kept
+            rw.put_back(dep, *w)
+        except PdctlError as e:
+            refused.append((w, e.message.splitlines()[0]))
+            continue
+        seen[w] = Progress.PUT_BACK if p is Progress.OUT else Progress.BACK
+    return refused
 
 
 def _wait_drained(dep: Deployment, role: str, k: int, bases, limit: float) -> None:

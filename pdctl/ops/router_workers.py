@@ -6,6 +6,8 @@ effect in the background. So every change here is confirmed by reading the list 
 sleeping. smg (pdctl.routers.smg) also lists each worker's `status`, keeps a deleted worker listed as `draining`
 for ~5 s, and answers 409 to a POST for a URL it still lists: a worker is put back only once it is no longer listed.
 The URLs are the ones the router was started with (pdctl.launch.worker_url from the router's host).
+A router that does not answer is asked about through its host: dead or hung on a live host is a failure (exit 1),
+unknown (exit 3) only when its host cannot be asked either (pdctl.checks.router_state.judge_unanswered_api).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 from typing import Any
 
 from pdctl.checks.rolling import back_in_service, listed
-from pdctl.errors import StepFailed, UnreachableError
+from pdctl.errors import PdctlError, StepFailed, UnreachableError
 from pdctl.launch import worker_url
 from pdctl.ops.context import Deployment
 from pdctl.poll import poll_until
@@ -25,8 +27,9 @@ CONFIRM_TIMEOUT_S = 30.0  # the router applies a change within seconds; past thi
 
 
 def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, also_ok: tuple[int, ...] = ()) -> Any:
-    """One worker-API request to router r: the decoded JSON answer. Raises UnreachableError (no answer) or
-    StepFailed (an answer that is not a success nor in `also_ok`), both naming the router."""
+    """One worker-API request to router r: the decoded JSON answer. Raises StepFailed (an answer that is not a
+    success nor in `also_ok`, or no answer from a router whose host answers) or UnreachableError (no answer, and
+    its host could not be asked either), both naming the router."""
     from httpx import HTTPError
 
     from pdctl.checks.http_util import client, describe_error, join
@@ -38,15 +41,32 @@ def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, 
     try:
         resp = client().request(method, join(base, path), timeout=API_TIMEOUT_S, headers=headers, content=content)
     except HTTPError as e:
-        raise UnreachableError(
-            f"unknown: {label}: {method} {path}: {describe_error(e, API_TIMEOUT_S, base)}", target=label
-        ) from None
+        raise unanswered(dep, r, f"{method} {path}", describe_error(e, API_TIMEOUT_S, base)) from None
     if resp.status_code >= 300 and resp.status_code not in also_ok:
         raise StepFailed(f"{label}: {method} {path} answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
         return resp.json()
     except ValueError:
         raise StepFailed(f"{label}: {method} {path} answered HTTP {resp.status_code} with no JSON") from None
+
+
+def unanswered(dep: Deployment, r: int, request: str, cause: str) -> PdctlError:
+    """The error for router r not answering `request`, judged by what its host says of its service (one status
+    read): StepFailed when the host answers, UnreachableError when it cannot be asked."""
+    from pdctl.checks.result import Status
+    from pdctl.checks.router_state import judge_unanswered_api
+
+    label = dep.inv.label("router", r)
+    host_hint = None
+    try:
+        st = dep.status("router", r)
+        running, service = st.active, st.detail
+    except PdctlError as e:
+        running, service, host_hint = None, e.message.splitlines()[0], e.hint
+    status, message, hint = judge_unanswered_api(label, request, cause, running, service)
+    if status is Status.UNKNOWN:
+        return UnreachableError(message, target=label, hint=hint or host_hint)
+    return StepFailed(message, hint=hint)
 
 
 def workers(dep: Deployment, r: int) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """What `pdctl restart --rolling` prints: the verdict first, one row per unit (its decodes, its state, its steps and
-seconds, what is still out of the routers), where it stopped and every role's state then, then final-health. The
-steps themselves (30 for a 2x2) are in `--json`; the screen keeps one row per unit."""
+seconds, what is still out of the routers), where it stopped and every role's state then, what it left each worker
+as, then final-health. The steps themselves (30 for a 2x2) are in `--json`; the screen keeps one row per unit."""
 
 from __future__ import annotations
 
@@ -73,11 +73,13 @@ def rolling_report(result) -> None:
             c.print(Text(f"{u.unit.name}: {u.detail}", style="red"))
     if result.stopped:
         c.print(Text(result.stopped))
+        for line in result.left:
+            c.print(Text(line))
         c.print(
             Text("next: ", style="yellow")
             + Text(
-                "fix the cause, then `pdctl restart --rolling` again (it puts every worker back), or "
-                "`pdctl restart --pair`"
+                "fix the cause, then `pdctl restart --rolling` again: it restarts the workers left out of the "
+                "routers first and puts them back (the service stays up)"
             )
         )
     if result.health:

@@ -1,10 +1,11 @@
 """What `pdctl status` prints: the verdict line, then one row per role instance (when the table does not fit, the
-instance, state, pid and uptime on one line and its service and detail indented under it)."""
+instance, state, pid and uptime on one line and its service and detail indented under it), then, when a router
+does not route to a running worker, which and why, and the co-restart that puts it back."""
 
 from __future__ import annotations
 
 from pdctl import render
-from pdctl.checks.role_status import RoleStatus
+from pdctl.checks.role_status import RoleStatus, co_restart_advice
 from pdctl.checks.triage import short_label
 from pdctl.render.escape_controls import Text
 from pdctl.render.layout import Col, grid
@@ -32,13 +33,20 @@ def status_rows(rows: list[RoleStatus]) -> list[tuple[str, str, Text, str, str, 
             detail = ""
         if r.restarts:  # restarts systemd made on its own: the lineage layer says whether they matter
             detail += f"{', ' if detail else ''}NRestarts={r.restarts}"
+        if r.routing is not None:  # running is not serving: say which router does not route to it
+            for m in r.routing.missing:
+                detail += f"{', ' if detail else ''}{short_label(m.router)}: {m.why}"
+            for u in r.routing.unread:
+                detail += f"{', ' if detail else ''}{short_label(u.router)}: list not read"
         out.append((r.label, r.service, Text(r.state, style=STATE_STYLES[r.state]), str(r.pid or ""), up, detail))
     return out
 
 
 def status_headline(rows: list[RoleStatus]) -> Text:
     """'status: 10 of 10 running', 'status: 9 of 10 running; stopped: decode[2]', 'status: 3 of 3 unknown:
-    prefill[0], ...' (short labels, whole; "running" only when something runs). Pure."""
+    prefill[0], ...', 'status: 5 of 5 running; not routed to: prefill[0], decode[0]' (short labels, whole;
+    "running" only when something runs; green only when everything runs and every router routes to every
+    running worker). Pure."""
     states = [r.state for r in rows]
     parts = [f"{states.count('running')} of {len(rows)} running"] if "running" in states else []
     for word in ("stopped", "unknown"):
@@ -47,13 +55,51 @@ def status_headline(rows: list[RoleStatus]) -> Text:
             parts.append(
                 f"{word}: {', '.join(names)}" if parts else f"{len(names)} of {len(rows)} {word}: {', '.join(names)}"
             )
+    unrouted = [short_label(r.label) for r in rows if r.routed is False]
+    unsure = [short_label(r.label) for r in rows if r.routing is not None and r.routed is None]
+    if unrouted:
+        parts.append(f"not routed to: {', '.join(unrouted)}")
+    if unsure:
+        parts.append(f"routing unknown: {', '.join(unsure)}")
     head = "status: " + "; ".join(parts)
-    ok = states.count("running") == len(rows)
-    style = "bold green" if ok else ("bold red" if "stopped" in states else "yellow")
+    ok = states.count("running") == len(rows) and not unrouted and not unsure
+    style = "bold green" if ok else ("bold red" if "stopped" in states or unrouted else "yellow")
     return Text(head, style=style)
+
+
+def routing_lines(rows: list[RoleStatus]) -> list[str]:
+    """Under the table: each router that does not route to some running worker (which, and why), each router whose
+    list could not be read (why), and the least disruptive co-restart that puts the workers back (the one
+    `restart --rolling`'s own messages advise). [] when every router routes to every running worker. Pure."""
+    out, unread = [], {}
+    by_router: dict[str, list[str]] = {}
+    for r in rows:
+        if r.routing is None:
+            continue
+        for m in r.routing.missing:
+            by_router.setdefault(m.router, []).append(f"{short_label(r.label)} ({m.why})")
+        for u in r.routing.unread:
+            unread[u.router] = u.why
+    for router, names in by_router.items():
+        out.append(
+            f"{router} does not route to {', '.join(names)}: no request reaches "
+            f"{'them' if len(names) > 1 else 'it'} although {'they run' if len(names) > 1 else 'it runs'}"
+        )
+    for why in unread.values():  # the reason names its router
+        out.append(f"worker list not read: {why}")
+    advice = co_restart_advice(rows)
+    if advice is not None:
+        command, refused = advice
+        if refused is None:
+            out.append(f"next: `{command}` restarts these workers first and puts them back (the service stays up)")
+        else:
+            out.append(f"next: `{command}` co-restarts everything (the service is down meanwhile): {refused}")
+    return out
 
 
 def status_table(rows: list[RoleStatus]) -> None:
     c = render.console()
     c.print(status_headline(rows))
     c.print(grid("roles", STATUS_COLS, status_rows(rows), c.width, narrow="stacked"))
+    for line in routing_lines(rows):
+        render.wrapped(line, style="red" if not line.startswith("next:") else "yellow")
