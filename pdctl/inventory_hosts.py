@@ -139,8 +139,14 @@ class SshHost(Host, tag="ssh"):
     def _problems(self) -> list[tuple[str, str]]:
         from pdctl.host_address import jump_problem
 
+        from pdctl.transport.control import MIN_KEEP_S
+
         jump = self.proxy_jump is not None and jump_problem(self.proxy_jump)
-        return super()._problems() + ([("proxy_jump", jump)] if jump else [])
+        problems = super()._problems() + ([("proxy_jump", jump)] if jump else [])
+        if 0 < self.keep_connection < MIN_KEEP_S:  # shorter ends the keeper between the requests of one run
+            expected = f"expected 0 (off) or seconds from {MIN_KEEP_S:g} to 86400"
+            problems.append(("keep_connection", f"{self.keep_connection:g}: {expected}"))
+        return problems
 
 
 AnyHost = Union[LocalHost, SshHost]  # what an inventory's `hosts` hold

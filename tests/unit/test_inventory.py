@@ -276,3 +276,14 @@ def test_a_secret_env_value_of_the_wrong_type_is_not_echoed():
         parse_inventory(data, "x.yaml")
     assert "roles.prefill.0.env: env API_TOKEN" in e.value.message and "got list" in e.value.message
     assert "hunter2secret" not in e.value.message
+
+
+@pytest.mark.parametrize("keep", [0.001, 1, 4.99])
+def test_a_keep_too_short_to_last_one_run_is_refused_naming_the_field(keep):
+    """Issue 28 W10's inventory twin: a keeper kept under 5 s ends between the requests of one run."""
+    from pdctl.inventory import Host
+
+    with pytest.raises(ValueError) as e:
+        Host(transport="ssh", keep_connection=keep)
+    assert "keep_connection" in str(e.value) and "5 to 86400" in str(e.value)
+    assert Host(transport="ssh", keep_connection=5).keep_connection == 5
