@@ -46,6 +46,13 @@ class CheckResult:
     data: dict[str, Any] = field(default_factory=dict)
     next_step: str = ""  # the pdctl command to run next when this check fails (e.g. NEXT_PAIR_RESTART)
 
+    def __post_init__(self) -> None:
+        # a URL's password has no secret-looking name to be masked by (RT_URL, HTTPS_PROXY): every judge's texts
+        # are masked here, so no screen, JSON document, report or timeline line built from a result shows one
+        from pdctl.secrets import mask_urls
+
+        self.observed, self.expected, self.detail = (mask_urls(x) for x in (self.observed, self.expected, self.detail))
+
     @property
     def failed(self) -> bool:
         return self.status is Status.FAIL

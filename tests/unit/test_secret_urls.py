@@ -124,7 +124,7 @@ def test_render_and_deploy_dry_run_mask_the_url_password(inv, command):
     assert f"http://{MASK}@proxy:3128" in r.output
 
 
-def test_live_env_in_final_health_and_watch_json_is_masked(inv, tmp_path):
+def test_live_env_in_final_health_and_the_watch_is_masked(inv, tmp_path):
     """A real process with the URL in its environment, found by the pidfile pdctl would have written: final-health
     reads /proc/PID/environ and judges it (the live password differs from the declared one: a drift naming both)."""
     from pdctl.services.pidfile import parse_proc_stat_starttime
@@ -145,6 +145,18 @@ def test_live_env_in_final_health_and_watch_json_is_masked(inv, tmp_path):
         for out in (fh.stdout, watch.stdout):
             assert not _leaks(out) and "hunter2live" not in out
         assert "env:RT_URL" in watch.stdout
+        # the screens built from the same results (the judge's texts): final-health -v, its reports, the watch's lines
+        shown = [
+            CliRunner().invoke(app, ["verify", "final-health", "-i", str(inv), "-v"]).output,
+            CliRunner().invoke(app, ["watch", "-i", str(inv), "--once"]).output,
+        ]
+        for suffix in ("html", "svg"):
+            report = tmp_path / f"report.{suffix}"
+            CliRunner().invoke(app, ["verify", "final-health", "-i", str(inv), "-v", "--report", str(report)])
+            shown.append(report.read_text())
+        assert "env:RT_URL" in shown[0] and f"user:{MASK}@127.0.0.1" in shown[0]
+        for out in shown:
+            assert not _leaks(out) and "hunter2live" not in out
     finally:
         proc.kill()
         proc.wait()
