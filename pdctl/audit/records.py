@@ -86,8 +86,11 @@ def read_records(path: Path) -> list[AuditLine]:
 
 
 def line_json(line: AuditLine) -> dict[str, Any]:
-    """The --json form of a line: the record itself, or {"corrupt": text}."""
-    return {"corrupt": line.text} if isinstance(line, CorruptLine) else line
+    """The --json form of a line: the record itself, or {"corrupt": text}; a URL's password masked (records written
+    before URLs were masked on write still hold them)."""
+    from pdctl.secrets import mask_nested
+
+    return mask_nested({"corrupt": line.text} if isinstance(line, CorruptLine) else line)
 
 
 # -- a record's result in a word ---------------------------------------------------------------------------------------

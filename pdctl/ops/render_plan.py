@@ -79,7 +79,8 @@ def _rendered(inv: Inventory, role: str, index: int, python: str, source: str) -
         try:
             text = render_unit(spec, mgr.restart_policy, timeout_stop_sec=mgr.timeout_stop_sec)
         except ValueError as e:
-            text, problem = "", f"{e} (declare hosts.{inst.host}.python as an absolute path)"
+            hint = f" (declare hosts.{inst.host}.python as an absolute path)" if "ExecStart" in str(e) else ""
+            text, problem = "", f"{e}{hint}"
     else:
         assert isinstance(mgr, PidfileManager), mgr
         path = mgr.spec_path(spec.name)

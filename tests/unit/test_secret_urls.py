@@ -175,3 +175,25 @@ def test_a_playbook_run_its_audit_record_and_history_mask_a_url(inv, tmp_path):
     assert history.exit_code == 0 and "run u" in history.stdout
     for out in (r.output, (tmp_path / "audit.jsonl").read_text(), history.stdout):
         assert not _leaks(out)
+
+
+def test_an_audit_record_written_before_urls_were_masked_is_masked_when_history_reads_it(tmp_path, monkeypatch):
+    """A record appended raw (by a pdctl before this fix) still holds the password: `history --json` masks it on
+    read, in a field and in a line too damaged to parse."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pdctl.cli.app import app
+
+    log = tmp_path / "audit.jsonl"
+    old = {"ts": "2026-12-01T10:00:00+00:00", "action": "deploy", "inventory": "inv.yaml", "result": "ok",
+           "exit_code": 0, "args": {"env": "RT_URL=http://svc:hunter2pass@10.0.0.9:6379/0"}}  # fmt: skip
+    log.write_text(json.dumps(old) + "\n" + '{"torn": "https://tok3n@h/x\n')
+    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(log))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    r = CliRunner().invoke(app, ["history", "--json"])
+    assert "hunter2pass" not in r.output and "tok3n" not in r.output, r.output
+    doc = json.loads(r.output)
+    assert doc["records"][0]["args"]["env"] == "RT_URL=http://svc:***@10.0.0.9:6379/0"
+    assert doc["records"][1]["corrupt"].startswith('{"torn": "https://***@h')
