@@ -81,31 +81,24 @@ def status_exit_code(rows: Sequence[RoleStatus]) -> int:
 
 def serving_by_router(rows: Sequence[RoleStatus]) -> dict[str, list[RoleRef]] | None:
     """Router label -> the workers it routes to now, from the rows' membership (as pdctl.ops.router_workers.serving
-    reads it for the rolling restart), for the co-restart advice; None when no router's list was read. Pure."""
-    workers = [r for r in rows if r.role != "router"]
-    if not any(r.routing is not None for r in workers):
+    reads it for the rolling restart), for the co-restart advice: only the routers whose list was read; None when
+    none was. Pure."""
+    seen = [(RoleRef(r.role, r.index), r.routing) for r in rows if r.role != "router" and r.routing is not None]
+    unread = {u.router for _, m in seen for u in m.unread}
+    routers = [r.label for r in rows if r.role == "router" and r.active and r.label not in unread]
+    if not seen or not routers:
         return None
-    routers = [r.label for r in rows if r.role == "router" and r.active]  # a stopped one's list was not read
-    return {
-        router: [
-            RoleRef(r.role, r.index)
-            for r in workers
-            if r.routing is not None
-            and all(m.router != router for m in r.routing.missing)
-            and all(u.router != router for u in r.routing.unread)
-        ]
-        for router in routers
-    }
+    return {router: [w for w, m in seen if all(x.router != router for x in m.missing)] for router in routers}
 
 
 def co_restart_advice(rows: Sequence[RoleStatus]) -> tuple[str, str | None] | None:
     """The co-restart that puts back the running workers a router does not route to, as `restart --rolling`'s own
     messages advise it (pdctl.checks.rolling.least_disruptive_co_restart): (command, why the rolling one is
-    refused or None); None when every read router routes to every running worker. Pure."""
+    refused or None); None when every router whose list was read routes to every running worker. Pure."""
     from pdctl.checks.rolling import least_disruptive_co_restart
 
     serving = serving_by_router(rows)
-    if serving is None or not any(r.routed is False for r in rows):
+    if serving is None or not any(r.routing is not None and r.routing.missing for r in rows):
         return None
     n = {role: sum(1 for r in rows if r.role == role) for role in ("prefill", "decode")}
     return least_disruptive_co_restart(n["prefill"], n["decode"], serving)
