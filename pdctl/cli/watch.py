@@ -40,7 +40,9 @@ def watch(
     listen_any: Annotated[
         bool,
         typer.Option(
-            "--listen-any", help="Allow a --listen address other than loopback (the exporter has no authentication)."
+            "--listen-any",
+            help="Allow a --listen (or watch.listen) that resolves to an address other than loopback "
+            "(the exporter has no authentication).",
         ),
     ] = False,
     timeline: Annotated[
@@ -48,7 +50,8 @@ def watch(
         typer.Option(
             "--timeline",
             metavar="FILE|-",
-            help="Append the verdict timeline as JSON lines to FILE, or to stdout with - (then the screen is off).",
+            help="Append the verdict timeline as JSON lines to FILE (made 0600; a FIFO too; followed when rotated, "
+            "SIGHUP reopens it in a service), or to stdout with - (then the screen is off).",
         ),
     ] = None,
     once: Annotated[
@@ -324,4 +327,6 @@ def _service(
     else:
         watch_service_report(ws)
     if status and not ws.ok:
-        raise typer.Exit(1)
+        from pdctl.errors import ExitCode
+
+        raise typer.Exit(ExitCode.CHECK_FAILED)
