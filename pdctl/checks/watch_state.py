@@ -173,7 +173,8 @@ class WatchState:
     def transfer_checks(self, unread: Mapping[str, str] | None = None) -> list[CheckResult]:
         """The "transfer" layer from the counters: each worker's failures that stand, 0 to pass; those awaiting a
         canary do not fail it yet. Workers in `unread` (label -> why: not read in this sample) are left out:
-        their counters are not known now (transfer_unread)."""
+        their counters are not known now, and the inflight round judges them (checks.transfer.judge_unread: failed
+        on a host that answers; unknown on one that does not)."""
         out = []
         for (target, kind), left in sorted(self.unexplained_failures().items()):
             if target in (unread or {}):
@@ -200,36 +201,6 @@ class WatchState:
                 )
             )
         return out
-
-    def transfer_unread(self, unread: Mapping[str, str], t: float) -> list[TimelineEvent]:
-        """The transfer checks of workers whose /metrics could not be read in this sample turn unknown (a stale
-        count must not read pass, and a worker never read must not go unlisted); its host answered, so the target
-        itself is not unknown."""
-        lines: list[TimelineEvent] = []
-        for target, why in sorted(unread.items()):
-            observed = f"its /metrics could not be read: {why}"
-            for kind in FAILURE_KINDS:
-                key = ("transfer", target, transfer_check_name(kind))
-                c = self.checks.get(key)
-                if c is None:
-                    c = self.checks[key] = CheckState(
-                        "inflight",
-                        "transfer",
-                        target,
-                        key[2],
-                        Status.UNKNOWN,
-                        observed,
-                        "0 that a canary does not explain",
-                        observed,
-                        t,
-                        "",
-                    )
-                elif c.status is not Status.UNKNOWN:
-                    c.turn_unknown(observed, t)
-                else:
-                    continue
-                lines.append(c.line(t, self.deployment))
-        return lines
 
     def apply_processes(self, seen: Mapping[str, tuple[int | None, float | None]], t: float) -> list[TimelineEvent]:
         """label -> (pid, start time) of the running main processes: a changed pid is a restart line."""

@@ -224,9 +224,10 @@ class Watch:
             if seen.point is None:  # a host did not answer: no sample, the check unknown
                 return st.apply_checks("inflight", [], t, unknown=seen.unknown)
             lines = st.apply_point(seen.point, t)
-            # the transfer check follows the counters each sample carries; a worker not read is unknown
-            unread = seen.point.errors
-            return lines + st.apply_checks("inflight", st.transfer_checks(unread), t) + st.transfer_unread(unread, t)
+            # the transfer check follows the counters each sample carries; a worker not read is judged by the round
+            # (ops/layers/inflight.py): failed when its host answers, as in final-health; unknown when it does not
+            checks = st.transfer_checks(seen.point.errors) + seen.checks
+            return lines + st.apply_checks("inflight", checks, t, unknown=seen.unknown)
         lines = st.apply_processes(seen.processes, t) if seen.processes else []
         if seen.change is not None:
             lines += st.apply_change(seen.change, t)

@@ -71,3 +71,27 @@ def test_the_watch_fails_a_local_broken_pair_beside_a_host_that_does_not_answer(
     assert "prefill[1] -> decode[0]" in doc["unknown_targets"]
     assert "prefill[0] -> decode[0]" not in doc["unknown_targets"]
     assert "host gone did not answer" in doc["unknown_why"]["prefill[1] -> decode[0]"]
+
+
+def test_the_watch_and_final_health_agree_on_dead_workers_on_a_live_host(tmp_path):
+    """Issue 28 W5 from its reproduction: the servers are dead (nothing deployed: each port refuses), the host
+    (this machine) answers. `watch --once` failed its transfer checks as unknown where final-health failed them:
+    now both fail `/metrics` of each worker, nothing is unknown, and both exit 1."""
+    ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
+    inv = local_inventory("dead-on-live", ports)
+    inv["watch"] = {"inflight_window": 2}
+    path = write_inventory(tmp_path / "inv.yaml", inv)
+    watch = pdctl(
+        ["watch", "-i", str(path), "--listen", f"127.0.0.1:{free_port()}", "--once", "--json"],
+        state=tmp_path,
+        timeout=60,
+    )
+    final = pdctl(["verify", "final-health", "-i", str(path), "--json"], state=tmp_path, timeout=60)
+    assert watch.code == final.code == 1, watch.output + final.output
+    seen = {
+        (c["target"], c["check"], c["status"]) for c in json.loads(watch.stdout)["checks"] if c["layer"] == "transfer"
+    }
+    judged = {(c["target"], c["name"], c["status"]) for c in final.json()["layers"]["transfer"]}
+    workers = {f"prefill[0]@local:{ports['prefill']}", f"decode[0]@local:{ports['decode']}"}
+    assert seen == judged == {(w, "/metrics", "fail") for w in workers}, (seen, judged)
+    assert json.loads(watch.stdout)["unknown_targets"] == []

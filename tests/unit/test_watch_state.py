@@ -417,26 +417,41 @@ def test_a_watch_that_ended_before_any_round_is_unknown_never_a_pass():
     assert st.verdict() == "pass" and st.exit_code() == 0
 
 
-def test_a_worker_whose_metrics_cannot_be_read_has_unknown_transfer_checks_not_stale_passes():
-    """decode[1] read once, then its /metrics stop answering (SIGSTOP): its transfer checks turn unknown (they kept
-    their last pass); decode[2], never read, gets unknown checks (it went unlisted). Read again: judged again."""
-    st = WatchState("d", started=0.0)
-    d1, d2 = "decode[1]@b:30012", "decode[2]@b:30022"
-    zero = {"transfer_failed": 0, "bootstrap_failed": 0, "aborted": 0}
-    st.apply_counters({d1: zero}, 1)
-    st.apply_checks("inflight", st.transfer_checks(), 1)
-    assert {c.status for c in st.checks.values()} == {"pass"}
-    unread = {d1: "no response within 5s", d2: "connection refused"}
-    st.apply_checks("inflight", st.transfer_checks(unread), 2)
-    lines = st.transfer_unread(unread, 2)
-    status = {(c.target, c.check): c.status for c in st.checks.values()}
-    assert set(status.values()) == {"unknown"} and len(status) == 4, status
-    assert len(lines) == 4 and st.verdict() == "unknown" and st.exit_code() == 3
-    assert st.unknown_targets() == []  # the host answered: the target is not unknown
-    assert st.transfer_unread(unread, 3) == []  # no new line while it stays unread
-    st.apply_counters({d1: zero}, 4)
-    st.apply_checks("inflight", st.transfer_checks({d2: "connection refused"}), 4)
-    assert {c.status for c in st.checks.values() if c.target == d1} == {"pass"}
+def test_a_worker_whose_metrics_cannot_be_read_on_a_live_host_fails_and_on_a_silent_host_is_unknown():
+    """Issue 28 W5: decode[1] read once, then its /metrics stop answering (SIGSTOP) while its host answers: the
+    inflight round judges it failed as final-health does (checks.transfer.judge_unread), its last pass not kept;
+    decode[2], whose host stopped answering meanwhile, is an unknown target. Read again: judged again."""
+    from types import SimpleNamespace
+
+    from pdctl.checks.transfer import judge_unread
+    from pdctl.inventory import WatchSettings
+    from pdctl.ops.watch import Watch
+    from pdctl.ops.watch_rounds import Seen
+
+    d1, d2 = "decode[1]@b:30012", "decode[2]@c:30022"
+    inv = SimpleNamespace(name="d", watch=WatchSettings(), source="<embedded default>")
+    w = Watch(SimpleNamespace(inv=inv))
+    zero = {"transfer_failed": 0.0, "bootstrap_failed": 0.0, "aborted": 0.0}
+
+    def point(t: float, counters: dict, errors: dict) -> Point:
+        return Point(t, {}, 0.0, {}, counters, {}, errors=errors)
+
+    w.apply("inflight", Seen(point=point(1, {d1: zero}, {})), 1)
+    assert {c.status for c in w.state.checks.values() if c.layer == "transfer"} == {Status.PASS}
+    unread = {d1: "cannot read /metrics of decode[1]@b:30012: no response within 5s", d2: "timed out"}
+    seen = Seen(
+        point=point(2, {}, unread),
+        checks=[judge_unread(d1, unread[d1])],
+        unknown={d2: "unknown: host c did not answer: timed out"},
+    )
+    w.apply("inflight", seen, 2)
+    transfer = {(c.target, c.check): c.status for c in w.state.checks.values() if c.layer == "transfer"}
+    assert transfer == {(d1, "/metrics"): Status.FAIL}, transfer  # its stale passes are gone
+    assert w.state.unknown_targets() == [d2] and w.state.exit_code() == 1
+    w.apply("inflight", Seen(point=point(3, {d1: zero, d2: zero}, {})), 3)
+    transfer = {(c.target, c.check): c.status for c in w.state.checks.values() if c.layer == "transfer"}
+    assert set(transfer.values()) == {Status.PASS} and (d1, "/metrics") not in transfer, transfer
+    assert w.state.unknown_targets() == []
 
 
 def test_a_failure_outranks_an_unknown_in_the_exit_code_as_in_final_health():
