@@ -28,8 +28,9 @@ Its own restart. Recovered from the deployment, never assumed: the processes and
 flags round), the co-restart lineage record (read from the prefill host every flags round), every check's status
 (the first round of each cadence), a pin's start (the inflight judge's evidence: no progress for so long, once a
 full window is sampled). Lost: the failure counts before the watch started (pdctl_kv_failures_since_start starts at
-0: "since start" is this watch's start), a pair's run of consecutive failures, the heal counts and budget, and the
-first inflight window (the verdict is inconclusive until one window is sampled).
+0: "since start" is this watch's start), a pair's run of consecutive failures, the pdctl_heals_total counts (the
+heal budget and a red heal are read back from the audit log), and the first inflight window (the verdict is
+inconclusive until one window is sampled).
 """
 
 from __future__ import annotations

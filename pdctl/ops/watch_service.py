@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from pdctl import audit, state
 from pdctl.checks.result import CheckResult
+from pdctl.errors import ExitCode
 from pdctl.services.base import ServiceSpec
 
 if TYPE_CHECKING:
@@ -231,6 +232,7 @@ def install(
             else f"installed, not running: {ws.detail}"
         )
         rec.extra["pid"] = ws.pid
+        rec.extra["exit_code"] = 0 if ws.active else ExitCode.CHECK_FAILED  # history reads the word from it
     return ws
 
 
@@ -258,6 +260,7 @@ def uninstall(inv, inventory: Path | None, *, dry_run: bool = False) -> WatchSer
         ws.pid = st.main_pid
         ws.detail = f"stopped pid {st.main_pid}" if st.active else "was not running"
         rec.result = f"removed ({kind}); {ws.detail}"
+        rec.extra["exit_code"] = 0
     return ws
 
 

@@ -119,3 +119,8 @@ def test_pidfile_install_runs_the_watch_and_uninstall_stops_it_by_pid(setup):
     )
     actions = [json.loads(x)["action"] for x in Path(env["PDCTL_AUDIT_LOG"]).read_text().splitlines()]
     assert actions == ["watch --install", "watch --install", "watch --uninstall"]
+    # history reads them as they went (they carried no exit code, and read "failed")
+    failed = pdctl(["history", "--result", "failed", "--json"], state=s["state"], env=env)
+    assert failed.code == 0 and failed.json()["records"] == [], failed.output
+    ok = pdctl(["history", "--result", "ok", "--json"], state=s["state"], env=env).json()["records"]
+    assert [r["action"] for r in ok] == actions
