@@ -502,6 +502,20 @@ CASES = [
         [],
     ),
     (
+        "the timeline cannot be written for a minute",
+        "PdctlWatchOutputFailing",
+        {f'pdctl_output_ok{{{D},output="timeline /var/log/pdctl/t.jsonl"}}': "1x4 0x10"},
+        "120s",
+        [{"deployment": "d", "output": "timeline /var/log/pdctl/t.jsonl"}],
+    ),
+    (
+        "a timeline reader that comes back within the minute",
+        "PdctlWatchOutputFailing",
+        {f'pdctl_output_ok{{{D},output="timeline stdout"}}': "1x4 0x3 1x10"},
+        "120s",
+        [],
+    ),
+    (
         "the watch's scrape fails",
         "PdctlWatchDown",
         {'up{job="pdctl-watch",instance="127.0.0.1:9464"}': "0x30"},

@@ -69,7 +69,7 @@ def test_an_internal_error_keeps_its_own_kind(capsys):
 
 
 #: files of others still spelling an exit code as a number (to be named by their owners, then removed from here)
-KNOWN_BARE = {"pdctl/cli/watch.py"}
+KNOWN_BARE: set[str] = set()
 _BARE = re.compile(r"typer\.Exit\(\d|sys\.exit\(\d|exit_code\s*=\s*\d|\bcode\s*=\s*\d")
 
 
