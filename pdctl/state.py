@@ -7,10 +7,11 @@ from pathlib import Path
 
 
 def state_dir() -> Path:
-    """$XDG_STATE_HOME/pdctl (default ~/.local/state/pdctl), created on first use."""
+    """$XDG_STATE_HOME/pdctl (default ~/.local/state/pdctl), created 0700 on first use (it holds the audit log,
+    baselines and lineage records; every file in it is written by pdctl.safe_write all the same)."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     d = Path(base) / "pdctl"
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
     return d
 
 
@@ -20,7 +21,7 @@ def audit_log_path() -> Path:
 
 def lineage_path(inventory_name: str) -> Path:
     d = state_dir() / "lineage"
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir(mode=0o700, exist_ok=True)
     return d / f"{inventory_name}.json"
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import stat
 import time
 import uuid
 from contextlib import contextmanager
@@ -44,46 +43,25 @@ def _mask_nested(obj: Any) -> Any:
 
 
 def _open_for_append(p: Path) -> int:
-    """An fd open for appending to the log at `p`, or UsageError naming it. O_NONBLOCK so a FIFO in its place
-    cannot hang us even if one replaces the file between the check and the open."""
+    """An fd open for appending to the log at `p` (made 0600 when missing, its directory 0700), opened by
+    pdctl.safe_write: never through a symbolic link, never a file with other hard links or another user's in a
+    sticky world-writable directory, never a FIFO, device or directory (and never blocking on one). Raises
+    UsageError naming the log."""
+    from pdctl.safe_write import open_append
+
     try:
-        mode = os.stat(p).st_mode
-    except OSError:
-        mode = None  # missing (created below) or unreadable (the open says why)
-    if mode is not None and not stat.S_ISREG(mode):
-        raise UsageError(f"audit log {p}: not a regular file ({_kind(mode)})", hint=_UNWRITABLE_HINT)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
-    except OSError as e:
+        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return open_append(p, UsageError, "audit log")
+    except OSError as e:  # the directory could not be made
         raise UsageError(f"audit log {p}: cannot be written ({e.strerror or e})", hint=_UNWRITABLE_HINT) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UsageError(
-                f"audit log {p}: not a regular file ({_kind(os.fstat(fd).st_mode)})", hint=_UNWRITABLE_HINT
-            )
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    except UsageError as e:
+        raise UsageError(e.message, hint=_UNWRITABLE_HINT) from None
 
 
-def _kind(mode: int) -> str:
-    return (
-        "a directory"
-        if stat.S_ISDIR(mode)
-        else "a FIFO"
-        if stat.S_ISFIFO(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "not a file"
-    )
-
-
-_UNWRITABLE_HINT = "every mutating action is recorded first: fix that path, or point PDCTL_AUDIT_LOG at a writable file"
+_UNWRITABLE_HINT = (
+    "every mutating action is recorded first: fix that path, or point PDCTL_AUDIT_LOG at a writable file "
+    "(the file itself, not a link to it)"
+)
 
 
 def check_writable(path: Path | None = None) -> Path:
@@ -132,6 +110,22 @@ def append(
     return record
 
 
+_RECORDED_BY = "pdctl_recorded_by"  # the attribute `audited` puts on an interrupt it recorded
+
+
+def interrupt_recorded_by(e: BaseException) -> str | None:
+    """The action whose `audited` block recorded the interrupt `e`, or one `e` was raised while handling (an op
+    re-raises an interrupt as an Interrupted carrying what it left), else None: no audited action was running,
+    so none recorded it, and none held the deployment lock (every lock is taken inside an audited block)."""
+    seen: BaseException | None = e
+    while seen is not None:
+        action = getattr(seen, _RECORDED_BY, None)
+        if isinstance(action, str):
+            return action
+        seen = seen.__context__
+    return None
+
+
 class Audited:
     """What an audited action fills in while it runs: its result line and extra fields for the record. `run`
     is the id shared by the action's "started" record and its final one."""
@@ -168,10 +162,12 @@ def audited(
     except UsageError as e:
         raise UsageError(f"{e.message}: refusing to {action} (nothing was done)", hint=e.hint) from None
     failed = True
+    interrupt: KeyboardInterrupt | None = None
     try:
         yield rec
         failed = False
     except KeyboardInterrupt as e:
+        interrupt = e
         sig = getattr(e, "signal_name", None)
         rec.result = f"interrupted by {sig}" if sig else "interrupted"
         rec.extra["exit_code"] = ExitCode.INTERRUPTED
@@ -191,6 +187,8 @@ def audited(
         rec.extra["run"] = rec.run
         try:
             append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
+            if interrupt is not None:  # the CLI's hint may now say that this action recorded where it stopped
+                setattr(interrupt, _RECORDED_BY, action)
         except UsageError:
             if not failed:  # else the action's own error is the one to report
                 raise

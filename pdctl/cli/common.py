@@ -246,6 +246,20 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+def _interrupt_hint(e: KeyboardInterrupt) -> str | None:
+    """What an interrupt left to look at: only a mutating action that recorded it (audit.audited) held a lock and
+    wrote where it stopped; a read-only command, or one stopped before its action began, changed nothing."""
+    from pdctl.audit.writer import interrupt_recorded_by
+
+    action = interrupt_recorded_by(e)
+    if action is None:
+        return None
+    return (
+        f"`pdctl {action}` stopped at a safe point: it released the deployment lock if it held it and recorded "
+        "where it stopped (see `pdctl history` and `pdctl status`)"
+    )
+
+
 def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
     from pdctl.errors import PdctlError
 
@@ -268,13 +282,7 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
             message += "\nstate of each role now:" + "".join(f"\n  {k}: {v}" for k, v in states.items())
         for note in e.notes if isinstance(e, Interrupted) else []:  # what the action left that the operator must know
             message += f"\n{note}"
-        report_error(
-            INTERRUPTED_EXIT,
-            message,
-            "it stopped at a safe point: a mutating action released its lock and recorded where "
-            "it stopped (see `pdctl history` and `pdctl status`)",
-            json_out=json_out,
-        )
+        report_error(INTERRUPTED_EXIT, message, _interrupt_hint(e), json_out=json_out)
         raise typer.Exit(INTERRUPTED_EXIT) from None
     except (typer.Exit, typer.Abort, SystemExit):
         raise
@@ -304,36 +312,37 @@ def _run_mapped(fn: Callable, args, kwargs, json_out: bool):
 
 def check_report_path(path: Optional[Path]) -> Optional[Path]:
     """The --report path, checked before the command runs (a read command may take a minute): UsageError (exit 2)
-    naming --report for a suffix other than .svg/.html, naming the path when it cannot be written. Leaves no file
+    naming --report for a suffix other than .svg/.html, and naming the path when the report could not be saved
+    there (pdctl.safe_write.check_whole: a symbolic link, a file with other hard links, another user's file in a
+    sticky world-writable directory, no regular file, a directory that cannot be written). Leaves no file
     behind."""
     if path is None:
         return None
     from pdctl.errors import UsageError
     from pdctl.render.report import REPORT_SUFFIXES
+    from pdctl.safe_write import check_whole
 
     if path.suffix.lower() not in REPORT_SUFFIXES:
         raise UsageError(f"--report {path}: the file name must end in .svg or .html")
-    existed = path.exists()
     try:
-        with open(path, "a", encoding="utf-8"):
-            pass
-    except OSError as e:
-        raise UsageError(
-            f"cannot write the report to {path}: {e.strerror or e}", hint="choose a writable path for --report"
-        ) from None
-    if not existed:
-        path.unlink(missing_ok=True)
+        check_whole(path, UsageError, "--report")
+    except UsageError as e:
+        raise UsageError(e.message, hint=_REPORT_HINT) from None
     return path
+
+
+_REPORT_HINT = "choose a writable path for --report (a file of your own, not a link to one)"
 
 
 @contextmanager
 def saved_report(path: Optional[Path]) -> Iterator[None]:
     """Record what is printed inside, then save it to `path` (nothing when None), also when the command exits
-    non-zero or is interrupted. A failed write is said as an error; it turns a success into exit 2."""
+    non-zero or is interrupted. A failed or refused write is said as an error; it turns a success into exit 2."""
     if path is None:
         yield
         return
     from pdctl import render
+    from pdctl.errors import UsageError
     from pdctl.render import report
 
     title = command_path() or "pdctl"
@@ -345,8 +354,8 @@ def saved_report(path: Optional[Path]) -> Iterator[None]:
     finally:
         try:
             report.save(path, title)
-        except OSError as e:
-            render.error(f"cannot write the report to {path}: {e.strerror or e}", "choose a writable path for --report")
+        except UsageError as e:
+            render.error(e.message, _REPORT_HINT)
             if ok:
                 raise typer.Exit(ExitCode.USAGE) from None
 

@@ -4,13 +4,13 @@ and recording it only from every worker's counters (checks.baseline says what a 
 from __future__ import annotations
 
 import json
-import os
 
 from pdctl import state
 from pdctl.checks.baseline import BaselineRecord
 from pdctl.checks.metrics import MetricSet
 from pdctl.errors import UsageError
 from pdctl.ops.context import Deployment
+from pdctl.safe_write import write_whole
 
 
 def read_transfer_counters(dep: Deployment) -> dict[str, MetricSet | Exception]:
@@ -60,13 +60,11 @@ def record_baseline(dep: Deployment) -> BaselineRecord:
     snapshot, unread = baseline_snapshot(read_transfer_counters(dep))
     record = BaselineRecord(str(path), recorded=False, workers=list(snapshot), unread=unread, snapshot=snapshot)
     if not unread:
-        try:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(snapshot))
-            os.replace(tmp, path)  # whole or not at all: a reader never sees half a baseline
+        try:  # whole or not at all: a reader never sees half a baseline; no link followed (safe_write)
+            write_whole(path, json.dumps(snapshot), UsageError, "baseline")
             record.recorded = True
-        except OSError as e:
-            record.error = f"could not write it: {e.strerror or e}"
+        except UsageError as e:
+            record.error = f"could not write it: {e.message}"
     record.kept = not record.recorded and path.exists()
     return record
 

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 
 from pdctl import state
 from pdctl.checks.lineage_record import LineageRecord
-from pdctl.errors import PdctlError
+from pdctl.errors import PdctlError, UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.processes import LiveProcess, live_processes
+from pdctl.safe_write import write_whole
 
 #: label -> (role, pid, start epoch) of a live main process: what checks.lineage judges
 Starts = dict[str, tuple[str, int, float | None]]
@@ -37,13 +38,14 @@ def lineage_snapshot(procs: Mapping[str, LiveProcess]) -> Starts:
 
 def save_lineage_record(dep: Deployment, procs: Mapping[str, LiveProcess] | None = None) -> LineageRecord:
     """Remember the pids and start times of a clean co-start, for the lineage layer of later checks: written on
-    the prefill host (shared by all operators) and locally. Raises UnreachableError/RefusedError when a host
-    cannot be asked (its processes would be missing from the record)."""
+    the prefill host (shared by all operators) and locally (replaced whole, no link followed: safe_write). Raises
+    UnreachableError/RefusedError when a host cannot be asked (its processes would be missing from the record),
+    UsageError naming the local copy when it is refused or cannot be written."""
     record = LineageRecord.of(lineage_snapshot(procs if procs is not None else live_processes(dep)))
     text = record.dump()
     host, path = host_lineage_path(dep)
     dep.transport(host).put_file(path, text)
-    state.lineage_path(dep.inv.name).write_text(text)
+    write_whole(state.lineage_path(dep.inv.name), text, UsageError, "lineage record")
     return record
 
 

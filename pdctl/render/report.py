@@ -9,7 +9,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from pdctl.errors import UsageError
 from pdctl.render.escape_controls import Text
+from pdctl.safe_write import READABLE, write_whole
 
 REPORT_SUFFIXES = (".svg", ".html")
 
@@ -49,7 +51,9 @@ def start(out: Console, err: Console) -> None:
 
 
 def save(path: Path, title: str) -> None:
-    """Stop recording and write what was recorded to `path`: SVG or HTML by its suffix. Raises OSError."""
+    """Stop recording and write what was recorded to `path`: SVG or HTML by its suffix, replacing the file whole
+    (pdctl.safe_write.write_whole: a new file, 0644 less the umask, renamed over it; nothing written through a
+    link). Raises UsageError naming `--report` and the path when it is refused or cannot be written."""
     global _ACTIVE
     rec, _ACTIVE = _ACTIVE, None
     if rec is None:
@@ -58,4 +62,4 @@ def save(path: Path, title: str) -> None:
         doc = rec.out.export_svg(title=title)
     else:
         doc = rec.out.export_html()
-    path.write_text(doc, encoding="utf-8")
+    write_whole(path, doc, UsageError, "--report", mode=READABLE)

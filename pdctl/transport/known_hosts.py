@@ -164,7 +164,16 @@ class HostKeyPolicy:
                     f"{self.inventory_name!r} in the inventory to accept it and record it in {self.known_hosts}"
                 ),
             )
-        append_known_host(self.known_hosts, hostname, key)
+        try:
+            append_known_host(self.known_hosts, hostname, key)
+        except UsageError as e:  # no key is trusted that could not be recorded
+            raise UsageError(
+                f"host {self.who}: cannot record its new host key {fp}: {e.message}",
+                hint=(
+                    f"point host {self.inventory_name!r}'s `known_hosts` in the inventory at a file of your own (not "
+                    "a link to one), or record the key yourself after checking it: ssh-keyscan"
+                ),
+            ) from None
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
@@ -182,23 +191,33 @@ def changed_key_refused(who: str, err, known_hosts: str, address: str, port: int
 
 
 def append_known_host(path: str, hostname: str, key) -> None:
-    """Append `hostname keytype base64` to the known_hosts file at `path` (created 0600, parent 0700).
+    """Append `hostname keytype base64` to the known_hosts file at `path` (created 0600, parent 0700), opened by
+    pdctl.safe_write: never through a symbolic link, never a file with other hard links or another user's in a
+    sticky world-writable directory, never a FIFO, device or directory.
 
     Keeps what the file holds (paramiko's HostKeys.save would rewrite it); adds a newline first if the last line
-    lacks one. Raises OSError when the file cannot be written.
+    lacks one (read through the same fd, so from the file that is appended to). Raises UsageError naming the file
+    when it is refused or cannot be written.
     """
     import_paramiko()
     from paramiko.hostkeys import HostKeyEntry
 
+    from pdctl.safe_write import open_append
+
     parent = os.path.dirname(path)
     if parent:
-        os.makedirs(parent, mode=0o700, exist_ok=True)
+        try:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"known_hosts {path}: cannot be written ({e.strerror or e})") from None
     line = HostKeyEntry([hostname], key).to_line()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a") as f:
-        if f.tell() > 0:
-            with open(path, "rb") as r:
-                r.seek(-1, os.SEEK_END)
-                if r.read(1) != b"\n":
-                    f.write("\n")
-        f.write(line)
+    fd = open_append(path, UsageError, "known_hosts", readable=True)
+    try:
+        size = os.fstat(fd).st_size
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line
+        os.write(fd, line.encode())
+    except OSError as e:  # e.g. a full disk
+        raise UsageError(f"known_hosts {path}: cannot be written ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
