@@ -94,8 +94,12 @@ def least_disruptive_co_restart(
 ) -> tuple[str, str | None]:
     """The co-restart to advise now, so every screen advises the same one: `pdctl restart --rolling` (the service
     stays up; the workers some router does not route to go first) unless `refusal` refuses it with what the
-    routers hold now (`serving`, as for `refusal`), then `pdctl restart --pair` (the service is down meanwhile)
-    and why. Returns (command, why the rolling one is refused or None). Pure."""
+    routers hold now (`serving`, as for `refusal`; {} when unknown: then the inventory's shape alone decides), then
+    `pdctl restart --pair` (the service is down meanwhile) and why. Returns (command, why the rolling one is
+    refused or None). Pure."""
+    if n_prefill < 2 or n_decode < 2:  # with one of either, some unit leaves every router without it
+        role, n = ("prefill", n_prefill) if n_prefill < 2 else ("decode", n_decode)
+        return PAIR_COMMAND, f"a rolling restart needs two of each role and there is {n} {role}"
     declared = [RoleRef("prefill", i) for i in range(n_prefill)] + [RoleRef("decode", j) for j in range(n_decode)]
     held = {router: set(ws) for router, ws in serving.items()}
     idle = [w for w in declared if any(w not in ws for ws in held.values())]

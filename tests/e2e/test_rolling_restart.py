@@ -2,12 +2,16 @@
 behind sglang-router 0.3.2, whose worker API replaces a re-added worker where smg answers 409): under a checked client
 load of 2 requests/s through the router, every prefill and decode is restarted with no failed client request; a router
 that would be left without a decode refuses it before anything stops; a worker that does not drain stops it at that
-unit, and the untouched worker is put back into the router; a decode restarted alone, or dead, goes first."""
+unit, and the untouched worker is put back into the router; a decode restarted alone, or dead, goes first. Last
+(issue 28), on the same deployment: a run killed or interrupted part-way leaves workers out of the router, which
+status's router membership names with exit 1 and the interrupt message names precisely; a dead or hung router on
+this live host is a failure (exit 1), not "unknown"."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -50,7 +54,7 @@ def worker_api(dep, method: str, path: str, body: dict | None = None) -> int:
 
 def pids(dep) -> dict[str, int]:
     r = run(dep, "status", "--json", timeout=60)
-    assert r.code == 0, r.output
+    assert r.code in (0, 1) and r.json()["roles"], r.output  # 1: a worker a test took out of the router
     return {row["label"]: row["pid"] for row in r.json()["roles"]}
 
 
@@ -212,7 +216,10 @@ def test_a_worker_that_does_not_drain_stops_the_unit_and_goes_back(dep):
     doc = r.json()
     assert not doc["ok"] and "still has requests" in doc["stopped"] and "--drain-timeout" in doc["stopped"]
     assert doc["units"][0]["state"].startswith("failed at: unit 1:") and "drained" in doc["units"][0]["state"]
-    assert doc["units"][0]["out_of_routers"] == [] and "put back" in doc["units"][0]["detail"]
+    assert doc["units"][0]["out_of_routers"] == [] and doc["units"][0]["workers"]["decode[0]"] == "put back"
+    d0 = f"decode[0]@local:{d['port']}"
+    assert f"  taken out, never restarted, put back: {d0}" in doc["left"], doc["left"]
+    assert doc["left"][-1].startswith("nothing is out of the routers"), doc["left"]
     assert doc["units"][1]["state"] == "not started"
     assert pids(dep) == before  # nothing was restarted
     assert len(router_workers(dep)) == 4  # decode[0] is back in the router
@@ -279,6 +286,140 @@ def test_a_dead_decode_is_restarted_first_with_no_failed_client_request(dep):
     summary = load.summary()
     assert summary["sent"] >= 20 and summary["failed"] == [], summary
     assert all(w["is_healthy"] for w in router_workers(dep)) and len(router_workers(dep)) == 4
+
+
+def _library(dep, code: str) -> dict:
+    """Run `code` (which prints one JSON document last) against the module's deployment in a fresh interpreter."""
+    p = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_STATE_HOME": str(dep["state"])},
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def membership(dep) -> dict:
+    """What `pdctl status` judges of router membership (ops.router_membership on ops.lifecycle.status's rows): each
+    worker's `routed`, the exit code, the headline and the lines under the table."""
+    return _library(
+        dep,
+        f"""
+        import json
+        from pdctl.checks.role_status import status_exit_code
+        from pdctl.inventory import load_inventory
+        from pdctl.ops.context import Deployment
+        from pdctl.ops.lifecycle import status
+        from pdctl.ops.router_membership import with_router_membership
+        from pdctl.render.status import routing_lines, status_headline
+        with Deployment(load_inventory({str(dep["inv"])!r})) as d:
+            rows = with_router_membership(d, status(d))
+        print(json.dumps({{
+            "routed": {{r.label.split("@")[0]: r.routed for r in rows if r.role != "router"}},
+            "exit": int(status_exit_code(rows)),
+            "headline": status_headline(rows).plain,
+            "lines": routing_lines(rows),
+        }}))
+        """,
+    )
+
+
+def _rolling_until(dep, sig: int, phase) -> tuple[int, str, str]:
+    """`pdctl restart --rolling --json`, sent `sig` as soon as `phase()` holds (polled), its (exit, stdout, stderr)."""
+    from pdctl.poll import poll_until
+
+    env = {**os.environ, "XDG_STATE_HOME": str(dep["state"]), "COLUMNS": "200", "PDCTL_OPERATOR": "test-operator"}
+    argv = [sys.executable, "-m", "pdctl", "restart", "--rolling", "--json", "--no-verify", "-i", str(dep["inv"])]
+    p = subprocess.Popen(argv, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        w = poll_until(lambda: p.poll() is None and phase(), bool, timeout=120, interval=0.05)
+        assert w.ok and p.poll() is None, "the phase never came while the restart ran"
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    return p.returncode, out, err
+
+
+def _not_routed(dep, role: str, k: int) -> bool:
+    port = dep["data"]["roles"][role][k]["port"]
+    entry = next((w for w in router_workers(dep) if w["url"].endswith(f":{port}")), None)
+    return entry is None or entry.get("status", "ready") != "ready" or entry["is_healthy"] is False
+
+
+def _down(port: int) -> bool:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+    except OSError:
+        return True
+    return False
+
+
+def test_a_killed_rolling_restart_leaves_a_decode_out_and_status_says_so(dep):
+    """W7: kill -9 while decode[0] is being taken out of the router: every service runs, the router no longer
+    routes to decode[0]. Before, status said "5 of 5 running" and exited 0."""
+    code, _out, _err = _rolling_until(dep, signal.SIGKILL, lambda: _not_routed(dep, "decode", 0))
+    assert code == -signal.SIGKILL
+    wait_listed(dep, 3)  # smg drains it away within seconds of the DELETE
+    seen = membership(dep)
+    assert seen["routed"] == {"prefill[0]": True, "prefill[1]": True, "decode[0]": False, "decode[1]": True}, seen
+    assert seen["exit"] == 1 and seen["headline"] == "status: 5 of 5 running; not routed to: decode[0]", seen
+    assert "does not route to decode[0] (not in its worker list)" in seen["lines"][0], seen
+    assert seen["lines"][-1].startswith("next: `pdctl restart --rolling` restarts these workers first"), seen
+
+
+def test_a_sigterm_mid_restart_says_what_each_worker_was_left_as(dep):
+    """C1, after the previous test: the next run takes decode[0] (out) first; SIGTERM once prefill[0]'s old process
+    is stopped. The message names prefill[0] as a restart begun (before: "restarted, not put back" whatever the
+    moment), decode[0] put back (never restarted), prefill[1] and decode[1] untouched; status does not say all is
+    well (prefill[0] stopped, or running and not routed to)."""
+    p0 = dep["data"]["roles"]["prefill"][0]["port"]
+    code, out, _err = _rolling_until(dep, signal.SIGTERM, lambda: _down(p0))
+    assert code == 130
+    doc = json.loads(out)
+    message = doc["error"]["message"]
+    assert doc["error"]["kind"] == "interrupted" and "interrupted by SIGTERM" in message, doc
+    left = message.split("the rolling restart left each worker as follows:\n", 1)[1].splitlines()
+    ports = {
+        f"{role}[{k}]": w["port"] for role in ("prefill", "decode") for k, w in enumerate(dep["data"]["roles"][role])
+    }
+    named = {name: f"{name}@local:{port}" for name, port in ports.items()}
+    assert left[0] == f"  restart begun, not finished (stopped, or not ready: see its state): {named['prefill[0]']}"
+    assert left[1] == f"  taken out, never restarted, put back: {named['decode[0]']}", left
+    assert left[2] == f"  untouched: {named['prefill[1]']}, {named['decode[1]']}", left
+    assert left[3].startswith(f"still out of the routers: {named['prefill[0]']}; `pdctl restart --rolling` again")
+    assert "restarted, not put back" not in message
+    seen = membership(dep)  # prefill[0]: stopped (the signal landed before its start) or running, unrouted
+    assert seen["routed"] == {"prefill[0]": None if "stopped" in seen["headline"] else False} | {
+        "prefill[1]": True,
+        "decode[0]": True,
+        "decode[1]": True,
+    }, seen
+    assert seen["exit"] == 1 and seen["headline"] != "status: 5 of 5 running", seen
+
+
+def test_a_hung_or_dead_router_on_this_live_host_is_a_failure_not_unknown(dep):
+    """W13 (last: it kills the router): SIGSTOPped (its worker API hangs) and then killed, the router's host (this
+    one) answers: `restart --rolling` exits 1 naming it, not 3 "unknown"."""
+    pid = next(pid for label, pid in pids(dep).items() if label.startswith("router"))
+    os.kill(pid, signal.SIGSTOP)  # the router of this module's own deployment
+    try:
+        hung = run(dep, "restart", "--rolling", "--dry-run", "--json")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert hung.code == 1 and hung.json()["error"]["kind"] == "failed", hung.output
+    assert "runs but does not answer its worker API: GET /workers: no response within" in hung.output, hung.output
+    os.kill(pid, signal.SIGKILL)
+    dead = run(dep, "restart", "--rolling", "--json")
+    assert dead.code == 1 and dead.json()["error"]["kind"] == "failed", dead.output
+    err = dead.json()["error"]
+    assert "is not running" in err["message"] and "connection refused" in err["message"], err
+    assert "pdctl deploy" in err["hint"], err
 
 
 def _post(url: str, body: bytes) -> None:

@@ -118,6 +118,8 @@ def test_the_advice_is_the_rolling_restart_unless_its_own_refusal_applies():
     # a stopped run's usual leftovers (one prefill and one decode out): rolling, them first
     assert least_disruptive_co_restart(2, 2, {R0: [("prefill", 1), ("decode", 1)]}) == (ROLLING_COMMAND, None)
     assert least_disruptive_co_restart(1, 1, {R0: [("prefill", 0)]})[0] == PAIR_COMMAND  # 1P1D: never rolling
+    assert least_disruptive_co_restart(1, 2, {})[0] == PAIR_COMMAND  # no router read: the shape alone decides
+    assert least_disruptive_co_restart(2, 2, {}) == (ROLLING_COMMAND, None)
 
 
 def test_only_a_running_worker_has_a_membership():
