@@ -20,6 +20,10 @@ from pdctl.struct_errors import field_error, field_errors
 
 HttpRoute = Literal["direct", "tunnel"]
 DEFAULT_TRANSPORT = "local"  # a host without `transport` is this machine, as before hosts were told apart
+# A keeper kept for less ends between the requests of one run: a tunnel URL it handed out dies before it is used,
+# and every request pays a new keeper and SSH handshake (PDCTL_SSH_KEEP=0.001 failed healthy final-health runs).
+MIN_KEEP_S = 5.0
+MAX_KEEP_S = 86400.0
 
 
 class _HostMeta(msgspec.StructMeta):
@@ -130,7 +134,7 @@ class SshHost(Host, tag="ssh"):
     proxy_jump: Optional[str] = None  # like ssh -J: [user@]host[:port][,next-hop...]; else ssh_config's ProxyJump
     connect_timeout: Seconds = 10.0
     http: HttpRoute = "direct"  # tunnel: reach role ports via the SSH connection
-    keep_connection: Annotated[float, Meta(ge=0, le=86400)] = 0.0  # idle seconds a keeper holds it; 0 off
+    keep_connection: Annotated[float, Meta(ge=0, le=MAX_KEEP_S)] = 0.0  # idle seconds a keeper holds it; 0 off
 
     @property
     def http_route(self) -> HttpRoute:
@@ -139,12 +143,10 @@ class SshHost(Host, tag="ssh"):
     def _problems(self) -> list[tuple[str, str]]:
         from pdctl.host_address import jump_problem
 
-        from pdctl.transport.control import MIN_KEEP_S
-
         jump = self.proxy_jump is not None and jump_problem(self.proxy_jump)
         problems = super()._problems() + ([("proxy_jump", jump)] if jump else [])
         if 0 < self.keep_connection < MIN_KEEP_S:  # shorter ends the keeper between the requests of one run
-            expected = f"expected 0 (off) or seconds from {MIN_KEEP_S:g} to 86400"
+            expected = f"expected 0 (off) or seconds from {MIN_KEEP_S:g} to {MAX_KEEP_S:g}"
             problems.append(("keep_connection", f"{self.keep_connection:g}: {expected}"))
         return problems
 

@@ -19,15 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdctl.errors import RefusedError, UsageError
+from pdctl.inventory_hosts import MAX_KEEP_S, MIN_KEEP_S
 
 if TYPE_CHECKING:
     from pdctl.inventory_hosts import SshHost
 
 KEEP_ENV = "PDCTL_SSH_KEEP"
-# A keeper kept for less ends between the requests of one run: a tunnel URL it handed out dies before it is used,
-# and every request pays a new keeper and SSH handshake (PDCTL_SSH_KEEP=0.001 failed healthy final-health runs).
-MIN_KEEP_S = 5.0
-MAX_KEEP_S = 86400.0
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with its NUL
 # what decides the connection: a keeper made for other values must not answer for these
 CONNECTION_FIELDS = (
