@@ -102,3 +102,13 @@ def co_restart_advice(rows: Sequence[RoleStatus]) -> tuple[str, str | None] | No
         return None
     n = {role: sum(1 for r in rows if r.role == role) for role in ("prefill", "decode")}
     return least_disruptive_co_restart(n["prefill"], n["decode"], serving)
+
+
+def co_restart_command(rows: Sequence[RoleStatus]) -> str:
+    """The co-restart to advise for any hazard `pdctl status` names (a restart-lineage hazard too), so that status
+    and `restart --rolling`'s own messages agree: `pdctl restart --rolling` unless its refusal applies with what the
+    routers hold now (or, when no router's list was read, the inventory's shape), else `pdctl restart --pair`."""
+    from pdctl.checks.rolling import least_disruptive_co_restart
+
+    n = {role: sum(1 for r in rows if r.role == role) for role in ("prefill", "decode")}
+    return least_disruptive_co_restart(n["prefill"], n["decode"], serving_by_router(rows) or {})[0]

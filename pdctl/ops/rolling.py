@@ -162,9 +162,10 @@ def left_by(dep: Deployment, units: list[UnitState]) -> list[str]:
     lines += [f"  {line}" for line in left_lines(progress, dep.inv.label)]
     out = still_out(progress)
     if out:
+        them = "them" if len(out) > 1 else "it"
         lines.append(
             f"still out of the routers: {', '.join(dep.inv.label(*w) for w in out)}; `{ROLLING_COMMAND}` again "
-            "restarts them first and puts them back (the service stays up)"
+            f"restarts {them} first and puts {them} back (the service stays up)"
         )
     else:
         lines.append(f"nothing is out of the routers; `{ROLLING_COMMAND}` again finishes the co-restart")

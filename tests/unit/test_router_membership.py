@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from pdctl.checks.result import Status
-from pdctl.checks.role_status import RoleStatus, co_restart_advice, status_exit_code
+from pdctl.checks.role_status import RoleStatus, co_restart_advice, co_restart_command, status_exit_code
 from pdctl.checks.rolling import PAIR_COMMAND, ROLLING_COMMAND, least_disruptive_co_restart
 from pdctl.checks.router_membership import NotRouted, RouterList, judge_membership, why_not_routed
 from pdctl.checks.router_state import judge_unanswered_api
@@ -120,6 +120,19 @@ def test_the_advice_is_the_rolling_restart_unless_its_own_refusal_applies():
     assert least_disruptive_co_restart(1, 1, {R0: [("prefill", 0)]})[0] == PAIR_COMMAND  # 1P1D: never rolling
     assert least_disruptive_co_restart(1, 2, {})[0] == PAIR_COMMAND  # no router read: the shape alone decides
     assert least_disruptive_co_restart(2, 2, {}) == (ROLLING_COMMAND, None)
+
+
+def test_status_advises_one_co_restart_for_every_hazard_it_names():
+    """W7's variant: after a Ctrl-C the interrupt message said `restart --rolling` and status's restart-lineage
+    warning `restart --pair` (a full outage). co_restart_command is the one status's hazards are to name: rolling
+    on this 2x2 whether or not a worker is out, pair only when the rolling restart's refusal applies."""
+    every = [smg_entry(role, k) for role in ("prefill", "decode") for k in range(2)]
+    assert co_restart_command(rows_after([RouterList(R0, tuple(every))])) == ROLLING_COMMAND
+    assert co_restart_command(rows_after([RouterList(R0, tuple(every[1:]))])) == ROLLING_COMMAND  # prefill[0] out
+    assert co_restart_command(rows_after([RouterList(R0, tuple(every[:2]))])) == PAIR_COMMAND  # no decode routed
+    not_read = [row(role, k) for role in ("prefill", "decode") for k in range(2)] + [row("router", 0)]
+    assert co_restart_command(not_read) == ROLLING_COMMAND  # the shape decides
+    assert co_restart_command(not_read[1:]) == PAIR_COMMAND  # one prefill
 
 
 def test_only_a_running_worker_has_a_membership():
