@@ -232,8 +232,15 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
     prefix = f"{unit.name}: "
     total = len(done) + steps_of(state.unit)
 
+    doing = ["start"]  # the step under way: an interrupt's detail names it, not the last one done
+
     def step(what: str, action) -> None:
+        doing[0] = prefix + what
         run_step(dep, prefix + what, action, done, total=total)
+
+    def restart(w: RoleRef) -> None:
+        doing[0] = f"{prefix}restart {label(*w)}"
+        restart_one(dep, *w, done, total=total, prefix=prefix)
 
     decodes = [RoleRef("decode", j) for j in unit.decodes]
     try:
@@ -248,7 +255,7 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
             step(f"{label(*p)} out of the routers", lambda p=p: rw.take_out(dep, *p))
             step(f"{label(*p)} drained", lambda p=p: _wait_drained(dep, p.role, p.number, bases, drain_timeout))
             seen[p] = Progress.RESTARTING  # before the stop: it may be stopped when an interrupt lands
-            restart_one(dep, *p, done, total=total, prefix=prefix)
+            restart(p)
             seen[p] = Progress.RESTARTED
             step(
                 f"canary {label(*p)} with the serving decodes",
@@ -259,7 +266,7 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
             seen[p] = Progress.BACK
         for d in decodes:
             seen[d] = Progress.RESTARTING
-            restart_one(dep, *d, done, total=total, prefix=prefix)
+            restart(d)
             seen[d] = Progress.RESTARTED
         step(
             "canary every prefill with " + ", ".join(label(*d) for d in decodes),
@@ -274,7 +281,7 @@ def _run_unit(dep: Deployment, state: UnitState, done: list[StepRecord], bases, 
         if isinstance(e, StepFailed):
             state.state, state.detail = f"failed at: {_failed_step(e)}", e.message.splitlines()[0]
         else:
-            state.state, state.detail = "interrupted", f"interrupted during: {done[-1].step if done else 'start'}"
+            state.state, state.detail = "interrupted", f"interrupted during: {doing[0]}"
         refused = _put_back_safe(dep, seen)
         state.out = [label(*w) for w in state.still_out()]
         if refused:

@@ -394,6 +394,10 @@ def test_a_sigterm_mid_restart_says_what_each_worker_was_left_as(dep):
     assert left[2] == f"  untouched: {named['prefill[1]']}, {named['decode[1]']}", left
     assert left[3].startswith(f"still out of the routers: {named['prefill[0]']}; `pdctl restart --rolling` again")
     assert "restarted, not put back" not in message
+    records = run(dep, "history", "--json", timeout=60).json()["records"]
+    unit1 = [r for r in records if r["action"] == "restart --rolling"][-1]["units"][0]  # the audit record says it too
+    assert unit1["detail"] == f"interrupted during: unit 1: restart {named['prefill[0]']}", unit1
+    assert unit1["workers"] == {"prefill[0]": "restarting", "prefill[1]": "untouched", "decode[0]": "put back"}
     seen = membership(dep)  # prefill[0]: stopped (the signal landed before its start) or running, unrouted
     assert seen["routed"] == {"prefill[0]": None if "stopped" in seen["headline"] else False} | {
         "prefill[1]": True,
