@@ -14,17 +14,20 @@ MAX_LOG_LINES = 100_000  # a bigger count overflows `tail -n` / journalctl and p
 
 @handle_errors
 def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: ReportOpt = None) -> None:
-    """Show each role's service, state, pid and uptime. Exit 1 if a role is down, 3/4 if a host could not be asked."""
+    """Show each role's service, state, pid and uptime, and whether every router routes to each running worker.
+    Exit 1 if a role is down or a router does not route to a running worker, 3/4 if a host could not be asked."""
     from pdctl import render
+    from pdctl.checks.role_status import status_exit_code
     from pdctl.lock import LockState
     from pdctl.ops.context import lock_state
     from pdctl.ops.lifecycle import status as run
     from pdctl.ops.lifecycle import status_hazards
+    from pdctl.ops.router_membership import with_router_membership
     from pdctl.ops.watch_service import brief
     from pdctl.serialize import to_data
 
     with open_deployment(inventory, quiet=True) as dep:
-        rows = run(dep)
+        rows = with_router_membership(dep, run(dep))  # running is not serving: a router may not route to it
         # one read of the lock; not from a host that just failed to answer (one more connect timeout for nothing)
         lock = (
             LockState(None, None)
@@ -61,7 +64,6 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
             render.lines(
                 ["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow"
             )
-    unreachable = [r.error_exit_code for r in rows if r.error_exit_code]
     # one line per host that could not be asked; each role's reason is in its row
     first_per_host: dict[str, tuple[str, str | None]] = {}
     for r in rows:
@@ -69,10 +71,9 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
             first_per_host.setdefault(r.host, (r.error, r.hint))
     for message, hint in first_per_host.values():
         render.error(message, hint)
-    if unreachable:
-        raise typer.Exit(max(unreachable))
-    if not all(r.active for r in rows):
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+    code = status_exit_code(rows)
+    if code:
+        raise typer.Exit(code)
 
 
 @handle_errors

@@ -66,6 +66,7 @@ def status_hazards(dep: Deployment, rows: list[RoleStatus], abandoned: Abandoned
     of the running processes (e.g. decode restarted alone: prefill new, decode old; or restarted by systemd under a
     running prefill). Reads only; a host that cannot be asked adds nothing here (its rows say unknown)."""
     from pdctl.checks.lineage import judge_lineage
+    from pdctl.checks.role_status import co_restart_command
     from pdctl.checks.result import Status
     from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, load_lineage_record
 
@@ -91,7 +92,8 @@ def status_hazards(dep: Deployment, rows: list[RoleStatus], abandoned: Abandoned
         known=engine_kind(dep.inv.engine).hazard(dep.inv.transfer_backend),
     ) + judge_systemd_restarts(units):
         if c.status in (Status.FAIL, Status.WARN) and c.data.get("hazard"):
-            out.append(f"restart lineage: {c.target}: {c.observed}" + (f"; {c.next_step}" if c.next_step else ""))
+            # the co-restart `restart --rolling`'s own messages advise (rolling on xPyD), not always the outage
+            out.append(f"restart lineage: {c.target}: {c.observed}; {co_restart_command(rows)}")
     return out
 
 

@@ -371,6 +371,11 @@ def test_a_killed_rolling_restart_leaves_a_decode_out_and_status_says_so(dep):
     assert seen["exit"] == 1 and seen["headline"] == "status: 5 of 5 running; not routed to: decode[0]", seen
     assert "does not route to decode[0] (not in its worker list)" in seen["lines"][0], seen
     assert seen["lines"][-1].startswith("next: `pdctl restart --rolling` restarts these workers first"), seen
+    st = run(dep, "status", "--json", timeout=60)  # the command says what the library judged
+    routed = [r.get("routing", {}).get("routed") for r in st.json()["roles"]]
+    assert st.code == 1 and routed == [True, True, False, True, None], st.output
+    screen = run(dep, "status", timeout=60)
+    assert screen.code == 1 and "status: 5 of 5 running; not routed to: decode[0]" in screen.stdout, screen.output
 
 
 def test_a_sigterm_mid_restart_says_what_each_worker_was_left_as(dep):
