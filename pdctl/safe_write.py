@@ -2,7 +2,9 @@
 --timeline, the audit log, --report, known_hosts, pdctl's state files), so that a path planted by someone else
 cannot turn pdctl's writes against another file:
 - the last component is never followed nor replaced when it is a symbolic link (O_NOFOLLOW: pdctl makes no
-  links, so one there is someone else's; a link higher up the path is the operator's own and followed);
+  links, so one there is someone else's); a link higher up the path is followed as the kernel's
+  fs.protected_symlinks would (pdctl.safe_path: not another user's link in a sticky world-writable directory),
+  and the file is opened, made and renamed relative to the directory so reached (no swap between look and write);
 - a file with other hard links, or owned by another user in a world-writable sticky directory (/tmp: the
   kernel's protected_regular rule), is refused;
 - a device, directory or socket is never opened (writing to /dev/full fails for ever, a tty is no log), a FIFO
@@ -22,6 +24,7 @@ import stat
 from pathlib import Path
 
 from pdctl.errors import UsageError
+from pdctl.safe_path import Parent, open_parent
 
 PRIVATE = 0o600
 READABLE = 0o644  # a report, meant to be passed around (the umask still applies)
@@ -38,17 +41,22 @@ def open_append(
     with `readable` (a regular file only). A regular file's fd blocks as usual; a FIFO's (only with `fifo`) stays
     non-blocking, so a reader that does not read can never stall the writer. Raises NoReader for a FIFO nobody
     reads yet, `error` naming the file for every refusal (a symbolic link, another hard link, another user's file
-    in a sticky world-writable directory, a directory, a device, a socket, a FIFO without `fifo`) and for what the
-    system refuses (no permission, no directory)."""
+    in a sticky world-writable directory, a directory, a device, a socket, a FIFO without `fifo`, another user's
+    link on the way in a sticky world-writable directory) and for what the system refuses (no permission, no
+    directory)."""
     p = Path(path)
-    fifo = fifo and not readable
-    before = _lstat(p, error, what)
+    with open_parent(p, error, what) as parent:
+        return _open_append(p, parent, error, what, fifo=fifo and not readable, readable=readable)
+
+
+def _open_append(p: Path, parent: Parent, error: type[UsageError], what: str, *, fifo: bool, readable: bool) -> int:
+    before = _lstat(p, parent, error, what)
     if before is not None:
         _check_kind(p, before, error, what, fifo)  # before opening: opening a device can itself do something
     access = os.O_RDWR if readable else os.O_WRONLY
     flags = access | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
     try:
-        fd = os.open(p, flags, PRIVATE)
+        fd = os.open(parent.name, flags, PRIVATE, dir_fd=parent.fd)
     except OSError as e:
         if e.errno == errno.ENXIO and fifo:
             raise NoReader(f"{what} {p}: a FIFO nobody reads yet") from None
@@ -58,7 +66,7 @@ def open_append(
     try:
         st = os.fstat(fd)
         _check_kind(p, st, error, what, fifo)
-        _check_planted(p, st, error, what)
+        _check_planted(p, st, parent, error, what)
         if stat.S_ISREG(st.st_mode):
             os.set_blocking(fd, True)
     except BaseException:
@@ -75,79 +83,84 @@ def write_whole(
     `path`. Nothing is written through a link, and a reader sees the old content or the new, never a part.
     Raises `error` naming the file, nothing written or replaced, when what is at `path` is refused (as
     `check_whole` says: looked at before writing and again just before the rename) or the write fails (a full
-    disk, no permission, no directory); the temporary file is removed then."""
+    disk, no permission, no directory, another user's link on the way in a sticky world-writable directory); the
+    temporary file is removed then."""
     p = Path(path)
-    _check_existing(p, error, what)
-    fd, tmp = _new_temp(p, error, what, mode)
-    try:
+    with open_parent(p, error, what) as parent:
+        _check_existing(p, parent, error, what)
+        fd, tmp = _new_temp(p, parent, error, what, mode)
         try:
-            view = memoryview(data.encode() if isinstance(data, str) else data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        _check_existing(p, error, what)  # what is there now: the rename replaces it, whatever it became
-        os.replace(tmp, p)
-    except OSError as e:
-        _remove(tmp)
-        raise error(_cannot(p, what, e)) from None
-    except BaseException:
-        _remove(tmp)
-        raise
+            try:
+                view = memoryview(data.encode() if isinstance(data, str) else data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            _check_existing(p, parent, error, what)  # what is there now: the rename replaces it, whatever it became
+            os.replace(tmp, parent.name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
+        except OSError as e:
+            _remove(tmp, parent)
+            raise error(_cannot(p, what, e)) from None
+        except BaseException:
+            _remove(tmp, parent)
+            raise
 
 
 def check_whole(path: str | os.PathLike, error: type[UsageError], what: str) -> None:
     """Raise `error` naming the file unless `write_whole(path, ...)` could write it now: what is at `path` is
     refused as write_whole refuses it (a symbolic link, another hard link, another user's file in a sticky
-    world-writable directory, anything but a regular file), and a temporary file must be possible in its
-    directory (made and removed at once). Leaves nothing behind; changes nothing."""
+    world-writable directory, anything but a regular file, another user's link on the way in a sticky
+    world-writable directory), and a temporary file must be possible in its directory (made and removed at once).
+    Leaves nothing behind; changes nothing."""
     p = Path(path)
-    _check_existing(p, error, what)
-    fd, tmp = _new_temp(p, error, what, PRIVATE)
-    os.close(fd)
-    _remove(tmp)
+    with open_parent(p, error, what) as parent:
+        _check_existing(p, parent, error, what)
+        fd, tmp = _new_temp(p, parent, error, what, PRIVATE)
+        os.close(fd)
+        _remove(tmp, parent)
 
 
 def is_fifo(fd: int) -> bool:
     return stat.S_ISFIFO(os.fstat(fd).st_mode)
 
 
-def _lstat(p: Path, error: type[UsageError], what: str) -> os.stat_result | None:
+def _lstat(p: Path, parent: Parent, error: type[UsageError], what: str) -> os.stat_result | None:
     """What is at `p` itself (a link is not followed), None when nothing is."""
     try:
-        return os.lstat(p)
+        return os.stat(parent.name, dir_fd=parent.fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
     except OSError as e:
         raise error(_cannot(p, what, e)) from None
 
 
-def _check_existing(p: Path, error: type[UsageError], what: str) -> None:
+def _check_existing(p: Path, parent: Parent, error: type[UsageError], what: str) -> None:
     """Refuse what is at `p` for a whole-file write: anything but a regular file, or one planted there."""
-    st = _lstat(p, error, what)
+    st = _lstat(p, parent, error, what)
     if st is not None:
         _check_kind(p, st, error, what, fifo=False)
-        _check_planted(p, st, error, what)
+        _check_planted(p, st, parent, error, what)
 
 
-def _new_temp(p: Path, error: type[UsageError], what: str, mode: int) -> tuple[int, Path]:
-    """A new file beside `p` under a random name (never one that was there: O_EXCL, no link followed), open for
-    writing. A fixed short name, not `p`'s: a long file name must not become too long for the directory."""
+def _new_temp(p: Path, parent: Parent, error: type[UsageError], what: str, mode: int) -> tuple[int, str]:
+    """A new file beside `p` (in `parent`) under a random name (never one that was there: O_EXCL, no link
+    followed), open for writing; returns the fd and the name. A fixed short name, not `p`'s: a long file name must
+    not become too long for the directory."""
     for _ in range(8):
-        tmp = p.parent / f".pdctl-{secrets.token_hex(6)}.tmp"
+        tmp = f".pdctl-{secrets.token_hex(6)}.tmp"
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
-            return os.open(tmp, flags, mode), tmp
+            return os.open(tmp, flags, mode, dir_fd=parent.fd), tmp
         except FileExistsError:
             continue  # someone's file under that name: another name
         except OSError as e:
             raise error(_cannot(p, what, e)) from None
-    raise error(f"{what} {p}: cannot be written (no free temporary name in {p.parent})")
+    raise error(f"{what} {p}: cannot be written (no free temporary name in {parent.where})")
 
 
-def _remove(tmp: Path) -> None:
+def _remove(tmp: str, parent: Parent) -> None:
     try:
-        os.unlink(tmp)
+        os.unlink(tmp, dir_fd=parent.fd)
     except OSError:
         pass
 
@@ -173,20 +186,17 @@ def _check_kind(p: Path, st: os.stat_result, error: type[UsageError], what: str,
     raise error(f"{what} {p}: is {kind}, not {allowed}")
 
 
-def _check_planted(p: Path, st: os.stat_result, error: type[UsageError], what: str) -> None:
+def _check_planted(p: Path, st: os.stat_result, parent: Parent, error: type[UsageError], what: str) -> None:
     """Refuse a file that someone else may have put there for pdctl to write into."""
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
         raise error(f"{what} {p}: has {st.st_nlink - 1} other hard link(s); pdctl does not write into a linked file")
     if st.st_uid == os.geteuid():
         return
-    try:
-        d = os.stat(p.parent)
-    except OSError:
-        return
+    d = os.fstat(parent.fd)  # the directory the file is in, as reached: not p.parent looked up again
     sticky_shared = d.st_mode & stat.S_ISVTX and d.st_mode & stat.S_IWOTH
     if sticky_shared and d.st_uid != st.st_uid:
         raise error(
-            f"{what} {p}: belongs to uid {st.st_uid} in the world-writable directory {p.parent}; "
+            f"{what} {p}: belongs to uid {st.st_uid} in the world-writable directory {parent.where}; "
             "pdctl does not write to a file another user may have planted there"
         )
 

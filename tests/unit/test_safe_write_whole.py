@@ -101,8 +101,8 @@ def test_a_link_planted_while_the_file_is_written_is_refused_before_the_rename(t
     target = tmp_path / "slow.html"
     made = safe_write._new_temp
 
-    def plant_after_the_temp_is_made(p, error, what, mode):
-        out = made(p, error, what, mode)
+    def plant_after_the_temp_is_made(p, parent, error, what, mode):
+        out = made(p, parent, error, what, mode)
         target.symlink_to(victim)
         return out
 
