@@ -47,7 +47,7 @@ def open_parent(path: str | os.PathLike, error: type[UsageError], what: str) -> 
     refuses (no search permission)."""
     p = Path(path)
     try:
-        parts = Path(os.getcwd(), p).parts[1:]  # absolute (a relative path from the real cwd), not resolved
+        parts = (p if p.is_absolute() else Path(os.getcwd(), p)).parts[1:]  # absolute (from the real cwd), unresolved
     except OSError as e:  # the cwd was removed
         raise error(_cannot(p, what, e)) from None
     name = parts[-1] if parts and parts[-1] != ".." else "."
