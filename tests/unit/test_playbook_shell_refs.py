@@ -47,6 +47,11 @@ def _run_bound(shell: str, command: str, value: str) -> str:
         ("printf %s ${msg}${msg}", "{v}{v}"),
         ('printf %s x # don\'t ${msg}\nprintf %s "${msg}"', "x{v}"),  # a comment's apostrophe opens no quote
         ("cat <<EOF\nbody ${msg} don't\nEOF\nprintf %s '${msg}'", "body {v} don't\n{v}"),
+        # next to the arithmetic contexts refused below, what stays data
+        ('printf %s "[${msg}]"', "[{v}]"),  # brackets of text, not a subscript
+        ("[ -n ${msg} ] && printf %s ${msg}", "{v}"),  # test's operands are strings ([ -eq ] too, unlike [[ ]])
+        ('printf %s "$${PATH:+h}" ${msg}', "h{v}"),  # the shell's own ${...} beside a value
+        ('v=${msg}; printf %s "$v"', "{v}"),
     ],
 )
 def test_a_value_is_data_in_every_quoting_context(tmp_path, shell, command, want):
@@ -70,6 +75,83 @@ def test_a_context_that_would_evaluate_or_not_expand_the_value_is_refused(comman
     assert refused_refs(command) and "${n}" in refused_refs(command)[0]
     with pytest.raises(VarError, match="cannot be passed there as data"):
         bind_refs(command, lambda _n: "1")
+
+
+BASH = shutil.which("bash")
+
+# Where /bin/sh is bash (RHEL, Fedora), each of these runs the value's `a[$(cmd)]` when the `${msg}` is sent as the
+# reference its quotes take (the third column: "${V}" unquoted, ${V} inside double quotes, '"${V}"' inside single
+# quotes): bash evaluates the context arithmetically, and an array subscript in the variable's text runs its command
+# substitution. (Reproductions of the second red-team pass, and variants.)
+PLAIN, DOUBLE, SINGLE = '"${V}"', "${V}", "'\"${V}\"'"
+BASH_EVALUATES = [
+    ("a[${msg}]=1; echo sub", Where.SUBSCRIPT, PLAIN),  # the reproduction
+    ('a=(1); unset "a[${msg}]"', Where.SUBSCRIPT, DOUBLE),  # a name argument: quotes do not help
+    ("a=(1); unset 'a[${msg}]'", Where.SUBSCRIPT, SINGLE),
+    ('printf -v "a[${msg}]" %s x', Where.SUBSCRIPT, DOUBLE),
+    ("a=([${msg}]=1)", Where.SUBSCRIPT, PLAIN),  # a compound assignment's key
+    ("a[$(printf %s ${msg})]=1", Where.SUBSCRIPT, PLAIN),  # what a $(...) prints into a subscript
+    ("echo $[ ${msg} ]", Where.ARITH, PLAIN),
+    ('echo "$[ ${msg} ]"', Where.ARITH, DOUBLE),
+    ("x=abc; echo ${x:${msg}}", Where.NESTED, PLAIN),  # an offset
+    ('x=abc; echo "${x:1:${msg}}"', Where.NESTED, DOUBLE),  # a length, inside double quotes
+    ("x=(1 2); echo ${x[${msg}]}", Where.NESTED, PLAIN),  # a subscript of another ${...}
+    ('x=(1 2); echo "${x[${msg}]}"', Where.NESTED, DOUBLE),
+    ("x=(1 2); echo $${x[${msg}]}", Where.NESTED, PLAIN),  # the shell's own ${ written as $${
+    ("let n=${msg}", Where.ARITH, PLAIN),
+    ('let "n = ${msg}"', Where.ARITH, DOUBLE),
+    ("declare -i n=${msg}", Where.ARITH, PLAIN),
+    ("f() { local -i n=${msg}; }; f", Where.ARITH, PLAIN),
+    ("[[ ${msg} -eq 1 ]]", Where.ARITH, PLAIN),
+    ('[[ 1 -lt "${msg}" ]] || echo no', Where.ARITH, DOUBLE),
+    ("echo $(( $(printf %s ${msg}) ))", Where.ARITH, PLAIN),  # what a $(...) prints into arithmetic
+]
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+@pytest.mark.parametrize("command, where, reference", BASH_EVALUATES)
+def test_every_context_bash_evaluates_arithmetically_is_refused(tmp_path, command, where, reference):
+    """Real bash runs the value in each of these as a reference would send it (so the list holds only real
+    dangers); each is refused, so a playbook holding it never loads."""
+    f = tmp_path / "pwned"
+    value = f"a[$(touch {f})]"
+    sent = command.replace("${msg}", reference).replace("$${", "${")
+    assert BASH is not None
+    subprocess.run([BASH, "-c", sent], env={"PATH": "/usr/bin:/bin", "V": value}, capture_output=True, check=False)
+    assert f.exists(), f"bash did not run the value in {sent!r}: not a danger this test shows"
+    assert [r.where for r in find_refs(command)] == [where]
+    with pytest.raises(VarError, match="cannot be passed there as data"):
+        bind_refs(command, lambda _n: value)
+
+
+@pytest.mark.parametrize(
+    "command, where",
+    [
+        ('echo "$${x:-${msg}}"', Where.NESTED),  # a default word is not arithmetic, but nested: refused anyway
+        ("cat <<EOF\n$${x:1:${msg}}\nEOF", Where.NESTED),
+        ('echo $${x:-"a}" ${msg}"}', Where.NESTED),  # a quoted brace does not end the ${...}
+        ('a["]"${msg}]=1', Where.SUBSCRIPT),  # bash skips a quoted ] in a subscript
+        ("x=$(echo $((1 + $(echo ${msg}))))", Where.ARITH),
+        ("[[ ${msg} == x && $$n -ge 1 ]]", Where.ARITH),  # the whole [[ ]] once it compares numbers
+    ],
+)
+def test_a_ref_nested_in_a_context_bash_may_evaluate_is_refused(command, where):
+    assert [r.where for r in find_refs(command)] == [where]
+    assert refused_refs(command)
+
+
+@pytest.mark.parametrize(
+    "command, wheres",
+    [
+        ("a[1]=${msg}", [Where.PLAIN]),  # an element's value is not its subscript
+        ('echo "[${msg}]" [ ${msg} ]', [Where.DOUBLE, Where.PLAIN]),
+        ("[[ ${msg} == x* ]]", [Where.PLAIN]),  # a string comparison
+        ("let n=1; echo ${msg}", [Where.PLAIN]),  # let ends with its command
+        ("echo $$((1)) $${x:-a} $[1] ${msg}", [Where.PLAIN]),  # the shell's own, closed before the ref
+    ],
+)
+def test_what_bash_does_not_evaluate_stays_data(command, wheres):
+    assert [r.where for r in find_refs(command)] == wheres
 
 
 def test_names_are_prefixed_shared_by_one_ref_and_kept_apart_from_the_steps_env():
@@ -131,6 +213,25 @@ def test_an_inventory_value_in_quotes_is_echoed_not_run(env):
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["steps"][0]["result"]["stdout"] == f"model='m$(touch {f})`touch {f}`' and local\n"
     assert not f.exists()
+
+
+@pytest.mark.parametrize(
+    "command, where",
+    [
+        ("a[${msg}]=1; echo sub", "array subscript"),  # the reproduction
+        ('x=abc; echo "${x:${msg}}"', "inside another ${...}"),
+        ("echo $[ ${msg} ]", "arithmetic"),
+    ],
+)
+def test_an_arithmetic_context_is_refused_at_load_and_nothing_runs(env, command, where):
+    """`pdctl run` (not a dry run) with the red team's --var: exit 2 naming the step and field, no step run."""
+    f = env / "F"
+    pb = _playbook(env, [_shell("first", f"touch {env / 'ran'}"), _shell("sub", command)])
+    r = CliRunner().invoke(app, ["run", pb, "--json", "--var", f"msg=a[$(touch {f})]"])
+    assert r.exit_code == 2, r.output
+    doc = json.loads(r.stdout)
+    assert "step 2 'sub', field 'args.command'" in json.dumps(doc) and where in json.dumps(doc)
+    assert not f.exists() and not (env / "ran").exists()
 
 
 def test_a_ref_in_arithmetic_is_refused_at_load_naming_the_step_and_field(env):
