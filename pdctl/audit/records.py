@@ -15,8 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Optional, Union
 
-from pdctl.audit.writer import STARTED
-from pdctl.errors import EXIT_KINDS, InventoryError, UsageError, exit_kind
+from pdctl.audit.writer import STARTED, _load_inventory, inventory_name_of
+from pdctl.errors import EXIT_KINDS, UsageError, exit_kind
 
 # -- the log's lines ---------------------------------------------------------------------------------------------------
 
@@ -206,30 +206,12 @@ def _same_path(rec: str, source: str) -> bool:
     return not got.is_absolute() and ".." not in parts and bool(parts) and list(want.parts[-len(parts) :]) == parts
 
 
-def _load_inventory(path: str | os.PathLike):
-    from pdctl.inventory import load_inventory  # lazy: the models are not needed to append a record
-
-    try:
-        return load_inventory(path)
-    except UnicodeDecodeError:  # the YAML loader reads text and lets this one through
-        raise InventoryError(f"{path}: cannot read inventory: not UTF-8 text") from None
-
-
-def inventory_name_of(path: str) -> Optional[str]:
-    """The name of the inventory a record names by its path, through the inventory loader (None when the file
-    is gone or no longer loads; the embedded default is "local"). Reads the file; never raises."""
-    if not path or path.startswith("<"):
-        return "local" if path == "<embedded default>" else None
-    try:
-        return _load_inventory(path).name
-    except UsageError:
-        return None
-
-
 @dataclass(frozen=True)
 class InventoryFilter:
-    """The records of one inventory: of the file `source` (its path, as given or resolved), or of the inventory
-    called `name` (`inventory_name` of playbook runs, else the name in the file the record names)."""
+    """The records of one inventory: of the file `source` (its path, as given or resolved), or of the deployment
+    called `name` (a record's `deployment`; in a record written before it existed, `inventory_name` of playbook
+    runs, else the name in the file the record names). With both, the deployment `name` whose inventory is
+    `source`: its records through any copy of the file, and the older ones through `source` itself."""
 
     source: Optional[str] = None
     name: Optional[str] = None
@@ -246,9 +228,15 @@ class InventoryFilter:
         return cls(name=given)
 
     def matches(self, record: Record, name_of: Callable[[str], Optional[str]] = inventory_name_of) -> bool:
+        """`name_of` names the file an older record names (pass one that answers None to match those by path)."""
         rec = str(record.get("inventory", ""))
-        if self.source is not None:
-            return rec == self.source or _same_path(rec, self.source)
+        deployment = record.get("deployment")
+        if self.name is not None and isinstance(deployment, str):  # what its writer read: no file read again
+            return deployment == self.name
+        if self.source is not None and (rec == self.source or _same_path(rec, self.source)):
+            return True
+        if self.name is None:
+            return False
         rec_name = record.get("inventory_name")
         return rec == self.name or (rec_name if rec_name is not None else name_of(rec)) == self.name
 

@@ -2,6 +2,11 @@
 file lock (`append`), and `audited`, the block that appends an action's final record however it ends (its result,
 the error that stopped it with the exit code the CLI gives that error, or the interrupt).
 
+A record names the inventory twice: `inventory`, the file the command was given (absolute), and `deployment`, the
+name that file declares: the deployment's identity (its lock and service names), the same through a copy of the file
+(`deployment_name`). Records written before `deployment` existed are matched by their path. A record an action
+appends while a playbook runs its steps names that run (`playbook_run`, see set_playbook_run).
+
 Records never carry secrets: callers pass env through `pdctl.secrets.mask_env` first, and `append` masks again any
 mapping under a key named "env", and every string with `mask_text` (secret assignments and flags, and the userinfo
 of every URL: `http://user:***@host`), as a last line of defence.
@@ -15,11 +20,12 @@ import os
 import time
 import uuid
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pdctl import state
-from pdctl.errors import ExitCode, PdctlError, UsageError
+from pdctl.errors import ExitCode, InventoryError, PdctlError, UsageError
 
 STARTED = "started"  # the result of the record a mutating action appends before it starts (`audited(mark_start=)`)
 
@@ -71,6 +77,58 @@ def check_writable(path: Path | None = None) -> Path:
     return p
 
 
+# the playbook run under way in this context (pdctl.playbook.run_audit sets it around the run's steps)
+_PLAYBOOK_RUN: ContextVar[str | None] = ContextVar("pdctl_playbook_run", default=None)
+
+
+def set_playbook_run(run: str | None) -> None:
+    """From now on in this context, every record but the run's own names the playbook run `run` under
+    `playbook_run` (None: none): a restart or deploy that a step ran is then known as the run's, and the run's end
+    says how it all ended (the heal ledger reads it so). Changes only this context (thread) of this process."""
+    _PLAYBOOK_RUN.set(run)
+
+
+def _load_inventory(path: str | os.PathLike):
+    from pdctl.inventory import load_inventory  # lazy: the models are not needed to append a record
+
+    try:
+        return load_inventory(path)
+    except UnicodeDecodeError:  # the YAML loader reads text and lets this one through
+        raise InventoryError(f"{path}: cannot read inventory: not UTF-8 text") from None
+
+
+def inventory_name_of(path: str) -> str | None:
+    """The name the inventory file at `path` declares, through the inventory loader (None when the file is gone or
+    no longer loads; the embedded default is "local"). Reads the file; never raises."""
+    if not path or path.startswith("<"):
+        return "local" if path == "<embedded default>" else None
+    try:
+        return _load_inventory(path).name
+    except UsageError:
+        return None
+
+
+_NAMES: dict[tuple[str, int, int, int, int], str | None] = {}  # deployment_name's answers, by file and version
+
+
+def deployment_name(inventory: str) -> str | None:
+    """The deployment's name as the inventory file `inventory` declares it ("local" for the embedded default), or
+    None when it is no file that loads (gone, unreadable, invalid). Reads the file once per version of it (its
+    inode, size and mtime). Never raises."""
+    if not inventory or inventory.startswith("<"):
+        return inventory_name_of(inventory)
+    try:
+        st = os.stat(inventory)
+    except (OSError, ValueError):
+        return None
+    key = (inventory, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _NAMES:
+        if len(_NAMES) >= 64:  # a process names a few inventories; a long-lived one must not grow without end
+            _NAMES.clear()
+        _NAMES[key] = inventory_name_of(inventory)
+    return _NAMES[key]
+
+
 def append(
     action: str,
     *,
@@ -80,15 +138,21 @@ def append(
     started: float,
     extra: dict[str, Any] | None = None,
     path: Path | None = None,
+    deployment: str | None = None,
 ) -> dict[str, Any]:
-    """Append one record and return it. Safe with concurrent writers (flock + a single write of one line).
-    Raises UsageError naming the log when it cannot be written (missing directory made, FIFO or directory refused)."""
+    """Append one record and return it. `deployment` is the name the inventory declares (None: read from the
+    inventory file, see deployment_name; left out when that file does not load). Safe with concurrent writers
+    (flock + a single write of one line). Raises UsageError naming the log when it cannot be written (missing
+    directory made, FIFO or directory refused)."""
     now = time.time()
+    # a path as an absolute one: `history -i` from another directory must find (and not mistake) it
+    source = inventory if not inventory or inventory.startswith("<") else os.path.abspath(inventory)
+    name = deployment if deployment is not None else deployment_name(source)
     record = {
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
         "operator": state.operator(),
-        # a path as an absolute one: `history -i` from another directory must find (and not mistake) it
-        "inventory": inventory if not inventory or inventory.startswith("<") else os.path.abspath(inventory),
+        "inventory": source,
+        **({"deployment": name} if name is not None else {}),
         "action": action,
         "args": _mask_nested(args or {}),
         "result": result,
@@ -96,6 +160,9 @@ def append(
     }
     if extra:
         record.update(_mask_nested(extra))
+    within = _PLAYBOOK_RUN.get()
+    if within is not None and record.get("run") != within:
+        record["playbook_run"] = within
     record["result"] = _mask_nested(record["result"])
     line = (json.dumps(record, sort_keys=False, default=str) + "\n").encode()
     p = path or state.audit_log_path()
@@ -144,6 +211,7 @@ def audited(
     args: dict[str, Any],
     mark_start: bool = False,
     states: Callable[[], Any] | None = None,
+    deployment: str | None = None,
 ) -> Iterator[Audited]:
     """Append one final record for `action` however it ends: the result the action set, the error that stopped
     it (refusals included), or "interrupted by SIGTERM" (the signal named when the interrupt carries one).
@@ -151,12 +219,20 @@ def audited(
     Before the action runs, the log is checked writable (UsageError naming it otherwise, so nothing is done
     that cannot be recorded); with `mark_start` a "started" record with the same `run` id is appended first,
     so a run killed outright (kill -9) leaves a record with no end. On an interrupt, `states()` (best effort)
-    goes into the record as "roles": what state the action left them in."""
+    goes into the record as "roles": what state the action left them in. `deployment`: as for `append`."""
     started = time.time()
     rec = Audited()
     try:
         if mark_start:
-            append(action, inventory=inventory, args=args, result=STARTED, started=started, extra={"run": rec.run})
+            append(
+                action,
+                inventory=inventory,
+                args=args,
+                result=STARTED,
+                started=started,
+                extra={"run": rec.run},
+                deployment=deployment,
+            )
         else:
             check_writable()
     except UsageError as e:
@@ -186,7 +262,15 @@ def audited(
     finally:
         rec.extra["run"] = rec.run
         try:
-            append(action, inventory=inventory, args=args, result=rec.result, started=started, extra=rec.extra)
+            append(
+                action,
+                inventory=inventory,
+                args=args,
+                result=rec.result,
+                started=started,
+                extra=rec.extra,
+                deployment=deployment,
+            )
             if interrupt is not None:  # the CLI's hint may now say that this action recorded where it stopped
                 setattr(interrupt, _RECORDED_BY, action)
         except UsageError:

@@ -1,6 +1,8 @@
 """The heal's trail in the audit log: how a heal ended (`HealEnd`, what its final "watch heal" record says) and, read
 back, what the heal guards need to know across watches (`heal_ledger`: the heals of the last hour, and a heal whose
-final-health ran red). The log is the memory: a watch started after another counts that one's heals too.
+final-health ran red). The log is the memory: a watch started after another counts that one's heals too. Both
+belong to the deployment (the name its inventory declares), not to the inventory file: a heal or an operator's
+restart through a copy of the file counts.
 
 A heal writes two records with one `run` id, as every mutating action does: "started" (with its evidence) before
 acting, then its end: `result` ("ok", "final-health failed", "stopped: ...", "LockHeld: ...") with `exit_code`,
@@ -22,6 +24,7 @@ HEAL_ACTION = "watch heal"
 HOUR_S = 3600.0
 #: an operator's action that ends ok re-arms healing after a red heal: someone has looked and the deployment passed
 REARMS = ("restart --pair", "restart --rolling", "deploy")
+PLAYBOOK_RUN = "run "  # a playbook run's records: "run co-restart" (pdctl.playbook.run_audit)
 
 EndOutcome = Literal["done", "failed", "refused"]
 FinalHealth = Literal["passed", "red"]
@@ -114,21 +117,41 @@ def _epoch(record: dict[str, Any]) -> Optional[float]:
     return when.timestamp() if when is not None else None
 
 
-def heal_ledger(lines: Iterable[AuditLine], *, inventory: str, now: float) -> HealLedger:
-    """The ledger of the deployment declared by `inventory` (its source, as records name it) from the audit log's
-    lines, oldest first. Counted in the budget: every heal started within the hour before `now`, unless its end
-    says it spent none (the lock was held); one killed mid-way and one from before heals recorded their end
-    count too. Blocking: the last heal whose final-health ran red, until a later heal passes or an operator's
-    restart or deploy of the deployment ends ok. Records of other deployments, corrupt lines and records without
-    a time (for the budget) are left out. Pure."""
-    mine = InventoryFilter(source=inventory if inventory.startswith("<") else os.path.abspath(inventory))
+def _no_file(path: str) -> Optional[str]:
+    return None  # an older record without `deployment` is matched by its path, never by reading the file it names
+
+
+def _red_health(record: dict[str, Any]) -> bool:
+    """The record says the final-health it ran (the last one, for a playbook run) did not pass."""
+    fh = record.get("final_health")
+    return isinstance(fh, dict) and fh.get("ok") is False
+
+
+def heal_ledger(lines: Iterable[AuditLine], *, deployment: str, inventory: str, now: float) -> HealLedger:
+    """The ledger of the deployment called `deployment` (its name, as its inventory declares it: its records
+    through any copy of the inventory; records written before they named it, through `inventory` itself) from the
+    audit log's lines, oldest first.
+
+    Counted in the budget: every heal started within the hour before `now`, unless its end says it spent none (the
+    lock was held); one killed mid-way and one from before heals recorded their end count too. Blocking: the last
+    heal whose final-health ran red, until a later heal passes or an operator restarts or deploys the deployment
+    after it: a `restart --pair`, `restart --rolling` or `deploy` that ends ok, or a playbook run (`pdctl run
+    co-restart`) that ends ok, its last final-health not red, whose steps ran one of those. A step's record (it
+    names its run: `playbook_run`) re-arms at once only when it ran a final-health itself; one that ran none (a
+    restart step with `verify: false`) leaves it to its run's end. An ok run whose steps restarted or deployed
+    nothing (a read-only playbook, a shell step) re-arms nothing. Records of other deployments, corrupt lines and
+    records without a time (for the budget) are left out. Pure."""
+    source = inventory if inventory.startswith("<") else os.path.abspath(inventory)
+    mine = InventoryFilter(source=source, name=deployment)
     runs: dict[str, HealRun] = {}
     old: list[HealRun] = []
     red: Optional[HealRun] = None
+    rearming: set[str] = set()  # playbook runs whose steps restarted or deployed it (ok) since the last red heal
     for x in lines:
-        if not isinstance(x, dict) or not mine.matches(x):
+        if not isinstance(x, dict) or not mine.matches(x, _no_file):
             continue
         action, run, started = x.get("action"), x.get("run"), x.get("result") == STARTED
+        ok = not started and result_word(x).word == "ok"
         if action == HEAL_ACTION:
             if not isinstance(run, str) or not run:  # before heals had a run and an end: a heal began, end unknown
                 old.append(HealRun("", _epoch(x), "unrecorded"))
@@ -138,7 +161,16 @@ def heal_ledger(lines: Iterable[AuditLine], *, inventory: str, now: float) -> He
                 end = runs[run] = _ended(x, runs.get(run))
                 if end.final_health is not None:
                     red = end if end.final_health == "red" else None
-        elif red is not None and action in REARMS and not started and result_word(x).word == "ok":
-            red = None  # after the red heal's own end: an operator's action, and it passed its final-health
+                    rearming.clear()  # what was done before this heal does not answer it
+        elif action in REARMS and ok:
+            within = x.get("playbook_run")
+            if isinstance(within, str) and not isinstance(x.get("final_health"), dict):
+                rearming.add(within)  # a step that ran no final-health: its run's end decides
+            else:
+                red = None  # after the red heal's own end: an operator's action, and it passed its final-health
+        elif isinstance(action, str) and action.startswith(PLAYBOOK_RUN) and not started and run in rearming:
+            rearming.discard(str(run))
+            if ok and not _red_health(x):
+                red = None  # its steps restarted or deployed it, then every gate passed
     spent = sorted(r.at for r in [*runs.values(), *old] if r.spends_budget and r.at is not None and now - r.at < HOUR_S)
     return HealLedger(tuple(spent), red)

@@ -76,7 +76,9 @@ class Healer:
                 audit.check_writable()
         except UsageError as e:  # not a regular file, unreadable: nothing can be counted, so nothing is done
             return HealLedger().with_unreadable(e.message.splitlines()[0])
-        return heal_ledger([*lines, *self._unwritten], inventory=self.dep.inv.source, now=self.clock())
+        return heal_ledger(
+            [*lines, *self._unwritten], deployment=self.dep.inv.name, inventory=self.dep.inv.source, now=self.clock()
+        )
 
     def __call__(self, watch: Watch, cadence: str) -> None:
         # rounds of different cadences call this from their own threads: one decides (and heals) at a time, the
@@ -162,6 +164,7 @@ class Healer:
             audit.append(
                 HEAL_ACTION,
                 inventory=self.dep.inv.source,
+                deployment=self.dep.inv.name,
                 args=args,
                 result=audit.STARTED,
                 started=started,
@@ -182,6 +185,7 @@ class Healer:
                 audit.append(
                     HEAL_ACTION,
                     inventory=self.dep.inv.source,
+                    deployment=self.dep.inv.name,
                     args=args,
                     result="interrupted",
                     started=started,
@@ -191,7 +195,13 @@ class Healer:
         fields = end.record_fields(run)
         try:
             audit.append(
-                HEAL_ACTION, inventory=self.dep.inv.source, args=args, result=end.result, started=started, extra=fields
+                HEAL_ACTION,
+                inventory=self.dep.inv.source,
+                deployment=self.dep.inv.name,
+                args=args,
+                result=end.result,
+                started=started,
+                extra=fields,
             )
         except UsageError as e:  # still counted by this watch; said with the outcome
             self._unwritten.append(
@@ -199,6 +209,7 @@ class Healer:
                     **fields,
                     "action": HEAL_ACTION,
                     "inventory": self.dep.inv.source,
+                    "deployment": self.dep.inv.name,
                     "result": end.result,
                     "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 }

@@ -1,5 +1,6 @@
 """A playbook run's audit records: the "started" record before its first step (when a step that will run is
-mutating) and the final record of how it ended, every text in them scrubbed of the run's secret values."""
+mutating) and the final record of how it ended, every text in them scrubbed of the run's secret values. Between
+the two, the records its steps' actions append (a restart, a deploy) name the run (`playbook_run`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Iterable
 
+from pdctl.audit.writer import set_playbook_run
 from pdctl.playbook.outcome import Data
 from pdctl.serialize import to_data
 
@@ -41,11 +43,14 @@ def audit_start(
                 started=started,
                 path=path,
                 extra={"inventory_name": p.inventory_name, "run": result.run_id},
+                deployment=p.inventory_name or None,
             )
         else:
             audit.check_writable(path)
     except UsageError as e:
         raise UsageError(f"{e.message}: refusing to run {p.playbook.name} (nothing was done)", hint=e.hint) from None
+    # the records its steps' actions append (a restart, a deploy) name this run: its end says how they ended
+    set_playbook_run(result.run_id)
 
 
 def recorded_step(step: StepRun) -> dict[str, Data]:
@@ -57,7 +62,17 @@ def recorded_step(step: StepRun) -> dict[str, Data]:
 
 
 def audit_end(audit: ModuleType, result: RunResult, started: float, path: Path | None, secrets: Iterable[str]) -> None:
-    """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own)."""
+    """The run's record, every text in it scrubbed of the run's secret values (audit masks names on its own).
+    Later records no longer name the run, however this ends."""
+    try:
+        _append_end(audit, result, started, path, secrets)
+    finally:
+        set_playbook_run(None)
+
+
+def _append_end(
+    audit: ModuleType, result: RunResult, started: float, path: Path | None, secrets: Iterable[str]
+) -> None:
     from pdctl.secrets import mask_nested, mask_text
 
     p = result.plan
@@ -68,6 +83,7 @@ def audit_end(audit: ModuleType, result: RunResult, started: float, path: Path |
         result=mask_text(result.outcome_text, secrets),
         started=started,
         path=path,
+        deployment=p.inventory_name or None,
         extra=mask_nested(
             {
                 "inventory_name": p.inventory_name,

@@ -26,6 +26,7 @@ from pdctl.ops.watch import Watch
 from pdctl.serialize import to_data
 
 REPO = Path(__file__).resolve().parents[2]
+NAME = "heal-ledger"  # the deployment's name, as the fixture's inventory declares it
 
 # another operator's process: it takes the deployment lock as `pdctl restart --pair` would, says so, and holds it
 # until its stdin closes
@@ -51,7 +52,7 @@ def env(tmp_path, monkeypatch):
     inv.write_text(
         yaml.safe_dump(
             {
-                "name": "heal-ledger",
+                "name": NAME,
                 "engine": "bundled",
                 "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
                 "roles": {
@@ -226,17 +227,20 @@ def test_the_budget_counts_the_last_hour_of_this_deployment_and_a_killed_heal_bu
     env["log"].write_text("".join(lines))
     now = time.time()
     parsed = audit.read_records(env["log"])
-    assert heal_ledger(parsed, inventory=str(inv), now=now).heals_at == ()
+    assert heal_ledger(parsed, deployment=NAME, inventory=str(inv), now=now).heals_at == ()
 
     with env["log"].open("a") as f:
         f.write(_line(inv, HEAL_ACTION, audit.STARTED, 40, run="killed"))
         f.write(_line(inv, HEAL_ACTION, "evidence recorded; running `pdctl restart --pair`", 30))
-    ledger = heal_ledger(audit.read_records(env["log"]), inventory=str(inv), now=now)
+    ledger = heal_ledger(audit.read_records(env["log"]), deployment=NAME, inventory=str(inv), now=now)
     assert len(ledger.heals_at) == 2 and ledger.red is None
     assert now - 41 <= ledger.heals_at[0] <= now - 39  # the budget's "next allowed in" counts from the oldest
     # the inventory as recorded (absolute) or as given (relative to here) is the same deployment
     monkeypatch.chdir(env["tmp"])
-    assert heal_ledger(audit.read_records(env["log"]), inventory=inv.name, now=now).heals_at == ledger.heals_at
+    assert (
+        heal_ledger(audit.read_records(env["log"]), deployment=NAME, inventory=inv.name, now=now).heals_at
+        == ledger.heals_at
+    )
 
 
 def test_an_audit_log_that_cannot_be_read_stops_the_heal_and_says_why(env):
