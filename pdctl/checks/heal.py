@@ -150,7 +150,8 @@ def decide(
         d.guard = "red"
         d.refused = (
             f"not acting: the previous heal's final-health is red{_when(ledger.red.at)} (a human must look; "
-            "a `pdctl restart --pair`, `restart --rolling` or `deploy` that ends ok re-arms healing)"
+            "a `pdctl restart --pair`, `restart --rolling` or `deploy` that ends ok, or an ok playbook run that "
+            "restarts it (`pdctl run co-restart`), re-arms healing)"
         )
     elif len(recent) >= policy.max_per_hour:
         d.guard = "budget"
