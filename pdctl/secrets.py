@@ -8,7 +8,8 @@ that ordinary SGLang settings stay readable: TOKENS (plural: --max-total-tokens,
 A URL's userinfo is a secret whatever name carries it (HTTPS_PROXY, REDIS_URL, a database URL, a flag's value, a
 log line): `scheme://user:password@host` shows as `scheme://user:***@host` (the user stays, to say which account),
 and a userinfo without a password, `scheme://token@host`, as `scheme://***@host` (it is often a token; pip's
-convention). A URL's password is also a declared secret (`secret_values`), so it is scrubbed where it appears alone.
+convention). The userinfo runs to the URL's last `@` (a password may hold a raw `@`, `/`, `#` or `?`). A URL's
+password is also a declared secret (`secret_values`), so it is scrubbed where it appears alone.
 Pure functions; nothing here prints, logs or raises on odd input.
 """
 
@@ -33,9 +34,14 @@ _FLAG_VALUE = re.compile(
     r"(?P<flag>(?<![\w-])--?[A-Za-z][A-Za-z0-9_.-]*)(?=(?P<sep>=|\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+))"
 )
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# `scheme://USERINFO@`: the userinfo runs to the last `@` before the host (a raw `@` in a password is common), and
-# stops at a space, a quote or the start of a path, query or fragment
-_URL_USERINFO = re.compile(r"(?P<scheme>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s/?#'\"]+)@")
+# `scheme://USERINFO@`: the userinfo runs to the LAST `@` of the URL's token (up to a space or a quote, and not into
+# a next `scheme://`), as SQLAlchemy's and redis-py's parsers read it: a password holds raw `@`, `/`, `#` and `?`
+# often enough (`redis://default:ab/cd@h`, `postgres://app:pa#ss@db/x`), and stopping at the path would show it.
+# The price: a URL without userinfo whose path or query holds an `@` (`https://h/p?mail=a@b`, rare in what pdctl
+# shows) is over-masked up to that `@`. Scheme-less `user:pw@host:5432` (libpq's host lists) is not recognised.
+_URL_USERINFO = re.compile(
+    r"(?P<scheme>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>(?:[^\s'\":]|:(?!//))+)@"
+)
 
 
 def is_secret_name(name: str) -> bool:
@@ -206,11 +212,7 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
     count and status on the screen while hiding nothing guessable; it is masked by its name as always."""
     if not text:
         return text
-    for s in sorted({str(s) for s in secrets if s}, key=len, reverse=True):
-        if len(s) >= MIN_SCRUB_LEN:
-            text = text.replace(s, MASK)
-        elif not _SHORT_PLAIN.fullmatch(s):
-            text = re.sub(rf"(?<![\w-]){re.escape(s)}(?![\w-])", MASK, text)
+    text = scrub_values(text, secrets)
 
     def env_sub(m: re.Match) -> str:
         if is_secret_name(m.group("name")) and m.group("value") not in ("", MASK):
@@ -218,6 +220,17 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
         return m.group(0)
 
     return mask_urls(_mask_flag_values(_ENV_ASSIGN.sub(env_sub, text)))
+
+
+def scrub_values(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every one of `secrets` (declared values) replaced by MASK, as `mask_text` scrubs them, and nothing
+    else: for a text pdctl wrote itself (a check's detail naming `--api-key`), whose words are not values."""
+    for s in sorted({str(s) for s in secrets if s}, key=len, reverse=True):
+        if len(s) >= MIN_SCRUB_LEN:
+            text = text.replace(s, MASK)
+        elif not _SHORT_PLAIN.fullmatch(s):
+            text = re.sub(rf"(?<![\w-]){re.escape(s)}(?![\w-])", MASK, text)
+    return text
 
 
 def _mask_flag_values(text: str) -> str:

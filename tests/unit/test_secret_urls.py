@@ -22,6 +22,7 @@ from tests.fixtures.net import free_port
 
 PASSWORD = "hunter2pass"
 URL = f"http://user:{PASSWORD}@127.0.0.1:9/x"
+SLASHED = "redis://default:ab/cd+ef9Zslash@h:6379/0"  # a password with a raw `/` (second red-team pass)
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,15 @@ URL = f"http://user:{PASSWORD}@127.0.0.1:9/x"
             f"proxy is '{URL}', see \"http://a:b@c\"",
             f"proxy is 'http://user:{MASK}@127.0.0.1:9/x', see \"http://a:{MASK}@c\"",
         ),
-        ("http://127.0.0.1:30000/health?x=a@b", "http://127.0.0.1:30000/health?x=a@b"),  # no userinfo: unchanged
+        # a password with a raw `/`, `#` or `?` (second red-team pass): the userinfo runs to the token's last `@`
+        ("redis://default:ab/cd+ef9Zslash@h:6379/0", f"redis://default:{MASK}@h:6379/0"),
+        ("postgres://app:pa#ss9hashword@db/x", f"postgres://app:{MASK}@db/x"),
+        ("postgres://app:pa?qmark@db/x", f"postgres://app:{MASK}@db/x"),
+        ("DB='mysql://u:a/b@c#d@db:3306/x' next", f"DB='mysql://u:{MASK}@db:3306/x' next"),
+        ("http://a@h1,http://b:pw/1@h2", f"http://{MASK}@h1,http://b:{MASK}@h2"),  # a list: each URL its own
+        # the accepted price: an `@` in a path or query without userinfo is over-masked up to it (never shown raw)
+        ("http://127.0.0.1:30000/health?x=a@b", f"http://127.0.0.1:{MASK}@b"),
+        ("http://127.0.0.1:30000/health /x@b", "http://127.0.0.1:30000/health /x@b"),  # a space ends the URL
         ("http://user:@h/", "http://user:@h/"),  # an empty password shows as empty
         ("mail me at ops@example.com", "mail me at ops@example.com"),  # not a URL
     ],
@@ -72,6 +81,10 @@ def test_a_url_password_is_a_declared_secret_scrubbed_where_it_appears_alone():
     log = f"auth failed: password {PASSWORD} rejected; tried p@ss-word for /root/.cache"
     assert mask_text(log, secrets) == f"auth failed: password {MASK} rejected; tried {MASK} for /root/.cache"
     assert secret_values({"X": "http://u:ab@h"}) == set()  # too short to scrub from all text: masked in its URL
+    # a password holding `/`, `#` or `?` is collected whole, so it is scrubbed where it appears alone
+    env = {"REDIS_URL": "redis://default:ab/cd+ef9Zslash@h:6379/0", "PG": "postgres://app:pa#ss9hashword@db/x"}
+    assert secret_values(env) == {"ab/cd+ef9Zslash", "pa#ss9hashword"}
+    assert mask_text("AUTH failed for ab/cd+ef9Zslash", secret_values(env)) == f"AUTH failed for {MASK}"
 
 
 def test_every_json_document_masks_url_passwords():
@@ -103,6 +116,7 @@ def inv(tmp_path, monkeypatch) -> Path:
         if role == "prefill":
             instances[0]["bootstrap_port"] = free_port()
     data["roles"]["decode"][0]["env"]["RT_URL"] = URL
+    data["roles"]["decode"][0]["env"]["REDIS_URL"] = SLASHED  # a password with a raw `/`
     data["roles"]["prefill"][0]["env"]["HTTPS_PROXY"] = "http://tok3n-only-value@proxy:3128"  # the variant
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -110,7 +124,7 @@ def inv(tmp_path, monkeypatch) -> Path:
 
 
 def _leaks(text: str) -> bool:
-    return PASSWORD in text or "tok3n-only-value" in text
+    return PASSWORD in text or "tok3n-only-value" in text or "ef9Zslash" in text
 
 
 @pytest.mark.parametrize(
@@ -121,7 +135,7 @@ def test_render_and_deploy_dry_run_mask_the_url_password(inv, command):
     r = CliRunner().invoke(app, [*command, "-i", str(inv)])
     assert r.exit_code == 0, r.output
     assert not _leaks(r.output) and f"user:{MASK}@127.0.0.1" in r.output
-    assert f"http://{MASK}@proxy:3128" in r.output
+    assert f"http://{MASK}@proxy:3128" in r.output and f"redis://default:{MASK}@h:6379/0" in r.output
 
 
 def test_live_env_in_final_health_and_the_watch_is_masked(inv, tmp_path):
@@ -130,7 +144,8 @@ def test_live_env_in_final_health_and_the_watch_is_masked(inv, tmp_path):
     from pdctl.services.pidfile import parse_proc_stat_starttime
 
     live = URL.replace(PASSWORD, "hunter2live")
-    proc = subprocess.Popen(["sleep", "60"], env={"RT_URL": live, "PATH": "/usr/bin:/bin"}, start_new_session=True)
+    live_env = {"RT_URL": live, "REDIS_URL": "redis://default:li/ve#9Zhash@h:6379/0", "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(["sleep", "60"], env=live_env, start_new_session=True)
     try:
         ticks = parse_proc_stat_starttime(Path(f"/proc/{proc.pid}/stat").read_text())
         state = tmp_path / "remote-state"
@@ -141,9 +156,13 @@ def test_live_env_in_final_health_and_the_watch_is_masked(inv, tmp_path):
         env_check = [c for c in doc["layers"]["flags"] if c["name"] == "env:RT_URL"]
         assert env_check and env_check[0]["status"] == "fail", fh.stdout  # judged on the real values
         assert env_check[0]["observed"] == f"http://user:{MASK}@127.0.0.1:9/x"
+        redis = [c for c in doc["layers"]["flags"] if c["name"] == "env:REDIS_URL"][0]
+        assert (
+            redis["status"] == "fail" and redis["observed"] == redis["expected"] == f"redis://default:{MASK}@h:6379/0"
+        )
         watch = CliRunner().invoke(app, ["watch", "-i", str(inv), "--once", "--json"])
         for out in (fh.stdout, watch.stdout):
-            assert not _leaks(out) and "hunter2live" not in out
+            assert not _leaks(out) and "hunter2live" not in out and "9Zhash" not in out
         assert "env:RT_URL" in watch.stdout
         # the screens built from the same results (the judge's texts): final-health -v, its reports, the watch's lines
         shown = [
@@ -156,7 +175,7 @@ def test_live_env_in_final_health_and_the_watch_is_masked(inv, tmp_path):
             shown.append(report.read_text())
         assert "env:RT_URL" in shown[0] and f"user:{MASK}@127.0.0.1" in shown[0]
         for out in shown:
-            assert not _leaks(out) and "hunter2live" not in out
+            assert not _leaks(out) and "hunter2live" not in out and "9Zhash" not in out
     finally:
         proc.kill()
         proc.wait()
