@@ -6,17 +6,20 @@ Pure: `judge_flags(label, argv, env, declared_args, declared_env)` -> one CheckR
   false       the flag is absent (present = drift)
   scalar      `--flag value` or `--flag=value`; the last occurrence wins, as with argparse; numbers compare as numbers
   list        the values after the flag (several after one flag, or one per repeated flag), in order
-Env values compare as exact strings. Values of secret-looking names are masked in observed, expected and detail.
+Env values compare as exact strings. Values of secret-looking names are masked in observed, expected and detail;
+`scrub_secrets` then scrubs the declared secret values (and the live process's own) from every row, since a value of
+an ordinary name can hold one (`EXTRA=prefix-<HF_TOKEN>-suffix`).
 Abbreviated flags (argparse prefix matching) are not resolved: `--cuda-graph-max-bs` is not
 `--cuda-graph-max-bs-decode`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import dataclasses
+from typing import Any, Iterable, Mapping, Sequence
 
 from pdctl.checks.result import NEXT_DEPLOY, CheckResult, Status
-from pdctl.secrets import MASK, is_secret_name
+from pdctl.secrets import MASK, is_secret_name, scrub_values
 
 LAYER = "flags"
 
@@ -231,3 +234,34 @@ def judge_version(label: str, server_info: Any) -> CheckResult | None:
         detail="what the running process reports in /server_info",
         data={"kind": "version", "version": version, "engine": engine},
     )
+
+
+def scrub_secrets(results: Iterable[CheckResult], secrets: Iterable[str]) -> list[CheckResult]:
+    """The results with every one of `secrets` (the inventory's declared secret values, the live process's own)
+    scrubbed from their name, observed, expected, detail and data strings, as `render` masks them: an env value of a
+    name that does not look secret can contain one (`EXTRA=prefix-<HF_TOKEN>-suffix`). Only the values are scrubbed:
+    the judge's own words (`drift: --api-key missing`) stay. Pure."""
+    known = frozenset(str(s) for s in secrets if s)
+    if not known:
+        return list(results)
+
+    def scrub(obj: Any) -> Any:
+        if isinstance(obj, str):
+            return scrub_values(obj, known)
+        if isinstance(obj, dict):
+            return {k: scrub(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [scrub(v) for v in obj]
+        return obj
+
+    return [
+        dataclasses.replace(
+            r,
+            name=scrub(r.name),
+            observed=scrub(r.observed),
+            expected=scrub(r.expected),
+            detail=scrub(r.detail),
+            data=scrub(r.data),
+        )
+        for r in results
+    ]

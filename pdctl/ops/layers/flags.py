@@ -17,6 +17,7 @@ from pdctl.ops.layers.seen import Seen, targets_on, why
 from pdctl.ops.lineage_record import LINEAGE_WINDOW_S, lineage_snapshot, load_lineage_record
 from pdctl.ops.processes import LiveProcess, live_processes, live_processes_reached
 from pdctl.role_ref import RoleRef
+from pdctl.secrets import inventory_secrets, secret_values
 
 #: (role, index) -> the worker's /server_info document (None: it did not answer)
 ServerInfos = dict[RoleRef, dict[str, Any] | None]
@@ -77,40 +78,41 @@ def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult
 
 
 def flags_layer(dep: Deployment, procs: Mapping[str, LiveProcess], infos: ServerInfos) -> list[CheckResult]:
-    """Every instance's live flags and env judged against the inventory, then the workers' versions."""
-    from pdctl.checks.flags import judge_flags, judge_undeclared
+    """Every instance's live flags and env judged against the inventory, then the workers' versions. Each row is
+    scrubbed of the inventory's declared secret values and of its process's own (a live secret-named env var or
+    flag), as `render` masks them, so no output built from these results shows one inside an ordinary value."""
+    from pdctl.checks.flags import scrub_secrets
 
+    declared = inventory_secrets(dep.inv)
     results = []
     for label, p in procs.items():
-        role, i, info = p.role, p.index, p.process
-        if info is None:
-            results.append(
-                CheckResult(
-                    "flags",
-                    label,
-                    "main process",
-                    Status.FAIL,
-                    observed=p.service.detail or "not running",
-                    expected="running",
-                    detail=f"service {dep.inv.service_name(role, i)} has no live main process",
-                )
-            )
-            continue
-        if role == "router" and title_rewritten(info.argv):
-            results.extend(judge_router_env(label, info.env, launch.declared_env(dep.inv, role, i)))
-            results.extend(_router_workers(dep, i, label))
-            continue
-        results.extend(
-            judge_flags(
-                label,
-                info.argv,
-                info.env,
-                launch.declared_flags(dep.inv, role, i),
-                launch.declared_env(dep.inv, role, i),
-            )
-        )
-        results.extend(judge_undeclared(label, info.argv, launch.role_argv(dep.inv, role, i)))
+        live = secret_values(p.process.env, p.process.argv) if p.process is not None else set()
+        results.extend(scrub_secrets(_judge_process(dep, label, p), declared | live))
     return results + _versions(procs, infos)
+
+
+def _judge_process(dep: Deployment, label: str, p: LiveProcess) -> list[CheckResult]:
+    """One instance's rows: its live flags and env against the inventory (a router by its env and workers)."""
+    from pdctl.checks.flags import judge_flags, judge_undeclared
+
+    role, i, info = p.role, p.index, p.process
+    if info is None:
+        return [
+            CheckResult(
+                "flags",
+                label,
+                "main process",
+                Status.FAIL,
+                observed=p.service.detail or "not running",
+                expected="running",
+                detail=f"service {dep.inv.service_name(role, i)} has no live main process",
+            )
+        ]
+    declared_env = launch.declared_env(dep.inv, role, i)
+    if role == "router" and title_rewritten(info.argv):
+        return judge_router_env(label, info.env, declared_env) + _router_workers(dep, i, label)
+    rows = judge_flags(label, info.argv, info.env, launch.declared_flags(dep.inv, role, i), declared_env)
+    return rows + judge_undeclared(label, info.argv, launch.role_argv(dep.inv, role, i))
 
 
 def _start(g: Gathering) -> Judge:
