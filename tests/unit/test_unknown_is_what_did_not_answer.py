@@ -1,4 +1,4 @@
-""""unknown" is reserved for what did not answer (issue 28, W5 and W6), the pure judges: a worker whose /metrics
+""" "unknown" is reserved for what did not answer (issue 28, W5 and W6), the pure judges: a worker whose /metrics
 could not be read on a host that answered fails its transfer check (the same judge in final-health and the watch);
 a pair is unknown only when a host of its two workers did not answer, and a failed pair outranks an unknown one in
 the matrix's verdict and exit code."""
@@ -120,9 +120,12 @@ def test_the_watch_round_and_final_health_fail_a_dead_worker_on_a_live_host_alik
     from pdctl.ops.layers.transfer import transfer_layer
 
     close_http_client()
-    with serving() as (_srv, url), _deployment(
-        xdg_state, {"prefill": int(url.rsplit(":", 1)[1]), "decode": closed_port(), "bootstrap": free_port()}
-    ) as dep:
+    with (
+        serving() as (_srv, url),
+        _deployment(
+            xdg_state, {"prefill": int(url.rsplit(":", 1)[1]), "decode": closed_port(), "bootstrap": free_port()}
+        ) as dep,
+    ):
         decode = dep.inv.label("decode", 0)
         seen = inflight_round(dep)
         final = transfer_layer(dep, None)
@@ -140,9 +143,13 @@ def test_a_hung_worker_fails_and_only_a_worker_whose_host_does_not_answer_is_unk
     from pdctl.ops.layers.inflight import unread_workers
 
     close_http_client()
-    with _hung() as port, serving() as (_srv, url), _deployment(
-        xdg_state, {"prefill": int(url.rsplit(":", 1)[1]), "decode": port, "bootstrap": free_port()}, gone="decode"
-    ) as dep:
+    with (
+        _hung() as port,
+        serving() as (_srv, url),
+        _deployment(
+            xdg_state, {"prefill": int(url.rsplit(":", 1)[1]), "decode": port, "bootstrap": free_port()}, gone="decode"
+        ) as dep,
+    ):
         local, far = dep.inv.label("decode", 0), dep.inv.label("decode", 1)
         from pdctl.ops.inflight import read_point
 
@@ -162,11 +169,15 @@ def test_a_broken_pair_on_hosts_that_answer_fails_while_the_pair_on_a_silent_hos
     from pdctl.ops.pairs import verify_pairs
 
     close_http_client()
-    with serving(_NoText) as (_p, p_url), serving(_NoText) as (_d, d_url), _deployment(
-        xdg_state,
-        {"prefill": int(p_url.rsplit(":", 1)[1]), "decode": int(d_url.rsplit(":", 1)[1]), "bootstrap": free_port()},
-        gone="decode",
-    ) as dep:
+    with (
+        serving(_NoText) as (_p, p_url),
+        serving(_NoText) as (_d, d_url),
+        _deployment(
+            xdg_state,
+            {"prefill": int(p_url.rsplit(":", 1)[1]), "decode": int(d_url.rsplit(":", 1)[1]), "bootstrap": free_port()},
+            gone="decode",
+        ) as dep,
+    ):
         rep = verify_pairs(dep)
         seen = pairs_round(dep)
     by = {r.name: r for r in rep.pairs}
