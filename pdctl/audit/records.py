@@ -36,6 +36,7 @@ class CorruptLine:
 AuditLine = Union[Record, CorruptLine]
 
 _JSON_KIND = {
+    dict: "a JSON object",
     list: "a JSON array",
     str: "a JSON string",
     int: "a JSON number",
@@ -61,7 +62,33 @@ def parse_line(raw: bytes, lineno: int) -> Optional[AuditLine]:
         return CorruptLine(lineno, text, f"not valid JSON: {type(e).__name__}")
     if not isinstance(data, dict):
         return CorruptLine(lineno, text, f"{_JSON_KIND.get(type(data), 'JSON')}, not an object")
+    for key, want, optional in _FIELD_TYPES:
+        value = data.get(key)
+        if key in data and not (value is None and optional) and not _is(value, want):
+            kind = _JSON_KIND.get(type(value), "JSON")
+            return CorruptLine(lineno, text, f"field {key!r} is {kind}, not {_WANT_KIND[want]}")
     return data
+
+
+# The fields the reader matches, hashes, compares or shows, with the type every writer gives them (optional: null
+# allowed). A record holding another type is damage (a hand edit, another tool): a CorruptLine naming the field,
+# so no reader meets a list where it hashes a run id or compares a time.
+_FIELD_TYPES: tuple[tuple[str, type, bool], ...] = (
+    ("time", str, False),
+    ("operator", str, False),
+    ("inventory", str, False),
+    ("action", str, False),
+    ("result", str, False),
+    ("deployment", str, True),
+    ("run", str, True),
+    ("playbook_run", str, True),
+    ("exit_code", int, True),
+)
+_WANT_KIND = {str: "a string", int: "an integer"}
+
+
+def _is(value: Any, want: type) -> bool:
+    return isinstance(value, want) and not (want is int and isinstance(value, bool))  # JSON true is no exit code
 
 
 def read_records(path: Path) -> list[AuditLine]:
@@ -86,11 +113,11 @@ def read_records(path: Path) -> list[AuditLine]:
 
 
 def line_json(line: AuditLine) -> dict[str, Any]:
-    """The --json form of a line: the record itself, or {"corrupt": text}; a URL's password masked (records written
-    before URLs were masked on write still hold them)."""
+    """The --json form of a line: the record itself, or {"corrupt": text, "reason": why}; a URL's password masked
+    (records written before URLs were masked on write still hold them)."""
     from pdctl.secrets import mask_nested
 
-    return mask_nested({"corrupt": line.text} if isinstance(line, CorruptLine) else line)
+    return mask_nested({"corrupt": line.text, "reason": line.reason} if isinstance(line, CorruptLine) else line)
 
 
 # -- a record's result in a word ---------------------------------------------------------------------------------------
@@ -331,5 +358,12 @@ def fold_runs(lines: Iterable[AuditLine]) -> list[AuditLine]:
     """The lines without the "started" records whose run has its final record among `lines`: a run shows once,
     by its end; a started record left alone is a run that never finished (killed, or still running). Pure."""
     out = list(lines)
-    ended = {x.get("run") for x in out if isinstance(x, dict) and x.get("run") and x.get("result") != STARTED}
-    return [x for x in out if not (isinstance(x, dict) and x.get("result") == STARTED and x.get("run") in ended)]
+    ended = {run_id(x) for x in out if isinstance(x, dict) and run_id(x) and x.get("result") != STARTED}
+    return [x for x in out if not (isinstance(x, dict) and x.get("result") == STARTED and run_id(x) in ended)]
+
+
+def run_id(record: Record) -> Optional[str]:
+    """The record's run id, or None when it has none or a `run` that is no string (a hand-edited or damaged
+    record: read as having no run, so it is shown by itself, never folded into another, never a crash)."""
+    run = record.get("run")
+    return run if isinstance(run, str) and run else None

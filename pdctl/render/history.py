@@ -82,7 +82,7 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
                     "",
                     "",
                     Text("CORRUPT LINE", style="bold red"),
-                    Text(shorten(r.text.replace("\n", " ")), style="red"),
+                    Text(shorten(f"{r.reason}: " + r.text.replace("\n", " ")), style="red"),  # why, then what
                     "",
                     "",
                 )

@@ -132,7 +132,8 @@ def test_a_large_audit_log_is_streamed_without_a_size_cap(tmp_path):
 
 
 def test_line_json_keeps_the_corrupt_key():
-    assert records.line_json(CorruptLine(3, "[1,2]", "a JSON array, not an object")) == {"corrupt": "[1,2]"}
+    want = {"corrupt": "[1,2]", "reason": "a JSON array, not an object"}  # the text as it is, and why
+    assert records.line_json(CorruptLine(3, "[1,2]", "a JSON array, not an object")) == want
     r = rec()
     assert records.line_json(r) == r  # a copy: a URL in it would be masked
 
@@ -152,12 +153,12 @@ def test_history_shows_corrupt_lines_of_every_shape_and_never_crashes(tmp_path, 
     assert r.exit_code == 0, r.output
     assert r.stdout.count("CORRUPT LINE") == 5 and "deploy" in r.stdout
     doc = json.loads(CliRunner().invoke(app, ["history", "--json"]).stdout)
-    assert doc["records"][1:] == [
-        {"corrupt": "[1,2]"},
-        {"corrupt": "42"},
-        {"corrupt": "null"},
-        {"corrupt": "{not json"},
-        {"corrupt": "\ufffd\ufffd"},
+    assert [(x["corrupt"], x["reason"].split(" (")[0]) for x in doc["records"][1:]] == [
+        ("[1,2]", "a JSON array, not an object"),
+        ("42", "a JSON number, not an object"),
+        ("null", "JSON null, not an object"),
+        ("{not json", "not valid JSON: Expecting property name enclosed in double quotes"),
+        ("\ufffd\ufffd", "not UTF-8"),
     ]
     r = CliRunner().invoke(app, ["history", "--action", "deploy", "-i", "local"])
     assert r.exit_code == 0 and r.stdout.count("CORRUPT LINE") == 5
