@@ -4,14 +4,17 @@ quotes the `${...}` stands in. Quoting the value into the text cannot do that: a
 `'...'` closes the author's quotes (`echo "x ${msg}"` with `$(touch F)` ran `touch F`).
 
 The text is scanned as a POSIX shell reads it (quotes, `$(...)`, backticks, comments, here-documents) to know the
-context of each `${...}`, and the reference is written for it: `"${V}"` unquoted, `${V}` inside double quotes or an
-unquoted here-document, `'"${V}"'` inside single quotes. A context where a reference would be evaluated as code or
+context of each `${...}` (a `#` is a comment only where it begins a word: `'x'#$((` is one word, no comment), and
+the reference is written for it: `"${V}"` unquoted, `${V}` inside double quotes or an unquoted here-document,
+`'"${V}"'` inside single quotes. A context where a reference would be evaluated as code or
 not expanded at all is refused. Where /bin/sh is bash (RHEL, Fedora), arithmetic evaluates a variable's text as an
 expression, and an array subscript in that text (`a[$(cmd)]`) runs its command substitution, so every context bash
 evaluates arithmetically is refused: `$((...))`, `((...))`, `$[...]`, `let` and `declare -i`/`-n` commands,
 `[[ ... ]]` with `-eq`-style operators, an array subscript (`a[...]=`, `unset 'a[...]'`, `([k]=v)`), and anything
 inside another `${...}` (an offset, length or subscript there is arithmetic), including what a `$(...)` nested in
-any of them prints. Also refused: `$'...'`, a quoted here-document, right after a backslash. Pure functions.
+any of them prints. Also refused: any argument of `declare`, `typeset`, `local`, `export`, `readonly` (bash re-parses
+a quoted `a=(...)` there and runs what it holds), `$'...'`, a quoted here-document, right after a backslash. Pure
+functions.
 """
 
 from __future__ import annotations
@@ -43,12 +46,16 @@ class Where(Enum):
     )
     SUBSCRIPT = "inside an array subscript (name[...]), which bash evaluates as arithmetic"
     NESTED = "inside another ${...} (bash evaluates its offset, length or subscript as arithmetic)"
+    DECLARE = (
+        "in an argument of declare, typeset, local, export or readonly, which bash re-parses as an array"
+        ' assignment (declare -a "a=(...)", or any name=value once a is an array), running what it holds'
+    )
     ANSI_C = "inside $'...'"
     QUOTED_HEREDOC = "in a quoted here-document (<<'EOF' expands nothing)"
     ESCAPED = "right after a backslash"
 
 
-REFUSED = (Where.ARITH, Where.SUBSCRIPT, Where.NESTED, Where.ANSI_C, Where.QUOTED_HEREDOC, Where.ESCAPED)
+REFUSED = (Where.ARITH, Where.SUBSCRIPT, Where.NESTED, Where.DECLARE, Where.ANSI_C, Where.QUOTED_HEREDOC, Where.ESCAPED)
 _REFERENCE = {
     Where.PLAIN: '"${{{}}}"',
     Where.DOUBLE: "${{{}}}",
@@ -78,7 +85,9 @@ class _Frame:
     # the shell's own words (top, subst, backtick): where the current one began, and what its command makes of them
     word_at: int = -1
     arith_cmd: bool = False  # `let`, `declare -i`: this simple command's words are arithmetic (or a name, -n)
-    declares: bool = False  # declare, typeset, local, export, readonly: an option word may make it arith_cmd
+    # declare, typeset, local, export, readonly: an option word may make it arith_cmd; its arguments are refused, as
+    # whether bash re-parses one as `a=(...)` hangs on options and the variable's type, unknown here (`declare $o`)
+    declares: bool = False
     test_at: int = -1  # inside `[[`: the index in refs of its first ${...}
     test_arith: bool = False  # that `[[ ... ]]` compares numbers (-eq ...): bash evaluates both sides
 
@@ -98,10 +107,10 @@ def find_refs(text: str) -> list[Ref]:
     stack = [_Frame("top")]
     pending: list[_Frame] = []  # here-documents announced on the current line, their bodies start at its end
     i, n = 0, len(text)
-    word_start = True  # a `#` here starts a comment
     while i < n:
         f = stack[-1]
         c = text[i]
+        word_start = False  # a `#` here starts a comment: it begins a word (the shell's own words only)
         if f.kind == "heredoc" and (i == 0 or text[i - 1] == "\n"):
             line = text[i:].split("\n", 1)[0]
             if (line.lstrip("\t") if f.strip_tabs else line) == f.delim:
@@ -111,9 +120,10 @@ def find_refs(text: str) -> list[Ref]:
                     stack.append(pending.pop(0))
                 continue
         if f.kind in _PLAIN_LIKE:  # the shell's own words: which command they make
+            word_start = f.word_at < 0  # whatever token (quotes, $(...), $((...))) began the current word
             if c in _BREAK and f.word_at >= 0:
                 _end_word(f, text[f.word_at : i], refs)
-            elif c not in _BREAK and f.word_at < 0:
+            elif c not in _BREAK and f.word_at < 0 and not text.startswith("\\\n", i):  # `\<newline>`: no word
                 f.word_at = i
             if c in _SEPARATOR and f.test_at < 0:
                 f.arith_cmd = f.declares = False
@@ -123,7 +133,7 @@ def find_refs(text: str) -> list[Ref]:
                 refs.append(Ref(i, m.end(), m.group(1), _where(stack, text, i)))
             elif _expands(f):  # `$${`: the shell's own `${...}`
                 stack.append(_Frame("param"))
-            i, word_start = m.end(), False
+            i = m.end()
             continue
         if f.kind == "single":
             if c == "'":
@@ -141,7 +151,6 @@ def find_refs(text: str) -> list[Ref]:
                 i = m.end()
             else:
                 i += 2
-            word_start = False
             continue
         if f.kind == "ansi":
             if c == "'":
@@ -158,11 +167,11 @@ def find_refs(text: str) -> list[Ref]:
             continue
         if text.startswith("${", i):  # the shell's own `${x:...${y}...}` (not a ref: it holds a brace)
             stack.append(_Frame("param"))
-            i, word_start = i + 2, False
+            i += 2
             continue
         if text.startswith("$(", i):
             stack.append(_Frame("subst"))
-            i, word_start = i + 2, True
+            i += 2
             continue
         if c == "`":
             if f.kind == "backtick":
@@ -209,6 +218,7 @@ def find_refs(text: str) -> list[Ref]:
             continue
         # top, $(...), backticks: the shell's own words
         if c == "#" and word_start:
+            f.word_at = -1  # a comment is no word
             end = text.find("\n", i)
             i = n if end < 0 else end
             continue
@@ -218,7 +228,7 @@ def find_refs(text: str) -> list[Ref]:
             continue
         if c == '"':
             stack.append(_Frame("double"))
-            i, word_start = i + 1, False
+            i += 1
             continue
         if text.startswith("<<", i) and not text.startswith("<<<", i):
             hm = _HEREDOC_WORD.match(text, i + 2)
@@ -231,7 +241,7 @@ def find_refs(text: str) -> list[Ref]:
                 continue
         if c == "\n" and pending:
             stack.append(pending.pop(0))
-            i, word_start = i + 1, True
+            i += 1
             continue
         if f.kind == "subst" and c == "(":
             f.depth += 1
@@ -241,7 +251,6 @@ def find_refs(text: str) -> list[Ref]:
                 i += 1
                 continue
             f.depth -= 1
-        word_start = c in " \t\n;&|()"
         i += 1
     for f in stack:  # the text ends a word (a closing `]]`)
         if f.kind in _PLAIN_LIKE and f.word_at >= 0:
@@ -285,6 +294,8 @@ def _where(stack: list[_Frame], text: str, at: int) -> Where:
         return Where.ARITH
     if any(g.kind == "param" for g in stack):
         return Where.NESTED
+    if any(g.declares for g in stack):  # in any quotes: a reference is a quoted word, what bash re-parses there
+        return Where.DECLARE
     f = stack[-1]
     where = {
         "double": Where.DOUBLE,

@@ -46,6 +46,8 @@ def _run_bound(shell: str, command: str, value: str) -> str:
         ('x=`printf %s ${msg}`; printf %s "$x"', "{v}"),
         ("printf %s ${msg}${msg}", "{v}{v}"),
         ('printf %s x # don\'t ${msg}\nprintf %s "${msg}"', "x{v}"),  # a comment's apostrophe opens no quote
+        ('printf %s x;# don\'t ${msg}\nprintf %s "${msg}"', "x{v}"),  # a `#` after `;` begins a word: a comment
+        ("(printf %s x)#'\nprintf %s ${msg}", "x{v}"),  # after `)` too
         ("cat <<EOF\nbody ${msg} don't\nEOF\nprintf %s '${msg}'", "body {v} don't\n{v}"),
         # next to the arithmetic contexts refused below, what stays data
         ('printf %s "[${msg}]"', "[{v}]"),  # brackets of text, not a subscript
@@ -105,6 +107,16 @@ BASH_EVALUATES = [
     ("[[ ${msg} -eq 1 ]]", Where.ARITH, PLAIN),
     ('[[ 1 -lt "${msg}" ]] || echo no', Where.ARITH, DOUBLE),
     ("echo $(( $(printf %s ${msg}) ))", Where.ARITH, PLAIN),  # what a $(...) prints into arithmetic
+    # a `#` glued to a word is no comment (third red-team pass): what follows it on the line is code
+    ("echo 'x'#$((\n${msg} ))", Where.ARITH, PLAIN),  # the reproduction: bash printed x#0 and ran the value
+    ("echo $'x'#$((\n${msg} ))", Where.ARITH, PLAIN),
+    ("echo $((1))#$((\n${msg} ))", Where.ARITH, PLAIN),
+    ("echo $(true )#$((\n${msg} ))", Where.ARITH, PLAIN),
+    ('echo "x"#$((\n${msg} ))', Where.ARITH, PLAIN),  # variants: double quotes, backticks, a ref, a subshell
+    ("echo `true`#$((\n${msg} ))", Where.ARITH, PLAIN),
+    ("echo $${HOME}#$((\n${msg} ))", Where.ARITH, PLAIN),
+    ("(echo $(echo 'x'#$((\n${msg} ))))", Where.ARITH, PLAIN),
+    ("echo a \\\n#'\necho $((${msg}))\n#'", Where.ARITH, PLAIN),  # `\<newline>` joins lines: `#` begins a word
 ]
 
 
@@ -124,9 +136,39 @@ def test_every_context_bash_evaluates_arithmetically_is_refused(tmp_path, comman
         bind_refs(command, lambda _n: value)
 
 
+# A quoted argument of declare and its kin is re-parsed by bash as an array assignment, `(...)` and all (third
+# red-team pass): each runs the value under bash as its reference would send it (value, reference), so it is refused.
+BASH_REPARSES = [
+    ('declare -a "arr=(${msg})"', "a[$(touch {f})]", DOUBLE),  # the reproduction
+    ("declare -a arr=${msg}", "($(touch {f}))", PLAIN),  # a value that is itself `(...)`
+    ("typeset -A 'arr=(${msg})'", "[$(touch {f})]=1", SINGLE),
+    ('f() { local -a "a=(${msg})"; }; f', "$(touch {f})", DOUBLE),
+    ("readonly -a arr=${msg}", "($(touch {f}))", PLAIN),
+    ('declare -a arr; declare "arr=${msg}"', "($(touch {f}))", DOUBLE),  # no option: arr is an array already
+    ('o=-a; declare $o "arr=${msg}"', "($(touch {f}))", DOUBLE),  # an option pdctl cannot see
+    ('command declare -a "arr=$(printf %s ${msg})"', "($(touch {f}))", PLAIN),  # what a $(...) prints into it
+]
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+@pytest.mark.parametrize("command, value, reference", BASH_REPARSES)
+def test_an_argument_of_declare_and_its_kin_is_refused(tmp_path, command, value, reference):
+    f = tmp_path / "pwned"
+    value = value.format(f=f)
+    sent = command.replace("${msg}", reference).replace("$${", "${")
+    assert BASH is not None
+    subprocess.run([BASH, "-c", sent], env={"PATH": "/usr/bin:/bin", "V": value}, capture_output=True, check=False)
+    assert f.exists(), f"bash did not run the value in {sent!r}: not a danger this test shows"
+    assert [r.where for r in find_refs(command)] == [Where.DECLARE]
+    with pytest.raises(VarError, match="cannot be passed there as data"):
+        bind_refs(command, lambda _n: value)
+
+
 @pytest.mark.parametrize(
     "command, where",
     [
+        ('export "X=${msg}"', Where.DECLARE),  # export too: older bash versions differ, and it is one family
+        ("declare -i n=${msg}", Where.ARITH),  # -i: arithmetic first
         ('echo "$${x:-${msg}}"', Where.NESTED),  # a default word is not arithmetic, but nested: refused anyway
         ("cat <<EOF\n$${x:1:${msg}}\nEOF", Where.NESTED),
         ('echo $${x:-"a}" ${msg}"}', Where.NESTED),  # a quoted brace does not end the ${...}
@@ -148,6 +190,9 @@ def test_a_ref_nested_in_a_context_bash_may_evaluate_is_refused(command, where):
         ("[[ ${msg} == x* ]]", [Where.PLAIN]),  # a string comparison
         ("let n=1; echo ${msg}", [Where.PLAIN]),  # let ends with its command
         ("echo $$((1)) $${x:-a} $[1] ${msg}", [Where.PLAIN]),  # the shell's own, closed before the ref
+        ("x=${msg}; export x; declare -a a", [Where.PLAIN]),  # declare's command ends at `;`
+        ("echo 'x' # $((\n${msg}", [Where.PLAIN]),  # a `#` after a blank is a comment
+        ("((1))#$((\n${msg}", [Where.PLAIN]),  # and after `))` ends a command
     ],
 )
 def test_what_bash_does_not_evaluate_stays_data(command, wheres):
@@ -221,6 +266,8 @@ def test_an_inventory_value_in_quotes_is_echoed_not_run(env):
         ("a[${msg}]=1; echo sub", "array subscript"),  # the reproduction
         ('x=abc; echo "${x:${msg}}"', "inside another ${...}"),
         ("echo $[ ${msg} ]", "arithmetic"),
+        ("echo 'x'#$((\n${msg} ))", "arithmetic"),  # a `#` glued to a word: the reproduction of the third pass
+        ('declare -a "arr=(${msg})"', "argument of declare"),
     ],
 )
 def test_an_arithmetic_context_is_refused_at_load_and_nothing_runs(env, command, where):
