@@ -5,11 +5,14 @@ to `victimdir/tl.jsonl`).
 The path is made absolute (not resolved) and walked from / one component at a time, each directory held open
 (O_PATH) and the next one opened relative to it without following a link, so the directory checked is the
 directory written into: nothing can be swapped between the look and the write. A link met on the way is followed
-(its target walked the same way, from / or from the link's own directory) only where the kernel's
-fs.protected_symlinks rule would follow it, whatever that sysctl says (it is off on many machines): a link in a
-world-writable sticky directory (/tmp) is followed only when it belongs to pdctl's euid or to that directory's
-owner. Links anywhere else (/var/run -> /run, a dotfile directory linked in a home) are the operator's own and
-followed. The last component is not walked: the caller opens it relative to the directory, never following it."""
+(its target walked the same way, from / or from the link's own directory) only when pdctl.checks.path_trust says
+so, whatever fs.protected_symlinks says (it is off on many machines, and it looks at sticky directories only): a
+link of the euid or of root, or one in a private directory (the euid's or root's, and no other user may write into
+it). A link of another user in their own directory (a non-sticky 0777 directory of nobody's in /tmp, issue 28 S4
+second re-pass; or even their 0755 home) is refused: they may have planted it. The operator's links (/var/run ->
+/run, a dotfile directory linked in a home) are followed. The last component is not walked: the caller opens it
+relative to the directory, never following it; that directory must not belong to another non-root user (who may
+replace what pdctl writes there)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import os
 import stat
 from pathlib import Path
 
+from pdctl.checks.path_trust import Entry, link_refusal, untrusted_dir, write_into_refusal
 from pdctl.errors import UsageError
 
 MAX_LINKS = 40  # the kernel's own limit on the links followed in one lookup (ELOOP past it)
@@ -43,8 +47,8 @@ class Parent:
 def open_parent(path: str | os.PathLike, error: type[UsageError], what: str) -> Parent:
     """The directory holding `path`'s last component, reached as the module says (the caller closes it, or uses
     it in a `with`). Raises `error` naming `path` when a link on the way is refused (which link, in which
-    directory, whose), when a component is missing or not a directory, for too many links, or for what the system
-    refuses (no search permission)."""
+    directory, whose), when the directory reached belongs to another non-root user, when a component is missing or
+    not a directory, for too many links, or for what the system refuses (no search permission)."""
     p = Path(path)
     try:
         parts = (p if p.is_absolute() else Path(os.getcwd(), p)).parts[1:]  # absolute (from the real cwd), unresolved
@@ -82,6 +86,9 @@ def open_parent(path: str | os.PathLike, error: type[UsageError], what: str) -> 
             else:
                 os.close(fd)
                 fd, where = nxt, here
+        why = write_into_refusal(_entry(os.fstat(fd)), os.geteuid())
+        if why is not None and name != ".":  # a directory named itself is refused as one by the writers
+            raise error(f"{what} {p}: the directory {where} {why}; give a path in a directory of your own")
     except OSError as e:
         os.close(fd)
         raise error(_cannot(p, what, e)) from None
@@ -94,16 +101,25 @@ def open_parent(path: str | os.PathLike, error: type[UsageError], what: str) -> 
 def _check_link(
     p: Path, link: str, st: os.stat_result, d: os.stat_result, where: str, error: type[UsageError], what: str
 ) -> None:
-    """Refuse the link at `link` (its lstat `st`, in the directory `where` whose stat is `d`) where the kernel's
-    protected_symlinks rule would: in a sticky world-writable directory, owned by neither the euid nor the
-    directory's owner (anyone may plant a link there, and only its owner can change it)."""
-    shared = d.st_mode & stat.S_ISVTX and d.st_mode & stat.S_IWOTH
-    if not shared or st.st_uid in (os.geteuid(), d.st_uid):
+    """Refuse the link at `link` (its lstat `st`, in the directory `where` whose stat is `d`) unless
+    pdctl.checks.path_trust follows it: the euid's or root's link, or one in a private directory."""
+    euid = os.geteuid()
+    if link_refusal(_entry(st), _entry(d), euid) is None:
         return
     raise error(
-        f"{what} {p}: goes through {link}, a symbolic link of uid {st.st_uid} in the world-writable sticky "
-        f"directory {where}; pdctl follows no link another user may have planted there: give a path without it"
+        f"{what} {p}: goes through {link}, a symbolic link of uid {st.st_uid} in {_dir_words(d, where, euid)}; "
+        "pdctl follows no link another user may have planted there: give a path without it"
     )
+
+
+def _dir_words(d: os.stat_result, where: str, euid: int) -> str:
+    if d.st_mode & stat.S_ISVTX and d.st_mode & stat.S_IWOTH and d.st_uid in (euid, 0):
+        return f"the world-writable sticky directory {where}"  # /tmp's case, in the words everyone knows
+    return f"the directory {where} {untrusted_dir(_entry(d), euid)}"
+
+
+def _entry(st: os.stat_result) -> Entry:
+    return Entry(st.st_mode, st.st_uid, st.st_gid)
 
 
 def _cannot(p: Path, what: str, e: OSError) -> str:

@@ -2,9 +2,10 @@
 --timeline, the audit log, --report, known_hosts, pdctl's state files), so that a path planted by someone else
 cannot turn pdctl's writes against another file:
 - the last component is never followed nor replaced when it is a symbolic link (O_NOFOLLOW: pdctl makes no
-  links, so one there is someone else's); a link higher up the path is followed as the kernel's
-  fs.protected_symlinks would (pdctl.safe_path: not another user's link in a sticky world-writable directory),
-  and the file is opened, made and renamed relative to the directory so reached (no swap between look and write);
+  links, so one there is someone else's); a link higher up the path is followed only when it is the euid's or
+  root's or sits in a private directory (pdctl.safe_path, pdctl.checks.path_trust), the directory reached must not
+  belong to another non-root user, and the file is opened, made and renamed relative to that directory (no swap
+  between look and write);
 - a file with other hard links, or owned by another user in a world-writable sticky directory (/tmp: the
   kernel's protected_regular rule), is refused;
 - a device, directory or socket is never opened (writing to /dev/full fails for ever, a tty is no log), a FIFO

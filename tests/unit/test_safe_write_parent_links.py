@@ -80,21 +80,27 @@ def test_the_whole_file_writers_refuse_it_too(s):
     _untouched(s)
 
 
-def test_the_operators_own_link_and_the_directory_owners_are_followed(s):
-    """The kernel's rule: a link of the euid, or of the sticky directory's owner, is followed there."""
+def test_the_operators_own_link_and_roots_are_followed_in_a_sticky_directory(s):
+    """A link of the euid, or of root (here the same), is followed in /tmp's kind of directory."""
     mine = s.shared / "mine"
     mine.symlink_to(s.victimdir)
     _append(mine / "tl.jsonl")
     assert (s.victimdir / "tl.jsonl").read_text() == "keep\nx\n"
-    theirs_dir = s.tmp / "S2"  # nobody's own sticky 1777 directory: nobody's link there is its owner's
+
+
+def test_a_link_of_the_sticky_directorys_own_other_owner_is_refused(s):
+    """The kernel follows a link of the sticky directory's owner; pdctl does not when that owner is another user
+    (issue 28 S4, second re-pass): a directory of another user is theirs to plant in."""
+    theirs_dir = s.tmp / "S2"  # nobody's own sticky 1777 directory holding nobody's link
     theirs_dir.mkdir()
     os.chmod(theirs_dir, 0o1777)
     os.chown(theirs_dir, NOBODY, NOBODY)
     link = theirs_dir / "pdir"
     link.symlink_to(s.victimdir)
     os.lchown(link, NOBODY, NOBODY)
-    write_whole(link / "r.html", "report", UsageError, "--report")
-    assert (s.victimdir / "r.html").read_text() == "report"
+    with pytest.raises(UsageError, match=rf"goes through {link}, a symbolic link of uid 65534 in the directory "):
+        write_whole(link / "r.html", "report", UsageError, "--report")
+    _untouched(s)
 
 
 def test_a_link_of_another_user_outside_a_shared_directory_is_followed(s):
@@ -142,13 +148,13 @@ def test_the_foreign_link_deeper_in_a_chain_is_found(s, monkeypatch):
 
 @pytest.mark.parametrize("writer", ["append", "whole"])
 def test_a_directory_swapped_for_a_link_after_the_walk_is_not_written_through(s, monkeypatch, writer):
-    """nobody's real directory in $S when walked, their link to victimdir when written: the write goes to the
-    directory walked (held open), never where the new link points."""
+    """A real directory in $S when walked (the test's own: pdctl writes into no directory of another user),
+    nobody's link to victimdir when written: the write goes to the directory walked (held open), never where the
+    new link points."""
     from pdctl import safe_write
 
     d = s.shared / "d"
     d.mkdir()
-    os.chown(d, NOBODY, NOBODY)
     looked = safe_write._lstat
 
     def swap_then_look(p, parent, error, what):
