@@ -22,7 +22,11 @@ from pdctl.errors import LockHeld, PdctlError, RefusedError, UsageError
 
 HEAL_ACTION = "watch heal"
 HOUR_S = 3600.0
-#: an operator's action that ends ok re-arms healing after a red heal: someone has looked and the deployment passed
+#: a heal dated ahead of the clock by more than this (the clock stepped back since) is left out of the budget: it
+#: would otherwise count for its hour plus however far ahead it is. Within it: two hosts' clocks a little apart.
+AHEAD_TOLERANCE_S = 300.0
+#: an operator's action that ends ok, its final-health run and passed, re-arms healing after a red heal: someone has
+#: looked and the deployment passed (`final_health_passed`)
 REARMS = ("restart --pair", "restart --rolling", "deploy")
 PLAYBOOK_RUN = "run "  # a playbook run's records: "run co-restart" (pdctl.playbook.run_audit)
 
@@ -91,9 +95,38 @@ class HealLedger:
     heals_at: tuple[float, ...] = ()  # starts of the heals of the last hour that spend the budget, oldest first
     red: Optional[HealRun] = None  # the last heal whose final-health ran red, unless an ok action re-armed since
     unreadable: Optional[str] = None  # why the log could not be read: then nothing can be counted
+    ahead: tuple[float, ...] = ()  # starts of heals dated ahead of now beyond AHEAD_TOLERANCE_S: not counted
 
     def with_unreadable(self, why: str) -> "HealLedger":
-        return HealLedger(self.heals_at, self.red, why)
+        return HealLedger(self.heals_at, self.red, why, self.ahead)
+
+    def ahead_note(self, now: float) -> Optional[str]:
+        """What to say of the heals dated in the future (the clock stepped back), or None when there are none."""
+        if not self.ahead:
+            return None
+        n, most = len(self.ahead), max(self.ahead) - now
+        return (
+            f"{n} heal{'s' if n > 1 else ''} in the audit log dated up to {_span(most)} ahead of this clock "
+            "(stepped back?): not counted in the heal budget"
+        )
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 3600:.1f}h" if seconds >= 3600 else f"{seconds / 60:.0f}m"
+
+
+def final_health_passed(record: dict[str, Any]) -> Optional[bool]:
+    """Whether the action of `record` (restart, rolling, deploy, a playbook run) ran a final-health that passed:
+    True; False when the one it ran (a playbook run: its last) was red, or when it ran none (args `verify: false`,
+    `--no-verify`; a playbook run's `final_health: null`); None when the record does not say: written by a pdctl
+    before restart, rolling and deploy recorded `verify`, it is read as then, the ok result standing for a pass."""
+    fh = record.get("final_health")
+    if isinstance(fh, dict):
+        return fh.get("ok") is True
+    args = record.get("args")
+    if "final_health" in record or (isinstance(args, dict) and args.get("verify") is False):
+        return False
+    return None
 
 
 def _ended(record: dict[str, Any], start: Optional[HealRun]) -> HealRun:
@@ -121,26 +154,22 @@ def _no_file(path: str) -> Optional[str]:
     return None  # an older record without `deployment` is matched by its path, never by reading the file it names
 
 
-def _red_health(record: dict[str, Any]) -> bool:
-    """The record says the final-health it ran (the last one, for a playbook run) did not pass."""
-    fh = record.get("final_health")
-    return isinstance(fh, dict) and fh.get("ok") is False
-
-
 def heal_ledger(lines: Iterable[AuditLine], *, deployment: str, inventory: str, now: float) -> HealLedger:
     """The ledger of the deployment called `deployment` (its name, as its inventory declares it: its records
     through any copy of the inventory; records written before they named it, through `inventory` itself) from the
     audit log's lines, oldest first.
 
     Counted in the budget: every heal started within the hour before `now`, unless its end says it spent none (the
-    lock was held); one killed mid-way and one from before heals recorded their end count too. Blocking: the last
-    heal whose final-health ran red, until a later heal passes or an operator restarts or deploys the deployment
-    after it: a `restart --pair`, `restart --rolling` or `deploy` that ends ok, or a playbook run (`pdctl run
-    co-restart`) that ends ok, its last final-health not red, whose steps ran one of those. A step's record (it
-    names its run: `playbook_run`) re-arms at once only when it ran a final-health itself; one that ran none (a
-    restart step with `verify: false`) leaves it to its run's end. An ok run whose steps restarted or deployed
-    nothing (a read-only playbook, a shell step) re-arms nothing. Records of other deployments, corrupt lines and
-    records without a time (for the budget) are left out. Pure."""
+    lock was held); one killed mid-way and one from before heals recorded their end count too. One dated more than
+    AHEAD_TOLERANCE_S after `now` (the clock stepped back) is not counted: it is in `ahead`. Blocking: the last heal
+    whose final-health ran red, until a later heal passes or an operator restarts or deploys the deployment after
+    it, one rule for all (final_health_passed): a `restart --pair`, `restart --rolling` or `deploy` that ends ok
+    with a final-health that ran and passed (one with `--no-verify` re-arms nothing), or a playbook run (`pdctl
+    run co-restart`) that ends ok, its last final-health run and passed, whose steps ran one of those. A step's
+    record (it names its run: `playbook_run`) re-arms at once only when it ran a final-health itself; one that ran
+    none (a restart step with `verify: false`) leaves it to its run's end. An ok run whose steps restarted or
+    deployed nothing (a read-only playbook, a shell step) re-arms nothing. Records of other deployments, corrupt
+    lines and records without a time (for the budget) are left out. Pure."""
     source = inventory if inventory.startswith("<") else os.path.abspath(inventory)
     mine = InventoryFilter(source=source, name=deployment)
     runs: dict[str, HealRun] = {}
@@ -150,10 +179,11 @@ def heal_ledger(lines: Iterable[AuditLine], *, deployment: str, inventory: str, 
     for x in lines:
         if not isinstance(x, dict) or not mine.matches(x, _no_file):
             continue
-        action, run, started = x.get("action"), x.get("run"), x.get("result") == STARTED
+        action, started = x.get("action"), x.get("result") == STARTED
+        run = x.get("run") if isinstance(x.get("run"), str) else None  # a damaged record names no run
         ok = not started and result_word(x).word == "ok"
         if action == HEAL_ACTION:
-            if not isinstance(run, str) or not run:  # before heals had a run and an end: a heal began, end unknown
+            if not run:  # before heals had a run and an end: a heal began, end unknown
                 old.append(HealRun("", _epoch(x), "unrecorded"))
             elif started:
                 runs[run] = HealRun(run, _epoch(x), "unfinished")
@@ -163,14 +193,16 @@ def heal_ledger(lines: Iterable[AuditLine], *, deployment: str, inventory: str, 
                     red = end if end.final_health == "red" else None
                     rearming.clear()  # what was done before this heal does not answer it
         elif action in REARMS and ok:
-            within = x.get("playbook_run")
-            if isinstance(within, str) and not isinstance(x.get("final_health"), dict):
+            within, passed = x.get("playbook_run"), final_health_passed(x)
+            if isinstance(within, str) and passed is not True:
                 rearming.add(within)  # a step that ran no final-health: its run's end decides
-            else:
+            elif passed is not False:  # None: an older record that does not say, read as then
                 red = None  # after the red heal's own end: an operator's action, and it passed its final-health
         elif isinstance(action, str) and action.startswith(PLAYBOOK_RUN) and not started and run in rearming:
             rearming.discard(str(run))
-            if ok and not _red_health(x):
-                red = None  # its steps restarted or deployed it, then every gate passed
-    spent = sorted(r.at for r in [*runs.values(), *old] if r.spends_budget and r.at is not None and now - r.at < HOUR_S)
-    return HealLedger(tuple(spent), red)
+            if ok and final_health_passed(x) is not False:
+                red = None  # its steps restarted or deployed it, then its final-health passed
+    dated = [r.at for r in [*runs.values(), *old] if r.spends_budget and r.at is not None]
+    spent = sorted(t for t in dated if -AHEAD_TOLERANCE_S <= now - t < HOUR_S)
+    ahead = sorted(t for t in dated if now - t < -AHEAD_TOLERANCE_S)
+    return HealLedger(tuple(spent), red, ahead=tuple(ahead))

@@ -143,7 +143,7 @@ def deploy(dep: Deployment, *, dry_run: bool = False, verify: bool = True, skip_
         audit.audited(
             "deploy",
             inventory=dep.inv.source,
-            args={"dry_run": False, "skip_lint": skip_lint},
+            args={"dry_run": False, "skip_lint": skip_lint, "verify": verify},  # verify: see ops.restart
             mark_start=True,
             states=states,
         ) as rec,

@@ -106,7 +106,12 @@ def restart(
             inventory=dep.inv.source,
             mark_start=True,
             states=states,
-            args={"roles": list(roles), "override_hazard": override_hazard, "skip_lint": skip_lint},
+            args={
+                "roles": list(roles),
+                "override_hazard": override_hazard,
+                "skip_lint": skip_lint,
+                "verify": verify,  # false: no final-health ran, so an ok end re-arms no heal (checks.heal_ledger)
+            },
         ) as rec,
     ):
         with deployment_lock(dep, action, run=rec.run, states=lambda: role_states(dep)) as lock:

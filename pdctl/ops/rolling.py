@@ -105,7 +105,7 @@ def rolling_restart(
             inventory=dep.inv.source,
             mark_start=True,
             states=states,
-            args={"drain_timeout": drain_timeout, "skip_lint": skip_lint},
+            args={"drain_timeout": drain_timeout, "skip_lint": skip_lint, "verify": verify},  # verify: see ops.restart
         ) as rec,
     ):
         with deployment_lock(dep, "restart --rolling", run=rec.run, states=lambda: role_states(dep)) as lock:
