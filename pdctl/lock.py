@@ -108,10 +108,14 @@ class DeploymentLock:
         *,
         run: str = "",
         on_takeover: Callable[[Abandoned], None] | None = None,
+        state_dir: str | None = None,
     ):
-        """`on_takeover(abandoned)` is called once we hold a lock taken over from a dead holder."""
+        """`on_takeover(abandoned)` is called once we hold a lock taken over from a dead holder. `state_dir`: the
+        host's state directory the lock lives under, checked before the lock is made there
+        (pdctl.services.state_dir_guard: another user's link on the way is refused)."""
         self.transport = transport
         self.lock_dir = lock_dir
+        self.state_dir = state_dir
         self.info = LockInfo(
             operator=operator,
             action=action,
@@ -207,6 +211,10 @@ class DeploymentLock:
         )
 
     def acquire(self) -> None:
+        if self.state_dir is not None:  # every write and removal of the lock comes after this one check
+            from pdctl.services.state_dir_guard import ensure_state_dir
+
+            ensure_state_dir(self.transport, self.state_dir)
         parent = os.path.dirname(self.lock_dir)
         for _attempt in range(3):
             res = self.transport.run(f"mkdir -p {quote(parent)} && mkdir {quote(self.lock_dir)}", timeout=15)

@@ -154,9 +154,16 @@ def deployment_lock(dep: Deployment, action: str, *, run: str = "", states: Call
         )
 
     host = dep.inv.roles.prefill[0].host
-    lock_dir = f"{default_state_dir(dep.inv.hosts[host])}/locks/{dep.inv.name}.lock"
+    state_dir = default_state_dir(dep.inv.hosts[host])
+    lock_dir = f"{state_dir}/locks/{dep.inv.name}.lock"
     return DeploymentLock(
-        dep.transport(host), lock_dir, state.operator(), action, run=run, on_takeover=said_and_audited
+        dep.transport(host),
+        lock_dir,
+        state.operator(),
+        action,
+        run=run,
+        on_takeover=said_and_audited,
+        state_dir=state_dir,
     )
 
 

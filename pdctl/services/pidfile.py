@@ -185,6 +185,13 @@ class PidfileManager(ServiceManager):
             raise no_answer(self.t.name, limit, what)
         return res
 
+    def _guard(self) -> None:
+        """Before anything is written or removed under state_dir: the path on the host is checked once per
+        transport (pdctl.services.state_dir_guard: another user's link on the way is refused, exit 4)."""
+        from pdctl.services.state_dir_guard import ensure_state_dir
+
+        ensure_state_dir(self.t, self.state_dir)
+
     def _proc(self, pid: int) -> ProcStart | None:
         return read_proc_start(self.t, pid, timeout=self.command_timeout)
 
@@ -217,6 +224,7 @@ class PidfileManager(ServiceManager):
         """Write `<state_dir>/<name>.json`. Returns True if it differs from what was there. Safe while running."""
         if self.is_current(spec):
             return False
+        self._guard()
         self.t.put_file(self.spec_path(spec.name), self.render_spec(spec), mode=0o600)
         return True
 
@@ -251,6 +259,7 @@ class PidfileManager(ServiceManager):
     def purge(self, name: str, *, keep_log: bool = False) -> list[str]:
         """Remove the spec, pidfile and log of a stopped service (the log may hold what secrets masking missed;
         `keep_log` keeps it, said in the list)."""
+        self._guard()
         if self.status(name).active:
             raise StepFailed(f"{self.t.name}: {name!r} is running: stop it before purging its files")
         paths = [self.spec_path(name), self.pid_path(name)] + ([] if keep_log else [self.log_path(name)])
@@ -272,10 +281,12 @@ class PidfileManager(ServiceManager):
         inherited = " ".join(f'{v}="${{{v}:-}}"' for v in INHERITED_ENV)
         assigns = env_assignments(spec.env)
         cd = f"cd {quote(spec.workdir)} && " if spec.workdir else ""
+        log = quote(self.log_path(spec.name))
         return (
             # the log may echo secrets (a traceback with the cmdline): 0600 like the spec, also an older one
-            f"mkdir -p {quote(self.state_dir)} && : >>{quote(self.log_path(spec.name))} && "
-            f"chmod 600 {quote(self.log_path(spec.name))} && {cd}"
+            # and a link there is nobody's pdctl made: neither created nor appended to through it
+            f"mkdir -p {quote(self.state_dir)} && {{ [ ! -L {log} ] || {{ echo {log}: a symbolic link, not "
+            f"followed >&2; exit 1; }}; }} && : >>{log} && chmod 600 {log} && {cd}"
             f"{{ sh -c {quote(_MARK_AND_EXEC)} sh {quote(spec.name)} setsid env -i {inherited} {assigns} "
             f"{quote_argv(spec.argv)} "
             f"</dev/null >>{quote(self.log_path(spec.name))} 2>&1 & }} ; {self._record_pid(spec.name)}"
@@ -296,6 +307,7 @@ class PidfileManager(ServiceManager):
 
     def start(self, name: str) -> None:
         """Start detached; no-op if running. Raises StepFailed if not installed or if it exits within ~1 s."""
+        self._guard()
         if self.status(name).active:
             return
         spec = self.installed_spec(name)
@@ -358,6 +370,7 @@ class PidfileManager(ServiceManager):
     # -- stop ------------------------------------------------------------------------------------------------
     def stop(self, name: str, *, grace: float = 20.0) -> None:
         """SIGTERM the process group, wait up to `grace` (polling), then SIGKILL. Removes the pidfile."""
+        self._guard()  # before the pidfile is read: its pid is killed
         st = self.status(name)
         if not st.active:
             self._run(f"rm -f -- {quote(self.pid_path(name))}", f"removing {self.pid_path(name)}")
