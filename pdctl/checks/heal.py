@@ -150,8 +150,8 @@ def decide(
         d.guard = "red"
         d.refused = (
             f"not acting: the previous heal's final-health is red{_when(ledger.red.at)} (a human must look; "
-            "a `pdctl restart --pair`, `restart --rolling` or `deploy` that ends ok, or an ok playbook run that "
-            "restarts it (`pdctl run co-restart`), re-arms healing)"
+            "a `pdctl restart --pair`, `restart --rolling` or `deploy`, or a playbook run that restarts it "
+            "(`pdctl run co-restart`), that ends ok with its final-health run and passed re-arms healing)"
         )
     elif len(recent) >= policy.max_per_hour:
         d.guard = "budget"
@@ -159,6 +159,8 @@ def decide(
             f"not acting: heal budget spent ({len(recent)} in the last hour, at most "
             f"{policy.max_per_hour}); next allowed in {HOUR_S - (now - min(recent)):.0f}s"
         )
+        if note := ledger.ahead_note(now):  # a clock stepped back: what was left out of the count, said
+            d.refused += f"; {note}"
     elif lock_holder is not None:
         d.guard = "lock"
         d.refused = f"not acting: the deployment lock is held by {lock_holder} (waiting for it to end)"

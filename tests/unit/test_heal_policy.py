@@ -111,3 +111,11 @@ def test_the_budget_per_hour_then_it_stops_and_recovers_after_the_hour():
     assert d.guard == "budget"  # said once: its "next allowed in" changes every round, the guard does not
     later = decide(view(pinned_for_s=300), P, ledger=HealLedger(heals), now=3701)
     assert later.act and not budget_exhausted(heals, 3701, P)
+
+
+def test_the_budget_refusal_says_which_heals_it_left_out_for_being_dated_ahead():
+    """The clock stepped back: a heal dated a day ahead spends nothing, and the budget's refusal says so."""
+    ledger = HealLedger(heals_at=(900.0, 950.0), ahead=(1000 + 86400.0,))
+    d = decide(view(pinned_for_s=61), P, ledger=ledger, now=1000)
+    assert d.guard == "budget" and "ahead of this clock" in d.refused, d.refused
+    assert "ahead" not in decide(view(pinned_for_s=61), P, ledger=HealLedger(heals_at=(900.0, 950.0)), now=1000).refused
