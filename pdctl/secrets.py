@@ -8,8 +8,11 @@ that ordinary SGLang settings stay readable: TOKENS (plural: --max-total-tokens,
 A URL's userinfo is a secret whatever name carries it (HTTPS_PROXY, REDIS_URL, a database URL, a flag's value, a
 log line): `scheme://user:password@host` shows as `scheme://user:***@host` (the user stays, to say which account),
 and a userinfo without a password, `scheme://token@host`, as `scheme://***@host` (it is often a token; pip's
-convention). The userinfo runs to the URL's last `@` (a password may hold a raw `@`, `/`, `#` or `?`). A URL's
-password is also a declared secret (`secret_values`), so it is scrubbed where it appears alone.
+convention). The userinfo runs to the URL's last `@` (a password may hold a raw `@`, `/`, `#` or `?`): in free text,
+the last `@` before a space or quote; in a whole value that is a URL (an env value, an argv element or its
+`--flag=`/`NAME=` value, a --var value: `mask_url_value`), the value's last `@`, whatever the password holds (a raw
+quote or space too). A URL's password is also a declared secret (`secret_values`), so it is scrubbed where it
+appears alone.
 Pure functions; nothing here prints, logs or raises on odd input.
 """
 
@@ -42,6 +45,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL_USERINFO = re.compile(
     r"(?P<scheme>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>(?:[^\s'\":]|:(?!//))+)@"
 )
+# a whole value known to be one URL needs no token rule: where it ends is known, so its userinfo runs to its last `@`
+_URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def is_secret_name(name: str) -> bool:
@@ -57,7 +62,7 @@ def mask_value(value: str | None, name: str | None = None) -> str | None:
     if value is None or value == "":
         return value
     if name is not None and not is_secret_name(name):
-        return mask_urls(value)
+        return mask_url_value(value)
     return MASK
 
 
@@ -66,12 +71,66 @@ def mask_urls(text: str) -> str:
     `https://***@h`. An empty password (`u:@h`) is kept."""
 
     def sub(m: re.Match) -> str:
-        user, colon, password = m.group("info").partition(":")
-        if not colon:
-            return f"{m.group('scheme')}{MASK}@"
-        return f"{m.group('scheme')}{user}:{MASK if password else ''}@"
+        return f"{m.group('scheme')}{_masked_info(m.group('info'))}@"
 
     return _URL_USERINFO.sub(sub, text) if "://" in text else text
+
+
+def _masked_info(info: str) -> str:
+    """A userinfo as shown: `user:***` (an empty password kept empty), a lone userinfo `***`."""
+    user, colon, password = info.partition(":")
+    if not colon:
+        return MASK
+    return f"{user}:{MASK if password else ''}"
+
+
+def _value_userinfo(value: str) -> tuple[int, int] | None:
+    """(start, end) of the userinfo of a whole value that is a URL, `scheme://` at its start or after a `--flag=` /
+    `NAME=` prefix (an argv element): up to the value's last `@`. None when it is no such URL."""
+    name, eq, _ = value.partition("=")
+    at = len(name) + 1 if eq and (_is_flag(name) or _NAME.fullmatch(name)) else 0
+    m = _URL_START.match(value, at) or _URL_START.match(value)
+    end = value.rfind("@")
+    return (m.end(), end) if m is not None and end > m.end() else None
+
+
+def mask_url_value(value: str) -> str:
+    """A whole value (an env value, an argv element, a --var value) with its URL's userinfo masked to the value's last
+    `@`, whatever characters the password holds: `redis://u:ab"cd@h` -> `redis://u:***@h` (free text would stop at the
+    quote); any other value as `mask_urls` masks it."""
+    span = _value_userinfo(value)
+    if span is None:
+        return mask_urls(value)
+    start, end = span
+    return value[:start] + _masked_info(value[start:end]) + value[end:]
+
+
+def url_value_secrets(value: str) -> set[str]:
+    """The password of a whole value that is a URL (`mask_url_value`'s reading), or those of the URLs in it
+    (`url_secrets`): each as written, percent-decoded, and as it reads inside a shell-quoted word (`'` as `'"'"'`),
+    of MIN_SCRUB_LEN characters or more."""
+    from urllib.parse import unquote
+
+    span = _value_userinfo(value)
+    if span is None:
+        return url_secrets(value)
+    _, colon, password = value[span[0] : span[1]].partition(":")
+    if not colon or password == MASK:
+        return set()
+    return {f for p in {password, unquote(password)} for f in written_forms(p) if len(f) >= MIN_SCRUB_LEN}
+
+
+def written_forms(value: str) -> set[str]:
+    """`value` and the forms it takes inside the texts pdctl writes, where a quote or backslash in it is escaped: a
+    JSON string (a backslash before `"`), a shell single-quoted word (`'` as `'"'"'`), a systemd unit line (`"`
+    escaped, `%%`, `$$`). A secret scrubbed by value is scrubbed in each."""
+    import json
+
+    forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    forms.add(value.replace("'", "'\"'\"'"))
+    unit = value.replace("%", "%%").replace("\\", "\\\\").replace('"', '\\"')
+    forms |= {unit, unit.replace("$", "$$")}
+    return forms
 
 
 def url_secrets(text: str) -> set[str]:
@@ -143,12 +202,12 @@ def secret_values(env: Mapping[str, str] | None, argv: Iterable[str] = ()) -> se
     out: set[str] = set()
     for k, v in (env or {}).items():
         if v and is_secret_name(k):
-            out.add(str(v))
+            out |= written_forms(str(v))
         elif v:
-            out |= url_secrets(str(v))
+            out |= url_value_secrets(str(v))
     args = [str(a) for a in argv]
     for a in args:
-        out |= url_secrets(a)
+        out |= url_value_secrets(a)
     for first, end in _flag_value_spans(args):
         out.update(a for a in args[first:end] if a)
     out.update(a.partition("=")[2] for a in args if _secret_assignment(a))
@@ -166,7 +225,7 @@ def secret_arg_values(args: Mapping[str, Any] | None) -> set[str]:
         for v in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(v, bool) or not str(v):
                 continue
-            out |= {str(v)} if is_secret_name(str(flag)) else url_secrets(str(v))
+            out |= {str(v)} if is_secret_name(str(flag)) else url_value_secrets(str(v))
     return out
 
 
@@ -184,7 +243,8 @@ def mask_argv(argv: Iterable[str], secrets: Iterable[str] = ()) -> list[str]:
         elif _secret_assignment(a):
             out.append(f"{a.partition('=')[0]}={MASK}")
         else:
-            out.append(mask_text(a, known) if known else mask_urls(a))
+            shown = mask_url_value(a)
+            out.append(mask_text(shown, known) if known else shown)
     return out
 
 
