@@ -56,9 +56,10 @@ class Membership:
 
     @property
     def routed(self) -> bool | None:
-        """True: every router routes to it; False: some router does not, or its list could not be read on a live
-        host; None: only a router whose host could not be asked stands between (unknown)."""
-        if self.missing or any(not u.unknown for u in self.unread):
+        """True: every router routes to it; False: some router that answered does not; None: a router's list could
+        not be read (its host not asked, or the router not answering its worker API: its own health is
+        final-health's to judge), so nothing is known of its routing."""
+        if self.missing:
             return False
         return None if self.unread else True
 

@@ -22,7 +22,7 @@ def router_lists(dep: Deployment, rows: list[RoleStatus]) -> list[RouterList]:
     def one(role: str, r: int) -> RouterList:
         label = dep.inv.label(role, r)
         try:
-            return RouterList(label, tuple(rw.workers(dep, r)))
+            return RouterList(label, tuple(rw.workers(dep, r, ask_host=False)))  # its row has just read its host
         except PdctlError as e:
             return RouterList(label, error=e.message.splitlines()[0], unknown=isinstance(e, UnreachableError))
 

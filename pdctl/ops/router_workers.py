@@ -26,10 +26,20 @@ API_TIMEOUT_S = 5.0
 CONFIRM_TIMEOUT_S = 30.0  # the router applies a change within seconds; past this it is not applying it
 
 
-def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, also_ok: tuple[int, ...] = ()) -> Any:
+def _call(
+    dep: Deployment,
+    r: int,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    also_ok: tuple[int, ...] = (),
+    ask_host: bool = True,
+) -> Any:
     """One worker-API request to router r: the decoded JSON answer. Raises StepFailed (an answer that is not a
     success nor in `also_ok`, or no answer from a router whose host answers) or UnreachableError (no answer, and
-    its host could not be asked either), both naming the router."""
+    its host could not be asked either), both naming the router. `ask_host=False`: the caller has just read the
+    router's service, so no answer is a StepFailed without asking its host again."""
     from httpx import HTTPError
 
     from pdctl.checks.http_util import client, describe_error, join
@@ -41,7 +51,10 @@ def _call(dep: Deployment, r: int, method: str, path: str, body: Any = None, *, 
     try:
         resp = client().request(method, join(base, path), timeout=API_TIMEOUT_S, headers=headers, content=content)
     except HTTPError as e:
-        raise unanswered(dep, r, f"{method} {path}", describe_error(e, API_TIMEOUT_S, base)) from None
+        cause = describe_error(e, API_TIMEOUT_S, base)
+        if not ask_host:
+            raise StepFailed(f"{label}: {method} {path} got no answer: {cause}") from None
+        raise unanswered(dep, r, f"{method} {path}", cause) from None
     if resp.status_code >= 300 and resp.status_code not in also_ok:
         raise StepFailed(f"{label}: {method} {path} answered HTTP {resp.status_code}: {resp.text[:200]}")
     try:
@@ -69,9 +82,9 @@ def unanswered(dep: Deployment, r: int, request: str, cause: str) -> PdctlError:
     return StepFailed(message, hint=hint)
 
 
-def workers(dep: Deployment, r: int) -> list[dict[str, Any]]:
-    """Router r's worker list (GET /workers)."""
-    got = _call(dep, r, "GET", "/workers")
+def workers(dep: Deployment, r: int, *, ask_host: bool = True) -> list[dict[str, Any]]:
+    """Router r's worker list (GET /workers); `ask_host` as for _call."""
+    got = _call(dep, r, "GET", "/workers", ask_host=ask_host)
     items = got.get("workers") if isinstance(got, dict) else None
     if not isinstance(items, list):
         raise StepFailed(f"{dep.inv.label('router', r)}: GET /workers has no 'workers' list")
