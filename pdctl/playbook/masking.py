@@ -7,7 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
 from pdctl.playbook.outcome import Data, StepOutcome
-from pdctl.secrets import inventory_secrets
+from pdctl.secrets import inventory_secrets, url_value_secrets
 
 if TYPE_CHECKING:
     from pdctl.inventory import Inventory
@@ -45,6 +45,8 @@ def run_secrets(inv: Inventory, scope_vars: Mapping[str, Data], names: set[str])
     values = inventory_secrets(inv) | {
         str(scope_vars[k]) for k in names if scope_vars[k] not in (None, "", True, False)
     }
+    # a URL's password in any var, whatever the var's name (`--var "c=redis://u:pw@h/x"`)
+    values |= {p for v in scope_vars.values() if isinstance(v, str) for p in url_value_secrets(v)}
     return frozenset(values | {quote(v) for v in values})
 
 

@@ -279,10 +279,6 @@ def test_an_audit_record_written_before_urls_were_masked_is_masked_when_history_
     assert doc["records"][1]["corrupt"].startswith('{"torn": "https://***@h')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs pdctl/playbook/masking.py run_secrets to add url_value_secrets(v) of every str var value",
-)
 def test_a_var_holding_a_url_with_a_quote_in_its_password_is_masked_in_a_run(inv, tmp_path):
     """`--var "c=redis://u:VAR'PW999@h/x"` (a var whose name is not secret-looking): the plan, the command line as
     sent, the step's output, --json and the audit record show its password masked (third red-team pass)."""
