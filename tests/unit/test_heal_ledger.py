@@ -5,10 +5,7 @@ back from a real audit log file, so a watch started after another counts that on
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,90 +13,39 @@ import pytest
 import yaml
 
 from pdctl import audit
-from pdctl.checks.heal_ledger import HEAL_ACTION, HealEnd, heal_end, heal_error_end, heal_ledger
-from pdctl.checks.watch_events import HealEvent
+from pdctl.checks.heal_ledger import HEAL_ACTION, heal_end, heal_error_end, heal_ledger
 from pdctl.errors import HazardRefused, LockHeld, StepFailed, UnreachableError
 from pdctl.inventory import load_inventory
 from pdctl.ops.context import Deployment
 from pdctl.ops.heal import Healer
-from pdctl.ops.watch import Watch
 from pdctl.serialize import to_data
+from tests.unit.heal_records import (
+    audit_env,
+    broken_pair_watch,
+    heal_ended,
+    heal_lines,
+    inventory,
+    lock_held,
+    record_line,
+    red_restart,
+    write_heal,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 NAME = "heal-ledger"  # the deployment's name, as the fixture's inventory declares it
-
-# another operator's process: it takes the deployment lock as `pdctl restart --pair` would, says so, and holds it
-# until its stdin closes
-HOLD_LOCK = """
-import sys
-from pdctl.inventory import load_inventory
-from pdctl.ops.context import Deployment, deployment_lock
-with Deployment(load_inventory(sys.argv[1])) as dep, deployment_lock(dep, "restart --pair"):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
 
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """A 1P1D inventory on this machine (nothing runs: no heal here gets as far as a restart), a budget of one heal
     an hour, and a real audit log."""
-    state = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(state))
-    log = tmp_path / "audit.jsonl"
-    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(log))
+    log = audit_env(tmp_path, monkeypatch)
     inv = tmp_path / "heal.yaml"
-    inv.write_text(
-        yaml.safe_dump(
-            {
-                "name": NAME,
-                "engine": "bundled",
-                "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
-                "roles": {
-                    "prefill": [{"host": "local", "port": 39100, "bootstrap_port": 39101}],
-                    "decode": [{"host": "local", "port": 39102}],
-                    "router": [{"host": "local", "port": 39103}],
-                },
-                "watch": {"heal_max_per_hour": 1, "heal_pair_failures": 3},
-            }
-        )
-    )
-    return {"inv": inv, "log": log, "state": state, "tmp": tmp_path}
-
-
-def _broken_pair_watch(dep: Deployment) -> tuple[Watch, list]:
-    """A real Watch whose state holds the pair-broken case (three failed canaries in a row), and its timeline."""
-    watch = Watch(dep)
-    lines: list = []
-    watch.on_lines.append(lines.extend)
-    p, d = dep.inv.label("prefill", 0), dep.inv.label("decode", 0)
-    for t in (1.0, 2.0, 3.0):
-        watch.state.apply_pairs([(p, d, "fail", None)], t)
-    return watch, lines
-
-
-def _heal_lines(lines: list, outcome: str) -> list[HealEvent]:
-    return [x for x in lines if isinstance(x, HealEvent) and x.outcome == outcome]
+    inv.write_text(yaml.safe_dump(inventory(NAME, 39100)))
+    return {"inv": inv, "log": log, "state": tmp_path / "state", "tmp": tmp_path}
 
 
 def _records(log: Path, action: str = HEAL_ACTION) -> list[dict]:
     return [r for r in audit.read_records(log) if isinstance(r, dict) and r.get("action") == action]
-
-
-def _write_heal(inv: Path, end: HealEnd | None, run: str) -> None:
-    """The records one heal appends (its start, then its end unless `end` is None: a watch killed mid-heal)."""
-    args = {"case": "pair-broken", "action": "restart --pair"}
-    audit.append(HEAL_ACTION, inventory=str(inv), args=args, result=audit.STARTED, started=time.time(),
-                 extra={"run": run, "evidence": {}})  # fmt: skip
-    if end is not None:
-        fields = end.record_fields(run)
-        audit.append(HEAL_ACTION, inventory=str(inv), args=args, result=end.result, started=time.time(), extra=fields)
-
-
-def _line(inv: Path, action: str, result: str, ago_s: float, **extra) -> str:
-    when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(time.time() - ago_s))
-    rec = {"time": when, "operator": "o", "inventory": str(inv), "action": action, "args": {}, "result": result}
-    return json.dumps({**rec, **extra}) + "\n"
 
 
 # -- W2: a refusal is not a failure ------------------------------------------------------------------------------------
@@ -110,32 +56,22 @@ def test_a_heal_refused_by_a_lock_another_operator_holds_is_no_failure_and_the_n
     refused (said once, nothing recorded, nothing spent); when the lock is taken between the heal's look at it and
     its restart, the restart's LockHeld ends the heal "refused" (exit 4 in its record), never "failed"; once the
     lock is released the next heal is allowed: no "final-health is red" where no final-health ran."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(env["inv"])],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.stderr
-        with Deployment(load_inventory(env["inv"])) as dep:
-            watch, lines = _broken_pair_watch(dep)
-            healer = Healer(dep, dry=False)
-            healer(watch, "pairs")
-            healer(watch, "pairs")  # the same refusal again: said once
-            refused = _heal_lines(lines, "refused")
-            assert len(refused) == 1 and "deployment lock is held by" in refused[0].detail, lines
-            assert f"pid {holder.pid}" in refused[0].detail
-            assert not _heal_lines(lines, "started") and _records(env["log"]) == []  # nothing done, nothing written
+    with lock_held(env["inv"]) as holder, Deployment(load_inventory(env["inv"])) as dep:
+        watch, lines = broken_pair_watch(dep)
+        healer = Healer(dep, dry=False)
+        healer(watch, "pairs")
+        healer(watch, "pairs")  # the same refusal again: said once
+        refused = heal_lines(lines, "refused")
+        assert len(refused) == 1 and "deployment lock is held by" in refused[0].detail, lines
+        assert f"pid {holder.pid}" in refused[0].detail
+        assert not heal_lines(lines, "started") and _records(env["log"]) == []  # nothing done, nothing written
 
-            # the race: the lock looked free, the restart finds it held
-            monkeypatch.setattr(Healer, "_lock", lambda self: (None, None))
+        # the race: the lock looked free, the restart finds it held (only this: the fixture's env stays set)
+        with monkeypatch.context() as m:
+            m.setattr(Healer, "_lock", lambda self: (None, None))
             healer(watch, "pairs")
-            ended = _heal_lines(lines, "refused")[-1]
-            assert _heal_lines(lines, "started") and not _heal_lines(lines, "failed")
+            ended = heal_lines(lines, "refused")[-1]
+            assert heal_lines(lines, "started") and not heal_lines(lines, "failed")
             assert "held by" in ended.observed and watch.state.heals.get("failed") is None  # an end says it there
             start, end = _records(env["log"])
             assert start["result"] == audit.STARTED and start["run"] == end["run"] and start["evidence"]["case"]
@@ -144,19 +80,14 @@ def test_a_heal_refused_by_a_lock_another_operator_holds_is_no_failure_and_the_n
             assert healer.ledger.red is None and healer.ledger.heals_at == ()  # waited for, not spent
             # the evidence was kept (nothing was restarted): the case is still confirmed for the next round
             assert max(p.consecutive_failures for p in watch.state.pairs.values()) == 3
-    finally:
-        if holder.stdin:
-            holder.stdin.close()
-        holder.wait(30)
-    monkeypatch.undo()
     assert holder.returncode == 0, holder.stderr.read() if holder.stderr else ""
 
     # the lock is free again: the next watch (and this one) would heal; dry says what it would do, and does nothing
     with Deployment(load_inventory(env["inv"])) as dep:
-        watch, lines = _broken_pair_watch(dep)
+        watch, lines = broken_pair_watch(dep)
         Healer(dep, dry=True)(watch, "pairs")
-        assert not _heal_lines(lines, "refused")
-        assert "would run `pdctl restart --pair`" in _heal_lines(lines, "dry")[0].detail
+        assert not heal_lines(lines, "refused")
+        assert "would run `pdctl restart --pair`" in heal_lines(lines, "dry")[0].detail
 
 
 def test_only_a_final_health_that_ran_red_stops_the_next_heal_and_an_operators_ok_restart_rearms_it(env):
@@ -171,21 +102,19 @@ def test_only_a_final_health_that_ran_red_stops_the_next_heal_and_an_operators_o
             StepFailed("stopped at step 'wait decode[0] ready'"),
         ]
     ):
-        _write_heal(inv, heal_error_end(e), f"e{n}")
-    _write_heal(inv, heal_end(ok=False, stopped="stopped at unit 1: canary failed", stopped_exit=1), "s1")
+        write_heal(inv, heal_error_end(e), f"e{n}")
+    write_heal(inv, heal_end(ok=False, stopped="stopped at unit 1: canary failed", stopped_exit=1), "s1")
     with Deployment(load_inventory(inv)) as dep:
         assert Healer(dep, dry=False).ledger.red is None
 
-        _write_heal(inv, None, "red")  # the red heal: its start, its restart's own record, then its end
-        audit.append("restart --pair", inventory=str(inv), result="final-health failed", started=time.time(),
-                     extra={"exit_code": 1})  # fmt: skip
-        audit.append(HEAL_ACTION, inventory=str(inv), result="final-health failed", started=time.time(),
-                     extra=heal_end(ok=False).record_fields("red"))  # fmt: skip
-        watch, lines = _broken_pair_watch(dep)
+        write_heal(inv, None, "red")  # the red heal: its start, its restart's own record, then its end
+        red_restart(inv)
+        heal_ended(inv, "red", heal_end(ok=False))
+        watch, lines = broken_pair_watch(dep)
         healer = Healer(dep, dry=False)  # a new watch
         assert healer.ledger.red is not None and healer.ledger.red.run == "red"
         healer(watch, "pairs")
-        assert "final-health is red" in _heal_lines(lines, "refused")[0].detail
+        assert "final-health is red" in heal_lines(lines, "refused")[0].detail
 
         audit.append("restart --pair", inventory="/elsewhere/other.yaml", result="ok", started=time.time())
         assert Healer(dep, dry=False).ledger.red is not None  # another deployment's restart re-arms nothing
@@ -199,14 +128,14 @@ def test_only_a_final_health_that_ran_red_stops_the_next_heal_and_an_operators_o
 def test_a_watch_started_after_another_counts_its_heal_in_the_budget(env):
     """The reproduction: with a budget of one heal an hour, a watch started 3.5 minutes after another one healed
     does not heal again: it reads that heal from the audit log, says the budget is spent, and its exporter says so."""
-    _write_heal(env["inv"], heal_end(ok=True), "earlier")
+    write_heal(env["inv"], heal_end(ok=True), "earlier")
     with Deployment(load_inventory(env["inv"])) as dep:
-        watch, lines = _broken_pair_watch(dep)
+        watch, lines = broken_pair_watch(dep)
         healer = Healer(dep, dry=False, clock=lambda: time.time() + 210)
         healer(watch, "pairs")
-        refused = _heal_lines(lines, "refused")
+        refused = heal_lines(lines, "refused")
         assert refused and "budget spent (1 in the last hour, at most 1)" in refused[0].detail, lines
-        assert watch.state.heal_budget_exhausted and not _heal_lines(lines, "started")
+        assert watch.state.heal_budget_exhausted and not heal_lines(lines, "started")
         assert [r["run"] for r in _records(env["log"])] == ["earlier", "earlier"]  # nothing more was done
 
 
@@ -217,11 +146,11 @@ def test_the_budget_counts_the_last_hour_of_this_deployment_and_a_killed_heal_bu
     inv = env["inv"]
     lock = heal_error_end(LockHeld("deployment lock /x on local is held by alice"))
     lines = [
-        _line(inv, HEAL_ACTION, audit.STARTED, 61 * 60, run="old"),
-        _line(inv, HEAL_ACTION, "ok", 60 * 60, **heal_end(ok=True).record_fields("old")),
-        _line(Path("/elsewhere/other.yaml"), HEAL_ACTION, audit.STARTED, 60, run="other"),
-        _line(inv, HEAL_ACTION, audit.STARTED, 50, run="lock"),
-        _line(inv, HEAL_ACTION, lock.result, 50, **lock.record_fields("lock")),
+        record_line(inv, HEAL_ACTION, audit.STARTED, 61 * 60, run="old"),
+        record_line(inv, HEAL_ACTION, "ok", 60 * 60, **heal_end(ok=True).record_fields("old")),
+        record_line(Path("/elsewhere/other.yaml"), HEAL_ACTION, audit.STARTED, 60, run="other"),
+        record_line(inv, HEAL_ACTION, audit.STARTED, 50, run="lock"),
+        record_line(inv, HEAL_ACTION, lock.result, 50, **lock.record_fields("lock")),
         "{not json\n",
     ]
     env["log"].write_text("".join(lines))
@@ -230,8 +159,8 @@ def test_the_budget_counts_the_last_hour_of_this_deployment_and_a_killed_heal_bu
     assert heal_ledger(parsed, deployment=NAME, inventory=str(inv), now=now).heals_at == ()
 
     with env["log"].open("a") as f:
-        f.write(_line(inv, HEAL_ACTION, audit.STARTED, 40, run="killed"))
-        f.write(_line(inv, HEAL_ACTION, "evidence recorded; running `pdctl restart --pair`", 30))
+        f.write(record_line(inv, HEAL_ACTION, audit.STARTED, 40, run="killed"))
+        f.write(record_line(inv, HEAL_ACTION, "evidence recorded; running `pdctl restart --pair`", 30))
     ledger = heal_ledger(audit.read_records(env["log"]), deployment=NAME, inventory=str(inv), now=now)
     assert len(ledger.heals_at) == 2 and ledger.red is None
     assert now - 41 <= ledger.heals_at[0] <= now - 39  # the budget's "next allowed in" counts from the oldest
@@ -246,9 +175,9 @@ def test_the_budget_counts_the_last_hour_of_this_deployment_and_a_killed_heal_bu
 def test_an_audit_log_that_cannot_be_read_stops_the_heal_and_says_why(env):
     os.mkfifo(env["log"])
     with Deployment(load_inventory(env["inv"])) as dep:
-        watch, lines = _broken_pair_watch(dep)
+        watch, lines = broken_pair_watch(dep)
         Healer(dep, dry=False)(watch, "pairs")
-        refused = _heal_lines(lines, "refused")
+        refused = heal_lines(lines, "refused")
         assert refused and "cannot be counted" in refused[0].detail and str(env["log"]) in refused[0].detail
 
 

@@ -18,7 +18,7 @@ from pdctl.checks.watch_events import HealEvent
 from pdctl.inventory import load_inventory
 from pdctl.ops.context import Deployment
 from pdctl.ops.heal import Healer
-from pdctl.ops.watch import Watch
+from tests.unit.heal_records import audit_env, broken_pair_watch, heal_lines, inventory
 
 NAME = "heal-clock"
 
@@ -26,25 +26,9 @@ NAME = "heal-clock"
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """A 1P1D inventory (nothing runs), a budget of one heal an hour, a real audit log."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    log = tmp_path / "audit.jsonl"
-    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(log))
+    log = audit_env(tmp_path, monkeypatch)
     inv = tmp_path / "heal.yaml"
-    inv.write_text(
-        yaml.safe_dump(
-            {
-                "name": NAME,
-                "engine": "bundled",
-                "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
-                "roles": {
-                    "prefill": [{"host": "local", "port": 39110, "bootstrap_port": 39111}],
-                    "decode": [{"host": "local", "port": 39112}],
-                    "router": [{"host": "local", "port": 39113}],
-                },
-                "watch": {"heal_max_per_hour": 1, "heal_pair_failures": 3},
-            }
-        )
-    )
+    inv.write_text(yaml.safe_dump(inventory(NAME, 39110)))
     return {"inv": inv, "log": log}
 
 
@@ -60,14 +44,9 @@ def _heal_at(log: Path, inv: Path, run: str, at: float) -> None:
 def _dry_heal_lines(inv: Path) -> list[HealEvent]:
     """What a new watch's heal (--heal=dry) says of a confirmed pair-broken case."""
     with Deployment(load_inventory(inv)) as dep:
-        watch = Watch(dep)
-        lines: list = []
-        watch.on_lines.append(lines.extend)
-        p, d = dep.inv.label("prefill", 0), dep.inv.label("decode", 0)
-        for t in (1.0, 2.0, 3.0):
-            watch.state.apply_pairs([(p, d, "fail", None)], t)
+        watch, lines = broken_pair_watch(dep)
         Healer(dep, dry=True)(watch, "pairs")
-    return [x for x in lines if isinstance(x, HealEvent)]
+    return heal_lines(lines)
 
 
 def test_a_heal_dated_a_day_ahead_spends_no_budget_and_is_said(env):

@@ -12,7 +12,6 @@ two copies' paths."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -25,55 +24,25 @@ from typer.testing import CliRunner
 from pdctl import audit
 from pdctl.checks.heal_ledger import HEAL_ACTION, heal_end, heal_ledger
 from pdctl.cli.app import app
+from tests.unit.heal_records import REPO, audit_env, inventory, lock_held, write_heal
 
-REPO = Path(__file__).resolve().parents[2]
 CAPTURED = Path(__file__).parent / "fixtures" / "co_restart_audit.jsonl"
 NAME = "heal-red"  # the captured deployment's name
-
-# another operator's process: it holds the deployment lock (as `pdctl restart --pair` would) until stdin closes
-HOLD_LOCK = """
-import sys
-from pdctl.inventory import load_inventory
-from pdctl.ops.context import Deployment, deployment_lock
-with Deployment(load_inventory(sys.argv[1])) as dep, deployment_lock(dep, "restart --pair"):
-    print("held", flush=True)
-    sys.stdin.read()
-"""
 
 
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """live.yaml declaring the captured deployment, a real audit log, a red heal in it."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("COLUMNS", "200")
-    log = tmp_path / "audit.jsonl"
-    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(log))
+    log = audit_env(tmp_path, monkeypatch)
     live = tmp_path / "live.yaml"
-    live.write_text(
-        yaml.safe_dump(
-            {
-                "name": NAME,
-                "engine": "bundled",
-                "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
-                "roles": {
-                    "prefill": [{"host": "local", "port": 39200, "bootstrap_port": 39201}],
-                    "decode": [{"host": "local", "port": 39202}],
-                    "router": [{"host": "local", "port": 39203}],
-                },
-            }
-        )
-    )
+    live.write_text(yaml.safe_dump(inventory(NAME, 39200, heal_budget=False)))
     _red_heal(live, "red")
     return {"tmp": tmp_path, "live": live, "log": log}
 
 
 def _red_heal(live: Path, run: str) -> None:
     """A heal whose final-health ran red, as Healer writes it: its start, then its end."""
-    args = {"case": "pair-broken", "action": "restart --pair"}
-    audit.append(HEAL_ACTION, inventory=str(live), args=args, result=audit.STARTED, started=time.time(),
-                 extra={"run": run, "evidence": {}})  # fmt: skip
-    audit.append(HEAL_ACTION, inventory=str(live), args=args, result="final-health failed", started=time.time(),
-                 extra=heal_end(ok=False).record_fields(run))  # fmt: skip
+    write_heal(live, heal_end(ok=False), run)
 
 
 def _captured(copy: Path, drift: Path) -> list[str]:
@@ -148,17 +117,7 @@ def test_an_ok_playbook_run_that_restarted_nothing_rearms_nothing(env):
 def test_a_restart_step_records_the_run_it_belongs_to(env):
     """Through the real CLI: a co-restart step refused by a lock another operator holds writes its own records,
     and they name the run; the run's own records do not. Refused: nothing re-arms."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(env["live"])],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with lock_held(env["live"]):
         r = subprocess.run(
             [sys.executable, "-m", "pdctl", "run", "co-restart", "-i", str(env["live"]), "--apply"],
             cwd=REPO,
@@ -166,10 +125,6 @@ def test_a_restart_step_records_the_run_it_belongs_to(env):
             text=True,
             timeout=120,
         )
-    finally:
-        if holder.stdin:
-            holder.stdin.close()
-        holder.wait(30)
     assert r.returncode == 4, r.stdout + r.stderr
     recs = [x for x in audit.read_records(env["log"]) if x["action"] != HEAL_ACTION]
     run = recs[0]["run"]

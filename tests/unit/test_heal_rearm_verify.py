@@ -17,11 +17,12 @@ import yaml
 from typer.testing import CliRunner
 
 from pdctl import audit
-from pdctl.checks.heal_ledger import HEAL_ACTION, final_health_passed, heal_end, heal_ledger
+from pdctl.checks.heal_ledger import final_health_passed, heal_end, heal_ledger
 from pdctl.checks.result import CheckResult, Status
 from pdctl.cli.app import app
 from pdctl.ops import restart as restart_op
 from pdctl.ops.verify import HealthReport
+from tests.unit.heal_records import audit_env, inventory, write_heal
 
 NAME = "heal-verify"
 
@@ -29,33 +30,12 @@ NAME = "heal-verify"
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """An inventory (nothing runs; restarting its processes is a no-op here), a real audit log with a red heal."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("COLUMNS", "200")
-    log = tmp_path / "audit.jsonl"
-    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(log))
-    monkeypatch.delenv("PDCTL_INVENTORY", raising=False)
+    log = audit_env(tmp_path, monkeypatch)
     inv = tmp_path / "live.yaml"
-    inv.write_text(
-        yaml.safe_dump(
-            {
-                "name": NAME,
-                "engine": "bundled",
-                "hosts": {"local": {"transport": "local", "service_manager": "pidfile"}},
-                "roles": {
-                    "prefill": [{"host": "local", "port": 39120, "bootstrap_port": 39121}],
-                    "decode": [{"host": "local", "port": 39122}],
-                    "router": [{"host": "local", "port": 39123}],
-                },
-            }
-        )
-    )
+    inv.write_text(yaml.safe_dump(inventory(NAME, 39120, heal_budget=False)))
     monkeypatch.setattr(restart_op, "ordered_restart", lambda dep, roles: [])
     monkeypatch.setattr(restart_op, "save_lineage_record", lambda dep: None)
-    args = {"case": "pair-broken", "action": "restart --pair"}
-    audit.append(HEAL_ACTION, inventory=str(inv), args=args, result=audit.STARTED, started=time.time(),
-                 extra={"run": "red", "evidence": {}})  # fmt: skip
-    audit.append(HEAL_ACTION, inventory=str(inv), args=args, result="final-health failed", started=time.time(),
-                 extra=heal_end(ok=False).record_fields("red"))  # fmt: skip
+    write_heal(inv, heal_end(ok=False), "red")
     return {"inv": inv, "log": log, "tmp": tmp_path}
 
 

@@ -15,32 +15,25 @@ from pdctl import audit
 from pdctl.checks.heal_ledger import HEAL_ACTION, HealEnd, heal_end, heal_error_end
 from pdctl.cli.app import app
 from pdctl.errors import LockHeld
+from tests.unit.heal_records import audit_env, heal_ended, heal_started
 
 OLD_HEAL = "evidence recorded; running `pdctl restart --pair`"  # what a heal record said before it had an end
 
 
 @pytest.fixture
 def log(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("COLUMNS", "200")
-    path = tmp_path / "audit.jsonl"
-    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(path))
-    monkeypatch.delenv("PDCTL_INVENTORY", raising=False)
-    return path
+    return audit_env(tmp_path, monkeypatch)
 
 
 def _heal(run: str, end: HealEnd) -> None:
     """One heal's records as the heal appends them (pdctl.ops.heal): its start with evidence, its restart's own
     records, its end."""
-    args = {"case": "pair-broken", "action": "restart --pair"}
     inv = "<embedded default>"
-    audit.append(HEAL_ACTION, inventory=inv, args=args, result=audit.STARTED, started=time.time(),
-                 extra={"run": run, "evidence": {"case": "pair-broken"}})  # fmt: skip
+    heal_started(inv, run, evidence={"case": "pair-broken"})
     audit.append("restart --pair", inventory=inv, result=audit.STARTED, started=time.time(), extra={"run": "r" + run})
     audit.append("restart --pair", inventory=inv, result="ok" if end.outcome == "done" else end.result,
                  started=time.time(), extra={"run": "r" + run, "exit_code": end.exit_code})  # fmt: skip
-    audit.append(HEAL_ACTION, inventory=inv, args=args, result=end.result, started=time.time(),
-                 extra=end.record_fields(run))  # fmt: skip
+    heal_ended(inv, run, end)
 
 
 def _history(*args: str):
