@@ -8,7 +8,6 @@ function and end to end with a real process found through the pidfile pdctl woul
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,8 @@ from typer.testing import CliRunner
 
 from pdctl.checks.flags import judge_flags, scrub_secrets
 from pdctl.cli.app import app
-from pdctl.inventory import embedded_default
 from pdctl.secrets import MASK
-from tests.fixtures.net import free_port
+from tests.unit.isolated_local import live_decode, local_inventory
 
 SECRET = "hf_SECRETTOKEN123"
 CONTAINS = f"prefix-{SECRET}-suffix"
@@ -50,16 +48,7 @@ def test_scrub_secrets_masks_a_secret_inside_an_ordinary_value_and_keeps_the_jud
 
 @pytest.fixture
 def inv(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
-    monkeypatch.setenv("COLUMNS", "200")
-    data = embedded_default().dump()
-    data["hosts"]["local"]["state_dir"] = str(tmp_path / "remote-state")
-    data["watch"]["listen"] = f"127.0.0.1:{free_port()}"
-    for role, instances in data["roles"].items():  # nothing of another test's deployment is read
-        instances[0]["port"] = free_port()
-        if role == "prefill":
-            instances[0]["bootstrap_port"] = free_port()
+    data = local_inventory(tmp_path, monkeypatch)
     data["roles"]["decode"][0]["env"].update({"HF_TOKEN": SECRET, "CONTAINS": CONTAINS, "DRIFTED": "declared"})
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -69,15 +58,8 @@ def inv(tmp_path, monkeypatch) -> Path:
 def test_final_health_run_and_watch_mask_a_declared_secret_inside_a_value(inv, tmp_path):
     """The reproduction (CONTAINS, as declared: a passing row) and its variant (DRIFTED holding the live process's
     own token, which the inventory does not declare: a failing row naming what it found), in every output."""
-    from pdctl.services.pidfile import parse_proc_stat_starttime
-
     env = {"HF_TOKEN": LIVE, "CONTAINS": CONTAINS, "DRIFTED": f"x-{LIVE}-y", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
-    try:
-        ticks = parse_proc_stat_starttime(Path(f"/proc/{proc.pid}/stat").read_text())
-        state = tmp_path / "remote-state"
-        state.mkdir()
-        (state / "pdctl-local-decode-0.pid").write_text(json.dumps({"pid": proc.pid, "start_ticks": ticks}) + "\n")
+    with live_decode(tmp_path, env):
         runner = CliRunner()
         fh = runner.invoke(app, ["verify", "final-health", "-i", str(inv), "--json"])
         rows = {c["name"]: c for c in json.loads(fh.stdout)["layers"]["flags"] if c["target"].startswith("decode")}
@@ -102,6 +84,3 @@ def test_final_health_run_and_watch_mask_a_declared_secret_inside_a_value(inv, t
         assert "env:CONTAINS" in outputs[2] and "env:CONTAINS" in outputs[3] and timeline.stat().st_size
         for out in outputs:
             assert SECRET not in out and LIVE not in out
-    finally:
-        proc.kill()
-        proc.wait()

@@ -4,30 +4,16 @@ real one (engine/env_registry.py, as the probe reports it) plus a direct read, a
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 
-from pdctl.checks.lint import judge_env, parse_probe_reply
-from pdctl.probes import source
-from tests.e2e.helpers import REPO
+from pdctl.checks.lint import judge_env
+from tests.unit.lint_probe_reply import probe_reply
 
 WAIT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
 
 
 def _registry(env_names: list[str]) -> dict:
     """The bundled engine's registry, from the real probe run as pdctl runs it on a host."""
-    request = {"items": [{"key": "d", "kind": "bundled", "argv": [], "env": {}, "env_names": env_names}]}
-    run = subprocess.run(
-        [sys.executable, "-c", source("lint_probe"), json.dumps(request)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    reply = parse_probe_reply(run.stdout)
-    assert reply is not None, run.stderr
-    return reply["registries"]["bundled"]
+    return probe_reply(env_names=env_names)["registries"]["bundled"]
 
 
 def test_a_lower_case_name_is_flagged_with_the_right_spelling():

@@ -8,32 +8,19 @@ aliases, and judge its real reply; the judge alone is checked on a hand-made rep
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from pdctl.checks.lint import judge_command, parse_probe_reply
+from pdctl.checks.lint import judge_command
 from pdctl.checks.lint_report import RoleAnswer, judge_lint
 from pdctl.checks.lint_spellings import judge_spellings
-from pdctl.probes import source
 from pdctl.serialize import to_data
-from tests.e2e.helpers import REPO
+from tests.unit.lint_probe_reply import probe_reply
 
 ALIASES = ["--tp-size", "--tensor-parallel-size"]
 
 
 def _probe(argv: list[str], kind: str = "bundled") -> dict:
     """The real probe's item for `argv`, run as pdctl runs it on a host (`python -c TEXT REQUEST`)."""
-    request = {"items": [{"key": "d", "kind": kind, "argv": argv, "env": {}, "env_names": []}], "site_env": []}
-    run = subprocess.run(
-        [sys.executable, "-c", source("lint_probe"), json.dumps(request)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    reply = parse_probe_reply(run.stdout)
-    assert reply is not None, run.stderr
-    return reply["items"][0]
+    return probe_reply(argv, kind)["items"][0]
 
 
 def test_two_spellings_of_tp_with_different_values_fail():

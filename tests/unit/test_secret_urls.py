@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from pdctl.secrets import (
     secret_values,
 )
 from pdctl.serialize import to_data
-from tests.fixtures.net import free_port
+from tests.unit.isolated_local import live_decode, local_inventory
 
 PASSWORD = "hunter2pass"
 URL = f"http://user:{PASSWORD}@127.0.0.1:9/x"
@@ -156,16 +155,7 @@ def test_every_json_document_masks_url_passwords():
 
 @pytest.fixture
 def inv(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setenv("PDCTL_AUDIT_LOG", str(tmp_path / "audit.jsonl"))
-    monkeypatch.setenv("COLUMNS", "200")
-    data = embedded_default().dump()
-    data["hosts"]["local"]["state_dir"] = str(tmp_path / "remote-state")
-    data["watch"]["listen"] = f"127.0.0.1:{free_port()}"  # the watch's exporter
-    for role, instances in data["roles"].items():  # nothing of another test's deployment is read
-        instances[0]["port"] = free_port()
-        if role == "prefill":
-            instances[0]["bootstrap_port"] = free_port()
+    data = local_inventory(tmp_path, monkeypatch)
     data["roles"]["decode"][0]["env"]["RT_URL"] = URL
     data["roles"]["decode"][0]["env"]["REDIS_URL"] = SLASHED  # a password with a raw `/`
     data["roles"]["prefill"][0]["env"]["HTTPS_PROXY"] = "http://tok3n-only-value@proxy:3128"  # the variant
@@ -199,17 +189,10 @@ def test_render_and_deploy_dry_run_mask_the_url_password(inv, command):
 def test_live_env_in_final_health_and_the_watch_is_masked(inv, tmp_path):
     """A real process with the URL in its environment, found by the pidfile pdctl would have written: final-health
     reads /proc/PID/environ and judges it (the live password differs from the declared one: a drift naming both)."""
-    from pdctl.services.pidfile import parse_proc_stat_starttime
-
     live = URL.replace(PASSWORD, "hunter2live")
     live_env = {"RT_URL": live, "REDIS_URL": "redis://default:li/ve#9Zhash@h:6379/0", "PATH": "/usr/bin:/bin"}
     live_env["LIVE_URL_Q"] = "http://u:LIVEQ'PW6161@h/x"  # a raw quote in the live password (third pass)
-    proc = subprocess.Popen(["sleep", "60"], env=live_env, start_new_session=True)
-    try:
-        ticks = parse_proc_stat_starttime(Path(f"/proc/{proc.pid}/stat").read_text())
-        state = tmp_path / "remote-state"
-        state.mkdir()
-        (state / "pdctl-local-decode-0.pid").write_text(json.dumps({"pid": proc.pid, "start_ticks": ticks}) + "\n")
+    with live_decode(tmp_path, live_env):
         fh = CliRunner().invoke(app, ["verify", "final-health", "-i", str(inv), "--json"])
         doc = json.loads(fh.stdout)
         env_check = [c for c in doc["layers"]["flags"] if c["name"] == "env:RT_URL"]
@@ -237,9 +220,6 @@ def test_live_env_in_final_health_and_the_watch_is_masked(inv, tmp_path):
         assert "env:RT_URL" in shown[0] and f"user:{MASK}@127.0.0.1" in shown[0]
         for out in shown:
             assert not _leaks(out) and "hunter2live" not in out and "9Zhash" not in out
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_a_playbook_run_its_audit_record_and_history_mask_a_url(inv, tmp_path):
