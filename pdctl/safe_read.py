@@ -85,18 +85,20 @@ def _check_regular(p: Path, st: os.stat_result, error: type[UsageError], what: s
         if limit is not None and st.st_size > limit:
             raise error(_too_big(p, what, limit))
         return
-    kind = (
-        "a directory"
-        if stat.S_ISDIR(mode)
-        else "a FIFO (named pipe)"
-        if stat.S_ISFIFO(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "not a regular file"
-    )
-    raise error(f"{p}: is {kind}, not a regular file; give the {what} file itself")
+    raise error(f"{p}: is {file_kind(mode, 'not a regular file')}, not a regular file; give the {what} file itself")
+
+
+def file_kind(mode: int, other: str = "something else") -> str:
+    """What a file that is not a regular one is, in words ("a directory", "a FIFO (named pipe)", ...). Pure."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return other
 
 
 def _too_big(p: Path, what: str, limit: int) -> str:

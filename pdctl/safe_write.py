@@ -26,6 +26,7 @@ from pathlib import Path
 
 from pdctl.errors import UsageError
 from pdctl.safe_path import Parent, open_parent
+from pdctl.safe_read import file_kind
 
 PRIVATE = 0o600
 READABLE = 0o644  # a report, meant to be passed around (the umask still applies)
@@ -172,19 +173,8 @@ def _check_kind(p: Path, st: os.stat_result, error: type[UsageError], what: str,
         return
     if stat.S_ISLNK(mode):
         raise error(_link_refusal(p, what))
-    kind = (
-        "a directory"
-        if stat.S_ISDIR(mode)
-        else "a FIFO (named pipe)"
-        if stat.S_ISFIFO(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "something else"
-    )
     allowed = "a regular file or a FIFO" if fifo else "a regular file"
-    raise error(f"{what} {p}: is {kind}, not {allowed}")
+    raise error(f"{what} {p}: is {file_kind(mode)}, not {allowed}")
 
 
 def _check_planted(p: Path, st: os.stat_result, parent: Parent, error: type[UsageError], what: str) -> None:

@@ -160,15 +160,22 @@ class Healer:
 
         run, started = uuid.uuid4().hex[:12], time.time()
         args = {"case": d.case, "action": d.action}
-        try:
+
+        def record(result: str, extra: dict) -> None:  # the heal's records: its start, its end, or its interrupt
             audit.append(
                 HEAL_ACTION,
                 inventory=self.dep.inv.source,
                 deployment=self.dep.inv.name,
                 args=args,
-                result=audit.STARTED,
+                result=result,
                 started=started,
-                extra={"run": run, "reason": d.reason, "evidence": to_data(evidence(self.dep, d, snapshot, metrics))},
+                extra=extra,
+            )
+
+        try:
+            record(
+                audit.STARTED,
+                {"run": run, "reason": d.reason, "evidence": to_data(evidence(self.dep, d, snapshot, metrics))},
             )
         except UsageError as e:  # the evidence could not be recorded (the log was checked just before): nothing done
             return HealEnd("refused", None, "", e.exit_code, f"not acting: {e.message.splitlines()[0]}")
@@ -182,27 +189,13 @@ class Healer:
             end = heal_error_end(e)
         except KeyboardInterrupt:  # the watch is stopped mid-heal: its end says so (best effort), then it stops
             with contextlib.suppress(UsageError):
-                audit.append(
-                    HEAL_ACTION,
-                    inventory=self.dep.inv.source,
-                    deployment=self.dep.inv.name,
-                    args=args,
-                    result="interrupted",
-                    started=started,
-                    extra=HealEnd("failed", None, "interrupted", ExitCode.INTERRUPTED, "").record_fields(run),
+                record(
+                    "interrupted", HealEnd("failed", None, "interrupted", ExitCode.INTERRUPTED, "").record_fields(run)
                 )
             raise
         fields = end.record_fields(run)
         try:
-            audit.append(
-                HEAL_ACTION,
-                inventory=self.dep.inv.source,
-                deployment=self.dep.inv.name,
-                args=args,
-                result=end.result,
-                started=started,
-                extra=fields,
-            )
+            record(end.result, fields)
         except UsageError as e:  # still counted by this watch; said with the outcome
             self._unwritten.append(
                 {
