@@ -1,7 +1,8 @@
 """Masking of secret-looking values: env vars, argv flags, URLs and free text (log tails, command lines).
 
 A name is secret-looking when it contains (case-insensitive, as a substring) TOKEN, KEY, SECRET, PASSWORD, PASSWD,
-CREDENTIAL or AUTH: HF_TOKEN, AWS_SECRET_ACCESS_KEY, API_KEY, --api-key, GITHUB_AUTH. Two count-words are exempt so
+PASSPHRASE, CREDENTIAL or AUTH, or ends in PWD after a separator (MYSQL_PWD, --db-pwd; not the shell's PWD): HF_TOKEN,
+AWS_SECRET_ACCESS_KEY, API_KEY, --api-key, GITHUB_AUTH, --db-passphrase. Two count-words are exempt so
 that ordinary SGLang settings stay readable: TOKENS (plural: --max-total-tokens, SGLANG_MAX_TOKENS) and TOKENIZER
 (--tokenizer-path).
 
@@ -12,7 +13,7 @@ convention). The userinfo runs to the URL's last `@` (a password may hold a raw 
 the last `@` before a space or quote; in a whole value that is a URL (an env value, an argv element or its
 `--flag=`/`NAME=` value, a --var value: `mask_url_value`), the value's last `@`, whatever the password holds (a raw
 quote or space too). A URL's password is also a declared secret (`secret_values`), so it is scrubbed where it
-appears alone.
+appears alone. In free text, an HTTP credential (`Authorization: Bearer X`, `Basic X`) shows as `Bearer ***`.
 Pure functions; nothing here prints, logs or raises on odd input.
 """
 
@@ -22,7 +23,14 @@ import re
 from typing import Any, Iterable, Mapping
 
 MASK = "***"
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "AUTH")
+_PWD_SUFFIX = re.compile(r"[_.-]PWD$")  # MYSQL_PWD, --db-pwd: the shell's own PWD and OLDPWD are paths
+# an HTTP credential in a log line or an error: the scheme stays, to say what kind it was
+# (Basic and Token only after `Authorization:`: as plain words they start ordinary prose, "Basic configuration")
+_HTTP_CREDENTIAL = re.compile(
+    r"(?P<scheme>(?:\bAuthorization:\s*(?:(?:Bearer|Basic|Token)\s+)?|\bBearer\s+))(?P<cred>[A-Za-z0-9._~+/=-]{8,})",
+    re.I,
+)
 _BENIGN = re.compile(r"TOKENS|TOKENIZER")
 #: declared secret values shorter than this are scrubbed from free text only as whole tokens (masking every "on"
 #: inside words would destroy the text)
@@ -52,7 +60,7 @@ _URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 def is_secret_name(name: str) -> bool:
     """True when `name` (env var or flag, any case, dashes or underscores) looks like it holds a secret."""
     up = _BENIGN.sub("", name.upper())
-    return any(w in up for w in SECRET_WORDS)
+    return any(w in up for w in SECRET_WORDS) or bool(_PWD_SUFFIX.search(up))
 
 
 def mask_value(value: str | None, name: str | None = None) -> str | None:
@@ -279,6 +287,7 @@ def mask_text(text: str, secrets: Iterable[str] = ()) -> str:
             return f"{m.group('name')}={MASK}"
         return m.group(0)
 
+    text = _HTTP_CREDENTIAL.sub(lambda m: m.group("scheme") + MASK, text)
     return mask_urls(_mask_flag_values(_ENV_ASSIGN.sub(env_sub, text)))
 
 

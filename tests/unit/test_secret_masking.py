@@ -228,3 +228,26 @@ def test_a_gate_on_a_secret_var_and_a_gate_with_a_var_are_judged_as_the_step_saw
     r = CliRunner().invoke(app, [*run, "--var", "v=abcd1234"])  # the same value, not secret: the same verdicts
     assert r.exit_code == 0, r.output
     assert [s["status"] for s in json.loads(r.stdout)["steps"]] == ["passed", "passed"]
+
+
+@pytest.mark.parametrize("flag", ["--db-pwd", "--db-passphrase"])
+def test_a_password_flag_by_another_name_is_masked(flag):
+    """Issue 28 S2, second re-pass: names outside the word list (a passphrase flag, a -pwd flag) showed."""
+    assert mask_argv(["x", flag, "s3cr3t-v", "--port", "30000"]) == ["x", flag, MASK, "--port", "30000"]
+
+
+@pytest.mark.parametrize("name", ["MYSQL_PWD", "DB_PASSPHRASE"])
+def test_a_password_env_by_another_name_is_masked_and_the_shells_pwd_is_not(name):
+    from pdctl.secrets import mask_env
+
+    env = {name: "s3cr3t-v", "PWD": "/srv/app", "OLDPWD": "/root"}
+    assert mask_env(env) == {name: MASK, "PWD": "/srv/app", "OLDPWD": "/root"}
+
+
+def test_an_http_credential_in_a_log_line_is_masked_and_prose_is_not():
+    line = 'curl -H "Authorization: Bearer eyJhbGciOi.payload.sig" http://h; authorization: Basic dXNlcjpwYXNzd29yZA=='
+    out = mask_text(line)
+    assert "eyJhbGciOi" not in out and "dXNlcjpw" not in out
+    assert '"Authorization: Bearer ***"' in out and "authorization: Basic ***" in out
+    prose = "Basic configuration loaded; Token validation enabled; bearer of news"
+    assert mask_text(prose) == prose
