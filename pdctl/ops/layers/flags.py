@@ -87,11 +87,11 @@ def flags_layer(dep: Deployment, procs: Mapping[str, LiveProcess], infos: Server
     results = []
     for label, p in procs.items():
         live = secret_values(p.process.env, p.process.argv) if p.process is not None else set()
-        results.extend(scrub_secrets(_judge_process(dep, label, p), declared | live))
+        results.extend(scrub_secrets(_process_rows(dep, label, p), declared | live))
     return results + _versions(procs, infos)
 
 
-def _judge_process(dep: Deployment, label: str, p: LiveProcess) -> list[CheckResult]:
+def _process_rows(dep: Deployment, label: str, p: LiveProcess) -> list[CheckResult]:
     """One instance's rows: its live flags and env against the inventory (a router by its env and workers)."""
     from pdctl.checks.flags import judge_flags, judge_undeclared
 
