@@ -2,8 +2,9 @@
 finding a rule produces. docs/lint.md has one section per rule id (tests/unit/test_lint_checks.py keeps them in step).
 
 Severities: "error" and "warning" fail `pdctl lint` (exit 1) unless the inventory silences the rule with a reason;
-a "note" is said and never fails. A rule that `blocks` means the role's command line would not start on its host:
-deploy and restart refuse it (exit 2) before anything is stopped, and no inventory can silence it.
+a "note" is said and never fails. A rule that `blocks` means the role's command line would not start on its host,
+or the prefill/decode pair it makes could never transfer: deploy and restart refuse it (exit 2) before anything is
+stopped, and no inventory can silence it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class Rule:
     id: str
     severity: str  # error | warning | note
     reason: str
-    blocks: bool = False  # the command line would not parse: deploy/restart refuse
+    blocks: bool = False  # the line would not parse, or its pair cannot transfer: deploy/restart refuse
 
     @property
     def doc(self) -> str:
@@ -109,6 +110,20 @@ _RULES = [
         "transfer-backend-mismatch",
         "error",
         "prefill and decode use different KV transfer backends: no transfer can succeed",
+        blocks=True,
+    ),
+    Rule(
+        "pd-mismatch",
+        "error",
+        "prefill and decode disagree on a setting the KV transfer needs (model, tokenizer, page size, KV cache "
+        "dtype, dtype): SGLang refuses at the first transfer or the decode computes on the wrong KV",
+        blocks=True,
+    ),
+    Rule(
+        "pd-tp-differs",
+        "warning",
+        "prefill and decode run different attention TP sizes: SGLang reslices standard attention's KV, but refuses "
+        "MXFP8 KV, DeepSeek DSpark and MiniMax sparse attention at the first transfer (the client then hangs)",
     ),
     Rule("version-mismatch", "warning", "prefill and decode run different engine versions"),
     Rule(

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 
 from pdctl.checks.lint import effective_env
 from pdctl.checks.lint_rules import Finding
+from pdctl.checks.pd_compat import compare
 
 #: beyond this a disaggregation timeout is no safety net: a dead peer pins a room for half an hour or more
 SANE_TIMEOUT_S = 1800
@@ -111,24 +112,27 @@ def judge_worker_safety(
 
 
 def judge_pair(workers: Sequence[tuple[str, str, Mapping[str, Any], str]]) -> list[Finding]:
-    """Prefill against decode: (label, role, parsed, version) of every worker the parser answered for."""
+    """Prefill against decode: (label, role, parsed, version) of every worker the parser answered for. One finding
+    per setting a pair disagrees on (pdctl.checks.pd_compat's field table), then a version mismatch."""
     out: list[Finding] = []
     prefill = [w for w in workers if w[1] == "prefill"]
     decode = [w for w in workers if w[1] == "decode"]
     for p_label, _r, p_parsed, p_version in prefill:
         for d_label, _r2, d_parsed, d_version in decode:
             pair = f"{p_label} / {d_label}"
-            pb, db = p_parsed.get("disaggregation_transfer_backend"), d_parsed.get("disaggregation_transfer_backend")
-            if pb and db and pb != db:
-                out.append(
-                    Finding(
-                        "transfer-backend-mismatch",
-                        pair,
-                        "--disaggregation-transfer-backend",
-                        f"prefill uses {pb}, decode uses {db}",
-                        fix="give both the same backend",
-                    )
+            p_short, d_short = p_label.split("@")[0], d_label.split("@")[0]  # prefill[0]@host:port -> prefill[0]
+            diffs, _compared = compare(p_parsed, d_parsed)
+            out += [
+                Finding(
+                    x.field.rule,
+                    pair,
+                    x.field.flag,
+                    x.message(p_short, d_short),
+                    fix=x.fix,
+                    data={"key": x.field.key, "prefill": x.prefill.value, "decode": x.decode.value},
                 )
+                for x in diffs
+            ]
             if p_version and d_version and p_version != d_version:
                 out.append(
                     Finding(

@@ -82,6 +82,11 @@ def test_final_health_json_has_every_layer_and_seed_flags(deployment):
     assert set(doc["layers"]) == {"health", "e2e", "transfer", "flags", "lineage"}
     names = {x["name"] for x in layer(doc, "flags") if x["target"].startswith("decode")}
     assert "--disable-overlap-schedule" in names and "env:SGLANG_OPT_USE_MULTI_STREAM_OVERLAP" in names
+    # the pair's /server_info documents agree on what the KV transfer needs (the engine's page size: its default)
+    (pair,) = [x for x in layer(doc, "flags") if x["target"] == "prefill[0] / decode[0]"]
+    assert pair["status"] == "pass" and pair["detail"] == (
+        "prefill/decode agree on model, tokenizer, page size, kv cache dtype, dtype, transfer backend"
+    )
 
 
 def test_drift_in_env_or_flag_fails_layer_4_with_expected_vs_found(deployment, tmp_path):

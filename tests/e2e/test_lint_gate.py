@@ -61,7 +61,13 @@ def unlintable(tmp_path):
     yield from _setup(tmp_path, sys.executable)
 
 
-def _setup(tmp_path: Path, lint_python: str):
+@pytest.fixture
+def mismatched(tmp_path):
+    """Every line parses, but the pair disagrees on --page-size: SGLang would refuse only at the first transfer."""
+    yield from _setup(tmp_path, sglang_python(), prefill_args={"--page-size": 32}, decode_args={"--page-size": 16})
+
+
+def _setup(tmp_path: Path, lint_python: str, prefill_args: dict | None = None, decode_args: dict | None = None):
     state = tmp_path / "state"
     state.mkdir()
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap")}
@@ -73,9 +79,16 @@ def _setup(tmp_path: Path, lint_python: str):
             "local": {"transport": "local", "service_manager": "pidfile", "python": _wrapper(tmp_path, lint_python)}
         },
         "roles": {
-            "prefill": [{"port": ports["prefill"], "bootstrap_port": ports["bootstrap"], "ready_timeout": 20}],
+            "prefill": [
+                {
+                    "port": ports["prefill"],
+                    "bootstrap_port": ports["bootstrap"],
+                    "ready_timeout": 20,
+                    "args": prefill_args or {},
+                }
+            ],
             "decode": [
-                {"port": ports["decode"], "ready_timeout": 20, "args": {"--cuda-graph-max-bs": 96}}
+                {"port": ports["decode"], "ready_timeout": 20, "args": decode_args or {"--cuda-graph-max-bs": 96}}
             ],  # the seed's flag: 0.5.23 refuses it
             "router": [{"port": ports["router"], "ready_timeout": 20, "args": {"--health-check-interval-secs": 2}}],
         },
@@ -141,3 +154,21 @@ def test_deploy_and_restart_say_which_roles_the_gate_could_not_lint(unlintable):
     assert len(shown) == 2 and "decode[0]" in shown[1] and "restart went ahead" in shown[1], again.stderr
     gates = [r["lint"] for r in _history(state) if r.get("result") == "ok" and "lint" in r]
     assert [g["unchecked"] for g in gates] == [2, 2] and not any(g["ok"] for g in gates)
+
+
+def test_lint_and_deploy_refuse_a_pair_that_disagrees_on_the_page_size(mismatched):
+    """Issue 29: both lines parse on their own; SGLang 0.5.23 refuses the pair only at the first transfer ("Both
+    servers must use the same --page-size value"), so lint fails it and deploy refuses it before starting anything."""
+    inv, state = str(mismatched["inv"]), mismatched["state"]
+    linted = pdctl(["lint", "-i", inv, "--json"], state=state, timeout=180)
+    assert linted.code == 1, linted.output
+    doc = json.loads(linted.stdout)
+    (f,) = [f for f in doc["findings"] if f["rule"] == "pd-mismatch"]
+    assert f["blocks"] and f["subject"] == "--page-size" and doc["blocking"] == 1
+    assert f["message"] == "page_size: prefill[0] has 32, decode[0] has 16"
+
+    refused = pdctl(["deploy", "-i", inv, "--no-verify", "--json"], state=state, timeout=180)
+    assert refused.code == 2, refused.output
+    message = json.loads(refused.stdout)["error"]["message"]
+    assert "nothing was stopped" in message and "prefill[0] has 32, decode[0] has 16" in message
+    assert _pids(state) == {} and not list((state / "pdctl").glob("*.json"))  # nothing installed or started

@@ -318,6 +318,7 @@ def test_transfer_backend_and_version_mismatch_fire_per_pair():
         ("version-mismatch", "warning", "prefill[0] / decode[0]"),
     ]
     assert "mooncake" in out[0].message and "nixl" in out[0].message
+    assert out[0].blocks and not out[1].blocks  # no transfer can succeed: deploy/restart refuse the pair
     assert "0.5.23" in out[1].message and "0.5.22" in out[1].message
     assert (
         judge_pair([worker("prefill[0]", "prefill", "nixl", "0.5.23"), worker("decode[0]", "decode", "nixl", "0.5.23")])
@@ -380,6 +381,7 @@ def test_inventory_lint_settings():
     for bad, words in (
         ({"silence": [{"rule": "nope", "reason": "x"}]}, "unknown lint rule"),
         ({"silence": [{"rule": "flag-unknown", "reason": "x"}]}, "cannot be silenced"),
+        ({"silence": [{"rule": "pd-mismatch", "reason": "x"}]}, "cannot be silenced"),
         ({"silence": [{"rule": "metrics-off"}]}, "reason"),
         ({"site_env": {"SGLANG_X": " "}}, "give the reason"),
     ):

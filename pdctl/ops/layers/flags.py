@@ -78,17 +78,19 @@ def _router_workers(dep: Deployment, index: int, label: str) -> list[CheckResult
 
 
 def flags_layer(dep: Deployment, procs: Mapping[str, LiveProcess], infos: ServerInfos) -> list[CheckResult]:
-    """Every instance's live flags and env judged against the inventory, then the workers' versions. Each row is
-    scrubbed of the inventory's declared secret values and of its process's own (a live secret-named env var or
-    flag), as `render` masks them, so no output built from these results shows one inside an ordinary value."""
+    """Every instance's live flags and env judged against the inventory, then the workers' versions, then each
+    prefill/decode pair's agreement on what the KV transfer needs (their /server_info). Each row is scrubbed of the
+    inventory's declared secret values and of its process's own (a live secret-named env var or flag), as `render`
+    masks them, so no output built from these results shows one inside an ordinary value."""
     from pdctl.checks.flags import scrub_secrets
+    from pdctl.checks.pd_compat import judge_live_pairs
 
     declared = inventory_secrets(dep.inv)
     results = []
     for label, p in procs.items():
         live = secret_values(p.process.env, p.process.argv) if p.process is not None else set()
         results.extend(scrub_secrets(_process_rows(dep, label, p), declared | live))
-    return results + _versions(procs, infos)
+    return results + _versions(procs, infos) + scrub_secrets(judge_live_pairs(infos), declared)
 
 
 def _process_rows(dep: Deployment, label: str, p: LiveProcess) -> list[CheckResult]:
