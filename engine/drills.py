@@ -11,6 +11,12 @@
   knew comes back as a new process (a new agent under the same identity), transfers to it fail
   silently (decode never sees success; prefill counts transfer_failed; every /health stays 200).
   A decode never seen before works; a restarted prefill has forgotten everything, so a co-restart heals.
+- overlap-corruption[=N]: the seed's third failure, high-concurrency output corruption (CUDA-graph capture with
+  bf16 index keys under multi-stream overlap), under SGLang's switch for it: while SGLANG_OPT_USE_MULTI_STREAM_OVERLAP
+  is on (SGLang's default; the seed's fix set it to 0), a decode that joins a request to a running batch of N or
+  more (default 8) writes that request's KV rows scrambled (each row's elements in reverse: a stand-in for the seed's
+  aliased intermediates), so its output is garbage from its second token on, with a 200. Below N, or with the
+  switch off, output is right.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-DRILL_NAMES = ("status-update-race", "transfer-delay-ms=N", "degraded-bootstrap")
+DRILL_NAMES = ("status-update-race", "transfer-delay-ms=N", "degraded-bootstrap", "overlap-corruption[=N]")
+OVERLAP_BATCH = 8  # overlap-corruption: the running batch (the joining request counted) from which rows go astray
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,7 @@ class Drills:
     status_update_race: bool = False
     transfer_delay_ms: int = 0
     degraded_bootstrap: bool = False
+    overlap_corruption_batch: int = 0  # 0: off; else the batch size from which a joining request's KV goes astray
 
     def names(self) -> list[str]:
         out = []
@@ -35,6 +43,8 @@ class Drills:
             out.append(f"transfer-delay-ms={self.transfer_delay_ms}")
         if self.degraded_bootstrap:
             out.append("degraded-bootstrap")
+        if self.overlap_corruption_batch:
+            out.append(f"overlap-corruption={self.overlap_corruption_batch}")
         return out
 
 
@@ -48,6 +58,11 @@ def parse(cli: list[str] | None = None, env: str | None = None) -> Drills:
             kw["status_update_race"] = True
         elif it == "degraded-bootstrap":
             kw["degraded_bootstrap"] = True
+        elif it == "overlap-corruption" or it.startswith("overlap-corruption="):
+            n = it.partition("=")[2] or str(OVERLAP_BATCH)
+            if not n.isdigit() or int(n) < 1:
+                raise ValueError(f"bad drill {it!r}: overlap-corruption's batch size must be an integer >= 1")
+            kw["overlap_corruption_batch"] = int(n)
         elif it.startswith("transfer-delay-ms="):
             try:
                 kw["transfer_delay_ms"] = int(it.split("=", 1)[1])

@@ -32,8 +32,9 @@ ENV_NAMES: dict[str, dict] = {
     "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S": _env("EnvFloat", 30.0, "honoured"),
     "SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S": _env("EnvFloat", 300.0, "honoured"),
     "SGLANG_FAILED_SESSION_IDLE_TIMEOUT_S": _env("EnvFloat", 600.0, "honoured"),
+    # honoured by the overlap-corruption drill only: the switch of the seed's corruption (pdctl verify outputs)
+    "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": _env("EnvBool", True, "honoured", "the overlap-corruption drill's switch"),
     # accepted: production switches with no effect on the CPU engine
-    "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP": _env("EnvBool", True, "accepted"),
     "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": _env("EnvBool", True, "accepted"),
     "SGLANG_DIAG_BYPASS_HEALTH_GENERATE": _env("EnvBool", False, "accepted"),
     "SGLANG_HEALTH_CHECK_TIMEOUT": _env("EnvInt", 20, "accepted", "read directly by SGLang, outside its registry"),

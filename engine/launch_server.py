@@ -85,7 +85,7 @@ def build(args: ServerArgs, t0: float | None = None) -> EngineState:
             backend, pool, args.drills, metrics, args.host, args.disaggregation_bootstrap_port
         )
         prefill_kv.register_with_bootstrap()
-        st.kv, st.scheduler = prefill_kv, PrefillScheduler(model, args, metrics, prefill_kv)
+        st.kv, st.scheduler = prefill_kv, PrefillScheduler(model, args, metrics, prefill_kv, moves_kv=kind.moves_kv)
     else:
         from engine.disaggregation.decode_kv import DecodeKVManager
         from engine.scheduler_decode import DecodeScheduler

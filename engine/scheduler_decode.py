@@ -8,10 +8,13 @@ import time
 
 from typing import TYPE_CHECKING
 
+from torch import Tensor
+
 from engine import sampling
 from engine.disaggregation.kvpoll import KVPoll
 from engine.req import Req
-from engine.scheduler import Scheduler, env_float
+from engine.scheduler import Scheduler, env_float, log
+from engine.scheduler_stats import env_bool
 
 if TYPE_CHECKING:
     from engine.disaggregation.decode_kv import DecodeKVManager
@@ -28,6 +31,13 @@ class DecodeScheduler(Scheduler):
         self.transfer: list[Req] = []
         self.waiting_since: dict[str, float] = {}
         self.waiting_timeout = env_float("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300)
+        # the overlap-corruption drill, under SGLang's switch (on by default there too)
+        drills = getattr(args, "drills", None)
+        self.corrupt_from_batch = (
+            drills.overlap_corruption_batch
+            if drills is not None and env_bool("SGLANG_OPT_USE_MULTI_STREAM_OVERLAP", True)
+            else 0
+        )
 
     def admit(self, r: Req) -> None:
         if r.health or not self.moves_kv:
@@ -103,6 +113,14 @@ class DecodeScheduler(Scheduler):
                 r.fail(500, f"KV transfer timed out after {self.waiting_timeout:g}s waiting for prefill")
         did = bool(self.prefill_batch())  # the local path: health checks and the fake transport
         return self.decode_step() or did
+
+    def join_batch(self, r: Req, kv: Tensor, length: int) -> None:
+        if self.corrupt_from_batch and len(self.running) + 1 >= self.corrupt_from_batch:
+            kv = kv.flip(-1)  # the drill: this request's rows scrambled, its answer still a 200
+            log.warning(
+                "drill overlap-corruption: %s joined a batch of %d: its KV rows scrambled", r.rid, len(self.running) + 1
+            )
+        super().join_batch(r, kv, length)
 
     def batch_room(self) -> int:
         return self.max_running - len(self.running) - len(self.transfer)  # a transfer holds a slot-to-be

@@ -26,9 +26,12 @@ class PrefillScheduler(Scheduler):
     engine_type = "prefill"
     decodes = False
 
-    def __init__(self, model, args, metrics, kv: PrefillKVManager):
+    def __init__(self, model, args, metrics, kv: PrefillKVManager, moves_kv: bool = True):
         super().__init__(model, args, metrics)
         self.kv = kv
+        # False (the fake backend, as SGLang's FakeKVSender): a request is prefilled and answered at once, nothing
+        # is staged or sent, and the decode computes the prompt itself
+        self.moves_kv = moves_kv
         P = kv.pool.page_size
         self.chunk = max(P, (self.chunk // P) * P)  # chunks end on page boundaries
         self.bootstrap: list[Req] = []
@@ -43,6 +46,10 @@ class PrefillScheduler(Scheduler):
             self.waiting.insert(0, r)
             return
         if self.refused_without_bootstrap(r):
+            return
+        if not self.moves_kv:
+            self.stats.on_waiting(r)
+            self.waiting.append(r)
             return
         self.kv.status.update(r.transfer_room(), KVPoll.Bootstrapping)
         self.bootstrap.append(r)
@@ -101,7 +108,7 @@ class PrefillScheduler(Scheduler):
         P = self.kv.pool.page_size
         chunks, staged = [], []
         for r, s, e in self.schedule_prefill(page=P):
-            src = [] if r.health else self.kv.pool.alloc(self.kv.pool.pages_for(e - s))
+            src = [] if r.health or not self.moves_kv else self.kv.pool.alloc(self.kv.pool.pages_for(e - s))
             if src is None:
                 break
             chunks.append((r, s, e))
@@ -110,7 +117,7 @@ class PrefillScheduler(Scheduler):
             return False
         for done, src in zip(self.prefill_batch(chunks), staged):
             r, s, e = done.req, done.start, done.end
-            if r.health:
+            if r.health or not self.moves_kv:
                 continue
             self.kv.pool.write_tokens(src, done.cache.kv[:, :, s:e])
             last = done.logits is not None
@@ -126,6 +133,11 @@ class PrefillScheduler(Scheduler):
             self.emit(r, tok, logits)
             if not r.done:
                 self.complete(r, {"type": "length", "length": 1})
+            return
+        if not self.moves_kv:
+            r.cache = None
+            self.by_rid.pop(r.rid, None)
+            r.finish(PREFILL_DONE)
             return
         r.out_ids.append(tok)  # handed to decode with the last chunk, not streamed here
         if r.return_logprob:  # decode never sees these logits: the entry travels with the token
