@@ -82,6 +82,13 @@ LAYERS: tuple[Layer, ...] = (
         cadence="pairs",
         every="pairs_every",
     ),
+    # not watched: 30 sessions at concurrency 30 is load, not a probe (`pdctl verify outputs` on demand)
+    Layer(
+        "outputs",
+        "outputs agree",
+        "greedy sessions at concurrency 1 and 30 and through every pair, compared token for token; PD used",
+        optional=True,
+    ),
 )
 
 #: every layer name, in order

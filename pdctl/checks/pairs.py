@@ -109,6 +109,8 @@ class PairResult:
     aborted: list[str] = field(default_factory=list)  # what was done about a canary that outlived its budget
     lineage_hazard: str | None = None  # checks.lineage's kind when one side was restarted alone; the canary judges
     generated_tokens: int = 0  # what the decode generated for it (its meta_info), 0 when not said
+    text: str = ""  # the decode's whole answer (content is its first 80 characters)
+    output_ids: list[int] | None = None  # its token ids, when the engine gave them (verify outputs compares them)
 
     @property
     def ok(self) -> bool:
@@ -210,7 +212,10 @@ def judge_pair(
         tokens if isinstance(tokens, int) else None,
         repeats_on_failure=repeats_on_failure,
     )
-    res.content = (text or "")[:80] if isinstance(text, str) else ""
+    res.text = text if isinstance(text, str) else ""
+    res.content = res.text[:80]
+    ids = body.get("output_ids")
+    res.output_ids = ids if isinstance(ids, list) and all(isinstance(x, int) for x in ids) else None
     res.kv_transfer_ms = _transfer_ms(p.body, d.body)
     res.generated_tokens = tokens if isinstance(tokens, int) else 0
     res.status = PASS if ok else FAIL

@@ -125,3 +125,51 @@ def pairs(
         render.pairs_report(rep)
     if rep.exit_code:
         raise typer.Exit(rep.exit_code)
+
+
+@app.command("outputs", cls=PdctlCommand)
+@handle_errors
+def outputs(
+    inventory: InventoryOpt = None,
+    json_out: JsonOpt = False,
+    report: ReportOpt = None,
+    sessions: Annotated[
+        int, typer.Option("--sessions", help="Sessions (1-256), and the concurrency of the second run.")
+    ] = 30,
+    turns: Annotated[int, typer.Option("--turns", help="Turns per session (1-8).")] = 2,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Greedy tokens per answer (1-512).")] = 24,
+    early_tokens: Annotated[
+        int,
+        typer.Option("--early-tokens", help="An answer that parts before this token is corrupt; later: late."),
+    ] = 8,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Count a late divergence as corruption (a batch-invariant engine).")
+    ] = False,
+    pairs: Annotated[
+        bool, typer.Option("--pairs/--no-pairs", help="Also send the first prompt through every pair straight.")
+    ] = True,
+) -> None:
+    """Is what PD serves right? The same greedy prompts at concurrency 1, then at concurrency --sessions through
+    the routers, and through every prefill x decode pair straight; answers compared token for token.
+
+    Exit 0 every answer agreed and PD was used, 1 corruption, a failed request, a disagreeing pair or a PD that is
+    not PD, 3 nothing failed but something could not be judged."""
+    from pdctl import render
+    from pdctl.errors import UsageError
+    from pdctl.ops.outputs import OutputsSettings, verify_outputs
+
+    for flag, value, most in (("--sessions", sessions, 256), ("--turns", turns, 8), ("--max-tokens", max_tokens, 512)):
+        if not 1 <= value <= most:
+            raise UsageError(f"{flag} {value}: must be from 1 to {most}")
+    if not 1 <= early_tokens <= max_tokens:
+        raise UsageError(f"--early-tokens {early_tokens}: must be from 1 to --max-tokens ({max_tokens})")
+    settings = OutputsSettings(sessions, turns, max_tokens, early_tokens, strict, pairs)
+    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
+        settings.timeout_s = dep.inv.final_health.probe.timeout
+        rep = verify_outputs(dep, settings)
+    if json_out:
+        render.emit_json(to_data(rep))
+    else:
+        render.outputs_report(rep)
+    if rep.exit_code:
+        raise typer.Exit(rep.exit_code)

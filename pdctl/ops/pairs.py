@@ -117,14 +117,23 @@ def _abort(url: str, label: str, rid: str, timeout: float) -> str:
     return f"aborted {rid} on {label} (HTTP {r.status_code})"
 
 
-def run_canary(dep: Deployment, i: int, j: int, bases: dict[RoleRef, str], slot: float) -> PairResult:
-    """One pair's canary: the same body to prefill i and decode j at once, judged."""
+def run_canary(
+    dep: Deployment,
+    i: int,
+    j: int,
+    bases: dict[RoleRef, str],
+    slot: float,
+    prompt: tuple[str, int] | None = None,
+) -> PairResult:
+    """One pair's canary: the same body to prefill i and decode j at once, judged. `prompt`: (text, max tokens)
+    instead of final-health's probe."""
     p_inst, d_inst = dep.instance("prefill", i), dep.instance("decode", j)
     p = dep.inv.final_health.probe
+    text, max_tokens = prompt or (p.prompt, p.max_tokens)
     room = fresh_room()
     body = canary_body(
-        prompt=p.prompt,
-        max_tokens=p.max_tokens,
+        prompt=text,
+        max_tokens=max_tokens,
         room=room,
         model=p.model or dep.inv.served_model_name,
         # where decode j reaches prefill i's bootstrap server, as the router names it
@@ -227,14 +236,20 @@ def _reach(dep: Deployment, down: dict[str, str]) -> _Reach:
 
 
 def verify_pairs(
-    dep: Deployment, budget: float | None = None, *, lineage: bool = True, down: dict[str, str] | None = None
+    dep: Deployment,
+    budget: float | None = None,
+    *,
+    lineage: bool = True,
+    down: dict[str, str] | None = None,
+    prompt: tuple[str, int] | None = None,
 ) -> PairsReport:
     """Canary every prefill x decode pair whose two hosts answer, within `budget` seconds (default:
     final_health.probe.timeout); a pair on a host that does not answer (or in `down`: host -> why, known already)
     is unknown, and the others are still canaried and judged. With `lineage`, then mark each pair's restart-lineage
     hazard (a marking: the verdict is the canaries'). Never raises for a broken pair, nor for a host that does not
     answer while a pair can still be asked; raises UnreachableError when none can (every prefill's or every
-    decode's host is silent), HostKeyRefused when a host's key is refused."""
+    decode's host is silent), HostKeyRefused when a host's key is refused. `prompt`: (text, max tokens) sent
+    instead of final-health's probe (verify outputs' consensus prompt)."""
     from pdctl.ops.fanout import fan_out
 
     inv = dep.inv
@@ -252,7 +267,7 @@ def verify_pairs(
 
     def pair(i: int, j: int) -> PairResult:
         sides = [unasked[ref] for ref in (RoleRef("prefill", i), RoleRef("decode", j)) if ref in unasked]
-        return judge_unasked(i, j, "; ".join(sides)) if sides else run_canary(dep, i, j, bases, slot)
+        return judge_unasked(i, j, "; ".join(sides)) if sides else run_canary(dep, i, j, bases, slot, prompt)
 
     def column(j: int) -> list[PairResult]:
         return [pair(i, j) for i in range(n_p)]

@@ -35,6 +35,7 @@ _HOME = {
     "_STYLE": "screen",
     "lint_report": "lint",
     "pairs_report": "pairs",
+    "outputs_report": "outputs",
     "watch_line": "watch_service",
 }
 

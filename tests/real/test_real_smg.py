@@ -1,10 +1,11 @@
 """pdctl against the real SGLang 0.5.23 behind smg 1.13, both deployed by pdctl (1 prefill x 1 decode, mooncake
 over loopback, pidfile services): every layer of final-health passes on the healthy deployment, the pair canaries
-pass, lint asks the installed sglang and smg, the watch's one round passes; a decode stopped with SIGSTOP reads as
-a timeout, never as stopped; a decode restarted alone under its running prefills is reported as what it is on this
-version and backend. (restart --pair on the real servers: test_real_sglang_router.py; restart --rolling through smg:
-tests/e2e/test_rolling_restart.py on the bundled engine: on these real servers its unit 2 canary timed out under
-load, an open question.) The servers start once for the module (about a minute, ~3.3 GB)."""
+pass, the outputs agree at concurrency 1 and 6 with PD used, lint asks the installed sglang and smg, the watch's
+one round passes; a decode stopped with SIGSTOP reads as a timeout, never as stopped; a decode restarted alone
+under its running prefills is reported as what it is on this version and backend. (restart --pair on the real
+servers: test_real_sglang_router.py; restart --rolling through smg: tests/e2e/test_rolling_restart.py on the
+bundled engine: on these real servers its unit 2 canary timed out under load, an open question.) The servers
+start once for the module (about a minute, ~3.3 GB)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,19 @@ def test_verify_pairs_passes_every_pair(dep):
     assert r.code == 0, r.output
     doc = r.json()
     assert doc["verdict"]["passed"] == doc["verdict"]["total"] == 1, doc["verdict"]
+
+
+def test_verify_outputs_passes_and_pd_is_used(dep):
+    """The healthy real pair: the same greedy answers at concurrency 1 and 6, through smg and straight through the
+    pair, token ids compared; each answer's KV went through the prefill (its transfer count rose)."""
+    r = run(dep, "verify", "outputs", "--sessions", "6", "--max-tokens", "12", "--json")
+    assert r.code == 0, r.output
+    doc = r.json()
+    assert {s["status"] for s in doc["sessions"]} <= {"pass", "late"}, doc["sessions"]
+    assert doc["verdict"]["corruption_rate"] == 0
+    assert [p["status"] for p in doc["pairs"]] == ["pass"]
+    assert doc["pd_use"]["status"] == "pass" and doc["pd_use"]["answered"] == 12
+    assert doc["pd_use"]["transfers"] >= 12
 
 
 def test_lint_asks_the_installed_sglang_and_smg(dep):

@@ -17,12 +17,14 @@ from pdctl.checks.inflight import InflightVerdict, Point
 from pdctl.checks.lineage import PairHazard
 from pdctl.checks.lint_report import LintReport
 from pdctl.checks.lint_rules import Finding as LintFinding
+from pdctl.checks.outputs import Answer, judge_outputs, judge_pair_output, judge_pd_use, judge_session
 from pdctl.checks.pairs import PairResult, judge_matrix
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.rolling import Unit, UnitState
 from pdctl.checks.storm import RequestOutcome, judge_hits, judge_watch
 from pdctl.ops.deploy import DeployPlan, DeployResult, RolePlan
 from pdctl.ops.inflight import InflightReport
+from pdctl.ops.outputs import OutputsReport, OutputsSettings
 from pdctl.ops.pairs import PairsReport
 from pdctl.ops.render_plan import RenderedRole, RenderPlan
 from pdctl.ops.restart import RestartResult
@@ -209,6 +211,18 @@ def deploy_result() -> DeployResult:
     return DeployResult(deploy_plan(), _steps(), _health(), ["w"])
 
 
+def outputs() -> OutputsReport:
+    ref = Answer(200, [1, 2, 3], "abc")
+    sessions = [
+        judge_session(0, "router[0]", [ref], [ref], 8, False),
+        judge_session(1, "router[0]", [ref], [Answer(200, [1, 9, 9], "a!!")], 8, False),
+    ]
+    pair = judge_pair_output("prefill[0] -> decode[0]", ref, ref, "", 8)
+    pd = judge_pd_use(2, {"prefill[0]": 1.0}, {"prefill[0]": 3.0})
+    verdict = judge_outputs(sessions, [pair], pd, concurrency=2, overlap_on=True)
+    return OutputsReport("prod.yaml", OutputsSettings(sessions=2), 1.5, sessions, [pair], pd, verdict)
+
+
 def pairs() -> PairsReport:
     results = [
         PairResult(
@@ -386,6 +400,7 @@ BUILDERS = {
         deploy_plan,
         deploy_result,
         pairs,
+        outputs,
         restart_result,
         restart_dry,
         lint_finding,

@@ -7,7 +7,7 @@ from pdctl.checks.layers import DEFAULT_LAYERS, LAYER_NAMES, OPTIONAL_LAYERS, in
 
 def test_default_layers_leave_out_the_optional_sampled_one():
     assert DEFAULT_LAYERS == ("health", "e2e", "transfer", "flags", "lineage")
-    assert OPTIONAL_LAYERS == ("inflight", "pairs")
+    assert OPTIONAL_LAYERS == ("inflight", "pairs", "outputs")
     assert LAYER_NAMES == DEFAULT_LAYERS + OPTIONAL_LAYERS
 
 

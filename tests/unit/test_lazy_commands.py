@@ -38,7 +38,7 @@ def test_a_sub_app_is_listed_from_its_typer_help_and_built_as_a_group():
     assert not summary.hidden and not summary.deprecated
     verify = cmds["verify"]
     assert isinstance(verify, PdctlGroup) and verify.name == "verify"
-    assert list(verify.list_commands(None)) == ["inflight", "final-health", "pairs"]
+    assert list(verify.list_commands(None)) == ["inflight", "final-health", "pairs", "outputs"]
     assert not any("--install-completion" in p.opts for p in verify.params)
 
 

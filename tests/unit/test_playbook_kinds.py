@@ -52,7 +52,10 @@ def test_a_bad_layer_is_refused_naming_it_and_listing_every_layer():
     """The words of a `layers_pass` gate and of `--layer`: the layer named, every known one listed in order."""
     bad = check_args(REGISTRY["verify"], {"layers": ["health", "vibes"]}, with_values=True)
     assert bad == [
-        ("args.layers.1", "unknown layer 'vibes' (choose from health, e2e, transfer, flags, lineage, inflight, pairs)")
+        (
+            "args.layers.1",
+            "unknown layer 'vibes' (choose from health, e2e, transfer, flags, lineage, inflight, pairs, outputs)",
+        )
     ]
     assert check_args(REGISTRY["verify"], {"layers": ["inflight"]}, with_values=True) == []
 

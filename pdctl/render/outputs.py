@@ -1,0 +1,73 @@
+"""What `pdctl verify outputs` prints: the verdict and the next command first, then the sessions that were not
+clean (a few each, the rest counted), the pairs that disagree, whether PD was used, and the verdict and the next
+command again, so they are on screen after any scroll."""
+
+from __future__ import annotations
+
+from pdctl import render
+from pdctl.checks.outputs import CORRUPT, FAILED, LATE, PASS, UNKNOWN
+from pdctl.render.escape_controls import Text
+
+SHOWN = 6  # sessions listed by name; more are counted
+_STYLE = {CORRUPT: "bold red", FAILED: "bold red", LATE: "yellow", UNKNOWN: "yellow", PASS: "green"}
+
+
+def _word(rep) -> tuple[str, str]:
+    if rep.ok:
+        return "PASS", "bold green"
+    return ("UNKNOWN", "yellow") if rep.exit_code == 3 else ("FAIL", "bold red")
+
+
+def outputs_report(rep) -> None:
+    c = render.console()
+    word, style = _word(rep)
+    first, *more = rep.verdict.summary.split("; ")
+    verdict = f"verify outputs: {word} ({first})"
+    c.print(Text(verdict, style=style), overflow="fold")
+    steps = rep.next_steps
+    if steps:
+        c.print(Text("next: ", style="yellow") + Text(steps[0]), overflow="fold")
+    if more:
+        c.print(Text("  " + "; ".join(more)), overflow="fold")
+    s = rep.settings
+    c.print(
+        Text(
+            f"  {s.sessions} session(s) x {s.turns} turn(s), {s.max_tokens} tokens greedy, at concurrency 1 then "
+            f"{s.sessions}, in {rep.elapsed_s:g}s; corrupt = parts before token {s.early_tokens}"
+            + (" (strict: any parting)" if s.strict else ""),
+            style="dim",
+        ),
+        overflow="fold",
+    )
+    for status, title in (
+        (CORRUPT, "corrupt sessions"),
+        (FAILED, "sessions with a failed request"),
+        (LATE, "late divergences (not counted)"),
+        (UNKNOWN, "sessions not judged"),
+    ):
+        bad = [x for x in rep.sessions if x.status == status]
+        if not bad:
+            continue
+        c.print(Text(f"{title}: {len(bad)}", style=_STYLE[status]))
+        for x in bad[:SHOWN]:
+            turn = "" if x.turn is None else f" turn {x.turn}"
+            c.print(Text(f"  session {x.session}{turn} via {x.router}: {x.found}"), overflow="fold")
+        if len(bad) > SHOWN:
+            c.print(Text(f"  ... and {len(bad) - SHOWN} more (--json lists every one)", style="dim"))
+    for p in rep.pairs:
+        if p.status != PASS:
+            c.print(
+                Text(f"pair {p.name}: {p.status}", style=_STYLE[p.status]) + Text(f": {p.found}" if p.found else ""),
+                overflow="fold",
+            )
+    if rep.pairs and all(p.status == PASS for p in rep.pairs):
+        c.print(Text(f"pairs: each of {len(rep.pairs)} gives the reference's tokens", style="green"))
+    pd = rep.pd_use
+    c.print(Text(f"PD used: {pd.status}", style=_STYLE.get(pd.status, "")) + Text(f" ({pd.found})"), overflow="fold")
+    for n in rep.notes:
+        c.print(Text(f"  note: {n}", style="dim"), overflow="fold")
+    for step in steps[1:]:
+        c.print(Text("  then: ") + Text(step), overflow="fold")
+    c.print(Text(verdict, style=style), overflow="fold")  # again, so it is on screen after any scroll
+    if steps:
+        c.print(Text("next: ", style="yellow") + Text(steps[0]), overflow="fold")
