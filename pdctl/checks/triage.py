@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pdctl.checks.inflight import BALANCE_WINDOW_S, ROOM_BALANCE, fmt_count, fmt_s, short_gauges
 from pdctl.checks.layers import TRIAGE_LAYERS
 from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.triage_outputs import OutputsSummary, outputs_findings
 from pdctl.serialize import JSON_OFF
 
 PAIR_ACTION = "run `pdctl restart --pair` (prefill -> decode -> router, readiness-gated, verified)"
@@ -68,6 +69,7 @@ class TriageObservations:
     gpu_util: dict[str, list[float] | None] = field(default_factory=dict)  # host -> percentages (None: no nvidia-smi)
     unobserved: list[str] = field(default_factory=list)
     lock_holder: str | None = None  # "alice (restart, pid 7 on h1, for 12s)": a change under way meanwhile
+    outputs: OutputsSummary | None = None  # `--outputs`: what the outputs check saw
 
     def final_health_layers(self) -> dict[str, list[CheckResult]]:
         """layer name -> its results, for each of FINAL_HEALTH_LAYERS (a unit test holds the two equal). Pure."""
@@ -242,6 +244,8 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
                 next_step="pdctl verify inflight --window 60",
             )
         )
+    if obs.outputs is not None:
+        findings += outputs_findings(obs.outputs)
     return findings
 
 

@@ -27,6 +27,14 @@ def triage(
     json_out: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every observation, passing ones too.")] = False,
     report: ReportOpt = None,
+    outputs: Annotated[
+        bool,
+        typer.Option(
+            "--outputs",
+            help="Also run `pdctl verify outputs` (load: 30 sessions at concurrency 30) and name corruption "
+            "under concurrency or a PD that is not PD.",
+        ),
+    ] = False,
 ) -> None:
     """Diagnose a stall: findings (observed vs inferred) and the action to take.
 
@@ -40,7 +48,7 @@ def triage(
 
     interval = check_window(window, interval, TRIAGE_INTERVAL_S)
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
-        rep = run(dep, window_s=window, interval_s=interval)
+        rep = run(dep, window_s=window, interval_s=interval, outputs=outputs)
     if json_out:
         render.emit_json(to_data(rep))
     else:

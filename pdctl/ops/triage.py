@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from pdctl.checks.gpu import NVIDIA_SMI_UTILISATION, parse_gpu_util
+from pdctl.checks.triage_outputs import OutputsSummary
 from pdctl.checks.triage import (
     FINAL_HEALTH_LAYERS,
     Finding,
@@ -106,7 +107,7 @@ def service_states(dep: Deployment) -> dict[str, ServiceState]:
 
 
 def triage(
-    dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: float = TRIAGE_INTERVAL_S
+    dep: Deployment, *, window_s: float = TRIAGE_WINDOW_S, interval_s: float = TRIAGE_INTERVAL_S, outputs: bool = False
 ) -> TriageReport:
     """Gather and judge. Read-only (the e2e probe is one short completion). Never raises for an unhealthy
     deployment; Ctrl-C returns what was gathered, marked partial. Raises UnreachableError / RefusedError when a
@@ -115,7 +116,7 @@ def triage(
     from pdctl.ops import inflight as inflight_ops
 
     try:
-        return _triage(dep, window_s, interval_s, inflight_ops)
+        return _triage(dep, window_s, interval_s, inflight_ops, outputs)
     except (UnreachableError, RefusedError) as e:
         # a host that cannot be asked mid-restart: the error says the restart. Not asked again when the lock's
         # own host is the one that did not answer (that would wait a second connect timeout for nothing).
@@ -138,7 +139,7 @@ def _lock_host(dep: Deployment) -> str | None:
         return None
 
 
-def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -> TriageReport:
+def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops, outputs: bool) -> TriageReport:
     from pdctl.ops import verify
 
     services = service_states(dep)  # a stopped role explains every refused connection to it
@@ -177,6 +178,8 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -
     )
     if fh is not None:
         obs.take_final_health(fh.layers)
+    if outputs and not partial and not stopped:  # last: its load would show in every reading above
+        obs.outputs = outputs_summary(dep)
     _counters_into(obs, inf, window_s, interval_s)
     if inf.verdict is not None:
         obs.inflight = InflightSummary(
@@ -193,6 +196,30 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops) -
         facts=obs,
         partial=partial,
         interrupted_by=inf.interrupted_by,
+    )
+
+
+def outputs_summary(dep: Deployment) -> OutputsSummary:
+    """Run `verify outputs` with its defaults and keep what triage judges."""
+    from pdctl.checks.outputs import CORRUPT, LATE, OVERLAP_SWITCH, PASS
+    from pdctl.ops.outputs import OutputsSettings, verify_outputs
+
+    rep = verify_outputs(dep, OutputsSettings(timeout_s=dep.inv.final_health.probe.timeout))
+    judged = [x for x in rep.sessions if x.status in (PASS, LATE, CORRUPT)]
+    corrupt = [x for x in judged if x.status == CORRUPT]
+    off = ("0", "false", "no", "n")
+    return OutputsSummary(
+        concurrency=rep.settings.sessions,
+        judged=len(judged),
+        corrupt=len(corrupt),
+        example=f"session {corrupt[0].session} turn {corrupt[0].turn}: {corrupt[0].found}" if corrupt else "",
+        pd_status=rep.pd_use.status,
+        pd_found=rep.pd_use.found,
+        overlap_on=[
+            dep.inv.label("decode", j)
+            for j, d in enumerate(dep.inv.roles.decode)
+            if str(d.env.get(OVERLAP_SWITCH, "1")).strip().lower() not in off
+        ],
     )
 
 

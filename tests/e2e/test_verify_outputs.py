@@ -2,7 +2,7 @@
 the overlap-corruption drill: with SGLang's switch on (its default) the seed's corruption is found at concurrency 30
 and named with its fix, not at concurrency 1; with the switch off (SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0, deployed
 as the seed deployed its fix) every answer agrees; with the fake transfer backend the decode computes every prompt
-itself, every answer is right and the check fails the deployment as not PD."""
+itself, every answer is right and the check fails the deployment as not PD. `pdctl triage --outputs` names both."""
 
 from __future__ import annotations
 
@@ -73,6 +73,12 @@ def test_the_drill_corrupts_at_concurrency_30_only_and_the_switch_off_fixes_it(a
     assert lines[-2] == lines[0]
     assert len(lines) <= 24, "\n".join(lines)
 
+    tri = pdctl(["triage", "--outputs", "--window", "2", "-i", str(armed["inv"]), "--json"], state=armed["state"])
+    assert tri.code == 1, tri.output
+    (finding,) = [f for f in tri.json()["findings"] if f["kind"] == "outputs-corruption"]
+    assert any(SWITCH in line and "decode[0]" in line for line in finding["observed"]), finding
+    assert finding["next_step"] == f"{SWITCH}=0 on the decodes, then pdctl deploy"
+
     one = _outputs(armed, "--sessions", "1", "--json")
     assert one.code == 0, one.output
     assert one.json()["sessions"][0]["status"] == "pass"
@@ -115,3 +121,6 @@ def test_a_pd_deployment_that_is_not_pd_fails(armed):
     assert doc["pd_use"]["status"] == "failed" and doc["pd_use"]["transfers"] == 0
     assert doc["pd_use"]["answered"] == 8 and "quietly is not PD" in doc["pd_use"]["found"]
     assert "fake" in doc["next_steps"][0]
+    tri = pdctl(["triage", "--outputs", "--window", "2", "-i", str(armed["inv"]), "--json"], state=armed["state"])
+    assert tri.code == 1, tri.output
+    assert [f["kind"] for f in tri.json()["findings"]] == ["outputs-not-pd"]

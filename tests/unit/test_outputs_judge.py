@@ -134,3 +134,16 @@ def test_the_overlap_corruption_drill_parses_with_its_batch_threshold():
         with pytest.raises(ValueError, match="overlap-corruption"):
             drills.parse(env=bad)
     assert drills.parse(env="").overlap_corruption_batch == 0
+
+
+def test_triage_names_the_seed_corruption_only_with_the_switch_on_and_a_pd_that_is_not_pd():
+    from pdctl.checks.triage_outputs import OutputsSummary, outputs_findings
+
+    assert outputs_findings(OutputsSummary(30, 30, 0)) == []
+    (f,) = outputs_findings(OutputsSummary(30, 30, 9, example="session 1 turn 0: parts", overlap_on=["decode[0]"]))
+    assert f.kind == "outputs-corruption" and f.severity == "action" and f.next_step == OVERLAP_FIX
+    assert "the seed's high-concurrency output corruption" in f.inferred[0]
+    (g,) = outputs_findings(OutputsSummary(30, 30, 9))
+    assert g.kind == "outputs-corruption" and g.next_step == "pdctl logs decode" and "already off" in g.inferred[0]
+    (h,) = outputs_findings(OutputsSummary(4, 4, 0, pd_status="failed", pd_found="8 answered, 0 transfers"))
+    assert h.kind == "outputs-not-pd" and h.observed == ["8 answered, 0 transfers"]
