@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pdctl.checks.inflight import BALANCE_WINDOW_S, ROOM_BALANCE, fmt_count, fmt_s, short_gauges
 from pdctl.checks.layers import TRIAGE_LAYERS
 from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.triage_finding import Finding
 from pdctl.checks.triage_outputs import OutputsSummary, outputs_findings
 from pdctl.serialize import JSON_OFF
 
@@ -81,17 +82,6 @@ class TriageObservations:
         self.e2e = list(layers.get("e2e", []))
         self.transfer = list(layers.get("transfer", []))
         self.lineage = list(layers.get("lineage", []))
-
-
-@dataclass
-class Finding:
-    title: str
-    severity: str  # "action" (exit 1) or "warn"
-    observed: list[str]
-    inferred: list[str]
-    action: str
-    kind: str = ""
-    next_step: str = ""  # the pdctl command to run next, when there is one
 
 
 @dataclass

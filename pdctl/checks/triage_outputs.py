@@ -5,12 +5,9 @@ ops/triage.py runs the check and hands its summary here; checks/triage.py calls 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from pdctl.checks.outputs import OVERLAP_FIX, OVERLAP_SWITCH, PD_FIX
-
-if TYPE_CHECKING:
-    from pdctl.checks.triage import Finding
+from pdctl.checks.triage_finding import Finding
 
 
 @dataclass
@@ -28,8 +25,6 @@ class OutputsSummary:
 
 def outputs_findings(s: OutputsSummary) -> list[Finding]:
     """0-2 findings. Pure."""
-    from pdctl.checks.triage import Finding as finding_type  # triage.py imports this module for its observations
-
     out = []
     if s.corrupt:
         observed = [
@@ -52,7 +47,7 @@ def outputs_findings(s: OutputsSummary) -> list[Finding]:
             ]
             action, step = "collect `pdctl logs decode`, compare builds, bisect the decodes' flags", "pdctl logs decode"
         out.append(
-            finding_type(
+            Finding(
                 "outputs corrupt under concurrency",
                 "action",
                 observed,
@@ -64,7 +59,7 @@ def outputs_findings(s: OutputsSummary) -> list[Finding]:
         )
     if s.pd_status == "failed":
         out.append(
-            finding_type(
+            Finding(
                 "PD is not used: the decode computes the prompts itself",
                 "action",
                 [s.pd_found],

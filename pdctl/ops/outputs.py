@@ -136,10 +136,14 @@ def _transfer_counts(dep: Deployment) -> dict[str, float | None]:
     return {dep.inv.label(*r.key): r.value for r in dep.each_instance(count, roles=("prefill",))}
 
 
-def _overlap_on(dep: Deployment) -> bool:
-    """Whether a decode runs with multi-stream overlap on (SGLang's default is on)."""
+def overlap_on_decodes(dep: Deployment) -> list[str]:
+    """The decodes whose declared env leaves multi-stream overlap on (unset is on: SGLang's default)."""
     off = ("0", "false", "no", "n")
-    return any(str(d.env.get(OVERLAP_SWITCH, "1")).strip().lower() not in off for d in dep.inv.roles.decode)
+    return [
+        dep.inv.label("decode", j)
+        for j, d in enumerate(dep.inv.roles.decode)
+        if str(d.env.get(OVERLAP_SWITCH, "1")).strip().lower() not in off
+    ]
 
 
 def _pair_outputs(dep: Deployment, prompt: str, s: OutputsSettings, ref: Answer) -> list[PairOutput]:
@@ -208,5 +212,5 @@ def verify_outputs(dep: Deployment, settings: OutputsSettings | None = None) -> 
             pairs = _pair_outputs(dep, refs[k][0][0], s, refs[k][1][0])
     else:
         notes.append("pairs not asked: " + ("--no-pairs" if not s.pairs else "no reference answer to compare with"))
-    verdict = judge_outputs(sessions, pairs, pd, concurrency=s.sessions, overlap_on=_overlap_on(dep))
+    verdict = judge_outputs(sessions, pairs, pd, concurrency=s.sessions, overlap_on=bool(overlap_on_decodes(dep)))
     return OutputsReport(inv.name, s, round(time.monotonic() - started, 1), sessions, pairs, pd, verdict, notes=notes)

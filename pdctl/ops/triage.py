@@ -201,13 +201,12 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops, o
 
 def outputs_summary(dep: Deployment) -> OutputsSummary:
     """Run `verify outputs` with its defaults and keep what triage judges."""
-    from pdctl.checks.outputs import CORRUPT, LATE, OVERLAP_SWITCH, PASS
-    from pdctl.ops.outputs import OutputsSettings, verify_outputs
+    from pdctl.checks.outputs import CORRUPT, LATE, PASS
+    from pdctl.ops.outputs import OutputsSettings, overlap_on_decodes, verify_outputs
 
     rep = verify_outputs(dep, OutputsSettings(timeout_s=dep.inv.final_health.probe.timeout))
     judged = [x for x in rep.sessions if x.status in (PASS, LATE, CORRUPT)]
     corrupt = [x for x in judged if x.status == CORRUPT]
-    off = ("0", "false", "no", "n")
     return OutputsSummary(
         concurrency=rep.settings.sessions,
         judged=len(judged),
@@ -215,11 +214,7 @@ def outputs_summary(dep: Deployment) -> OutputsSummary:
         example=f"session {corrupt[0].session} turn {corrupt[0].turn}: {corrupt[0].found}" if corrupt else "",
         pd_status=rep.pd_use.status,
         pd_found=rep.pd_use.found,
-        overlap_on=[
-            dep.inv.label("decode", j)
-            for j, d in enumerate(dep.inv.roles.decode)
-            if str(d.env.get(OVERLAP_SWITCH, "1")).strip().lower() not in off
-        ],
+        overlap_on=overlap_on_decodes(dep),
     )
 
 
