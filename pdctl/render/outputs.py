@@ -5,11 +5,20 @@ command again, so they are on screen after any scroll."""
 from __future__ import annotations
 
 from pdctl import render
-from pdctl.checks.outputs import CORRUPT, FAILED, LATE, PASS, UNKNOWN
+from pdctl.checks.outputs import CORRUPT, FAILED, LATE, PASS, UNKNOWN, SessionResult
 from pdctl.render.escape_controls import Text
 
 SHOWN = 6  # sessions listed by name; more are counted
 _STYLE = {CORRUPT: "bold red", FAILED: "bold red", LATE: "yellow", UNKNOWN: "yellow", PASS: "green"}
+
+
+def _same_cause(sessions: list[SessionResult]) -> list[tuple[str, list[SessionResult]]]:
+    """Sessions grouped by what was found, in order of first appearance (a corrupt session's parting is its own).
+    Pure."""
+    groups: dict[str, list[SessionResult]] = {}
+    for x in sessions:
+        groups.setdefault(x.found, []).append(x)
+    return list(groups.items())
 
 
 def _word(rep) -> tuple[str, str]:
@@ -49,11 +58,16 @@ def outputs_report(rep) -> None:
         if not bad:
             continue
         c.print(Text(f"{title}: {len(bad)}", style=_STYLE[status]))
-        for x in bad[:SHOWN]:
+        causes = _same_cause(bad)
+        for found, group in causes[:SHOWN]:
+            x = group[0]
+            if len(group) > 1:  # one line per cause, its sessions counted ("not sent: session 0 failed ...")
+                c.print(Text(f"  {len(group)} sessions (from session {x.session}): {found}"), overflow="fold")
+                continue
             turn = "" if x.turn is None else f" turn {x.turn}"
-            c.print(Text(f"  session {x.session}{turn} via {x.router}: {x.found}"), overflow="fold")
-        if len(bad) > SHOWN:
-            c.print(Text(f"  ... and {len(bad) - SHOWN} more (--json lists every one)", style="dim"))
+            c.print(Text(f"  session {x.session}{turn} via {x.router}: {found}"), overflow="fold")
+        if len(causes) > SHOWN:
+            c.print(Text(f"  ... and {len(causes) - SHOWN} more (--json lists every one)", style="dim"))
     for p in rep.pairs:
         if p.status != PASS:
             c.print(
