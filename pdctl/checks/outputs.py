@@ -34,7 +34,6 @@ PD_FIX = (
 OVERLAP_FIX = f"{OVERLAP_SWITCH}=0 on the decodes, then pdctl deploy"  # the seed's fix
 
 PASS, CORRUPT, LATE, FAILED, UNKNOWN = "pass", "corrupt", "late", "failed", "unknown"
-NOT_SENT = "not sent"  # a session the check gave up on after an earlier one failed (so a dead router costs one timeout)
 
 # Session openers and follow-ups: plain text any tokenizer takes, varied so sessions differ from their first token
 _TOPICS = (
@@ -72,6 +71,7 @@ class Answer:
     ids: list[int] | None = None
     text: str = ""
     error: str = ""  # set when there is no usable answer (refused, timed out, non-200, no text)
+    sent: bool = True  # False: the check gave up before sending it (a dead router costs one timeout, not 60)
 
     @property
     def ok(self) -> bool:
@@ -155,15 +155,17 @@ def judge_session(
     strict: bool,
 ) -> SessionResult:
     """A session at concurrency N against its reference turns: its worst turn decides (corrupt > failed > late);
-    a reference that failed is a failed session, one not sent is unknown. Pure."""
+    a reference that failed is a failed session; one not sent, or a turn with no answer at N, is unknown. Pure."""
     bad = next((r for r in refs if not r.ok), None)
+    if bad is not None and not bad.sent:
+        return SessionResult(session, router, UNKNOWN, found=bad.error)
     if bad is not None or not refs:
         why = bad.error if bad else "no reference"
-        if why.startswith(NOT_SENT):
-            return SessionResult(session, router, UNKNOWN, found=why)
         return SessionResult(
             session, router, FAILED, turn=refs.index(bad) if bad else None, found=f"at concurrency 1: {why}"
         )
+    if len(got) < len(refs):  # never passed for want of an answer
+        return SessionResult(session, router, UNKNOWN, len(got), found="no answer at concurrency N to compare")
     worst: SessionResult = SessionResult(session, router, PASS)
     rank = {PASS: 0, LATE: 1, FAILED: 2, CORRUPT: 3}
     for turn, (ref, ans) in enumerate(zip(refs, got)):
@@ -184,11 +186,13 @@ class PairOutput:
     parting: Parting | None = None
 
 
-def judge_pair_output(name: str, ref: Answer, got: Answer | None, why: str, early_tokens: int) -> PairOutput:
-    """A pair's answer (None: its canary did not pass, `why` says how) against the reference: every pair must give
-    the same greedy tokens. Pure."""
+def judge_pair_output(
+    name: str, ref: Answer, got: Answer | None, why: str, early_tokens: int, *, unknown: bool = False
+) -> PairOutput:
+    """A pair's answer (None: its canary did not pass, `why` says how; `unknown`: a host did not answer) against
+    the reference: every pair must give the same greedy tokens. Pure."""
     if got is None:
-        return PairOutput(name, UNKNOWN if why.startswith("unknown") else FAILED, why)
+        return PairOutput(name, UNKNOWN if unknown else FAILED, why)
     if not ref.ok:
         return PairOutput(name, UNKNOWN, f"no reference answer: {ref.error}")
     status, parting = judge_answer(ref, got, early_tokens, strict=False)

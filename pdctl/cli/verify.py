@@ -165,7 +165,6 @@ def outputs(
         raise UsageError(f"--early-tokens {early_tokens}: must be from 1 to --max-tokens ({max_tokens})")
     settings = OutputsSettings(sessions, turns, max_tokens, early_tokens, strict, pairs)
     with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
-        settings.timeout_s = dep.inv.final_health.probe.timeout
         rep = verify_outputs(dep, settings)
     if json_out:
         render.emit_json(to_data(rep))

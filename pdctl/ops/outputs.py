@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pdctl.checks.outputs import (
     EARLY_TOKENS,
     MAX_TOKENS,
-    NOT_SENT,
     OVERLAP_SWITCH,
     SESSIONS,
     TURNS,
@@ -33,11 +32,11 @@ from pdctl.checks.outputs import (
     parse_answer,
 )
 from pdctl.checks.metric_names import KV_TRANSFER_LATENCY_MS
+from pdctl.checks.pairs import GENERATE_PATH  # SGLang's native endpoint: it answers `output_ids` beside the text
 from pdctl.checks.pairs import PASS as PAIR_PASS
 from pdctl.checks.pairs import UNKNOWN as PAIR_UNKNOWN
 from pdctl.ops.context import Deployment
 
-GENERATE_PATH = "/generate"  # SGLang's native endpoint: it answers `output_ids` beside the text
 TRANSFERS = f"{KV_TRANSFER_LATENCY_MS}_count"  # one observation per KV transfer a prefill sent
 
 
@@ -49,7 +48,7 @@ class OutputsSettings:
     early_tokens: int = EARLY_TOKENS
     strict: bool = False
     pairs: bool = True
-    timeout_s: float = 30.0  # one request's bound (the CLI gives final_health.probe.timeout)
+    timeout_s: float | None = None  # one request's bound; None: the inventory's final_health.probe.timeout
 
 
 @dataclass
@@ -108,11 +107,11 @@ def _generate(base: str, prompt: str, max_tokens: int, timeout: float, rid: str)
     return parse_answer(r.status_code, parsed)
 
 
-def _reference(base: str, session: int, s: OutputsSettings, tag: str) -> tuple[list[str], list[Answer]]:
+def _reference(base: str, session: int, s: OutputsSettings, timeout: float, tag: str) -> tuple[list[str], list[Answer]]:
     """Session `session` at concurrency 1: its prompts (each built from the answers before it) and answers."""
     prompts, answers = [opener(session)], []
     for turn in range(s.turns):
-        a = _generate(base, prompts[-1], s.max_tokens, s.timeout_s, f"{tag}-ref-s{session}-t{turn}")
+        a = _generate(base, prompts[-1], s.max_tokens, timeout, f"{tag}-ref-s{session}-t{turn}")
         answers.append(a)
         if not a.ok:
             break
@@ -137,12 +136,15 @@ def _transfer_counts(dep: Deployment) -> dict[str, float | None]:
 
 
 def overlap_on_decodes(dep: Deployment) -> list[str]:
-    """The decodes whose declared env leaves multi-stream overlap on (unset is on: SGLang's default)."""
-    off = ("0", "false", "no", "n")
+    """The decodes whose declared env leaves multi-stream overlap on, read as SGLang reads its EnvBool: unset, or a
+    value it cannot parse, is its default (on)."""
+    from pdctl.checks.lint import effective_env
+
+    registry = {"fields": {OVERLAP_SWITCH: {"type": "EnvBool", "default": True}}}
     return [
         dep.inv.label("decode", j)
         for j, d in enumerate(dep.inv.roles.decode)
-        if str(d.env.get(OVERLAP_SWITCH, "1")).strip().lower() not in off
+        if effective_env(OVERLAP_SWITCH, d.env, registry) is not False
     ]
 
 
@@ -154,8 +156,9 @@ def _pair_outputs(dep: Deployment, prompt: str, s: OutputsSettings, ref: Answer)
     out = []
     for r in rep.pairs:
         got = Answer(200, r.output_ids, r.text) if r.status == PAIR_PASS else None
-        why = "" if got else ("unknown: " if r.status == PAIR_UNKNOWN else "pair canary failed: ") + r.found
-        out.append(judge_pair_output(r.name, ref, got, why, s.early_tokens))
+        unknown = r.status == PAIR_UNKNOWN
+        why = "" if got else ("unknown: " if unknown else "pair canary failed: ") + r.found
+        out.append(judge_pair_output(r.name, ref, got, why, s.early_tokens, unknown=unknown))
     return out
 
 
@@ -166,6 +169,8 @@ def verify_outputs(dep: Deployment, settings: OutputsSettings | None = None) -> 
 
     s = settings or OutputsSettings()
     inv = dep.inv
+    timeout = s.timeout_s if s.timeout_s is not None else inv.final_health.probe.timeout
+    s = replace(s, timeout_s=timeout)  # the report says the bound its requests had
     started = time.monotonic()
     tag = f"pdctl-outputs-{secrets.token_hex(4)}"  # pdctl's own requests, recognisable in every log
     routers = dep.each_instance(lambda role, i: dep.base_url(role, i), roles=("router",))
@@ -177,9 +182,9 @@ def verify_outputs(dep: Deployment, settings: OutputsSettings | None = None) -> 
     refs: list[tuple[list[str], list[Answer]]] = []
     with dep.progress.step(f"outputs: {s.sessions} session(s) x {s.turns} turn(s) at concurrency 1"):
         for k in range(s.sessions):
-            refs.append(_reference(bases[route[k]], k, s, tag))
+            refs.append(_reference(bases[route[k]], k, s, timeout, tag))
             if not all(a.ok for a in refs[-1][1]):  # the router fails already: one timeout is enough to say so
-                gave_up = Answer(error=f"{NOT_SENT}: session {k} failed at concurrency 1")
+                gave_up = Answer(error=f"not sent: session {k} failed at concurrency 1", sent=False)
                 refs += [([], [gave_up])] * (s.sessions - k - 1)
                 break
     sendable = [k for k in range(s.sessions) if refs[k][1] and all(a.ok for a in refs[k][1])]
@@ -187,7 +192,7 @@ def verify_outputs(dep: Deployment, settings: OutputsSettings | None = None) -> 
     def concurrent(k: int) -> list[Answer]:
         prompts = refs[k][0]
         return [
-            _generate(bases[route[k]], p, s.max_tokens, s.timeout_s, f"{tag}-c{s.sessions}-s{k}-t{t}")
+            _generate(bases[route[k]], p, s.max_tokens, timeout, f"{tag}-c{s.sessions}-s{k}-t{t}")
             for t, p in enumerate(prompts)
         ]
 

@@ -202,9 +202,9 @@ def _triage(dep: Deployment, window_s: float, interval_s: float, inflight_ops, o
 def outputs_summary(dep: Deployment) -> OutputsSummary:
     """Run `verify outputs` with its defaults and keep what triage judges."""
     from pdctl.checks.outputs import CORRUPT, LATE, PASS
-    from pdctl.ops.outputs import OutputsSettings, overlap_on_decodes, verify_outputs
+    from pdctl.ops.outputs import overlap_on_decodes, verify_outputs
 
-    rep = verify_outputs(dep, OutputsSettings(timeout_s=dep.inv.final_health.probe.timeout))
+    rep = verify_outputs(dep)
     judged = [x for x in rep.sessions if x.status in (PASS, LATE, CORRUPT)]
     corrupt = [x for x in judged if x.status == CORRUPT]
     return OutputsSummary(

@@ -220,7 +220,7 @@ def outputs() -> OutputsReport:
     pair = judge_pair_output("prefill[0] -> decode[0]", ref, ref, "", 8)
     pd = judge_pd_use(2, {"prefill[0]": 1.0}, {"prefill[0]": 3.0})
     verdict = judge_outputs(sessions, [pair], pd, concurrency=2, overlap_on=True)
-    return OutputsReport("prod.yaml", OutputsSettings(sessions=2), 1.5, sessions, [pair], pd, verdict)
+    return OutputsReport("prod.yaml", OutputsSettings(sessions=2, timeout_s=30.0), 1.5, sessions, [pair], pd, verdict)
 
 
 def pairs() -> PairsReport:

@@ -76,8 +76,11 @@ def test_a_session_is_its_worst_turn_and_a_failed_reference_fails_it():
     assert (s.status, s.turn, s.found) == (FAILED, 1, "HTTP 503: x")
     s = judge_session(0, "router[0]", [Answer(error="no response within 30s")], [], 8, False)
     assert s.status == FAILED and s.found == "at concurrency 1: no response within 30s"
-    s = judge_session(1, "router[0]", [Answer(error="not sent: session 0 failed at concurrency 1")], [], 8, False)
-    assert s.status == UNKNOWN
+    not_sent = Answer(error="not sent: session 0 failed at concurrency 1", sent=False)
+    s = judge_session(1, "router[0]", [not_sent], [], 8, False)
+    assert s.status == UNKNOWN and s.found == not_sent.error
+    s = judge_session(2, "router[0]", [REF, REF], [REF], 8, False)  # a turn with no answer at N never passes
+    assert (s.status, s.turn) == (UNKNOWN, 1)
 
 
 def test_pairs_must_give_the_reference_tokens():
@@ -85,7 +88,7 @@ def test_pairs_must_give_the_reference_tokens():
     bad = judge_pair_output("p0 -> d1", REF, _ids(0), "", 8)
     assert bad.status == CORRUPT and "token 0" in bad.found
     assert judge_pair_output("p1 -> d0", REF, None, "pair canary failed: HTTP 500", 8).status == FAILED
-    assert judge_pair_output("p1 -> d1", REF, None, "unknown: host gpu3 did not answer", 8).status == UNKNOWN
+    assert judge_pair_output("p1 -> d1", REF, None, "unknown: gpu3 silent", 8, unknown=True).status == UNKNOWN
 
 
 def test_pd_is_used_only_when_the_prefills_transfers_rose_with_the_answered_requests():
@@ -111,7 +114,7 @@ def test_the_verdict_names_the_corruption_rate_and_the_seed_fix_first():
     assert v.ok and "1 late divergence(s), not counted" in v.summary
     not_pd = judge_outputs(clean, [], judge_pd_use(10, {"p0": 0.0}, {"p0": 0.0}), concurrency=10, overlap_on=True)
     assert not not_pd.ok and not_pd.next_steps == [PD_FIX] and "PD not used" in not_pd.summary
-    unknown = [judge_session(1, "r", [Answer(error="not sent: session 0 failed at concurrency 1")], [], 8, False)]
+    unknown = [judge_session(1, "r", [Answer(error="not sent: session 0 failed", sent=False)], [], 8, False)]
     v = judge_outputs(clean + unknown, [], pd, concurrency=10, overlap_on=True)
     assert v.unknown and not v.ok
     failed = [judge_session(0, "r", [Answer(error="no response within 30s")], [], 8, False)]
@@ -120,7 +123,7 @@ def test_the_verdict_names_the_corruption_rate_and_the_seed_fix_first():
 
 
 def test_sessions_are_fixed_and_grow_turn_by_turn():
-    assert opener(0) == opener(0) and len({opener(k) for k in range(30)}) == 30
+    assert len({opener(k) for k in range(30)}) == 30
     assert next_prompt("P", " answer", 0).startswith("P answer\nUser: ") and next_prompt("P", "a", 0).endswith(
         "Assistant:"
     )

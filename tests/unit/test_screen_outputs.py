@@ -57,7 +57,7 @@ def test_thirty_corrupt_sessions_fit_24_rows_verdict_and_fix_first_and_last(widt
 def test_sessions_not_sent_for_one_cause_are_one_line(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     failed = judge_session(0, ROUTER, [Answer(error="connection refused")], [], 8, False)
-    gave_up = Answer(error="not sent: session 0 failed at concurrency 1")
+    gave_up = Answer(error="not sent: session 0 failed at concurrency 1", sent=False)
     rest = [judge_session(k, ROUTER, [gave_up], [], 8, False) for k in range(1, 30)]
     render.outputs_report(_report([failed, *rest]))
     out = capsys.readouterr().out

@@ -9,9 +9,9 @@ from pdctl.ops.layers.base import Gathering, LayerDef, register
 
 def _run(g: Gathering) -> list[CheckResult]:
     from pdctl.checks.outputs import outputs_rows
-    from pdctl.ops.outputs import OutputsSettings, verify_outputs
+    from pdctl.ops.outputs import verify_outputs
 
-    rep = verify_outputs(g.dep, OutputsSettings(timeout_s=g.dep.inv.final_health.probe.timeout))
+    rep = verify_outputs(g.dep)
     return outputs_rows(rep.sessions, rep.pairs, rep.pd_use, rep.verdict)
 
 
