@@ -49,6 +49,16 @@ install_quiet_service() {
   fi
 }
 
+# Debian's chromium: the report tests open every --report and `pdctl incident` write-up in it, headless
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+  else
+    echo "install.sh: not root: install Debian's chromium yourself for the report tests" >&2
+  fi
+fi
+
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
     install_quiet_service prometheus prometheus.service
