@@ -167,3 +167,31 @@ class HealEvent(TimelineEvent):
     action: str
     observed: str
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class Sampled(TimelineEvent):
+    """A worker's queues and KV failure counters as the inflight round read them: its first sample, then when they
+    changed (a counter at once, the queues at most once per checks.watch_samples.SAMPLE_EVERY_S), so that the
+    incident write-up (`pdctl incident`) can chart them. Not a change line on the watch's screen."""
+
+    EVENT = "sample"
+
+    target: str
+    queued: float  # the PD queue gauges of its side (prefill bootstrap + inflight; decode prealloc + transfer)
+    running: float  # a decode's sglang:num_running_reqs (0 on a prefill: not in its sample)
+    transfer_failed: float  # the counter's value as read (it drops when the process restarts)
+    bootstrap_failed: float
+
+
+@dataclass(frozen=True)
+class PairCanaryDone(TimelineEvent):
+    """One pair canary of the watch's pairs round: its result and latency (the KV transfer time, else the decode's
+    answer time; None when unknown or failed before it answered). Charted by `pdctl incident`; not a change line."""
+
+    EVENT = "pair"
+
+    prefill: str
+    decode: str
+    status: str  # pass | fail | unknown
+    latency_s: float | None

@@ -19,6 +19,7 @@ from pdctl.checks.inflight import BALANCE_WINDOW_S, InflightVerdict, Point, infl
 from pdctl.checks.result import CheckResult, Status
 from pdctl.checks.watch_counters import CounterTrack
 from pdctl.checks.watch_failures import FailureLedger
+from pdctl.checks.watch_samples import SampleLog
 from pdctl.checks.watch_records import (
     CheckState,
     FailureCount,
@@ -31,6 +32,7 @@ from pdctl.checks.watch_records import (
 from pdctl.checks.watch_events import (
     ChangeUnderWay,
     LineageChanged,
+    PairCanaryDone,
     Restarted,
     RoundDone,
     RoundSkipped,
@@ -77,6 +79,7 @@ class WatchState:
     failures: FailureLedger = field(default_factory=FailureLedger)  # which failures a canary let stand
     canary_tokens: int = 0  # tokens the decodes generated for the watch's own canaries (pdctl_canary_...)
     change: str = ""  # who holds the deployment lock now ("" none): a deploy, restart or heal under way
+    samples: SampleLog = field(default_factory=SampleLog)  # what the timeline's sample lines last said
 
     # -- checks and targets ------------------------------------------------------------------------------------
     def apply_checks(
@@ -217,7 +220,7 @@ class WatchState:
     def apply_point(self, point: Point, t: float) -> list[TimelineEvent]:
         """One inflight sample (`point.t` on the caller's monotonic clock, `t` unix time): slides the window,
         judges it, follows the pin, and folds the counters the sample carried in."""
-        lines = self.apply_counters(point.counters, t)
+        lines = self.apply_counters(point.counters, t) + self.samples.lines(point, t, self.deployment)
         self.points.append(point)
         # keep the longer of the two windows: the queue rule's, and the room balance's (a pin under load)
         keep = max(self.inflight_window_s, BALANCE_WINDOW_S)
@@ -290,7 +293,11 @@ class WatchState:
             for w, got in worker.items()
         }
         self.failures.decide(t if started is None else started, verdicts)
-        return []
+        # as judged (a canary through a worker whose /health fails is unknown), for the incident write-up's charts
+        return [
+            PairCanaryDone(t, self.deployment, p, d, self.pairs[(p, d)].status.value, latency)
+            for p, d, _status, latency in results
+        ]
 
     def health_fails(self, target: str) -> bool:
         """The target's last GET /health failed (refused, timed out, an error status)."""

@@ -233,7 +233,7 @@ class Watch:
         if seen.change is not None:
             lines += st.apply_change(seen.change, t)
         if seen.pairs:
-            st.apply_pairs(seen.pairs, t, started=started)
+            lines += st.apply_pairs(seen.pairs, t, started=started)
         if seen.hazards is not None:
             lines += st.apply_hazards(seen.hazards, t)
         return lines + st.apply_checks(cadence, seen.checks, t, unknown=seen.unknown)

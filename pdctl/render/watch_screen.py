@@ -16,11 +16,13 @@ from pdctl.checks.watch_events import (
     CheckChanged,
     HealEvent,
     LineageChanged,
+    PairCanaryDone,
     Redeclared,
     Restarted,
     RoundDone,
     RoundError,
     RoundSkipped,
+    Sampled,
     TargetChanged,
     TimelineEvent,
 )
@@ -113,7 +115,7 @@ def screen_text(state: "WatchState", now: float, *, pinned_seconds: float | None
 def change_line(event: TimelineEvent) -> Text | None:
     """One timeline line as a line for a log (None for round lines: only changes are said); what was expected
     and found goes on an indented second line. Pure."""
-    if isinstance(event, RoundDone):
+    if isinstance(event, (RoundDone, Sampled, PairCanaryDone)):  # readings for the incident's charts, no change
         return None
     stamp = _clock(event.t)
     if isinstance(event, CheckChanged):
