@@ -55,7 +55,10 @@ def history(
     """Show the audit log, one line per record; --json has the full records. Corrupt lines are shown as such.
 
     Result: ok, failed, refused, unreachable, usage, interrupted, unfinished, taken over or unrecorded, then the
-    detail's first sentence."""
+    detail's first sentence.
+
+    An action that overrode a guard (--override-hazard, --skip-lint, --listen-any) is marked `!` and the option is
+    named on its row."""
     from pdctl import render, state
     from pdctl.audit.records import fold_runs, line_json, parse_when, query, read_records
 

@@ -14,9 +14,18 @@ BLOCK_COLS = (
     Col("operator", head=True),
     Col("action", head=True),
     Col("seconds", head=True),
+    Col("override"),  # first under the head line: the guard the operator switched off
     Col("result"),
     Col("inventory"),
 )
+
+#: What an action's record says was overridden: a guard the operator switched off, by its option. A mutating
+#: action writes these in its record's `args` (pdctl.ops.restart, .rolling, .deploy; a playbook's restart step
+#: writes a restart record of its own), `watch --install` the argv of the service it installs.
+OVERRIDE_ARGS = {"override_hazard": "--override-hazard", "skip_lint": "--skip-lint"}
+OVERRIDE_ARGV = ("--listen-any",)
+OVERRIDE_MARK = "!"  # after the action's name; ASCII, so a dumb terminal shows it too
+OVERRIDE_STYLE = "bold yellow"
 
 HISTORY_RESULT_MAX = 80
 _HISTORY_STYLE = {
@@ -62,8 +71,23 @@ def fold_hard(text: str, cells: int) -> str:
     return "\n".join(lines + [line])
 
 
+def overrides(record: dict) -> list[str]:
+    """The options by which the record's action overrode a guard (`--override-hazard`, `--skip-lint`,
+    `--listen-any`), in that order; [] when none, or when `args` is not what a writer gives (a damaged or
+    hand-edited record overrides nothing it cannot be read to say). Pure."""
+    args = record.get("args")
+    if not isinstance(args, dict):
+        return []
+    found = [opt for key, opt in OVERRIDE_ARGS.items() if args.get(key) is True]
+    argv = args.get("argv")
+    if isinstance(argv, list):
+        found += [opt for opt in OVERRIDE_ARGV if opt in argv]
+    return found
+
+
 def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "") -> None:
-    """The audit log (pdctl.audit.records lines), one table row per line (the full result is in --json)."""
+    """The audit log (pdctl.audit.records lines), one table row per line (the full result is in --json). A record
+    whose action overrode a guard has the mark after its action and the options named next to it."""
     from pdctl.audit.records import CorruptLine, fold_runs, result_word
 
     c = render.console()
@@ -74,7 +98,8 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
         else:
             c.print(Text("no records yet" + (f" (log: {log})" if log else ""), style="dim"))
         return
-    rows: list[tuple[str, str, str | Text, Text, str, str]] = []  # time, operator, action, result, seconds, inventory
+    # time, operator, action, override, result, seconds, inventory
+    rows: list[tuple[str, str, str | Text, Text, Text, str, str]] = []
     for r in lines:
         if isinstance(r, CorruptLine):
             rows.append(
@@ -82,6 +107,7 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
                     "",
                     "",
                     Text("CORRUPT LINE", style="bold red"),
+                    Text(""),
                     Text(shorten(f"{r.reason}: " + r.text.replace("\n", " ")), style="red"),  # why, then what
                     "",
                     "",
@@ -94,42 +120,49 @@ def history_lines(lines: list, *, filters: list[str] | None = None, log: str = "
             f": {shorten(detail, HISTORY_RESULT_MAX - len(word) - 2)}" if detail else ""
         )
         dur = r.get("duration_s")
+        over = overrides(r)
+        action: str | Text = printable(r.get("action", ""))
+        if over:  # marked on the action itself (only --json said so before)
+            action = Text(str(action)) + Text(f" {OVERRIDE_MARK}", style=OVERRIDE_STYLE)
         rows.append(
             (
                 printable(r.get("time", "")),
                 printable(r.get("operator", "")),
-                printable(r.get("action", "")),
+                action,
+                Text(", ".join(over), style=OVERRIDE_STYLE),
                 cell,
                 f"{dur:.1f}" if isinstance(dur, (int, float)) else "",
                 printable(r.get("inventory", "")),
             )
         )
-    cols = ("time", "operator", "action", "result", "seconds", "inventory")
+    cols = ["time", "operator", "action", "override", "result", "seconds", "inventory"]
+    keep = [k for k, col in enumerate(cols) if col != "override" or any(row[3].plain for row in rows)]
     widths = [
-        max([len(col)] + [cell_len(x.plain if isinstance(x, Text) else x) for x in column])
-        for col, column in zip(cols, zip(*rows))
+        max([len(cols[k])] + [cell_len(x.plain if isinstance(x, Text) else x) for x in (row[k] for row in rows)])
+        for k in keep
     ]  # in terminal cells: a CJK character takes two
     # One line per record when it fits. When the table is wider than the terminal, the result column gives way (its
     # first sentence, shortened at a space; the whole of it is in --json); the others keep their width: an
-    # inventory path is an identifier. When that is not enough, one block per record, each value whole.
-    spare = c.width - (3 * len(cols) + 1) - sum(widths)
-    for k, floor in ((3, 24),):
-        if spare >= 0:
-            break
-        give = min(-spare, max(0, widths[k] - floor))
-        widths[k] -= give
+    # inventory path and an override are identifiers. When that is not enough, one block per record, each value
+    # whole.
+    spare = c.width - (3 * len(keep) + 1) - sum(widths)
+    res = keep.index(4)
+    if spare < 0:
+        give = min(-spare, max(0, widths[res] - 24))
+        widths[res] -= give
         spare += give
     if spare < 0:
         c.print(Text("audit log", style="italic"))
         for row in rows:
-            secs = (row[4] + "s") if row[4] else ""
-            inv = fold_hard(row[5], c.width - len("   inventory: "))
-            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], inv), width=c.width):
+            secs = (row[5] + "s") if row[5] else ""
+            inv = fold_hard(row[6], c.width - len("   inventory: "))
+            # the override on its own line under the head, first: `   override:  --override-hazard`
+            for part in block(BLOCK_COLS, (row[0], row[1], row[2], secs, row[3], row[4], inv), width=c.width):
                 c.print(part)
         return
     t = plain_table("audit log")
-    for col, w in zip(cols, widths):
-        t.add_column(col, no_wrap=True, overflow="ellipsis", width=w, justify="right" if col == "seconds" else "left")
+    for k, w in zip(keep, widths):
+        t.add_column(cols[k], no_wrap=True, overflow="ellipsis", width=w, justify="right" if k == 5 else "left")
     for row in rows:
-        t.add_row(*row)
+        t.add_row(*(row[k] for k in keep))
     c.print(t)
