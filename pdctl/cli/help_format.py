@@ -4,7 +4,12 @@ typer draws help with rich (rich.markdown, markdown_it, pygments: ~75 ms before 
 the same screen: the usage line, the help paragraphs, then "Arguments", "Options" and "Commands" boxes with the
 same box characters and columns (long option, short option, value placeholder, help with its [env var: X],
 [default: X] and [required] notes). Text wraps to the terminal (COLUMNS honoured) and never inside an option name,
-a placeholder or any other word."""
+a placeholder or any other word.
+
+A command's examples are a paragraph of its docstring that starts with `\\b` and the line `Examples:`, one example a
+line, `COMMAND  # what it does`, put after the first paragraph (the summary the group's help lists) so they are on the
+first lines of the screen. Each example is drawn on one line, the comments aligned, when they fit; else the comment
+goes under its command, indented: a command line is never wrapped, so it can be copied as it stands."""
 
 from __future__ import annotations
 
@@ -43,6 +48,31 @@ def paragraphs(text: str | None) -> list[list[str]]:
             out.append(para[1:].lstrip("\n").splitlines())
         else:
             out.append([" ".join(para.split())])
+    return out
+
+
+EXAMPLES_HEAD = "Examples:"
+EXAMPLE_INDENT = 3  # under the heading's one space, as a box's content is under its edge
+_EXAMPLE = re.compile(r"^\s*(?P<command>\S.*?)\s+#\s(?P<what>.*)$")
+
+
+def example_lines(lines: list[str], width: int) -> list[str]:
+    """An examples paragraph's lines after its heading (`pdctl storm --seed 7  # the same schedule again`) drawn at
+    `width`: one line each with the `#` comments aligned when every one fits, else each comment on the lines under its
+    command. A line without a `#` comment is a command alone. Pure."""
+    pairs = []
+    for line in (ln for ln in lines if ln.strip()):
+        m = _EXAMPLE.match(line)
+        pairs.append((m.group("command"), m.group("what").strip()) if m else (line.strip(), ""))
+    pad = " " * EXAMPLE_INDENT
+    column = max(len(cmd) for cmd, _ in pairs) if pairs else 0
+    if all(len(pad) + column + 4 + len(what) <= width for _, what in pairs):
+        return [(f"{pad}{cmd.ljust(column)}  # {what}" if what else pad + cmd).rstrip() for cmd, what in pairs]
+    out = []  # else each comment under its command, all alike: a mix of both reads as misaligned
+    under = pad + "  # "
+    for cmd, what in pairs:
+        out.append(pad + cmd)
+        out += [under + w for w in wrap(what, width - len(under))] if what else []
     return out
 
 
@@ -233,6 +263,9 @@ def render_help(command, ctx, width: int | None = None) -> str:
     if command.deprecated:
         text.insert(0, [DEPRECATED])
     for para in text:
+        if para and para[0].strip() == EXAMPLES_HEAD:  # commands drawn whole, their comments aligned
+            lines += [" " + EXAMPLES_HEAD, *example_lines(para[1:], width), ""]
+            continue
         lines += [" " + ln for ln in _wrapped(para, width - 2)] + [""]
     visible = [p for p in command.get_params(ctx) if not getattr(p, "hidden", False)]
     for kind, title in (("argument", "Arguments"), ("option", "Options")):

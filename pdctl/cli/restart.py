@@ -53,7 +53,17 @@ def restart(
         bool, typer.Option("--skip-lint", help="Do not check the roles' command lines on their hosts first (audited).")
     ] = False,
 ) -> None:
-    """Restart roles in order under the deployment lock, each gated on readiness, then run final-health."""
+    """Restart roles in order under the deployment lock, each gated on readiness, then run final-health.
+
+    \b
+    Examples:
+      pdctl restart --pair --dry-run            # the plan; nothing changes
+      pdctl restart --pair                      # the clean co-restart, verified
+      pdctl restart --rolling --first-pair 0:1  # unit by unit, pair 0:1 first
+
+    --pair is the seed's fix for the degraded bootstrap. --rolling keeps the service up: each unit leaves the
+    routers, drains, is co-restarted and canaried, then rejoins (docs/pairs.md). --role alone is refused when it
+    would leave a pair's KV bootstrap degraded (--override-hazard, recorded in the audit log)."""
     from pdctl import render
     from pdctl.errors import UsageError
     from pdctl.ops.restart import PAIR, restart as run

@@ -48,7 +48,15 @@ def run(
     json_out: JsonOpt = False,
     report: ReportOpt = None,
 ) -> None:
-    """Show the plan, run each step with its gate, stop at the first failed gate; exit with that step's code."""
+    """Show the plan, run each step with its gate, stop at the first failed gate; exit with that step's code.
+
+    \b
+    Examples:
+      pdctl run final-health          # the layered check as a runbook
+      pdctl run stall-triage --apply  # triage a stall; co-restart if it says so
+      pdctl run co-restart --dry-run  # the plan of the co-restart; nothing runs
+
+    PLAYBOOK is a shipped playbook's name or a playbook file of your own (docs/playbooks/README.md)."""
     from pdctl import render
     from pdctl.render import playbook as show
     from pdctl.errors import UsageError

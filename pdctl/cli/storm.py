@@ -85,6 +85,12 @@ def storm(
 ) -> None:
     """Run an abort storm through the router and check that inflight drains.
 
+    \b
+    Examples:
+      pdctl storm                           # the seed's storm: 90 random aborts
+      pdctl storm --target transfer-window  # aborts aimed at the transfer window
+      pdctl storm -i prod.yaml --seed 7     # on prod, a repeatable schedule
+
     Streaming requests go through the inventory's router, each closed by the client at its abort
     time; then inflight is watched until it drains.
 

@@ -111,6 +111,12 @@ def watch(
 ) -> None:
     """Verify continuously: every layer on its cadence, an exporter, a timeline.
 
+    \b
+    Examples:
+      pdctl watch -i prod.yaml          # on screen; /metrics on 127.0.0.1:9464
+      pdctl watch --once                # one round of every check, exit 0, 1 or 3
+      pdctl watch --install --heal dry  # as a service, saying what it would heal
+
     Runs health, inflight, e2e, pair canaries, flags and lineage on the inventory's `watch:` cadences over one
     set of connections, serves the verdicts as Prometheus metrics on --listen, and shows what is not passing.
     A host that does not answer makes its targets unknown; the rest stay watched.

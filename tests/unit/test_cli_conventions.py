@@ -79,6 +79,8 @@ def test_help_paragraphs_wrap_to_the_terminal_not_where_the_source_broke_them(pa
     wide = _invoke([*path, "--help"], width=400).output
     lines = [ln.strip(" │") for ln in wide.splitlines()]
     for para in source.split("\n\n"):
+        if para.startswith("\b"):  # a paragraph that keeps its lines, as in click (the examples): not reflowed
+            continue
         text = " ".join(para.split())
         assert any(text in ln for ln in lines), f"paragraph broken in help: {text!r}"
 
