@@ -28,6 +28,7 @@ COMMANDS = {
     "ssh": "pdctl.cli.ssh_cmd:ssh",
     "verify": "pdctl.cli.verify:app",
     "watch": "pdctl.cli.watch:watch",
+    "incident": "pdctl.cli.incident:incident",
 }
 
 
