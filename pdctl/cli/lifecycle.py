@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from pdctl.cli import complete_values
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.errors import ExitCode
 
@@ -102,9 +103,14 @@ def down(
 
 @handle_errors
 def logs(
-    role: Annotated[str, typer.Argument(help="prefill, decode or router")],
+    role: Annotated[
+        str, typer.Argument(help="prefill, decode or router", autocompletion=complete_values.complete_role)
+    ],
     inventory: InventoryOpt = None,
-    index: Annotated[int, typer.Option("--index", help="Which instance of the role.")] = 0,
+    index: Annotated[
+        int,
+        typer.Option("--index", autocompletion=complete_values.complete_index, help="Which instance of the role."),
+    ] = 0,
     lines: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many lines from the end.")] = 200,
     report: ReportOpt = None,
 ) -> None:

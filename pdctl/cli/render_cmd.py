@@ -6,11 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from pdctl.cli import complete_values
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors
 from pdctl.errors import ExitCode
 
 RoleOpt = Annotated[
-    Optional[str], typer.Option("--role", help="Only this role (prefill, decode, router) or instance (decode[0]).")
+    Optional[str],
+    typer.Option(
+        "--role",
+        autocompletion=complete_values.complete_role_or_instance,
+        help="Only this role (prefill, decode, router) or instance (decode[0]).",
+    ),
 ]
 
 

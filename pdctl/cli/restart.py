@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from pdctl.cli import complete_values
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.errors import ExitCode
 from pdctl.serialize import to_data
@@ -18,7 +19,12 @@ def restart(
     pair: Annotated[
         bool, typer.Option("--pair", help="Co-restart prefill -> decode -> router (the safe order).")
     ] = False,
-    role: Annotated[Optional[list[str]], typer.Option("--role", help="Restart only this role (repeatable).")] = None,
+    role: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--role", autocompletion=complete_values.complete_role, help="Restart only this role (repeatable)."
+        ),
+    ] = None,
     rolling: Annotated[
         bool,
         typer.Option(
@@ -38,8 +44,9 @@ def restart(
         typer.Option(
             "--first-pair",
             metavar="P:D",
+            autocompletion=complete_values.complete_pair,
             help="--rolling: restart the workers of the pair prefill[P] -> decode[D] "
-            "first (repeatable), e.g. a pair `pdctl verify pairs` failed: 0:1 or "
+            "first (repeatable), e.g. a pair `pdctl verify pairs` failed: 0:1, 0,1 (what TAB completes) or "
             "'prefill[0] -> decode[1]'.",
         ),
     ] = None,

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from pdctl.cli import complete_values
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.serialize import to_data
 
@@ -15,8 +16,9 @@ def run(
     playbook: Annotated[
         str,
         typer.Argument(
+            autocompletion=complete_values.complete_playbook,
             help="A playbook file, or the name of a shipped playbook "
-            "(final-health, co-restart, stall-triage, abort-storm-ab, deploy-fix)."
+            "(final-health, co-restart, stall-triage, abort-storm-ab, deploy-fix).",
         ),
     ],
     inventory: InventoryOpt = None,

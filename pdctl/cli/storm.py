@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from pdctl.cli import complete_values
 from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
 from pdctl.ops import defaults as D
 from pdctl.serialize import to_data
@@ -42,7 +43,12 @@ def storm(
         ),
     ] = D.SEED_WATCH_S,
     target: Annotated[
-        str, typer.Option("--target", help="random (the seed's storm) or transfer-window (aimed).")
+        str,
+        typer.Option(
+            "--target",
+            autocompletion=complete_values.complete_target,
+            help="random (the seed's storm) or transfer-window (aimed).",
+        ),
     ] = D.STORM_TARGET,
     calibrate: Annotated[
         int,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from pdctl.checks.layers import DEFAULT_LAYERS, OPTIONAL_LAYERS
-from pdctl.cli import inflight as inflight_cmd
+from pdctl.cli import complete_values, inflight as inflight_cmd
 from pdctl.cli.common import (
     InventoryOpt,
     JsonOpt,
@@ -43,6 +43,7 @@ def final_health(
         Optional[list[str]],
         typer.Option(
             "--layer",
+            autocompletion=complete_values.complete_layer,
             help=f"Run only these layers (repeat, or comma-separate): {', '.join(DEFAULT_LAYERS)}; "
             f"{', '.join(OPTIONAL_LAYERS)} (a sampled window; a canary per pair) only when named.",
         ),

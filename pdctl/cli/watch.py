@@ -7,6 +7,7 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
+from pdctl.cli import complete_values
 from pdctl.cli.common import InventoryOpt, JsonOpt, handle_errors, open_deployment
 
 
@@ -68,6 +69,7 @@ def watch(
         typer.Option(
             "--heal",
             metavar="off|dry|on",
+            autocompletion=complete_values.complete_heal,
             help="Heal the known cases (a confirmed "
             "pin, a pair broken in K canaries, the degraded bootstrap), guarded: under the lock, at most "
             "watch.heal_max_per_hour, never on an unknown host (docs/watch.md). dry: say what it would do.",
@@ -140,7 +142,7 @@ def watch(
 
     if for_s is not None and not (math.isfinite(for_s) and for_s > 0):
         raise UsageError(f"--for {for_s:g}: must be a number of seconds > 0")
-    if heal not in ("off", "dry", "on"):
+    if heal not in [mode for mode, _ in complete_values.HEAL_MODES]:
         raise UsageError(f"--heal {heal!r}: choose off, dry or on")
     inv = load_inventory(inventory)
     if not (uninstall or status):  # what the watch (or the service's) would serve, checked before anything
