@@ -69,7 +69,7 @@ def judge_causes(
         if str(r.get("action", "")).startswith("restart --role") and "prefill" not in str(r.get("action", ""))
     ]
     db_hazards = [x for x in hazards if x.get("hazard") == "degraded-bootstrap"]
-    db_heals = [x for x in heals if x.get("case") == "degraded-bootstrap"]
+    db_heals = [x for x in heals if x.get("case") == "degraded-bootstrap" and x.get("outcome") != "done"]
     evidence = [f"lineage hazard degraded-bootstrap on {x.get('prefill')} -> {x.get('decode')}" for x in db_hazards]
     evidence += [
         f"`pdctl {r.get('action')}` by {r.get('operator', '?')}"
@@ -87,25 +87,31 @@ def judge_causes(
         )
 
     # the race: a pinned room waits for ever, it never fails
-    pinned = [x for x in checks if x.get("layer") == "inflight" and x.get("status") == "fail"]
-    if pinned:
-        out.append(Hypothesis(RACE, CAUSE, [f"inflight {x.get('target')}: {x.get('observed')}" for x in pinned]))
+    pins = _pins(lines, planned)
+    held = [(t, d) for t, d in pins if d >= PIN_HELD_S]
+    if held:
+        ev = [f"the inflight verdict read pinned for {d:.0f} s from {_clock(t)}" for t, d in held]
+        out.append(Hypothesis(RACE, CAUSE, ev))
     else:
-        why = ["the inflight verdict never failed (never pinned) in the window, but during a change"]
+        longest = max((d for _, d in pins), default=0.0)
+        why = (
+            [f"the inflight verdict read pinned only briefly (at most {longest:.0f} s): a pinned room waits for ever"]
+            if pins
+            else ["the inflight verdict never read pinned in the window, but during a change"]
+        )
         if kv:
             why.append("KV failures were counted, and a pinned room never fails: it waits (" + "; ".join(kv) + ")")
         if bad_canaries:
             why.append("pair canaries failed (" + "; ".join(canaries) + ")")
         out.append(Hypothesis(RACE, RULED_OUT, why))
 
-    health = [x for x in checks if x.get("layer") == "health" and x.get("status") == "fail"]
+    # a role's own /health: the router's readiness and breakers follow what its workers do, never a cause
+    health = [x for x in checks if x.get("check") == "/health" and x.get("status") == "fail"]
     if health:
         ev = [f"{x.get('target')} {x.get('check')}: {x.get('observed')}" for x in health]
         out.append(Hypothesis(ROLE_DOWN, CAUSE, ev))
     else:
-        out.append(
-            Hypothesis(ROLE_DOWN, RULED_OUT, ["no /health or readiness check failed in the window but during a change"])
-        )
+        out.append(Hypothesis(ROLE_DOWN, RULED_OUT, ["no role's /health failed in the window, but during a change"]))
 
     unknown = [x for x in lines if x.get("event") == "target" and x.get("status") == "unknown"]
     if unknown:
@@ -119,6 +125,7 @@ def judge_causes(
     return sorted(out, key=lambda h: h.verdict != CAUSE)
 
 
+PIN_HELD_S = 60.0  # a pin the race makes lasts (the seed's: 16 minutes); the verdict flapping for seconds is none
 CHANGE_GRACE_S = 10.0  # a role restarted by a change answers its first probes a little after the lock is let go
 CHANGE_SEEN_LATE_S = 5.0  # the watch reads the lock every health round: a change is seen up to a round late
 
@@ -143,3 +150,29 @@ def _changes(lines: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
 
 def _during(t: float, spans: Sequence[tuple[float, float]]) -> bool:
     return any(a <= t <= b for a, b in spans)
+
+
+def _clock(t: float) -> str:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(t).strftime("%H:%M:%S")
+
+
+def _pins(lines: Sequence[Mapping[str, Any]], planned: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """(start, seconds) of each time the inflight check read pinned (failed) outside a change; one still pinned at
+    the last line lasts to it."""
+    out: list[tuple[float, float]] = []
+    began: float | None = None
+    last = float(lines[-1]["t"]) if lines else 0.0
+    for x in lines:
+        if x.get("layer") != "inflight" or "event" in x:
+            continue
+        t = float(x["t"])
+        if x.get("status") == "fail" and began is None and not _during(t, planned):
+            began = t
+        elif x.get("status") != "fail" and began is not None:
+            out.append((began, t - began))
+            began = None
+    if began is not None:
+        out.append((began, last - began))
+    return out

@@ -20,7 +20,6 @@ NO_FAILURE_S = 3600.0  # the window when nothing failed: the last hour
 
 #: the write-up's entry kinds, in the order a reader meets them at equal times
 KINDS = ("action", "verdict", "check", "page", "heal", "restart", "lineage", "target", "canary")
-_WORST = ("fail", "unknown", "warn", "pass")
 
 
 @dataclass(frozen=True)
@@ -109,16 +108,13 @@ def default_window(lines: Sequence[Line], records: Sequence[tuple[float, Line]],
     return Window(first - LEAD_S, now, f"from {LEAD_S:g} s before the first failing event of the last 24 h")
 
 
-def _verdict(statuses: Iterable[str]) -> str:
-    seen = set(statuses)
-    return next((s for s in _WORST if s in seen), "pass")
-
-
 def timeline_entries(lines: Sequence[Line], window: Window) -> list[Entry]:
-    """The watch's lines as entries within the window: the verdict over every check when it changes, a check that
+    """The watch's lines as entries within the window: its verdict (fail while a cadence's last round failed) when it
+    changes, a check that
     failed, turned unknown or came back (checks first seen passing are not news), heals, restarts, lineage hazards,
     targets unknown or recovered, canaries asked. The lines before the window set the statuses it starts from."""
     status: dict[tuple[str, str, str], str] = {}
+    rounds_ok: dict[str, bool] = {}
     verdict: str | None = None
     out: list[Entry] = []
     for x in lines:
@@ -129,14 +125,18 @@ def timeline_entries(lines: Sequence[Line], window: Window) -> list[Entry]:
             key = (str(x.get("layer", "")), str(x.get("target", "")), str(x.get("check", "")))
             was, now = status.get(key), str(x["status"])
             status[key] = now
-            if inside and not (was is None and now == "pass"):
+            if inside and was != now and not (was is None and now == "pass"):  # a check seen again unchanged: no news
                 what = f"{key[0]} {key[2]}: {was or 'new'} -> {now}"
                 out.append(Entry(t, "check", what, key[1], _observed(x)))
-            new_verdict = _verdict(status.values())
+            continue
+        if event == "round":  # the verdict as the watch's rounds say it: a check it dropped leaves no line
+            rounds_ok[str(x.get("cadence", ""))] = bool(x.get("ok"))
+            failing = sorted(c for c, ok in rounds_ok.items() if not ok)
+            new_verdict = "fail" if failing else "pass"
             if new_verdict != verdict:
                 if inside and verdict is not None:
-                    failing = sum(1 for s in status.values() if s in ("fail", "unknown"))
-                    out.append(Entry(t, "verdict", f"watch verdict {verdict} -> {new_verdict}", "", _count(failing)))
+                    why = f"rounds failing: {', '.join(failing)}" if failing else "every cadence's last round passed"
+                    out.append(Entry(t, "verdict", f"watch verdict {verdict} -> {new_verdict}", "", why))
                 verdict = new_verdict
             continue
         if not inside:
@@ -145,10 +145,6 @@ def timeline_entries(lines: Sequence[Line], window: Window) -> list[Entry]:
         if entry is not None:
             out.append(entry)
     return out
-
-
-def _count(failing: int) -> str:
-    return f"{failing} check(s) failing or unknown" if failing else "every check passes"
 
 
 def _observed(x: Line) -> str:

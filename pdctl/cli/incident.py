@@ -54,9 +54,10 @@ def incident(
     """Write the incident write-up, as markdown and as one self-contained HTML file.
 
     \b
-      pdctl incident --timeline /var/log/pdctl-watch.jsonl
-      pdctl incident --timeline tl.jsonl --prometheus http://127.0.0.1:9090
-      pdctl incident --since 2h --until 1h --out ./postmortems/
+    Examples:
+      pdctl incident --timeline watch.jsonl  # the write-up, here
+      pdctl incident --prometheus http://p:9090  # with its pages
+      pdctl incident --since 2h --out pm/  # the last 2 h, in pm/
 
     From the audit log, the watch's timeline, Prometheus's alerts, a triage and a fresh final-health: what
     happened (verdict changes, pages, heals, operator actions), charts of the signals (queues, KV failures, pair

@@ -71,6 +71,7 @@ class IncidentReport:
     plan: RenderPlan
     versions: Versions
     alerts: list[AlertSpan] = field(default_factory=list)
+    prometheus: str | None = None  # the Prometheus asked for ALERTS, None when none was given
     notes: list[str] = field(default_factory=list)  # what could not be read or drawn (the write-up's gaps)
     lines: list[dict[str, Any]] = field(default_factory=list, metadata=JSON_OFF)  # the timeline lines in the window
 
@@ -249,6 +250,7 @@ def gather_incident(
         plan=render_plan(dep.inv),
         versions=versions,
         alerts=alerts,
+        prometheus=prometheus,
         notes=notes,
         lines=in_window,
     )

@@ -152,7 +152,9 @@ def _summary(rep: Any) -> Section:
 
 def _timeline(rep: Any) -> Section:
     src = [f"the watch timeline {rep.timeline}" if rep.timeline else "no watch timeline", "the audit log"]
-    src.append("Prometheus's ALERTS" if rep.alerts else "no alerts read")
+    src.append(
+        f"Prometheus's ALERTS ({len(rep.alerts)} fired)" if rep.prometheus else "no alerts read (no --prometheus)"
+    )
     blocks: list[Block] = [Para("From " + ", ".join(src) + ". Times are local.")]
     if rep.entries:
         rows = [[_clock(e.t), e.kind, e.what, e.who, e.detail] for e in rep.entries]

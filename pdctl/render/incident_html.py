@@ -19,7 +19,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; borde
 code { white-space: pre-wrap; overflow-wrap: anywhere; }
 table { border-collapse: collapse; width: 100%; font-size: .9em; }
 th, td { border: 1px solid #ccc; padding: .2em .4em; text-align: left; vertical-align: top;
-  white-space: pre-wrap; overflow-wrap: anywhere; }
+  white-space: pre-wrap; overflow-wrap: break-word; word-break: break-word; }
 th { background: #eee; }
 figure { margin: 1em 0; }
 figure svg { max-width: 100%; height: auto; }

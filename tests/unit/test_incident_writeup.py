@@ -64,6 +64,10 @@ def _sample(t, target, queued=0, failed=0):
     }
 
 
+def _round(t, ok):
+    return {"t": t, "deployment": "local", "event": "round", "cadence": "pairs", "ok": ok, "seconds": 0.1}
+
+
 def _pair(t, status, latency):
     return {"t": t, "deployment": "local", "event": "pair", "prefill": P, "decode": D, "status": status,
             "latency_s": latency}  # fmt: skip
@@ -75,6 +79,7 @@ LINES = [
     _sample(T0, P),
     _sample(T0, D),
     _pair(T0 + 1, "pass", 0.02),
+    _round(T0 + 1, True),
     {"t": T0 + 20, "deployment": "local", "event": "restart", "target": D, "observed": "pid 1 -> 2"},
     {
         "t": T0 + 22,
@@ -88,6 +93,7 @@ LINES = [
     _sample(T0 + 25, P, queued=2, failed=3),
     _pair(T0 + 26, "fail", None),
     _check(T0 + 26, "pairs", f"{P} -> {D}", "canary", "fail", "KV transfer failed", "pass"),
+    _round(T0 + 26, False),
     {
         "t": T0 + 35,
         "deployment": "local",
@@ -109,6 +115,7 @@ LINES = [
     _sample(T0 + 52, P, queued=0, failed=0),
     _pair(T0 + 55, "pass", 0.03),
     _check(T0 + 55, "pairs", f"{P} -> {D}", "canary", "pass"),
+    _round(T0 + 55, True),
 ]
 RESTART = {
     "time": "x",
@@ -269,3 +276,22 @@ def test_prometheus_url_is_checked():
 
     with pytest.raises(UsageError, match="--prometheus"):
         check_prometheus_url("127.0.0.1:9090")
+
+
+def test_a_pin_is_a_cause_only_when_it_lasts_and_a_change_s_own_failures_are_none():
+    sig = signals([], T0, T0 + 500)
+    brief = [
+        _check(T0, "inflight", "prefill+decode", "inflight", "fail", "pinned"),
+        _check(T0 + 3, "inflight", "prefill+decode", "inflight", "warn", "busy"),
+    ]
+    by = {h.name: h for h in judge_causes(brief, [], sig)}
+    assert by[RACE].verdict == RULED_OUT and "only briefly" in by[RACE].evidence[0]
+    held = [brief[0], _check(T0 + 300, "inflight", "prefill+decode", "inflight", "pass", "drained")]
+    assert {h.name: h for h in judge_causes(held, [], sig)}[RACE].verdict == CAUSE
+    change = [
+        {"t": T0, "deployment": "local", "event": "change", "status": "started", "observed": "alice (restart)"},
+        _check(T0 + 1, "health", D, "/health", "fail", "connection refused"),
+        {"t": T0 + 5, "deployment": "local", "event": "change", "status": "ended", "observed": "alice (restart)"},
+    ]
+    assert {h.name: h for h in judge_causes(change, [], sig)}["a role down"].verdict == RULED_OUT
+    assert {h.name: h for h in judge_causes(change[1:2], [], sig)}["a role down"].verdict == CAUSE
