@@ -131,7 +131,7 @@ def playbook_refs(incomplete: str = "") -> list[Candidate]:
                 e.name
                 for e in it
                 if e.name.endswith((".yaml", ".yml"))
-                and (not e.name.startswith(".") or incomplete.startswith("."))
+                and (not e.name.startswith(".") or incomplete[len(head) :].startswith("."))  # as ls: asked
                 and e.is_file()
             )
     except OSError:

@@ -108,3 +108,5 @@ def test_playbooks_shipped_by_name_and_yaml_files_where_typed(tmp_path, monkeypa
     assert values(cv.playbook_refs("books/")) == ["books/night.yml"]  # only files there; no shipped names
     assert values(cv.playbook_refs(str(tmp_path) + "/books/n")) == [str(tmp_path) + "/books/night.yml"]
     assert cv.playbook_refs("nosuchdir/") == []
+    assert ".hidden.yaml" in values(cv.playbook_refs(".h")) and "./mine.yaml" in values(cv.playbook_refs("./"))
+    assert "./.hidden.yaml" not in values(cv.playbook_refs("./"))
