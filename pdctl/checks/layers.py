@@ -81,6 +81,9 @@ LAYERS: tuple[Layer, ...] = (
         optional=True,
         cadence="pairs",
         every="pairs_every",
+        # triage's direct evidence past the router: a canary answered with a failure in milliseconds is a transfer
+        # failing fast (a lone restart), one that hangs is a held room (the update_status race)
+        triage=True,
     ),
     # not watched: 30 sessions at concurrency 30 is load, not a probe (`pdctl verify outputs` on demand)
     Layer(

@@ -14,6 +14,17 @@ from dataclasses import dataclass, field
 from pdctl.checks.inflight import BALANCE_WINDOW_S, ROOM_BALANCE, fmt_count, fmt_s, short_gauges
 from pdctl.checks.layers import TRIAGE_LAYERS
 from pdctl.checks.result import CheckResult, Status
+from pdctl.checks.triage_evidence import (
+    consequence_line,
+    decode_waiting,
+    fast_canary_failures,
+    fastest_failure_ms,
+    held_canaries,
+    names_stopped,
+    prefill_rooms_held,
+    router_view,
+    short_reason,
+)
 from pdctl.checks.triage_finding import Finding
 from pdctl.checks.triage_outputs import OutputsSummary, outputs_findings
 from pdctl.serialize import JSON_OFF
@@ -60,6 +71,7 @@ class TriageObservations:
     e2e: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
     transfer: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
     lineage: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)
+    pairs: list[CheckResult] = field(default_factory=list, metadata=JSON_OFF)  # a canary straight to each pair
     inflight: InflightSummary | None = None
     transfer_failed: dict[str, float] = field(default_factory=dict)  # label -> total
     bootstrap_failed: dict[str, float] = field(default_factory=dict)
@@ -74,7 +86,13 @@ class TriageObservations:
 
     def final_health_layers(self) -> dict[str, list[CheckResult]]:
         """layer name -> its results, for each of FINAL_HEALTH_LAYERS (a unit test holds the two equal). Pure."""
-        return {"health": self.health, "e2e": self.e2e, "transfer": self.transfer, "lineage": self.lineage}
+        return {
+            "health": self.health,
+            "e2e": self.e2e,
+            "transfer": self.transfer,
+            "lineage": self.lineage,
+            "pairs": self.pairs,
+        }
 
     def take_final_health(self, layers: Mapping[str, list[CheckResult]]) -> None:
         """Keep the results of the layers triage reads from a final-health report's `layers`, each by its name."""
@@ -82,6 +100,7 @@ class TriageObservations:
         self.e2e = list(layers.get("e2e", []))
         self.transfer = list(layers.get("transfer", []))
         self.lineage = list(layers.get("lineage", []))
+        self.pairs = list(layers.get("pairs", []))
 
 
 @dataclass
@@ -135,8 +154,24 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     without the lineage hazard), old failures, busy. Pure."""
     findings: list[Finding] = []
     stopped = [label for label, sv in obs.services.items() if sv.active is False]
-    down = [h for h in obs.health if h.failed and h.target not in stopped]
-    down_stopped = [h for h in obs.health if h.failed and h.target in stopped]
+    # a router's view of a stopped worker (its readiness, its breaker for it) is explained by that worker too
+    explained = {h.name for h in obs.health if router_view(h) and names_stopped(h, stopped)}
+    down = [h for h in obs.health if h.failed and h.target not in stopped and h.name not in explained]
+    fast = fast_canary_failures(obs.pairs)
+    hazards = _lineage_hazards(obs.lineage)
+    # failing now: counted during the window, a canary answered with a failure, or (final-health, which has no
+    # window) a lone restart while requests through the router fail and the failure counters are not clean
+    transfers_failing = bool(
+        obs.transfer_failed_delta
+        or obs.bootstrap_failed_delta
+        or fast
+        or (hazards and any(e.failed for e in obs.e2e) and any(t.failed for t in obs.transfer))
+    )
+    consequences: list[CheckResult] = []
+    if transfers_failing:  # a breaker opened by failing requests is their consequence, not a component down
+        consequences = [h for h in down if router_view(h)]
+        down = [h for h in down if not router_view(h)]
+    down_stopped = [h for h in obs.health if h.failed and (h.target in stopped or h.name in explained)]
     e2e_bad = [e for e in obs.e2e if e.failed]
     e2e_explained: list[CheckResult] = []
     if stopped:  # a probe through a deployment with a stopped role fails for that reason: no transfer evidence
@@ -145,7 +180,6 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     if down and not (obs.transfer_failed_delta or obs.bootstrap_failed_delta):
         # a wedged worker times the probe out too; with no failure counted, that is no evidence of a KV transfer
         probe_unhealthy, e2e_bad = e2e_bad, []
-    hazards = _lineage_hazards(obs.lineage)
     idle = _idle_lines(obs)
 
     if obs.lock_holder:
@@ -192,12 +226,24 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
             )
         )
     inf = obs.inflight
-    if inf is not None and inf.verdict == "pinned":
+    held_rooms = prefill_rooms_held(inf.holders) if inf is not None else []
+    # a decode waiting for KV its prefill already failed reads as a pin; with transfers failing fast after a lone
+    # restart and no prefill holding a room, it is the degraded bootstrap's wait, said in that finding (one finding
+    # per cause), not the update_status race
+    waiting_out = bool(hazards and transfers_failing and not held_rooms)
+    if inf is not None and inf.verdict == "pinned" and not waiting_out:
         under_load = inf.pinned_by == ROOM_BALANCE
         lines = [inf.summary] + [f"{k} holds {short_gauges(gs)}" for k, gs in inf.holders.items()]
         lines += [] if under_load else idle
+        lines += held_canaries(obs.pairs)
         if not down and not stopped:
             lines.append("every /health answered 200")
+        ruled_out = []
+        if not hazards and not transfers_failing:
+            ruled_out.append(
+                "a degraded bootstrap (transfers failing after a lone restart): the restart lineage is clean and "
+                "no transfer failed during the window"
+            )
         findings.append(
             Finding(
                 "a request pinned in the prefill inflight queue while traffic flows (the seed's wedge, under load)"
@@ -215,9 +261,18 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
                 + "; confirm with `pdctl verify inflight`, and check the build carries the terminal-status fix",
                 kind="pinned",
                 next_step=PAIR_STEP,
+                ruled_out=ruled_out,
             )
         )
-    failing = _transfer_findings(obs, findings, hazards, e2e_bad, e2e_explained + probe_unhealthy, down, stopped)
+    evidence = TransferEvidence(
+        fast=fast,
+        consequences=consequences,
+        held_rooms=held_rooms,
+        waiting=decode_waiting(inf.holders) if waiting_out and inf is not None else [],
+    )
+    failing = _transfer_findings(
+        obs, findings, hazards, e2e_bad, e2e_explained + probe_unhealthy, down, stopped, evidence
+    )
     if inf is not None and inf.verdict == "busy" and not failing:
         findings.append(
             Finding(
@@ -239,6 +294,38 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     return findings
 
 
+@dataclass
+class TransferEvidence:
+    """What tells a transfer failing fast from a held room (checks/triage_evidence.py), for the transfer finding."""
+
+    fast: list[str] = field(default_factory=list)  # pair canaries answered with an error
+    consequences: list[CheckResult] = field(default_factory=list)  # the routers' breakers the failures opened
+    held_rooms: list[str] = field(default_factory=list)  # prefills holding a room at the end of the window
+    waiting: list[str] = field(default_factory=list)  # decodes waiting for KV their prefill already failed
+
+
+def _race_ruled_out(obs: TriageObservations, ev: TransferEvidence) -> list[str]:
+    """Why a failing transfer is not the seed's update_status race, when the evidence says so. Pure."""
+    if ev.held_rooms:
+        return []
+    counted = (obs.transfer_failed_delta or 0) + (obs.bootstrap_failed_delta or 0)
+    ms = fastest_failure_ms(obs.pairs)
+    if ev.fast:
+        how = (
+            "transfers fail fast ("
+            + (f"a canary's failure came back in {ms:g} ms" if ms is not None else "a canary's failure came back")
+            + ")"
+        )
+    else:
+        how = f"transfers fail and are counted (+{fmt_count(counted)} over the window)" if counted else ""
+    if not how or obs.inflight is None:
+        return []
+    return [
+        f"the update_status race (a room held Transferring, never ending): {how} and no prefill holds a room "
+        "(every prefill inflight queue 0)"
+    ]
+
+
 def _transfer_findings(
     obs: TriageObservations,
     findings: list[Finding],
@@ -247,11 +334,12 @@ def _transfer_findings(
     e2e_explained: list[CheckResult],
     down: list[CheckResult],
     stopped: list[str],
+    ev: TransferEvidence,
 ) -> bool:
     """Append the transfer/lineage finding (at most one); return whether transfers are failing now."""
     tf_tot, bf_tot = sum(obs.transfer_failed.values()), sum(obs.bootstrap_failed.values())
     tf_d, bf_d = obs.transfer_failed_delta or 0.0, obs.bootstrap_failed_delta or 0.0
-    failing = tf_d > 0 or bf_d > 0 or bool(e2e_bad)
+    failing = tf_d > 0 or bf_d > 0 or bool(e2e_bad) or bool(ev.fast)
     fail_obs = []
     if tf_d or bf_d:
         fail_obs.append(
@@ -263,25 +351,38 @@ def _transfer_findings(
             f"transfer_failed total {fmt_count(tf_tot)}, bootstrap_failed total {fmt_count(bf_tot)} "
             "(no increase during the window)"
         )
+    fail_obs += ev.fast
     for e in e2e_bad:
-        fail_obs.append(f"end-to-end probe through {e.target}: {e.observed} ({e.detail})")
+        fail_obs.append(f"end-to-end probe through {e.target}: {e.observed} ({short_reason(e.detail)})")
     if not e2e_bad and not e2e_explained and obs.e2e:
         fail_obs.append("end-to-end probe through the router: " + ", ".join(e.observed for e in obs.e2e))
     haz_obs = [f"{h.target}: {h.observed}" for h in hazards]
+    after = ([consequence_line(ev.consequences)] if ev.consequences else []) + ev.waiting
+    healthy = [] if down or stopped else ["every worker's /health answered 200"]
 
     if hazards and failing:
         findings.append(
             Finding(
                 "KV transfers failing after a lone restart: the degraded-bootstrap hazard",
                 "action",
-                fail_obs + haz_obs + ([] if down or stopped else ["every /health answered 200"]),
+                fail_obs + haz_obs + after + healthy,
                 [
                     "decode (or prefill) was restarted without its pair; the long-running prefill keeps stale "
                     "NIXL peer state, so transfers to the new process fail silently (the seed's degraded bootstrap)"
-                ],
+                ]
+                + (
+                    [
+                        "the decode's waiting requests end on their own only after "
+                        "SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s by default); every new one fails the same way "
+                        "until the pair is co-restarted"
+                    ]
+                    if ev.waiting
+                    else []
+                ),
                 PAIR_ACTION + "; then `pdctl verify final-health`",
                 kind="degraded-bootstrap",
                 next_step=PAIR_STEP,
+                ruled_out=_race_ruled_out(obs, ev),
             )
         )
     elif failing:
@@ -289,7 +390,7 @@ def _transfer_findings(
             Finding(
                 "KV transfers failing",
                 "action",
-                fail_obs,
+                fail_obs + after,
                 [
                     "the pair cannot move KV for new requests; no restart-lineage hazard was seen, so read the "
                     "logs for the failing rooms (bootstrap port reachable? decode/prefill restarted outside pdctl?)"

@@ -3,7 +3,7 @@ judges make findings: checks/triage.py and checks/triage_outputs.py (which triag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -15,3 +15,16 @@ class Finding:
     action: str
     kind: str = ""
     next_step: str = ""  # the pdctl command to run next, when there is one
+    # the other causes this evidence excludes, each with its evidence ("the update_status race: transfers fail in
+    # 17 ms and no prefill holds a room"), so an on-call reader sees why the finding is not the look-alike
+    ruled_out: list[str] = field(default_factory=list)
+
+
+def recommended_step(findings: list[Finding]) -> str:
+    """The one command to run next: the first finding that needs action and names a command (findings come most
+    fundamental first), else the first that names one; "" when none does. Pure."""
+    for wanted in ("action", None):
+        for f in findings:
+            if f.next_step and (wanted is None or f.severity == wanted):
+                return f.next_step
+    return ""

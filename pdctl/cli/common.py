@@ -130,6 +130,8 @@ class _Conventions:
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             typer.echo(ctx.get_help())  # `pdctl` or `pdctl verify` alone: the help, on stdout, exit 2, as click does
             ctx.exit(ExitCode.USAGE)
+        if ctx.resilient_parsing and not hasattr(self, "list_commands"):  # a TAB: see _parse_as_typed
+            return _parse_as_typed(self, ctx, args)
         return super().parse_args(ctx, args)
 
     def get_params(self, ctx):
@@ -143,6 +145,24 @@ class _Conventions:
                 # False for a flag whose value no function sees.
                 p.default = False
         return params
+
+
+def _parse_as_typed(command, ctx, args: list[str]) -> list[str]:
+    """A command's line parsed for shell completion (click's resilient parsing, a TAB): each value as typed (or
+    from its env var, or its default), none converted and no callback run. Completion asks only which parameter
+    is being typed and what came before it (pdctl.cli.complete_values reads -i as typed); typer converts every
+    value through a pydantic TypeAdapter, ~90 ms of imports on each TAB for values nothing reads. Click's own
+    steps by its public API: the command's parser, each parameter's consume_value (command line, env var, default)
+    and its source (click's _resolve_incomplete reads it to tell a finished argument)."""
+    parser = command.make_parser(ctx)
+    opts, rest, _ = parser.parse_args(args=args)
+    for param in command.get_params(ctx):
+        value, source = param.consume_value(ctx, opts)
+        ctx.set_parameter_source(param.name, source)
+        if param.expose_value:
+            ctx.params[param.name] = value
+    ctx.args = rest
+    return rest
 
 
 class PdctlCommand(_Conventions, TyperCommand):
@@ -370,17 +390,22 @@ def progress_quiet(json_out: bool, stream=None) -> bool:
     return bool(json_out) and not is_live(stream if stream is not None else sys.stderr)
 
 
+#: final-health's progress step (ops.verify): verify final-health and triage print its outcome themselves
+FINAL_HEALTH_STEP: frozenset[str] = frozenset({"final-health"})
+
+
 @contextmanager
-def open_deployment(inventory, *, quiet: bool = False):
+def open_deployment(inventory, *, quiet: bool = False, reported: frozenset[str] = frozenset()):
     """Open a Deployment whose progress goes to stderr, from an inventory path (None: the embedded default) or an
-    already loaded Inventory; its live progress line is erased when the block ends, before the result is shown."""
+    already loaded Inventory; its live progress line is erased when the block ends, before the result is shown.
+    `reported`: steps whose outcome the command prints itself (render.ProgressPrinter)."""
     from pdctl import render
     from pdctl.inventory import Inventory, load_inventory
     from pdctl.ops.context import Deployment
     from pdctl.progress import Progress
 
     inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
-    printer = render.ProgressPrinter(quiet=quiet)
+    printer = render.ProgressPrinter(quiet=quiet, reported=reported)
     try:
         with Deployment(inv, Progress(sink=printer)) as dep:
             yield dep

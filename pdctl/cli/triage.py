@@ -6,7 +6,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from pdctl.cli.common import InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
+from pdctl.cli.common import (
+    FINAL_HEALTH_STEP,
+    InventoryOpt,
+    JsonOpt,
+    ReportOpt,
+    handle_errors,
+    open_deployment,
+    progress_quiet,
+)
 from pdctl.cli.inflight import check_window
 from pdctl.ops.defaults import TRIAGE_INTERVAL_S, TRIAGE_WINDOW_S
 from pdctl.serialize import to_data
@@ -47,7 +55,7 @@ def triage(
     from pdctl.ops.triage import triage as run
 
     interval = check_window(window, interval, TRIAGE_INTERVAL_S)
-    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out), reported=FINAL_HEALTH_STEP) as dep:
         rep = run(dep, window_s=window, interval_s=interval, outputs=outputs)
     if json_out:
         render.emit_json(to_data(rep))

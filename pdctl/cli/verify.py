@@ -9,6 +9,7 @@ import typer
 from pdctl.checks.layers import DEFAULT_LAYERS, OPTIONAL_LAYERS
 from pdctl.cli import complete_values, inflight as inflight_cmd
 from pdctl.cli.common import (
+    FINAL_HEALTH_STEP,
     InventoryOpt,
     JsonOpt,
     PdctlCommand,
@@ -79,7 +80,7 @@ def final_health(
         layers = parse_layer_names(layer)
     except ValueError as e:
         raise UsageError(f"--layer: {e}") from None
-    with open_deployment(inventory, quiet=progress_quiet(json_out)) as dep:
+    with open_deployment(inventory, quiet=progress_quiet(json_out), reported=FINAL_HEALTH_STEP) as dep:
         health = final_health_with_baseline(dep, since_baseline=since_baseline, record=record_baseline, layers=layers)
     if json_out:
         render.emit_json(to_data(health))

@@ -27,21 +27,34 @@ def layer_counts(results: list[CheckResult]) -> str:
     return f"{counts:>5} pass{extra}"
 
 
+def verdict(report) -> tuple[str, str, str]:
+    """(the verdict line, its short form for the closing line, its style). Pure."""
+    failures, unknown = report.failures(), report.unknown()
+    if report.ok:
+        return "final-health: PASS", "final-health: PASS", "bold green"
+    if failures:
+        layers = ", ".join(dict.fromkeys(r.layer for r in failures))
+        return f"final-health: FAIL ({len(failures)} check(s) failed in: {layers})", "final-health: FAIL", "bold red"
+    layers = ", ".join(dict.fromkeys(r.layer for r in unknown))
+    line = f"final-health: UNKNOWN ({len(unknown)} check(s) could not be asked in: {layers})"
+    return line, "final-health: UNKNOWN", "magenta"
+
+
 def health_report(report, *, verbose: bool = False) -> None:
+    """A failure without `verbose`: one screen (health_screen). Else the verdict, every failed check with its
+    why, the layers (`verbose`: every check), the next steps, and the verdict again when something failed."""
     from pdctl.checks.layers import layer_title
 
     c = render.console()
     failures, unknown = report.failures(), report.unknown()
-    if report.ok:
-        c.print(Text("final-health: PASS", style="bold green"))
-    elif failures:
-        layers = ", ".join(dict.fromkeys(r.layer for r in failures))
-        c.print(Text(f"final-health: FAIL ({len(failures)} check(s) failed in: {layers})", style="bold red"))
-    else:
-        layers = ", ".join(dict.fromkeys(r.layer for r in unknown))
-        c.print(
-            Text(f"final-health: UNKNOWN ({len(unknown)} check(s) could not be asked in: {layers})", style="magenta")
-        )
+    steps = next_steps(report.layers)
+    if not report.ok and not verbose:
+        from pdctl.render.fit_screen import print_rows
+
+        print_rows(health_screen(report, c.width, steps).fit())
+        return
+    line, short, style = verdict(report)
+    c.print(Text(line, style=style))
     warned = [r for rs in report.layers.values() for r in rs if r.status is Status.WARN]
     for heading, rs in (("failed checks", failures), ("could not be asked", unknown), ("warnings", warned)):
         if rs:
@@ -66,10 +79,60 @@ def health_report(report, *, verbose: bool = False) -> None:
         c.print(
             Text(report.baseline.summary, style="green" if report.baseline.recorded else "bold red"), soft_wrap=True
         )  # one line, never folded inside its path: copied whole
-    for step in next_steps(failures):
+    for step in steps:
         c.print(Text("next: ", style="yellow") + Text(step))
+    if not report.ok:
+        from pdctl.render.fit_screen import closing
+
+        c.print(Text(closing(short, steps[0] if steps else ""), style=style))
 
 
-def next_steps(failures: list[CheckResult]) -> list[str]:
-    """What to run next: the failed checks' own next steps (a typed field each check sets), in order, once each."""
-    return list(dict.fromkeys(r.next_step for r in failures if r.next_step))
+def next_steps(layers) -> list[str]:
+    """What to run next for final-health's results (layer -> checks): triage's recommendation from the same results
+    first, then the failed checks' own next steps (a typed field each check sets), once each. Pure."""
+    from pdctl.checks.recommend import next_steps as recommended
+
+    return recommended(layers)
+
+
+def health_screen(report, width: int, steps: list[str]):
+    """A failing final-health as one screen (render.fit_screen): the verdict and the next command; each cause on a
+    line (instances counted), its why under it while rows last; the warnings, the layer counts and the other next
+    steps while rows last; the verdict and the next command again. Pure."""
+    from pdctl.render.check_causes import cause_line, cause_why, causes
+    from pdctl.render.fit_screen import Row, Screen, closing, wrapped
+
+    line, short, style = verdict(report)
+    screen = Screen(width)
+    screen.head = wrapped(line, width, style=style)
+    if steps:
+        screen.head += wrapped(steps[0], width, style="yellow", first="next: ", indent=6)
+    warned = [r for rs in report.layers.values() for r in rs if r.status is Status.WARN]
+    for heading, rs, tone in (
+        ("failed checks", report.failures(), "red"),
+        ("could not be asked", report.unknown(), "magenta"),
+    ):
+        if not rs:
+            continue
+        screen.add([Row(heading, "bold")], keep=True)
+        for cause in causes(rs):
+            of = len({r.target for r in report.layers.get(cause.first.layer, []) if r.name == cause.first.name})
+            screen.add(wrapped(cause_line(cause, of), width, indent=6, style=tone), keep=True)
+            why = cause_why(cause)
+            if why:
+                screen.add(wrapped(why, width, indent=11, first="      why: ", style="dim"), rank=2, note="why")
+    if warned:
+        rows = [Row("warnings", "bold")]
+        for cause in causes(warned):
+            rows += wrapped(cause_line(cause), width, indent=6, style="yellow")
+        screen.add(rows, rank=3, note=f"{len(warned)} warning(s)")
+    counts = ", ".join(f"{layer} {layer_counts(rs).split(' pass')[0].strip()}" for layer, rs in report.layers.items())
+    screen.add(wrapped(counts, width, indent=8, first="layers: "), rank=1, note="the layer counts")
+    if report.baseline is not None:
+        tone = "green" if report.baseline.recorded else "bold red"
+        screen.add(wrapped(report.baseline.summary, width, style=tone), keep=True)
+    if len(steps) > 1:
+        others = "; ".join(steps[1:])
+        screen.add(wrapped(others, width, indent=6, style="yellow", first="also: "), rank=2, note="other steps")
+    screen.tail = wrapped(closing(short, steps[0] if steps else ""), width, style=style)
+    return screen

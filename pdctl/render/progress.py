@@ -75,6 +75,7 @@ class ProgressPrinter:
         clock: Callable[[], float] = time.monotonic,
         every_s: float = PLAIN_EVERY_S,
         width: int | None = None,
+        reported: frozenset[str] = frozenset(),
     ):
         from pdctl import render
 
@@ -84,6 +85,9 @@ class ProgressPrinter:
         self.clock = clock
         self.every_s = every_s
         self.width = width
+        # steps whose outcome the command's own report states next (final-health's verdict): on a terminal their
+        # "ok"/"!!" line would only push that verdict off the first row
+        self.reported = reported
         self.c = (
             render.console(stderr=True)
             if stream is None
@@ -110,7 +114,9 @@ class ProgressPrinter:
             elif ev.kind in ("done", "failed"):
                 opened = self._close_step(ev.what)
                 tag = self._tag(opened) if opened else ""
-                if ev.kind == "done":
+                if self.live and ev.what in self.reported:
+                    self.clear()
+                elif ev.kind == "done":
                     self._line(Text("  ok ", style="green") + Text(f"{tag}{ev.what} ({ev.elapsed:.1f}s)"))
                 else:
                     self._line(

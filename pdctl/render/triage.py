@@ -51,11 +51,20 @@ def grouped_observations(observations) -> list[tuple]:
 
 
 def triage_report(rep, *, verbose: bool = False) -> None:
-    """The headline first, then each finding (observed, inferred, the action), then the observations that did not
-    pass, and the passing ones counted per kind (every one with `verbose`)."""
+    """Without `verbose`, one screen (triage_screen). With it: the headline and the next command first, then each
+    finding (observed, inferred, ruled out, the action), then every observation, and the headline again."""
+    from pdctl.checks.triage_finding import recommended_step
+    from pdctl.render.fit_screen import closing, print_rows
+
     c = render.console()
+    step = recommended_step(rep.findings)
+    if not verbose:
+        print_rows(triage_screen(rep, c.width, step).fit())
+        return
     ok = True if not rep.findings else (False if rep.needs_action else None)
     c.print(Text(rep.headline, style=style_of(ok)))
+    if step:
+        c.print(Text("next: ", style="yellow") + Text(step))
     for i, f in enumerate(rep.findings, 1):
         style = "bold red" if f.severity == "action" else "yellow"
         c.print(Text(f"finding {i} [{f.severity}]: {f.title}", style=style))
@@ -71,9 +80,47 @@ def triage_report(rep, *, verbose: bool = False) -> None:
                 narrow="stacked",
             )
         )
-    if not verbose:
-        for line in passed_summary(rep.observations, c.width):
-            c.print(Text(line))
+    if rep.findings:
+        c.print(Text(closing(_short(rep.headline), step), style=style_of(ok)))
+
+
+def _short(headline: str) -> str:
+    """'triage: ACTION NEEDED' from 'triage: ACTION NEEDED (2 finding(s))'. Pure."""
+    return headline.split(" (", 1)[0]
+
+
+def triage_screen(rep, width: int, step: str):
+    """Triage on one screen (render.fit_screen): the headline and the next command; each finding's title, what it
+    rules out and its action always, its observed and inferred lines while rows last; what did not pass and what
+    passed, in a line each; the headline and the next command again. Pure."""
+    from pdctl.render.fit_screen import Row, Screen, closing, labelled, wrapped
+
+    ok = True if not rep.findings else (False if rep.needs_action else None)
+    style = style_of(ok)
+    screen = Screen(width)
+    screen.head = wrapped(rep.headline, width, style=style)
+    if step:
+        screen.head += wrapped(step, width, style="yellow", first="next: ", indent=6)
+    for i, f in enumerate(rep.findings, 1):
+        tone = "bold red" if f.severity == "action" else "yellow"
+        screen.add(wrapped(f"{i}. [{f.severity}] {f.title}", width, indent=3, style=tone), keep=True)
+        for k, o in enumerate(f.observed):
+            # the first two observations carry the finding; the rest go first when rows run short
+            screen.add(labelled("observed:", o, width), rank=2 if k < 2 else 3, note="observations")
+        for k, o in enumerate(f.inferred):
+            screen.add(labelled("inferred:", o, width, style="dim"), rank=2 if k == 0 else 4, note="inferences")
+        for o in f.ruled_out:
+            screen.add(labelled("ruled out:", o, width), rank=1, note="what was ruled out")
+        screen.add(labelled("action:", f.action, width, style="bold"), keep=True)
+    failed = grouped_observations([o for o in rep.observations if o.status is not Status.PASS])
+    if failed:
+        seen = "; ".join(f"{what} {target}" if target else what for what, target, *_ in failed)
+        screen.add(wrapped(seen, width, indent=6, first="not passed: "), rank=2, note="what did not pass")
+    passed = passed_summary(rep.observations, width)
+    screen.add([Row(line, "dim") for line in passed], rank=3, note="what passed")
+    if rep.findings:
+        screen.tail = wrapped(closing(_short(rep.headline), step), width, style=style)
+    return screen
 
 
 def passed_summary(observations, width: int = 80) -> list[str]:

@@ -131,7 +131,7 @@ def test_pdctl_usage_error_under_json_is_one_error_document():
 def _next(failures):
     from pdctl.render import next_steps
 
-    return next_steps([r for r in failures if r.failed])
+    return next_steps({"flags": [r for r in failures if r.failed]})
 
 
 def test_flag_or_env_drift_hints_deploy_dry_run_then_deploy():

@@ -85,12 +85,12 @@ def test_each_cadence_period_is_a_watch_setting_and_each_period_setting_a_cadenc
 
 
 def test_triage_reads_the_layers_marked_for_it():
-    assert FINAL_HEALTH_LAYERS == TRIAGE_LAYERS == ("health", "e2e", "transfer", "lineage")
+    assert FINAL_HEALTH_LAYERS == TRIAGE_LAYERS == ("health", "e2e", "transfer", "lineage", "pairs")
     assert tuple(TriageObservations().final_health_layers()) == FINAL_HEALTH_LAYERS
     obs = TriageObservations()
     row = CheckResult("e2e", "router[0]", "chat completion", Status.PASS)
     obs.take_final_health({"e2e": [row], "flags": [row]})
-    assert obs.final_health_layers() == {"health": [], "e2e": [row], "transfer": [], "lineage": []}
+    assert obs.final_health_layers() == {"health": [], "e2e": [row], "transfer": [], "lineage": [], "pairs": []}
 
 
 class _Progress:

@@ -155,3 +155,19 @@ def test_json_is_quiet_only_when_stderr_is_not_a_terminal():
     assert progress_quiet(True, FakeTTY()) is False  # a person at a terminal: progress on stderr
     assert progress_quiet(False, io.StringIO()) is False
     assert progress_quiet(False, FakeTTY()) is False
+
+
+def test_a_step_the_command_reports_itself_leaves_no_line_on_a_terminal_but_does_when_piped():
+    """verify final-health and triage print final-health's verdict first: its '!! failed after' line would only
+    push that verdict off the first row of a terminal; piped, the line stays (a log keeps every step)."""
+    for live, kept in ((True, False), (False, True)):
+        s = FakeTTY() if live else io.StringIO()
+        p = ProgressPrinter(stream=s, live=live, clock=Clock(), width=100, reported=frozenset({"final-health"}))
+        prog = Progress(sink=p)
+        prog.emit(Event("step", "final-health"))
+        prog.emit(Event("failed", "final-health", 0.4, detail="2 check(s) failed"))
+        prog.emit(Event("step", "restart decode[0]"))
+        prog.emit(Event("failed", "restart decode[0]", 1.0, detail="exit 1"))
+        shown = "\n".join(_screen(s.getvalue()))
+        assert ("final-health failed after" in shown) is kept, shown
+        assert "restart decode[0] failed after 1.0s: exit 1" in shown  # a step not reported stays on screen

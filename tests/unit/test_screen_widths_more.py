@@ -339,7 +339,7 @@ def test_restart_pair_steps_and_final_health(width, monkeypatch):
     assert_fits_and_intact(
         lines,
         width,
-        [label(x, 0) for x in ("prefill", "decode", "router")] + [FLAG, "expected: 8998", "found:    9999"],
+        [label(x, 0) for x in ("prefill", "decode", "router")] + [FLAG, "(expected 8998)", "9999"],
     )
     assert lines.index(next(x for x in lines if x.startswith("final-health: FAIL"))) > max(
         i for i, x in enumerate(lines) if "ready" in x

@@ -376,7 +376,7 @@ def test_xpyd_final_health_at_60(at60, capsys, verbose):
         lines,
         60,
         [BROKEN, BROKEN_FLAG, "sglang:num_transfer_failed_reqs_total"]
-        + (LABELS if verbose else ["expected: 0.85", "found:    0.9", "found:    tp0=3"]),
+        + (LABELS if verbose else ["(expected 0.85)", " 0.9", "tp0=3"]),
     )
     if verbose:
         assert_value_shown(lines, f"{BROKEN_FLAG}: expected 0.85, found 0.9")
@@ -389,27 +389,29 @@ def test_xpyd_failed_pairs_and_triage_at_60(at60, capsys):
     from pdctl.ops.verify import HealthReport
     from tests.unit.xpyd_reports import DECODES, PREFILLS
 
-    render.health_report(
-        HealthReport(
-            "prod-4x4.yaml",
-            {
-                "pairs": [
-                    CR(
-                        "pairs",
-                        f"prefill[{i}] -> decode[{j}]",
-                        "canary",
-                        Status.FAIL if (i == 1 and j) else Status.PASS,
-                        observed="no answer in 4.0s (aborted)" if (i == 1 and j) else "200, KV 35 ms",
-                        expected="HTTP 200 from both workers, content",
-                        detail=f"{PREFILLS[i]} -> {DECODES[j]}, room {1004 + j}",
-                    )
-                    for i in range(4)
-                    for j in range(4)
-                ]
-            },
-        )
+    rep = HealthReport(
+        "prod-4x4.yaml",
+        {
+            "pairs": [
+                CR(
+                    "pairs",
+                    f"prefill[{i}] -> decode[{j}]",
+                    "canary",
+                    Status.FAIL if (i == 1 and j) else Status.PASS,
+                    observed="no answer in 4.0s (aborted)" if (i == 1 and j) else "200, KV 35 ms",
+                    expected="HTTP 200 from both workers, content",
+                    detail=f"{PREFILLS[i]} -> {DECODES[j]}, room {1004 + j}",
+                )
+                for i in range(4)
+                for j in range(4)
+            ]
+        },
     )
-    lines = screen(capsys)
+    render.health_report(rep)
+    lines = screen(capsys)  # one line for the one cause, every pair named whole
+    assert_fits_and_intact(lines, 60, [f"prefill[1] -> decode[{j}]" for j in (1, 2, 3)] + ["(expected HTTP 200"])
+    render.health_report(rep, verbose=True)
+    lines = screen(capsys)  # -v: each pair's own room and workers
     assert_fits_and_intact(
         lines,
         60,
@@ -421,8 +423,9 @@ def test_xpyd_failed_pairs_and_triage_at_60(at60, capsys):
     lines = screen(capsys)
     assert lines[0].startswith("triage: ACTION NEEDED")
     assert_fits_and_intact(
-        lines, 60, [BROKEN, *ROUTERS, "`pdctl restart --pair`", "`pdctl logs decode`", "service 9/10,"]
+        lines, 60, [BROKEN, *ROUTERS, "`pdctl restart --pair`", "`pdctl logs decode`", "what passed"]
     )
+    assert len(lines) <= 23 and lines[-1] == "triage: ACTION NEEDED -- next: pdctl restart --pair"
     assert_value_shown(lines, "/readiness: 7/8 workers healthy")
     render.triage_report(triage_4x4(stopped=False), verbose=True)
     lines = screen(capsys)

@@ -70,7 +70,7 @@ def test_degraded_bootstrap_after_decode_only_restart():
     assert f[0].severity == "action" and "restart --pair" in f[0].action
     assert any("transfer_failed +1" in o for o in f[0].observed)
     assert any("restarted alone" in o for o in f[0].observed)
-    assert any("every /health answered 200" in o for o in f[0].observed)
+    assert any("every worker's /health answered 200" in o for o in f[0].observed)
     # what was seen and what is concluded stay apart: the KV-bootstrap conclusion is only in `inferred`
     assert f[0].inferred and not any("degraded bootstrap" in o or "stale" in o for o in f[0].observed)
     assert any("degraded bootstrap" in i and "stale" in i for i in f[0].inferred)

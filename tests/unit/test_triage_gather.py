@@ -122,7 +122,9 @@ def test_cli_exits_3_or_4_naming_the_host(unreadable, monkeypatch, exc, code):
     from pdctl.cli.app import app
 
     _fh_raises(monkeypatch, exc)
-    monkeypatch.setattr(cli_triage, "open_deployment", lambda inv, quiet=False: contextlib.nullcontext(FakeDep()))
+    monkeypatch.setattr(
+        cli_triage, "open_deployment", lambda inv, quiet=False, **_kw: contextlib.nullcontext(FakeDep())
+    )
     r = CliRunner().invoke(app, ["triage", "--window", "2", "--interval", "1", "--json"])
     assert r.exit_code == code, r.output
     assert "gpu1" in r.output

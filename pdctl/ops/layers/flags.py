@@ -108,6 +108,7 @@ def _process_rows(dep: Deployment, label: str, p: LiveProcess) -> list[CheckResu
                 observed=p.service.detail or "not running",
                 expected="running",
                 detail=f"service {dep.inv.service_name(role, i)} has no live main process",
+                data={"running": False, "service": dep.inv.service_name(role, i)},  # read by checks.recommend
             )
         ]
     declared_env = launch.declared_env(dep.inv, role, i)
