@@ -295,3 +295,22 @@ def test_a_pin_is_a_cause_only_when_it_lasts_and_a_change_s_own_failures_are_non
     ]
     assert {h.name: h for h in judge_causes(change, [], sig)}["a role down"].verdict == RULED_OUT
     assert {h.name: h for h in judge_causes(change[1:2], [], sig)}["a role down"].verdict == CAUSE
+
+
+def test_the_screen_says_the_verdict_first_and_fits_80x24(monkeypatch, capsys, tmp_path):
+    from pdctl.render.incident_files import Written
+    from pdctl.render.incident_screen import incident_json, incident_screen
+
+    monkeypatch.setenv("COLUMNS", "80")
+    rep = _report()
+    rep.notes = ["gap one " * 8, "gap two", "gap three"]
+    long = tmp_path / ("a-rather-long-directory-name-" * 3) / "incident-local-20260101-000000"
+    written = Written(long.with_suffix(".md"), long.with_suffix(".html"), [long.with_name("x-queues.svg")])
+    incident_screen(rep, written)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("incident write-up written; local is HEALTHY now")
+    assert len(lines) <= 24 and all(len(x) <= 80 for x in lines), lines
+    assert "next: open" in "\n".join(lines[-4:])  # last, the file to open (a long path wraps after it)
+    assert "1 more in the write-up's Gaps section" in "\n".join(lines)
+    doc = incident_json(rep, written)
+    assert doc["ok"] and doc["healthy_now"] and doc["sections"][0] == "Summary" and doc["entries"]["heal"] == 2
