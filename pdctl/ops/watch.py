@@ -96,6 +96,7 @@ class Watch:
         self.first_finished: set[str] = set()
         self.fatal: UsageError | None = None  # a round's configuration error (a key file missing): ends the watch
         self.started_at: dict[str, float] = {}  # cadence -> unix time its last round started
+        self.exporter_url = ""  # where its exporter listens (run_watch sets it once serving), "" when none
         self.follower = InventoryFollower.of(self.dep.inv)
         self._opened = ExitStack()  # the deployments opened for a changed inventory, closed when the watch ends
         self._asked_for: float | None = None  # the newest suspect failure a canary round was asked for
@@ -293,6 +294,16 @@ class Watch:
         return [Redeclared(self.wall(), self.state.deployment, True, f"{inv.source} changed ({what}): judged from now")]
 
     # -- what the heal and the screen use ----------------------------------------------------------------------
+    @property
+    def timeline(self) -> str | None:
+        """Where its timeline is written: the `target` of the sink that writes one (pdctl.render.watch_timeline's
+        TimelineWriter: a file, or "-" for stdout), None when no sink does."""
+        for sink in self.on_lines:
+            target = getattr(sink, "target", None)
+            if isinstance(target, str):
+                return target
+        return None
+
     def emit(self, event: TimelineEvent) -> None:
         """One line to every sink (a hook's own, e.g. the heal's HealEvent, stamped with `watch.wall()`)."""
         self._emit([event])
@@ -360,6 +371,7 @@ def run_watch(
 
     w = Watch(dep, on_lines=list(on_lines), hooks=list(hooks))
     server = serve_exporter(w, *serve) if serve is not None else None
+    w.exporter_url = server.url if server is not None else ""
     try:
         with screen(w) if screen is not None else nullcontext():
             return w.run(stop=stop, for_s=for_s, once=once, notifier=notifier)

@@ -205,6 +205,8 @@ class Exporter:
     def __init__(self, server: HTTPServer, thread: Thread):
         self._server, self._thread = server, thread
         self.port = server.server_port
+        host = str(server.server_address[0])
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{self.port}/metrics"  # where it listens
 
     def close(self) -> None:
         """Stop serving and free the port (bounded: the server thread polls every 0.5 s)."""
