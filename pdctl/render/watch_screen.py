@@ -345,9 +345,10 @@ class LiveScreen:
         from pdctl import render
 
         self.watch = watch
+        self._console = render.console()
         self._live = Live(
             get_renderable=self._render,
-            console=render.console(),
+            console=self._console,
             refresh_per_second=1,
             transient=False,
             redirect_stdout=False,
@@ -355,7 +356,7 @@ class LiveScreen:
         )
 
     def _render(self) -> Text:
-        size = self._live.console.size  # the terminal's, read at each frame: a resized window is followed
+        size = self._console.size  # the terminal's, read at each frame: a resized window is followed
         where = Where(self.watch.exporter_url, self.watch.timeline)
         with self.watch.lock:
             return screen_text(

@@ -226,3 +226,24 @@ def test_it_fits_80x24_keeping_verdict_next_command_and_where():
     whole = rows(st, where=WHERE)
     assert len(whole) > height and not any("not shown to fit" in r for r in whole)
     assert sum(1 for r in whole if r.startswith("fail    flags ")) == 12
+
+
+def test_the_live_view_renders_at_the_terminals_size(monkeypatch):
+    """LiveScreen's frame: the console's width and height (less the prompt's and the stop line's rows), and where
+    the watch it shows serves and writes."""
+    import threading as th
+
+    from pdctl.render.watch_screen import LiveScreen
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("LINES", "24")
+    st = WatchState("prod-west-2x2", started=T0)
+    drifted(st, 30)
+    watch = SimpleNamespace(
+        state=st, lock=th.RLock(), exporter_url="http://127.0.0.1:9464/metrics", timeline=None, wall=lambda: T0 + 20
+    )
+    frame = LiveScreen(watch)._render().plain.splitlines()
+    assert len(frame) == 24 - LIVE_ROWS_LEFT and all(len(r) <= 80 for r in frame)
+    assert frame[0].startswith("watch prod-west-2x2: FAIL  30 failing")
+    assert frame[1] == f"next: {NEXT_DEPLOY}"
+    assert frame[2] == "exporter http://127.0.0.1:9464/metrics; timeline none"
