@@ -48,6 +48,9 @@ def pairs_report(rep) -> None:
         c.print(Text(f"verify pairs: {word} ({head})", style=style))
         for part in pack([f"{n}," for n in names.split(", ")[:-1]] + [names.split(", ")[-1]], c.width - 2, sep=" "):
             c.print(Text("  ") + part)
+    step = _first_step(rep.next_steps)
+    if step:  # the one command to run, before any detail
+        c.print(Text("next: ", style="yellow") + Text(step))
     c.print(
         Text(
             f"  {len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
@@ -82,11 +85,11 @@ def pairs_report(rep) -> None:
         c.print(Text("restart-lineage hazards (see `pdctl verify final-health --layer lineage`)", style="bold"))
         for r in marked:
             c.print(Text(f"  {r.name}: {r.lineage_hazard}"))
-    c.print(Text("instances", style="bold"))
-    for i, lab in enumerate(rep.prefills):
-        c.print(Text(f"  prefill[{i}] = {lab}"))
-    for j, lab in enumerate(rep.decodes):
-        c.print(Text(f"  decode[{j}] = {lab}"))
+    named = [f"prefill[{i}] = {lab}," for i, lab in enumerate(rep.prefills)]
+    named += [f"decode[{j}] = {lab}," for j, lab in enumerate(rep.decodes)]
+    named[-1] = named[-1].rstrip(",")
+    for k, part in enumerate(pack(named, c.width - 11, sep=" ")):  # packed: an instance and its label never split
+        c.print(Text("instances: " if k == 0 else " " * 11, style="bold" if k == 0 else "") + part)
     for n in rep.notes:
         c.print(Text(f"  note: {n}", style="dim"))
     for k, step in enumerate(rep.next_steps):  # wrapped between options, never inside one
@@ -94,3 +97,13 @@ def pairs_report(rep) -> None:
         words = step.replace(" --", "\0--").split("\0")
         for i, part in enumerate(pack(words, c.width - len(lead), sep=" ")):
             c.print((Text(lead, style="yellow" if k == 0 else "") if i == 0 else Text(" " * len(lead))) + part)
+    if not v.ok:  # the verdict and the command again, on screen after any scroll
+        from pdctl.render.fit_screen import closing
+
+        c.print(Text(closing(f"verify pairs: {word}", step), style=style))
+
+
+def _first_step(steps: list[str]) -> str:
+    """The one command to run next: the heal when one is known ("then, to heal: pdctl restart --pair"), else the
+    first step. Pure."""
+    return steps[1] if len(steps) > 1 else (steps[0] if steps else "")

@@ -29,11 +29,12 @@ def _finding_lines(f, width: int) -> Table:
     rows = (
         [("observed:", o, "") for o in f.observed]
         + [("inferred:", o, "dim") for o in f.inferred]
+        + [("ruled out:", o, "") for o in f.ruled_out]
         + [("action:", f.action, "bold")]
     )
     for label, value, style in rows:
         g.add_row(
-            Text(f"  {label:<9}", style=style), Text("\n".join(wrap_keeping_commands(value, width - 12)), style=style)
+            Text(f"  {label:<10}", style=style), Text("\n".join(wrap_keeping_commands(value, width - 13)), style=style)
         )
     return g
 

@@ -373,8 +373,12 @@ def test_verify_inflight_samples_chart_and_verdict(width, capsys, pinned):
         lines[-1].startswith("verify inflight: PINNED" if pinned else "verify inflight: DRAINED")
         or "verify inflight: PINNED" in text
     )
-    if pinned:
+    if pinned:  # the verdict and the command first and last; 31 samples alike: the table keeps the changes
         assert "FAIL" in text and "found:" in text
+        assert lines[0] == "verify inflight: PINNED" and lines[1] == "next: pdctl triage"
+        assert lines[-1] == "verify inflight: PINNED -- next: pdctl triage"
+        assert "29 like the one before not listed" in " ".join(text.split())
+        assert len(lines) <= (24 if width >= 80 else 40)
 
 
 def test_verify_inflight_pinned_under_load_reads_at_every_width(width, capsys):
