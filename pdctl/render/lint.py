@@ -45,9 +45,16 @@ def _wrapped(text: str, width: int, indent: str = "  ", style: str = "") -> list
 def lint_report(report) -> None:
     c = render.console()
     w = c.width
-    c.print(Text(verdict_line(report), style="bold green" if report.ok else "bold red"))
+    style_v = "bold green" if report.ok else "bold red"
+    c.print(Text(verdict_line(report), style=style_v))
     rank = {"error": 0, "warning": 1, "note": 2}
-    for f in sorted(report.findings, key=lambda f: (f.silenced is not None, rank.get(f.severity, 3))):
+    ordered = sorted(report.findings, key=lambda f: (f.silenced is not None, rank.get(f.severity, 3)))
+    first = next((f for f in ordered if f.severity == "error" and not f.silenced and f.fix), None)
+    step = f"{f_short(first.role)} {first.subject}: {first.fix}, then pdctl lint" if first else ""
+    if step:  # the first fix to make, before the list
+        for line in _wrapped("next: " + step, w, "", "yellow"):
+            c.print(line)
+    for f in ordered:
         style = "dim" if f.silenced else SEVERITY_STYLE.get(f.severity, "")
         for line in _wrapped(f"{f.severity.upper()} {f.rule}  {f.role}  {f.subject}", w, "", style):
             c.print(line)
@@ -61,3 +68,11 @@ def lint_report(report) -> None:
         who = f"{r['kind']} {r['version']}" if r.get("version") else f"{r['kind']}: not asked"
         for line in _wrapped(f"{r['label']}  {who}  python {r['python']}", w):
             c.print(line)
+    if step:  # the verdict and the fix again, on screen after any scroll
+        for line in _wrapped(f"{verdict_line(report)} -- next: {step}", w, "", style_v):
+            c.print(line)
+
+
+def f_short(label: str) -> str:
+    """'decode[0]' of 'decode[0]@host:30002'. Pure."""
+    return label.split("@", 1)[0]

@@ -133,6 +133,10 @@ def test_lint_report_rule_role_subject_and_what_to_write(width, capsys, failing)
     if failing:
         text = "\n".join(lines)
         assert text.index("ERROR flag-ambiguous") < text.index("NOTE tp-rank0-metrics")  # errors first
+        # the first error's fix second, and again with the verdict last
+        assert lines[1].startswith("next: decode[0] --disaggregation-b: write one of")
+        flat = " ".join(text.split())
+        assert flat.endswith("then pdctl lint") and "-- next: decode[0]" in flat
         assert_value_shown(lines, "expected an int, found 'thirty'")
         assert_value_shown(lines, "fix: write one of --disaggregation-bootstrap-port, --disaggregation-backend")
 
