@@ -9,12 +9,15 @@ import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Iterator, Optional
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from pdctl.errors import ExitCode, Interrupted, exit_kind
+
+if TYPE_CHECKING:
+    from pdctl.render.report import Stamp
 
 
 def _inventory_path(value: str | None) -> Path | None:
@@ -86,6 +89,8 @@ def stop_signals_interrupt() -> Iterator[None]:
 #: `pdctl verify final-health`: the command whose arguments were parsed last in this run, so an error's hint and a
 #: report's title name it (typer offers no public way to the current context; its click is private to it)
 _COMMAND_PATH: ContextVar[str | None] = ContextVar("pdctl_command_path", default=None)
+#: the arguments of this run's command line, as typed (after `pdctl`): what a --report's stamp says made it
+_COMMAND_LINE: ContextVar[list[str] | None] = ContextVar("pdctl_command_line", default=None)
 
 
 def command_path() -> str | None:
@@ -182,6 +187,7 @@ class PdctlGroup(_Conventions, TyperGroup):
 
         argv = list(sys.argv[1:] if args is None else args)
         started = _COMMAND_PATH.set(None)
+        typed = _COMMAND_LINE.set(argv)
         try:
             code = super().main(argv, prog_name or "pdctl", complete_var, standalone_mode=False, **extra)
         except typer.TyperException as e:  # click's errors (typer's public base of them): usage, exit 2
@@ -191,6 +197,7 @@ class PdctlGroup(_Conventions, TyperGroup):
             code = ExitCode.CHECK_FAILED
         finally:
             _COMMAND_PATH.reset(started)
+            _COMMAND_LINE.reset(typed)
         code = code if isinstance(code, int) else 0
         if standalone_mode:
             sys.exit(code)
@@ -260,7 +267,7 @@ def handle_errors(fn: Callable) -> Callable:
             raise typer.Exit(
                 report_error(e.exit_code, e.message, e.hint or _usage_hint(e), json_out=json_out)
             ) from None
-        with saved_report(report):
+        with saved_report(report, kwargs.get("inventory")):
             return _run_mapped(fn, args, kwargs, json_out)
 
     return wrapper
@@ -355,17 +362,22 @@ _REPORT_HINT = "choose a writable path for --report (a file of your own, not a l
 
 
 @contextmanager
-def saved_report(path: Optional[Path]) -> Iterator[None]:
-    """Record what is printed inside, then save it to `path` (nothing when None), also when the command exits
-    non-zero or is interrupted. A failed or refused write is said as an error; it turns a success into exit 2."""
+def saved_report(path: Optional[Path], inventory: Optional[str | Path] = None) -> Iterator[None]:
+    """Record what is printed inside, then save it to `path` (nothing when None) under a stamp naming when, the
+    deployment of `inventory` (a path; None: the embedded default), who, which pdctl and the command line, also when
+    the command exits non-zero or is interrupted. A failed or refused write is said as an error; it turns a success
+    into exit 2."""
     if path is None:
         yield
         return
+    import time
+
     from pdctl import render
     from pdctl.errors import UsageError
     from pdctl.render import report
 
     title = command_path() or "pdctl"
+    started = time.time()
     render.start_report()
     ok = False
     try:
@@ -373,11 +385,35 @@ def saved_report(path: Optional[Path]) -> Iterator[None]:
         ok = True
     finally:
         try:
-            report.save(path, title)
+            report.save(path, title, report_stamp(inventory, started))
         except UsageError as e:
             render.error(e.message, _REPORT_HINT)
             if ok:
                 raise typer.Exit(ExitCode.USAGE) from None
+
+
+def report_stamp(inventory: Optional[str | Path], started: float) -> Stamp:
+    """A --report's stamp, now: the deployment from `inventory` loaded again (its name and declared secrets; one
+    that does not load is named by its path: the command said why, and a stamp never stops a report), the operator
+    as the audit log names them, pdctl's version, and this run's command line with secret values masked."""
+    import shlex
+    import time
+
+    import pdctl
+    from pdctl.inventory import load_inventory
+    from pdctl.render.report import Stamp
+    from pdctl.secrets import MASK, inventory_secrets, mask_argv
+    from pdctl.state import operator
+
+    try:
+        inv = load_inventory(inventory)
+        name, source, secrets = inv.name, inv.source, inventory_secrets(inv)
+    except Exception:  # an InventoryError, or a file that went away meanwhile
+        name, source, secrets = "", str(inventory), set()
+    typed = _COMMAND_LINE.get()
+    argv = sys.argv[1:] if typed is None else typed
+    line = " ".join(["pdctl", *(a if a == MASK else shlex.quote(a) for a in mask_argv(argv, secrets))])
+    return Stamp(time.time(), started, name, source, operator(), pdctl.__version__, line)
 
 
 def progress_quiet(json_out: bool, stream=None) -> bool:

@@ -1,4 +1,4 @@
-"""ProgressPrinter: the progress sink of every command (pdctl.progress events) on stderr.
+"""ProgressPrinter: the progress sink of every command (pdctl.progress events) on stderr, never in a --report.
 
 In a terminal: one live line redrawn in place (`\\r` + clear-line: what it waits for, a bar and done/total when
 the amount of work is known, elapsed/limit, the step count) and one kept line per finished step. Piped: plain
@@ -13,11 +13,14 @@ import os
 import sys
 import threading
 import time
-from typing import Callable, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
 
 from pdctl.progress import Event
 from pdctl.render.escape_controls import Text
 from pdctl.render.pdctl_console import PdctlConsole
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 PLAIN_EVERY_S = 5.0  # piped: at most one waiting line this often (a log, not a screen)
 CLEAR_LINE = "\r\x1b[2K"
@@ -49,6 +52,16 @@ def _columns(stream: TextIO) -> int:
         return cols
     env = os.environ.get("COLUMNS", "")  # a pty whose size was never set says 0 columns
     return int(env) if env.isdigit() and int(env) > 0 else 80
+
+
+def _stderr_console(console: PdctlConsole | Console) -> PdctlConsole | Console:
+    """`console` (stderr's), or while a --report is recorded one of the same width that it does not record: the
+    step lines are progress, what a command does while it runs, not what it found (pdctl.render.report)."""
+    from pdctl.render import report
+
+    if console is not report.recording_console(True):
+        return console
+    return PdctlConsole(stderr=True, width=console.width, highlight=False, soft_wrap=False)
 
 
 def bar(done: int, total: int, width: int, *, unicode: bool = True) -> str:
@@ -89,7 +102,7 @@ class ProgressPrinter:
         # "ok"/"!!" line would only push that verdict off the first row
         self.reported = reported
         self.c = (
-            render.console(stderr=True)
+            _stderr_console(render.console(stderr=True))
             if stream is None
             else PdctlConsole(file=stream, width=width, highlight=False, soft_wrap=False)
         )
