@@ -90,7 +90,8 @@ def test_final_health_names_the_drifting_decode_in_a_few_lines(dep):
     lines = r.stdout.splitlines()
     broken = labels(dep["data"])[N + 1]
     assert lines[0].startswith("final-health: FAIL (1 check(s) failed in: flags)"), r.stdout
-    assert_fits(lines, [broken, "--max-running-requests", "expected: 7", "found:    absent"])
+    assert_fits(lines, [broken, "--max-running-requests", "(expected 7)", "absent"])
+    assert lines[1].startswith("next: pdctl deploy --dry-run") and lines[-1].startswith("final-health: FAIL -- next:")
     assert not any(label in r.stdout for label in labels(dep["data"]) if label != broken)
     assert len(lines) <= 16, r.stdout
 
