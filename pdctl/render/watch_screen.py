@@ -114,7 +114,7 @@ def next_step(state: WatchState) -> NextStep | None:
     if broken:
         p = max(broken, key=lambda p: p.consecutive_failures)
         short = f"{p.prefill.split('@', 1)[0]} -> {p.decode.split('@', 1)[0]}"  # the hosts: in the rows below
-        why = f"{short}: {p.consecutive_failures} failed canaries in a row"
+        why = f"{short} broken: {p.consecutive_failures} failed canaries"
         if (p.prefill, p.decode) in state.hazards:
             why += f", lineage {state.hazards[(p.prefill, p.decode)]}"
         more = len(broken) - 1

@@ -101,7 +101,7 @@ def test_a_broken_pair_names_restart_pair_right_after_the_verdict():
     broken_pair(st)
     out = rows(st, where=WHERE)
     assert out[0].startswith("watch prod-west-2x2: FAIL")
-    assert out[1].startswith("next: pdctl restart --pair  (prefill[0] -> decode[0]: 3 failed canaries in a")
+    assert out[1] == "next: pdctl restart --pair  (prefill[0] -> decode[0] broken: 3 failed canaries)"
     assert any(r.startswith(f"pair {label('prefill', 0)} ->") for r in out)
     step = next_step(st)
     assert step is not None and step.command == "pdctl restart --pair"
@@ -115,7 +115,7 @@ def test_a_broken_pair_on_xpyd_names_the_rolling_restart_as_the_heal_would():
     broken_pair(st, 1, 0)
     step = next_step(st)
     assert step is not None and step.command == "pdctl restart --rolling"
-    assert step.why.startswith("prefill[1] -> decode[0]: 3 failed canaries")
+    assert step.why == "prefill[1] -> decode[0] broken: 3 failed canaries"
 
 
 def test_the_next_command_is_the_failing_checks_typed_next_step():
