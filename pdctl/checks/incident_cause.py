@@ -70,7 +70,12 @@ def judge_causes(
     ]
     db_hazards = [x for x in hazards if x.get("hazard") == "degraded-bootstrap"]
     db_heals = [x for x in heals if x.get("case") == "degraded-bootstrap" and x.get("outcome") != "done"]
-    evidence = [f"lineage hazard degraded-bootstrap on {x.get('prefill')} -> {x.get('decode')}" for x in db_hazards]
+    # once per pair: every watch that starts (a restart of its service, a second watch) says a standing hazard again
+    evidence = list(
+        dict.fromkeys(
+            f"lineage hazard degraded-bootstrap on {x.get('prefill')} -> {x.get('decode')}" for x in db_hazards
+        )
+    )
     evidence += [
         f"`pdctl {r.get('action')}` by {r.get('operator', '?')}"
         + (" with the hazard guard overridden" if (r.get("args") or {}).get("override_hazard") else "")

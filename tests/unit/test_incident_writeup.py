@@ -186,6 +186,16 @@ def test_the_cause_is_judged_from_the_records():
     assert judge_causes([], [RESTART], sig) == []  # no timeline: nothing judged
 
 
+def test_a_hazard_said_again_by_a_second_watch_is_one_piece_of_evidence():
+    again = [x for x in LINES if x.get("event") == "lineage"]
+    lines = sorted(LINES + [{**x, "t": x["t"] + 5} for x in again], key=lambda x: x["t"])
+    degraded = judge_causes(lines, [RESTART], signals(lines, T0 - 10, T0 + 100))[0]
+    assert degraded.name == DEGRADED
+    assert [e for e in degraded.evidence if e.startswith("lineage hazard")] == [
+        f"lineage hazard degraded-bootstrap on {P} -> {D}"
+    ]
+
+
 def test_signals_open_at_the_window_start_with_the_value_before_it():
     sig = signals(LINES, T0 + 30, T0 + 100)
     assert sig.transfer_failed[P][0] == (T0 + 30, 3.0)  # the sample of T0+25 holds at the start

@@ -386,6 +386,17 @@ def run_audit_record() -> dict:
     return got
 
 
+def incident() -> dict:
+    """`pdctl incident --json`: the write-up of tests/unit/test_incident_writeup.py's records, as written."""
+    from pdctl.render.incident_files import Written
+    from pdctl.render.incident_screen import incident_json
+    from tests.unit.test_incident_writeup import _report
+
+    base = Path("/tmp/incident-local")
+    charts = [base.with_name(f"incident-local-{c}.svg") for c in ("queues", "failures", "canaries")]
+    return incident_json(_report(), Written(base.with_suffix(".md"), base.with_suffix(".html"), charts))
+
+
 BUILDERS = {
     f.__name__: f
     for f in (
@@ -414,6 +425,7 @@ BUILDERS = {
         run_result,
         step_run,
         run_audit_record,
+        incident,
     )
 }
 BUILDERS["health_report"] = BUILDERS.pop("_health")
