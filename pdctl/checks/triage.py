@@ -157,7 +157,10 @@ def judge_triage(obs: TriageObservations) -> list[Finding]:
     # a router's view of a stopped worker (its readiness, its breaker for it) is explained by that worker too
     explained = {h.name for h in obs.health if router_view(h) and names_stopped(h, stopped)}
     down = [h for h in obs.health if h.failed and h.target not in stopped and h.name not in explained]
-    fast = fast_canary_failures(obs.pairs)
+    # a canary to a stopped worker fails for that reason, not a transfer's (the "not running" finding says it)
+    gone = {short_label(label) for label in stopped}
+    pairs_up = [r for r in obs.pairs if not gone & {side.strip() for side in r.target.split("->")}]
+    fast = fast_canary_failures(pairs_up)
     hazards = _lineage_hazards(obs.lineage)
     # failing now: counted during the window, a canary answered with a failure, or (final-health, which has no
     # window) a lone restart while requests through the router fail and the failure counters are not clean

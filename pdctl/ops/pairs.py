@@ -151,8 +151,24 @@ def run_canary(
     }
     for t in legs.values():
         t.start()
-    legs["prefill"].join(slot + 5)  # _leg is bounded by `slot`; the margin only covers a thread scheduled late
     aborted: list[str] = []
+    deadline = time.monotonic() + slot + 5  # _leg is bounded by `slot`; the margin only covers a thread scheduled late
+    while legs["prefill"].is_alive() and time.monotonic() < deadline:
+        legs["prefill"].join(0.05)
+        gone = got.get("decode")
+        if gone is not None and gone.status_code != 200 and legs["prefill"].is_alive():
+            # the decode refused or failed (a killed decode): the prefill would hold the room for a bootstrap that
+            # never comes, for the whole slot; abort it now
+            aborted.append(
+                _abort(
+                    bases[RoleRef("prefill", i)],
+                    dep.inv.label("prefill", i),
+                    canary_rid(room),
+                    dep.inv.final_health.health_timeout,
+                )
+                + " (the decode had failed)"
+            )
+            legs["prefill"].join(max(0.0, deadline - time.monotonic()))
     early = got.get("prefill")
     if early is not None and early.status_code != 200 and legs["decode"].is_alive():
         # the prefill already said the pair failed: the decode would wait for KV that never comes (SGLang: up to

@@ -98,6 +98,13 @@ def test_a_killed_decode_names_it_not_running_and_restart_pair_first_and_last(fr
     _one_screen(tr, "triage: ACTION NEEDED", "pdctl restart --pair")
     # the router's readiness without the decode is the stop's doing, said in its one finding
     assert tr.screen.count("[action]") == 1 and "not running: decode[0]" in tr.screen, tr.screen
+    # a canary to the dead decode ends when the decode refuses: its prefill leg is aborted then, not held to the
+    # end of its slot waiting for a bootstrap that never comes
+    pairs = pdctl(["verify", "pairs", "-i", str(fresh["inv"]), "--json"], state=fresh["state"], timeout=120)
+    (pair,) = pairs.json()["pairs"]
+    assert pair["status"] == "fail" and "decode: connection refused" in pair["found"], pair
+    assert any("on prefill[0]" in a and "the decode had failed" in a for a in pair["aborted"]), pair
+    assert "closed both connections" not in pair["aborted"], pair
 
 
 def test_a_pin_is_named_with_the_degraded_bootstrap_ruled_out(fresh, tmp_path):

@@ -266,3 +266,89 @@ def test_pinned_under_load_is_named_so_and_does_not_claim_an_idle_decode():
     assert "room balance" in text and "prefill[0] holds prefill_inflight_queue=2" in text
     assert "gen_throughput" not in text and "GPU utilisation" not in text  # decode is busy: no idle evidence
     assert "restart --pair" in f[0].action
+
+
+def canary(status, observed, prefill_ms=None, decode_ms=None, pair="prefill[0] -> decode[0]"):
+    data = {"prefill": 0, "decode": 0, "prefill_ms": prefill_ms, "decode_ms": decode_ms}
+    return CheckResult("pairs", pair, "canary", Status(status), observed=observed, data=data)
+
+
+LONE_RESTART = [
+    h(
+        "decode[0]",
+        "fail",
+        "restarted alone under prefill[0]",
+        "restart lineage",
+        hazard="degraded-bootstrap",
+        prefill="prefill[0]",
+    )
+]
+
+
+def test_a_degraded_bootstrap_is_one_finding_with_the_race_ruled_out_by_how_transfers_end():
+    """The issue's 3 a.m. case: the routers' breakers opened by the failing requests, the decode waiting out its
+    timeout for KV the prefill already failed (a pin by the gauges), a canary answered with the failure in 19 ms.
+    One finding (the degraded bootstrap), not three; the update_status race ruled out with the evidence."""
+    obs = dict(
+        HEALTHY,
+        health=[
+            h("prefill[0]"),
+            h("decode[0]"),
+            h("router[0]"),
+            h("router[0]", "fail", "open", "breaker prefill[0] (http://127.0.0.1:30000)"),
+            h("router[0]", "fail", "open", "breaker decode[0] (http://127.0.0.1:30002)"),
+        ],
+        e2e=[h("router[0]", "fail", "HTTP 503", "chat completion")],
+        pairs=[canary("fail", "prefill: HTTP 500 KV transfer failed", prefill_ms=19.1, decode_ms=20.0)],
+        lineage=LONE_RESTART,
+        transfer_failed={"prefill[0]": 12.0},
+        transfer_failed_delta=1.0,
+        inflight=inflight(
+            "pinned",
+            summary="decode transfer queue 1 with no progress for 6s",
+            holders={"decode[0]": {"sglang:num_decode_transfer_queue_reqs": 1.0}},
+        ),
+    )
+    f = judge_triage(obs)
+    assert kinds(f) == ["degraded-bootstrap"], [x.title for x in f]
+    seen = " ".join(f[0].observed)
+    assert "answered in 20 ms" in seen and "breaker prefill[0]: open" in seen and "decode[0] waits on 1" in seen
+    (ruled,) = f[0].ruled_out
+    assert ruled.startswith("the update_status race") and "in 20 ms" in ruled and "no prefill holds a room" in ruled
+    assert any("SGLANG_DISAGGREGATION_WAITING_TIMEOUT" in i for i in f[0].inferred)
+
+
+def test_a_prefill_holding_a_room_keeps_the_race_in_play():
+    obs = dict(
+        HEALTHY,
+        pairs=[canary("fail", "prefill: HTTP 500 KV transfer failed", prefill_ms=19.1)],
+        lineage=LONE_RESTART,
+        transfer_failed_delta=1.0,
+        inflight=inflight(
+            "pinned", summary="pinned 6s", holders={"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 1.0}}
+        ),
+    )
+    f = judge_triage(obs)
+    assert kinds(f) == ["pinned", "degraded-bootstrap"]  # two causes: each its finding
+    assert f[1].ruled_out == []  # a held room: the race is not ruled out
+
+
+def test_a_pin_rules_out_the_degraded_bootstrap_when_lineage_is_clean_and_nothing_fails():
+    obs = dict(
+        HEALTHY,
+        pairs=[canary("pass", "200, KV 35 ms")],
+        inflight=inflight(
+            "pinned", summary="pinned 30s", holders={"prefill[0]": {"sglang:num_prefill_inflight_queue_reqs": 3.0}}
+        ),
+    )
+    f = judge_triage(obs)
+    assert kinds(f) == ["pinned"]
+    assert f[0].ruled_out and f[0].ruled_out[0].startswith("a degraded bootstrap")
+
+
+def test_a_canary_to_a_stopped_decode_is_the_stop_not_a_failing_transfer():
+    obs = dict(
+        refused_everywhere({"decode"}),
+        pairs=[canary("fail", "decode: connection refused", prefill_ms=40.0)],
+    )
+    assert kinds(judge_triage(obs)) == ["not-running"]
