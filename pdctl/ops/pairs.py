@@ -152,6 +152,11 @@ def run_canary(
     for t in legs.values():
         t.start()
     aborted: list[str] = []
+
+    def abort_leg(role: str, k: int, because: str) -> None:
+        health = dep.inv.final_health.health_timeout
+        aborted.append(_abort(bases[RoleRef(role, k)], dep.inv.label(role, k), canary_rid(room), health) + because)
+
     deadline = time.monotonic() + slot + 5  # _leg is bounded by `slot`; the margin only covers a thread scheduled late
     while legs["prefill"].is_alive() and time.monotonic() < deadline:
         legs["prefill"].join(0.05)
@@ -159,29 +164,13 @@ def run_canary(
         if gone is not None and gone.status_code != 200 and legs["prefill"].is_alive():
             # the decode refused or failed (a killed decode): the prefill would hold the room for a bootstrap that
             # never comes, for the whole slot; abort it now
-            aborted.append(
-                _abort(
-                    bases[RoleRef("prefill", i)],
-                    dep.inv.label("prefill", i),
-                    canary_rid(room),
-                    dep.inv.final_health.health_timeout,
-                )
-                + " (the decode had failed)"
-            )
+            abort_leg("prefill", i, " (the decode had failed)")
             legs["prefill"].join(max(0.0, deadline - time.monotonic()))
     early = got.get("prefill")
     if early is not None and early.status_code != 200 and legs["decode"].is_alive():
         # the prefill already said the pair failed: the decode would wait for KV that never comes (SGLang: up to
         # its 300 s waiting timeout); abort it now rather than hold the matrix for the whole slot
-        aborted.append(
-            _abort(
-                bases[RoleRef("decode", j)],
-                dep.inv.label("decode", j),
-                canary_rid(room),
-                dep.inv.final_health.health_timeout,
-            )
-            + " (the prefill had failed)"
-        )
+        abort_leg("decode", j, " (the prefill had failed)")
     legs["decode"].join(slot + 5)
     prefill_leg = got.get("prefill") or LegAnswer(error=f"no response within {slot:g}s")
     got.setdefault("decode", LegAnswer(error=f"no response within {slot:g}s"))

@@ -42,11 +42,16 @@ def glued(text: str) -> str:
 
 def _wrap(text: str, width: int) -> list[str]:
     """Wrapped at spaces, never inside a `command`; a word longer than the line (a JSON body, a URL) is folded
-    rather than left to overflow: every character stays on screen. Pure."""
+    rather than left to overflow: every character stays on screen. A control character (a server's CR, ESC) is
+    escaped first, so the wrapping neither turns it into a space nor counts it as no width. Pure."""
     import textwrap
 
+    from pdctl.render.escape_controls import escape_controls
+
     out = []
-    for line in wrap_keeping_commands(text.replace("\n", " "), max(20, width), glue_options=True):
+    # the glue (itself not printable) stays glue; a server's own no-break space prints as the space it looks like
+    text = _GLUE.join(escape_controls(part) for part in text.replace("\n", " ").split(_GLUE))
+    for line in wrap_keeping_commands(text, max(20, width), glue_options=True):
         if len(line) > width:  # a glued run longer than the line breaks after all
             out += textwrap.wrap(line.replace(_GLUE, " "), max(20, width), break_on_hyphens=False)
         else:

@@ -100,6 +100,7 @@ def test_a_commands_help_loads_that_command_only(tmp_path):
     assert sorted(m for m in loaded if m.startswith("pdctl.cli.")) == [
         "pdctl.cli.app",
         "pdctl.cli.common",
+        "pdctl.cli.complete_values",  # the TAB hooks of storm's options: standard library only at import
         "pdctl.cli.help_format",
         "pdctl.cli.lazy_commands",
         "pdctl.cli.storm",
