@@ -106,6 +106,10 @@ def pairs(
             "canaries share it, one prefill at a time.",
         ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show everything: each failed pair's room and abort, the instances."),
+    ] = False,
 ) -> None:
     """A canary through every prefill x decode pair, sent straight to both workers as the router sends one.
 
@@ -124,7 +128,7 @@ def pairs(
     if json_out:
         render.emit_json(to_data(rep))
     else:
-        render.pairs_report(rep)
+        render.pairs_report(rep, verbose=verbose)
     if rep.exit_code:
         raise typer.Exit(rep.exit_code)
 

@@ -52,6 +52,12 @@ def _who(c: Cause) -> str:
     return ", ".join(f"{r.target} for {w}" if w else r.target for r, w in zip(c.results, c.workers))
 
 
+def _without_target(r: CheckResult) -> str:
+    """What was found, less the instance's own name ("cannot read /metrics of decode[0]@h:30002: connection
+    refused" -> "cannot read /metrics: connection refused"), so instances that found the same read as one. Pure."""
+    return r.observed.replace(f" of {r.target}", "").replace(r.target, "it")
+
+
 def cause_line(c: Cause, of: int = 0) -> str:
     """'FAIL  /health  decode[0]@h:30002: connection refused (expected HTTP 200)'; several instances: 'FAIL
     breaker on 2: router[0]@h:30001 for prefill[0], decode[0]: open (expected closed)'; found per instance when
@@ -62,13 +68,13 @@ def cause_line(c: Cause, of: int = 0) -> str:
     from pdctl.render.fit_screen import glued
 
     # a short expectation stays on one line, readable at a glance
-    expected = f" (expected {r0.expected})" if r0.expected else ""
-    expected = glued(expected) if len(expected) <= 40 else expected
+    expected = f"(expected {r0.expected})" if r0.expected else ""
+    expected = " " + (glued(expected) if len(expected) <= 40 else expected) if expected else ""
     if len(c.results) == 1:
         return f"{status:<4}  {r0.name}  {r0.target}: {r0.observed or '-'}{expected}"
-    found = {r.observed for r in c.results}
+    found = {_without_target(r) for r in c.results}
     if len(found) == 1:
-        return f"{status:<4}  {c.stem} {on}: {_who(c)}: {r0.observed or '-'}{expected}"
+        return f"{status:<4}  {c.stem} {on}: {_who(c)}: {_without_target(r0) or '-'}{expected}"
     each = "; ".join(f"{r.target}{' for ' + w if w else ''}: {r.observed or '-'}" for r, w in zip(c.results, c.workers))
     return f"{status:<4}  {c.stem} {on}: {each}{expected}"
 

@@ -1,13 +1,13 @@
 """A failing read command on one screen: the verdict and the next command first, what failed in the middle, and a
 closing line that says both again, so they are in view after any scroll. The middle is built in parts of
 falling importance; parts that do not fit the rows left are dropped whole and said to be ("-v: ..."), never cut
-inside. Pure but for `print_rows`."""
+inside. Pure but for `drawn` and `print_rows` (the console)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from pdctl.render.layout import wrap_keeping_commands
 
 #: the screen a 3 a.m. reader has: tmux or a laptop terminal, 80 columns by 24 rows
 SCREEN_ROWS = 24
@@ -19,6 +19,7 @@ PROMPT_ROWS = 1
 class Row:
     text: str
     style: str = ""
+    styled: Any = None  # a row drawn with several styles (a table's row: rich Text), printed instead of `text`
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Part:
 
 
 _GLUE = "\u00a0"  # a space the wrapping does not break at; printed as a space
+_BEFORE_OPTION = "\u2007"  # the space before an --option: not broken at unless its glued run is longer than a row
 
 
 def glued(text: str) -> str:
@@ -40,45 +42,87 @@ def glued(text: str) -> str:
     return text.replace(" ", _GLUE)
 
 
-def _wrap(text: str, width: int) -> list[str]:
-    """Wrapped at spaces, never inside a `command`; a word longer than the line (a JSON body, a URL) is folded
-    rather than left to overflow: every character stays on screen. A control character (a server's CR, ESC) is
-    escaped first, so the wrapping neither turns it into a space nor counts it as no width. Pure."""
-    import textwrap
+def _words(text: str) -> list[tuple[str, str]]:
+    """`text` as (the spaces before it, word) at the spaces a row may break at: a `backquoted` command, an
+    `--option` with what precedes it and a pair's name ("prefill[0] -> decode[1]") are glued into one word, as is
+    what `glued` marked. Control characters (a server's CR, ESC) are escaped first, so the wrapping neither turns
+    one into a space nor counts it as no width. Pure."""
+    import re
 
     from pdctl.render.escape_controls import escape_controls
 
-    out = []
     # the glue (itself not printable) stays glue; a server's own no-break space prints as the space it looks like
     text = _GLUE.join(escape_controls(part) for part in text.replace("\n", " ").split(_GLUE))
-    for line in wrap_keeping_commands(text, max(20, width), glue_options=True):
-        if len(line) > width:  # a glued run longer than the line breaks after all
-            out += textwrap.wrap(line.replace(_GLUE, " "), max(20, width), break_on_hyphens=False)
-        else:
-            out.append(line)
-    return out or [""]
+    parts = text.split("`")
+    text = "`".join(p.replace(" ", _GLUE) if k % 2 else p for k, p in enumerate(parts))
+    text = text.replace(" -> ", f"{_GLUE}->{_GLUE}")  # a pair's name stays whole
+    text = re.sub(r"(--[\w-]+) (?=[^-\s])", "\\1" + _GLUE, text)  # an option and its value
+    text = text.replace(" --", _BEFORE_OPTION + "--")  # `restart --rolling` too, but it gives way first
+    return re.findall(r"( *)([^ ]+)", text)
+
+
+def _wrap(text: str, first: int, rest: int) -> list[str]:
+    """`text` in rows, the first at most `first` characters, the others `rest` (each at least 20), broken at
+    spaces (runs of spaces kept inside a row: "FAIL  /health"). A glued run longer than a row breaks at its own
+    spaces; a word longer than a row (a JSON body, a URL) is folded rather than left to overflow: every character
+    stays on screen, none is added. Pure."""
+    rows: list[str] = []
+    row = ""
+
+    def room() -> int:
+        return max(20, rest if rows else first)
+
+    def put(gap: str, word: str) -> None:
+        nonlocal row
+        while word:
+            sep = gap if row else ""
+            if len(row) + len(sep) + len(word) <= room():
+                row += sep + word
+                return
+            if row or (not rows and len(word) <= max(20, rest)):  # to a fresh row (one it fits whole, if any)
+                rows.append(row)
+                row = ""
+                continue
+            cut = room()  # longer than any row: folded
+            rows.append(word[:cut])
+            word = word[cut:]
+
+    for gap, word in _words(text):
+        if len(word) <= max(20, rest):
+            put(gap, word)
+            continue
+        for k, run in enumerate(word.split(_BEFORE_OPTION)):  # too long for a row: it breaks before an option,
+            if len(run) <= max(20, rest):  # then, if need be, at its other glued spaces
+                put(gap if k == 0 else " ", run)
+                continue
+            for i, piece in enumerate(run.split(_GLUE)):
+                put(gap if k == 0 == i else " ", piece)
+    return rows + [row] if row or not rows else rows
 
 
 def _row(text: str, style: str) -> Row:
-    return Row(text.replace(_GLUE, " "), style)
+    return Row(text.replace(_GLUE, " ").replace(_BEFORE_OPTION, " "), style)
 
 
 def wrapped(text: str, width: int, *, indent: int = 2, style: str = "", first: str = "") -> list[Row]:
     """`first` + `text` wrapped to `width`, the lines after the first indented by `indent`; never inside a
     `command`. Pure."""
-    lines = _wrap(text, width - 1 - len(first))
-    rest = " ".join(lines[1:])
-    out = [_row(first + lines[0], style)]
-    if rest:
-        out += [_row(" " * indent + chunk, style) for chunk in _wrap(rest, width - 1 - indent)]
-    return out
+    lines = _wrap(text, width - 1 - len(first), width - 1 - indent)
+    return [_row((first if k == 0 else " " * indent) + line, style) for k, line in enumerate(lines)]
 
 
 def labelled(label: str, text: str, width: int, *, style: str = "") -> list[Row]:
     """'  observed: text' with the text wrapped under itself. Pure."""
     head = f"  {label:<11}"
-    lines = _wrap(text, width - 1 - len(head))
+    lines = _wrap(text, width - 1 - len(head), width - 1 - len(head))
     return [_row((head if k == 0 else " " * len(head)) + line, style) for k, line in enumerate(lines)]
+
+
+def closing_rows(verdict: str, next_step: str, width: int, style: str) -> list[Row]:
+    """`closing` as rows of `width`, the command kept on one row when it fits one. Pure."""
+    command = next_step.split(" (", 1)[0]
+    whole = glued(command) if len(command) < width - 2 else command  # longer: it breaks before an option
+    return wrapped(f"{verdict} -- next: {whole}" if command else verdict, width, style=style)
 
 
 def closing(verdict: str, next_step: str) -> str:
@@ -123,10 +167,26 @@ class Screen:
         return self.head + body + self._note(dropped) + self.tail
 
 
+def drawn(renderable: Any, width: int) -> list[Row]:
+    """A rich renderable (a table) as the rows it takes at `width`, each keeping its styles."""
+    from pdctl import render
+    from pdctl.render.escape_controls import Text
+
+    c = render.console()
+    out = []
+    for segments in c.render_lines(renderable, c.options.update_width(width), pad=False):
+        line = Text()
+        for seg in segments:
+            line.append(seg.text, seg.style)
+        line.rstrip()
+        out.append(Row(line.plain, styled=line))
+    return out
+
+
 def print_rows(rows: list[Row]) -> None:
     from pdctl import render
     from pdctl.render.escape_controls import Text
 
     c = render.console()
     for r in rows:
-        c.print(Text(r.text, style=r.style), soft_wrap=True)
+        c.print(r.styled if r.styled is not None else Text(r.text, style=r.style), soft_wrap=True)

@@ -100,7 +100,7 @@ def health_screen(report, width: int, steps: list[str]):
     line (instances counted), its why under it while rows last; the warnings, the layer counts and the other next
     steps while rows last; the verdict and the next command again. Pure."""
     from pdctl.render.check_causes import cause_line, cause_why, causes
-    from pdctl.render.fit_screen import Row, Screen, closing, wrapped
+    from pdctl.render.fit_screen import Row, Screen, closing_rows, wrapped
 
     line, short, style = verdict(report)
     screen = Screen(width)
@@ -134,5 +134,5 @@ def health_screen(report, width: int, steps: list[str]):
     if len(steps) > 1:
         others = "; ".join(steps[1:])
         screen.add(wrapped(others, width, indent=6, style="yellow", first="also: "), rank=2, note="other steps")
-    screen.tail = wrapped(closing(short, steps[0] if steps else ""), width, style=style)
+    screen.tail = closing_rows(short, steps[0] if steps else "", width, style)
     return screen

@@ -1,12 +1,15 @@
-"""What `pdctl verify pairs` prints: the verdict first, then the matrix (rows prefill, columns decode), then each
-failed pair with what was expected and what was found, then which instance each row and column is."""
+"""What `pdctl verify pairs` prints, on one screen: the verdict and the next command first, the matrix (rows
+prefill, columns decode), one line per cause of the failed pairs (pairs that failed alike counted together), and
+the verdict and the command again last. What does not fit 24 rows (each failed pair's room and abort, the
+instances, the notes) is dropped whole and said to be; `-v` shows it all."""
 
 from __future__ import annotations
 
 from pdctl import render
 from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
 from pdctl.render.escape_controls import Text
-from pdctl.render.layout import Cell, Col, block, grid, pack
+from pdctl.render.fit_screen import Row, Screen, closing_rows, drawn, glued, labelled, wrapped
+from pdctl.render.layout import Cell, Col, grid, pack
 
 _CELL_STYLE = {PASS: "green", FAIL: "bold red", UNKNOWN: "yellow"}
 
@@ -35,72 +38,115 @@ def matrix_rows(rep) -> tuple[tuple[Col, ...], list[list[Cell]]]:
     return cols, rows
 
 
-def pairs_report(rep) -> None:
-    c = render.console()
+def pair_causes(pairs: list[PairResult], total: int) -> list[str]:
+    """One line per distinct finding of these (failed or unknown) pairs, the pairs that share it named (up to 3) or
+    counted: 'FAIL  prefill[0] -> decode[1], prefill[1] -> decode[1]: decode: connection refused'; 'FAIL  all 6
+    failed pairs: ...' when one finding covers them all (the verdict names them); else 'FAIL  4 of 9 pairs
+    (names): ...'. Pure."""
+    by_found: dict[tuple[str, str], list[PairResult]] = {}
+    for r in pairs:
+        by_found.setdefault((r.status, r.found), []).append(r)
+    out = []
+    for (status, found), rs in by_found.items():
+        word = status.upper() if status == FAIL else status
+        if len(rs) <= 3:
+            who = ", ".join(r.name for r in rs)
+        elif len(by_found) == 1:  # one cause for all: the verdict line already names them
+            who = f"all {len(rs)} {'failed' if status == FAIL else status} pairs"
+        else:
+            who = f"{len(rs)} of {total} pairs" + ("" if len(rs) == total else f" ({', '.join(r.name for r in rs)})")
+        out.append(f"{word:<4}  {who}: {found or '-'}")
+    return out
+
+
+def pairs_screen(rep, width: int) -> Screen:
+    """The whole answer as a Screen, its parts ranked for fitting 24 rows. Pure but for drawing the matrix."""
     v = rep.verdict
     word = "PASS" if v.ok else ("UNKNOWN" if rep.exit_code == 3 else "FAIL")
     style = "bold green" if v.ok else ("yellow" if word == "UNKNOWN" else "bold red")
+    screen = Screen(width)
     line = f"verify pairs: {word} ({v.summary})"
-    if len(line) <= c.width or ": " not in v.summary:  # ("4 of 4 pairs pass" names no pair: printed whole)
-        c.print(Text(line, style=style), soft_wrap=True)
+    if len(line) <= width or ": " not in v.summary:  # ("4 of 4 pairs pass" names no pair: printed whole)
+        screen.head = wrapped(line, width, style=style)
     else:  # the names on their own lines, broken only between pairs: a pair name is never cut
         head, names = v.summary.split(": ", 1)
-        c.print(Text(f"verify pairs: {word} ({head})", style=style))
-        for part in pack([f"{n}," for n in names.split(", ")[:-1]] + [names.split(", ")[-1]], c.width - 2, sep=" "):
-            c.print(Text("  ") + part)
+        screen.head = [Row(f"verify pairs: {word} ({head})", style)]
+        listed = [f"{n}," for n in names.split(", ")[:-1]] + [names.split(", ")[-1]]
+        screen.head += [Row("  " + part.plain) for part in pack(listed, width - 2, sep=" ")]
     step = _first_step(rep.next_steps)
     if step:  # the one command to run, before any detail
-        c.print(Text("next: ", style="yellow") + Text(step))
-    c.print(
-        Text(
-            f"  {len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
+        screen.head += wrapped(step, width, style="yellow", first="next: ", indent=6)
+    screen.add(
+        wrapped(
+            f"{len(rep.prefills)} prefill x {len(rep.decodes)} decode in {rep.elapsed_ms / 1000:.1f}s "
             f"(budget {rep.budget_s:g}s), straight to each pair's two workers",
+            width,
             style="dim",
-        )
+            first="  ",
+            indent=4,
+        ),
+        rank=3,
+        note="how it was sent",
     )
     cols, rows = matrix_rows(rep)
     label = "pass: KV transfer ms" if any(r.kv_transfer_ms is not None for r in rep.pairs) else "pass: decode answer ms"
-    c.print(Text(f"pairs (rows prefill, columns decode; {label})", style="italic"))
-    c.print(grid("", cols, rows, c.width))
-    pcols = (
-        Col("status", ident=True, head=True),
-        Col("pair", ident=True, head=True),
-        Col("expected"),
-        Col("found"),
-        Col("room"),
-        Col("timeout"),
-    )
+    matrix = [
+        Row(f"pairs (rows prefill, columns decode; {label})", "italic"),
+        *drawn(grid("", cols, rows, width), width),
+    ]
+    screen.add(matrix, rank=1, note="the matrix")
     for status, title in ((FAIL, "failed pairs"), (UNKNOWN, "unknown pairs")):  # failures first: they are findings
         bad = [r for r in rep.pairs if r.status == status]
-        if bad:
-            c.print(Text(title, style="bold"))
+        if not bad:
+            continue
+        tone = _CELL_STYLE[status]
+        screen.add([Row(title, "bold")], keep=True)
+        for text in pair_causes(bad, len(rep.pairs)):
+            screen.add(wrapped(text, width, indent=6, style=tone), keep=True)
+        screen.add(
+            wrapped(bad[0].expected, width, indent=12, first="  expected: ", style="dim"),
+            rank=2,
+            note="what was expected",
+        )
+        detail: list[Row] = []
         for r in bad:
-            room = "" if r.room is None else str(r.room)  # no room: no canary was sent
-            for shown in block(
-                pcols, (cell(r), r.name, r.expected, r.found, room, "; ".join(r.aborted)), width=c.width
-            ):
-                c.print(shown)
+            if r.room is None and not r.aborted:
+                continue  # no canary was sent: nothing more to say than the cause line
+            detail.append(Row(f"  {r.name}", "dim"))
+            if r.room is not None:
+                detail += labelled("room:", str(r.room), width, style="dim")
+            if r.aborted:
+                detail += labelled("aborted:", "; ".join(r.aborted), width, style="dim")
+        if detail:
+            screen.add(detail, rank=3, note="each pair's room and abort")
     marked = [r for r in rep.pairs if r.lineage_hazard]
     if marked:  # the canary may pass today: the hazard is that these pairs were not co-restarted
-        c.print(Text("restart-lineage hazards (see `pdctl verify final-health --layer lineage`)", style="bold"))
+        title = "restart-lineage hazards (see `pdctl verify final-health --layer lineage`)"
+        rows_ = wrapped(title, width, style="bold")
         for r in marked:
-            c.print(Text(f"  {r.name}: {r.lineage_hazard}"))
-    named = [f"prefill[{i}] = {lab}," for i, lab in enumerate(rep.prefills)]
-    named += [f"decode[{j}] = {lab}," for j, lab in enumerate(rep.decodes)]
-    named[-1] = named[-1].rstrip(",")
-    for k, part in enumerate(pack(named, c.width - 11, sep=" ")):  # packed: an instance and its label never split
-        c.print(Text("instances: " if k == 0 else " " * 11, style="bold" if k == 0 else "") + part)
-    for n in rep.notes:
-        c.print(Text(f"  note: {n}", style="dim"))
-    for k, step in enumerate(rep.next_steps):  # wrapped between options, never inside one
-        lead = "next: " if k == 0 else "  then, to heal: "
-        words = step.replace(" --", "\0--").split("\0")
-        for i, part in enumerate(pack(words, c.width - len(lead), sep=" ")):
-            c.print((Text(lead, style="yellow" if k == 0 else "") if i == 0 else Text(" " * len(lead))) + part)
-    if not v.ok:  # the verdict and the command again, on screen after any scroll
-        from pdctl.render.fit_screen import closing
+            rows_ += wrapped(f"{r.name}: {r.lineage_hazard}", width, first="  ", indent=4)
+        screen.add(rows_, keep=True)
+    # an instance and its label kept on one line (folded only when longer than the line)
+    named = [glued(f"prefill[{i}] = {lab}") for i, lab in enumerate(rep.prefills)]
+    named += [glued(f"decode[{j}] = {lab}") for j, lab in enumerate(rep.decodes)]
+    screen.add(wrapped(", ".join(named), width, first="instances: ", indent=2), rank=3, note="the instances")
+    if rep.notes:
+        notes = [row for n in rep.notes for row in wrapped(n, width, first="  note: ", indent=8, style="dim")]
+        screen.add(notes, rank=3, note="notes")
+    others = [s for s in rep.next_steps if s != step]
+    if others:
+        screen.add(wrapped("; ".join(others), width, indent=6, first="also: "), rank=2, note="other steps")
+    if not v.ok or step:  # the verdict and the command again, on screen after any scroll
+        screen.tail = closing_rows(f"verify pairs: {word}", step, width, style)
+    return screen
 
-        c.print(Text(closing(f"verify pairs: {word}", step), style=style))
+
+def pairs_report(rep, *, verbose: bool = False) -> None:
+    """One screen (24 rows) unless `verbose`: then every part."""
+    from pdctl.render.fit_screen import print_rows
+
+    screen = pairs_screen(rep, render.console().width)
+    print_rows(screen.fit(10**6) if verbose else screen.fit())
 
 
 def _first_step(steps: list[str]) -> str:

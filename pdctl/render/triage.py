@@ -94,7 +94,7 @@ def triage_screen(rep, width: int, step: str):
     """Triage on one screen (render.fit_screen): the headline and the next command; each finding's title, what it
     rules out and its action always, its observed and inferred lines while rows last; what did not pass and what
     passed, in a line each; the headline and the next command again. Pure."""
-    from pdctl.render.fit_screen import Row, Screen, closing, labelled, wrapped
+    from pdctl.render.fit_screen import Row, Screen, closing_rows, labelled, wrapped
 
     ok = True if not rep.findings else (False if rep.needs_action else None)
     style = style_of(ok)
@@ -120,7 +120,7 @@ def triage_screen(rep, width: int, step: str):
     passed = passed_summary(rep.observations, width)
     screen.add([Row(line, "dim") for line in passed], rank=3, note="what passed")
     if rep.findings:
-        screen.tail = wrapped(closing(_short(rep.headline), step), width, style=style)
+        screen.tail = closing_rows(_short(rep.headline), step, width, style)
     return screen
 
 

@@ -29,6 +29,17 @@ class Run:
         return json.loads(self.stdout)
 
 
+#: the watch's cadences for a drill that must page or heal within a test's minutes, not the production defaults
+FAST_WATCH = {
+    "health_every": 2,
+    "inflight_interval": 1,
+    "inflight_window": 6,
+    "e2e_every": 10,
+    "pairs_every": 3,
+    "flags_every": 4,
+}
+
+
 def pdctl(
     args: list[str], *, state: Path, env: dict[str, str] | None = None, timeout: float = 600, netns: str | None = None
 ) -> Run:

@@ -20,7 +20,7 @@ from datetime import datetime
 import httpx
 import pytest
 
-from tests.e2e.helpers import REPO, deployed, local_inventory, pdctl
+from tests.e2e.helpers import FAST_WATCH, REPO, deployed, local_inventory, pdctl
 from tests.e2e.test_watch import _scrape, _series, _timeline, _until
 from tests.fixtures.chromium import render
 from tests.fixtures.net import free_port
@@ -29,14 +29,6 @@ from tests.fixtures.prometheus import Prometheus
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 NAME = "incident-drill"
-FAST = {
-    "health_every": 2,
-    "inflight_interval": 1,
-    "inflight_window": 6,
-    "e2e_every": 10,
-    "pairs_every": 3,
-    "flags_every": 4,
-}
 SECTIONS = (
     "Summary",
     "Timeline",
@@ -65,7 +57,7 @@ def drill(tmp_path_factory):
         prefill_env={"PDCTL_DRILLS": "degraded-bootstrap", "HF_TOKEN": "hf_incidentsecret123"},
         decode_env={"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "3"},
     )
-    inv["watch"] = FAST
+    inv["watch"] = dict(FAST_WATCH)
     # a canary sent while the decode is down (or mid-heal) waits its whole slot, the probe timeout: 10 s, not the
     # default 30, is ample for this tiny engine (a canary takes well under a second, a broken pair fails in 3 s)
     inv["final_health"] = {"probe": {"timeout": 10}}

@@ -14,22 +14,13 @@ import sys
 import pytest
 
 from pdctl.audit import read_records
-from tests.e2e.helpers import REPO, deployed, local_inventory, pdctl
+from tests.e2e.helpers import FAST_WATCH, REPO, deployed, local_inventory, pdctl
 from tests.e2e.test_watch import _scrape, _series, _timeline, _until
 from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
-FAST = {
-    "health_every": 2,
-    "inflight_interval": 1,
-    "inflight_window": 6,
-    "e2e_every": 10,
-    "pairs_every": 3,
-    "flags_every": 4,
-    "heal_pair_failures": 2,
-    "heal_max_per_hour": 1,
-}
+FAST = {**FAST_WATCH, "heal_pair_failures": 2, "heal_max_per_hour": 1}
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import time
 import pytest
 import yaml
 
-from tests.e2e.helpers import REPO, deployed, local_inventory, pdctl
+from tests.e2e.helpers import FAST_WATCH, REPO, deployed, local_inventory, pdctl
 from tests.e2e.test_watch import _scrape, _series, _timeline, _until
 from tests.fixtures.alertmanager import Alertmanager, WebhookReceiver
 from tests.fixtures.net import free_port
@@ -32,14 +32,7 @@ from tests.fixtures.prometheus import Prometheus
 pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 NAME = "watch-pages"
-FAST = {
-    "health_every": 2,
-    "inflight_interval": 1,
-    "inflight_window": 6,
-    "e2e_every": 10,
-    "pairs_every": 5,
-    "flags_every": 4,
-}
+FAST = {**FAST_WATCH, "pairs_every": 5}
 
 
 @pytest.fixture(scope="module")

@@ -120,40 +120,45 @@ def test_verify_pairs_a_broken_pair_and_a_lineage_hazard(width, capsys):
     lines = screen(capsys)
     text = "\n".join(lines)
     assert lines[0].startswith("verify pairs: FAIL (1 of 4 pair(s) failed")
+    assert len(lines) <= 23, text  # one screen, the prompt below it
     assert_fits_and_intact(
         lines,
         width,
-        ["prefill[0] -> decode[1]", "prefill[1] -> decode[0]", "FAIL", "decode-restarted-alone", "next: pdctl triage"],
+        ["prefill[0] -> decode[1]", "prefill[1] -> decode[0]", "FAIL", "decode-restarted-alone", "also: pdctl triage"],
     )
-    # the broken pair: its name, then what was expected and what was found
+    # the broken pair: one line with what was found, then what was expected
     failed = text[text.index("failed pairs") :]
-    assert failed.index("prefill[0] -> decode[1]") < failed.index("expected:") < failed.index("found:")
+    assert failed.index("prefill[0] -> decode[1]") < failed.index("no response") < failed.index("expected:")
     assert_value_shown(lines, "HTTP 200 from both, decode content non-empty and varied")
     assert_value_shown(lines, "decode: no response within 4.0s (read timeout)")
-    assert "1001" in failed
-    assert (
-        any("prefill[1] -> decode[0]" in x and "decode-restarted-alone" in x for x in lines)
-        or "prefill[1] -> decode[0]:" in text
-    )
+    assert any("prefill[1] -> decode[0]" in x and "decode-restarted-alone" in x for x in lines), text
+    # the verdict and the heal first and last
+    assert lines[-1].startswith("verify pairs: FAIL -- next:") or lines[-2].startswith("verify pairs: FAIL -- next:")
+    assert "--first-pair 0:1" in " ".join(lines[-2:])
+    # -v: each failed pair's room and what was aborted, and which host each row and column is
+    render.pairs_report(pairs_report(2, broken={(0, 1)}, hazard={(1, 0)}), verbose=True)
+    full = screen(capsys)
+    assert_fits_and_intact(full, width, ["room:", "1001", "aborted rid canary-1001 on both", label("decode", 1)])
+    assert "not shown to fit the screen" not in "\n".join(full)
 
 
 def test_verify_pairs_names_the_heal_with_the_failed_pairs_first(width, capsys):
     """After triage, the restart that heals: on xPyD `restart --rolling` with each failed pair as `--first-pair`,
-    wrapped between options (an option is never cut from its value)."""
+    wrapped between options (an option is never cut from its value); the four pairs that failed alike are one
+    cause line (the verdict names them)."""
     render.pairs_report(pairs_report(3, broken={(0, 1), (2, 0), (2, 2), (1, 1)}))
     lines = screen(capsys)
     text = "\n".join(lines)
+    assert len(lines) <= 23, text
     assert_fits_and_intact(
         lines,
         width,
-        [
-            "next: pdctl triage",
-            "then, to heal: pdctl restart",
-            *(f"--first-pair {p}" for p in ("0:1", "1:1", "2:0", "2:2")),
-        ],
+        ["next: pdctl restart --rolling", *(f"--first-pair {p}" for p in ("0:1", "1:1", "2:0", "2:2"))],
     )
-    assert text.index("next: pdctl triage") < text.index("then, to heal:")
-    heal = text[text.index("then, to heal:") :]
+    assert [x for x in lines if x.startswith("FAIL")] == [
+        next(x for x in lines if x.startswith("FAIL  all 4 failed pairs: decode: no response"))
+    ]
+    heal = text[text.index("next: pdctl restart") : text.index("pairs (rows")]
     assert [heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2")] == sorted(
         heal.index(f"--first-pair {p}") for p in ("0:1", "1:1", "2:0", "2:2")
     )
@@ -479,4 +484,4 @@ def test_verify_pairs_heal_is_left_out_while_a_pair_is_unknown_and_named_for_a_h
     marked = pairs_report(2, hazard={(1, 0)})
     assert marked.next_steps == ["pdctl restart --rolling --first-pair 1:0"]
     render.pairs_report(marked)
-    assert screen(capsys)[-1] == "next: pdctl restart --rolling --first-pair 1:0"
+    assert "next: pdctl restart --rolling --first-pair 1:0" in screen(capsys)
