@@ -111,3 +111,17 @@ def co_restart_command(rows: Sequence[RoleStatus]) -> str:
 
     n = {role: sum(1 for r in rows if r.role == role) for role in ("prefill", "decode")}
     return least_disruptive_co_restart(n["prefill"], n["decode"], serving_by_router(rows) or {})[0]
+
+
+def status_next_step(rows: Sequence[RoleStatus]) -> str:
+    """The one command `pdctl status` says to run next, "" when all is well: fix the inventory's files (a retry
+    cannot help), retry before acting on a host nothing is known of, deploy what is stopped, else the co-restart
+    that puts back workers a router does not route to. Pure."""
+    if any(r.error_exit_code == ExitCode.USAGE for r in rows):
+        return "fix what the error below names, then `pdctl status` again"
+    if any(r.state == "unknown" for r in rows):  # deploy would act on a host we know nothing about
+        return "pdctl status (again: nothing is known of the unknown roles; retry before acting)"
+    if any(r.state == "stopped" for r in rows):
+        return "pdctl deploy (starts what is not running, prefill -> decode -> router)"
+    advice = co_restart_advice(rows)
+    return advice[0] if advice is not None else ""

@@ -8,7 +8,6 @@ import typer
 
 from pdctl.cli import complete_values
 from pdctl.cli.common import DryRunOpt, InventoryOpt, JsonOpt, ReportOpt, handle_errors, open_deployment, progress_quiet
-from pdctl.errors import ExitCode
 
 MAX_LOG_LINES = 100_000  # a bigger count overflows `tail -n` / journalctl and printed nothing
 
@@ -18,7 +17,7 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
     """Show each role's service, state, pid and uptime, and whether every router routes to each running worker.
     Exit 1 if a role is down or a router does not route to a running worker, 3/4 if a host could not be asked."""
     from pdctl import render
-    from pdctl.checks.role_status import status_exit_code
+    from pdctl.checks.role_status import status_exit_code, status_next_step
     from pdctl.lock import LockState
     from pdctl.ops.context import lock_state
     from pdctl.ops.lifecycle import status as run
@@ -49,22 +48,14 @@ def status(inventory: InventoryOpt = None, json_out: JsonOpt = False, report: Re
             }
         )
     else:
-        render.status_table(rows)
+        step = status_next_step(rows)
+        render.status_table(rows, step)
         render.lines([render.watch_line(watch)], style="dim")
         if held:  # a role restarting now is that change, not a fault
             render.wrapped(f"deployment lock held by {held}: a change is under way", style="yellow")
         for h in hazards:
             render.warning(h)
-        if any(r.error_exit_code == ExitCode.USAGE for r in rows):  # a retry cannot help: the inventory's files
-            render.lines(["next: fix what the error below names, then `pdctl status` again"], style="yellow")
-        elif any(r.state == "unknown" for r in rows):  # deploy would act on a host we know nothing about
-            render.lines(
-                ["next: nothing is known of the unknown roles; retry `pdctl status` before acting"], style="yellow"
-            )
-        elif any(r.state == "stopped" for r in rows):
-            render.lines(
-                ["next: pdctl deploy (starts what is not running, prefill -> decode -> router)"], style="yellow"
-            )
+        render.status_closing(rows, step)
     # one line per host that could not be asked; each role's reason is in its row
     first_per_host: dict[str, tuple[str, str | None]] = {}
     for r in rows:

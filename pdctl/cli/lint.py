@@ -22,7 +22,13 @@ RoleOpt = Annotated[
 
 @handle_errors
 def lint(
-    inventory: InventoryOpt = None, role: RoleOpt = None, json_out: JsonOpt = False, report: ReportOpt = None
+    inventory: InventoryOpt = None,
+    role: RoleOpt = None,
+    json_out: JsonOpt = False,
+    report: ReportOpt = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show everything, past one screen: every doc link, every note.")
+    ] = False,
 ) -> None:
     """Check every role's command line and env with the SGLang / sglang-router installed on its host.
 
@@ -39,6 +45,6 @@ def lint(
     if json_out:
         render.emit_json(to_data(found))
     else:
-        render.lint_report(found)
+        render.lint_report(found, verbose=verbose)
     if not found.ok:
         raise typer.Exit(ExitCode.CHECK_FAILED)

@@ -44,11 +44,38 @@ def causes(results: list[CheckResult]) -> list[Cause]:
     return list(groups.values())
 
 
-def _who(c: Cause) -> str:
+_INSTANCE = re.compile(r"^(prefill|decode|router)\[(\d+)\]@")
+MAX_NAMED = 3  # when the screen is short, more instances than this are said by role and index ("decode[0-3]")
+
+
+def instance_ranges(targets: list[str]) -> str:
+    """'prefill[0-3], decode[0,2]' for instance labels ('prefill[0]@h:30000', ...), by role in first-seen order;
+    "" when a target is not an instance label. Pure."""
+    by_role: dict[str, list[int]] = {}
+    for t in targets:
+        m = _INSTANCE.match(t)
+        if m is None:
+            return ""
+        by_role.setdefault(m.group(1), []).append(int(m.group(2)))
+    out = []
+    for role, ks in by_role.items():
+        runs: list[list[int]] = []
+        for k in sorted(set(ks)):
+            if runs and k == runs[-1][-1] + 1:
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+        out.append(f"{role}[{','.join(str(r[0]) if len(r) == 1 else f'{r[0]}-{r[-1]}' for r in runs)}]")
+    return ", ".join(out)
+
+
+def _who(c: Cause, by_index: bool) -> str:
     targets = list(dict.fromkeys(r.target for r in c.results))
     named = [w for w in c.workers if w]
     if named and len(targets) == 1:
         return f"{targets[0]} for {', '.join(named)}"
+    if by_index and not named and len(targets) > MAX_NAMED and instance_ranges(targets):
+        return instance_ranges(targets)
     return ", ".join(f"{r.target} for {w}" if w else r.target for r, w in zip(c.results, c.workers))
 
 
@@ -58,10 +85,11 @@ def _without_target(r: CheckResult) -> str:
     return r.observed.replace(f" of {r.target}", "").replace(r.target, "it")
 
 
-def cause_line(c: Cause, of: int = 0) -> str:
+def cause_line(c: Cause, of: int = 0, *, by_index: bool = False) -> str:
     """'FAIL  /health  decode[0]@h:30002: connection refused (expected HTTP 200)'; several instances: 'FAIL
     breaker on 2: router[0]@h:30001 for prefill[0], decode[0]: open (expected closed)'; found per instance when
-    they differ; `of`: how many instances the check ran on ("on 4 of 8"). Pure."""
+    they differ; `of`: how many instances the check ran on ("on 4 of 8"); `by_index`: more than 3 instances said as
+    "decode[0-3]". Pure."""
     r0 = c.first
     on = f"on {len(c.results)}" + (f" of {of}" if of > len(c.results) else "")
     status = r0.status.value.upper()
@@ -74,7 +102,7 @@ def cause_line(c: Cause, of: int = 0) -> str:
         return f"{status:<4}  {r0.name}  {r0.target}: {r0.observed or '-'}{expected}"
     found = {_without_target(r) for r in c.results}
     if len(found) == 1:
-        return f"{status:<4}  {c.stem} {on}: {_who(c)}: {_without_target(r0) or '-'}{expected}"
+        return f"{status:<4}  {c.stem} {on}: {_who(c, by_index)}: {_without_target(r0) or '-'}{expected}"
     each = "; ".join(f"{r.target}{' for ' + w if w else ''}: {r.observed or '-'}" for r, w in zip(c.results, c.workers))
     return f"{status:<4}  {c.stem} {on}: {each}{expected}"
 

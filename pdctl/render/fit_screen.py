@@ -57,7 +57,7 @@ def _words(text: str) -> list[tuple[str, str]]:
     text = "`".join(p.replace(" ", _GLUE) if k % 2 else p for k, p in enumerate(parts))
     text = text.replace(" -> ", f"{_GLUE}->{_GLUE}")  # a pair's name stays whole
     text = re.sub(r"(--[\w-]+) (?=[^-\s])", "\\1" + _GLUE, text)  # an option and its value
-    text = text.replace(" --", _BEFORE_OPTION + "--")  # `restart --rolling` too, but it gives way first
+    text = re.sub(r"(?<=\S) --", _BEFORE_OPTION + "--", text)  # `restart --rolling` too, but it gives way first
     return re.findall(r"( *)([^ ]+)", text)
 
 

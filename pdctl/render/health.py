@@ -49,9 +49,12 @@ def health_report(report, *, verbose: bool = False) -> None:
     failures, unknown = report.failures(), report.unknown()
     steps = next_steps(report.layers)
     if not report.ok and not verbose:
-        from pdctl.render.fit_screen import print_rows
+        from pdctl.render.fit_screen import PROMPT_ROWS, SCREEN_ROWS, print_rows
 
-        print_rows(health_screen(report, c.width, steps).fit())
+        rows = health_screen(report, c.width, steps).fit()
+        if len(rows) > SCREEN_ROWS - PROMPT_ROWS:  # the causes alone overflow: instances said by role and index
+            rows = health_screen(report, c.width, steps, by_index=True).fit()
+        print_rows(rows)
         return
     line, short, style = verdict(report)
     c.print(Text(line, style=style))
@@ -95,9 +98,10 @@ def next_steps(layers) -> list[str]:
     return recommended(layers)
 
 
-def health_screen(report, width: int, steps: list[str]):
+def health_screen(report, width: int, steps: list[str], *, by_index: bool = False):
     """A failing final-health as one screen (render.fit_screen): the verdict and the next command; each cause on a
-    line (instances counted), its why under it while rows last; the warnings, the layer counts and the other next
+    line (instances counted; `by_index`: more than 3 said as "decode[0-3]", not host by host), its why under it
+    while rows last; the warnings, the layer counts and the other next
     steps while rows last; the verdict and the next command again. Pure."""
     from pdctl.render.check_causes import cause_line, cause_why, causes
     from pdctl.render.fit_screen import Row, Screen, closing_rows, wrapped
@@ -117,7 +121,7 @@ def health_screen(report, width: int, steps: list[str]):
         screen.add([Row(heading, "bold")], keep=True)
         for cause in causes(rs):
             of = len({r.target for r in report.layers.get(cause.first.layer, []) if r.name == cause.first.name})
-            screen.add(wrapped(cause_line(cause, of), width, indent=6, style=tone), keep=True)
+            screen.add(wrapped(cause_line(cause, of, by_index=by_index), width, indent=6, style=tone), keep=True)
             why = cause_why(cause)
             if why:
                 screen.add(wrapped(why, width, indent=11, first="      why: ", style="dim"), rank=2, note="why")

@@ -97,9 +97,28 @@ def routing_lines(rows: list[RoleStatus]) -> list[str]:
     return out
 
 
-def status_table(rows: list[RoleStatus]) -> None:
+def status_table(rows: list[RoleStatus], step: str = "") -> None:
+    """The verdict, the next command, the table (columns no row fills left out: pid and uptime when nothing
+    runs), then which router does not route to what."""
     c = render.console()
     c.print(status_headline(rows))
-    c.print(grid("roles", STATUS_COLS, status_rows(rows), c.width, narrow="stacked"))
+    if step:
+        render.wrapped(f"next: {step}", style="yellow")
+    cells = status_rows(rows)
+    used = [k for k in range(len(STATUS_COLS)) if k == 0 or any(str(r[k]) for r in cells)]
+    cols = tuple(STATUS_COLS[k] for k in used)
+    c.print(grid("roles", cols, [tuple(r[k] for k in used) for r in cells], c.width, narrow="stacked"))
     for line in routing_lines(rows):
         render.wrapped(line, style="red" if not line.startswith("next:") else "yellow")
+
+
+def status_closing(rows: list[RoleStatus], step: str) -> None:
+    """When something is wrong, the verdict's count and the next command again, last: on screen after any
+    scroll ('status: 10 of 10 stopped -- next: pdctl deploy')."""
+    from pdctl.render.fit_screen import closing
+
+    if not step:
+        return
+    head = status_headline(rows)
+    counted = head.plain.split(";", 1)[0].split(":")[:2]  # 'status', ' 9 of 10 running' (no names)
+    render.wrapped(closing(":".join(counted), step), style=str(head.style))

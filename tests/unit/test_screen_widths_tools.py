@@ -118,7 +118,8 @@ def test_lint_report_rule_role_subject_and_what_to_write(width, capsys, failing)
     render.lint_report(lint_report(failing))
     lines = screen(capsys)
     assert lines[0].startswith("lint: FAIL (2 error(s), 1 note(s)" if failing else "lint: PASS (1 note(s))")
-    idents = [label("prefill", 0), label("decode", 0), "tp-rank0-metrics", "--enable-metrics-for-all-schedulers"]
+    note = [label("prefill", 0), "tp-rank0-metrics", "--enable-metrics-for-all-schedulers"]
+    idents = [label("decode", 0)] + ([] if failing else note)
     if failing:
         idents += [
             "flag-ambiguous",
@@ -132,12 +133,16 @@ def test_lint_report_rule_role_subject_and_what_to_write(width, capsys, failing)
     assert_fits_and_intact(lines, width, idents)
     if failing:
         text = "\n".join(lines)
-        assert text.index("ERROR flag-ambiguous") < text.index("NOTE tp-rank0-metrics")  # errors first
+        assert len(lines) <= 23, text  # one screen: the note and the versions go first, and are said to
+        render.lint_report(lint_report(failing), verbose=True)
+        full = screen(capsys)
+        assert_fits_and_intact(full, width, note)  # -v: all of it
+        assert "\n".join(full).index("ERROR flag-ambiguous") < "\n".join(full).index("NOTE tp-rank0")  # errors first
         # the first error's fix second, and again with the verdict last
-        assert lines[1].startswith("next: decode[0] --disaggregation-b: write one of")
+        assert lines[1].startswith("next: decode[0] --disaggregation-b: write one")
         flat = " ".join(text.split())
         assert flat.endswith("then pdctl lint") and "-- next: decode[0]" in flat
-        assert_value_shown(lines, "expected an int, found 'thirty'")
+        assert_value_shown(full, "expected an int, found 'thirty'")
         assert_value_shown(lines, "fix: write one of --disaggregation-bootstrap-port, --disaggregation-backend")
 
 

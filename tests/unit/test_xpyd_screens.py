@@ -64,6 +64,41 @@ def test_status_is_one_row_per_instance_with_the_verdict_first(width, capsys):
     assert len(lines) <= 2 * len(LABELS) + 5  # two lines an instance (three for the stopped one)
 
 
+def test_status_says_the_next_command_second_and_last(width, capsys):
+    """A stopped decode: `pdctl deploy` right under the verdict and again on the last line, the verdict's count
+    without the names; all running: no next command and no closing line."""
+    from pdctl.checks.role_status import status_next_step
+
+    rows = status_4x4()
+    step = status_next_step(rows)
+    assert step.startswith("pdctl deploy")
+    render.status_table(rows, step)
+    render.status_closing(rows, step)
+    lines = screen(capsys)
+    assert lines[1].startswith("next: pdctl deploy"), lines
+    assert lines[-1] == "status: 9 of 10 running -- next: pdctl deploy", lines
+    assert_fits_and_intact(lines, width, LABELS)
+    running = status_4x4(stopped=False)
+    assert status_next_step(running) == ""
+    render.status_table(running, "")
+    render.status_closing(running, "")
+    assert not any("next:" in line for line in screen(capsys))
+
+
+def test_status_leaves_out_the_columns_no_row_fills(monkeypatch, capsys):
+    """Nothing runs: no pid and no uptime column, so each instance's detail has the room to stay on its row."""
+    from pdctl.render.status import status_rows as cells
+
+    from dataclasses import replace
+
+    rows = [replace(r, active=False, pid=None, uptime_s=None, detail="not running (no pidfile)") for r in status_4x4()]
+    assert all(c[3] == "" and c[4] == "" for c in cells(rows))
+    monkeypatch.setenv("COLUMNS", "100")
+    render.status_table(rows)
+    header = next(line for line in screen(capsys) if line.startswith("role "))
+    assert header.split() == ["role", "service", "state", "detail"], header
+
+
 def test_status_all_running(width, capsys):
     render.status_table(status_4x4(stopped=False))
     lines = screen(capsys)
