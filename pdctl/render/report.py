@@ -21,14 +21,16 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
+import rich.text
 from rich.console import CONSOLE_SVG_FORMAT, Console, ConsoleOptions
 from rich.segment import Segment
 
 from pdctl.errors import UsageError
-from pdctl.render.escape_controls import Text
+from pdctl.render.escape_controls import Text, escape_controls
 from pdctl.render.indented_rows import wrap_indented
+from pdctl.render.pdctl_console import PdctlConsole
 from pdctl.safe_write import READABLE, write_whole
 
 REPORT_SUFFIXES = (".svg", ".html")
@@ -36,20 +38,30 @@ REPORT_SUFFIXES = (".svg", ".html")
 MONOSPACE = "'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, 'Courier New', monospace"
 
 
+class _JournalConsole(PdctlConsole):
+    """A recording console that hands each print's record to the report's journal as soon as it is printed (as
+    ANSI-styled text, through rich's public export), so stdout's and stderr's lines keep the order they were
+    printed in: rich records per console."""
+
+    def __init__(self, journal: list[str], **kwargs: Any) -> None:
+        super().__init__(record=True, **kwargs)
+        self.journal = journal
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*objects, **kwargs)
+        self.journal.append(self.export_text(clear=True, styles=True))
+
+
 class _Recorder:
-    def __init__(self, out: Console, err: Console) -> None:
-        self.out, self.err = out, err
-        self.copy = Console(file=io.StringIO(), record=True, width=out.width, highlight=False)  # records only
-        # one record buffer for the three consoles, so the report keeps the order lines were printed in
-        # (rich records per console; sharing its buffer list is the only way to interleave two streams)
-        for c in (err, self.copy):
-            c._record_buffer = out._record_buffer
-            c._record_buffer_lock = out._record_buffer_lock
+    def __init__(self, out: Callable[..., PdctlConsole], err: Callable[..., PdctlConsole]) -> None:
+        self.journal: list[str] = []
+        self.out = out(console_class=_JournalConsole, journal=self.journal)
+        self.err = err(console_class=_JournalConsole, journal=self.journal)
 
     def segments(self) -> list[Segment]:
-        """What was recorded so far, control codes left out (rich keeps no public reader of its record)."""
-        with self.out._record_buffer_lock:
-            return list(Segment.filter_control(self.out._record_buffer))
+        """What was recorded so far, styles kept, control codes left out (the journal's ANSI read back)."""
+        text = rich.text.Text.from_ansi("".join(self.journal), end="")
+        return list(text.render(self.out))
 
 
 _ACTIVE: _Recorder | None = None
@@ -65,12 +77,13 @@ def recording_console(stderr: bool) -> Console | None:
 def record_text(text: str) -> None:
     """Keep `text` (already written to the screen some other way, e.g. the --json document) in the report."""
     if _ACTIVE is not None:
-        _ACTIVE.copy.print(Text(text))
+        _ACTIVE.journal.append(escape_controls(text) + "\n")
 
 
-def start(out: Console, err: Console) -> None:
-    """Record everything printed through render.console() from now on (until save): `out` and `err` are the
-    recording consoles (record=True) that render.console() hands out for stdout and stderr meanwhile."""
+def start(out: Callable[..., PdctlConsole], err: Callable[..., PdctlConsole]) -> None:
+    """Record everything printed through render.console() from now on (until save): `out` and `err` make the
+    consoles that render.console() hands out for stdout and stderr meanwhile, given the console class to make
+    and its extra arguments."""
     global _ACTIVE
     _ACTIVE = _Recorder(out, err)
 

@@ -35,21 +35,23 @@ def console(stderr: bool = False) -> Console:
     return _new_console(stderr)
 
 
-def _new_console(stderr: bool, **kw: Any) -> Console:
+def _new_console(stderr: bool, console_class: type[PdctlConsole] = PdctlConsole, **kw: Any) -> PdctlConsole:
     stream = sys.stderr if stderr else sys.stdout
     if os.environ.get("COLUMNS", "").isdigit() and int(os.environ["COLUMNS"]) > 0:
         width: int | None = int(os.environ["COLUMNS"])  # (0: an unsized pty; rich would print nothing at all)
     else:
         # Piped into a file or a pager: rich would assume 80 columns and fold every table cell.
         width = None if stream.isatty() else 160
-    return PdctlConsole(stderr=stderr, width=width, highlight=False, soft_wrap=False, **kw)
+    return console_class(stderr=stderr, width=width, highlight=False, soft_wrap=False, **kw)
 
 
 def start_report() -> None:
     """Start recording what is printed, for a --report (saved by pdctl.render.report.save)."""
+    from functools import partial
+
     from pdctl.render import report
 
-    report.start(_new_console(False, record=True), _new_console(True, record=True))
+    report.start(partial(_new_console, False), partial(_new_console, True))
 
 
 def emit_json(doc: Any) -> None:
