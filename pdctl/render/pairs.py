@@ -122,10 +122,10 @@ def pairs_screen(rep, width: int) -> Screen:
     marked = [r for r in rep.pairs if r.lineage_hazard]
     if marked:  # the canary may pass today: the hazard is that these pairs were not co-restarted
         title = "restart-lineage hazards (see `pdctl verify final-health --layer lineage`)"
-        rows_ = wrapped(title, width, style="bold")
+        hazard_rows = wrapped(title, width, style="bold")
         for r in marked:
-            rows_ += wrapped(f"{r.name}: {r.lineage_hazard}", width, first="  ", indent=4)
-        screen.add(rows_, keep=True)
+            hazard_rows += wrapped(f"{r.name}: {r.lineage_hazard}", width, first="  ", indent=4)
+        screen.add(hazard_rows, keep=True)
     # an instance and its label kept on one line (folded only when longer than the line)
     named = [glued(f"prefill[{i}] = {lab}") for i, lab in enumerate(rep.prefills)]
     named += [glued(f"decode[{j}] = {lab}") for j, lab in enumerate(rep.decodes)]
