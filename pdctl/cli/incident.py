@@ -64,8 +64,8 @@ def incident(
     canaries), the root cause and what was ruled out with the evidence, the deployed configuration (secrets
     masked), the verification after the fix, and who, when, which versions.
 
-    Exit 0 written (the screen says whether the deployment is healthy now), 2 bad input (the option or file is
-    named), 3 a host could not be asked, 4 refused (host key)."""
+    Exit 0 written (the screen says whether the deployment is healthy now, or did not answer: the write-up is
+    then made from the records alone), 2 bad input (the option or file is named), 4 refused (host key)."""
     import time
 
     from pdctl import render

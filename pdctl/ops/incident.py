@@ -33,7 +33,7 @@ from pdctl.checks.incident_timeline import (
     parse_timeline,
     timeline_entries,
 )
-from pdctl.errors import UsageError
+from pdctl.errors import UnreachableError, UsageError
 from pdctl.ops.context import Deployment
 from pdctl.ops.render_plan import RenderPlan
 from pdctl.ops.triage import TriageReport
@@ -66,18 +66,19 @@ class IncidentReport:
     entries: list[Entry]
     signals: Signals
     causes: list[Hypothesis]
-    triage: TriageReport
-    health: HealthReport
+    triage: TriageReport | None  # None: the deployment could not be asked now (`unasked` says why)
+    health: HealthReport | None
     plan: RenderPlan
     versions: Versions
     alerts: list[AlertSpan] = field(default_factory=list)
     prometheus: str | None = None  # the Prometheus asked for ALERTS, None when none was given
     notes: list[str] = field(default_factory=list)  # what could not be read or drawn (the write-up's gaps)
     lines: list[dict[str, Any]] = field(default_factory=list, metadata=JSON_OFF)  # the timeline lines in the window
+    unasked: str = ""  # why no fresh triage and final-health: a host did not answer
 
     @property
     def healthy_now(self) -> bool:
-        return self.health.ok
+        return self.health is not None and self.health.ok
 
 
 def read_timeline(path: Path) -> tuple[list[dict[str, Any]], int]:
@@ -197,8 +198,9 @@ def gather_incident(
     prometheus: str | None = None,
     now: float | None = None,
 ) -> IncidentReport:
-    """Everything the write-up says. Raises UsageError for a bad --timeline or window, UnreachableError /
-    RefusedError when the deployment cannot be asked (triage and final-health raise them); Prometheus that does not
+    """Everything the write-up says. Raises UsageError for a bad --timeline or window, RefusedError for a refused
+    host key. A deployment that does not answer (triage and final-health raise UnreachableError) leaves the
+    write-up without a fresh triage and final-health, said in `unasked` and the notes; Prometheus that does not
     answer, a version that cannot be read: notes."""
     from pdctl import __version__, state
     from pdctl.ops.render_plan import render_plan
@@ -232,9 +234,18 @@ def gather_incident(
     if timeline is not None:
         notes += sig.gaps()
 
-    rep_triage = triage(dep)
-    health = final_health(dep, layers=VERIFY_LAYERS)
-    versions = Versions(__version__, engine_versions(dep), router_versions(dep))
+    # a deployment that cannot be asked now still gets its write-up: the records say what happened
+    rep_triage: TriageReport | None = None
+    health: HealthReport | None = None
+    unasked = ""
+    try:
+        rep_triage = triage(dep)
+        health = final_health(dep, layers=VERIFY_LAYERS)
+        versions = Versions(__version__, engine_versions(dep), router_versions(dep))
+    except UnreachableError as e:  # a refused host key still stops it (exit 4): that is the operator's decision
+        unasked = e.message
+        notes.append(f"the deployment could not be asked now ({e.message}): no fresh triage, final-health or versions")
+        versions = Versions(__version__, {}, {})
     return IncidentReport(
         deployment=dep.inv.name,
         inventory=dep.inv.source,
@@ -253,6 +264,7 @@ def gather_incident(
         prometheus=prometheus,
         notes=notes,
         lines=in_window,
+        unasked=unasked,
     )
 
 

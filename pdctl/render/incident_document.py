@@ -82,7 +82,10 @@ def _clock(t: float) -> str:
 
 
 def verdict_now(rep: Any) -> str:
-    """'HEALTHY now: final-health passed (N checks)' or 'NOT HEALTHY now: K check(s) failed, U unknown'."""
+    """'HEALTHY now: final-health passed (N checks)', 'NOT HEALTHY now: K check(s) failed, U unknown', or 'UNKNOWN
+    now: the deployment could not be asked (why)'."""
+    if rep.health is None:
+        return f"UNKNOWN now: the deployment could not be asked ({rep.unasked})"
     n = sum(len(rs) for rs in rep.health.layers.values())
     if rep.healthy_now:
         return f"HEALTHY now: final-health passed ({n} checks, every layer: {', '.join(rep.health.layers)})"
@@ -97,8 +100,10 @@ def root_cause_line(rep: Any) -> str:
     causes = [h.name for h in rep.causes if h.verdict == CAUSE]
     if causes:
         return "; ".join(causes)
-    if rep.triage.findings:
+    if rep.triage is not None and rep.triage.findings:
         return rep.triage.findings[0].title
+    if rep.triage is None:
+        return "not named: no watch evidence of a known cause, and the deployment could not be asked now"
     return "not named: no watch evidence of a known cause, and triage finds nothing now"
 
 
@@ -143,7 +148,7 @@ def _summary(rep: Any) -> Section:
                     f"Written by {rep.operator} at {when(rep.written_at)} with pdctl {rep.versions.pdctl}",
                     f"What happened: {len(rep.entries)} timeline entries; {len(pages)} alert(s) fired, "
                     f"{len(heals)} heal line(s), {len(actions)} operator action(s)",
-                    f"Triage now: {rep.triage.headline}",
+                    f"Triage now: {rep.triage.headline}" if rep.triage else f"Triage now: not asked ({rep.unasked})",
                 ]
             ),
         ],
@@ -186,6 +191,9 @@ def _root_cause(rep: Any) -> Section:
         blocks.append(Para("Not judged from records: no watch timeline in the window."))
     else:
         blocks.append(Para("No known cause in the watch's records of the window."))
+    if rep.triage is None:
+        blocks.append(Para(f"No fresh triage: the deployment could not be asked ({rep.unasked}).", strong=True))
+        return Section("Root cause", blocks)
     blocks.append(Para(f"A fresh triage now: {rep.triage.headline}", strong=True))
     for f in rep.triage.findings:
         items = [f"observed: {o}" for o in f.observed] + [f"inferred: {i}" for i in f.inferred]
@@ -198,10 +206,11 @@ def _ruled_out(rep: Any) -> Section:
     blocks: list[Block] = []
     for h in (h for h in rep.causes if h.verdict == RULED_OUT):
         blocks += [Para(h.name, strong=True), Items([f"evidence: {e}" for e in h.evidence])]
-    triage_out = [r for f in rep.triage.findings for r in getattr(f, "ruled_out", []) or []]
+    findings = rep.triage.findings if rep.triage is not None else []
+    triage_out = [r for f in findings for r in f.ruled_out]
     if triage_out:
         blocks += [Para("Ruled out by triage now:", strong=True), Items(triage_out)]
-    passing = [o for o in rep.triage.observations if o.status.value == "pass"]
+    passing = [o for o in rep.triage.observations if o.status.value == "pass"] if rep.triage is not None else []
     if passing:
         rows = [[o.what, o.target, o.observed] for o in passing]
         blocks += [
@@ -240,7 +249,7 @@ def _shell_word(a: str) -> str:
 
 def _verification(rep: Any) -> Section:
     blocks: list[Block] = [Para(verdict_now(rep), strong=True)]
-    for layer, results in rep.health.layers.items():
+    for layer, results in (rep.health.layers if rep.health is not None else {}).items():
         rows = [[r.target, r.name, r.status.value, r.observed, r.expected] for r in results]
         blocks.append(Para(f"Layer {layer}: " + _layer_verdict(results)))
         if rows:

@@ -23,8 +23,8 @@ def _counts(rep: Any) -> str:
 
 def incident_screen(rep: Any, written: Any) -> None:
     """The screen after the write-up was written (`written`: pdctl.render.incident_files.Written)."""
-    word = "HEALTHY" if rep.healthy_now else "NOT HEALTHY"
-    style = "green" if rep.healthy_now else "bold red"
+    word = "UNKNOWN" if rep.health is None else ("HEALTHY" if rep.healthy_now else "NOT HEALTHY")
+    style = "green" if rep.healthy_now else ("yellow" if rep.health is None else "bold red")
     render.wrapped(f"incident write-up written; {rep.deployment} is {word} now", style=style)
     render.wrapped("  " + verdict_now(rep).split(": ", 1)[1])
     render.wrapped(f"root cause: {root_cause_line(rep)}")
@@ -46,12 +46,11 @@ def _next(rep: Any) -> str:
     """Triage's recommended command while the deployment is not healthy; else nothing (open the write-up)."""
     if rep.healthy_now:
         return ""
-    from pdctl.checks import triage_finding
+    if rep.triage is None:  # nothing answered: which hosts do?
+        return "pdctl status (which hosts answer?), then pdctl incident again"
+    from pdctl.checks.triage_finding import recommended_step
 
-    pick = getattr(triage_finding, "recommended_step", None)  # the one recommendation, where triage has one
-    if pick is not None:
-        return str(pick(rep.triage.findings))
-    return next((f.next_step for f in rep.triage.findings if f.next_step), "pdctl triage")
+    return recommended_step(rep.triage.findings) or "pdctl triage"
 
 
 def incident_json(rep: Any, written: Any) -> dict[str, Any]:
@@ -59,6 +58,7 @@ def incident_json(rep: Any, written: Any) -> dict[str, Any]:
     return {
         "ok": True,
         "healthy_now": rep.healthy_now,
+        "unasked": rep.unasked,
         "verdict": verdict_now(rep),
         "root_cause": root_cause_line(rep),
         "deployment": rep.deployment,
