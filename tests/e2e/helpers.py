@@ -40,6 +40,21 @@ FAST_WATCH = {
 }
 
 
+def silent_ssh_host() -> dict:
+    """An inventory host whose SSH port refuses connections (a real connect on loopback): a host that does not
+    answer, as pdctl sees it."""
+    from tests.fixtures.net import closed_port
+
+    return {
+        "transport": "ssh",
+        "address": "127.0.0.1",
+        "port": closed_port(),
+        "connect_timeout": 2,
+        "http": "tunnel",
+        "accept_new_host_key": True,
+    }
+
+
 def pdctl(
     args: list[str], *, state: Path, env: dict[str, str] | None = None, timeout: float = 600, netns: str | None = None
 ) -> Run:

@@ -8,27 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import pdctl, write_inventory
+from tests.e2e.helpers import pdctl, silent_ssh_host, write_inventory
 from tests.fixtures.net import closed_port
 
 pytestmark = [pytest.mark.e2e]
 
 
 def _silent(tmp_path: Path) -> Path:
-    gone = {
-        "transport": "ssh",
-        "address": "127.0.0.1",
-        "port": closed_port(),
-        "connect_timeout": 2,
-        "http": "tunnel",
-        "accept_new_host_key": True,
-    }
     roles = {
         "prefill": [{"host": "gone", "port": closed_port(), "bootstrap_port": closed_port()}],
         "decode": [{"host": "gone", "port": closed_port()}],
         "router": [{"host": "gone", "port": closed_port()}],
     }
-    return write_inventory(tmp_path / "inv.yaml", {"name": "silent", "hosts": {"gone": gone}, "roles": roles})
+    data = {"name": "silent", "hosts": {"gone": silent_ssh_host()}, "roles": roles}
+    return write_inventory(tmp_path / "inv.yaml", data)
 
 
 def test_a_deployment_that_does_not_answer_still_gets_its_write_up(tmp_path):

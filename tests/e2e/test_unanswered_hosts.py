@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tests.e2e.helpers import local_inventory, pdctl, write_inventory
-from tests.fixtures.net import closed_port, free_port
+from tests.e2e.helpers import local_inventory, pdctl, silent_ssh_host, write_inventory
+from tests.fixtures.net import free_port
 
 pytestmark = [pytest.mark.e2e]
 
@@ -20,14 +20,7 @@ def _inventory(tmp_path, name: str, silent_role: str):
     ports = {k: free_port() for k in ("prefill", "decode", "router", "bootstrap", "prometheus")}
     inv = local_inventory(name, ports)
     inv["hosts"]["local"]["internal_address"] = "127.0.0.1"
-    inv["hosts"]["gone"] = {
-        "transport": "ssh",
-        "address": "127.0.0.1",
-        "port": closed_port(),
-        "connect_timeout": 2,
-        "http": "tunnel",
-        "accept_new_host_key": True,
-    }
+    inv["hosts"]["gone"] = silent_ssh_host()
     for role in ("prefill", "decode"):
         inv["roles"][role][0]["listen_host"] = "0.0.0.0"
     inv["roles"][silent_role].append(dict(inv["roles"][silent_role][0], host="gone", port=free_port()))
