@@ -259,6 +259,20 @@ def judge_matrix(results: list[PairResult], n_prefill: int, n_decode: int) -> Ma
     return MatrixVerdict(not failed and not unknown, bool(unknown), passed, total, failed, missing, summary)
 
 
+REFUSED = "connection refused"  # a leg's error when nothing listens on its worker's port
+
+#: the next command when every failed pair's two workers refused the canary: nothing listens, so no restart of
+#: pairs can be the first answer (final-health and triage say `pdctl deploy` once status has shown it)
+NEXT_STATUS = "pdctl status (both workers of each failed pair refused the canary: are they running?)"
+
+
+def both_refused(results: list[PairResult]) -> bool:
+    """Every failed pair's prefill and decode refused the connection (nothing listens on either: the workers are
+    down, not the pairs broken); False when none failed. Pure."""
+    failed = [r for r in results if r.status == FAIL]
+    return bool(failed) and all(f"prefill: {REFUSED}" in r.found and f"decode: {REFUSED}" in r.found for r in failed)
+
+
 def heal_step(failed: list[tuple[int, int]], n_prefill: int, n_decode: int) -> str:
     """The restart that heals the failed (prefill, decode) pairs once triage has said why, or "" when none failed.
     xPyD: the rolling co-restart, the failed pairs' workers first (the service stays up, and a broken pair does

@@ -25,6 +25,8 @@ from pdctl.checks.pairs import (
     PairResult,
     CanaryBody,
     canary_body,
+    NEXT_STATUS,
+    both_refused,
     canary_rid,
     fresh_room,
     heal_step,
@@ -64,7 +66,10 @@ class PairsReport:
     def next_steps(self) -> list[str]:
         """A failed pair: triage says why, then the restart that heals it (its workers first on xPyD); pairs that
         pass with a restart-lineage hazard: that restart alone. No restart while a pair is unknown: nothing is
-        acted on that could not be seen (the watch's heal refuses too)."""
+        acted on that could not be seen (the watch's heal refuses too). Every failed pair refused on both sides:
+        status first (the workers are down), then triage, no restart."""
+        if both_refused(self.pairs):
+            return [NEXT_STATUS, NEXT_TRIAGE]
         n_p, n_d = len(self.prefills), len(self.decodes)
         by = {(r.prefill, r.decode): r for r in self.pairs}
         failed = [(i, j) for i in range(n_p) for j in range(n_d) if (i, j) not in by or by[(i, j)].status == FAIL]

@@ -65,11 +65,12 @@ def pairs_screen(rep, width: int) -> Screen:
     word = "PASS" if v.ok else ("UNKNOWN" if rep.exit_code == 3 else "FAIL")
     style = "bold green" if v.ok else ("yellow" if word == "UNKNOWN" else "bold red")
     screen = Screen(width)
-    line = f"verify pairs: {word} ({v.summary})"
-    if len(line) <= width or ": " not in v.summary:  # ("4 of 4 pairs pass" names no pair: printed whole)
+    summary = f"all {v.total} pairs failed" if len(v.failed) == v.total > 3 else v.summary  # no need to name each
+    line = f"verify pairs: {word} ({summary})"
+    if len(line) <= width or ": " not in summary:  # ("4 of 4 pairs pass" names no pair: printed whole)
         screen.head = wrapped(line, width, style=style)
     else:  # the names on their own lines, broken only between pairs: a pair name is never cut
-        head, names = v.summary.split(": ", 1)
+        head, names = summary.split(": ", 1)
         screen.head = [Row(f"verify pairs: {word} ({head})", style)]
         listed = [f"{n}," for n in names.split(", ")[:-1]] + [names.split(", ")[-1]]
         screen.head += [Row("  " + part.plain) for part in pack(listed, width - 2, sep=" ")]
@@ -150,6 +151,8 @@ def pairs_report(rep, *, verbose: bool = False) -> None:
 
 
 def _first_step(steps: list[str]) -> str:
-    """The one command to run next: the heal when one is known ("then, to heal: pdctl restart --pair"), else the
+    """The one command to run next: after triage, the heal when one is known (`pdctl restart --pair`), else the
     first step. Pure."""
-    return steps[1] if len(steps) > 1 else (steps[0] if steps else "")
+    from pdctl.checks.result import NEXT_TRIAGE
+
+    return steps[1] if len(steps) > 1 and steps[0] == NEXT_TRIAGE else (steps[0] if steps else "")

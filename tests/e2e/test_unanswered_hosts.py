@@ -41,7 +41,11 @@ def test_verify_pairs_tests_the_pairs_whose_hosts_answer(tmp_path):
     assert "connection refused" in local["found"] and local["room"] is not None
     assert "host gone did not answer" in doc["pairs"][1]["found"] and doc["pairs"][1]["room"] is None
     assert doc["exit_code"] == 1 and doc["verdict"]["failed"] == ["prefill[0] -> decode[0]"]
-    assert doc["next_steps"] == ["pdctl triage (which failure, and what to do about it)"]
+    # nothing listens on the local pair's two workers: status first (are they running?), no restart
+    assert doc["next_steps"] == [
+        "pdctl status (both workers of each failed pair refused the canary: are they running?)",
+        "pdctl triage (which failure, and what to do about it)",
+    ]
     screen = pdctl(["verify", "pairs", "-i", str(path)], state=tmp_path, env={"COLUMNS": "80"}, timeout=60)
     assert screen.code == 1
     assert screen.stdout.startswith("verify pairs: FAIL (1 of 2 pair(s) failed: prefill[0] -> decode[0]; 1 unknown)")

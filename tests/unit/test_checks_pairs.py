@@ -123,3 +123,23 @@ def test_the_heal_of_failed_pairs():
     # one prefill (or one decode): no rolling restart keeps the service up; the pair co-restart
     assert heal_step([(0, 1)], 1, 2) == "pdctl restart --pair"
     assert heal_step([(0, 0)], 1, 1) == "pdctl restart --pair"
+
+
+def test_pairs_whose_two_workers_both_refused_say_status_first_not_a_restart():
+    """Nothing listens on either worker of every failed pair (a stopped deployment): the workers are down, not the
+    pairs broken, so the next command is status, never a pair restart; one side refusing (a killed decode beside
+    a live prefill) keeps the heal."""
+    from pdctl.checks.pairs import NEXT_STATUS, both_refused
+    from pdctl.checks.result import NEXT_TRIAGE
+    from pdctl.ops.pairs import PairsReport
+
+    refused = LegAnswer(error="connection refused")
+    down = [judge_pair(i, j, 1, refused, refused) for i in range(2) for j in range(2)]
+    assert both_refused(down)
+    rep = PairsReport("inv.yaml", 4.0, 12.0, ["p0", "p1"], ["d0", "d1"], down, judge_matrix(down, 2, 2))
+    assert rep.next_steps == [NEXT_STATUS, NEXT_TRIAGE]
+    killed = [judge_pair(0, 0, 1, LegAnswer(error="no response within 4s (read timeout)"), refused)]
+    assert not both_refused(killed)
+    one = PairsReport("inv.yaml", 4.0, 12.0, ["p0"], ["d0"], killed, judge_matrix(killed, 1, 1))
+    assert one.next_steps[0] == NEXT_TRIAGE and one.next_steps[1].startswith("pdctl restart")
+    assert not both_refused([judge_pair(0, 0, 1, PREFILL_OK, decode_said("the quick brown fox"))])  # none failed
