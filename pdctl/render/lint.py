@@ -80,10 +80,15 @@ def lint_screen(report, width: int):
                 note="silenced findings",
             )
             continue
-        screen.add(head, keep=f.severity != "note", rank=2, note="notes")
-        screen.add(wrapped(f.message, width, first="  ", indent=4), rank=1, note="what the parser said")
-        screen.add(fix, keep=f.severity != "note", rank=2, note="notes")
-        screen.add(wrapped(f"see {f.doc}", width, first="  ", indent=4, style="dim"), rank=2, note="the rules' docs")
+        said = wrapped(f.message, width, first="  ", indent=4)
+        doc = wrapped(f"see {f.doc}", width, first="  ", indent=4, style="dim")
+        if f.severity == "note":  # a note stays or goes whole
+            screen.add(head + said + fix + doc, rank=2, note="notes")
+            continue
+        screen.add(head, keep=True)
+        screen.add(said, rank=1, note="what the parser said")
+        screen.add(fix, keep=True)
+        screen.add(doc, rank=2, note="the rules' docs")
     answered: dict[str, list[str]] = {}
     for r in report.roles:
         who = f"{r['kind']} {r['version']}" if r.get("version") else f"{r['kind']}: not asked"

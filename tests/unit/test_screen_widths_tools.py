@@ -146,6 +146,18 @@ def test_lint_report_rule_role_subject_and_what_to_write(width, capsys, failing)
         assert_value_shown(lines, "fix: write one of --disaggregation-bootstrap-port, --disaggregation-backend")
 
 
+def test_lint_drops_a_note_whole_at_any_height():
+    """However few rows are left, a note's message never stays without its heading (it goes whole), while an
+    error's heading and fix always stay."""
+    from pdctl.render.lint import lint_screen
+
+    screen = lint_screen(lint_report(True), 80)
+    for rows in range(4, 40):
+        text = "\n".join(r.text for r in screen.fit(rows))
+        assert ("NOTE tp-rank0-metrics" in text) == ("only rank 0's scheduler reports" in text), (rows, text)
+        assert "ERROR flag-ambiguous" in text and "fix: SGLANG_DISAGGREGATION_WAITING_TIMEOUT=300" in text
+
+
 # -- a playbook run -------------------------------------------------------------------------------------------
 
 STEP = "check-the-decode-transfer-backend-is-mooncake"
