@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pdctl import render
 from pdctl.checks.pairs import FAIL, PASS, UNKNOWN, PairResult
+from pdctl.render.check_causes import MAX_NAMED
 from pdctl.render.escape_controls import Text
 from pdctl.render.fit_screen import Row, Screen, closing_rows, drawn, glued, labelled, wrapped
 from pdctl.render.layout import Cell, Col, grid, pack
@@ -49,7 +50,7 @@ def pair_causes(pairs: list[PairResult], total: int) -> list[str]:
     out = []
     for (status, found), rs in by_found.items():
         word = status.upper() if status == FAIL else status
-        if len(rs) <= 3:
+        if len(rs) <= MAX_NAMED:
             who = ", ".join(r.name for r in rs)
         elif len(by_found) == 1:  # one cause for all: the verdict line already names them
             who = f"all {len(rs)} {'failed' if status == FAIL else status} pairs"
